@@ -1,0 +1,1 @@
+"""UNS server: durable notification obligations over gRPC on a transactional outbox."""

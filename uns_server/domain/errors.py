@@ -1,0 +1,128 @@
+"""Every refusal the service produces, one class per ErrorInfo reason (SPEC §1, Errors).
+
+The transport maps each class to a gRPC status code in one table
+(``uns_server.api.errors``); clients switch on ``reason``. The class docstring is the
+default message. ``metadata`` carries every dynamic value of the message (AIP-193).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One invalid field, reported as a ``google.rpc.BadRequest`` field violation."""
+
+    field: str
+    description: str
+
+
+class UnsError(Exception):
+    """The request was refused."""
+
+    reason: ClassVar[str] = "INTERNAL"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        violations: Sequence[FieldViolation] = (),
+    ) -> None:
+        self.message = message or (self.__doc__ or self.reason).strip().splitlines()[0]
+        self.metadata: dict[str, str] = dict(metadata or {})
+        self.violations: tuple[FieldViolation, ...] = tuple(violations)
+        super().__init__(self.message)
+
+
+class InvalidRequest(UnsError):
+    """The request is missing, oversized or malformed fields."""
+
+    reason = "INVALID_REQUEST"
+
+
+class ReservedMetadataKey(UnsError):
+    """Metadata holds a reserved routing key; routing lives in policy and configuration."""
+
+    reason = "RESERVED_METADATA_KEY"
+
+
+class PolicyOverride(UnsError):
+    """The request overrides a value fixed by the ACTIVE policy of its notification type."""
+
+    reason = "POLICY_OVERRIDE"
+
+
+class IdempotencyConflict(UnsError):
+    """The idempotency key was already used with a different payload."""
+
+    reason = "IDEMPOTENCY_CONFLICT"
+
+
+class NotFound(UnsError):
+    """No such notification (or not visible to the caller)."""
+
+    reason = "NOT_FOUND"
+
+
+class AckNotPending(UnsError):
+    """The notification has no pending acknowledgement."""
+
+    reason = "ACK_NOT_PENDING"
+
+
+class AckConflict(UnsError):
+    """The acknowledgement was already settled by another actor or with another outcome."""
+
+    reason = "ACK_CONFLICT"
+
+
+class AckDeadlinePassed(UnsError):
+    """The acknowledgement deadline has passed; late acknowledgements are refused."""
+
+    reason = "ACK_DEADLINE_PASSED"
+
+
+class NotDeadLettered(UnsError):
+    """The notification is not a dead-lettered failure."""
+
+    reason = "NOT_DEAD_LETTERED"
+
+
+class ReplayBlocked(UnsError):
+    """A dedup successor already carries this obligation; replaying would duplicate it."""
+
+    reason = "REPLAY_BLOCKED"
+
+
+class Unauthenticated(UnsError):
+    """Missing or unknown credentials."""
+
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(UnsError):
+    """The caller's role does not allow this call."""
+
+    reason = "PERMISSION_DENIED"
+
+
+class Unimplemented(UnsError):
+    """This call is not implemented yet."""
+
+    reason = "UNIMPLEMENTED"
+
+
+class StorageUnavailable(UnsError):
+    """The database is unreachable; retry with backoff (idempotent calls are safe to retry)."""
+
+    reason = "STORAGE_UNAVAILABLE"
+
+
+class HistoryCompacted(UnsError):
+    """The resume cursor is older than retained history; resync from the given sequence."""
+
+    reason = "HISTORY_COMPACTED"
