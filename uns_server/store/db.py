@@ -1,0 +1,133 @@
+"""The database handle: engines, transactions and the commit signal.
+
+SQLite is single-writer: write transactions go through one connection with
+``BEGIN IMMEDIATE`` (so a second process waits on ``busy_timeout`` instead of
+failing on lock upgrade), reads use a separate pool of WAL readers. PostgreSQL uses
+one pool for both.
+
+After every committed write that appended events or made work due, the handle
+fires ``on_commit`` callbacks in-process; on PostgreSQL the same transaction also
+issues ``NOTIFY`` so that other server processes wake too (``store.listen``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+PG_POOL_SIZE_DEFAULT = 10
+
+# NOTIFY channels (PostgreSQL) / in-process topics.
+TOPIC_EVENTS = "uns_events"
+TOPIC_WORK = "uns_work"
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain ``postgresql://`` / ``sqlite://`` URLs and pick the async drivers."""
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
+        u = u.set(drivername="postgresql+asyncpg")
+    elif u.drivername in ("sqlite", "sqlite+pysqlite"):
+        u = u.set(drivername="sqlite+aiosqlite")
+    return u.render_as_string(hide_password=False)
+
+
+@dataclass
+class WriteTx:
+    """A write transaction: the connection plus the topics to signal after commit."""
+
+    conn: AsyncConnection
+    topics: set[str] = field(default_factory=set)
+
+    def signal(self, topic: str) -> None:
+        self.topics.add(topic)
+
+
+class Database:
+    def __init__(self, url: str, *, pool_size: int = PG_POOL_SIZE_DEFAULT) -> None:
+        self.url = normalize_url(url)
+        self.dialect = make_url(self.url).get_backend_name()
+        self._listeners: dict[str, list[Callable[[], None]]] = {}
+        if self.dialect == "sqlite":
+            self.writer = _sqlite_engine(self.url, immediate=True, pool_size=1)
+            self.reader = _sqlite_engine(self.url, immediate=False, pool_size=4)
+            # One writer connection; the lock makes waiting explicit (and fair).
+            self._write_lock: asyncio.Lock | None = asyncio.Lock()
+        elif self.dialect == "postgresql":
+            self.writer = create_async_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+            )
+            self.reader = self.writer
+            self._write_lock = None
+        else:
+            raise ValueError(f"unsupported database dialect: {self.dialect}")
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
+        """Run ``callback`` (must not block) after commits that signalled ``topic``."""
+        self._listeners.setdefault(topic, []).append(callback)
+
+    def fire(self, topic: str) -> None:
+        for callback in self._listeners.get(topic, ()):
+            callback()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[WriteTx]:
+        """A write transaction; commits on success, rolls back on any exception."""
+        lock: AbstractAsyncContextManager[Any] = self._write_lock or nullcontext()
+        async with lock, self.writer.connect() as conn:
+            tx = WriteTx(conn)
+            async with conn.begin():
+                yield tx
+                if self.is_postgres:
+                    for topic in sorted(tx.topics):  # delivered by PostgreSQL at commit
+                        await conn.execute(text("SELECT pg_notify(:t, '')"), {"t": topic})
+        for topic in tx.topics:
+            self.fire(topic)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        async with self.reader.connect() as conn:
+            async with conn.begin():
+                yield conn
+
+    async def ping(self) -> None:
+        async with self.read() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def dispose(self) -> None:
+        await self.writer.dispose()
+        if self.reader is not self.writer:
+            await self.reader.dispose()
+
+
+def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
+    engine = create_async_engine(url, pool_size=pool_size, max_overflow=0)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let us emit BEGIN ourselves (pysqlite's implicit BEGIN is DEFERRED).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine

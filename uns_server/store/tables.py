@@ -1,0 +1,234 @@
+"""The schema: one SQLAlchemy Core ``MetaData`` shared by the store and Alembic.
+
+Column names follow seed 000 §2 (``status``, ``ack_status``, ``next_attempt``...);
+times are timezone-aware UTC (``UtcDateTime``) instead of float epochs so both
+dialects compare them natively. Migrations in ``migrations/`` must build exactly
+this schema (``tests/store/test_migrations.py`` checks for drift).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on both dialects.
+
+    PostgreSQL stores ``timestamptz``; SQLite stores naive UTC text, which sorts and
+    compares correctly as long as every value is UTC — this type guarantees that.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to UtcDateTime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# JSONB on PostgreSQL (indexable, compact), JSON text on SQLite.
+Json: Any = JSON().with_variant(postgresql.JSONB(), "postgresql")
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+BigId: Any = BigInteger().with_variant(Integer(), "sqlite")
+
+
+notifications = Table(
+    "uns_notifications",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    # SHA-256 of [principal, source, idempotency_key] (SPEC §2).
+    Column("key", String(64), nullable=False, unique=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("notification_type", String(255), nullable=False),
+    Column("source", String(255), nullable=False),
+    # The request as accepted plus the frozen effective policy (``effective``).
+    Column("notification", Json, nullable=False),
+    Column("status", String(32), nullable=False),
+    # Priority rank (higher first) and the frozen delivery settings that the
+    # dispatcher needs without parsing ``notification``.
+    Column("priority", Integer, nullable=False),
+    Column("delivery_mode", String(16), nullable=False),
+    Column("require_ack", Boolean, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("outcome", Json, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("cycle", Integer, nullable=False),
+    Column("cycle_attempts", Integer, nullable=False),
+    Column("dedup_key", String(64)),
+    Column("dedup_owner_id", String(36)),
+    Column("dedup_generation", Integer),
+    Column("dedup_successor_id", String(36)),
+    Column("next_attempt", UtcDateTime(), nullable=False),
+    Column("lease_until", UtcDateTime()),
+    Column("lease_token", String(36)),
+    # Set when a lease expired with its provider outcome unknown (seed 003).
+    Column("provider_effect_may_have_occurred", Boolean, nullable=False),
+    Column("dead_letter", Boolean, nullable=False),
+    Column("delivered_at", UtcDateTime()),
+    Column("deadline", UtcDateTime()),
+    Column("ack_status", String(32)),
+    Column("actor", String(255)),
+    Column("responded_at", UtcDateTime()),
+    Column("response_metadata", Json),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    # Due leaders only: the dispatcher's claim query walks this index.
+    Index(
+        "ix_uns_notifications_due",
+        "priority",
+        "next_attempt",
+        postgresql_where=text("status = 'PENDING' AND dedup_owner_id IS NULL"),
+        sqlite_where=text("status = 'PENDING' AND dedup_owner_id IS NULL"),
+    ),
+    # Pending acks only: the expiry worker's sweep.
+    Index(
+        "ix_uns_notifications_ack_deadline",
+        "deadline",
+        postgresql_where=text("ack_status = 'PENDING'"),
+        sqlite_where=text("ack_status = 'PENDING'"),
+    ),
+    Index("ix_uns_notifications_dedup_owner_id", "dedup_owner_id"),
+    Index("ix_uns_notifications_dedup_successor_id", "dedup_successor_id"),
+    Index("ix_uns_notifications_principal_created_at", "principal", "created_at"),
+    Index("ix_uns_notifications_status_created_at", "status", "created_at"),
+    Index("ix_uns_notifications_created_at", "created_at"),
+)
+
+events = Table(
+    "uns_events",
+    metadata,
+    # The WatchEvents cursor. Writers allocate it in commit order (see
+    # ``store.events``), so "everything after N" never skips a late commit.
+    Column("sequence", BigId, primary_key=True, autoincrement=True),
+    Column("id", String(36), nullable=False, unique=True),
+    Column("notification_id", String(36), nullable=False, index=True),
+    # Denormalised so WatchEvents can filter without a join.
+    Column("principal", String(255), nullable=False),
+    Column("notification_type", String(255), nullable=False),
+    Column("kind", String(50), nullable=False),
+    Column("at", UtcDateTime(), nullable=False),
+    Column("payload", Json, nullable=False),
+    sqlite_autoincrement=True,  # never reuse a sequence after retention deletes rows
+)
+
+dedup = Table(
+    "uns_dedup",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("until", UtcDateTime(), nullable=False),
+    Column("owner_id", String(36)),
+    Column("generation", Integer, nullable=False),
+)
+
+notification_audit_records = Table(
+    "notification_audit_records",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("notification_id", String(36), nullable=False, index=True),
+    Column("notification_type", String(255), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("channels_attempted", Json, nullable=False),
+    Column("channels_succeeded", Json, nullable=False),
+    Column("channels_failed", Json, nullable=False),
+    Column("error_message", Text),
+    Column("intent", String(32), nullable=False),
+    Column("delivery_mode", String(16), nullable=False),
+    Column("autonomy_mode", String(32)),
+    Column("agent_id", String(255)),
+    Column("policy_config_id", String(36)),
+    Column("policy_config_hash", String(64)),
+    Column("delivered_at", UtcDateTime()),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+ack_audit_records = Table(
+    "ack_audit_records",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("notification_id", String(36), nullable=False, index=True),
+    Column("old_status", String(32)),
+    Column("new_status", String(32), nullable=False),
+    Column("acked_by", String(255), nullable=False),
+    Column("acked_at", UtcDateTime(), nullable=False),
+    Column("ack_metadata", Json),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+policies = Table(
+    "uns_policies",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("notification_type", String(255), nullable=False, unique=True),
+    Column("active_revision", Integer),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+)
+
+policy_revisions = Table(
+    "uns_policy_revisions",
+    metadata,
+    Column("policy_id", String(36), ForeignKey("uns_policies.id"), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("content", Json, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("created_by", String(255), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("activated_at", UtcDateTime()),
+    PrimaryKeyConstraint("policy_id", "revision"),
+)
+
+api_keys = Table(
+    "uns_api_keys",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    # SHA-256 of the secret: keys are 256-bit random, so a fast hash is enough
+    # and lookups stay O(1) per call.
+    Column("key_hash", String(64), nullable=False, unique=True),
+    # First characters of the key, shown in listings to tell keys apart.
+    Column("prefix", String(16), nullable=False),
+    Column("principal", String(255), nullable=False),
+    Column("roles", Json, nullable=False),
+    Column("description", String(255), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("revoked_at", UtcDateTime()),
+)
