@@ -1,0 +1,335 @@
+"""Delivery policy: revision content, server defaults and per-request resolution.
+
+Resolution (SPEC §2, seed 001 §4)::
+
+    ACTIVE revision of notification_type?
+      yes -> its spec; a producer-declared delivery_mode / require_ack / priority that
+             differs from the spec is refused (POLICY_OVERRIDE), an equal one is fine
+      no  -> server defaults, each overridden by the producer's declared value
+
+The result, :class:`EffectivePolicy`, is frozen into the ACCEPTED event. Its
+``effective_hash`` covers the effective values only (not policy id or revision), so
+notifications resolved to the same behaviour coalesce across revisions with equal content,
+and notifications resolved differently never do (the hash is part of the dedup key).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from uns_server.domain.digests import sha256_hex
+from uns_server.domain.enums import DeliveryMode, Priority
+from uns_server.domain.errors import FieldViolation, InvalidRequest, PolicyOverride
+from uns_server.domain.requests import SendRequest
+
+ACK_TIMEOUT_MINUTES_DEFAULT = 60
+ACK_TIMEOUT_MINUTES_MAX = 10080
+DEDUP_WINDOW_SECONDS_DEFAULT = 300
+DEDUP_WINDOW_SECONDS_MAX = 86400
+MAX_ATTEMPTS_DEFAULT = 5
+MAX_ATTEMPTS_MAX = 100
+PRIORITY_DEFAULT = Priority.NORMAL
+CHANNELS_DEFAULT: tuple[str, ...] = ("log",)
+DELIVERY_MODE_DEFAULT = DeliveryMode.GUARANTEED
+
+_CHANNEL = re.compile(r"[a-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """The content of a policy revision, defaults filled in (``uns.v1.PolicySpec``)."""
+
+    channels: tuple[str, ...]
+    delivery_mode: DeliveryMode
+    require_ack: bool
+    ack_timeout_minutes: int
+    priority: Priority
+    dedup_window_seconds: int
+    max_attempts: int
+
+    @classmethod
+    def build(
+        cls,
+        channels: Sequence[str],
+        delivery_mode: DeliveryMode | None,
+        require_ack: bool,
+        ack_timeout_minutes: int = 0,
+        priority: Priority | None = None,
+        dedup_window_seconds: int = 0,
+        max_attempts: int = 0,
+    ) -> PolicySpec:
+        """Validate operator input and fill in the documented defaults.
+
+        Zero means the default (60 minutes, 300 seconds, 5 attempts), ``None`` priority
+        means NORMAL; duplicate channels are dropped, first occurrence wins. Raises
+        ``InvalidRequest`` listing every problem under ``spec.<field>``.
+        """
+        violations: list[FieldViolation] = []
+        if not channels:
+            violations.append(FieldViolation("spec.channels", "at least one channel is required"))
+        for i, name in enumerate(channels):
+            if _CHANNEL.fullmatch(name) is None:
+                violations.append(
+                    FieldViolation(f"spec.channels[{i}]", "must be 1-64 characters of [a-z0-9_-]")
+                )
+        if delivery_mode is None:
+            violations.append(FieldViolation("spec.delivery_mode", "is required"))
+        ranges = (
+            ("spec.ack_timeout_minutes", ack_timeout_minutes, ACK_TIMEOUT_MINUTES_MAX),
+            ("spec.dedup_window_seconds", dedup_window_seconds, DEDUP_WINDOW_SECONDS_MAX),
+            ("spec.max_attempts", max_attempts, MAX_ATTEMPTS_MAX),
+        )
+        for field, value, maximum in ranges:
+            if not 0 <= value <= maximum:
+                violations.append(
+                    FieldViolation(field, f"must be between 1 and {maximum} (0 for the default)")
+                )
+        if violations or delivery_mode is None:
+            fields = ",".join(dict.fromkeys(v.field for v in violations))
+            raise InvalidRequest(metadata={"fields": fields}, violations=violations)
+        return cls(
+            channels=tuple(dict.fromkeys(channels)),
+            delivery_mode=delivery_mode,
+            require_ack=require_ack,
+            ack_timeout_minutes=ack_timeout_minutes or ACK_TIMEOUT_MINUTES_DEFAULT,
+            priority=PRIORITY_DEFAULT if priority is None else priority,
+            dedup_window_seconds=dedup_window_seconds or DEDUP_WINDOW_SECONDS_DEFAULT,
+            max_attempts=max_attempts or MAX_ATTEMPTS_DEFAULT,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON object: snake_case keys, enums by value."""
+        return {
+            "channels": list(self.channels),
+            "delivery_mode": self.delivery_mode.value,
+            "require_ack": self.require_ack,
+            "ack_timeout_minutes": self.ack_timeout_minutes,
+            "priority": self.priority.value,
+            "dedup_window_seconds": self.dedup_window_seconds,
+            "max_attempts": self.max_attempts,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PolicySpec:
+        """Inverse of :meth:`to_json` (trusted, already validated content)."""
+        return cls(
+            channels=tuple(data["channels"]),
+            delivery_mode=DeliveryMode(data["delivery_mode"]),
+            require_ack=bool(data["require_ack"]),
+            ack_timeout_minutes=int(data["ack_timeout_minutes"]),
+            priority=Priority(data["priority"]),
+            dedup_window_seconds=int(data["dedup_window_seconds"]),
+            max_attempts=int(data["max_attempts"]),
+        )
+
+
+def normalize_spec(
+    channels: Sequence[str],
+    delivery_mode: DeliveryMode | None,
+    require_ack: bool,
+    ack_timeout_minutes: int = 0,
+    priority: Priority | None = None,
+    dedup_window_seconds: int = 0,
+    max_attempts: int = 0,
+) -> PolicySpec:
+    """Same as :meth:`PolicySpec.build`."""
+    return PolicySpec.build(
+        channels,
+        delivery_mode,
+        require_ack,
+        ack_timeout_minutes,
+        priority,
+        dedup_window_seconds,
+        max_attempts,
+    )
+
+
+def content_hash(spec: PolicySpec) -> str:
+    """SHA-256 of the canonical spec: equal content, equal hash (channel order counts)."""
+    return sha256_hex(spec.to_json())
+
+
+@dataclass(frozen=True)
+class PolicyRevision:
+    """One immutable revision of a type's policy."""
+
+    policy_id: str
+    notification_type: str
+    revision: int
+    spec: PolicySpec
+    content_hash: str
+    active: bool
+    created_by: str
+    created_at: datetime
+    activated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ServerDefaults:
+    """What applies when a notification type has no ACTIVE policy."""
+
+    channels: tuple[str, ...] = CHANNELS_DEFAULT
+    delivery_mode: DeliveryMode = DELIVERY_MODE_DEFAULT
+    require_ack: bool = False
+    ack_timeout_minutes: int = ACK_TIMEOUT_MINUTES_DEFAULT
+    priority: Priority = PRIORITY_DEFAULT
+    dedup_window_seconds: int = DEDUP_WINDOW_SECONDS_DEFAULT
+    max_attempts: int = MAX_ATTEMPTS_DEFAULT
+
+
+@dataclass(frozen=True)
+class EffectivePolicy:
+    """The policy resolved for one notification (``uns.v1.EffectivePolicy``)."""
+
+    channels: tuple[str, ...]
+    delivery_mode: DeliveryMode
+    require_ack: bool
+    ack_timeout_minutes: int
+    priority: Priority
+    dedup_window_seconds: int
+    max_attempts: int
+    policy_id: str | None
+    policy_revision: int
+    """0 when the server defaults applied."""
+    policy_hash: str | None
+    effective_hash: str
+
+    @property
+    def spec(self) -> PolicySpec:
+        """The effective values alone."""
+        return PolicySpec(
+            channels=self.channels,
+            delivery_mode=self.delivery_mode,
+            require_ack=self.require_ack,
+            ack_timeout_minutes=self.ack_timeout_minutes,
+            priority=self.priority,
+            dedup_window_seconds=self.dedup_window_seconds,
+            max_attempts=self.max_attempts,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON object (the ACCEPTED event's ``effective``): snake_case, enums by value."""
+        return {
+            **self.spec.to_json(),
+            "policy_id": self.policy_id,
+            "policy_revision": self.policy_revision,
+            "policy_hash": self.policy_hash,
+            "effective_hash": self.effective_hash,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EffectivePolicy:
+        """Inverse of :meth:`to_json`; the stored ``effective_hash`` is kept as frozen."""
+        return cls.of(
+            PolicySpec.from_json(data),
+            policy_id=data["policy_id"],
+            policy_revision=int(data["policy_revision"]),
+            policy_hash=data["policy_hash"],
+            effective_hash=data["effective_hash"],
+        )
+
+    @classmethod
+    def of(
+        cls,
+        spec: PolicySpec,
+        *,
+        policy_id: str | None,
+        policy_revision: int,
+        policy_hash: str | None,
+        effective_hash: str | None = None,
+    ) -> EffectivePolicy:
+        """Effective values plus provenance; the hash is computed unless given."""
+        return cls(
+            channels=spec.channels,
+            delivery_mode=spec.delivery_mode,
+            require_ack=spec.require_ack,
+            ack_timeout_minutes=spec.ack_timeout_minutes,
+            priority=spec.priority,
+            dedup_window_seconds=spec.dedup_window_seconds,
+            max_attempts=spec.max_attempts,
+            policy_id=policy_id,
+            policy_revision=policy_revision,
+            policy_hash=policy_hash,
+            effective_hash=content_hash(spec) if effective_hash is None else effective_hash,
+        )
+
+
+def resolve(
+    req: SendRequest, active: PolicyRevision | None, defaults: ServerDefaults
+) -> EffectivePolicy:
+    """The policy that applies to ``req`` (see the module docstring).
+
+    ``active`` must be the ACTIVE revision of ``req.notification_type``, or ``None``.
+    Raises ``PolicyOverride`` naming the first conflicting field in metadata
+    (``field``, ``declared``, ``policy_value``, ``notification_type``, ``policy_id``,
+    ``policy_revision``) with a violation per conflicting field.
+    """
+    declared: dict[str, DeliveryMode | bool | Priority | None] = {
+        "delivery_mode": req.delivery_mode,
+        "require_ack": req.require_ack,
+        "priority": req.priority,
+    }
+    if active is None:
+        return EffectivePolicy.of(
+            PolicySpec(
+                channels=defaults.channels,
+                delivery_mode=(
+                    defaults.delivery_mode if req.delivery_mode is None else req.delivery_mode
+                ),
+                require_ack=defaults.require_ack if req.require_ack is None else req.require_ack,
+                ack_timeout_minutes=defaults.ack_timeout_minutes,
+                priority=defaults.priority if req.priority is None else req.priority,
+                dedup_window_seconds=defaults.dedup_window_seconds,
+                max_attempts=defaults.max_attempts,
+            ),
+            policy_id=None,
+            policy_revision=0,
+            policy_hash=None,
+        )
+
+    if not active.active or active.notification_type != req.notification_type:
+        raise ValueError(
+            f"revision {active.revision} of {active.policy_id} is not the ACTIVE policy of "
+            f"{req.notification_type!r}"
+        )
+    fixed: dict[str, DeliveryMode | bool | Priority] = {
+        "delivery_mode": active.spec.delivery_mode,
+        "require_ack": active.spec.require_ack,
+        "priority": active.spec.priority,
+    }
+    conflicts = [f for f, v in declared.items() if v is not None and v != fixed[f]]
+    if conflicts:
+        field = conflicts[0]
+        shown, policy_value = _show(declared[field]), _show(fixed[field])
+        raise PolicyOverride(
+            f"{field} {shown} differs from {policy_value} fixed by the ACTIVE policy of "
+            f"{req.notification_type}; leave it unset",
+            metadata={
+                "field": field,
+                "declared": shown,
+                "policy_value": policy_value,
+                "notification_type": req.notification_type,
+                "policy_id": active.policy_id,
+                "policy_revision": str(active.revision),
+            },
+            violations=[
+                FieldViolation(f, f"must be unset or {_show(fixed[f])} (ACTIVE policy)")
+                for f in conflicts
+            ],
+        )
+    return EffectivePolicy.of(
+        active.spec,
+        policy_id=active.policy_id,
+        policy_revision=active.revision,
+        policy_hash=active.content_hash,
+    )
+
+
+def _show(value: DeliveryMode | bool | Priority | None) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else value.value
