@@ -1,0 +1,1 @@
+"""Generated from protos/ by scripts/generate.sh. DO NOT EDIT."""

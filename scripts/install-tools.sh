@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Installs the pinned code-generation toolchain for protos/ (see buf.gen.yaml).
+#
+#   scripts/install-tools.sh [--quiet]
+#
+# Go and Rust plugins (and grpcurl) go to ${UNS_TOOLS_DIR:-$HOME/.cache/uns-tools}/bin;
+# buf, grpcio-tools and mypy-protobuf are pip packages in the current python
+# environment (${PYTHON:-python3}); their entry points are linked into the same
+# bin directory so that one PATH entry finds every tool.
+#
+# Idempotent: a tool whose pinned version is already installed is skipped, so a
+# second run takes about a second. A missing `go` or `cargo` skips that
+# language's tools with a message, unless UNS_REQUIRE_TOOLCHAINS=1.
+set -euo pipefail
+
+# --- pinned versions (bump here; then run scripts/generate.sh and commit) ---
+BUF_VERSION=1.75.0                 # pip buf-bin
+GRPCIO_TOOLS_VERSION=1.85.1        # pip; bundles protoc + grpc_python plugin
+MYPY_PROTOBUF_VERSION=5.1.0        # pip; protoc-gen-mypy, protoc-gen-mypy_grpc
+PROTOC_GEN_GO_VERSION=v1.36.12     # google.golang.org/protobuf
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.2  # google.golang.org/grpc/cmd/protoc-gen-go-grpc
+GRPCURL_VERSION=v1.9.4             # github.com/fullstorydev/grpcurl
+PROTOC_GEN_PROST_VERSION=0.5.0     # emits code for prost 0.14
+PROTOC_GEN_TONIC_VERSION=0.5.0     # emits code for tonic 0.14 + tonic-prost
+
+QUIET=0
+for arg in "$@"; do
+  case "$arg" in
+    -q | --quiet) QUIET=1 ;;
+    -h | --help)
+      sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "install-tools: unknown argument: $arg" >&2
+      exit 64
+      ;;
+  esac
+done
+
+TOOLS_DIR="${UNS_TOOLS_DIR:-$HOME/.cache/uns-tools}"
+BIN="$TOOLS_DIR/bin"
+PYTHON="${PYTHON:-python3}"
+REQUIRE="${UNS_REQUIRE_TOOLCHAINS:-0}"
+mkdir -p "$BIN"
+
+say() { [[ "$QUIET" == 1 ]] || echo "install-tools: $*"; }
+# Actions (installs) are always printed, even with --quiet.
+act() { echo "install-tools: $*"; }
+missing_toolchain() { # name, what-is-skipped
+  if [[ "$REQUIRE" == 1 ]]; then
+    echo "install-tools: ERROR: '$1' not found on PATH (UNS_REQUIRE_TOOLCHAINS=1); cannot install $2" >&2
+    exit 1
+  fi
+  echo "install-tools: WARNING: '$1' not found on PATH; skipping $2 (install $1 and re-run)" >&2
+}
+
+# --- Python: buf, grpcio-tools, mypy-protobuf --------------------------------
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  echo "install-tools: ERROR: $PYTHON not found; buf and the Python generators need it" >&2
+  exit 1
+fi
+
+pip_installed_version() { # distribution name -> version or empty
+  "$PYTHON" - "$1" <<'EOF'
+import sys
+from importlib import metadata
+try:
+    print(metadata.version(sys.argv[1]))
+except metadata.PackageNotFoundError:
+    print("")
+EOF
+}
+
+pip_wanted=()
+for spec in "buf-bin==$BUF_VERSION" "grpcio-tools==$GRPCIO_TOOLS_VERSION" "mypy-protobuf==$MYPY_PROTOBUF_VERSION"; do
+  name="${spec%%==*}" version="${spec##*==}"
+  have="$(pip_installed_version "$name")"
+  if [[ "$have" == "$version" ]]; then
+    say "ok   $name $version (pip, already installed)"
+  else
+    pip_wanted+=("$spec")
+  fi
+done
+if ((${#pip_wanted[@]})); then
+  act "pip install ${pip_wanted[*]}"
+  "$PYTHON" -m pip install --disable-pip-version-check --root-user-action=ignore --quiet "${pip_wanted[@]}"
+fi
+
+# Link the pip entry points into $BIN so one PATH entry finds every tool.
+PY_SCRIPTS="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+for exe in buf protoc-gen-mypy protoc-gen-mypy_grpc; do
+  src="$PY_SCRIPTS/$exe"
+  if [[ ! -x "$src" ]]; then
+    echo "install-tools: ERROR: $src missing after pip install" >&2
+    exit 1
+  fi
+  if [[ "$(readlink "$BIN/$exe" 2>/dev/null || true)" != "$src" ]]; then
+    ln -sfn "$src" "$BIN/$exe"
+    say "link $BIN/$exe -> $src"
+  fi
+done
+
+# --- Go: protoc-gen-go, protoc-gen-go-grpc, grpcurl --------------------------
+go_install() { # binary, package, version
+  local bin="$1" pkg="$2" version="$3" have=""
+  if [[ -x "$BIN/$bin" ]]; then
+    # `go version -m` reads the module version embedded in the binary.
+    have="$(go version -m "$BIN/$bin" 2>/dev/null | awk '$1 == "mod" { print $3; exit }')"
+  fi
+  if [[ "$have" == "$version" ]]; then
+    say "ok   $bin $version (already installed)"
+    return
+  fi
+  act "go install $pkg@$version"
+  GOBIN="$BIN" go install "$pkg@$version"
+}
+
+if command -v go >/dev/null 2>&1; then
+  go_install protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
+  go_install protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
+  go_install grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VERSION"
+else
+  missing_toolchain go "protoc-gen-go, protoc-gen-go-grpc and grpcurl"
+fi
+
+# --- Rust: protoc-gen-prost, protoc-gen-tonic --------------------------------
+cargo_wanted=()
+for spec in "protoc-gen-prost@$PROTOC_GEN_PROST_VERSION" "protoc-gen-tonic@$PROTOC_GEN_TONIC_VERSION"; do
+  name="${spec%@*}" version="${spec#*@}"
+  # cargo records what it installed under --root in .crates.toml.
+  if [[ -x "$BIN/$name" ]] && grep -qF "\"$name $version (" "$TOOLS_DIR/.crates.toml" 2>/dev/null; then
+    say "ok   $name $version (already installed)"
+  else
+    cargo_wanted+=("$spec")
+  fi
+done
+if ((${#cargo_wanted[@]})); then
+  if command -v cargo >/dev/null 2>&1; then
+    act "cargo install --locked ${cargo_wanted[*]} (a few minutes when cold)"
+    # One shared target dir lets the second crate reuse the first one's deps.
+    target="$(mktemp -d "${TMPDIR:-/tmp}/uns-tools-cargo.XXXXXX")"
+    trap 'rm -rf "$target"' EXIT
+    CARGO_TARGET_DIR="$target" cargo install --quiet --locked --force --root "$TOOLS_DIR" "${cargo_wanted[@]}"
+  else
+    missing_toolchain cargo "protoc-gen-prost and protoc-gen-tonic"
+  fi
+fi
+
+say "done; tools are in $BIN"
