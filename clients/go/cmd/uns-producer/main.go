@@ -50,12 +50,13 @@ type result struct {
 	IdempotentReplay bool   `json:"idempotent_replay"`
 }
 
+// parseFlags reports its errors (and the usage) on stderr itself.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("uns-producer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:50051", "UNS server address (host:port, plaintext)")
-	fs.StringVar(&o.apiKey, "api-key", "", "API key, sent as `authorization: Bearer <key>`")
+	fs.StringVar(&o.apiKey, "api-key", "", "API `key`, sent as \"authorization: Bearer <key>\" metadata")
 	fs.StringVar(&o.notificationType, "type", "demo.alert", "notification type")
 	fs.StringVar(&o.source, "source", "go-producer", "producing component")
 	fs.StringVar(&o.idempotencyKey, "idempotency-key", "", "idempotency key (default: a random UUID)")
@@ -66,7 +67,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		err := fmt.Errorf("unexpected arguments: %v", fs.Args())
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
+		return o, err
 	}
 	if o.idempotencyKey == "" {
 		o.idempotencyKey = uuid.NewString()
@@ -145,10 +149,10 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 
 func main() {
 	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "uns-producer:", err)
-		}
 		os.Exit(2)
 	}
 	if err := run(context.Background(), o, os.Stdout); err != nil {

@@ -207,6 +207,23 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(invalid)
 }
 
+/// The status message plus, for transport failures ("tcp connect error"),
+/// the underlying causes.
+fn describe(status: &Status) -> String {
+    let mut text = status.message().to_owned();
+    let mut cause = std::error::Error::source(status);
+    while let Some(err) = cause {
+        // Wrapping layers often repeat their inner error's text.
+        let part = err.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = err.source();
+    }
+    text
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = match Args::try_parse() {
@@ -232,7 +249,7 @@ async fn main() -> ExitCode {
             }
         },
         Err(Failure::Rpc(status)) => {
-            eprintln!("uns-producer: {:?}: {}", status.code(), status.message());
+            eprintln!("uns-producer: {:?}: {}", status.code(), describe(&status));
             ExitCode::from(2)
         }
         Err(Failure::Other(message)) => {
