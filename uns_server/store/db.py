@@ -98,9 +98,8 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with self.reader.connect() as conn:
-            async with conn.begin():
-                yield conn
+        async with self.reader.connect() as conn, conn.begin():
+            yield conn
 
     async def ping(self) -> None:
         async with self.read() as conn:

@@ -1,0 +1,1 @@
+"""UNS Python client."""

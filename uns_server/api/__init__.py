@@ -1,0 +1,1 @@
+"""gRPC transport only: servicers, converters, interceptors and the error map."""

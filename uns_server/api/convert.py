@@ -1,0 +1,200 @@
+"""Protobuf <-> domain values. Wire enums carry a type prefix; domain enums do not."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+from sqlalchemy.engine import RowMapping
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import types_pb2 as t
+
+from uns_server.domain.enums import (
+    AckStatus,
+    AutonomyMode,
+    DeliveryMode,
+    EventKind,
+    Intent,
+    Priority,
+    Status,
+)
+from uns_server.domain.errors import FieldViolation, InvalidRequest
+from uns_server.domain.policy import EffectivePolicy
+from uns_server.domain.requests import AutonomyContext, SendRequest
+
+E = TypeVar("E", bound=StrEnum)
+
+_PREFIX = {
+    Intent: ("NOTIFICATION_INTENT_", t.NotificationIntent),
+    AutonomyMode: ("AUTONOMY_MODE_", t.AutonomyMode),
+    DeliveryMode: ("DELIVERY_MODE_", t.DeliveryMode),
+    Priority: ("PRIORITY_", t.Priority),
+    Status: ("NOTIFICATION_STATE_", t.NotificationState),
+    AckStatus: ("ACK_STATE_", t.AckState),
+    EventKind: ("EVENT_KIND_", t.EventKind),
+}
+
+
+def enum_from_wire(cls: type[E], value: int, field: str) -> E | None:
+    """Domain enum for a wire value; None for *_UNSPECIFIED; INVALID_REQUEST if unknown."""
+    prefix, wrapper = _PREFIX[cls]
+    if value == 0:
+        return None
+    try:
+        return cls(_wrapper(wrapper).Name(value).removeprefix(prefix))
+    except ValueError:
+        raise InvalidRequest(
+            f"{field}: unknown enum value {value}",
+            metadata={"field": field},
+            violations=[FieldViolation(field, f"unknown enum value {value}")],
+        ) from None
+
+
+def enum_to_wire(value: StrEnum | str | None, cls: type[StrEnum]) -> Any:
+    """The wire number (typed Any: each generated enum has its own ValueType)."""
+    if value is None:
+        return 0
+    prefix, wrapper = _PREFIX[cls]
+    return int(_wrapper(wrapper).Value(prefix + str(cls(value).value)))
+
+
+def _wrapper(w: Any) -> EnumTypeWrapper:
+    assert isinstance(w, EnumTypeWrapper)
+    return w
+
+
+def struct_to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(s)
+
+
+def dict_to_struct(d: Mapping[str, Any] | None) -> struct_pb2.Struct:
+    s = struct_pb2.Struct()
+    if d:
+        s.update(d)
+    return s
+
+
+def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def send_request(req: pb.SendNotificationRequest) -> SendRequest:
+    ctx = None
+    if req.HasField("autonomy_context"):
+        ctx = AutonomyContext(
+            autonomy_mode=enum_from_wire(
+                AutonomyMode, req.autonomy_context.autonomy_mode, "autonomy_context.autonomy_mode"
+            ),
+            agent_id=req.autonomy_context.agent_id,
+        )
+    return SendRequest(
+        notification_type=req.notification_type,
+        intent=enum_from_wire(Intent, req.intent, "intent"),
+        title=req.title,
+        message=req.message,
+        source=req.source,
+        idempotency_key=req.idempotency_key,
+        dedup_key=req.dedup_key,
+        correlation_id=req.correlation_id,
+        autonomy_context=ctx,
+        metadata=struct_to_dict(req.metadata),
+        delivery_mode=enum_from_wire(DeliveryMode, req.delivery_mode, "delivery_mode"),
+        require_ack=req.require_ack if req.HasField("require_ack") else None,
+        priority=enum_from_wire(Priority, req.priority, "priority"),
+    )
+
+
+def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
+    return t.EffectivePolicy(
+        channels=list(e.channels),
+        delivery_mode=enum_to_wire(e.delivery_mode, DeliveryMode),
+        require_ack=e.require_ack,
+        ack_timeout_minutes=e.ack_timeout_minutes,
+        priority=enum_to_wire(e.priority, Priority),
+        dedup_window_seconds=e.dedup_window_seconds,
+        max_attempts=e.max_attempts,
+        policy_id=e.policy_id or "",
+        policy_revision=e.policy_revision,
+        policy_hash=e.policy_hash or "",
+        effective_hash=e.effective_hash,
+    )
+
+
+def notification(row: RowMapping) -> t.Notification:
+    doc = row["notification"]
+    ctx = doc.get("autonomy_context")
+    outcome = row["outcome"] or {}
+    msg = t.Notification(
+        id=row["id"],
+        principal=row["principal"],
+        notification_type=row["notification_type"],
+        intent=enum_to_wire(doc.get("intent"), Intent),
+        title=doc["title"],
+        message=doc["message"],
+        source=row["source"],
+        idempotency_key=doc.get("idempotency_key", ""),
+        dedup_key=doc.get("dedup_key", ""),
+        correlation_id=doc.get("correlation_id", ""),
+        metadata=dict_to_struct(doc.get("metadata")),
+        effective_policy=effective_policy(EffectivePolicy.from_json(doc["effective"])),
+        state=enum_to_wire(row["status"], Status),
+        dead_letter=row["dead_letter"],
+        outcome=t.DeliveryOutcome(
+            channels_attempted=outcome.get("channels_attempted", []),
+            channels_succeeded=outcome.get("channels_succeeded", []),
+            channels_failed=outcome.get("channels_failed", []),
+            error_message=outcome.get("error_message") or "",
+        ),
+        attempts=row["attempts"],
+        cycle=row["cycle"],
+        cycle_attempts=row["cycle_attempts"],
+        dedup_owner_id=row["dedup_owner_id"] or "",
+        dedup_generation=row["dedup_generation"] or 0,
+        dedup_successor_id=row["dedup_successor_id"] or "",
+        ack_state=enum_to_wire(row["ack_status"], AckStatus),
+        ack_actor=row["actor"] or "",
+    )
+    if ctx:
+        msg.autonomy_context.CopyFrom(
+            t.AutonomyContext(
+                autonomy_mode=enum_to_wire(ctx.get("autonomy_mode"), AutonomyMode),
+                agent_id=ctx.get("agent_id") or "",
+            )
+        )
+    if row["response_metadata"] is not None:
+        msg.response_metadata.CopyFrom(dict_to_struct(row["response_metadata"]))
+    for field, column in (
+        ("next_attempt_time", "next_attempt"),
+        ("lease_expire_time", "lease_until"),
+        ("deliver_time", "delivered_at"),
+        ("ack_deadline_time", "deadline"),
+        ("respond_time", "responded_at"),
+        ("create_time", "created_at"),
+        ("update_time", "updated_at"),
+    ):
+        ts = timestamp(row[column])
+        if ts is not None:
+            getattr(msg, field).CopyFrom(ts)
+    return msg
+
+
+def event(row: RowMapping) -> t.Event:
+    msg = t.Event(
+        id=row["id"],
+        sequence=row["sequence"],
+        notification_id=row["notification_id"],
+        kind=enum_to_wire(row["kind"], EventKind),
+        payload=dict_to_struct(row["payload"]),
+    )
+    ts = timestamp(row["at"])
+    assert ts is not None
+    msg.at.CopyFrom(ts)
+    return msg

@@ -1,0 +1,219 @@
+"""Composition root: settings -> database -> services -> workers -> gRPC server.
+
+Start-up never crashes on a database that is down: the server listens at once with
+health NOT_SERVING, retries the connection (and migration) in the background, and
+turns SERVING only when the schema is at head. A monitor flips health back to
+NOT_SERVING while the database is unreachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from uns.v1 import notification_service_pb2, notification_service_pb2_grpc
+
+from uns_server.api.notification_servicer import NotificationServicer
+from uns_server.channels.config import load_channels_config
+from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain.enums import Role
+from uns_server.domain.policy import ServerDefaults
+from uns_server.services import auth
+from uns_server.services.intake import Intake
+from uns_server.services.queries import Queries
+from uns_server.settings import Settings, SettingsError
+from uns_server.store import api_keys, migrate
+from uns_server.store.db import Database
+from uns_server.workers.dispatch import Dispatcher
+
+log = logging.getLogger("uns.server")
+
+KEEPALIVE_TIME_MS = 30_000
+KEEPALIVE_TIMEOUT_MS = 10_000
+# Clients may ping every 10 s without data (long-lived WatchEvents streams).
+MIN_CLIENT_PING_INTERVAL_MS = 10_000
+HEALTH_CHECK_SECONDS = 5.0
+NOTIFICATION_SERVICE = "uns.v1.NotificationService"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class App:
+    def __init__(
+        self,
+        settings: Settings,
+        environ: dict[str, str] | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.db = Database(settings.database_url)
+        self.health = health.aio.HealthServicer()
+        file_keys = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else {}
+        self.authenticator = auth.Authenticator(self.db, file_keys)
+        self._file_keys = file_keys
+        channel_data: Any = {}
+        if settings.channels_file:
+            channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
+        self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
+        self.intake = Intake(self.db, ServerDefaults(), clock)
+        self.dispatcher = Dispatcher(
+            self.db,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            batch_size=settings.dispatch_batch_size,
+            concurrency=settings.dispatch_concurrency,
+            idle_poll_seconds=settings.idle_poll_seconds,
+        )
+        self.server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
+                ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+                ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+                ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.max_pings_without_data", 0),
+            ]
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self.ready = asyncio.Event()
+        self._fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.port = 0
+
+    async def start(self) -> None:
+        s = self.settings
+        notification_service_pb2_grpc.add_NotificationServiceServicer_to_server(
+            NotificationServicer(self.db, self.authenticator, self.intake, Queries(self.db)),
+            self.server,
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        services = (
+            notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        )
+        reflection.enable_server_reflection(services, self.server)
+        await self._set_health(serving=False)
+        if s.tls_enabled:
+            assert s.tls_cert_file and s.tls_key_file
+            creds = grpc.ssl_server_credentials(
+                [(Path(s.tls_key_file).read_bytes(), Path(s.tls_cert_file).read_bytes())],
+                root_certificates=(
+                    Path(s.tls_client_ca_file).read_bytes() if s.tls_client_ca_file else None
+                ),
+                require_client_auth=s.tls_client_ca_file is not None,
+            )
+            self.port = self.server.add_secure_port(s.listen, creds)
+        else:
+            self.port = self.server.add_insecure_port(s.listen)
+        if self.port == 0:
+            raise SettingsError(f"cannot listen on {s.listen}")
+        await self.server.start()
+        log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
+        self._tasks.append(asyncio.create_task(self._become_ready()))
+
+    async def failure(self) -> str | None:
+        """Resolves with a message when the server cannot ever become ready."""
+        return await self._fatal
+
+    async def _set_health(self, *, serving: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in ("", NOTIFICATION_SERVICE):
+            await self.health.set(name, status)
+
+    async def _become_ready(self) -> None:
+        s = self.settings
+        while True:
+            try:
+                if s.auto_migrate:
+                    await migrate.upgrade(self.db)
+                if not await migrate.is_migrated(self.db):
+                    log.error("database schema is not at head; run `uns-admin migrate`")
+                else:
+                    await self._check_auth_setup()
+                    break
+            except SettingsError as exc:
+                self._fatal.set_result(str(exc))
+                return
+            except Exception as exc:
+                log.error(
+                    "database unavailable; retrying",
+                    extra={
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "retry_seconds": s.db_retry_seconds,
+                    },
+                )
+            await asyncio.sleep(s.db_retry_seconds)
+        await self._set_health(serving=True)
+        self.ready.set()
+        log.info("ready: database reachable and migrated")
+        if s.dispatch_enabled:
+            self._tasks.append(asyncio.create_task(self.dispatcher.run()))
+        self._tasks.append(asyncio.create_task(self._monitor()))
+
+    async def _check_auth_setup(self) -> None:
+        async with self.db.read() as conn:
+            keys = await api_keys.count_active(conn)
+        if keys or self._file_keys:
+            return
+        s = self.settings
+        if not s.is_loopback and not s.allow_insecure:
+            raise SettingsError(
+                f"refusing to serve {s.listen} with no API key configured; create one with "
+                "`uns-admin keys create` or pass --allow-insecure"
+            )
+        # Zero-ceremony quickstart on loopback: mint a key for every role, once.
+        secret = await auth.create_key(
+            self.db, "dev", [r.value for r in Role], "quickstart key", self.clock()
+        )
+        Path(s.dev_key_file).write_text(secret + "\n")
+        Path(s.dev_key_file).chmod(0o600)
+        log.warning(
+            "no API keys existed: created a dev key with all roles. Authenticate with "
+            f"'authorization: Bearer <key>', the key is in {s.dev_key_file}",
+            extra={"dev_key_file": s.dev_key_file},
+        )
+
+    async def _monitor(self) -> None:
+        serving = True
+        while True:
+            await asyncio.sleep(HEALTH_CHECK_SECONDS)
+            try:
+                await asyncio.wait_for(self.db.ping(), timeout=HEALTH_CHECK_SECONDS)
+                ok = True
+            except Exception:
+                ok = False
+            if ok != serving:
+                serving = ok
+                await self._set_health(serving=ok)
+                log.warning("database %s", "reachable again" if ok else "unreachable")
+
+    async def stop(self, grace: float | None = None) -> None:
+        grace = self.settings.shutdown_grace_seconds if grace is None else grace
+        log.info("shutting down", extra={"grace_seconds": grace})
+        await self._set_health(serving=False)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        # Stops accepting at once, lets in-flight calls finish within the grace.
+        await self.server.stop(grace)
+        await self.channels.aclose()
+        await self.db.dispose()

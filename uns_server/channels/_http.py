@@ -1,0 +1,248 @@
+"""Shared HTTP plumbing for the webhook, Slack and PagerDuty adapters.
+
+One place maps what can go wrong on the wire to a :class:`ChannelResult` (in the spirit
+of httpx's ``map_exceptions`` table), so the adapters only decide what *their* provider's
+explicit acceptance looks like.
+
+* Transport: connect errors/timeouts and pool timeouts are transient and prove the
+  provider did not act; read/write errors, a dropped connection and the total deadline are
+  transient but the provider *may* have acted (``provider_effect_possible``). A malformed
+  URL or a request we cannot even encode is permanent: retrying sends the same bytes.
+* Status: 2xx goes back to the adapter for the body check; 408, 429 and 5xx are
+  transient (with Retry-After when given); everything else, redirects included (we never
+  follow them with a signed body), is permanent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from uns_server.channels._redact import install_log_redaction, scrub_result, secret_variants
+from uns_server.channels.base import ChannelResult, OutboundMessage
+
+MAX_RESPONSE_BYTES = 64 * 1024
+ERROR_EXCERPT_CHARS = 200
+_TRANSIENT_STATUSES = frozenset({408, 429})
+# Statuses that prove the request was not processed (no duplicate risk on retry).
+_NOT_PROCESSED_STATUSES = frozenset({408, 429, 503})
+
+
+@dataclass(frozen=True)
+class HttpReply:
+    """A provider's answer: status, headers and at most ``MAX_RESPONSE_BYTES`` of body."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+    def json_object(self) -> dict[str, Any] | None:
+        """The body as a JSON object, or ``None`` when it is anything else."""
+        try:
+            value = json.loads(self.body)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def excerpt(self, limit: int = ERROR_EXCERPT_CHARS) -> str:
+        """A short single-line rendering of the body, for error strings."""
+        text = " ".join(self.body.decode("utf-8", errors="replace").split())
+        return text if len(text) <= limit else text[:limit] + "..."
+
+
+def parse_retry_after(value: str | None, *, now: float) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date); ``None`` if absent.
+
+    A date in the past means "now" (0.0); garbage is ignored rather than guessed at.
+    """
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # RFC 9110 dates are GMT; a naive parse means "-0000"
+            return None
+        return max(0.0, when.timestamp() - now)
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def classify_http_response(reply: HttpReply, *, now: float) -> ChannelResult | None:
+    """Classify a non-2xx reply; ``None`` for 2xx, whose body only the adapter can judge."""
+    status = reply.status
+    if 200 <= status < 300:
+        return None
+    metadata: dict[str, Any] = {
+        "http_status": status,
+        "provider_effect_possible": status >= 500 and status not in _NOT_PROCESSED_STATUSES,
+    }
+    detail = reply.excerpt()
+    error = f"HTTP {status}" + (f": {detail}" if detail else "")
+    if status in _TRANSIENT_STATUSES or status >= 500:
+        retry_after = parse_retry_after(reply.headers.get("retry-after"), now=now)
+        return ChannelResult.transient(error, retry_after_seconds=retry_after, metadata=metadata)
+    return ChannelResult.permanent(error, metadata=metadata)
+
+
+def unexpected_success(reply: HttpReply, expected: str) -> ChannelResult:
+    """A 2xx that is not the provider's documented acceptance: not delivered, not retried.
+
+    Retrying would send the same request to an endpoint that answers it the same odd way;
+    an operator has to look (wrong URL, a proxy or captive portal answering for the provider).
+    """
+    detail = reply.excerpt()
+    return ChannelResult.permanent(
+        f"unexpected response to HTTP {reply.status} (expected {expected})"
+        + (f": {detail}" if detail else ""),
+        metadata={"http_status": reply.status, "provider_effect_possible": True},
+    )
+
+
+def classify_request_error(exc: BaseException) -> ChannelResult:
+    """Map a failed request (no usable reply) to a result; never echoes URLs or headers."""
+    kind = type(exc).__name__
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout | httpx.ConnectError):
+        return ChannelResult.transient(
+            f"could not connect ({kind})", metadata={"provider_effect_possible": False}
+        )
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        return ChannelResult.transient(
+            f"timed out waiting for the provider ({kind})",
+            metadata={"provider_effect_possible": True},
+        )
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError | httpx.InvalidURL):
+        return ChannelResult.permanent(
+            f"request could not be sent ({kind})", metadata={"provider_effect_possible": False}
+        )
+    return ChannelResult.transient(
+        f"transport error ({kind})", metadata={"provider_effect_possible": True}
+    )
+
+
+async def post(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeout_seconds: float,
+) -> HttpReply | ChannelResult:
+    """POST and read a bounded reply, or the classified failure.
+
+    httpx timeouts bound each phase (connect, each read, ...) separately, so a provider that
+    trickles bytes could hold a worker far longer; ``asyncio.timeout`` caps the whole call.
+    """
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            async with client.stream(
+                "POST",
+                url,
+                content=content,
+                headers=dict(headers),
+                timeout=httpx.Timeout(timeout_seconds),
+                follow_redirects=False,
+            ) as response:
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body.extend(chunk[: MAX_RESPONSE_BYTES - len(body)])
+                    if len(body) >= MAX_RESPONSE_BYTES:
+                        break
+                return HttpReply(response.status_code, response.headers, bytes(body))
+    except (httpx.RequestError, httpx.InvalidURL, TimeoutError) as exc:
+        return classify_request_error(exc)
+
+
+class HttpChannel:
+    """Common shape of the HTTP adapters: shared client, secret scrubbing, idempotent close.
+
+    Subclasses implement :meth:`_deliver`; everything it returns is scrubbed of
+    ``secrets`` here, and the HTTP libraries' loggers are filtered for them while the
+    adapter is open.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        client: httpx.AsyncClient,
+        *,
+        secrets: tuple[str, ...],
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.name = name
+        self._client = client
+        self._secrets = secret_variants(secrets)
+        self._on_close = on_close
+        self._remove_log_filter = install_log_redaction(self._secrets)
+        self._closed = False
+
+    async def send(self, message: OutboundMessage) -> ChannelResult:
+        return scrub_result(await self._deliver(message), self._secrets)
+
+    async def _deliver(self, message: OutboundMessage) -> ChannelResult:
+        raise NotImplementedError
+
+    async def _post(
+        self, url: str, *, content: bytes, headers: Mapping[str, str], timeout_seconds: float
+    ) -> HttpReply | ChannelResult:
+        return await post(
+            self._client, url, content=content, headers=headers, timeout_seconds=timeout_seconds
+        )
+
+    @staticmethod
+    def _now() -> float:
+        return time.time()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._remove_log_filter()
+        if self._on_close is not None:
+            await self._on_close()
+
+
+class ClientLease:
+    """One httpx client shared by several adapters, closed by the last one if we own it."""
+
+    def __init__(self, client: httpx.AsyncClient, *, owned: bool) -> None:
+        self.client = client
+        self._owned = owned
+        self._holders = 0
+
+    def acquire(self) -> Callable[[], Awaitable[None]]:
+        """Register one more user; returns the callback that user calls when closing."""
+        self._holders += 1
+        released = False
+
+        async def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._holders -= 1
+            if self._holders == 0 and self._owned and not self.client.is_closed:
+                await self.client.aclose()
+
+        return release
+
+
+def encode_json(payload: Mapping[str, Any]) -> bytes | ChannelResult:
+    """Compact UTF-8 JSON, or a permanent failure when the message cannot be encoded."""
+    try:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError) as exc:
+        return ChannelResult.permanent(f"message is not JSON-serializable ({type(exc).__name__})")

@@ -1,0 +1,114 @@
+"""The one interface every delivery adapter implements, and the values it trades in.
+
+An adapter answers a single question per call: did the provider *explicitly accept* this
+message, and if not, is trying again worthwhile? It never decides *when* to retry (the
+dispatch worker and the domain retry schedule own that) and it never raises for provider
+problems: timeouts, refused connections, throttling and rejections all come back as a
+classified :class:`ChannelResult`, so the worker can record every provider observation.
+
+Classification rules (SPEC §2 "Channels"):
+
+* delivered  -- only an explicit accepted response (per-provider, see each adapter);
+* transient  -- timeouts, transport/connection errors, HTTP 429 and 5xx, SMTP 4xx;
+* permanent  -- every other rejection, including a 2xx whose body is not the acceptance
+  the provider documents (a silent or odd "success" is never proof of delivery).
+
+Results never carry credentials: adapters pass every error string and metadata value
+through :func:`uns_server.channels._redact.scrub_result` with their own secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class OutboundMessage:
+    """One delivery attempt of one notification on one channel.
+
+    ``idempotency_token`` is stable across attempts of the same notification on the same
+    channel; adapters hand it to the provider as its dedup key (webhook-id, PagerDuty
+    dedup_key, email Message-ID) so a retry after an uncertain outcome collapses
+    provider-side instead of paging someone twice.
+    """
+
+    notification_id: str
+    notification_type: str
+    intent: str
+    title: str
+    message: str
+    source: str
+    priority: str
+    correlation_id: str
+    metadata: Mapping[str, Any]
+    attempt: int
+    idempotency_token: str
+
+
+@dataclass(frozen=True)
+class ChannelResult:
+    """What the provider said, classified.
+
+    ``retryable`` is meaningful only when ``success`` is false. ``retry_after_seconds`` is
+    the provider's own hint (HTTP Retry-After); the caller may wait longer, never less.
+    ``metadata`` holds small, credential-free provider observations (HTTP status, SMTP
+    code, provider error code, whether the provider may have acted despite the failure).
+    """
+
+    success: bool
+    retryable: bool
+    message_id: str | None = None
+    error: str | None = None
+    retry_after_seconds: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    @classmethod
+    def delivered(
+        cls, message_id: str | None, *, metadata: Mapping[str, Any] | None = None
+    ) -> ChannelResult:
+        """The provider explicitly accepted the message (``message_id`` is its id for it)."""
+        return cls(True, False, message_id, None, None, _frozen(metadata))
+
+    @classmethod
+    def transient(
+        cls,
+        error: str,
+        *,
+        retry_after_seconds: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> ChannelResult:
+        """Not delivered, and a later attempt may succeed (timeouts, 429, 5xx, SMTP 4xx)."""
+        return cls(False, True, None, error, retry_after_seconds, _frozen(metadata))
+
+    @classmethod
+    def permanent(cls, error: str, *, metadata: Mapping[str, Any] | None = None) -> ChannelResult:
+        """Not delivered, and repeating the same request will not change the answer."""
+        return cls(False, False, None, error, None, _frozen(metadata))
+
+
+def _frozen(metadata: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(metadata)) if metadata else _EMPTY
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """A delivery adapter. ``send`` classifies provider problems instead of raising them.
+
+    Exceptions that still escape ``send`` are programming errors (or cancellation, which
+    adapters never swallow); the dispatch worker treats them as an unknown outcome.
+    """
+
+    name: str
+
+    async def send(self, message: OutboundMessage) -> ChannelResult:
+        """Attempt one delivery and report the provider's answer."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the adapter holds; safe to call more than once."""
+        ...

@@ -1,0 +1,420 @@
+"""Channel configuration: where each named channel delivers, and with which credentials.
+
+Credentials live here and only here (SPEC §2: never in payloads, events or logs). They
+may be written inline or, better, as ``<option>_env: VARIABLE`` read from an injected
+environment mapping; every config ``repr`` masks them, so a logged config is harmless.
+
+Format (the mapping a YAML/JSON settings file holds, name -> options)::
+
+    ops-webhook:
+      type: webhook
+      url: https://hooks.example.com/uns
+      secret_env: UNS_OPS_WEBHOOK_SECRET      # "whsec_<base64>" or any raw string
+      timeout_seconds: 10
+      headers: {X-Team: ops}                  # static extra headers (values are secrets)
+    alerts-slack:
+      type: slack
+      token_env: UNS_SLACK_BOT_TOKEN          # Web API chat.postMessage ...
+      channel: "#alerts"
+    legacy-slack:
+      type: slack
+      webhook_url_env: UNS_SLACK_WEBHOOK_URL  # ... or incoming-webhook mode
+    oncall-mail:
+      type: email
+      host: smtp.example.com
+      port: 587
+      starttls: true
+      username: uns
+      password_env: UNS_SMTP_PASSWORD
+      from: uns@example.com
+      to: [oncall@example.com]
+    pager:
+      type: pagerduty
+      routing_key_env: UNS_PD_ROUTING_KEY
+
+A ``log`` channel named ``"log"`` is always present unless the file defines that name.
+Unknown options are refused (a typo must not silently disable TLS or a header).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, ClassVar, TypeVar, cast
+
+from uns_server.channels._redact import MASK, redact_url
+from uns_server.channels.webhook import signing_key
+
+TIMEOUT_SECONDS_DEFAULT = 10.0
+SMTP_TIMEOUT_SECONDS_DEFAULT = 30.0
+TIMEOUT_SECONDS_MAX = 300.0
+SLACK_API_BASE_URL_DEFAULT = "https://slack.com/api"
+PAGERDUTY_BASE_URL_DEFAULT = "https://events.pagerduty.com"
+LOG_CHANNEL_NAME = "log"
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# Headers the webhook adapter owns; a static header must not forge or clobber them.
+_RESERVED_WEBHOOK_HEADERS = frozenset(
+    {"webhook-id", "webhook-timestamp", "webhook-signature", "content-type", "content-length"}
+)
+
+
+class ChannelConfigError(ValueError):
+    """The channel configuration is invalid; the message names the channel and option."""
+
+
+class _ReprHidesSecrets:
+    """``repr`` that masks secret fields, URL paths and header values."""
+
+    _secret_fields: ClassVar[frozenset[str]] = frozenset()
+    _url_fields: ClassVar[frozenset[str]] = frozenset()
+    _masked_value_fields: ClassVar[frozenset[str]] = frozenset()
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in fields(cast(Any, self)):
+            value = getattr(self, f.name)
+            if value and f.name in self._secret_fields:
+                shown = repr(MASK)
+            elif value and f.name in self._url_fields:
+                shown = repr(redact_url(value))
+            elif f.name in self._masked_value_fields:
+                shown = repr({k: MASK for k in value})
+            else:
+                shown = repr(value)
+            parts.append(f"{f.name}={shown}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+@dataclass(frozen=True, repr=False)
+class WebhookConfig(_ReprHidesSecrets):
+    """Signed generic webhook (Standard Webhooks headers)."""
+
+    type: ClassVar[str] = "webhook"
+    _secret_fields = frozenset({"secret"})
+    _url_fields = frozenset({"url"})
+    _masked_value_fields = frozenset({"headers"})
+
+    url: str
+    secret: str
+    """``whsec_<base64>`` (key = decoded bytes) or a raw string (key = its UTF-8 bytes)."""
+    timeout_seconds: float = TIMEOUT_SECONDS_DEFAULT
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, repr=False)
+class SlackConfig(_ReprHidesSecrets):
+    """Slack, either Web API ``chat.postMessage`` (``token``) or an incoming webhook."""
+
+    type: ClassVar[str] = "slack"
+    _secret_fields = frozenset({"token", "webhook_url"})
+    _url_fields = frozenset({"base_url"})
+
+    token: str | None = None
+    channel: str | None = None
+    webhook_url: str | None = None
+    base_url: str = SLACK_API_BASE_URL_DEFAULT
+    timeout_seconds: float = TIMEOUT_SECONDS_DEFAULT
+
+    @property
+    def uses_web_api(self) -> bool:
+        return self.token is not None
+
+
+@dataclass(frozen=True, repr=False)
+class EmailConfig(_ReprHidesSecrets):
+    """SMTP submission through aiosmtplib."""
+
+    type: ClassVar[str] = "email"
+    _secret_fields = frozenset({"password"})
+
+    host: str
+    from_addr: str
+    to: tuple[str, ...]
+    port: int | None = None
+    """``None``: 465 with ``use_tls``, 587 with ``starttls``, else 25."""
+    username: str | None = None
+    password: str | None = None
+    starttls: bool = False
+    use_tls: bool = False
+    validate_certs: bool = True
+    ca_file: str | None = None
+    local_hostname: str | None = None
+    """EHLO name; set it to skip a reverse-DNS lookup of this host on every connect."""
+    timeout_seconds: float = SMTP_TIMEOUT_SECONDS_DEFAULT
+    allow_plaintext_auth: bool = False
+
+
+@dataclass(frozen=True, repr=False)
+class PagerDutyConfig(_ReprHidesSecrets):
+    """PagerDuty Events API v2 (``POST {base_url}/v2/enqueue``)."""
+
+    type: ClassVar[str] = "pagerduty"
+    _secret_fields = frozenset({"routing_key"})
+    _url_fields = frozenset({"base_url"})
+
+    routing_key: str
+    base_url: str = PAGERDUTY_BASE_URL_DEFAULT
+    timeout_seconds: float = TIMEOUT_SECONDS_DEFAULT
+
+
+@dataclass(frozen=True, repr=False)
+class LogConfig(_ReprHidesSecrets):
+    """Local ``logging`` channel (logger ``uns.channels.log``); always delivers."""
+
+    type: ClassVar[str] = "log"
+
+    level: str = "INFO"
+
+
+ChannelConfig = WebhookConfig | SlackConfig | EmailConfig | PagerDutyConfig | LogConfig
+
+
+@dataclass(frozen=True)
+class ChannelsConfig:
+    """Every configured channel by name."""
+
+    channels: Mapping[str, ChannelConfig]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "channels", MappingProxyType(dict(self.channels)))
+
+
+_T = TypeVar("_T")
+_MISSING: Any = object()
+
+
+class _Options:
+    """One channel's raw options, read with type checks; leftovers are reported as typos."""
+
+    def __init__(self, channel: str, raw: Mapping[str, Any], environ: Mapping[str, str] | None):
+        self.channel = channel
+        self._raw = raw
+        self._environ = environ
+        self._used = {"type"}
+
+    def fail(self, message: str) -> ChannelConfigError:
+        return ChannelConfigError(f"channel {self.channel!r}: {message}")
+
+    def _get(self, key: str, check: Callable[[Any], bool], kind: str, default: Any) -> Any:
+        self._used.add(key)
+        if key not in self._raw or self._raw[key] is None:
+            if default is _MISSING:
+                raise self.fail(f"option {key!r} is required")
+            return default
+        value = self._raw[key]
+        if not check(value):
+            raise self.fail(f"option {key!r} must be {kind}")
+        return value
+
+    def text(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._get(key, lambda v: isinstance(v, str), "a string", default)
+        if isinstance(value, str) and not value.strip():
+            raise self.fail(f"option {key!r} must not be empty")
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        return bool(self._get(key, lambda v: isinstance(v, bool), "true or false", default))
+
+    def integer(self, key: str, default: Any = _MISSING) -> Any:
+        return self._get(
+            key, lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer", default
+        )
+
+    def seconds(self, key: str, default: float) -> float:
+        value = self._get(
+            key,
+            lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+            "a number of seconds",
+            default,
+        )
+        if not 0 < value <= TIMEOUT_SECONDS_MAX:
+            raise self.fail(f"option {key!r} must be in (0, {TIMEOUT_SECONDS_MAX:g}]")
+        return float(value)
+
+    def url(self, key: str, *, secret: bool = False, default: Any = _MISSING) -> Any:
+        value = self.secret(key, default=default) if secret else self.text(key, default)
+        if isinstance(value, str) and not value.startswith(("https://", "http://")):
+            raise self.fail(f"option {key!r} must be an http(s) URL")
+        return value
+
+    def secret(self, key: str, *, default: Any = _MISSING) -> Any:
+        """``key`` inline or ``key_env`` naming an environment variable (not both)."""
+        env_key = f"{key}_env"
+        if key in self._raw and env_key in self._raw:
+            raise self.fail(f"give either {key!r} or {env_key!r}, not both")
+        if env_key not in self._raw:
+            return self.text(key, default)
+        variable = self.text(env_key)
+        self._used.add(key)
+        if self._environ is None:
+            raise self.fail(f"{env_key!r} needs an environment, none was provided")
+        value = self._environ.get(variable)
+        if not value:
+            raise self.fail(f"environment variable {variable!r} ({env_key}) is not set")
+        return value
+
+    def addresses(self, key: str) -> tuple[str, ...]:
+        value = self._get(
+            key,
+            lambda v: (
+                isinstance(v, str)
+                or (isinstance(v, list | tuple) and all(isinstance(x, str) for x in v))
+            ),
+            "an address or a list of addresses",
+            _MISSING,
+        )
+        items = (value,) if isinstance(value, str) else tuple(value)
+        if not items or not all("@" in a and a.strip() == a and "\n" not in a for a in items):
+            raise self.fail(f"option {key!r} must hold at least one email address")
+        return items
+
+    def headers(self, key: str, env_key: str) -> Mapping[str, str]:
+        inline = self._get(key, lambda v: isinstance(v, Mapping), "a mapping", {})
+        from_env = self._get(env_key, lambda v: isinstance(v, Mapping), "a mapping", {})
+        out: dict[str, str] = {}
+        for name, value in inline.items():
+            out[name] = value
+        for name, variable in from_env.items():
+            if (
+                not isinstance(variable, str)
+                or not self._environ
+                or not self._environ.get(variable)
+            ):
+                raise self.fail(f"header {name!r}: environment variable {variable!r} is not set")
+            out[name] = self._environ[variable]
+        for name, value in out.items():
+            if not isinstance(name, str) or not _HEADER_NAME_RE.match(name):
+                raise self.fail(f"header name {name!r} is not a valid HTTP header name")
+            if name.lower() in _RESERVED_WEBHOOK_HEADERS:
+                raise self.fail(f"header {name!r} is set by the adapter itself")
+            if not isinstance(value, str) or not value.isascii() or "\r" in value or "\n" in value:
+                raise self.fail(f"header {name!r} must be a single-line ASCII string")
+        return MappingProxyType(out)
+
+    def finish(self) -> None:
+        unknown = sorted(set(self._raw) - self._used)
+        if unknown:
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(key, sorted(self._used), n=1)
+                hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise self.fail(f"unknown option(s): {', '.join(hints)}")
+
+
+def _webhook(o: _Options) -> WebhookConfig:
+    config = WebhookConfig(
+        url=o.url("url", secret=True),
+        secret=o.secret("secret"),
+        timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
+        headers=o.headers("headers", "headers_env"),
+    )
+    try:
+        signing_key(config.secret)
+    except ValueError as exc:
+        raise o.fail(f"option 'secret': {exc}") from None
+    return config
+
+
+def _slack(o: _Options) -> SlackConfig:
+    config = SlackConfig(
+        token=o.secret("token", default=None),
+        channel=o.text("channel", None),
+        webhook_url=o.url("webhook_url", secret=True, default=None),
+        base_url=o.url("base_url", default=SLACK_API_BASE_URL_DEFAULT).rstrip("/"),
+        timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
+    )
+    if (config.token is None) == (config.webhook_url is None):
+        raise o.fail("set exactly one of 'token' (Web API) or 'webhook_url' (incoming webhook)")
+    if config.token is not None and config.channel is None:
+        raise o.fail("Web API mode needs 'channel'")
+    if config.webhook_url is not None and config.channel is not None:
+        raise o.fail("an incoming webhook posts to its own channel; drop 'channel'")
+    return config
+
+
+def _email(o: _Options) -> EmailConfig:
+    config = EmailConfig(
+        host=o.text("host"),
+        port=o.integer("port", None),
+        username=o.text("username", None),
+        password=o.secret("password", default=None),
+        starttls=o.flag("starttls", False),
+        use_tls=o.flag("use_tls", False),
+        validate_certs=o.flag("validate_certs", True),
+        ca_file=o.text("ca_file", None),
+        local_hostname=o.text("local_hostname", None),
+        from_addr=o.text("from"),
+        to=o.addresses("to"),
+        timeout_seconds=o.seconds("timeout_seconds", SMTP_TIMEOUT_SECONDS_DEFAULT),
+        allow_plaintext_auth=o.flag("allow_plaintext_auth", False),
+    )
+    if "@" not in config.from_addr or any(c in config.from_addr for c in "\r\n"):
+        raise o.fail("option 'from' must be one email address")
+    if config.port is not None and not 0 < config.port < 65536:
+        raise o.fail("option 'port' must be a TCP port")
+    if config.starttls and config.use_tls:
+        raise o.fail("'starttls' and 'use_tls' are mutually exclusive")
+    if (config.username is None) != (config.password is None):
+        raise o.fail("'username' and 'password' go together")
+    encrypted = config.starttls or config.use_tls
+    if config.password is not None and not encrypted and not config.allow_plaintext_auth:
+        raise o.fail("refusing to send the SMTP password unencrypted: set 'starttls' or 'use_tls'")
+    return config
+
+
+def _pagerduty(o: _Options) -> PagerDutyConfig:
+    return PagerDutyConfig(
+        routing_key=o.secret("routing_key"),
+        base_url=o.url("base_url", default=PAGERDUTY_BASE_URL_DEFAULT).rstrip("/"),
+        timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
+    )
+
+
+def _log(o: _Options) -> LogConfig:
+    level = o.text("level", "INFO").upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise o.fail("option 'level' must be a logging level name")
+    return LogConfig(level=level)
+
+
+_BUILDERS: Mapping[str, Callable[[_Options], ChannelConfig]] = {
+    "webhook": _webhook,
+    "slack": _slack,
+    "email": _email,
+    "pagerduty": _pagerduty,
+    "log": _log,
+}
+
+
+def load_channels_config(
+    data: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> ChannelsConfig:
+    """Validate ``{name: {"type": ..., **options}}`` into typed configs.
+
+    ``environ`` resolves ``*_env`` options (pass ``os.environ`` in production; tests pass
+    a dict). Error messages name channels, options and variables, never secret values.
+    """
+    if not isinstance(data, Mapping):
+        raise ChannelConfigError("channels configuration must be a mapping of name -> options")
+    channels: dict[str, ChannelConfig] = {}
+    for name, raw in data.items():
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ChannelConfigError(f"invalid channel name {name!r}")
+        if not isinstance(raw, Mapping):
+            raise ChannelConfigError(f"channel {name!r}: options must be a mapping")
+        kind = raw.get("type")
+        builder = _BUILDERS.get(kind) if isinstance(kind, str) else None
+        if builder is None:
+            raise ChannelConfigError(
+                f"channel {name!r}: 'type' must be one of {', '.join(sorted(_BUILDERS))}"
+            )
+        options = _Options(name, raw, environ)
+        channels[name] = builder(options)
+        options.finish()
+    channels.setdefault(LOG_CHANNEL_NAME, LogConfig())
+    return ChannelsConfig(channels)

@@ -1,0 +1,147 @@
+"""Email over SMTP (aiosmtplib): one connection per message, STARTTLS or implicit TLS.
+
+Accepted means the server's final reply to DATA was 2xx for at least one recipient.
+SMTP reply classes decide the rest: 4xx (greylisting, mailbox busy, temporary auth
+failure) is transient, 5xx is permanent; connection problems and timeouts are transient.
+A server that lacks what the configuration demands (STARTTLS, AUTH) is permanent: sending
+anyway, in cleartext, is not an option to fall back to.
+
+The ``Message-ID`` is derived from the idempotency token, so every attempt of one
+notification carries the same id: it is both the id we record and the strongest dedup key
+SMTP offers to receiving systems. The password never reaches results or logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from email.message import EmailMessage
+from email.utils import formatdate, parseaddr
+from typing import Any
+
+import aiosmtplib
+
+from uns_server.channels._redact import scrub_result, secret_variants
+from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.config import EmailConfig
+
+
+def _one_line(text: str) -> str:
+    """Header-safe text: CR/LF in producer input must not inject headers."""
+    return " ".join(text.split())
+
+
+def message_id_for(token: str, from_addr: str) -> str:
+    """``<hash.uns@domain>``: stable per token, valid whatever characters the token has."""
+    domain = parseaddr(from_addr)[1].rpartition("@")[2] or "uns.invalid"
+    return f"<{hashlib.sha256(token.encode()).hexdigest()[:32]}.uns@{domain}>"
+
+
+def compose(message: OutboundMessage, config: EmailConfig) -> EmailMessage:
+    """The email for one notification: plain text, UNS identifiers in ``X-UNS-*`` headers."""
+    email = EmailMessage()
+    email["From"] = config.from_addr
+    email["To"] = ", ".join(config.to)
+    email["Subject"] = _one_line(f"[{message.priority}] {message.title}")
+    email["Date"] = formatdate(usegmt=True)
+    email["Message-ID"] = message_id_for(message.idempotency_token, config.from_addr)
+    email["X-UNS-Notification-Id"] = _one_line(message.notification_id)
+    email["X-UNS-Notification-Type"] = _one_line(message.notification_type)
+    email["X-UNS-Priority"] = _one_line(message.priority)
+    if message.correlation_id:
+        email["X-UNS-Correlation-Id"] = _one_line(message.correlation_id)
+    details = [
+        f"Intent: {message.intent}",
+        f"Priority: {message.priority}",
+        f"Source: {message.source}",
+        f"Notification: {message.notification_id} ({message.notification_type})",
+    ]
+    if message.correlation_id:
+        details.append(f"Correlation: {message.correlation_id}")
+    if message.metadata:
+        details.append("Metadata: " + json.dumps(dict(message.metadata), default=str))
+    email.set_content(f"{message.message}\n\n-- \n" + "\n".join(details) + "\n")
+    return email
+
+
+def classify_smtp_error(exc: Exception) -> ChannelResult:
+    """SMTP failures by reply class and by where the conversation broke off."""
+    kind = type(exc).__name__
+    if isinstance(exc, aiosmtplib.SMTPRecipientsRefused):
+        codes = [r.code for r in exc.recipients]
+        first = exc.recipients[0] if exc.recipients else None
+        detail = f"{first.code} {first.message}" if first else "no recipient accepted"
+        meta: dict[str, Any] = {"smtp_codes": codes, "provider_effect_possible": False}
+        if any(400 <= code < 500 for code in codes):
+            return ChannelResult.transient(f"all recipients refused: {detail}", metadata=meta)
+        return ChannelResult.permanent(f"all recipients refused: {detail}", metadata=meta)
+    if isinstance(exc, aiosmtplib.SMTPResponseException):
+        meta = {"smtp_code": exc.code, "provider_effect_possible": False}
+        error = f"SMTP {exc.code} {exc.message} ({kind})"
+        if 500 <= exc.code < 600:
+            return ChannelResult.permanent(error, metadata=meta)
+        return ChannelResult.transient(error, metadata=meta)
+    if isinstance(exc, aiosmtplib.SMTPConnectError | aiosmtplib.SMTPConnectTimeoutError):
+        return ChannelResult.transient(
+            f"could not connect ({kind}: {exc})", metadata={"provider_effect_possible": False}
+        )
+    if isinstance(exc, aiosmtplib.SMTPServerDisconnected | TimeoutError | OSError):
+        # TimeoutError covers aiosmtplib's read timeouts and our overall deadline.
+        return ChannelResult.transient(
+            f"connection lost or timed out ({kind})", metadata={"provider_effect_possible": True}
+        )
+    if isinstance(exc, aiosmtplib.SMTPException):
+        # STARTTLS/AUTH/SMTPUTF8 not offered by the server: configuration, not weather.
+        return ChannelResult.permanent(
+            f"server cannot do what the channel requires ({kind}: {exc})",
+            metadata={"provider_effect_possible": False},
+        )
+    return ChannelResult.permanent(
+        f"message could not be sent ({kind})", metadata={"provider_effect_possible": False}
+    )
+
+
+class EmailChannel:
+    """Sends one plain-text email per notification to the configured recipients."""
+
+    def __init__(self, name: str, config: EmailConfig) -> None:
+        self.name = name
+        self._config = config
+        self._secrets = secret_variants(s for s in (config.password,) if s)
+
+    async def send(self, message: OutboundMessage) -> ChannelResult:
+        return scrub_result(await self._send(message), self._secrets)
+
+    async def _send(self, message: OutboundMessage) -> ChannelResult:
+        config = self._config
+        try:
+            email = compose(message, config)
+        except (TypeError, ValueError) as exc:
+            return ChannelResult.permanent(f"message cannot be encoded ({type(exc).__name__})")
+        try:
+            async with asyncio.timeout(config.timeout_seconds):
+                refused, reply = await aiosmtplib.send(
+                    email,
+                    sender=parseaddr(config.from_addr)[1],
+                    recipients=list(config.to),
+                    hostname=config.host,
+                    port=config.port,
+                    username=config.username,
+                    password=config.password,
+                    use_tls=config.use_tls,
+                    start_tls=config.starttls,
+                    validate_certs=config.validate_certs,
+                    cert_bundle=config.ca_file,
+                    local_hostname=config.local_hostname,
+                    timeout=config.timeout_seconds,
+                )
+        except (aiosmtplib.SMTPException, OSError, ValueError) as exc:
+            return classify_smtp_error(exc)
+        return ChannelResult.delivered(
+            str(email["Message-ID"]),
+            metadata={"smtp_reply": reply, "refused_recipients": sorted(refused)},
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release: each message uses its own SMTP connection."""

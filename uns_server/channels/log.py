@@ -1,0 +1,51 @@
+"""The ``log`` channel: one structured log line per notification, for local use and tests.
+
+It always "delivers" (writing a log record is the whole contract), so a development setup
+can exercise dispatch, acknowledgement and WatchEvents without any provider. The line is
+JSON in the message (readable by any formatter) and the same dict in ``extra`` under
+``uns_notification`` for structured handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.config import LogConfig
+
+LOGGER_NAME = "uns.channels.log"
+logger = logging.getLogger(LOGGER_NAME)
+
+
+class LogChannel:
+    """Writes each notification to the ``uns.channels.log`` logger."""
+
+    def __init__(self, name: str = "log", config: LogConfig | None = None) -> None:
+        self.name = name
+        level_name = (config or LogConfig()).level
+        self._level = logging.getLevelNamesMapping()[level_name]
+
+    async def send(self, message: OutboundMessage) -> ChannelResult:
+        message_id = str(uuid.uuid4())
+        record = {
+            "channel": self.name,
+            "message_id": message_id,
+            "notification_id": message.notification_id,
+            "notification_type": message.notification_type,
+            "intent": message.intent,
+            "priority": message.priority,
+            "title": message.title,
+            "message": message.message,
+            "source": message.source,
+            "correlation_id": message.correlation_id,
+            "metadata": dict(message.metadata),
+            "attempt": message.attempt,
+        }
+        line = json.dumps(record, default=str, ensure_ascii=False, sort_keys=True)
+        logger.log(self._level, "uns notification %s", line, extra={"uns_notification": record})
+        return ChannelResult.delivered(message_id, metadata={"logger": LOGGER_NAME})
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,108 @@
+"""PagerDuty Events API v2: ``POST {base_url}/v2/enqueue`` with ``event_action: trigger``.
+
+Accepted means exactly what PagerDuty documents: HTTP 202 with
+``{"status": "success", "message": "Event processed", "dedup_key": "..."}``; the
+``dedup_key`` is the message id. 400 (``{"status": "invalid event", "errors": [...]}``) is
+permanent, 429 and 5xx are transient.
+
+``dedup_key`` is the message's idempotency token, so a retry after an uncertain outcome
+updates the same PagerDuty alert instead of paging twice. PagerDuty caps it at 255
+characters; a longer token is replaced by its SHA-256 (still stable per message).
+The routing key is a credential and never appears in results or logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from uns_server.channels._http import (
+    HttpChannel,
+    classify_http_response,
+    encode_json,
+    unexpected_success,
+)
+from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.config import PagerDutyConfig
+
+SEVERITY_BY_PRIORITY = {"CRITICAL": "critical", "HIGH": "error", "NORMAL": "warning", "LOW": "info"}
+SEVERITY_DEFAULT = "warning"
+SUMMARY_MAX_CHARS = 1024
+DEDUP_KEY_MAX_CHARS = 255
+
+
+def dedup_key(token: str) -> str:
+    """The token itself when PagerDuty accepts its length, else its SHA-256 hex digest."""
+    return (
+        token if len(token) <= DEDUP_KEY_MAX_CHARS else hashlib.sha256(token.encode()).hexdigest()
+    )
+
+
+def pagerduty_event(message: OutboundMessage, routing_key: str) -> dict[str, Any]:
+    """The Events v2 trigger for one notification."""
+    summary = " ".join((message.title or message.message).split()) or message.notification_type
+    return {
+        "routing_key": routing_key,
+        "event_action": "trigger",
+        "dedup_key": dedup_key(message.idempotency_token),
+        "client": "UNS",
+        "payload": {
+            "summary": summary[:SUMMARY_MAX_CHARS],
+            "source": message.source or "uns",
+            "severity": SEVERITY_BY_PRIORITY.get(message.priority.upper(), SEVERITY_DEFAULT),
+            "class": message.notification_type,
+            "custom_details": {
+                "notification_id": message.notification_id,
+                "notification_type": message.notification_type,
+                "intent": message.intent,
+                "priority": message.priority,
+                "message": message.message,
+                "correlation_id": message.correlation_id,
+                "metadata": dict(message.metadata),
+                "attempt": message.attempt,
+            },
+        },
+    }
+
+
+class PagerDutyChannel(HttpChannel):
+    """Triggers one PagerDuty alert per notification on one integration (routing key)."""
+
+    def __init__(
+        self,
+        name: str,
+        config: PagerDutyConfig,
+        client: httpx.AsyncClient,
+        *,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(name, client, secrets=(config.routing_key,), on_close=on_close)
+        self._config = config
+
+    async def _deliver(self, message: OutboundMessage) -> ChannelResult:
+        event = pagerduty_event(message, self._config.routing_key)
+        body = encode_json(event)
+        if isinstance(body, ChannelResult):
+            return body
+        reply = await self._post(
+            f"{self._config.base_url}/v2/enqueue",
+            content=body,
+            headers={"content-type": "application/json"},
+            timeout_seconds=self._config.timeout_seconds,
+        )
+        if isinstance(reply, ChannelResult):
+            return reply
+        failure = classify_http_response(reply, now=self._now())
+        if failure is not None:
+            return failure
+        data = reply.json_object()
+        if reply.status != 202 or data is None or data.get("status") != "success":
+            return unexpected_success(reply, 'HTTP 202 with JSON {"status": "success"}')
+        returned = data.get("dedup_key")
+        return ChannelResult.delivered(
+            returned if isinstance(returned, str) and returned else event["dedup_key"],
+            metadata={"http_status": 202},
+        )

@@ -1,0 +1,132 @@
+"""Building channels from configuration, and the registry the dispatch worker looks them up in.
+
+All HTTP adapters share one ``httpx.AsyncClient`` (one connection pool, one set of limits).
+Whoever passes a client in keeps owning it; a client created here is closed when the last
+channel using it is closed (``ChannelRegistry.aclose`` closes them all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+
+import httpx
+
+from uns_server.channels._http import ClientLease
+from uns_server.channels.base import Channel
+from uns_server.channels.config import (
+    ChannelsConfig,
+    EmailConfig,
+    LogConfig,
+    PagerDutyConfig,
+    SlackConfig,
+    WebhookConfig,
+)
+from uns_server.channels.email import EmailChannel
+from uns_server.channels.log import LogChannel
+from uns_server.channels.pagerduty import PagerDutyChannel
+from uns_server.channels.slack import SlackChannel
+from uns_server.channels.webhook import WebhookChannel
+
+# Adapters pass per-request timeouts; these bound anything that slips through.
+HTTP_TIMEOUT_SECONDS_DEFAULT = 10.0
+HTTP_CONNECT_TIMEOUT_SECONDS_DEFAULT = 5.0
+HTTP_MAX_CONNECTIONS_DEFAULT = 100
+HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT = 20
+HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT = 30.0
+
+
+def default_http_client() -> httpx.AsyncClient:
+    """The shared client: bounded pool, no redirects (a signed body stays where it was sent)."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(
+            HTTP_TIMEOUT_SECONDS_DEFAULT, connect=HTTP_CONNECT_TIMEOUT_SECONDS_DEFAULT
+        ),
+        limits=httpx.Limits(
+            max_connections=HTTP_MAX_CONNECTIONS_DEFAULT,
+            max_keepalive_connections=HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT,
+            keepalive_expiry=HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT,
+        ),
+        follow_redirects=False,
+        headers={"user-agent": "uns-server"},
+    )
+
+
+def build_channels(
+    config: ChannelsConfig, http_client: httpx.AsyncClient | None = None
+) -> dict[str, Channel]:
+    """One adapter per configured channel, keyed by name."""
+    http_configs = (WebhookConfig, SlackConfig, PagerDutyConfig)
+    lease: ClientLease | None = None
+    if any(isinstance(c, http_configs) for c in config.channels.values()):
+        lease = ClientLease(http_client or default_http_client(), owned=http_client is None)
+    channels: dict[str, Channel] = {}
+    for name, cfg in config.channels.items():
+        if isinstance(cfg, LogConfig):
+            channels[name] = LogChannel(name, cfg)
+        elif isinstance(cfg, EmailConfig):
+            channels[name] = EmailChannel(name, cfg)
+        else:
+            assert lease is not None
+            if isinstance(cfg, WebhookConfig):
+                channels[name] = WebhookChannel(name, cfg, lease.client, on_close=lease.acquire())
+            elif isinstance(cfg, SlackConfig):
+                channels[name] = SlackChannel(name, cfg, lease.client, on_close=lease.acquire())
+            else:
+                channels[name] = PagerDutyChannel(name, cfg, lease.client, on_close=lease.acquire())
+    return channels
+
+
+class UnknownChannel(KeyError):
+    """No channel is configured under this name."""
+
+
+class ChannelRegistry:
+    """The configured channels by name; closing it closes every adapter."""
+
+    def __init__(self, channels: Mapping[str, Channel]) -> None:
+        self._channels = dict(channels)
+
+    @classmethod
+    def from_config(
+        cls, config: ChannelsConfig, http_client: httpx.AsyncClient | None = None
+    ) -> ChannelRegistry:
+        return cls(build_channels(config, http_client))
+
+    def get(self, name: str) -> Channel:
+        """The channel called ``name``; :class:`UnknownChannel` if there is none."""
+        try:
+            return self._channels[name]
+        except KeyError:
+            raise UnknownChannel(name) from None
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._channels))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._channels
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    async def aclose(self) -> None:
+        """Close every adapter, even if one of them fails; re-raise the first failure."""
+        first: BaseException | None = None
+        for channel in self._channels.values():
+            try:
+                await channel.aclose()
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    async def __aenter__(self) -> ChannelRegistry:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,152 @@
+"""Slack: Web API ``chat.postMessage`` with a bot token, or an incoming-webhook URL.
+
+What counts as accepted (Slack's documented answers):
+
+* Web API -- HTTP 200 with JSON ``{"ok": true, "ts": "...", "channel": "..."}``; ``ts`` is
+  the message id. ``{"ok": false, "error": code}`` is a rejection: ``ratelimited`` and
+  Slack's own server-side errors (``internal_error``, ``fatal_error``,
+  ``service_unavailable``, ``request_timeout``) are transient, every other code
+  (``channel_not_found``, ``invalid_auth``, ...) is permanent. HTTP 429 carries Retry-After.
+* Incoming webhook -- HTTP 200 with the plain-text body ``ok``. Errors come back as 4xx
+  with a short code body (``invalid_payload``, ``no_service``, ``channel_is_archived``).
+  Slack returns no message id in this mode.
+
+The bot token and the webhook URL are credentials (the URL's path is the secret): neither
+appears in results, and the httpx request log is filtered for both while the channel is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from uns_server.channels._http import (
+    HttpChannel,
+    HttpReply,
+    classify_http_response,
+    encode_json,
+    parse_retry_after,
+    unexpected_success,
+)
+from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.config import SlackConfig
+
+# ``ok: false`` codes that describe Slack's condition, not our request.
+TRANSIENT_SLACK_ERRORS = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+# Slack documents that these may follow a partially completed operation.
+_EFFECT_POSSIBLE_ERRORS = frozenset({"internal_error", "fatal_error", "request_timeout"})
+
+
+def _escape(text: str) -> str:
+    """Slack mrkdwn control characters, escaped as Slack documents (&, <, >)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_text(message: OutboundMessage) -> str:
+    """Title in bold, the message, and a context line; producer text cannot inject mentions."""
+    context = " · ".join(
+        _escape(part) for part in (message.priority, message.intent, message.source) if part
+    )
+    return f"*{_escape(message.title)}*\n{_escape(message.message)}\n_{context}_"
+
+
+class SlackChannel(HttpChannel):
+    """Posts one message per notification to a configured Slack channel."""
+
+    def __init__(
+        self,
+        name: str,
+        config: SlackConfig,
+        client: httpx.AsyncClient,
+        *,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        secrets = tuple(s for s in (config.token, config.webhook_url) if s)
+        if config.webhook_url:
+            # The path is the credential (services/T.../B.../<secret>); mask it and its
+            # last segment wherever they turn up, e.g. echoed back in an error body.
+            path = httpx.URL(config.webhook_url).path.strip("/")
+            secrets += (path, path.rpartition("/")[2])
+        super().__init__(name, client, secrets=secrets, on_close=on_close)
+        self._config = config
+
+    async def _deliver(self, message: OutboundMessage) -> ChannelResult:
+        if self._config.token is not None:
+            return await self._post_message(message, self._config.token)
+        assert self._config.webhook_url is not None  # config validation guarantees one mode
+        return await self._post_incoming_webhook(message, self._config.webhook_url)
+
+    async def _post_message(self, message: OutboundMessage, token: str) -> ChannelResult:
+        payload: dict[str, Any] = {
+            "channel": self._config.channel,
+            "text": slack_text(message),
+            "unfurl_links": False,
+            "unfurl_media": False,
+        }
+        body = encode_json(payload)
+        if isinstance(body, ChannelResult):
+            return body
+        reply = await self._post(
+            f"{self._config.base_url}/chat.postMessage",
+            content=body,
+            headers={
+                "authorization": f"Bearer {token}",
+                "content-type": "application/json; charset=utf-8",
+            },
+            timeout_seconds=self._config.timeout_seconds,
+        )
+        if isinstance(reply, ChannelResult):
+            return reply
+        return self._web_api_result(reply)
+
+    def _web_api_result(self, reply: HttpReply) -> ChannelResult:
+        failure = classify_http_response(reply, now=self._now())
+        if failure is not None:
+            return failure
+        data = reply.json_object()
+        if reply.status != 200 or data is None or not isinstance(data.get("ok"), bool):
+            return unexpected_success(reply, 'HTTP 200 with JSON {"ok": ...}')
+        if data["ok"]:
+            ts = data.get("ts")
+            return ChannelResult.delivered(
+                ts if isinstance(ts, str) and ts else None,
+                metadata={"http_status": 200, "slack_channel": str(data.get("channel", ""))},
+            )
+        code = data.get("error")
+        code = code if isinstance(code, str) and code else "unknown_error"
+        metadata = {
+            "http_status": 200,
+            "slack_error": code,
+            "provider_effect_possible": code in _EFFECT_POSSIBLE_ERRORS,
+        }
+        if code in TRANSIENT_SLACK_ERRORS:
+            retry_after = parse_retry_after(reply.headers.get("retry-after"), now=self._now())
+            return ChannelResult.transient(
+                f"slack error: {code}", retry_after_seconds=retry_after, metadata=metadata
+            )
+        return ChannelResult.permanent(f"slack error: {code}", metadata=metadata)
+
+    async def _post_incoming_webhook(self, message: OutboundMessage, url: str) -> ChannelResult:
+        body = encode_json({"text": slack_text(message)})
+        if isinstance(body, ChannelResult):
+            return body
+        reply = await self._post(
+            url,
+            content=body,
+            headers={"content-type": "application/json"},
+            timeout_seconds=self._config.timeout_seconds,
+        )
+        if isinstance(reply, ChannelResult):
+            return reply
+        failure = classify_http_response(reply, now=self._now())
+        if failure is not None:
+            return failure
+        if reply.status != 200 or reply.body.strip() != b"ok":
+            return unexpected_success(reply, "HTTP 200 with body 'ok'")
+        return ChannelResult.delivered(
+            None, metadata={"http_status": 200, "slack_mode": "incoming_webhook"}
+        )

@@ -1,0 +1,144 @@
+"""Signed generic webhook, Standard Webhooks style (https://www.standardwebhooks.com).
+
+Each request carries ``webhook-id`` (the message's idempotency token, identical on every
+retry so receivers can drop duplicates), ``webhook-timestamp`` (unix seconds, fresh per
+attempt) and ``webhook-signature: v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">``.
+Receivers verify with ``uns_clients.webhooks.verify_webhook``; the primitive is repeated
+there (a dozen lines) because the server must not depend on the client package.
+
+Acceptance is any 2xx: for a generic receiver the status *is* the explicit answer, and its
+body is free-form. Redirects are not followed (the signed body stays where it was sent).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from uns_server.channels._http import (
+    HttpChannel,
+    HttpReply,
+    classify_http_response,
+    encode_json,
+)
+from uns_server.channels.base import ChannelResult, OutboundMessage
+
+if TYPE_CHECKING:  # config imports signing_key from here to validate secrets at load time
+    from uns_server.channels.config import WebhookConfig
+
+SECRET_PREFIX = "whsec_"
+EVENT_TYPE = "uns.notification"
+
+
+def signing_key(secret: str) -> bytes:
+    """The HMAC key: base64-decoded after a ``whsec_`` prefix, else the secret's UTF-8 bytes.
+
+    Raises ``ValueError`` for an empty secret or a ``whsec_`` secret that is not base64.
+    """
+    if secret.startswith(SECRET_PREFIX):
+        encoded = secret[len(SECRET_PREFIX) :]
+        try:
+            key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("whsec_ secret is not valid base64") from None
+    else:
+        key = secret.encode()
+    if not key:
+        raise ValueError("webhook secret is empty")
+    return key
+
+
+def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    """``v1,<base64 HMAC-SHA256 of "{msg_id}.{timestamp}.{body}">``."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def webhook_payload(message: OutboundMessage, now: float) -> dict[str, Any]:
+    """The JSON body: a Standard Webhooks envelope around the notification's own fields."""
+    return {
+        "type": EVENT_TYPE,
+        "timestamp": datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z"),
+        "data": {
+            "notification_id": message.notification_id,
+            "notification_type": message.notification_type,
+            "intent": message.intent,
+            "priority": message.priority,
+            "title": message.title,
+            "message": message.message,
+            "source": message.source,
+            "correlation_id": message.correlation_id,
+            "metadata": dict(message.metadata),
+            "attempt": message.attempt,
+        },
+    }
+
+
+class WebhookChannel(HttpChannel):
+    """POSTs a signed JSON notification to one configured URL."""
+
+    def __init__(
+        self,
+        name: str,
+        config: WebhookConfig,
+        client: httpx.AsyncClient,
+        *,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            client,
+            secrets=(config.secret, config.url, *config.headers.values()),
+            on_close=on_close,
+        )
+        self._config = config
+        self._key = signing_key(config.secret)
+
+    async def _deliver(self, message: OutboundMessage) -> ChannelResult:
+        now = self._now()
+        body = encode_json(webhook_payload(message, now))
+        if isinstance(body, ChannelResult):
+            return body
+        msg_id = message.idempotency_token
+        timestamp = int(now)
+        headers = {
+            **self._config.headers,
+            "content-type": "application/json",
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(self._key, msg_id, timestamp, body),
+        }
+        reply = await self._post(
+            self._config.url,
+            content=body,
+            headers=headers,
+            timeout_seconds=self._config.timeout_seconds,
+        )
+        if isinstance(reply, ChannelResult):
+            return reply
+        failure = classify_http_response(reply, now=self._now())
+        if failure is not None:
+            return failure
+        return ChannelResult.delivered(
+            _receiver_message_id(reply) or msg_id,
+            metadata={"http_status": reply.status, "webhook_id": msg_id},
+        )
+
+
+def _receiver_message_id(reply: HttpReply) -> str | None:
+    """The receiver's own id for the message, if it volunteers one."""
+    header = reply.headers.get("x-message-id")
+    if isinstance(header, str) and header:
+        return header
+    body: Mapping[str, Any] | None = reply.json_object()
+    value = body.get("id") if body else None
+    if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+        return str(value)
+    return None

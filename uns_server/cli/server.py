@@ -1,0 +1,73 @@
+"""``uns-server``: run the gRPC service until SIGTERM/SIGINT, then drain and stop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import MISSING, fields
+
+from uns_server import logs
+from uns_server.app import App
+from uns_server.settings import Settings, SettingsError
+
+log = logging.getLogger("uns.server")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="uns-server",
+        description="UNS gRPC server. Every flag also reads UNS_<NAME> from the environment.",
+    )
+    for f in fields(Settings):
+        flag = "--" + f.name.replace("_", "-")
+        default = None if f.default is MISSING else f.default
+        env = f"UNS_{f.name.upper()}"
+        if str(f.type).startswith("bool"):
+            parser.add_argument(
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=f"[{env}] default: {default}",
+            )
+        else:
+            kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
+            parser.add_argument(flag, type=kind, default=None, help=f"[{env}] default: {default}")
+    return parser
+
+
+async def serve(settings: Settings) -> int:
+    app = App(settings, dict(os.environ))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await app.start()
+    print(
+        f"uns-server listening on {settings.listen} (port {app.port})", file=sys.stderr, flush=True
+    )
+    failed = asyncio.create_task(app.failure())
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({failed, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if failed.done() and failed.result() is not None:
+        log.critical("cannot start: %s", failed.result())
+        code = 2
+    failed.cancel()
+    stopped.cancel()
+    await app.stop()
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env(os.environ, **vars(args))
+    except SettingsError as exc:
+        print(f"uns-server: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    logs.configure(settings.log_level, settings.log_format)
+    raise SystemExit(asyncio.run(serve(settings)))

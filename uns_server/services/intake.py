@@ -1,0 +1,274 @@
+"""Accepting obligations: SendNotification and Simulate (seed 000 §1.1, SPEC §2).
+
+Order of checks: validation, policy resolution (POLICY_OVERRIDE), then one write
+transaction that decides idempotency and dedup and appends the ACCEPTED event.
+A refused request writes nothing: every refusal happens before or inside that
+transaction, which then rolls back.
+
+Dedup coalescing per window row (``uns_dedup``, locked for the transaction):
+- no row, or its owner is gone / FAILED, or the window after a delivery expired
+  -> this notification leads a new generation;
+- owner PENDING -> follower (PENDING, ``dedup_owner_id`` set), whatever the
+  window's ``until``: pending ownership survives window expiry;
+- owner DELIVERED and ``now < until`` -> DEDUPLICATED at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.exc import IntegrityError
+
+from uns_server.domain import digests
+from uns_server.domain.enums import EventKind, Status
+from uns_server.domain.errors import IdempotencyConflict
+from uns_server.domain.policy import EffectivePolicy, ServerDefaults, resolve
+from uns_server.domain.requests import SendRequest
+from uns_server.domain.validation import validate_send
+from uns_server.store import events, notifications, policies
+from uns_server.store.db import TOPIC_WORK, Database
+from uns_server.store.events import NewEvent
+
+Clock = Callable[[], datetime]
+
+# Concurrent first sends of one key (or one dedup window) race on a unique index;
+# the loser retries and then sees the winner's committed row.
+_INSERT_RACE_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class SendResult:
+    notification_id: str
+    status: Status
+    idempotent_replay: bool
+    effective: EffectivePolicy
+    dedup_owner_id: str | None
+
+
+class Intake:
+    def __init__(self, db: Database, defaults: ServerDefaults, clock: Clock) -> None:
+        self._db = db
+        self._defaults = defaults
+        self._clock = clock
+
+    async def simulate(self, req: SendRequest) -> EffectivePolicy:
+        validate_send(req)
+        async with self._db.read() as conn:
+            active = await policies.active(conn, req.notification_type)
+        return resolve(req, active, self._defaults)
+
+    async def send(self, principal: str, req: SendRequest) -> SendResult:
+        validate_send(req)
+        fingerprint = digests.fingerprint(req)
+        idem_key = req.idempotency_key or f"auto:{uuid.uuid4()}"
+        key = digests.idempotency_digest(principal, req.source, idem_key)
+        for attempt in range(_INSERT_RACE_RETRIES):
+            try:
+                return await self._send_once(principal, req, key, fingerprint)
+            except IntegrityError:
+                if attempt == _INSERT_RACE_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _send_once(
+        self, principal: str, req: SendRequest, key: str, fingerprint: str
+    ) -> SendResult:
+        now = self._clock()
+        async with self._db.write() as tx:
+            conn = tx.conn
+            existing = await notifications.by_key(conn, key)
+            if existing is not None:
+                return _replay(existing, fingerprint)
+            active = await policies.active(conn, req.notification_type)
+            effective = resolve(req, active, self._defaults)
+            notification_id = str(uuid.uuid4())
+            status = Status.PENDING
+            owner_id: str | None = None
+            owner_status: str | None = None
+            dedup_key: str | None = None
+            generation: int | None = None
+            if req.dedup_key:
+                dedup_key = digests.dedup_digest(
+                    principal, req.source, req.dedup_key, effective.effective_hash
+                )
+                window = await notifications.dedup_window(conn, dedup_key)
+                owner = (
+                    await notifications.by_id(conn, window["owner_id"])
+                    if window is not None and window["owner_id"]
+                    else None
+                )
+                if window is not None and owner is not None and _coalesces(owner, window, now):
+                    owner_id, owner_status = owner["id"], owner["status"]
+                    generation = window["generation"]
+                    if owner_status == Status.DELIVERED:
+                        status = Status.DEDUPLICATED
+                else:
+                    generation = (window["generation"] + 1) if window is not None else 1
+                    until = now + timedelta(seconds=effective.dedup_window_seconds)
+                    if window is None:
+                        await notifications.insert_dedup_window(
+                            conn,
+                            dedup_key,
+                            owner_id=notification_id,
+                            generation=generation,
+                            until=until,
+                        )
+                    else:
+                        await notifications.update_dedup_window(
+                            conn,
+                            dedup_key,
+                            owner_id=notification_id,
+                            generation=generation,
+                            until=until,
+                        )
+            await notifications.insert_notification(
+                conn,
+                _row(
+                    notification_id,
+                    principal,
+                    req,
+                    key,
+                    fingerprint,
+                    effective,
+                    status,
+                    dedup_key=dedup_key,
+                    owner_id=owner_id,
+                    generation=generation,
+                    now=now,
+                ),
+            )
+            new_events = [
+                NewEvent(
+                    notification_id,
+                    principal,
+                    req.notification_type,
+                    EventKind.ACCEPTED,
+                    {
+                        "policy_id": effective.policy_id,
+                        "policy_hash": effective.policy_hash,
+                        "revision": effective.policy_revision,
+                        "effective": effective.to_json(),
+                        "effective_hash": effective.effective_hash,
+                    },
+                )
+            ]
+            if owner_id is not None:
+                new_events.append(
+                    NewEvent(
+                        notification_id,
+                        principal,
+                        req.notification_type,
+                        EventKind.DEDUP_LINKED,
+                        {
+                            "owner_id": owner_id,
+                            "generation": generation,
+                            "owner_status": owner_status,
+                        },
+                    )
+                )
+            await events.append(tx, new_events, now)
+            if status == Status.PENDING and owner_id is None:
+                tx.signal(TOPIC_WORK)
+        return SendResult(notification_id, status, False, effective, owner_id)
+
+
+def _coalesces(owner: RowMapping, window: RowMapping, now: datetime) -> bool:
+    if owner["status"] == Status.PENDING:
+        return True
+    return bool(owner["status"] == Status.DELIVERED and now < window["until"])
+
+
+def _replay(existing: RowMapping, fingerprint: str) -> SendResult:
+    if existing["fingerprint"] != fingerprint:
+        raise IdempotencyConflict(
+            "idempotency key already used with a different payload",
+            metadata={"notification_id": existing["id"]},
+        )
+    return SendResult(
+        notification_id=existing["id"],
+        status=Status(existing["status"]),
+        idempotent_replay=True,
+        effective=EffectivePolicy.from_json(existing["notification"]["effective"]),
+        dedup_owner_id=existing["dedup_owner_id"],
+    )
+
+
+def _row(
+    notification_id: str,
+    principal: str,
+    req: SendRequest,
+    key: str,
+    fingerprint: str,
+    effective: EffectivePolicy,
+    status: Status,
+    *,
+    dedup_key: str | None,
+    owner_id: str | None,
+    generation: int | None,
+    now: datetime,
+) -> dict[str, object]:
+    ctx = req.autonomy_context
+    document = {
+        "notification_type": req.notification_type,
+        "intent": req.intent.value if req.intent else None,
+        "title": req.title,
+        "message": req.message,
+        "source": req.source,
+        "idempotency_key": req.idempotency_key,
+        "dedup_key": req.dedup_key,
+        "correlation_id": req.correlation_id,
+        "autonomy_context": (
+            {
+                "autonomy_mode": ctx.autonomy_mode.value if ctx.autonomy_mode else None,
+                "agent_id": ctx.agent_id,
+            }
+            if ctx
+            else None
+        ),
+        "metadata": dict(req.metadata),
+        "effective": effective.to_json(),
+    }
+    return {
+        "id": notification_id,
+        "key": key,
+        "fingerprint": fingerprint,
+        "principal": principal,
+        "notification_type": req.notification_type,
+        "source": req.source,
+        "notification": document,
+        "status": status.value,
+        "priority": effective.priority.rank,
+        "delivery_mode": effective.delivery_mode.value,
+        "require_ack": effective.require_ack,
+        "max_attempts": effective.max_attempts,
+        "outcome": {
+            "channels_attempted": [],
+            "channels_succeeded": [],
+            "channels_failed": [],
+            "error_message": None,
+        },
+        "attempts": 0,
+        "cycle": 1,
+        "cycle_attempts": 0,
+        "dedup_key": dedup_key,
+        "dedup_owner_id": owner_id,
+        "dedup_generation": generation,
+        "dedup_successor_id": None,
+        "next_attempt": now,
+        "lease_until": None,
+        "lease_token": None,
+        "provider_effect_may_have_occurred": False,
+        "dead_letter": False,
+        "delivered_at": None,
+        "deadline": None,
+        "ack_status": None,
+        "actor": None,
+        "responded_at": None,
+        "response_metadata": None,
+        "created_at": now,
+        "updated_at": now,
+    }

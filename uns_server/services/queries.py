@@ -1,0 +1,117 @@
+"""Reading obligations: GetNotification and ListNotifications (AIP-158 paging,
+an AIP-160 subset for filters). Producers see only their own notifications, and an
+id they may not see answers NOT_FOUND exactly like an unknown one."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy.engine import RowMapping
+
+from uns_server.domain.enums import AckStatus, Role, Status
+from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
+from uns_server.domain.validation import validate_notification_id
+from uns_server.services.auth import Principal
+from uns_server.store import notifications
+from uns_server.store.db import Database
+
+PAGE_SIZE_DEFAULT = 50
+PAGE_SIZE_MAX = 1000
+_TERM = re.compile(r'^\s*([a-z_]+)\s*=\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_.:\-]+)\s*$')
+
+
+def _invalid(field: str, description: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{field}: {description}",
+        metadata={"field": field},
+        violations=[FieldViolation(field, description)],
+    )
+
+
+def parse_filter(text: str) -> list[tuple[str, Any]]:
+    """``a = x AND b = "y"`` -> [(a, x), (b, y)] with enum and boolean values checked."""
+    if not text.strip():
+        return []
+    conditions: list[tuple[str, Any]] = []
+    for term in re.split(r"\s+AND\s+", text.strip()):
+        m = _TERM.match(term)
+        if not m:
+            raise _invalid("filter", f"cannot parse {term!r}; use `field = value [AND ...]`")
+        field, raw = m.group(1), m.group(2)
+        value: Any = raw[1:-1].replace('\\"', '"') if raw.startswith('"') else raw
+        if field not in notifications.FILTERABLE_FIELDS:
+            raise _invalid(
+                "filter",
+                f"unknown field {field!r}; filterable: "
+                + ", ".join(notifications.FILTERABLE_FIELDS),
+            )
+        if field in ("state", "status"):
+            value = _enum_value(Status, value, "NOTIFICATION_STATE_", field)
+        elif field == "ack_state":
+            value = _enum_value(AckStatus, value, "ACK_STATE_", field)
+        elif field == "dead_letter":
+            if value.lower() not in ("true", "false"):
+                raise _invalid("filter", "dead_letter must be true or false")
+            value = value.lower() == "true"
+        conditions.append((field, value))
+    return conditions
+
+
+def _enum_value(cls: type[Status] | type[AckStatus], value: str, prefix: str, field: str) -> str:
+    name = value.upper().removeprefix(prefix)
+    try:
+        return cls(name).value
+    except ValueError:
+        raise _invalid("filter", f"{field}: unknown value {value!r}") from None
+
+
+class Queries:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, principal: Principal, notification_id: str) -> RowMapping:
+        nid = validate_notification_id(notification_id)
+        async with self._db.read() as conn:
+            row = await notifications.by_id(conn, nid)
+        if row is None or not visible(principal, row):
+            raise NotFound(metadata={"notification_id": nid})
+        return row
+
+    async def list(
+        self, principal: Principal, filter_text: str, page_size: int, page_token: str
+    ) -> tuple[list[RowMapping], str]:
+        if page_size < 0 or page_size > PAGE_SIZE_MAX:
+            raise _invalid("page_size", f"must be between 0 and {PAGE_SIZE_MAX}")
+        limit = page_size or PAGE_SIZE_DEFAULT
+        conditions = parse_filter(filter_text)
+        if not principal.sees_everything:
+            conditions.append(("principal", principal.name))
+        after = None
+        if page_token:
+            try:
+                created_at, last_id, token_filter = notifications.decode_page_token(page_token)
+            except (ValueError, TypeError, UnicodeDecodeError):
+                raise _invalid("page_token", "not a token from this server") from None
+            if token_filter != filter_text:
+                raise _invalid("page_token", "the token belongs to a different filter")
+            after = (created_at, last_id)
+        async with self._db.read() as conn:
+            rows = await notifications.list_page(
+                conn, conditions=conditions, after=after, limit=limit + 1
+            )
+        next_token = ""
+        if len(rows) > limit:
+            rows = rows[:limit]
+            last = rows[-1]
+            next_token = notifications.encode_page_token(
+                last["created_at"], last["id"], filter_text
+            )
+        return rows, next_token
+
+
+def visible(principal: Principal, row: RowMapping) -> bool:
+    """Operators and responders (who acknowledge by id) see every notification."""
+    if principal.sees_everything or Role.RESPONDER in principal.roles:
+        return True
+    return bool(row["principal"] == principal.name)

@@ -1,0 +1,139 @@
+"""Server settings: one frozen dataclass, read once from an injectable mapping.
+
+Every setting has an environment variable (``UNS_*``) and a command-line flag
+(``uns-server --help``); flags win over the environment. Defaults carry their unit
+in the name and give the zero-setup quickstart: SQLite file, loopback, ``log``
+channel.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+DATABASE_URL_DEFAULT = "sqlite+aiosqlite:///./uns.db"
+LISTEN_DEFAULT = "127.0.0.1:50051"
+DISPATCH_CONCURRENCY_DEFAULT = 8
+DISPATCH_BATCH_SIZE_DEFAULT = 16
+LEASE_SECONDS_DEFAULT = 60.0
+IDLE_POLL_SECONDS_DEFAULT = 5.0
+EXPIRY_POLL_SECONDS_DEFAULT = 5.0
+WATCH_HEARTBEAT_SECONDS_DEFAULT = 10.0
+SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
+MAX_RECEIVE_MESSAGE_BYTES_DEFAULT = 1024 * 1024
+DB_RETRY_SECONDS_DEFAULT = 2.0
+DEV_KEY_FILE_DEFAULT = "uns-dev-key.txt"
+
+
+class SettingsError(ValueError):
+    """The configuration cannot work; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Storage.
+    database_url: str = DATABASE_URL_DEFAULT
+    auto_migrate: bool = True
+    # Transport.
+    listen: str = LISTEN_DEFAULT
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    # With a client CA, clients must present a certificate (mTLS).
+    tls_client_ca_file: str | None = None
+    max_receive_message_bytes: int = MAX_RECEIVE_MESSAGE_BYTES_DEFAULT
+    shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS_DEFAULT
+    # Auth: API keys live in the database (``uns-admin keys``) and optionally in
+    # a YAML/JSON key file (list of {key or key_sha256, principal, roles}).
+    api_keys_file: str | None = None
+    # On a loopback address with no key anywhere, create a dev key and write it here.
+    dev_key_file: str = DEV_KEY_FILE_DEFAULT
+    # Serve a non-loopback address without TLS or without keys anyway.
+    allow_insecure: bool = False
+    # Channels: YAML/JSON file (see README); without one only ``log`` exists.
+    channels_file: str | None = None
+    # Workers.
+    dispatch_enabled: bool = True
+    dispatch_concurrency: int = DISPATCH_CONCURRENCY_DEFAULT
+    dispatch_batch_size: int = DISPATCH_BATCH_SIZE_DEFAULT
+    lease_seconds: float = LEASE_SECONDS_DEFAULT
+    idle_poll_seconds: float = IDLE_POLL_SECONDS_DEFAULT
+    expiry_poll_seconds: float = EXPIRY_POLL_SECONDS_DEFAULT
+    watch_heartbeat_seconds: float = WATCH_HEARTBEAT_SECONDS_DEFAULT
+    db_retry_seconds: float = DB_RETRY_SECONDS_DEFAULT
+    # Logs.
+    log_level: str = "INFO"
+    log_format: str = "json"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
+        """Read ``UNS_<FIELD>`` variables, then apply non-None ``overrides`` (flags)."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = environ.get(f"UNS_{f.name.upper()}")
+            if raw is not None and raw != "":
+                values[f.name] = _parse(f.name, raw, f.type)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    @property
+    def host(self) -> str:
+        host, _, _port = self.listen.rpartition(":")
+        return host.strip("[]")
+
+    @property
+    def is_loopback(self) -> bool:
+        host = self.host
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_cert_file is not None
+
+    def validate(self) -> None:
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise SettingsError(f"listen address must be HOST:PORT, got {self.listen!r}")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise SettingsError("TLS needs both --tls-cert-file and --tls-key-file")
+        if self.tls_client_ca_file and not self.tls_enabled:
+            raise SettingsError("--tls-client-ca-file (mTLS) needs --tls-cert-file/--tls-key-file")
+        for name in ("dispatch_concurrency", "dispatch_batch_size", "max_receive_message_bytes"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be at least 1")
+        for name in ("lease_seconds", "idle_poll_seconds", "watch_heartbeat_seconds"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{name} must be positive")
+        if self.log_format not in ("json", "text"):
+            raise SettingsError("log_format must be 'json' or 'text'")
+        if not self.is_loopback and not self.tls_enabled and not self.allow_insecure:
+            raise SettingsError(
+                f"refusing to serve {self.listen} without TLS: API keys would cross the "
+                "network in clear text. Configure --tls-cert-file/--tls-key-file, bind a "
+                "loopback address, or pass --allow-insecure if a proxy terminates TLS."
+            )
+
+
+def _parse(name: str, raw: str, type_: Any) -> Any:
+    type_s = str(type_)
+    try:
+        if type_s.startswith("bool"):
+            lowered = raw.strip().lower()
+            if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise ValueError(raw)
+            return lowered in ("1", "true", "yes", "on")
+        if type_s.startswith("int"):
+            return int(raw)
+        if type_s.startswith("float"):
+            return float(raw)
+    except ValueError as exc:
+        raise SettingsError(f"UNS_{name.upper()}: cannot parse {raw!r} as {type_s}") from exc
+    return raw

@@ -1,0 +1,86 @@
+"""Append-only audit records (seed 000 §2.4): written, never updated."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from uns_server.store.tables import ack_audit_records, notification_audit_records
+
+
+async def record_delivery(
+    conn: AsyncConnection,
+    row: RowMapping,
+    *,
+    status: str,
+    outcome: Mapping[str, Any],
+    delivered_at: datetime | None,
+    now: datetime,
+) -> None:
+    doc = row["notification"]
+    ctx = doc.get("autonomy_context") or {}
+    effective = doc["effective"]
+    await conn.execute(
+        insert(notification_audit_records).values(
+            id=str(uuid.uuid4()),
+            notification_id=row["id"],
+            notification_type=row["notification_type"],
+            status=status,
+            channels_attempted=list(outcome.get("channels_attempted", [])),
+            channels_succeeded=list(outcome.get("channels_succeeded", [])),
+            channels_failed=list(outcome.get("channels_failed", [])),
+            error_message=outcome.get("error_message"),
+            intent=doc.get("intent") or "",
+            delivery_mode=row["delivery_mode"],
+            autonomy_mode=ctx.get("autonomy_mode"),
+            agent_id=ctx.get("agent_id"),
+            policy_config_id=effective.get("policy_id"),
+            policy_config_hash=effective.get("policy_hash"),
+            delivered_at=delivered_at,
+            created_at=now,
+        )
+    )
+
+
+async def record_ack(
+    conn: AsyncConnection,
+    notification_id: str,
+    *,
+    old_status: str | None,
+    new_status: str,
+    actor: str,
+    metadata: Mapping[str, Any] | None,
+    now: datetime,
+) -> None:
+    await conn.execute(
+        insert(ack_audit_records).values(
+            id=str(uuid.uuid4()),
+            notification_id=notification_id,
+            old_status=old_status,
+            new_status=new_status,
+            acked_by=actor,
+            acked_at=now,
+            ack_metadata=dict(metadata) if metadata is not None else None,
+            created_at=now,
+        )
+    )
+
+
+async def delivery_records(conn: AsyncConnection, notification_id: str) -> list[RowMapping]:
+    q = select(notification_audit_records).where(
+        notification_audit_records.c.notification_id == notification_id
+    )
+    return list(
+        (await conn.execute(q.order_by(notification_audit_records.c.created_at))).mappings()
+    )
+
+
+async def ack_records(conn: AsyncConnection, notification_id: str) -> list[RowMapping]:
+    q = select(ack_audit_records).where(ack_audit_records.c.notification_id == notification_id)
+    return list((await conn.execute(q.order_by(ack_audit_records.c.created_at))).mappings())

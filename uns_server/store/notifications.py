@@ -1,0 +1,100 @@
+"""Queries on ``uns_notifications`` and ``uns_dedup``. One function per query."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from uns_server.store.tables import dedup, notifications
+
+
+async def by_id(
+    conn: AsyncConnection, notification_id: str, *, for_update: bool = False
+) -> RowMapping | None:
+    q = select(notifications).where(notifications.c.id == notification_id)
+    if for_update:
+        q = q.with_for_update()
+    return (await conn.execute(q)).mappings().first()
+
+
+async def by_key(conn: AsyncConnection, key: str) -> RowMapping | None:
+    q = select(notifications).where(notifications.c.key == key)
+    return (await conn.execute(q)).mappings().first()
+
+
+async def insert_notification(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
+    await conn.execute(insert(notifications).values(**values))
+
+
+async def dedup_window(conn: AsyncConnection, key: str) -> RowMapping | None:
+    """The coalescing window row, locked until commit on PostgreSQL."""
+    q = select(dedup).where(dedup.c.key == key).with_for_update()
+    return (await conn.execute(q)).mappings().first()
+
+
+async def insert_dedup_window(
+    conn: AsyncConnection, key: str, *, owner_id: str, generation: int, until: datetime
+) -> None:
+    await conn.execute(
+        insert(dedup).values(key=key, owner_id=owner_id, generation=generation, until=until)
+    )
+
+
+async def update_dedup_window(conn: AsyncConnection, key: str, **values: Any) -> None:
+    await conn.execute(update(dedup).where(dedup.c.key == key).values(**values))
+
+
+# Listing (AIP-158): newest first, keyset-paged on (created_at, id).
+
+_FILTERABLE = {
+    "state": notifications.c.status,
+    "status": notifications.c.status,
+    "ack_state": notifications.c.ack_status,
+    "dead_letter": notifications.c.dead_letter,
+    "notification_type": notifications.c.notification_type,
+    "source": notifications.c.source,
+    "principal": notifications.c.principal,
+    "dedup_owner_id": notifications.c.dedup_owner_id,
+}
+FILTERABLE_FIELDS = tuple(sorted(_FILTERABLE))
+
+
+async def list_page(
+    conn: AsyncConnection,
+    *,
+    conditions: Sequence[tuple[str, Any]],
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> list[RowMapping]:
+    q = select(notifications)
+    for field, value in conditions:
+        q = q.where(_FILTERABLE[field] == value)
+    if after is not None:
+        created_at, last_id = after
+        q = q.where(
+            or_(
+                notifications.c.created_at < created_at,
+                and_(notifications.c.created_at == created_at, notifications.c.id < last_id),
+            )
+        )
+    q = q.order_by(notifications.c.created_at.desc(), notifications.c.id.desc()).limit(limit)
+    return list((await conn.execute(q)).mappings())
+
+
+def encode_page_token(created_at: datetime, last_id: str, filter_text: str) -> str:
+    raw = json.dumps([created_at.isoformat(), last_id, filter_text]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_page_token(token: str) -> tuple[datetime, str, str]:
+    """Raises ValueError on a token this server did not make."""
+    padded = token + "=" * (-len(token) % 4)
+    created_at, last_id, filter_text = json.loads(base64.urlsafe_b64decode(padded))
+    return datetime.fromisoformat(created_at), str(last_id), str(filter_text)

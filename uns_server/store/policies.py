@@ -1,0 +1,138 @@
+"""Policy revisions: immutable rows, one ACTIVE pointer per notification type."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, insert, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from uns_server.domain.policy import PolicyRevision, PolicySpec, content_hash
+from uns_server.store.tables import policies, policy_revisions
+
+_COLUMNS = (
+    policies.c.id,
+    policies.c.notification_type,
+    policies.c.active_revision,
+    policy_revisions.c.revision,
+    policy_revisions.c.content,
+    policy_revisions.c.content_hash,
+    policy_revisions.c.created_by,
+    policy_revisions.c.created_at,
+    policy_revisions.c.activated_at,
+)
+
+
+def _revision(row: RowMapping) -> PolicyRevision:
+    return PolicyRevision(
+        policy_id=row["id"],
+        notification_type=row["notification_type"],
+        revision=row["revision"],
+        spec=PolicySpec.from_json(row["content"]),
+        content_hash=row["content_hash"],
+        active=row["active_revision"] == row["revision"],
+        created_by=row["created_by"],
+        created_at=row["created_at"],
+        activated_at=row["activated_at"],
+    )
+
+
+def _joined() -> Select[Any]:
+    return select(*_COLUMNS).join(policy_revisions, policy_revisions.c.policy_id == policies.c.id)
+
+
+async def active(conn: AsyncConnection, notification_type: str) -> PolicyRevision | None:
+    q = _joined().where(
+        policies.c.notification_type == notification_type,
+        policy_revisions.c.revision == policies.c.active_revision,
+    )
+    row = (await conn.execute(q)).mappings().first()
+    return _revision(row) if row else None
+
+
+async def get(
+    conn: AsyncConnection, notification_type: str, revision: int
+) -> PolicyRevision | None:
+    q = _joined().where(
+        policies.c.notification_type == notification_type,
+        policy_revisions.c.revision == revision,
+    )
+    row = (await conn.execute(q)).mappings().first()
+    return _revision(row) if row else None
+
+
+async def list_revisions(
+    conn: AsyncConnection, notification_type: str, *, before_revision: int | None, limit: int
+) -> list[PolicyRevision]:
+    q = _joined().where(policies.c.notification_type == notification_type)
+    if before_revision is not None:
+        q = q.where(policy_revisions.c.revision < before_revision)
+    rows = (
+        await conn.execute(q.order_by(policy_revisions.c.revision.desc()).limit(limit))
+    ).mappings()
+    return [_revision(r) for r in rows]
+
+
+async def put_revision(
+    conn: AsyncConnection, notification_type: str, spec: PolicySpec, *, actor: str, now: datetime
+) -> PolicyRevision:
+    """Write a new revision, or return the latest one when its content is identical."""
+    q = select(policies).where(policies.c.notification_type == notification_type)
+    policy = (await conn.execute(q.with_for_update())).mappings().first()
+    if policy is None:
+        policy_id = str(uuid.uuid4())
+        await conn.execute(
+            insert(policies).values(
+                id=policy_id,
+                notification_type=notification_type,
+                active_revision=None,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        latest = None
+    else:
+        policy_id = policy["id"]
+        revisions = await list_revisions(conn, notification_type, before_revision=None, limit=1)
+        latest = revisions[0] if revisions else None
+    digest = content_hash(spec)
+    if latest is not None and latest.content_hash == digest:
+        return latest
+    revision = (latest.revision if latest else 0) + 1
+    await conn.execute(
+        insert(policy_revisions).values(
+            policy_id=policy_id,
+            revision=revision,
+            content=spec.to_json(),
+            content_hash=digest,
+            created_by=actor,
+            created_at=now,
+            activated_at=None,
+        )
+    )
+    created = await get(conn, notification_type, revision)
+    assert created is not None
+    return created
+
+
+async def activate(
+    conn: AsyncConnection, notification_type: str, revision: int, *, now: datetime
+) -> PolicyRevision | None:
+    target = await get(conn, notification_type, revision)
+    if target is None:
+        return None
+    await conn.execute(
+        update(policies)
+        .where(policies.c.id == target.policy_id)
+        .values(active_revision=revision, updated_at=now)
+    )
+    await conn.execute(
+        update(policy_revisions)
+        .where(policy_revisions.c.policy_id == target.policy_id)
+        .where(policy_revisions.c.revision == revision)
+        .values(activated_at=now)
+    )
+    return await get(conn, notification_type, revision)

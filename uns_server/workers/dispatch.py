@@ -1,0 +1,423 @@
+"""Dispatch: deliver every accepted obligation at least once (seed 000 §1.1, seeds 003/004).
+
+One attempt, as three steps:
+
+1. **Claim** (one transaction per batch): lock due leaders (SKIP LOCKED), give each
+   a lease and a fencing token, and commit ATTEMPT_STARTED plus one
+   CHANNEL_ATTEMPT_STARTED per channel *before* any provider I/O. A row whose
+   previous lease expired unsettled is flagged ``provider_effect_may_have_occurred``.
+2. **Send** outside any transaction, only to channels not yet delivered in this
+   cycle (a retry never re-sends to a channel that already accepted).
+3. **Settle** (one transaction): always append the CHANNEL_ATTEMPT_RESULT events;
+   then, only if the lease is still ours, move the row: DELIVERED (+ ack PENDING,
+   followers DEDUPLICATED), PENDING again with backoff, or FAILED (dead-lettered for
+   GUARANTEED, followers promoted / relinked and the obligation handed off). A lost
+   lease records LEASE_LOST instead and changes nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.engine import RowMapping
+
+from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority, Status
+from uns_server.domain.retry import next_attempt_at
+from uns_server.store import audit, dispatch, notifications
+from uns_server.store.db import TOPIC_WORK, Database, WriteTx
+from uns_server.store.events import NewEvent, append
+
+log = logging.getLogger("uns.dispatch")
+Clock = Callable[[], datetime]
+
+# A provider call that outlives this share of the lease would settle too late anyway.
+SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
+# Retry-After beyond this is treated as this (a bogus header must not park work for years).
+RETRY_AFTER_CAP_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    row: RowMapping
+    token: str
+    attempt: int
+    cycle_attempt: int
+    channels: tuple[str, ...]  # still to deliver in this cycle
+
+
+@dataclass(frozen=True)
+class Attempt:
+    channel: str
+    result: ChannelResult
+    observed_at: datetime
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        db: Database,
+        channels: ChannelRegistry,
+        clock: Clock,
+        *,
+        lease_seconds: float,
+        batch_size: int,
+        concurrency: int,
+        idle_poll_seconds: float,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._db = db
+        self._channels = channels
+        self._clock = clock
+        self._lease = timedelta(seconds=lease_seconds)
+        self._batch = batch_size
+        self._concurrency = concurrency
+        self._idle_poll = idle_poll_seconds
+        self._rand = rand
+        self._wake = asyncio.Event()
+        db.on_commit(TOPIC_WORK, self._wake.set)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run_once(self, limit: int | None = None) -> int:
+        """Claim one batch and deliver it to completion; returns how many were claimed."""
+        claims = await self.claim(limit or self._batch)
+        await asyncio.gather(*(self.deliver(c) for c in claims))
+        return len(claims)
+
+    async def run(self) -> None:
+        """Keep up to ``concurrency`` deliveries in flight until cancelled."""
+        inflight: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                self._wake.clear()
+                free = self._concurrency - len(inflight)
+                claims: list[Claim] = []
+                if free > 0:
+                    try:
+                        claims = await self.claim(min(free, self._batch))
+                    except Exception:
+                        log.exception("claim failed; retrying after the idle poll interval")
+                for c in claims:
+                    task = asyncio.create_task(self._deliver_logged(c))
+                    inflight.add(task)
+                    task.add_done_callback(inflight.discard)
+                    task.add_done_callback(lambda _t: self._wake.set())
+                if claims and len(claims) == min(free, self._batch):
+                    continue  # there may be more due work right now
+                await self._sleep(bool(inflight))
+        finally:
+            for task in inflight:
+                task.cancel()
+            await asyncio.gather(*inflight, return_exceptions=True)
+
+    async def _sleep(self, busy: bool) -> None:
+        timeout = self._idle_poll
+        if not busy:
+            try:
+                async with self._db.read() as conn:
+                    due = await dispatch.next_due_at(conn)
+                if due is not None:
+                    timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
+            except Exception:
+                log.exception("next-due query failed")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+
+    async def _deliver_logged(self, claim: Claim) -> None:
+        try:
+            await self.deliver(claim)
+        except Exception:
+            # The lease expires and another attempt recovers the row.
+            log.exception("delivery failed", extra={"notification_id": claim.row["id"]})
+
+    async def claim(self, limit: int) -> list[Claim]:
+        now = self._clock()
+        claims: list[Claim] = []
+        async with self._db.write() as tx:
+            rows = await dispatch.claim_due(tx.conn, now=now, limit=limit)
+            new_events: list[NewEvent] = []
+            for row in rows:
+                token = str(uuid.uuid4())
+                recovered = row["lease_token"] is not None
+                await dispatch.take_lease(
+                    tx.conn, row, token=token, now=now, lease=self._lease, recovered=recovered
+                )
+                attempt, cycle_attempt = row["attempts"] + 1, row["cycle_attempts"] + 1
+                todo = _remaining_channels(row)
+                claims.append(Claim(row, token, attempt, cycle_attempt, todo))
+                base = {"attempt": attempt, "cycle": row["cycle"], "cycle_attempt": cycle_attempt}
+                new_events.append(
+                    _event(
+                        row,
+                        EventKind.ATTEMPT_STARTED,
+                        {**base, "recovery_may_repeat_provider_effect": recovered},
+                    )
+                )
+                new_events.extend(
+                    _event(
+                        row,
+                        EventKind.CHANNEL_ATTEMPT_STARTED,
+                        {
+                            **base,
+                            "channel": ch,
+                            "lease_token": token,
+                            "provider_effect_may_have_occurred": True,
+                        },
+                    )
+                    for ch in todo
+                )
+            await append(tx, new_events, now)
+        return claims
+
+    async def deliver(self, claim: Claim) -> None:
+        attempts = await asyncio.gather(*(self._send(claim, ch) for ch in claim.channels))
+        await self.settle(claim, attempts)
+
+    async def _send(self, claim: Claim, channel_name: str) -> Attempt:
+        if channel_name not in self._channels:
+            result = ChannelResult.permanent(f"channel {channel_name!r} is not configured")
+        else:
+            try:
+                result = await asyncio.wait_for(
+                    self._channels.get(channel_name).send(_message(claim, channel_name)),
+                    timeout=self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE,
+                )
+            except TimeoutError:
+                result = ChannelResult.transient("provider call timed out")
+            except Exception as exc:  # an adapter bug must not lose the obligation
+                log.exception("channel adapter raised", extra={"channel": channel_name})
+                result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
+        return Attempt(channel_name, result, self._clock())
+
+    async def settle(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
+        """Commit the outcome; returns the new status, or None when the lease was lost."""
+        now = self._clock()
+        row = claim.row
+        base = {
+            "attempt": claim.attempt,
+            "cycle": row["cycle"],
+            "cycle_attempt": claim.cycle_attempt,
+        }
+        async with self._db.write() as tx:
+            new_events = [
+                _event(
+                    row,
+                    EventKind.CHANNEL_ATTEMPT_RESULT,
+                    {
+                        **base,
+                        "lease_token": claim.token,
+                        "channel": a.channel,
+                        "success": a.result.success,
+                        "retryable": a.result.retryable,
+                        "message_id": a.result.message_id,
+                        "error": a.result.error,
+                        "metadata": dict(a.result.metadata),
+                        "provider_observed_at": a.observed_at.isoformat(),
+                    },
+                )
+                for a in attempts
+            ]
+            current = await dispatch.leased(tx.conn, row["id"], claim.token, now)
+            if current is None:
+                new_events.append(
+                    _event(
+                        row,
+                        EventKind.LEASE_LOST,
+                        {
+                            "lease_token": claim.token,
+                            "attempt": claim.attempt,
+                            "provider_effect_may_have_occurred": True,
+                        },
+                    )
+                )
+                await append(tx, new_events, now)
+                return None
+            status = await self._settle_leased(tx, current, claim, attempts, base, new_events, now)
+            await append(tx, new_events, now)
+        return status
+
+    async def _settle_leased(
+        self,
+        tx: WriteTx,
+        row: RowMapping,
+        claim: Claim,
+        attempts: Sequence[Attempt],
+        base: dict[str, Any],
+        new_events: list[NewEvent],
+        now: datetime,
+    ) -> Status:
+        conn = tx.conn
+        channels = tuple(row["notification"]["effective"]["channels"])
+        succeeded = [*row["outcome"].get("channels_succeeded", [])]
+        succeeded += [
+            a.channel for a in attempts if a.result.success and a.channel not in succeeded
+        ]
+        failed = [a for a in attempts if not a.result.success]
+        outcome = {
+            "channels_attempted": [a.channel for a in attempts],
+            "channels_succeeded": succeeded,
+            "channels_failed": [a.channel for a in failed],
+            "error_message": "; ".join(f"{a.channel}: {a.result.error}" for a in failed) or None,
+        }
+        released: dict[str, Any] = {
+            "lease_token": None,
+            "lease_until": None,
+            "updated_at": now,
+            "outcome": outcome,
+        }
+        dead_letter = False
+        delivered_at: datetime | None = None
+        if all(ch in succeeded for ch in channels):
+            status = Status.DELIVERED
+            delivered_at = now
+            values: dict[str, Any] = {**released, "status": status.value, "delivered_at": now}
+            if row["require_ack"]:
+                minutes = int(row["notification"]["effective"]["ack_timeout_minutes"])
+                values |= {
+                    "ack_status": AckStatus.PENDING.value,
+                    "deadline": now + timedelta(minutes=minutes),
+                }
+            await dispatch.settle(conn, row["id"], claim.token, **values)
+            await self._satisfy_followers(tx, row, now, new_events)
+        elif (
+            any(not a.result.retryable for a in failed)
+            or claim.cycle_attempt >= row["max_attempts"]
+        ):
+            status = Status.FAILED
+            dead_letter = row["delivery_mode"] == DeliveryMode.GUARANTEED.value
+            await dispatch.settle(
+                conn,
+                row["id"],
+                claim.token,
+                **released,
+                status=status.value,
+                dead_letter=dead_letter,
+            )
+            await self._hand_off(tx, row, now, new_events)
+        else:
+            status = Status.PENDING
+            retry_after = max((a.result.retry_after_seconds or 0.0 for a in failed), default=0.0)
+            due = next_attempt_at(
+                now,
+                claim.cycle_attempt,
+                rand=self._rand,
+                retry_after_seconds=min(retry_after, RETRY_AFTER_CAP_SECONDS),
+            )
+            await dispatch.settle(
+                conn, row["id"], claim.token, **released, status=status.value, next_attempt=due
+            )
+            tx.signal(TOPIC_WORK)
+        await audit.record_delivery(
+            conn, row, status=status.value, outcome=outcome, delivered_at=delivered_at, now=now
+        )
+        new_events.append(
+            _event(
+                row,
+                EventKind.DELIVERY_RESULT,
+                {
+                    **base,
+                    "status": status.value,
+                    "dead_letter": dead_letter,
+                    "outcome": outcome,
+                },
+            )
+        )
+        return status
+
+    async def _satisfy_followers(
+        self, tx: WriteTx, row: RowMapping, now: datetime, new_events: list[NewEvent]
+    ) -> None:
+        if row["dedup_key"] is None:
+            return
+        window = int(row["notification"]["effective"]["dedup_window_seconds"])
+        await notifications.update_dedup_window(
+            tx.conn, row["dedup_key"], owner_id=row["id"], until=now + timedelta(seconds=window)
+        )
+        followers = await dispatch.pending_followers(tx.conn, row["id"])
+        await dispatch.update_rows(
+            tx.conn, [f["id"] for f in followers], status=Status.DEDUPLICATED.value, updated_at=now
+        )
+        new_events.extend(
+            _event(
+                f,
+                EventKind.DEDUP_SATISFIED,
+                {
+                    "previous_owner_id": row["id"],
+                    "owner_id": row["id"],
+                    "generation": f["dedup_generation"],
+                },
+            )
+            for f in followers
+        )
+
+    async def _hand_off(
+        self, tx: WriteTx, row: RowMapping, now: datetime, new_events: list[NewEvent]
+    ) -> None:
+        """The exhausted leader's obligation passes to its first pending follower."""
+        followers = await dispatch.pending_followers(tx.conn, row["id"])
+        if not followers:
+            return
+        successor, rest = followers[0], followers[1:]
+        generation = successor["dedup_generation"]
+        await dispatch.update_rows(
+            tx.conn, [successor["id"]], dedup_owner_id=None, next_attempt=now, updated_at=now
+        )
+        await dispatch.update_rows(
+            tx.conn, [f["id"] for f in rest], dedup_owner_id=successor["id"], updated_at=now
+        )
+        await dispatch.update_rows(tx.conn, [row["id"]], dedup_successor_id=successor["id"])
+        await notifications.update_dedup_window(tx.conn, row["dedup_key"], owner_id=successor["id"])
+        link = {
+            "previous_owner_id": row["id"],
+            "owner_id": successor["id"],
+            "generation": generation,
+        }
+        new_events.append(
+            _event(
+                row,
+                EventKind.OBLIGATION_HANDED_OFF,
+                {"successor_id": successor["id"], "generation": generation},
+            )
+        )
+        new_events.append(_event(successor, EventKind.DEDUP_OWNER_PROMOTED, link))
+        new_events.extend(_event(f, EventKind.DEDUP_RELINKED, link) for f in rest)
+        tx.signal(TOPIC_WORK)
+
+
+def _remaining_channels(row: RowMapping) -> tuple[str, ...]:
+    done = set(row["outcome"].get("channels_succeeded", []))
+    return tuple(ch for ch in row["notification"]["effective"]["channels"] if ch not in done)
+
+
+def _event(row: RowMapping, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
+    return NewEvent(row["id"], row["principal"], row["notification_type"], kind, payload)
+
+
+def _message(claim: Claim, channel: str) -> OutboundMessage:
+    row = claim.row
+    doc = row["notification"]
+    return OutboundMessage(
+        notification_id=row["id"],
+        notification_type=row["notification_type"],
+        intent=doc.get("intent") or "",
+        title=doc["title"],
+        message=doc["message"],
+        source=row["source"],
+        priority=Priority(doc["effective"]["priority"]).value,
+        correlation_id=doc.get("correlation_id", ""),
+        metadata=doc.get("metadata") or {},
+        attempt=claim.attempt,
+        # Stable across retries of one cycle, so providers can drop duplicates.
+        idempotency_token=f"{row['id']}:{channel}:{row['cycle']}",
+    )
