@@ -62,8 +62,14 @@ class PostgresProcess:
 
     def _initdb(self) -> None:
         self._run(
-            "initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
-            "--encoding=UTF8", "--no-sync",
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-sync",
         )
 
     def start(self) -> None:
@@ -76,12 +82,26 @@ class PostgresProcess:
             "-c full_page_writes=off" if not self.fsync else "",
         ]
         self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w",
-            "-t", str(START_TIMEOUT_SECONDS), "-o", " ".join(s for s in settings if s), "start",
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            str(START_TIMEOUT_SECONDS),
+            "-o",
+            " ".join(s for s in settings if s),
+            "start",
         )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
-            if self._run("pg_isready", "-h", "127.0.0.1", "-p", str(self.port), check=False).returncode == 0:
+            if (
+                self._run(
+                    "pg_isready", "-h", "127.0.0.1", "-p", str(self.port), check=False
+                ).returncode
+                == 0
+            ):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"PostgreSQL did not start; log:\n{self.log.read_text()}")

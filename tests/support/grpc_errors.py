@@ -1,0 +1,45 @@
+"""Read the rich status (ErrorInfo, BadRequest) out of a grpc.aio error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+GRPC_DETAILS_KEY = "grpc-status-details-bin"
+
+
+@dataclass
+class RichError:
+    code: grpc.StatusCode
+    message: str
+    reason: str
+    domain: str
+    metadata: dict[str, str]
+    violations: dict[str, str]
+
+
+def rich_error(err: grpc.aio.AioRpcError) -> RichError:
+    status = status_pb2.Status()
+    for key, value in err.trailing_metadata() or ():
+        if key == GRPC_DETAILS_KEY:
+            status.MergeFromString(value)
+    info = error_details_pb2.ErrorInfo()
+    bad = error_details_pb2.BadRequest()
+    infos = 0
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            detail.Unpack(info)
+            infos += 1
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            detail.Unpack(bad)
+    assert infos == 1, f"expected exactly one ErrorInfo, got {infos}: {err}"
+    return RichError(
+        code=err.code(),
+        message=err.details() or "",
+        reason=info.reason,
+        domain=info.domain,
+        metadata=dict(info.metadata),
+        violations={v.field: v.description for v in bad.field_violations},
+    )

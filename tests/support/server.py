@@ -1,0 +1,104 @@
+"""Start a real UNS server on a loopback port and talk to it through the stubs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import notification_service_pb2_grpc as pb_grpc
+
+from uns_server.app import App
+from uns_server.settings import Settings
+
+# Known keys for tests: name -> secret. The key file maps them to principals/roles.
+KEYS = {
+    "alice": "uns_test_alice_producer",
+    "bob": "uns_test_bob_producer",
+    "rita": "uns_test_rita_responder",
+    "oscar": "uns_test_oscar_operator",
+}
+_ROLES = {"alice": ["producer"], "bob": ["producer"], "rita": ["responder"], "oscar": ["operator"]}
+
+
+def write_key_file(directory: Path) -> Path:
+    path = directory / "keys.json"
+    entries = [{"key": KEYS[n], "principal": n, "roles": _ROLES[n]} for n in KEYS]
+    path.write_text(json.dumps(entries))
+    return path
+
+
+@dataclass
+class RunningServer:
+    app: App
+    target: str
+    channels: list[grpc.aio.Channel] = field(default_factory=list)
+
+    def stub(self, who: str = "alice") -> Client:
+        channel = grpc.aio.insecure_channel(self.target)
+        self.channels.append(channel)
+        return Client(pb_grpc.NotificationServiceStub(channel), KEYS.get(who, who))
+
+    async def stop(self) -> None:
+        for channel in self.channels:
+            await channel.close()
+        await self.app.stop(grace=1.0)
+
+
+@dataclass
+class Client:
+    """A stub plus the caller's credentials, so tests read like calls."""
+
+    stub: pb_grpc.NotificationServiceStub
+    key: str
+
+    @property
+    def metadata(self) -> Sequence[tuple[str, str]]:
+        return (("authorization", f"Bearer {self.key}"),)
+
+    def __getattr__(self, rpc: str) -> Any:
+        method = getattr(self.stub, rpc)
+
+        def call(request: Any, **kwargs: Any) -> Any:
+            return method(
+                request, metadata=self.metadata, timeout=kwargs.pop("timeout", 10), **kwargs
+            )
+
+        return call
+
+
+async def start_server(db_url: str, tmp_path: Path, **overrides: Any) -> RunningServer:
+    settings = Settings(
+        database_url=db_url,
+        listen="127.0.0.1:0",
+        api_keys_file=str(write_key_file(tmp_path)),
+        dev_key_file=str(tmp_path / "dev-key.txt"),
+        idle_poll_seconds=0.5,
+        log_format="text",
+        **overrides,
+    )
+    app = App(settings)
+    await app.start()
+    await app.ready.wait()
+    return RunningServer(app, f"127.0.0.1:{app.port}")
+
+
+def send_request(**fields: Any) -> pb.SendNotificationRequest:
+    """A valid request; keyword arguments override fields."""
+    values: dict[str, Any] = {
+        "notification_type": "demo.alert",
+        "intent": "NOTIFICATION_INTENT_WARNING",
+        "title": "Disk almost full",
+        "message": "92% used on db-1",
+        "source": "disk-monitor",
+    }
+    values.update(fields)
+    metadata = values.pop("metadata", None)
+    request = pb.SendNotificationRequest(**values)
+    if metadata is not None:
+        request.metadata.update(metadata)
+    return request
