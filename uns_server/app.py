@@ -20,20 +20,32 @@ import grpc
 import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from uns.v1 import notification_service_pb2, notification_service_pb2_grpc
+from uns.v1 import (
+    notification_service_pb2,
+    notification_service_pb2_grpc,
+    policy_service_pb2,
+    policy_service_pb2_grpc,
+)
 
 from uns_server.api.notification_servicer import NotificationServicer
+from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.policy import ServerDefaults
 from uns_server.services import auth
+from uns_server.services.acks import Acks
 from uns_server.services.intake import Intake
+from uns_server.services.operations import Operations
+from uns_server.services.policies import PolicyService
 from uns_server.services.queries import Queries
+from uns_server.services.watch import EventHub, Watch
 from uns_server.settings import Settings, SettingsError
 from uns_server.store import api_keys, migrate
-from uns_server.store.db import Database
+from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
+from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
+from uns_server.workers.expiry import ExpiryWorker
 
 log = logging.getLogger("uns.server")
 
@@ -77,6 +89,9 @@ class App:
             concurrency=settings.dispatch_concurrency,
             idle_poll_seconds=settings.idle_poll_seconds,
         )
+        self.acks = Acks(self.db, clock)
+        self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)
+        self.hub = EventHub(self.db)
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
@@ -95,12 +110,24 @@ class App:
     async def start(self) -> None:
         s = self.settings
         notification_service_pb2_grpc.add_NotificationServiceServicer_to_server(
-            NotificationServicer(self.db, self.authenticator, self.intake, Queries(self.db)),
+            NotificationServicer(
+                self.db,
+                self.authenticator,
+                self.intake,
+                Queries(self.db),
+                self.acks,
+                Operations(self.db, self.clock),
+                Watch(self.db, self.hub, s.watch_heartbeat_seconds, self.clock),
+            ),
             self.server,
+        )
+        policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(
+            PolicyServicer(self.authenticator, PolicyService(self.db, self.clock)), self.server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         services = (
             notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
+            policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         )
@@ -160,11 +187,17 @@ class App:
                     },
                 )
             await asyncio.sleep(s.db_retry_seconds)
+        await self.hub.start()
+        if self.db.is_postgres:
+            self._tasks.append(
+                asyncio.create_task(listen_forever(self.db, (TOPIC_EVENTS, TOPIC_WORK)))
+            )
         await self._set_health(serving=True)
         self.ready.set()
         log.info("ready: database reachable and migrated")
         if s.dispatch_enabled:
             self._tasks.append(asyncio.create_task(self.dispatcher.run()))
+            self._tasks.append(asyncio.create_task(self.expiry.run()))
         self._tasks.append(asyncio.create_task(self._monitor()))
 
     async def _check_auth_setup(self) -> None:
@@ -208,6 +241,9 @@ class App:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
         log.info("shutting down", extra={"grace_seconds": grace})
         await self._set_health(serving=False)
+        # End watch streams first, with a resumable UNAVAILABLE, so the drain below
+        # waits only for unary calls.
+        await self.hub.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,22 @@ class Client:
         return call
 
 
-async def start_server(db_url: str, tmp_path: Path, **overrides: Any) -> RunningServer:
+class ShiftableClock:
+    """Real time plus an offset the test can move forward (ack deadlines, windows)."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, **kwargs: float) -> None:
+        self.offset += timedelta(**kwargs)
+
+
+async def start_server(
+    db_url: str, tmp_path: Path, *, clock: ShiftableClock | None = None, **overrides: Any
+) -> RunningServer:
     settings = Settings(
         database_url=db_url,
         listen="127.0.0.1:0",
@@ -81,7 +97,7 @@ async def start_server(db_url: str, tmp_path: Path, **overrides: Any) -> Running
         log_format="text",
         **overrides,
     )
-    app = App(settings)
+    app = App(settings, clock=clock or ShiftableClock())
     await app.start()
     await app.ready.wait()
     return RunningServer(app, f"127.0.0.1:{app.port}")

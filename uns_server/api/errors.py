@@ -31,6 +31,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
     e.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     e.HistoryCompacted: grpc.StatusCode.OUT_OF_RANGE,
+    e.ShuttingDown: grpc.StatusCode.UNAVAILABLE,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -13,11 +14,15 @@ from uns.v1 import notification_service_pb2_grpc as pb_grpc
 
 from uns_server.api import convert
 from uns_server.api.handlers import streaming, unary
-from uns_server.domain.enums import DeliveryMode, Role, Status
-from uns_server.domain.errors import Unimplemented
+from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
+from uns_server.domain.errors import FieldViolation, InvalidRequest
+from uns_server.domain.validation import validate_notification_id
+from uns_server.services.acks import Acks
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.intake import Intake, SendResult
+from uns_server.services.operations import Operations
 from uns_server.services.queries import Queries
+from uns_server.services.watch import Heartbeat, Watch
 from uns_server.store import notifications
 from uns_server.store.db import TOPIC_EVENTS, Database
 
@@ -28,11 +33,23 @@ WAIT_FOR_ATTEMPT_MAX_SECONDS = 30.0
 
 
 class NotificationServicer(pb_grpc.NotificationServiceServicer):
-    def __init__(self, db: Database, auth: Authenticator, intake: Intake, queries: Queries) -> None:
+    def __init__(
+        self,
+        db: Database,
+        auth: Authenticator,
+        intake: Intake,
+        queries: Queries,
+        acks: Acks,
+        operations: Operations,
+        watch: Watch,
+    ) -> None:
         self.db = db
         self.auth = auth
         self.intake = intake
         self.queries = queries
+        self.acks = acks
+        self.operations = operations
+        self.watch = watch
         self._committed = asyncio.Condition()
         db.on_commit(TOPIC_EVENTS, self._notify_commit)
 
@@ -111,25 +128,66 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
     async def Acknowledge(
         self, request: pb.AcknowledgeRequest, context: Ctx, principal: Principal
     ) -> pb.AcknowledgeResponse:
-        raise Unimplemented("Acknowledge is not implemented yet", metadata={"rpc": "Acknowledge"})
+        row, repeated = await self.acks.acknowledge(
+            principal,
+            request.notification_id,
+            dismiss=request.dismiss,
+            metadata=convert.struct_to_dict(request.metadata),
+        )
+        return pb.AcknowledgeResponse(
+            notification=convert.notification(row), idempotent_replay=repeated
+        )
 
     @unary(Role.OPERATOR)
     async def Replay(
         self, request: pb.ReplayRequest, context: Ctx, principal: Principal
     ) -> pb.ReplayResponse:
-        raise Unimplemented("Replay is not implemented yet", metadata={"rpc": "Replay"})
+        row = await self.operations.replay(principal, request.notification_id)
+        return pb.ReplayResponse(notification=convert.notification(row))
 
     @unary(Role.OPERATOR)
     async def ResolveFailure(
         self, request: pb.ResolveFailureRequest, context: Ctx, principal: Principal
     ) -> pb.ResolveFailureResponse:
-        raise Unimplemented(
-            "ResolveFailure is not implemented yet", metadata={"rpc": "ResolveFailure"}
-        )
+        row = await self.operations.resolve_failure(principal, request.notification_id)
+        return pb.ResolveFailureResponse(notification=convert.notification(row))
 
     @streaming(Role.PRODUCER, Role.OPERATOR)
     async def WatchEvents(
         self, request: pb.WatchEventsRequest, context: Ctx, principal: Principal
     ) -> AsyncIterator[pb.WatchEventsResponse]:
-        raise Unimplemented("WatchEvents is not implemented yet", metadata={"rpc": "WatchEvents"})
-        yield pb.WatchEventsResponse()  # pragma: no cover - makes this a generator
+        if request.after_sequence < 0:
+            raise InvalidRequest(
+                "after_sequence must not be negative",
+                violations=[FieldViolation("after_sequence", "must be >= 0")],
+            )
+        ids = [
+            validate_notification_id(v, f"notification_ids[{i}]")
+            for i, v in enumerate(request.notification_ids)
+        ]
+        kinds = [
+            kind.value
+            for i, k in enumerate(request.kinds)
+            if (kind := convert.enum_from_wire(EventKind, k, f"kinds[{i}]")) is not None
+        ]
+        cursor = await self.watch.start_cursor(request.after_sequence, request.replay_history)
+        async for item in self.watch.stream(
+            principal,
+            cursor=cursor,
+            notification_ids=ids,
+            kinds=kinds,
+            notification_type=request.notification_type,
+        ):
+            if isinstance(item, Heartbeat):
+                yield pb.WatchEventsResponse(
+                    heartbeat=pb.Heartbeat(
+                        high_water_sequence=item.high_water_sequence,
+                        time=convert.timestamp(utcnow()),
+                    )
+                )
+            else:
+                yield pb.WatchEventsResponse(event=convert.event(item))
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

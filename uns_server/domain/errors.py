@@ -126,3 +126,9 @@ class HistoryCompacted(UnsError):
     """The resume cursor is older than retained history; resync from the given sequence."""
 
     reason = "HISTORY_COMPACTED"
+
+
+class ShuttingDown(UnsError):
+    """The server is shutting down; reconnect (to any replica) and resume."""
+
+    reason = "SHUTTING_DOWN"

@@ -1,0 +1,319 @@
+"""Acknowledge, Replay, ResolveFailure, dedup settlement and WatchEvents, end to end
+through the gRPC API on both dialects."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import types_pb2 as t
+
+from tests.support.grpc_errors import rich_error
+from tests.support.policies import activate_policy
+from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
+from tests.support.watching import events_until, has_kind, kinds
+from uns_server.domain.enums import DeliveryMode
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def clock() -> ShiftableClock:
+    return ShiftableClock()
+
+
+async def broken_channel_server(
+    db_url: str, tmp_path: Path, clock: ShiftableClock, **overrides: object
+) -> RunningServer:
+    """A server with a `broken` webhook channel (nothing listens) besides `log`."""
+    channels = tmp_path / "channels.yaml"
+    channels.write_text(
+        f"broken:\n  type: webhook\n  url: http://127.0.0.1:{closed_port()}/hook\n"
+        "  secret: test-secret\n  timeout_seconds: 2\n"
+    )
+    return await start_server(
+        db_url, tmp_path, clock=clock, channels_file=str(channels), **overrides
+    )
+
+
+@pytest.fixture
+async def srv(db_url: str, tmp_path: Path, clock: ShiftableClock) -> AsyncIterator[RunningServer]:
+    running = await broken_channel_server(db_url, tmp_path, clock)
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def get(srv: RunningServer, notification_id: str) -> t.Notification:
+    reply = await srv.stub("oscar").GetNotification(
+        pb.GetNotificationRequest(notification_id=notification_id)
+    )
+    return reply.notification
+
+
+async def test_watch_streams_every_event_and_resumes_without_gaps(srv: RunningServer) -> None:
+    alice = srv.stub("alice")
+    first = await alice.SendNotification(send_request(idempotency_key="w1"))
+    seen = await events_until(
+        alice,
+        pb.WatchEventsRequest(replay_history=True),
+        has_kind(first.notification_id, t.EVENT_KIND_DELIVERY_RESULT),
+    )
+    assert kinds(seen) == [
+        "ACCEPTED",
+        "ATTEMPT_STARTED",
+        "CHANNEL_ATTEMPT_STARTED",
+        "CHANNEL_ATTEMPT_RESULT",
+        "DELIVERY_RESULT",
+    ]
+    sequences = [e.sequence for e in seen]
+    assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences)
+
+    # Resume from the middle: exactly the rest, then the live tail of a new send.
+    resume_from = seen[1].sequence
+    second = await alice.SendNotification(send_request(idempotency_key="w2"))
+    resumed = await events_until(
+        alice,
+        pb.WatchEventsRequest(after_sequence=resume_from),
+        has_kind(second.notification_id, t.EVENT_KIND_DELIVERY_RESULT),
+    )
+    assert [e.id for e in resumed[:3]] == [e.id for e in seen[2:]]
+    assert all(a.sequence < b.sequence for a, b in itertools.pairwise(resumed))
+
+
+async def test_watch_filters_and_principal_isolation(srv: RunningServer) -> None:
+    mine = await srv.stub("alice").SendNotification(send_request(idempotency_key="a"))
+    theirs = await srv.stub("bob").SendNotification(send_request(idempotency_key="b"))
+    bob_view = await events_until(
+        srv.stub("bob"),
+        pb.WatchEventsRequest(replay_history=True, kinds=[t.EVENT_KIND_ACCEPTED]),
+        has_kind(theirs.notification_id, t.EVENT_KIND_ACCEPTED),
+    )
+    assert {e.notification_id for e in bob_view} == {theirs.notification_id}
+    operator_view = await events_until(
+        srv.stub("oscar"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[mine.notification_id]),
+        has_kind(mine.notification_id, t.EVENT_KIND_ACCEPTED),
+    )
+    assert {e.notification_id for e in operator_view} == {mine.notification_id}
+
+
+async def test_watch_heartbeat_carries_high_water(db_url: str, tmp_path: Path) -> None:
+    running = await start_server(db_url, tmp_path, watch_heartbeat_seconds=0.2)
+    try:
+        sent = await running.stub("alice").SendNotification(
+            send_request(wait_for_first_attempt=True)
+        )
+        call = running.stub("alice").WatchEvents(pb.WatchEventsRequest(), timeout=None)
+        try:
+            async for response in call:
+                assert response.HasField("heartbeat"), "no events expected from 'now'"
+                assert response.heartbeat.high_water_sequence >= 5
+                break
+        finally:
+            call.cancel()
+        assert sent.state == t.NOTIFICATION_STATE_DELIVERED
+    finally:
+        await running.stop()
+
+
+async def test_acknowledge_lifecycle(srv: RunningServer) -> None:
+    alice, rita = srv.stub("alice"), srv.stub("rita")
+    sent = await alice.SendNotification(send_request(require_ack=True, wait_for_first_attempt=True))
+    assert sent.state == t.NOTIFICATION_STATE_DELIVERED and sent.require_ack
+    pending = await get(srv, sent.notification_id)
+    assert pending.ack_state == t.ACK_STATE_PENDING
+    assert pending.ack_deadline_time.seconds - pending.deliver_time.seconds == 60 * 60
+
+    ack = pb.AcknowledgeRequest(notification_id=sent.notification_id)
+    ack.metadata.update({"action": "verified"})
+    settled = await rita.Acknowledge(ack)
+    assert settled.notification.ack_state == t.ACK_STATE_ACKED
+    assert settled.notification.ack_actor == "rita" and not settled.idempotent_replay
+    again = await rita.Acknowledge(ack)
+    assert again.idempotent_replay
+    assert again.notification.respond_time == settled.notification.respond_time
+
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await rita.Acknowledge(
+            pb.AcknowledgeRequest(notification_id=sent.notification_id, dismiss=True)
+        )
+    assert (rich_error(exc.value).code, rich_error(exc.value).reason) == (
+        grpc.StatusCode.ABORTED,
+        "ACK_CONFLICT",
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await alice.Acknowledge(ack)
+    assert rich_error(exc.value).reason == "PERMISSION_DENIED"
+
+    seen = await events_until(
+        alice,
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[sent.notification_id]),
+        has_kind(sent.notification_id, t.EVENT_KIND_ACKED),
+    )
+    acked = seen[-1]
+    assert acked.payload["actor"] == "rita"
+    assert acked.payload["metadata"]["action"] == "verified"
+
+
+async def test_ack_not_pending_without_require_ack(srv: RunningServer) -> None:
+    sent = await srv.stub("alice").SendNotification(send_request(wait_for_first_attempt=True))
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await srv.stub("rita").Acknowledge(
+            pb.AcknowledgeRequest(notification_id=sent.notification_id)
+        )
+    err = rich_error(exc.value)
+    assert (err.code, err.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "ACK_NOT_PENDING")
+
+
+async def test_ack_times_out_and_late_acks_are_refused(
+    srv: RunningServer, clock: ShiftableClock
+) -> None:
+    sent = await srv.stub("alice").SendNotification(
+        send_request(require_ack=True, wait_for_first_attempt=True)
+    )
+    clock.advance(minutes=61)
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await srv.stub("rita").Acknowledge(
+            pb.AcknowledgeRequest(notification_id=sent.notification_id)
+        )
+    assert rich_error(exc.value).reason == "ACK_DEADLINE_PASSED"
+    assert await srv.app.expiry.run_once() == 1
+    timed_out = await get(srv, sent.notification_id)
+    assert timed_out.ack_state == t.ACK_STATE_TIMED_OUT
+    assert timed_out.ack_actor == "uns-timeout-worker"
+    seen = await events_until(
+        srv.stub("alice"),
+        pb.WatchEventsRequest(replay_history=True, kinds=[t.EVENT_KIND_TIMED_OUT]),
+        has_kind(sent.notification_id, t.EVENT_KIND_TIMED_OUT),
+    )
+    assert seen[-1].payload["metadata"]["escalation_required"] is True
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await srv.stub("rita").Acknowledge(
+            pb.AcknowledgeRequest(notification_id=sent.notification_id)
+        )
+    assert rich_error(exc.value).reason == "ACK_DEADLINE_PASSED"
+
+
+async def dead_lettered(srv: RunningServer, db_url: str, key: str, **fields: object) -> str:
+    await activate_policy(
+        db_url,
+        "ops.failing",
+        channels=["broken"],
+        delivery_mode=DeliveryMode.GUARANTEED,
+        require_ack=False,
+        max_attempts=1,
+    )
+    sent = await srv.stub("alice").SendNotification(
+        send_request(notification_type="ops.failing", idempotency_key=key, **fields)
+    )
+    await events_until(
+        srv.stub("oscar"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[sent.notification_id]),
+        has_kind(sent.notification_id, t.EVENT_KIND_DELIVERY_RESULT),
+    )
+    return str(sent.notification_id)
+
+
+async def test_dead_letter_replay_and_resolve(srv: RunningServer, db_url: str) -> None:
+    oscar = srv.stub("oscar")
+    nid = await dead_lettered(srv, db_url, "dl1")
+    failed = await get(srv, nid)
+    assert failed.state == t.NOTIFICATION_STATE_FAILED and failed.dead_letter
+    assert "broken" in failed.outcome.error_message
+    dlq = await oscar.ListNotifications(
+        pb.ListNotificationsRequest(filter="state = FAILED AND dead_letter = true")
+    )
+    assert [n.id for n in dlq.notifications] == [nid]
+
+    replayed = (await oscar.Replay(pb.ReplayRequest(notification_id=nid))).notification
+    assert replayed.state == t.NOTIFICATION_STATE_PENDING and replayed.cycle == 2
+    assert not replayed.dead_letter
+    seen = await events_until(
+        oscar,
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        lambda evs: kinds(evs).count("DELIVERY_RESULT") == 2,
+    )
+    assert "REPLAY_REQUESTED" in kinds(seen)
+    resolved = (
+        await oscar.ResolveFailure(pb.ResolveFailureRequest(notification_id=nid))
+    ).notification
+    assert resolved.state == t.NOTIFICATION_STATE_FAILED and not resolved.dead_letter
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await oscar.Replay(pb.ReplayRequest(notification_id=nid))
+    assert rich_error(exc.value).reason == "NOT_DEAD_LETTERED"
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await srv.stub("alice").Replay(pb.ReplayRequest(notification_id=nid))
+    assert rich_error(exc.value).reason == "PERMISSION_DENIED"
+
+
+async def test_dedup_follower_is_satisfied_by_leader(srv: RunningServer) -> None:
+    alice = srv.stub("alice")
+    leader = await alice.SendNotification(
+        send_request(idempotency_key="d1", dedup_key="disk:db-1", wait_for_first_attempt=True)
+    )
+    assert leader.state == t.NOTIFICATION_STATE_DELIVERED
+    follower = await alice.SendNotification(
+        send_request(idempotency_key="d2", dedup_key="disk:db-1")
+    )
+    assert follower.state == t.NOTIFICATION_STATE_DEDUPLICATED
+    assert follower.dedup_owner_id == leader.notification_id
+    other_key = await alice.SendNotification(
+        send_request(idempotency_key="d3", dedup_key="disk:db-2")
+    )
+    assert other_key.dedup_owner_id == "" and other_key.state == t.NOTIFICATION_STATE_PENDING
+
+
+async def test_exhausted_leader_hands_off_to_first_follower(
+    db_url: str, tmp_path: Path, clock: ShiftableClock
+) -> None:
+    await activate_policy(
+        db_url,
+        "ops.failing",
+        channels=["broken"],
+        delivery_mode=DeliveryMode.GUARANTEED,
+        require_ack=False,
+        max_attempts=1,
+    )
+    # Dispatch off: the followers must join while the leader is still pending.
+    srv = await broken_channel_server(db_url, tmp_path, clock, dispatch_enabled=False)
+    try:
+        alice, oscar = srv.stub("alice"), srv.stub("oscar")
+        ids = []
+        for i in range(3):
+            sent = await alice.SendNotification(
+                send_request(
+                    notification_type="ops.failing", idempotency_key=f"h{i}", dedup_key="x"
+                )
+            )
+            ids.append(sent.notification_id)
+        assert await srv.app.dispatcher.run_once() == 1  # only the leader is due
+        leader, successor, third = [await get(srv, i) for i in ids]
+        assert leader.state == t.NOTIFICATION_STATE_FAILED and leader.dead_letter
+        assert leader.dedup_successor_id == ids[1]
+        assert successor.state == t.NOTIFICATION_STATE_PENDING and successor.dedup_owner_id == ""
+        assert third.dedup_owner_id == ids[1]
+        seen = await events_until(
+            oscar,
+            pb.WatchEventsRequest(replay_history=True),
+            lambda evs: "DEDUP_RELINKED" in kinds(evs),
+        )
+        by_kind = {e.kind: e for e in seen}
+        assert by_kind[t.EVENT_KIND_OBLIGATION_HANDED_OFF].payload["successor_id"] == ids[1]
+        assert by_kind[t.EVENT_KIND_DEDUP_OWNER_PROMOTED].notification_id == ids[1]
+        assert by_kind[t.EVENT_KIND_DEDUP_RELINKED].notification_id == ids[2]
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await oscar.Replay(pb.ReplayRequest(notification_id=ids[0]))
+        assert rich_error(exc.value).reason == "REPLAY_BLOCKED"
+    finally:
+        await srv.stop()

@@ -1,0 +1,212 @@
+"""WatchEvents: a push-based, resumable, gap-free event stream.
+
+One ``EventHub`` per process reads each newly committed batch of events once (woken
+by local commits and, on PostgreSQL, by LISTEN) and fans it out to every
+subscription in memory: an idle stream costs no queries at all.
+
+A subscription is gap-free because it registers with the hub *before* catching up
+from the database. Event sequences are allocated in commit order (``store.events``),
+so every event is either visible to the catch-up query (committed earlier) or will
+be read by the hub after registration (committed later) — the overlap is dropped by
+sequence. A subscriber that falls too far behind (its queue overflows) drops the
+queue and catches up from the database again, from its own cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.engine import RowMapping
+
+from uns_server.domain.errors import ShuttingDown
+from uns_server.services.auth import Principal
+from uns_server.store import events
+from uns_server.store.db import TOPIC_EVENTS, Database
+
+log = logging.getLogger("uns.watch")
+
+HUB_BATCH = 1000
+CATCH_UP_BATCH = 500
+QUEUE_MAX = 10_000
+# Safety net if a wake-up is ever lost (e.g. while LISTEN reconnects).
+HUB_FALLBACK_POLL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class WatchFilter:
+    principal: str | None  # None: every principal (operators)
+    notification_ids: frozenset[str]
+    kinds: frozenset[str]
+    notification_type: str
+
+    def matches(self, row: RowMapping) -> bool:
+        return (
+            (self.principal is None or row["principal"] == self.principal)
+            and (not self.notification_ids or row["notification_id"] in self.notification_ids)
+            and (not self.kinds or row["kind"] in self.kinds)
+            and (not self.notification_type or row["notification_type"] == self.notification_type)
+        )
+
+
+class Subscription:
+    def __init__(self) -> None:
+        self.queue: deque[RowMapping] = deque()
+        self.overflowed = False
+        self.ready = asyncio.Event()
+
+    def offer(self, row: RowMapping) -> None:
+        if self.overflowed:
+            return
+        if len(self.queue) >= QUEUE_MAX:
+            self.queue.clear()
+            self.overflowed = True
+        else:
+            self.queue.append(row)
+        self.ready.set()
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    high_water_sequence: int
+
+
+class EventHub:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._subs: set[Subscription] = set()
+        self._wake = asyncio.Event()
+        self._closing = asyncio.Event()
+        self.tail = 0
+        self._task: asyncio.Task[None] | None = None
+        db.on_commit(TOPIC_EVENTS, self._wake.set)
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subs)
+
+    async def start(self) -> None:
+        async with self._db.read() as conn:
+            self.tail = await events.high_water(conn)
+        self._task = asyncio.create_task(self._run())
+
+    async def close(self) -> None:
+        """End every stream (they answer UNAVAILABLE with their resume cursor)."""
+        self._closing.set()
+        for sub in self._subs:
+            sub.ready.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @property
+    def closing(self) -> bool:
+        return self._closing.is_set()
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=HUB_FALLBACK_POLL_SECONDS)
+            self._wake.clear()
+            try:
+                while True:
+                    async with self._db.read() as conn:
+                        rows = await events.read_after(conn, self.tail, limit=HUB_BATCH)
+                    for row in rows:
+                        for sub in self._subs:
+                            sub.offer(row)
+                        self.tail = row["sequence"]
+                    if len(rows) < HUB_BATCH:
+                        break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("event hub read failed; retrying on the next wake-up")
+
+    def subscribe(self) -> Subscription:
+        sub = Subscription()
+        self._subs.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+
+class Watch:
+    def __init__(
+        self, db: Database, hub: EventHub, heartbeat_seconds: float, clock: Callable[[], datetime]
+    ) -> None:
+        self._db = db
+        self._hub = hub
+        self._heartbeat = heartbeat_seconds
+        self._clock = clock
+
+    async def start_cursor(self, after_sequence: int, replay_history: bool) -> int:
+        if after_sequence > 0:
+            return after_sequence
+        if replay_history:
+            return 0
+        async with self._db.read() as conn:
+            return await events.high_water(conn)
+
+    async def stream(
+        self,
+        principal: Principal,
+        *,
+        cursor: int,
+        notification_ids: Sequence[str],
+        kinds: Sequence[str],
+        notification_type: str,
+    ) -> AsyncIterator[RowMapping | Heartbeat]:
+        flt = WatchFilter(
+            principal=None if principal.sees_everything else principal.name,
+            notification_ids=frozenset(notification_ids),
+            kinds=frozenset(kinds),
+            notification_type=notification_type,
+        )
+        sub = self._hub.subscribe()
+        try:
+            while True:
+                # Catch up from the database (first, and after any overflow).
+                sub.overflowed = False
+                while True:
+                    async with self._db.read() as conn:
+                        rows = await events.read_after(
+                            conn,
+                            cursor,
+                            limit=CATCH_UP_BATCH,
+                            principal=flt.principal,
+                            notification_ids=notification_ids,
+                            kinds=kinds,
+                            notification_type=notification_type,
+                        )
+                    for row in rows:
+                        cursor = row["sequence"]
+                        yield row
+                    if len(rows) < CATCH_UP_BATCH:
+                        break
+                # Live: drain the hub's queue.
+                while not sub.overflowed:
+                    if self._hub.closing:
+                        raise ShuttingDown(metadata={"resume_after_sequence": str(cursor)})
+                    if sub.queue:
+                        row = sub.queue.popleft()
+                        if row["sequence"] > cursor and flt.matches(row):
+                            cursor = row["sequence"]
+                            yield row
+                        continue
+                    sub.ready.clear()
+                    try:
+                        await asyncio.wait_for(sub.ready.wait(), timeout=self._heartbeat)
+                    except TimeoutError:
+                        if not sub.queue and not sub.overflowed:
+                            cursor = max(cursor, self._hub.tail)
+                            yield Heartbeat(cursor)
+        finally:
+            self._hub.unsubscribe(sub)

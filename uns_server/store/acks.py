@@ -1,0 +1,48 @@
+"""Acknowledgement queries: fenced on the expected ``ack_status``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from uns_server.domain.enums import AckStatus
+from uns_server.store.tables import notifications as n
+
+
+async def settle_pending(
+    conn: AsyncConnection,
+    notification_id: str,
+    *,
+    status: AckStatus,
+    actor: str,
+    metadata: dict[str, Any] | None,
+    now: datetime,
+) -> bool:
+    """PENDING -> ``status``; False when the ack was no longer PENDING."""
+    result = await conn.execute(
+        update(n)
+        .where(n.c.id == notification_id, n.c.ack_status == AckStatus.PENDING.value)
+        .values(
+            ack_status=status.value,
+            actor=actor,
+            responded_at=now,
+            response_metadata=metadata,
+            updated_at=now,
+        )
+    )
+    return bool(result.rowcount == 1)
+
+
+async def due_deadlines(conn: AsyncConnection, now: datetime, limit: int) -> list[RowMapping]:
+    q = (
+        select(n)
+        .where(n.c.ack_status == AckStatus.PENDING.value, n.c.deadline <= now)
+        .order_by(n.c.deadline)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return list((await conn.execute(q)).mappings())
