@@ -17,7 +17,7 @@ import tempfile
 
 from google.protobuf import descriptor_pb2
 from google.protobuf.compiler import plugin_pb2
-from grpc_tools import protoc
+from grpc_tools import protoc  # type: ignore[import-untyped]
 
 
 def generate(request: plugin_pb2.CodeGeneratorRequest) -> plugin_pb2.CodeGeneratorResponse:
