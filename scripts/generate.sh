@@ -15,6 +15,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 TOOLS_BIN="${UNS_TOOLS_DIR:-$HOME/.cache/uns-tools}/bin"
+# One interpreter for install-tools, scripts/protoc and the grpc_python plugin.
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python3; fi
+fi
+export PYTHON
 "$ROOT/scripts/install-tools.sh" --quiet
 export PATH="$TOOLS_BIN:$PATH"
 

@@ -4,9 +4,10 @@
 #   scripts/install-tools.sh [--quiet]
 #
 # Go and Rust plugins (and grpcurl) go to ${UNS_TOOLS_DIR:-$HOME/.cache/uns-tools}/bin;
-# buf, grpcio-tools and mypy-protobuf are pip packages in the current python
-# environment (${PYTHON:-python3}); their entry points are linked into the same
-# bin directory so that one PATH entry finds every tool.
+# buf, grpcio-tools and mypy-protobuf are pip packages in the python
+# environment of $PYTHON (default: the repo's .venv when it exists, else
+# python3); their entry points are linked into the same bin directory so that
+# one PATH entry finds every tool.
 #
 # Idempotent: a tool whose pinned version is already installed is skipped, so a
 # second run takes about a second. A missing `go` or `cargo` skips that
@@ -28,7 +29,7 @@ for arg in "$@"; do
   case "$arg" in
     -q | --quiet) QUIET=1 ;;
     -h | --help)
-      sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -40,7 +41,10 @@ done
 
 TOOLS_DIR="${UNS_TOOLS_DIR:-$HOME/.cache/uns-tools}"
 BIN="$TOOLS_DIR/bin"
-PYTHON="${PYTHON:-python3}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python3; fi
+fi
 REQUIRE="${UNS_REQUIRE_TOOLCHAINS:-0}"
 mkdir -p "$BIN"
 

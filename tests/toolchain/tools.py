@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -70,8 +71,13 @@ def require_module(name: str) -> ModuleType:
 
 
 def tool_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The process environment with the tools directory on PATH, plus ``extra``."""
+    """The process environment with the tools directory on PATH, plus ``extra``.
+
+    ``PYTHON`` (read by the scripts/ codegen wrappers) defaults to the
+    interpreter running the tests, which has grpcio-tools and mypy-protobuf.
+    """
     env = dict(os.environ)
+    env.setdefault("PYTHON", sys.executable)
     env["PATH"] = os.pathsep.join(p for p in (str(tools_bin()), env.get("PATH", "")) if p)
     env.update(extra or {})
     return env
