@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from uns_server.channels._redact import install_log_redaction, scrub_result, secret_variants
+from uns_server.channels._redact import LogRedaction, scrub_result, secret_variants
 from uns_server.channels.base import ChannelResult, OutboundMessage
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -170,8 +170,8 @@ class HttpChannel:
     """Common shape of the HTTP adapters: shared client, secret scrubbing, idempotent close.
 
     Subclasses implement :meth:`_deliver`; everything it returns is scrubbed of
-    ``secrets`` here, and the HTTP libraries' loggers are filtered for them while the
-    adapter is open.
+    ``secrets`` here, and the HTTP libraries' loggers are filtered for them while a
+    request is in flight.
     """
 
     def __init__(
@@ -186,7 +186,7 @@ class HttpChannel:
         self._client = client
         self._secrets = secret_variants(secrets)
         self._on_close = on_close
-        self._remove_log_filter = install_log_redaction(self._secrets)
+        self._log_redaction = LogRedaction(self._secrets)
         self._closed = False
 
     async def send(self, message: OutboundMessage) -> ChannelResult:
@@ -198,9 +198,14 @@ class HttpChannel:
     async def _post(
         self, url: str, *, content: bytes, headers: Mapping[str, str], timeout_seconds: float
     ) -> HttpReply | ChannelResult:
-        return await post(
-            self._client, url, content=content, headers=headers, timeout_seconds=timeout_seconds
-        )
+        with self._log_redaction.active():
+            return await post(
+                self._client,
+                url,
+                content=content,
+                headers=headers,
+                timeout_seconds=timeout_seconds,
+            )
 
     @staticmethod
     def _now() -> float:
@@ -210,7 +215,6 @@ class HttpChannel:
         if self._closed:
             return
         self._closed = True
-        self._remove_log_filter()
         if self._on_close is not None:
             await self._on_close()
 

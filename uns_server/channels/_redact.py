@@ -9,8 +9,9 @@ Slack incoming-webhook URL *is* a credential.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
@@ -108,23 +109,36 @@ class SecretLogFilter(logging.Filter):
         return True
 
 
-def install_log_redaction(
-    secrets: tuple[str, ...], logger_names: Iterable[str] = HTTP_LIBRARY_LOGGERS
-) -> Callable[[], None]:
-    """Attach a redacting filter to the HTTP libraries' loggers; returns its remover.
+class LogRedaction:
+    """Redacts one adapter's secrets from the HTTP libraries' loggers while it has requests
+    in flight.
 
     Logger-level filters run before a record propagates to any handler, so this covers
-    whatever handlers the application (or pytest's caplog) installs.
+    whatever handlers the application (or pytest's caplog) installs. Installing per request
+    (reference-counted for concurrent sends) rather than per adapter lifetime means an
+    adapter that is never closed leaves nothing behind on the global loggers.
     """
-    if not secrets:
-        return lambda: None
-    log_filter = SecretLogFilter(secrets)
-    loggers = [logging.getLogger(name) for name in logger_names]
-    for logger in loggers:
-        logger.addFilter(log_filter)
 
-    def remove() -> None:
-        for logger in loggers:
-            logger.removeFilter(log_filter)
+    def __init__(
+        self, secrets: tuple[str, ...], logger_names: Iterable[str] = HTTP_LIBRARY_LOGGERS
+    ) -> None:
+        self._filter = SecretLogFilter(secrets) if secrets else None
+        self._loggers = [logging.getLogger(name) for name in logger_names]
+        self._in_flight = 0
 
-    return remove
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        if self._filter is None:
+            yield
+            return
+        if self._in_flight == 0:
+            for logger in self._loggers:
+                logger.addFilter(self._filter)
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                for logger in self._loggers:
+                    logger.removeFilter(self._filter)

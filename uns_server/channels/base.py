@@ -21,10 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,8 @@ class ChannelResult:
     ``retryable`` is meaningful only when ``success`` is false. ``retry_after_seconds`` is
     the provider's own hint (HTTP Retry-After); the caller may wait longer, never less.
     ``metadata`` holds small, credential-free provider observations (HTTP status, SMTP
-    code, provider error code, whether the provider may have acted despite the failure).
+    code, provider error code, whether the provider may have acted despite the failure);
+    it is always JSON-serializable.
     """
 
     success: bool
@@ -65,14 +63,14 @@ class ChannelResult:
     message_id: str | None = None
     error: str | None = None
     retry_after_seconds: float | None = None
-    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def delivered(
         cls, message_id: str | None, *, metadata: Mapping[str, Any] | None = None
     ) -> ChannelResult:
         """The provider explicitly accepted the message (``message_id`` is its id for it)."""
-        return cls(True, False, message_id, None, None, _frozen(metadata))
+        return cls(True, False, message_id, None, None, _copy(metadata))
 
     @classmethod
     def transient(
@@ -83,16 +81,18 @@ class ChannelResult:
         metadata: Mapping[str, Any] | None = None,
     ) -> ChannelResult:
         """Not delivered, and a later attempt may succeed (timeouts, 429, 5xx, SMTP 4xx)."""
-        return cls(False, True, None, error, retry_after_seconds, _frozen(metadata))
+        return cls(False, True, None, error, retry_after_seconds, _copy(metadata))
 
     @classmethod
     def permanent(cls, error: str, *, metadata: Mapping[str, Any] | None = None) -> ChannelResult:
         """Not delivered, and repeating the same request will not change the answer."""
-        return cls(False, False, None, error, None, _frozen(metadata))
+        return cls(False, False, None, error, None, _copy(metadata))
 
 
-def _frozen(metadata: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return MappingProxyType(dict(metadata)) if metadata else _EMPTY
+def _copy(metadata: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    # A private plain-dict copy: typed read-only, yet ``dataclasses.asdict`` and
+    # ``json.dumps`` (how results get recorded) work on it, unlike a MappingProxyType.
+    return dict(metadata) if metadata else {}
 
 
 @runtime_checkable

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import ssl
 from email.message import EmailMessage
 from email.utils import formatdate, parseaddr
 from typing import Any
@@ -85,6 +86,11 @@ def classify_smtp_error(exc: Exception) -> ChannelResult:
     if isinstance(exc, aiosmtplib.SMTPConnectError | aiosmtplib.SMTPConnectTimeoutError):
         return ChannelResult.transient(
             f"could not connect ({kind}: {exc})", metadata={"provider_effect_possible": False}
+        )
+    if isinstance(exc, ssl.SSLError):
+        # Raised during STARTTLS, before any mail transaction: nothing can have been sent.
+        return ChannelResult.transient(
+            f"TLS negotiation failed ({kind}: {exc})", metadata={"provider_effect_possible": False}
         )
     if isinstance(exc, aiosmtplib.SMTPServerDisconnected | TimeoutError | OSError):
         # TimeoutError covers aiosmtplib's read timeouts and our overall deadline.
