@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,13 +22,13 @@ import grpc
 import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
 from uns.v1 import (
     notification_service_pb2,
     notification_service_pb2_grpc,
     policy_service_pb2,
     policy_service_pb2_grpc,
 )
-
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.channels.config import load_channels_config
@@ -206,17 +208,37 @@ class App:
         if keys or self._file_keys:
             return
         s = self.settings
-        if not s.is_loopback and not s.allow_insecure:
+        if not s.is_loopback:
+            # --allow-insecure waives TLS only: never mint an all-roles key for a
+            # network-reachable address, and serving with no key at all is useless.
             raise SettingsError(
-                f"refusing to serve {s.listen} with no API key configured; create one with "
-                "`uns-admin keys create` or pass --allow-insecure"
+                f"refusing to serve {s.listen} with no API key configured: create one with "
+                "`uns-admin keys create` or pass --api-keys-file (a dev key is created "
+                "automatically only on a loopback address)"
             )
-        # Zero-ceremony quickstart on loopback: mint a key for every role, once.
-        secret = await auth.create_key(
-            self.db, "dev", [r.value for r in Role], "quickstart key", self.clock()
-        )
-        Path(s.dev_key_file).write_text(secret + "\n")
-        Path(s.dev_key_file).chmod(0o600)
+        # Zero-ceremony quickstart on loopback: mint a key for every role, once. The file
+        # is written inside the transaction (created 0600, never readable by others even
+        # briefly); if it cannot be written, no key is stored and start-up fails clearly.
+        secret, digest, prefix = auth.new_key()
+        path = Path(s.dev_key_file)
+        async with self.db.write() as tx:
+            await api_keys.insert_key(
+                tx.conn,
+                key_id=str(uuid.uuid4()),
+                key_hash=digest,
+                prefix=prefix,
+                principal="dev",
+                roles=sorted(r.value for r in Role),
+                description="quickstart key",
+                now=self.clock(),
+            )
+            try:
+                path.unlink(missing_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(secret + "\n")
+            except OSError as exc:
+                raise SettingsError(f"cannot write the dev key file {path}: {exc}") from exc
         log.warning(
             "no API keys existed: created a dev key with all roles. Authenticate with "
             f"'authorization: Bearer <key>', the key is in {s.dev_key_file}",
@@ -228,7 +250,8 @@ class App:
         while True:
             await asyncio.sleep(HEALTH_CHECK_SECONDS)
             try:
-                await asyncio.wait_for(self.db.ping(), timeout=HEALTH_CHECK_SECONDS)
+                async with asyncio.timeout(HEALTH_CHECK_SECONDS):
+                    await self.db.ping()
                 ok = True
             except Exception:
                 ok = False

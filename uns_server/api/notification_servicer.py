@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import grpc
+
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
-
+from uns_server.aio import wait_event
 from uns_server.api import convert
 from uns_server.api.handlers import streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
@@ -50,15 +50,14 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         self.acks = acks
         self.operations = operations
         self.watch = watch
-        self._committed = asyncio.Condition()
+        # Replaced on every commit: a waiter that took the current one before reading
+        # the database cannot miss a commit that lands between its read and its wait.
+        self._committed = asyncio.Event()
         db.on_commit(TOPIC_EVENTS, self._notify_commit)
 
     def _notify_commit(self) -> None:
-        async def notify() -> None:
-            async with self._committed:
-                self._committed.notify_all()
-
-        asyncio.get_running_loop().create_task(notify())
+        self._committed.set()
+        self._committed = asyncio.Event()
 
     @unary(Role.PRODUCER)
     async def SendNotification(
@@ -83,6 +82,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         budget = WAIT_FOR_ATTEMPT_MAX_SECONDS if remaining is None else remaining
         deadline = asyncio.get_running_loop().time() + budget - DEADLINE_MARGIN_SECONDS
         while True:
+            committed = self._committed
             async with self.db.read() as conn:
                 row = await notifications.by_id(conn, result.notification_id)
             assert row is not None
@@ -90,9 +90,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             left = deadline - asyncio.get_running_loop().time()
             if row["status"] != Status.PENDING or settled or left <= 0:
                 return Status(row["status"])
-            async with self._committed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._committed.wait(), timeout=min(left, 1.0))
+            await wait_event(committed, min(left, 1.0))
 
     @unary(Role.PRODUCER)
     async def Simulate(

@@ -24,6 +24,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import RowMapping
 
+from uns_server.aio import wait_event
 from uns_server.domain.errors import ShuttingDown
 from uns_server.services.auth import Principal
 from uns_server.store import events
@@ -111,8 +112,7 @@ class EventHub:
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=HUB_FALLBACK_POLL_SECONDS)
+            await wait_event(self._wake, HUB_FALLBACK_POLL_SECONDS)
             self._wake.clear()
             try:
                 while True:
@@ -202,11 +202,9 @@ class Watch:
                             yield row
                         continue
                     sub.ready.clear()
-                    try:
-                        await asyncio.wait_for(sub.ready.wait(), timeout=self._heartbeat)
-                    except TimeoutError:
-                        if not sub.queue and not sub.overflowed:
-                            cursor = max(cursor, self._hub.tail)
-                            yield Heartbeat(cursor)
+                    woke = await wait_event(sub.ready, self._heartbeat)
+                    if not woke and not sub.queue and not sub.overflowed:
+                        cursor = max(cursor, self._hub.tail)
+                        yield Heartbeat(cursor)
         finally:
             self._hub.unsubscribe(sub)

@@ -51,6 +51,7 @@ async def listen_forever(db: Database, topics: Sequence[str]) -> None:
         finally:
             if conn is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(conn.close(), timeout=2)
+                    async with asyncio.timeout(2):
+                        await conn.close()
         await asyncio.sleep(delay)
         delay = min(delay * 2, RECONNECT_SECONDS_MAX)

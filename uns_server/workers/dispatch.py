@@ -18,7 +18,6 @@ One attempt, as three steps:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import uuid
@@ -29,6 +28,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from uns_server.aio import wait_event
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority, Status
@@ -131,8 +131,7 @@ class Dispatcher:
                     timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
             except Exception:
                 log.exception("next-due query failed")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+        await wait_event(self._wake, timeout)
 
     async def _deliver_logged(self, claim: Claim) -> None:
         try:
@@ -189,10 +188,12 @@ class Dispatcher:
             result = ChannelResult.permanent(f"channel {channel_name!r} is not configured")
         else:
             try:
-                result = await asyncio.wait_for(
-                    self._channels.get(channel_name).send(_message(claim, channel_name)),
-                    timeout=self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE,
-                )
+                async with asyncio.timeout(
+                    self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE
+                ):
+                    result = await self._channels.get(channel_name).send(
+                        _message(claim, channel_name)
+                    )
             except TimeoutError:
                 result = ChannelResult.transient("provider call timed out")
             except Exception as exc:  # an adapter bug must not lose the obligation
