@@ -3,6 +3,7 @@ through the gRPC API on both dialects."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import socket
 from collections.abc import AsyncIterator
@@ -10,13 +11,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from uns.v1 import notification_service_pb2 as pb
-from uns.v1 import types_pb2 as t
 
 from tests.support.grpc_errors import rich_error
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
 from tests.support.watching import events_until, has_kind, kinds
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
 
 
@@ -317,3 +318,27 @@ async def test_exhausted_leader_hands_off_to_first_follower(
         assert rich_error(exc.value).reason == "REPLAY_BLOCKED"
     finally:
         await srv.stop()
+
+
+async def test_shutdown_ends_streams_with_a_resumable_status(db_url: str, tmp_path: Path) -> None:
+    running = await start_server(db_url, tmp_path)
+    sent = await running.stub("alice").SendNotification(send_request(wait_for_first_attempt=True))
+    call = running.stub("alice").WatchEvents(
+        pb.WatchEventsRequest(replay_history=True), timeout=None
+    )
+    last = 0
+    async for response in call:
+        last = response.event.sequence
+        if response.event.kind == t.EVENT_KIND_DELIVERY_RESULT:
+            break
+    stopping = asyncio.create_task(running.app.stop(grace=5))
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        async for _ in call:
+            pass
+    await stopping
+    err = rich_error(exc.value)
+    assert (err.code, err.reason) == (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")
+    assert int(err.metadata["resume_after_sequence"]) == last
+    assert sent.notification_id
+    for channel in running.channels:
+        await channel.close()
