@@ -10,13 +10,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from uns.v1 import notification_service_pb2 as pb
-from uns.v1 import notification_service_pb2_grpc as pb_grpc
-from uns.v1 import types_pb2 as t
 
 from tests.support.process import ServerProcess
 from tests.toolchain.test_codegen import CARGO_TARGET_DIR
 from tests.toolchain.tools import GO_CLIENT_DIR, RUST_CLIENT_DIR, find_tool, run, tool_env
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import notification_service_pb2_grpc as pb_grpc
+from uns.v1 import types_pb2 as t
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from uns.v1 import notification_service_pb2 as pb
-from uns.v1 import notification_service_pb2_grpc as pb_grpc
-from uns.v1 import types_pb2 as t
 
 from tests.support.grpc_errors import rich_error
 from tests.support.server import RunningServer, send_request
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import notification_service_pb2_grpc as pb_grpc
+from uns.v1 import types_pb2 as t
 from uns_server.store import events
 from uns_server.store.db import Database
 

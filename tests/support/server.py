@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
-
 from uns_server.app import App
 from uns_server.settings import Settings
 

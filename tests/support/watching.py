@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from tests.support.server import Client
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
-
-from tests.support.server import Client
 
 WAIT_SECONDS = 30.0
 
