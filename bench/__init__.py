@@ -1,0 +1,1 @@
+"""UNS benchmark: ``python -m bench [--quick]`` (see README, "Benchmark")."""

@@ -1,0 +1,82 @@
+"""``python -m bench [--quick]``: the UNS benchmark, everything started and stopped here."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOADS = ("drain", "pgbench", "echo", "accept", "deliver", "watch", "growth", "peer")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="UNS beside the PostgreSQL ceiling (pgbench), a bare grpc.aio echo server "
+        "and a peer queue (procrastinate), measured in one run on this machine.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small counts, under 2 minutes (default: full)"
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help=f"comma-separated subset of: {', '.join(WORKLOADS)} (default: all)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "bench" / "results", help="results directory"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample uns-server with py-spy during accept/deliver/watch; print hotspots",
+    )
+    parser.add_argument(
+        "--fsync", action="store_true", help="PostgreSQL with fsync on (default off, as in tests)"
+    )
+    parser.add_argument(
+        "--no-install",
+        action="store_true",
+        help="do not pip-install missing optional extras (bench/requirements.txt)",
+    )
+    return parser
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    selected = tuple(w.strip() for w in args.only.split(",") if w.strip()) or WORKLOADS
+    unknown = sorted(set(selected) - set(WORKLOADS))
+    if unknown:
+        print(f"bench: unknown workload(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import deps
+
+    deps.ensure(install=not args.no_install)
+    from bench.run import Options, run  # after deps: psutil is imported at module load
+
+    signal.signal(signal.SIGTERM, _terminate)
+    options = Options(
+        quick=args.quick,
+        workloads=selected,
+        out_dir=args.out,
+        profile=args.profile,
+        fsync=args.fsync,
+    )
+    try:
+        return asyncio.run(run(options))
+    except KeyboardInterrupt:
+        print("bench: interrupted; everything it started has been stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Baselines measured in the same run: pgbench, a bare grpc.aio echo, a peer queue."""

@@ -1,0 +1,252 @@
+"""The one table, the ratios and targets, the JSON file and the latency chart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.stats import Row, percentile
+
+CDF_POINTS = (0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 100)
+
+
+@dataclass
+class Target:
+    name: str
+    goal: str
+    value: float | None
+    threshold: float
+    higher_is_better: bool
+    unit: str = ""
+
+    @property
+    def met(self) -> bool | None:
+        if self.value is None:
+            return None
+        if self.higher_is_better:
+            return self.value >= self.threshold
+        return self.value <= self.threshold
+
+    def line(self) -> str:
+        status = {True: "MET ", False: "MISS", None: "n/a "}[self.met]
+        value = "-" if self.value is None else f"{self.value:.2f}{self.unit}"
+        return f"  [{status}] {self.name:<46} {value:>10}   goal {self.goal}"
+
+
+class Results:
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self.rows = list(rows)
+        self._by_key = {r.key: r for r in self.rows}
+
+    def get(self, key: str) -> Row | None:
+        return self._by_key.get(key)
+
+    def first(self, name: str) -> Row | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+    def rate(self, key: str) -> float | None:
+        row = self.get(key)
+        return row.rate if row else None
+
+    def by_name(self, name: str) -> list[Row]:
+        return [r for r in self.rows if r.name == name]
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def ratios(res: Results) -> dict[str, str]:
+    """Row key -> 'UNS ÷ baseline' text for the table's last column."""
+    out: dict[str, dict[str, float | None]] = {}
+    for row in res.by_name("accept"):
+        c = row.setting
+        out[row.key] = {
+            "pgbench-tx": _div(row.rate, res.rate(f"pgbench accept-tx {c}")),
+            "echo": _div(row.rate, res.rate(f"grpc echo {c}")),
+            "echo-p50": _div(row.pct(50), _pct(res.get(f"grpc echo {c}"), 50)),
+        }
+        if c == "c=16":
+            out[row.key]["defer"] = _div(row.rate, res.rate("procrastinate defer c=16"))
+    deliver = res.get("deliver c=16")
+    if deliver is not None:
+        peer = res.first("procrastinate process")
+        out[deliver.key] = {
+            "accept": _div(deliver.rate, res.rate("accept c=16")),
+            "process": _div(deliver.rate, peer.rate if peer else None),
+        }
+    growth = res.by_name("growth")
+    if len(growth) == 2:
+        out[growth[1].key] = {"empty-p50": _div(growth[1].pct(50), growth[0].pct(50))}
+    single = res.get("pgbench single-row c=16")
+    tx = res.get("pgbench accept-tx c=16")
+    if single and tx:
+        out[tx.key] = {"single-row": _div(tx.rate, single.rate)}
+    return {
+        key: " ".join(f"{v:.2f}x {name}" for name, v in parts.items() if v is not None)
+        for key, parts in out.items()
+    }
+
+
+def _pct(row: Row | None, q: float) -> float | None:
+    return row.pct(q) if row else None
+
+
+def targets(res: Results) -> list[Target]:
+    accept16 = res.get("accept c=16")
+    a16 = accept16.rate if accept16 else None
+    deliver = res.get("deliver c=16")
+    peer_process = res.first("procrastinate process")
+    watch = res.by_name("watch")
+    watch_100 = res.get("watch subs=100")
+    watch_big = max(watch, key=lambda r: int(r.setting.split("=")[1]), default=None)
+    drain = res.first("drain")
+    growth = res.by_name("growth")
+    out = [
+        Target("accept c=16 / pgbench accept-tx c=16", ">= 0.50",
+               _div(a16, res.rate("pgbench accept-tx c=16")), 0.5, True, "x"),
+        Target("accept c=16 / grpc echo c=16", ">= 0.50",
+               _div(a16, res.rate("grpc echo c=16")), 0.5, True, "x"),
+        Target("accept c=16 / procrastinate defer c=16", ">= 1.00",
+               _div(a16, res.rate("procrastinate defer c=16")), 1.0, True, "x"),
+        Target("deliver c=16 / accept c=16", ">= 0.50",
+               _div(deliver.rate if deliver else None, a16), 0.5, True, "x"),
+        Target("deliver c=16 / procrastinate process", ">= 1.50",
+               _div(deliver.rate if deliver else None,
+                    peer_process.rate if peer_process else None), 1.5, True, "x"),
+        Target("watch p99 at 100 subscribers", "<= 25 ms",
+               watch_100.pct(99) if watch_100 else None, 25.0, False, " ms"),
+    ]  # fmt: skip
+    if watch_big is not None and watch_big is not watch_100:
+        n = watch_big.setting.split("=")[1]
+        goal = "<= 100 ms" + ("" if n == "1000" else " (goal is at 1000)")
+        out.append(Target(f"watch p99 at {n} subscribers", goal, watch_big.pct(99), 100.0, False,
+                          " ms"))  # fmt: skip
+    if drain is not None:
+        projected = drain.extra.get("projected_seconds_for_100k")
+        out.append(Target("drain 100k: seconds (projected from rate)", "< 300 s", projected,
+                          300.0, False, " s"))  # fmt: skip
+    if len(growth) == 2:
+        ratio = _div(growth[1].pct(50), growth[0].pct(50))
+        out.append(Target("growth p50: history / empty", "<= 1.25", ratio, 1.25, False, "x"))
+    return out
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def table(res: Results) -> str:
+    ratio_text = ratios(res)
+    header = (
+        "group", "workload", "setting", "ops", "rate/s", "p50 ms", "p95 ms", "p99 ms",
+        "srv CPU s/1k", "pg CPU s/1k", "UNS / baseline (x = ratio)", "note",
+    )  # fmt: skip
+    lines = [header]
+    for r in res.rows:
+        lines.append(
+            (
+                r.group,
+                r.name,
+                r.setting,
+                str(r.ops),
+                _fmt(r.rate),
+                _fmt(r.pct(50), 2),
+                _fmt(r.pct(95), 2),
+                _fmt(r.pct(99), 2),
+                _fmt(r.per_1k(r.server_cpu_s), 3),
+                _fmt(r.per_1k(r.db_cpu_s), 3),
+                ratio_text.get(r.key, ""),
+                r.note,
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    numeric = {3, 4, 5, 6, 7, 8, 9}
+    out = []
+    for n, line in enumerate(lines):
+        cells = [
+            cell.rjust(w) if i in numeric else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        ]
+        out.append("  ".join(cells).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def render(res: Results) -> str:
+    lines = [table(res), "", "Targets (issue 7):"]
+    lines += [t.line() for t in targets(res)]
+    return "\n".join(lines)
+
+
+def to_json(res: Results, meta: dict[str, Any]) -> dict[str, Any]:
+    rows = []
+    for r in res.rows:
+        data = r.to_json()
+        ordered = sorted(r.latencies_ms)
+        data["latency_cdf_ms"] = {str(q): percentile(ordered, q) for q in CDF_POINTS}
+        rows.append(data)
+    return {
+        "meta": meta,
+        "rows": rows,
+        "ratios": ratios(res),
+        "targets": [
+            {"name": t.name, "goal": t.goal, "value": t.value, "met": t.met} for t in targets(res)
+        ],
+    }
+
+
+def write_json(path: Path, res: Results, meta: dict[str, Any]) -> None:
+    path.write_text(json.dumps(to_json(res, meta), indent=2, default=str))
+
+
+CHART_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("accept vs baselines", ("accept", "grpc echo", "pgbench accept-tx", "procrastinate defer")),
+    ("deliver (accept -> webhook receiver)", ("deliver",)),
+    ("watch (event -> subscriber)", ("watch",)),
+    ("growth (accept, 1 producer)", ("growth",)),
+)
+
+
+def write_chart(path: Path, res: Results, title: str) -> bool:
+    """Latency CDFs, one panel per workload family; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    styles = ("-", "--", ":", "-.")
+    for ax, (panel, names) in zip(axes.flat, CHART_PANELS, strict=True):
+        colors: dict[str, str] = {}  # one colour per setting, one line style per workload
+        for row in res.rows:
+            if row.name not in names or not row.latencies_ms:
+                continue
+            xs = sorted(row.latencies_ms)
+            ys = [100 * (i + 1) / len(xs) for i in range(len(xs))]
+            color = colors.setdefault(row.setting, f"C{len(colors)}")
+            style = styles[names.index(row.name) % len(styles)]
+            ax.plot(xs, ys, style, color=color, label=f"{row.key} (p50 {row.pct(50):.1f} ms)")
+        ax.set_title(panel)
+        ax.set_xscale("log")
+        ax.set_xlabel("latency, ms (log)")
+        ax.set_ylabel("percentile")
+        ax.set_ylim(0, 100)
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -1,0 +1,228 @@
+"""The run: start PostgreSQL and the receiver, run each workload in turn, report.
+
+Order matters only for noise: the drain phase comes first because it also captures
+the accept transaction that the pgbench baseline replays; the baselines then run
+while no uns-server is alive; the peer queue runs last on its own database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench import capture, config, profiling, report
+from bench.baselines import echo, peer, pgbench
+from bench.cpu import CpuMeter
+from bench.harness import WEBHOOK_SECRET, Harness
+from bench.receiver import WebhookReceiver
+from bench.stats import Row
+from bench.workloads import accept, deliver, drain, growth, watch
+
+MAIN_DATABASE = "uns_main"
+PGBENCH_DATABASE = "pgb"
+
+
+@dataclass(frozen=True)
+class Options:
+    quick: bool
+    workloads: tuple[str, ...]
+    out_dir: Path
+    profile: bool = False
+    fsync: bool = False
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+async def run(options: Options) -> int:
+    profile = config.QUICK if options.quick else config.FULL
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = options.out_dir / f"{stamp}-{profile.name}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tag = f"b{stamp}"
+    started = time.monotonic()
+    rows: list[Row] = []
+    phases: dict[str, float] = {}
+    meta: dict[str, Any] = {"started": stamp, "profile": profile.name, "run_dir": str(run_dir)}
+    hotspots: dict[str, Any] | None = None
+    want = set(options.workloads)
+    _log(f"bench {profile.name}: results in {run_dir}")
+
+    receiver = WebhookReceiver(WEBHOOK_SECRET)
+    harness: Harness | None = None
+    try:
+        harness = Harness(run_dir, fsync=options.fsync)
+        await receiver.start()
+        harness.write_channels(receiver.url())
+        meta.update(await _machine(harness))
+        accept_sql: list[capture.Statement] | None = None
+
+        async def phase(name: str, body: Any) -> Any:
+            _log(f"{name} ...")
+            t0 = time.monotonic()
+            try:
+                return await body
+            finally:
+                phases[name] = round(time.monotonic() - t0, 1)
+                _log(f"{name} done in {phases[name]} s")
+
+        if want & {"drain", "pgbench"}:
+            outcome = await phase("drain", drain.run(harness, receiver, profile))
+            accept_sql = outcome.accept_sql
+            if "drain" in want:
+                rows.append(outcome.row)
+        if "pgbench" in want and accept_sql is not None:
+            rows += await phase("pgbench", _pgbench(harness, profile, accept_sql, run_dir))
+            meta["accept_transaction_sql"] = [s.sql for s in accept_sql]
+        if "echo" in want:
+            rows += await phase("echo", echo.run(harness, profile, tag))
+        if want & {"accept", "deliver", "watch"}:
+            main_rows, hotspots = await phase(
+                "uns", _uns(harness, receiver, profile, options, run_dir, tag)
+            )
+            rows += main_rows
+        if "growth" in want:
+            rows += await phase("growth", growth.run(harness, profile, tag))
+        if "peer" in want:
+            if peer.available():
+                rows += await phase("peer", peer.run(harness, profile))
+            else:
+                _log("peer: procrastinate not installed, skipped")
+    finally:
+        with contextlib.suppress(Exception):
+            await receiver.stop()
+        if harness is not None:
+            harness.close()
+
+    meta["phase_seconds"] = phases
+    meta["total_seconds"] = round(time.monotonic() - started, 1)
+    results = report.Results(_ordered(rows))
+    text = report.render(results)
+    print()
+    print(text)
+    if hotspots:
+        print()
+        print(profiling.render(hotspots))
+        meta["hotspots"] = hotspots
+    json_path = run_dir / "results.json"
+    report.write_json(json_path, results, meta)
+    (run_dir / "table.txt").write_text(text + "\n")
+    png = run_dir / "latency.png"
+    title = f"UNS bench ({profile.name}, {meta.get('cpu_count')} cores, {stamp})"
+    charted = report.write_chart(png, results, title)
+    print()
+    print(f"total {meta['total_seconds']} s; JSON: {json_path}")
+    print(f"chart: {png}" if charted else "chart: skipped (matplotlib not installed)")
+    return 0
+
+
+async def _pgbench(
+    harness: Harness, profile: config.Profile, accept_sql: list[capture.Statement], run_dir: Path
+) -> list[Row]:
+    harness.create_database(PGBENCH_DATABASE)
+    conn = await harness.sql(PGBENCH_DATABASE)
+    try:
+        await conn.execute(pgbench.SINGLE_ROW_TABLE)
+    finally:
+        await conn.close()
+    meter = CpuMeter(lambda: None, harness.postmaster)
+    script = capture.pgbench_script(accept_sql)
+    rows = []
+    runs = [("accept-tx", script, c) for c in profile.concurrency]
+    runs.append(("single-row", pgbench.SINGLE_ROW_SCRIPT, 16))
+    for label, text, clients in runs:
+        rows.append(
+            await pgbench.run(
+                harness.pg.pgbench_path(),
+                port=harness.pg.port,
+                database=PGBENCH_DATABASE,
+                script=text,
+                label=label,
+                clients=clients,
+                seconds=profile.seconds,
+                work_dir=run_dir,
+                meter=meter,
+            )
+        )
+    return rows
+
+
+async def _uns(
+    harness: Harness,
+    receiver: WebhookReceiver,
+    profile: config.Profile,
+    options: Options,
+    run_dir: Path,
+    tag: str,
+) -> tuple[list[Row], dict[str, Any] | None]:
+    harness.create_database(MAIN_DATABASE)
+    server = harness.start_server("main", MAIN_DATABASE)
+    rows: list[Row] = []
+    sampler: profiling.Sampler | None = None
+    conn = await harness.sql(MAIN_DATABASE)
+    try:
+        await server.wait_serving()
+        meter = CpuMeter(lambda: server.pid, harness.postmaster)
+        if options.profile:
+            sampler = profiling.Sampler(server.pid, run_dir, "uns-main")
+        if "accept" in options.workloads:
+            rows += await accept.run(server.target, conn, profile, meter, tag)
+        if "deliver" in options.workloads:
+            rows += await deliver.run(server.target, conn, receiver, profile, meter, tag)
+        if "watch" in options.workloads:
+            rows += await watch.run(server.target, profile, meter, server.pid, tag)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        await conn.close()
+        await server.aclose()
+    hotspots = profiling.summarize(sampler.raw) if sampler is not None else None
+    return rows, hotspots
+
+
+_ORDER = (
+    "accept", "grpc echo", "pgbench accept-tx", "pgbench single-row", "procrastinate defer",
+    "deliver", "procrastinate process", "watch", "drain", "growth",
+)  # fmt: skip
+
+
+def _ordered(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: _ORDER.index(r.name) if r.name in _ORDER else 99)
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+async def _machine(harness: Harness) -> dict[str, Any]:
+    conn = await harness.sql("postgres")
+    try:
+        pg_version = await conn.fetchval("SHOW server_version")
+    finally:
+        await conn.close()
+    versions = {}
+    for dist in ("grpcio", "protobuf", "sqlalchemy", "asyncpg", "procrastinate"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[dist] = metadata.version(dist)
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "postgresql": pg_version,
+        "postgresql_fsync": harness.pg.fsync,
+        "packages": versions,
+    }

@@ -1,0 +1,80 @@
+"""Checks of the benchmark's own logic (no servers, no timings asserted).
+
+Not collected by the main suite (testpaths is ``tests/``); run it with
+``.venv/bin/python -m pytest bench/test_bench_smoke.py``.
+"""
+
+from __future__ import annotations
+
+from bench import capture, report
+from bench.stats import Row, percentile
+
+LOG = """\
+2026-11-29 07:39:43.224 UTC [11965] LOG:  statement: BEGIN;
+2026-11-29 07:39:43.225 UTC [11965] LOG:  execute __asyncpg_stmt_e__: SELECT id
+	FROM uns_notifications
+\tWHERE uns_notifications.key = $1::VARCHAR
+2026-11-29 07:39:43.225 UTC [11965] DETAIL:  Parameters: $1 = '{key}'
+2026-11-29 07:39:43.226 UTC [11999] LOG:  statement: BEGIN;
+2026-11-29 07:39:43.231 UTC [11965] LOG:  execute __asyncpg_stmt_10__: INSERT INTO \
+uns_notifications (id, key, notification, next_attempt, dedup_key) \
+VALUES ($1::VARCHAR, $2::VARCHAR, $3::JSONB, \
+$4::TIMESTAMP WITH TIME ZONE, $5::VARCHAR)
+2026-11-29 07:39:43.231 UTC [11965] DETAIL:  Parameters: $1 = '{uuid}', $2 = '{key}', \
+$3 = '{{"message": "it''s 92%; ok", "n": 1}}', $4 = '2026-11-29 07:39:43.222182+00', $5 = NULL
+2026-11-29 07:39:43.232 UTC [11965] LOG:  execute __asyncpg_stmt_11__: INSERT INTO uns_events \
+(id, notification_id) VALUES ($1::VARCHAR, $2::VARCHAR) RETURNING uns_events.sequence
+2026-11-29 07:39:43.232 UTC [11965] DETAIL:  Parameters: $1 = '{uuid2}', $2 = '{uuid}'
+2026-11-29 07:39:43.233 UTC [11965] LOG:  statement: COMMIT;
+""".format(
+    key="a" * 64,
+    uuid="f8ff7e61-2fcc-4cd6-b43b-4a23ea04dbcc",
+    uuid2="7cbc32d3-68c5-4aaf-bfa0-14370240e232",
+)
+
+
+def test_parameters_keep_sql_quoting() -> None:
+    params = capture.parse_parameters("$1 = 'it''s', $2 = NULL, $10 = 'a, $3 = b'")
+    assert params == {1: "'it''s'", 2: "NULL", 10: "'a, $3 = b'"}
+
+
+def test_accept_transaction_is_found_per_backend() -> None:
+    tx = capture.accept_transaction(LOG)
+    assert [s.sql.split()[0] for s in tx] == ["BEGIN", "SELECT", "INSERT", "INSERT", "COMMIT"]
+    assert tx[1].sql.endswith("$1::VARCHAR")  # continuation line joined
+
+
+def test_pgbench_script_uses_fresh_ids_consistently() -> None:
+    script = capture.pgbench_script(capture.accept_transaction(LOG))
+    lines = script.splitlines()
+    assert lines[0].startswith("\\set v1 random(1, ")
+    # the key (v1) and the notification id (v2) are fresh per transaction ...
+    assert "md5(:v1::text) || md5('k' || :v1::text)" in script
+    # ... and the id reused by the event row stays the same variable
+    assert script.count("md5(:v2::text)::uuid::text") == 2
+    assert "(now())::TIMESTAMP WITH TIME ZONE" in script
+    assert '\'{"message": "it\'\'s 92%; ok", "n": 1}\'' in script
+    assert "(NULL)::VARCHAR" in script
+    assert "random()" not in script.replace("random(1, ", "")  # no volatile WHERE values
+    assert script.rstrip().endswith("COMMIT;")
+
+
+def test_percentile_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile([], 50) is None
+
+
+def test_table_and_targets_render_with_partial_results() -> None:
+    rows = [
+        Row("uns", "accept", "c=16", ops=100, seconds=1.0, latencies_ms=[1.0, 2.0]),
+        Row("baseline", "grpc echo", "c=16", ops=400, seconds=1.0, latencies_ms=[0.5]),
+    ]
+    results = report.Results(rows)
+    text = report.render(results)
+    assert "0.25x echo" in text
+    met = {t.name: t.met for t in report.targets(results)}
+    assert met["accept c=16 / grpc echo c=16"] is False
+    assert met["accept c=16 / pgbench accept-tx c=16"] is None
+    assert report.to_json(results, {})["rows"][0]["p50_ms"] == 1.0

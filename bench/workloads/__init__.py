@@ -1,0 +1,1 @@
+"""The UNS workloads: accept, deliver, watch, drain, growth."""
