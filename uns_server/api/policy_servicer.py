@@ -1,0 +1,129 @@
+"""``uns.v1.PolicyService``: protobuf in, one ``PolicyService`` call, protobuf out.
+
+Every RPC requires the operator role.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from uns.v1 import policy_service_pb2 as pb
+from uns.v1 import policy_service_pb2_grpc as pb_grpc
+from uns_server.api import convert
+from uns_server.api.handlers import unary
+from uns_server.domain.enums import DeliveryMode, Priority, Role
+from uns_server.domain.errors import FieldViolation, InvalidRequest
+from uns_server.domain.policy import PolicyRevision, PolicySpec
+from uns_server.services.auth import Authenticator, Principal
+from uns_server.services.policies import PolicyInput, PolicyService, validate_type
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+
+
+def spec_from_wire(spec: pb.PolicySpec) -> PolicySpec:
+    """Validates (INVALID_REQUEST with ``spec.<field>`` violations) and fills defaults."""
+    return PolicySpec.build(
+        channels=list(spec.channels),
+        delivery_mode=convert.enum_from_wire(
+            DeliveryMode, spec.delivery_mode, "spec.delivery_mode"
+        ),
+        require_ack=spec.require_ack,
+        ack_timeout_minutes=spec.ack_timeout_minutes,
+        priority=convert.enum_from_wire(Priority, spec.priority, "spec.priority"),
+        dedup_window_seconds=spec.dedup_window_seconds,
+        max_attempts=spec.max_attempts,
+    )
+
+
+def spec_to_wire(spec: PolicySpec) -> pb.PolicySpec:
+    return pb.PolicySpec(
+        channels=list(spec.channels),
+        delivery_mode=convert.enum_to_wire(spec.delivery_mode, DeliveryMode),
+        require_ack=spec.require_ack,
+        ack_timeout_minutes=spec.ack_timeout_minutes,
+        priority=convert.enum_to_wire(spec.priority, Priority),
+        dedup_window_seconds=spec.dedup_window_seconds,
+        max_attempts=spec.max_attempts,
+    )
+
+
+def revision_to_wire(revision: PolicyRevision) -> pb.PolicyRevision:
+    msg = pb.PolicyRevision(
+        policy_id=revision.policy_id,
+        notification_type=revision.notification_type,
+        revision=revision.revision,
+        spec=spec_to_wire(revision.spec),
+        content_hash=revision.content_hash,
+        state=(
+            pb.POLICY_REVISION_STATE_ACTIVE
+            if revision.active
+            else pb.POLICY_REVISION_STATE_INACTIVE
+        ),
+        created_by=revision.created_by,
+    )
+    created = convert.timestamp(revision.created_at)
+    assert created is not None
+    msg.create_time.CopyFrom(created)
+    activated = convert.timestamp(revision.activated_at)
+    if activated is not None:
+        msg.activate_time.CopyFrom(activated)
+    return msg
+
+
+def _put_input(request: pb.PutPolicyRevisionRequest) -> PolicyInput:
+    """Validate type and spec together, so one answer lists every problem."""
+    violations: list[FieldViolation] = []
+    spec: PolicySpec | None = None
+    try:
+        validate_type(request.notification_type)
+    except InvalidRequest as exc:
+        violations += exc.violations
+    try:
+        spec = spec_from_wire(request.spec)
+    except InvalidRequest as exc:
+        violations += exc.violations
+    if violations or spec is None:
+        fields = ",".join(dict.fromkeys(v.field for v in violations))
+        raise InvalidRequest(metadata={"fields": fields}, violations=violations)
+    return PolicyInput(request.notification_type, spec)
+
+
+class PolicyServicer(pb_grpc.PolicyServiceServicer):
+    def __init__(self, auth: Authenticator, policies: PolicyService) -> None:
+        self.auth = auth
+        self.policies = policies
+
+    @unary(Role.OPERATOR)
+    async def PutPolicyRevision(
+        self, request: pb.PutPolicyRevisionRequest, context: Ctx, principal: Principal
+    ) -> pb.PutPolicyRevisionResponse:
+        item = _put_input(request)
+        revision = await self.policies.put(principal.name, item, activate=request.activate)
+        return pb.PutPolicyRevisionResponse(revision=revision_to_wire(revision))
+
+    @unary(Role.OPERATOR)
+    async def ActivatePolicyRevision(
+        self, request: pb.ActivatePolicyRevisionRequest, context: Ctx, principal: Principal
+    ) -> pb.ActivatePolicyRevisionResponse:
+        revision = await self.policies.activate(request.notification_type, request.revision)
+        return pb.ActivatePolicyRevisionResponse(revision=revision_to_wire(revision))
+
+    @unary(Role.OPERATOR)
+    async def GetPolicy(
+        self, request: pb.GetPolicyRequest, context: Ctx, principal: Principal
+    ) -> pb.GetPolicyResponse:
+        revision = await self.policies.get(request.notification_type, request.revision)
+        return pb.GetPolicyResponse(revision=revision_to_wire(revision))
+
+    @unary(Role.OPERATOR)
+    async def ListPolicyRevisions(
+        self, request: pb.ListPolicyRevisionsRequest, context: Ctx, principal: Principal
+    ) -> pb.ListPolicyRevisionsResponse:
+        revisions, token = await self.policies.list(
+            request.notification_type, request.page_size, request.page_token
+        )
+        return pb.ListPolicyRevisionsResponse(
+            revisions=[revision_to_wire(r) for r in revisions], next_page_token=token
+        )

@@ -1,0 +1,311 @@
+"""``uns-admin``: schema migrations, API keys and policies, directly on the database.
+
+Policies go through the same service as ``uns.v1.PolicyService``
+(``uns_server.services.policies``), so validation and defaults are identical.
+
+Exit codes: 0 ok; 2 usage or validation error (one line on stderr); 1 any other failure.
+Secrets are printed only by ``keys create``, once, alone on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from uns_server.domain.errors import InvalidRequest, NotFound
+from uns_server.services import auth
+from uns_server.services.policies import (
+    PolicyInput,
+    PolicyService,
+    inputs_from_document,
+    revision_to_json,
+)
+from uns_server.settings import DATABASE_URL_DEFAULT
+from uns_server.store import api_keys, migrate
+from uns_server.store.db import Database
+
+PROG = "uns-admin"
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line or a file: exit 2."""
+
+
+class Failure(Exception):
+    """The command could not be carried out: exit 1."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="UNS administration: migrations, API keys and policies."
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("UNS_DATABASE_URL") or DATABASE_URL_DEFAULT,
+        help=f"[UNS_DATABASE_URL] default: {DATABASE_URL_DEFAULT}",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    commands.add_parser("migrate", help="upgrade the schema to head; prints the revision")
+
+    keys = commands.add_parser("keys", help="API keys").add_subparsers(
+        dest="keys_command", required=True, metavar="COMMAND"
+    )
+    create = keys.add_parser("create", help="create a key; prints the secret once")
+    create.add_argument("--principal", required=True, help="the caller's name")
+    create.add_argument(
+        "--roles", required=True, help="comma-separated: producer, responder, operator"
+    )
+    create.add_argument("--description", default="", help="free text shown in listings")
+    keys.add_parser("list", help="list keys (never the secrets)")
+    revoke = keys.add_parser("revoke", help="revoke a key by id or display prefix")
+    revoke.add_argument("key", metavar="ID_OR_PREFIX")
+
+    pols = commands.add_parser("policies", help="delivery policies").add_subparsers(
+        dest="policies_command", required=True, metavar="COMMAND"
+    )
+    put = pols.add_parser(
+        "put",
+        help="write revisions from a YAML/JSON file: {notification_type, spec} or a list",
+    )
+    put.add_argument("--file", required=True, type=Path, help="YAML or JSON file ('-': stdin)")
+    put.add_argument("--activate", action="store_true", help="activate in the same transaction")
+    activate = pols.add_parser("activate", help="make a revision the ACTIVE one")
+    activate.add_argument("notification_type", metavar="TYPE")
+    activate.add_argument("revision", metavar="REVISION", type=int)
+    show = pols.add_parser("show", help="show the ACTIVE revision, or --revision N")
+    show.add_argument("notification_type", metavar="TYPE")
+    show.add_argument("--revision", type=int, default=0)
+    listing = pols.add_parser("list", help="list a type's revisions, newest first")
+    listing.add_argument("notification_type", metavar="TYPE")
+    return parser
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=False))
+
+
+def _actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"uns-admin:{user}"
+
+
+def _describe(error: InvalidRequest) -> str:
+    if error.violations:
+        return "; ".join(f"{v.field}: {v.description}" for v in error.violations)
+    return error.message
+
+
+# --- commands -----------------------------------------------------------------------
+
+
+async def cmd_migrate(db: Database, args: argparse.Namespace) -> None:
+    await migrate.upgrade(db)
+    print(await migrate.current_revision(db))
+
+
+async def cmd_keys_create(db: Database, args: argparse.Namespace) -> None:
+    principal = args.principal.strip()
+    if not principal:
+        raise UsageError("--principal must not be empty")
+    roles = [r for r in args.roles.split(",") if r.strip()]
+    if not roles:
+        raise UsageError("--roles needs at least one of producer, responder, operator")
+    try:
+        role_set = auth.parse_roles(roles)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    await _require_schema(db)
+    secret = await auth.create_key(
+        db, principal, [r.value for r in role_set], args.description, utcnow()
+    )
+    async with db.read() as conn:
+        row = await api_keys.active_by_hash(conn, auth.hash_key(secret))
+    assert row is not None
+    print(secret, flush=True)
+    print(
+        f"created key {row['id']} (prefix {row['prefix']}) for {principal} with roles "
+        f"{','.join(row['roles'])}. The secret above is shown only once: store it now. "
+        "Clients send it as 'authorization: Bearer <key>'.",
+        file=sys.stderr,
+    )
+
+
+async def cmd_keys_list(db: Database, args: argparse.Namespace) -> None:
+    await _require_schema(db)
+    async with db.read() as conn:
+        rows = await api_keys.list_keys(conn)
+    header = ("ID", "PREFIX", "PRINCIPAL", "ROLES", "CREATED", "REVOKED")
+    table = [header] + [
+        (
+            r["id"],
+            r["prefix"],
+            r["principal"],
+            ",".join(r["roles"]),
+            _when(r["created_at"]),
+            _when(r["revoked_at"]) if r["revoked_at"] else "-",
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    for line in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
+def _when(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def cmd_keys_revoke(db: Database, args: argparse.Namespace) -> None:
+    target = args.key.strip()
+    if not target:
+        raise UsageError("give a key id or prefix")
+    await _require_schema(db)
+    async with db.write() as tx:
+        matches = [
+            r
+            for r in await api_keys.list_keys(tx.conn)
+            if target in (r["id"], r["prefix"]) and r["revoked_at"] is None
+        ]
+        if len(matches) > 1:
+            raise UsageError(f"prefix {target} matches {len(matches)} keys; revoke by id")
+        if not matches:
+            raise Failure(f"no active key with id or prefix {target}")
+        await api_keys.revoke(tx.conn, matches[0]["id"], utcnow())
+    row = matches[0]
+    print(
+        f"revoked key {row['id']} (prefix {row['prefix']}, principal {row['principal']}); "
+        f"servers stop accepting it within {auth.CACHE_SECONDS:g} s",
+        file=sys.stderr,
+    )
+
+
+def load_policy_file(path: Path) -> tuple[list[PolicyInput], bool]:
+    """Read and validate a policy file before touching the database: (inputs, is_list)."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        document = yaml.safe_load(text)  # JSON is YAML
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(exc).split())
+        raise UsageError(f"{path}: not valid YAML or JSON: {problem}") from None
+    try:
+        return inputs_from_document(document), isinstance(document, list)
+    except InvalidRequest as exc:
+        raise UsageError(f"{path}: invalid policy: {_describe(exc)}") from None
+
+
+async def cmd_policies_put(db: Database, args: argparse.Namespace) -> None:
+    items, is_list = args.policy_inputs
+    await _require_schema(db)
+    written = await PolicyService(db, utcnow).put_many(_actor(), items, activate=args.activate)
+    out = [revision_to_json(r) for r in written]
+    _print_json(out if is_list else out[0])
+
+
+async def cmd_policies_activate(db: Database, args: argparse.Namespace) -> None:
+    await _require_schema(db)
+    revision = await PolicyService(db, utcnow).activate(args.notification_type, args.revision)
+    _print_json(revision_to_json(revision))
+
+
+async def cmd_policies_show(db: Database, args: argparse.Namespace) -> None:
+    await _require_schema(db)
+    revision = await PolicyService(db, utcnow).get(args.notification_type, args.revision)
+    _print_json(revision_to_json(revision))
+
+
+async def cmd_policies_list(db: Database, args: argparse.Namespace) -> None:
+    await _require_schema(db)
+    service = PolicyService(db, utcnow)
+    revisions: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        page, token = await service.list(args.notification_type, 1000, token)
+        revisions += [revision_to_json(r) for r in page]
+        if not token:
+            break
+    _print_json(revisions)
+
+
+async def _require_schema(db: Database) -> None:
+    if not await migrate.is_migrated(db):
+        raise Failure("the database schema is not at head; run `uns-admin migrate` first")
+
+
+Command = Callable[[Database, argparse.Namespace], Awaitable[None]]
+
+COMMANDS: dict[tuple[str, str | None], Command] = {
+    ("migrate", None): cmd_migrate,
+    ("keys", "create"): cmd_keys_create,
+    ("keys", "list"): cmd_keys_list,
+    ("keys", "revoke"): cmd_keys_revoke,
+    ("policies", "put"): cmd_policies_put,
+    ("policies", "activate"): cmd_policies_activate,
+    ("policies", "show"): cmd_policies_show,
+    ("policies", "list"): cmd_policies_list,
+}
+
+
+async def run(args: argparse.Namespace) -> None:
+    sub = getattr(args, f"{args.command}_command", None)
+    command = COMMANDS[(args.command, sub)]
+    try:
+        db = Database(args.database_url)
+    except Exception as exc:  # unparsable URL, unknown dialect
+        raise UsageError(f"--database-url: {exc}") from None
+    try:
+        await command(db, args)
+    finally:
+        await db.dispose()
+
+
+def _fail(code: int, message: str) -> NoReturn:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "policies" and args.policies_command == "put":
+            args.policy_inputs = load_policy_file(args.file)
+        asyncio.run(run(args))
+    except UsageError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    except InvalidRequest as exc:
+        _fail(EXIT_USAGE, _describe(exc))
+    except (Failure, NotFound) as exc:
+        _fail(EXIT_FAILURE, str(exc))
+    except KeyboardInterrupt:
+        _fail(130, "interrupted")
+    except Exception as exc:  # database down, permissions, ...: one line, no traceback
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        _fail(EXIT_FAILURE, message[:500])
+    raise SystemExit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()
