@@ -10,6 +10,8 @@ import signal
 import sys
 from dataclasses import MISSING, fields
 
+import yaml
+
 from uns_server import logs
 from uns_server.app import App
 from uns_server.settings import Settings, SettingsError
@@ -40,12 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def serve(settings: Settings) -> int:
-    app = App(settings, dict(os.environ))
+    """Run until SIGTERM/SIGINT (exit 0) or until the server cannot ever start (exit 2)."""
+    try:
+        app = App(settings, dict(os.environ))
+    except (SettingsError, OSError, ValueError, yaml.YAMLError) as exc:
+        # Unreadable or invalid --api-keys-file / --channels-file.
+        log.critical("cannot start: %s", " ".join(str(exc).split()))
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await app.start()
+    try:
+        await app.start()
+    except (SettingsError, RuntimeError) as exc:  # grpc: "Failed to bind to address ..."
+        log.critical("cannot start: cannot listen on %s: %s", settings.listen, exc)
+        await app.stop(grace=0)
+        return 2
     print(
         f"uns-server listening on {settings.listen} (port {app.port})", file=sys.stderr, flush=True
     )
@@ -71,3 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     logs.configure(settings.log_level, settings.log_format)
     raise SystemExit(asyncio.run(serve(settings)))
+
+
+if __name__ == "__main__":
+    main()
