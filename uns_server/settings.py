@@ -49,7 +49,8 @@ class Settings:
     api_keys_file: str | None = None
     # On a loopback address with no key anywhere, create a dev key and write it here.
     dev_key_file: str = DEV_KEY_FILE_DEFAULT
-    # Serve a non-loopback address without TLS or without keys anyway.
+    # Serve a non-loopback address without TLS (e.g. behind a TLS-terminating proxy).
+    # Never waives API keys: a non-loopback server with no key refuses to start.
     allow_insecure: bool = False
     # Channels: YAML/JSON file (see README); without one only ``log`` exists.
     channels_file: str | None = None

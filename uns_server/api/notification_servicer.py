@@ -96,12 +96,16 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
     async def Simulate(
         self, request: pb.SimulateRequest, context: Ctx, principal: Principal
     ) -> pb.SimulateResponse:
-        effective = await self.intake.simulate(convert.send_request(request.request))
+        decision = await self.intake.simulate(principal.name, convert.send_request(request.request))
+        effective = decision.effective
         return pb.SimulateResponse(
             effective_policy=convert.effective_policy(effective),
             resolved_channels=list(effective.channels),
             delivery_mode=convert.enum_to_wire(effective.delivery_mode, DeliveryMode),
             require_ack=effective.require_ack,
+            outcome=pb.SimulateOutcome.Value(f"SIMULATE_OUTCOME_{decision.outcome.value}"),
+            existing_notification_id=decision.existing["id"] if decision.existing else "",
+            dedup_owner_id=decision.owner["id"] if decision.owner else "",
         )
 
     @unary(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)

@@ -19,9 +19,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import digests
 from uns_server.domain.enums import EventKind, Status
@@ -49,23 +51,44 @@ class SendResult:
     dedup_owner_id: str | None
 
 
+class Outcome(StrEnum):
+    """What SendNotification does with a request (also what Simulate reports)."""
+
+    NEW = "NEW"
+    IDEMPOTENT_REPLAY = "IDEMPOTENT_REPLAY"
+    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
+    COALESCED = "COALESCED"
+    DEDUPLICATED = "DEDUPLICATED"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The one decision both Send and Simulate make, from the same reads."""
+
+    outcome: Outcome
+    effective: EffectivePolicy
+    existing: RowMapping | None = None  # the idempotency match
+    dedup_key: str | None = None
+    window: RowMapping | None = None  # the dedup window row, if any
+    owner: RowMapping | None = None  # the leader this request would follow
+
+
 class Intake:
     def __init__(self, db: Database, defaults: ServerDefaults, clock: Clock) -> None:
         self._db = db
         self._defaults = defaults
         self._clock = clock
 
-    async def simulate(self, req: SendRequest) -> EffectivePolicy:
+    async def simulate(self, principal: str, req: SendRequest) -> Decision:
+        """Exactly Send's decision, from a read transaction: nothing is written."""
         validate_send(req)
+        key, fingerprint = _keys(principal, req)
         async with self._db.read() as conn:
-            active = await policies.active(conn, req.notification_type)
-        return resolve(req, active, self._defaults)
+            return await self._decide(conn, principal, req, key, fingerprint, self._clock())
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
         validate_send(req)
-        fingerprint = digests.fingerprint(req)
-        idem_key = req.idempotency_key or f"auto:{uuid.uuid4()}"
-        key = digests.idempotency_digest(principal, req.source, idem_key)
+        key, fingerprint = _keys(principal, req)
         for attempt in range(_INSERT_RACE_RETRIES):
             try:
                 return await self._send_once(principal, req, key, fingerprint)
@@ -74,57 +97,77 @@ class Intake:
                     raise
         raise AssertionError("unreachable")
 
+    async def _decide(
+        self,
+        conn: AsyncConnection,
+        principal: str,
+        req: SendRequest,
+        key: str,
+        fingerprint: str,
+        now: datetime,
+    ) -> Decision:
+        existing = await notifications.by_key(conn, key)
+        if existing is not None:
+            effective = EffectivePolicy.from_json(existing["notification"]["effective"])
+            same = existing["fingerprint"] == fingerprint
+            outcome = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
+            return Decision(outcome, effective, existing=existing)
+        active = await policies.active(conn, req.notification_type)
+        effective = resolve(req, active, self._defaults)
+        if not req.dedup_key:
+            return Decision(Outcome.NEW, effective)
+        dedup_key = digests.dedup_digest(
+            principal, req.source, req.dedup_key, effective.effective_hash
+        )
+        window = await notifications.dedup_window(conn, dedup_key)
+        owner = (
+            await notifications.by_id(conn, window["owner_id"])
+            if window is not None and window["owner_id"]
+            else None
+        )
+        if window is not None and owner is not None and _coalesces(owner, window, now):
+            outcome = (
+                Outcome.DEDUPLICATED if owner["status"] == Status.DELIVERED else Outcome.COALESCED
+            )
+            return Decision(outcome, effective, dedup_key=dedup_key, window=window, owner=owner)
+        return Decision(Outcome.NEW, effective, dedup_key=dedup_key, window=window)
+
     async def _send_once(
         self, principal: str, req: SendRequest, key: str, fingerprint: str
     ) -> SendResult:
         now = self._clock()
         async with self._db.write() as tx:
             conn = tx.conn
-            existing = await notifications.by_key(conn, key)
-            if existing is not None:
-                return _replay(existing, fingerprint)
-            active = await policies.active(conn, req.notification_type)
-            effective = resolve(req, active, self._defaults)
+            d = await self._decide(conn, principal, req, key, fingerprint, now)
+            if d.existing is not None:
+                return _replay(d.existing, d.outcome)
+            effective, window, owner = d.effective, d.window, d.owner
             notification_id = str(uuid.uuid4())
-            status = Status.PENDING
-            owner_id: str | None = None
-            owner_status: str | None = None
-            dedup_key: str | None = None
+            status = Status.DEDUPLICATED if d.outcome == Outcome.DEDUPLICATED else Status.PENDING
             generation: int | None = None
-            if req.dedup_key:
-                dedup_key = digests.dedup_digest(
-                    principal, req.source, req.dedup_key, effective.effective_hash
-                )
-                window = await notifications.dedup_window(conn, dedup_key)
-                owner = (
-                    await notifications.by_id(conn, window["owner_id"])
-                    if window is not None and window["owner_id"]
-                    else None
-                )
-                if window is not None and owner is not None and _coalesces(owner, window, now):
-                    owner_id, owner_status = owner["id"], owner["status"]
-                    generation = window["generation"]
-                    if owner_status == Status.DELIVERED:
-                        status = Status.DEDUPLICATED
+            if owner is not None:
+                assert window is not None
+                generation = window["generation"]
+            elif d.dedup_key is not None:  # lead a new generation
+                generation = (window["generation"] + 1) if window is not None else 1
+                until = now + timedelta(seconds=effective.dedup_window_seconds)
+                if window is None:
+                    await notifications.insert_dedup_window(
+                        conn,
+                        d.dedup_key,
+                        owner_id=notification_id,
+                        generation=generation,
+                        until=until,
+                    )
                 else:
-                    generation = (window["generation"] + 1) if window is not None else 1
-                    until = now + timedelta(seconds=effective.dedup_window_seconds)
-                    if window is None:
-                        await notifications.insert_dedup_window(
-                            conn,
-                            dedup_key,
-                            owner_id=notification_id,
-                            generation=generation,
-                            until=until,
-                        )
-                    else:
-                        await notifications.update_dedup_window(
-                            conn,
-                            dedup_key,
-                            owner_id=notification_id,
-                            generation=generation,
-                            until=until,
-                        )
+                    await notifications.update_dedup_window(
+                        conn,
+                        d.dedup_key,
+                        owner_id=notification_id,
+                        generation=generation,
+                        until=until,
+                    )
+            owner_id = owner["id"] if owner is not None else None
             await notifications.insert_notification(
                 conn,
                 _row(
@@ -135,7 +178,7 @@ class Intake:
                     fingerprint,
                     effective,
                     status,
-                    dedup_key=dedup_key,
+                    dedup_key=d.dedup_key,
                     owner_id=owner_id,
                     generation=generation,
                     now=now,
@@ -156,7 +199,7 @@ class Intake:
                     },
                 )
             ]
-            if owner_id is not None:
+            if owner is not None:
                 new_events.append(
                     NewEvent(
                         notification_id,
@@ -164,16 +207,22 @@ class Intake:
                         req.notification_type,
                         EventKind.DEDUP_LINKED,
                         {
-                            "owner_id": owner_id,
+                            "owner_id": owner["id"],
                             "generation": generation,
-                            "owner_status": owner_status,
+                            "owner_status": owner["status"],
                         },
                     )
                 )
             await events.append(tx, new_events, now)
-            if status == Status.PENDING and owner_id is None:
+            if status == Status.PENDING and owner is None:
                 tx.signal(TOPIC_WORK)
         return SendResult(notification_id, status, False, effective, owner_id)
+
+
+def _keys(principal: str, req: SendRequest) -> tuple[str, str]:
+    """(idempotency digest, payload fingerprint). Without a key every call is new."""
+    idem_key = req.idempotency_key or f"auto:{uuid.uuid4()}"
+    return digests.idempotency_digest(principal, req.source, idem_key), digests.fingerprint(req)
 
 
 def _coalesces(owner: RowMapping, window: RowMapping, now: datetime) -> bool:
@@ -182,8 +231,8 @@ def _coalesces(owner: RowMapping, window: RowMapping, now: datetime) -> bool:
     return bool(owner["status"] == Status.DELIVERED and now < window["until"])
 
 
-def _replay(existing: RowMapping, fingerprint: str) -> SendResult:
-    if existing["fingerprint"] != fingerprint:
+def _replay(existing: RowMapping, outcome: Outcome) -> SendResult:
+    if outcome == Outcome.IDEMPOTENCY_CONFLICT:
         raise IdempotencyConflict(
             "idempotency key already used with a different payload",
             metadata={"notification_id": existing["id"]},

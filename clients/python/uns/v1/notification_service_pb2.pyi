@@ -9,6 +9,7 @@ from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from uns.v1 import types_pb2 as _types_pb2
 import builtins as _builtins
 import sys
@@ -20,6 +21,58 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _SimulateOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SimulateOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SimulateOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SIMULATE_OUTCOME_UNSPECIFIED: _SimulateOutcome.ValueType  # 0
+    """Never used by the server."""
+    SIMULATE_OUTCOME_NEW: _SimulateOutcome.ValueType  # 1
+    """A new obligation would be created and dispatched (leading a new dedup
+    generation when dedup_key is set).
+    """
+    SIMULATE_OUTCOME_IDEMPOTENT_REPLAY: _SimulateOutcome.ValueType  # 2
+    """The idempotency key matches an earlier identical request, whose id
+    (existing_notification_id) would be returned with idempotent_replay=true.
+    """
+    SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT: _SimulateOutcome.ValueType  # 3
+    """The idempotency key was used with a different payload: SendNotification
+    would fail with ALREADY_EXISTS / IDEMPOTENCY_CONFLICT.
+    """
+    SIMULATE_OUTCOME_COALESCED: _SimulateOutcome.ValueType  # 4
+    """A new obligation would follow the PENDING dedup leader dedup_owner_id."""
+    SIMULATE_OUTCOME_DEDUPLICATED: _SimulateOutcome.ValueType  # 5
+    """A new obligation would settle DEDUPLICATED at once behind the DELIVERED
+    leader dedup_owner_id.
+    """
+
+class SimulateOutcome(_SimulateOutcome, metaclass=_SimulateOutcomeEnumTypeWrapper):
+    """SimulateOutcome says what SendNotification would do with a request right now."""
+
+SIMULATE_OUTCOME_UNSPECIFIED: SimulateOutcome.ValueType  # 0
+"""Never used by the server."""
+SIMULATE_OUTCOME_NEW: SimulateOutcome.ValueType  # 1
+"""A new obligation would be created and dispatched (leading a new dedup
+generation when dedup_key is set).
+"""
+SIMULATE_OUTCOME_IDEMPOTENT_REPLAY: SimulateOutcome.ValueType  # 2
+"""The idempotency key matches an earlier identical request, whose id
+(existing_notification_id) would be returned with idempotent_replay=true.
+"""
+SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT: SimulateOutcome.ValueType  # 3
+"""The idempotency key was used with a different payload: SendNotification
+would fail with ALREADY_EXISTS / IDEMPOTENCY_CONFLICT.
+"""
+SIMULATE_OUTCOME_COALESCED: SimulateOutcome.ValueType  # 4
+"""A new obligation would follow the PENDING dedup leader dedup_owner_id."""
+SIMULATE_OUTCOME_DEDUPLICATED: SimulateOutcome.ValueType  # 5
+"""A new obligation would settle DEDUPLICATED at once behind the DELIVERED
+leader dedup_owner_id.
+"""
+Global___SimulateOutcome: _TypeAlias = SimulateOutcome  # noqa: Y015
 
 @_typing.final
 class SendNotificationRequest(_message.Message):
@@ -201,7 +254,9 @@ Global___SimulateRequest: _TypeAlias = SimulateRequest  # noqa: Y015
 
 @_typing.final
 class SimulateResponse(_message.Message):
-    """SimulateResponse is the resolution SendNotification would freeze."""
+    """SimulateResponse is the resolution SendNotification would freeze, and what it
+    would do with the request at this moment.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -209,13 +264,24 @@ class SimulateResponse(_message.Message):
     RESOLVED_CHANNELS_FIELD_NUMBER: _builtins.int
     DELIVERY_MODE_FIELD_NUMBER: _builtins.int
     REQUIRE_ACK_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    EXISTING_NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
+    DEDUP_OWNER_ID_FIELD_NUMBER: _builtins.int
     delivery_mode: _types_pb2.DeliveryMode.ValueType
     """The effective delivery mode."""
     require_ack: _builtins.bool
     """The effective require_ack."""
+    outcome: Global___SimulateOutcome.ValueType
+    """What SendNotification would do now."""
+    existing_notification_id: _builtins.str
+    """For IDEMPOTENT_REPLAY and IDEMPOTENCY_CONFLICT: the earlier notification."""
+    dedup_owner_id: _builtins.str
+    """For COALESCED and DEDUPLICATED: the dedup leader."""
     @_builtins.property
     def effective_policy(self) -> _types_pb2.EffectivePolicy:
-        """The effective policy, including its effective_hash."""
+        """The effective policy, including its effective_hash, revision,
+        max_attempts, priority and ack_timeout_minutes (the ack deadline offset).
+        """
 
     @_builtins.property
     def resolved_channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -228,10 +294,13 @@ class SimulateResponse(_message.Message):
         resolved_channels: _abc.Iterable[_builtins.str] | None = ...,
         delivery_mode: _types_pb2.DeliveryMode.ValueType = ...,
         require_ack: _builtins.bool = ...,
+        outcome: Global___SimulateOutcome.ValueType = ...,
+        existing_notification_id: _builtins.str = ...,
+        dedup_owner_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["effective_policy", b"effective_policy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delivery_mode", b"delivery_mode", "effective_policy", b"effective_policy", "require_ack", b"require_ack", "resolved_channels", b"resolved_channels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dedup_owner_id", b"dedup_owner_id", "delivery_mode", b"delivery_mode", "effective_policy", b"effective_policy", "existing_notification_id", b"existing_notification_id", "outcome", b"outcome", "require_ack", b"require_ack", "resolved_channels", b"resolved_channels"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

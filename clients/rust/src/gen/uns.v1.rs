@@ -649,10 +649,12 @@ pub struct SimulateRequest {
     #[prost(message, optional, tag="1")]
     pub request: ::core::option::Option<SendNotificationRequest>,
 }
-/// SimulateResponse is the resolution SendNotification would freeze.
+/// SimulateResponse is the resolution SendNotification would freeze, and what it
+/// would do with the request at this moment.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct SimulateResponse {
-    /// The effective policy, including its effective_hash.
+    /// The effective policy, including its effective_hash, revision,
+    /// max_attempts, priority and ack_timeout_minutes (the ack deadline offset).
     #[prost(message, optional, tag="1")]
     pub effective_policy: ::core::option::Option<EffectivePolicy>,
     /// The effective channels (the same as effective_policy.channels).
@@ -664,6 +666,15 @@ pub struct SimulateResponse {
     /// The effective require_ack.
     #[prost(bool, tag="4")]
     pub require_ack: bool,
+    /// What SendNotification would do now.
+    #[prost(enumeration="SimulateOutcome", tag="5")]
+    pub outcome: i32,
+    /// For IDEMPOTENT_REPLAY and IDEMPOTENCY_CONFLICT: the earlier notification.
+    #[prost(string, tag="6")]
+    pub existing_notification_id: ::prost::alloc::string::String,
+    /// For COALESCED and DEDUPLICATED: the dedup leader.
+    #[prost(string, tag="7")]
+    pub dedup_owner_id: ::prost::alloc::string::String,
 }
 /// AcknowledgeRequest settles a PENDING acknowledgement.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -808,6 +819,55 @@ pub struct ListNotificationsResponse {
     /// Token for the next page; empty on the last page.
     #[prost(string, tag="2")]
     pub next_page_token: ::prost::alloc::string::String,
+}
+/// SimulateOutcome says what SendNotification would do with a request right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum SimulateOutcome {
+    /// Never used by the server.
+    Unspecified = 0,
+    /// A new obligation would be created and dispatched (leading a new dedup
+    /// generation when dedup_key is set).
+    New = 1,
+    /// The idempotency key matches an earlier identical request, whose id
+    /// (existing_notification_id) would be returned with idempotent_replay=true.
+    IdempotentReplay = 2,
+    /// The idempotency key was used with a different payload: SendNotification
+    /// would fail with ALREADY_EXISTS / IDEMPOTENCY_CONFLICT.
+    IdempotencyConflict = 3,
+    /// A new obligation would follow the PENDING dedup leader dedup_owner_id.
+    Coalesced = 4,
+    /// A new obligation would settle DEDUPLICATED at once behind the DELIVERED
+    /// leader dedup_owner_id.
+    Deduplicated = 5,
+}
+impl SimulateOutcome {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "SIMULATE_OUTCOME_UNSPECIFIED",
+            Self::New => "SIMULATE_OUTCOME_NEW",
+            Self::IdempotentReplay => "SIMULATE_OUTCOME_IDEMPOTENT_REPLAY",
+            Self::IdempotencyConflict => "SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT",
+            Self::Coalesced => "SIMULATE_OUTCOME_COALESCED",
+            Self::Deduplicated => "SIMULATE_OUTCOME_DEDUPLICATED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "SIMULATE_OUTCOME_UNSPECIFIED" => Some(Self::Unspecified),
+            "SIMULATE_OUTCOME_NEW" => Some(Self::New),
+            "SIMULATE_OUTCOME_IDEMPOTENT_REPLAY" => Some(Self::IdempotentReplay),
+            "SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT" => Some(Self::IdempotencyConflict),
+            "SIMULATE_OUTCOME_COALESCED" => Some(Self::Coalesced),
+            "SIMULATE_OUTCOME_DEDUPLICATED" => Some(Self::Deduplicated),
+            _ => None,
+        }
+    }
 }
 /// PolicySpec is the content of a policy revision.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -23,6 +23,75 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SimulateOutcome says what SendNotification would do with a request right now.
+type SimulateOutcome int32
+
+const (
+	// Never used by the server.
+	SimulateOutcome_SIMULATE_OUTCOME_UNSPECIFIED SimulateOutcome = 0
+	// A new obligation would be created and dispatched (leading a new dedup
+	// generation when dedup_key is set).
+	SimulateOutcome_SIMULATE_OUTCOME_NEW SimulateOutcome = 1
+	// The idempotency key matches an earlier identical request, whose id
+	// (existing_notification_id) would be returned with idempotent_replay=true.
+	SimulateOutcome_SIMULATE_OUTCOME_IDEMPOTENT_REPLAY SimulateOutcome = 2
+	// The idempotency key was used with a different payload: SendNotification
+	// would fail with ALREADY_EXISTS / IDEMPOTENCY_CONFLICT.
+	SimulateOutcome_SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT SimulateOutcome = 3
+	// A new obligation would follow the PENDING dedup leader dedup_owner_id.
+	SimulateOutcome_SIMULATE_OUTCOME_COALESCED SimulateOutcome = 4
+	// A new obligation would settle DEDUPLICATED at once behind the DELIVERED
+	// leader dedup_owner_id.
+	SimulateOutcome_SIMULATE_OUTCOME_DEDUPLICATED SimulateOutcome = 5
+)
+
+// Enum value maps for SimulateOutcome.
+var (
+	SimulateOutcome_name = map[int32]string{
+		0: "SIMULATE_OUTCOME_UNSPECIFIED",
+		1: "SIMULATE_OUTCOME_NEW",
+		2: "SIMULATE_OUTCOME_IDEMPOTENT_REPLAY",
+		3: "SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT",
+		4: "SIMULATE_OUTCOME_COALESCED",
+		5: "SIMULATE_OUTCOME_DEDUPLICATED",
+	}
+	SimulateOutcome_value = map[string]int32{
+		"SIMULATE_OUTCOME_UNSPECIFIED":          0,
+		"SIMULATE_OUTCOME_NEW":                  1,
+		"SIMULATE_OUTCOME_IDEMPOTENT_REPLAY":    2,
+		"SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT": 3,
+		"SIMULATE_OUTCOME_COALESCED":            4,
+		"SIMULATE_OUTCOME_DEDUPLICATED":         5,
+	}
+)
+
+func (x SimulateOutcome) Enum() *SimulateOutcome {
+	p := new(SimulateOutcome)
+	*p = x
+	return p
+}
+
+func (x SimulateOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SimulateOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_uns_v1_notification_service_proto_enumTypes[0].Descriptor()
+}
+
+func (SimulateOutcome) Type() protoreflect.EnumType {
+	return &file_uns_v1_notification_service_proto_enumTypes[0]
+}
+
+func (x SimulateOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SimulateOutcome.Descriptor instead.
+func (SimulateOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{0}
+}
+
 // SendNotificationRequest describes one obligation.
 type SendNotificationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -348,17 +417,25 @@ func (x *SimulateRequest) GetRequest() *SendNotificationRequest {
 	return nil
 }
 
-// SimulateResponse is the resolution SendNotification would freeze.
+// SimulateResponse is the resolution SendNotification would freeze, and what it
+// would do with the request at this moment.
 type SimulateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The effective policy, including its effective_hash.
+	// The effective policy, including its effective_hash, revision,
+	// max_attempts, priority and ack_timeout_minutes (the ack deadline offset).
 	EffectivePolicy *EffectivePolicy `protobuf:"bytes,1,opt,name=effective_policy,json=effectivePolicy,proto3" json:"effective_policy,omitempty"`
 	// The effective channels (the same as effective_policy.channels).
 	ResolvedChannels []string `protobuf:"bytes,2,rep,name=resolved_channels,json=resolvedChannels,proto3" json:"resolved_channels,omitempty"`
 	// The effective delivery mode.
 	DeliveryMode DeliveryMode `protobuf:"varint,3,opt,name=delivery_mode,json=deliveryMode,proto3,enum=uns.v1.DeliveryMode" json:"delivery_mode,omitempty"`
 	// The effective require_ack.
-	RequireAck    bool `protobuf:"varint,4,opt,name=require_ack,json=requireAck,proto3" json:"require_ack,omitempty"`
+	RequireAck bool `protobuf:"varint,4,opt,name=require_ack,json=requireAck,proto3" json:"require_ack,omitempty"`
+	// What SendNotification would do now.
+	Outcome SimulateOutcome `protobuf:"varint,5,opt,name=outcome,proto3,enum=uns.v1.SimulateOutcome" json:"outcome,omitempty"`
+	// For IDEMPOTENT_REPLAY and IDEMPOTENCY_CONFLICT: the earlier notification.
+	ExistingNotificationId string `protobuf:"bytes,6,opt,name=existing_notification_id,json=existingNotificationId,proto3" json:"existing_notification_id,omitempty"`
+	// For COALESCED and DEDUPLICATED: the dedup leader.
+	DedupOwnerId  string `protobuf:"bytes,7,opt,name=dedup_owner_id,json=dedupOwnerId,proto3" json:"dedup_owner_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +496,27 @@ func (x *SimulateResponse) GetRequireAck() bool {
 		return x.RequireAck
 	}
 	return false
+}
+
+func (x *SimulateResponse) GetOutcome() SimulateOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return SimulateOutcome_SIMULATE_OUTCOME_UNSPECIFIED
+}
+
+func (x *SimulateResponse) GetExistingNotificationId() string {
+	if x != nil {
+		return x.ExistingNotificationId
+	}
+	return ""
+}
+
+func (x *SimulateResponse) GetDedupOwnerId() string {
+	if x != nil {
+		return x.DedupOwnerId
+	}
+	return ""
 }
 
 // AcknowledgeRequest settles a PENDING acknowledgement.
@@ -1199,13 +1297,16 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x11resolved_channels\x18\x06 \x03(\tR\x10resolvedChannels\x12$\n" +
 	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\"L\n" +
 	"\x0fSimulateRequest\x129\n" +
-	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\xdf\x01\n" +
+	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\xf2\x02\n" +
 	"\x10SimulateResponse\x12B\n" +
 	"\x10effective_policy\x18\x01 \x01(\v2\x17.uns.v1.EffectivePolicyR\x0feffectivePolicy\x12+\n" +
 	"\x11resolved_channels\x18\x02 \x03(\tR\x10resolvedChannels\x129\n" +
 	"\rdelivery_mode\x18\x03 \x01(\x0e2\x14.uns.v1.DeliveryModeR\fdeliveryMode\x12\x1f\n" +
 	"\vrequire_ack\x18\x04 \x01(\bR\n" +
-	"requireAck\"\x8c\x01\n" +
+	"requireAck\x121\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x17.uns.v1.SimulateOutcomeR\aoutcome\x128\n" +
+	"\x18existing_notification_id\x18\x06 \x01(\tR\x16existingNotificationId\x12$\n" +
+	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\"\x8c\x01\n" +
 	"\x12AcknowledgeRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x18\n" +
 	"\adismiss\x18\x02 \x01(\bR\adismiss\x123\n" +
@@ -1246,7 +1347,14 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"\x7f\n" +
 	"\x19ListNotificationsResponse\x12:\n" +
 	"\rnotifications\x18\x01 \x03(\v2\x14.uns.v1.NotificationR\rnotifications\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xf5\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xe3\x01\n" +
+	"\x0fSimulateOutcome\x12 \n" +
+	"\x1cSIMULATE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14SIMULATE_OUTCOME_NEW\x10\x01\x12&\n" +
+	"\"SIMULATE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12)\n" +
+	"%SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT\x10\x03\x12\x1e\n" +
+	"\x1aSIMULATE_OUTCOME_COALESCED\x10\x04\x12!\n" +
+	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x052\xf5\x04\n" +
 	"\x13NotificationService\x12U\n" +
 	"\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n" +
 	"\bSimulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12F\n" +
@@ -1269,79 +1377,82 @@ func file_uns_v1_notification_service_proto_rawDescGZIP() []byte {
 	return file_uns_v1_notification_service_proto_rawDescData
 }
 
+var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_uns_v1_notification_service_proto_goTypes = []any{
-	(*SendNotificationRequest)(nil),   // 0: uns.v1.SendNotificationRequest
-	(*SendNotificationResponse)(nil),  // 1: uns.v1.SendNotificationResponse
-	(*SimulateRequest)(nil),           // 2: uns.v1.SimulateRequest
-	(*SimulateResponse)(nil),          // 3: uns.v1.SimulateResponse
-	(*AcknowledgeRequest)(nil),        // 4: uns.v1.AcknowledgeRequest
-	(*AcknowledgeResponse)(nil),       // 5: uns.v1.AcknowledgeResponse
-	(*ReplayRequest)(nil),             // 6: uns.v1.ReplayRequest
-	(*ReplayResponse)(nil),            // 7: uns.v1.ReplayResponse
-	(*ResolveFailureRequest)(nil),     // 8: uns.v1.ResolveFailureRequest
-	(*ResolveFailureResponse)(nil),    // 9: uns.v1.ResolveFailureResponse
-	(*WatchEventsRequest)(nil),        // 10: uns.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),       // 11: uns.v1.WatchEventsResponse
-	(*Heartbeat)(nil),                 // 12: uns.v1.Heartbeat
-	(*GetNotificationRequest)(nil),    // 13: uns.v1.GetNotificationRequest
-	(*GetNotificationResponse)(nil),   // 14: uns.v1.GetNotificationResponse
-	(*ListNotificationsRequest)(nil),  // 15: uns.v1.ListNotificationsRequest
-	(*ListNotificationsResponse)(nil), // 16: uns.v1.ListNotificationsResponse
-	(NotificationIntent)(0),           // 17: uns.v1.NotificationIntent
-	(*AutonomyContext)(nil),           // 18: uns.v1.AutonomyContext
-	(*structpb.Struct)(nil),           // 19: google.protobuf.Struct
-	(DeliveryMode)(0),                 // 20: uns.v1.DeliveryMode
-	(Priority)(0),                     // 21: uns.v1.Priority
-	(NotificationState)(0),            // 22: uns.v1.NotificationState
-	(*EffectivePolicy)(nil),           // 23: uns.v1.EffectivePolicy
-	(*Notification)(nil),              // 24: uns.v1.Notification
-	(EventKind)(0),                    // 25: uns.v1.EventKind
-	(*Event)(nil),                     // 26: uns.v1.Event
-	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
+	(SimulateOutcome)(0),              // 0: uns.v1.SimulateOutcome
+	(*SendNotificationRequest)(nil),   // 1: uns.v1.SendNotificationRequest
+	(*SendNotificationResponse)(nil),  // 2: uns.v1.SendNotificationResponse
+	(*SimulateRequest)(nil),           // 3: uns.v1.SimulateRequest
+	(*SimulateResponse)(nil),          // 4: uns.v1.SimulateResponse
+	(*AcknowledgeRequest)(nil),        // 5: uns.v1.AcknowledgeRequest
+	(*AcknowledgeResponse)(nil),       // 6: uns.v1.AcknowledgeResponse
+	(*ReplayRequest)(nil),             // 7: uns.v1.ReplayRequest
+	(*ReplayResponse)(nil),            // 8: uns.v1.ReplayResponse
+	(*ResolveFailureRequest)(nil),     // 9: uns.v1.ResolveFailureRequest
+	(*ResolveFailureResponse)(nil),    // 10: uns.v1.ResolveFailureResponse
+	(*WatchEventsRequest)(nil),        // 11: uns.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),       // 12: uns.v1.WatchEventsResponse
+	(*Heartbeat)(nil),                 // 13: uns.v1.Heartbeat
+	(*GetNotificationRequest)(nil),    // 14: uns.v1.GetNotificationRequest
+	(*GetNotificationResponse)(nil),   // 15: uns.v1.GetNotificationResponse
+	(*ListNotificationsRequest)(nil),  // 16: uns.v1.ListNotificationsRequest
+	(*ListNotificationsResponse)(nil), // 17: uns.v1.ListNotificationsResponse
+	(NotificationIntent)(0),           // 18: uns.v1.NotificationIntent
+	(*AutonomyContext)(nil),           // 19: uns.v1.AutonomyContext
+	(*structpb.Struct)(nil),           // 20: google.protobuf.Struct
+	(DeliveryMode)(0),                 // 21: uns.v1.DeliveryMode
+	(Priority)(0),                     // 22: uns.v1.Priority
+	(NotificationState)(0),            // 23: uns.v1.NotificationState
+	(*EffectivePolicy)(nil),           // 24: uns.v1.EffectivePolicy
+	(*Notification)(nil),              // 25: uns.v1.Notification
+	(EventKind)(0),                    // 26: uns.v1.EventKind
+	(*Event)(nil),                     // 27: uns.v1.Event
+	(*timestamppb.Timestamp)(nil),     // 28: google.protobuf.Timestamp
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
-	17, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
-	18, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
-	19, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
-	20, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
-	21, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	22, // 5: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	20, // 6: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	0,  // 7: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	23, // 8: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	20, // 9: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	19, // 10: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	24, // 11: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	24, // 12: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	24, // 13: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	25, // 14: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	26, // 15: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	12, // 16: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	27, // 17: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	24, // 18: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	24, // 19: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	0,  // 20: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	2,  // 21: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	4,  // 22: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	6,  // 23: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	8,  // 24: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	10, // 25: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	13, // 26: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	15, // 27: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	1,  // 28: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	3,  // 29: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	5,  // 30: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	7,  // 31: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	9,  // 32: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	11, // 33: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	14, // 34: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	16, // 35: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	18, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
+	19, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
+	20, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
+	21, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
+	22, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
+	23, // 5: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	21, // 6: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	1,  // 7: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
+	24, // 8: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	21, // 9: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	0,  // 10: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
+	20, // 11: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	25, // 12: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	25, // 13: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	25, // 14: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	26, // 15: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	27, // 16: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	13, // 17: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	28, // 18: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	25, // 19: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	25, // 20: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	1,  // 21: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	3,  // 22: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	5,  // 23: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	7,  // 24: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	9,  // 25: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	11, // 26: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	14, // 27: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	16, // 28: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	2,  // 29: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	4,  // 30: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	6,  // 31: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	8,  // 32: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	10, // 33: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	12, // 34: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	15, // 35: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	17, // 36: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }
@@ -1360,13 +1471,14 @@ func file_uns_v1_notification_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_notification_service_proto_rawDesc), len(file_uns_v1_notification_service_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_uns_v1_notification_service_proto_goTypes,
 		DependencyIndexes: file_uns_v1_notification_service_proto_depIdxs,
+		EnumInfos:         file_uns_v1_notification_service_proto_enumTypes,
 		MessageInfos:      file_uns_v1_notification_service_proto_msgTypes,
 	}.Build()
 	File_uns_v1_notification_service_proto = out.File

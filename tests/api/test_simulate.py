@@ -1,0 +1,96 @@
+"""Simulate runs Send's decision without writing anything or calling a provider."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.support.http_receiver import HttpReceiver
+from tests.support.policies import activate_policy
+from tests.support.server import RunningServer, send_request, start_server
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import types_pb2 as t
+from uns_server.domain.enums import DeliveryMode, Priority
+from uns_server.store import events
+from uns_server.store.db import Database
+from uns_server.store.tables import notifications
+
+
+async def snapshot(url: str) -> tuple[int, int]:
+    """(notification rows, event high-water sequence)."""
+    db = Database(url)
+    try:
+        async with db.read() as conn:
+            rows = len((await conn.execute(notifications.select())).all())
+            return rows, await events.high_water(conn)
+    finally:
+        await db.dispose()
+
+
+async def simulate(srv: RunningServer, **fields: object) -> pb.SimulateResponse:
+    reply: pb.SimulateResponse = await srv.stub("alice").Simulate(
+        pb.SimulateRequest(request=send_request(**fields))
+    )
+    return reply
+
+
+async def test_simulate_reports_every_outcome_and_writes_nothing(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with HttpReceiver() as receiver:
+        channels = tmp_path / "channels.yaml"
+        channels.write_text(f"hook:\n  type: webhook\n  url: {receiver.url()}\n  secret: s\n")
+        await activate_policy(
+            db_url,
+            "ops.paged",
+            channels=["hook"],
+            delivery_mode=DeliveryMode.GUARANTEED,
+            require_ack=True,
+            ack_timeout_minutes=15,
+            priority=Priority.HIGH,
+            max_attempts=7,
+        )
+        srv = await start_server(
+            db_url, tmp_path, channels_file=str(channels), dispatch_enabled=False
+        )
+        try:
+            fresh = await simulate(srv, notification_type="ops.paged", idempotency_key="k")
+            assert fresh.outcome == pb.SIMULATE_OUTCOME_NEW
+            policy = fresh.effective_policy
+            assert list(fresh.resolved_channels) == ["hook"] and fresh.require_ack
+            assert (policy.ack_timeout_minutes, policy.max_attempts) == (15, 7)
+            assert policy.priority == t.PRIORITY_HIGH and policy.policy_revision == 1
+
+            leader = await srv.stub("alice").SendNotification(
+                send_request(notification_type="ops.paged", idempotency_key="k", dedup_key="d")
+            )
+            before = await snapshot(db_url)
+            replay = await simulate(
+                srv, notification_type="ops.paged", idempotency_key="k", dedup_key="d"
+            )
+            assert replay.outcome == pb.SIMULATE_OUTCOME_IDEMPOTENT_REPLAY
+            assert replay.existing_notification_id == leader.notification_id
+            conflict = await simulate(
+                srv, notification_type="ops.paged", idempotency_key="k", title="changed"
+            )
+            assert conflict.outcome == pb.SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT
+            follow = await simulate(
+                srv, notification_type="ops.paged", idempotency_key="k2", dedup_key="d"
+            )
+            assert follow.outcome == pb.SIMULATE_OUTCOME_COALESCED
+            assert follow.dedup_owner_id == leader.notification_id
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await simulate(srv, notification_type="ops.paged", delivery_mode=1)
+            assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert await snapshot(db_url) == before
+
+            await srv.app.dispatcher.run_once()  # the leader is delivered
+            dedup = await simulate(
+                srv, notification_type="ops.paged", idempotency_key="k3", dedup_key="d"
+            )
+            assert dedup.outcome == pb.SIMULATE_OUTCOME_DEDUPLICATED
+        finally:
+            await srv.stop()
+        assert len(receiver.requests) == 1  # only the real send reached the provider
