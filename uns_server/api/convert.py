@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from sqlalchemy.engine import RowMapping
+
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
-
 from uns_server.domain.enums import (
     AckStatus,
     AutonomyMode,
