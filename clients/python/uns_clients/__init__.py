@@ -1,1 +1,73 @@
-"""UNS Python client."""
+"""UNS Python client: typed async and blocking clients for ``uns.v1.NotificationService``.
+
+::
+
+    from uns_clients import AsyncClient, IdempotencyConflict
+
+    async with AsyncClient("127.0.0.1:50051", api_key=key) as uns:
+        sent = await uns.send(notification_type="disk.full", intent="WARNING",
+                              title="Disk almost full", message="92% used", source="monitor")
+        notification = await uns.get(sent.notification_id)
+
+Calls return the generated messages of the ``uns`` package (``uns.v1.types_pb2``,
+``uns.v1.notification_service_pb2``) and raise subclasses of ``UnsError``, one per
+``ErrorInfo`` reason. Everything public is importable from here; the modules with a
+leading underscore are private.
+"""
+
+from uns_clients._client import AsyncClient, Client
+from uns_clients._config import ClientConfig
+from uns_clients._convert import SendFields
+from uns_clients._errors import (
+    AckConflict,
+    AckDeadlinePassed,
+    AckNotPending,
+    DeadlineExceeded,
+    HistoryCompacted,
+    IdempotencyConflict,
+    InvalidRequest,
+    NotDeadLettered,
+    NotFound,
+    PermissionDenied,
+    PolicyOverride,
+    ReplayBlocked,
+    ReservedMetadataKey,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+    UnsError,
+)
+from uns_clients._watch import EventStream
+from uns_clients.webhooks import (
+    TOLERANCE_SECONDS_DEFAULT,
+    WebhookVerificationError,
+    verify_webhook,
+)
+
+__all__ = [
+    "TOLERANCE_SECONDS_DEFAULT",
+    "AckConflict",
+    "AckDeadlinePassed",
+    "AckNotPending",
+    "AsyncClient",
+    "Client",
+    "ClientConfig",
+    "DeadlineExceeded",
+    "EventStream",
+    "HistoryCompacted",
+    "IdempotencyConflict",
+    "InvalidRequest",
+    "NotDeadLettered",
+    "NotFound",
+    "PermissionDenied",
+    "PolicyOverride",
+    "ReplayBlocked",
+    "ReservedMetadataKey",
+    "SendFields",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "UnsError",
+    "WebhookVerificationError",
+    "verify_webhook",
+]

@@ -1,0 +1,455 @@
+"""``AsyncClient`` (grpc.aio) and ``Client`` (blocking gRPC stubs): the same methods, the
+same retries, the same typed errors. Both return the generated ``uns.v1`` messages.
+
+Retries follow the table in ``_retry``: SendNotification repeats its idempotency key
+(generated before the first attempt when the caller gives none), reads and Acknowledge
+retry UNAVAILABLE, Replay and ResolveFailure never retry.
+"""
+
+# ruff: noqa: ASYNC109 -- ``timeout`` is the gRPC deadline sent to the server with each
+# attempt, not a local cancel scope; asyncio.timeout() cannot express it.
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import replace
+from types import TracebackType
+from typing import Any, TypeVar, Unpack
+from weakref import WeakSet
+
+import grpc
+
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import notification_service_pb2_grpc as pb_grpc
+from uns.v1 import types_pb2 as t
+from uns_clients import _convert
+from uns_clients._config import ClientConfig
+from uns_clients._convert import EventKindLike, SendFields
+from uns_clients._errors import UnsError, error_from_rpc
+from uns_clients._retry import (
+    NO_RETRY,
+    SAFE_RETRY_ON,
+    SEND_RETRY_ON,
+    async_retrying,
+    sync_retrying,
+)
+from uns_clients._watch import EventStream
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+def _config(config: ClientConfig | str, api_key: str | None) -> ClientConfig:
+    if isinstance(config, str):
+        return ClientConfig(target=config, api_key=api_key)
+    return config if api_key is None else replace(config, api_key=api_key)
+
+
+def _credentials(config: ClientConfig) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(
+        root_certificates=config.root_certificates,
+        private_key=config.client_private_key,
+        certificate_chain=config.client_certificate_chain,
+    )
+
+
+class AsyncClient:
+    """The asyncio client.
+
+    ::
+
+        async with AsyncClient("127.0.0.1:50051", api_key=key) as uns:
+            sent = await uns.send(notification_type="disk.full", intent="WARNING",
+                                  title="Disk almost full", message="92%", source="monitor")
+            async for event in uns.watch(notification_ids=[sent.notification_id],
+                                         replay_history=True):
+                ...
+
+    Every method raises a subclass of ``UnsError`` on failure. ``timeout`` (seconds) bounds
+    each attempt; ``None`` uses ``ClientConfig.timeout_seconds``.
+    """
+
+    def __init__(self, config: ClientConfig | str, *, api_key: str | None = None) -> None:
+        """Connect lazily to ``config`` (a ``ClientConfig`` or a ``HOST:PORT`` target);
+        ``api_key`` overrides the configuration's."""
+        self.config: ClientConfig = _config(config, api_key)
+        options = self.config.grpc_options()
+        if self.config.tls:
+            self._channel = grpc.aio.secure_channel(
+                self.config.target, _credentials(self.config), options=options
+            )
+        else:
+            self._channel = grpc.aio.insecure_channel(self.config.target, options=options)
+        self._stub = pb_grpc.NotificationServiceStub(self._channel)
+        self._metadata = self.config.auth_metadata()
+        self._streams: WeakSet[EventStream] = WeakSet()
+
+    async def send(
+        self, *, timeout: float | None = None, **fields: Unpack[SendFields]
+    ) -> pb.SendNotificationResponse:
+        """Accept an obligation (SendNotification). Retries UNAVAILABLE and
+        DEADLINE_EXCEEDED with the same idempotency key, so a retry never creates a second
+        notification: the server answers the original with ``idempotent_replay=True``."""
+        return await self.send_request(_convert.send_request(fields), timeout=timeout)
+
+    async def send_request(
+        self, request: pb.SendNotificationRequest, *, timeout: float | None = None
+    ) -> pb.SendNotificationResponse:
+        """``send()`` for a ready-made request; one without an idempotency key is sent as a
+        copy with a new one."""
+        request = _convert.with_idempotency_key(request)
+        return await self._unary(
+            "SendNotification",
+            self._stub.SendNotification,
+            request,
+            SEND_RETRY_ON,
+            timeout,
+            {"idempotency_key": request.idempotency_key},
+        )
+
+    async def simulate(
+        self, *, timeout: float | None = None, **fields: Unpack[SendFields]
+    ) -> pb.SimulateResponse:
+        """Resolve the policy exactly as ``send()`` would, without writing anything."""
+        return await self.simulate_request(
+            _convert.send_request(fields, generate_key=False), timeout=timeout
+        )
+
+    async def simulate_request(
+        self, request: pb.SendNotificationRequest, *, timeout: float | None = None
+    ) -> pb.SimulateResponse:
+        """``simulate()`` for a ready-made request."""
+        return await self._unary(
+            "Simulate",
+            self._stub.Simulate,
+            pb.SimulateRequest(request=request),
+            SAFE_RETRY_ON,
+            timeout,
+        )
+
+    async def get(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
+        """Read one notification (GetNotification)."""
+        response = await self._unary(
+            "GetNotification",
+            self._stub.GetNotification,
+            pb.GetNotificationRequest(notification_id=notification_id),
+            SAFE_RETRY_ON,
+            timeout,
+        )
+        return response.notification
+
+    async def list(
+        self, *, filter: str = "", page_size: int = 0, timeout: float | None = None
+    ) -> AsyncIterator[t.Notification]:
+        """Every notification matching ``filter`` (AIP-160 subset, e.g.
+        ``'state = FAILED AND dead_letter = true'``), newest first, fetching pages of
+        ``page_size`` (0: the server's default) as the iteration goes."""
+        token = ""
+        while True:
+            page = await self.list_page(
+                filter=filter, page_size=page_size, page_token=token, timeout=timeout
+            )
+            for notification in page.notifications:
+                yield notification
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def list_page(
+        self,
+        *,
+        filter: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> pb.ListNotificationsResponse:
+        """One page of ListNotifications, for callers that keep the page token."""
+        return await self._unary(
+            "ListNotifications",
+            self._stub.ListNotifications,
+            pb.ListNotificationsRequest(filter=filter, page_size=page_size, page_token=page_token),
+            SAFE_RETRY_ON,
+            timeout,
+        )
+
+    async def acknowledge(
+        self,
+        notification_id: str,
+        *,
+        dismiss: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> pb.AcknowledgeResponse:
+        """Settle a PENDING acknowledgement as ACKED (or DISMISSED). Retries UNAVAILABLE:
+        the server returns the original settlement to the same actor repeating the same
+        outcome (``idempotent_replay=True``)."""
+        request = pb.AcknowledgeRequest(notification_id=notification_id, dismiss=dismiss)
+        if metadata is not None:
+            request.metadata.CopyFrom(_convert.struct(metadata))
+        return await self._unary(
+            "Acknowledge", self._stub.Acknowledge, request, SAFE_RETRY_ON, timeout
+        )
+
+    async def replay(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
+        """Open a new delivery cycle for a dead-lettered notification (operator). Not
+        retried."""
+        response = await self._unary(
+            "Replay",
+            self._stub.Replay,
+            pb.ReplayRequest(notification_id=notification_id),
+            NO_RETRY,
+            timeout,
+        )
+        return response.notification
+
+    async def resolve_failure(
+        self, notification_id: str, *, timeout: float | None = None
+    ) -> t.Notification:
+        """Clear the dead-letter flag without replaying (operator). Not retried."""
+        response = await self._unary(
+            "ResolveFailure",
+            self._stub.ResolveFailure,
+            pb.ResolveFailureRequest(notification_id=notification_id),
+            NO_RETRY,
+            timeout,
+        )
+        return response.notification
+
+    def watch(
+        self,
+        *,
+        after_sequence: int = 0,
+        notification_ids: Iterable[str] = (),
+        kinds: Iterable[EventKindLike] = (),
+        notification_type: str = "",
+        replay_history: bool = False,
+    ) -> EventStream:
+        """Subscribe to events (WatchEvents): an async iterator that reconnects on
+        UNAVAILABLE and resumes after the last event (or heartbeat) it saw.
+
+        ``after_sequence``: start after this sequence (a saved ``EventStream.cursor``);
+        0 means "from now", or all retained history with ``replay_history``. Filters
+        combine with AND. Nothing is sent until the first ``__anext__``.
+        """
+        request = _convert.watch_request(
+            after_sequence=after_sequence,
+            notification_ids=notification_ids,
+            kinds=kinds,
+            notification_type=notification_type,
+            replay_history=replay_history,
+        )
+        stream = EventStream(self._stub, self.config, request, self._metadata)
+        self._streams.add(stream)
+        return stream
+
+    async def close(self) -> None:
+        """End open watch streams and close the channel."""
+        for stream in builtins.list(self._streams):
+            await stream.aclose()
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _unary(
+        self,
+        rpc: str,
+        method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        retry_on: tuple[type[UnsError], ...],
+        timeout: float | None,
+        context: Mapping[str, str] | None = None,
+    ) -> Resp:
+        deadline = self.config.timeout_seconds if timeout is None else timeout
+        async for attempt in async_retrying(self.config, rpc, retry_on, context):
+            with attempt:
+                try:
+                    return await method(request, timeout=deadline, metadata=self._metadata)
+                except grpc.aio.AioRpcError as exc:
+                    raise error_from_rpc(exc) from exc
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+class Client:
+    """The blocking client: ``AsyncClient``'s methods on blocking gRPC stubs (no event
+    loop involved), safe to share between threads. No ``watch()``: subscribe with
+    ``AsyncClient``.
+
+    ::
+
+        with Client("127.0.0.1:50051", api_key=key) as uns:
+            sent = uns.send(notification_type="disk.full", intent="WARNING",
+                            title="Disk almost full", message="92%", source="monitor")
+    """
+
+    def __init__(self, config: ClientConfig | str, *, api_key: str | None = None) -> None:
+        """Connect lazily to ``config`` (a ``ClientConfig`` or a ``HOST:PORT`` target);
+        ``api_key`` overrides the configuration's."""
+        self.config: ClientConfig = _config(config, api_key)
+        options = self.config.grpc_options()
+        if self.config.tls:
+            self._channel = grpc.secure_channel(
+                self.config.target, _credentials(self.config), options=options
+            )
+        else:
+            self._channel = grpc.insecure_channel(self.config.target, options=options)
+        self._stub = pb_grpc.NotificationServiceStub(self._channel)
+        self._metadata = self.config.auth_metadata()
+
+    def send(
+        self, *, timeout: float | None = None, **fields: Unpack[SendFields]
+    ) -> pb.SendNotificationResponse:
+        """See ``AsyncClient.send``."""
+        return self.send_request(_convert.send_request(fields), timeout=timeout)
+
+    def send_request(
+        self, request: pb.SendNotificationRequest, *, timeout: float | None = None
+    ) -> pb.SendNotificationResponse:
+        """See ``AsyncClient.send_request``."""
+        request = _convert.with_idempotency_key(request)
+        return self._unary(
+            "SendNotification",
+            self._stub.SendNotification,
+            request,
+            SEND_RETRY_ON,
+            timeout,
+            {"idempotency_key": request.idempotency_key},
+        )
+
+    def simulate(
+        self, *, timeout: float | None = None, **fields: Unpack[SendFields]
+    ) -> pb.SimulateResponse:
+        """See ``AsyncClient.simulate``."""
+        return self.simulate_request(
+            _convert.send_request(fields, generate_key=False), timeout=timeout
+        )
+
+    def simulate_request(
+        self, request: pb.SendNotificationRequest, *, timeout: float | None = None
+    ) -> pb.SimulateResponse:
+        """See ``AsyncClient.simulate_request``."""
+        return self._unary(
+            "Simulate",
+            self._stub.Simulate,
+            pb.SimulateRequest(request=request),
+            SAFE_RETRY_ON,
+            timeout,
+        )
+
+    def get(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
+        """See ``AsyncClient.get``."""
+        return self._unary(
+            "GetNotification",
+            self._stub.GetNotification,
+            pb.GetNotificationRequest(notification_id=notification_id),
+            SAFE_RETRY_ON,
+            timeout,
+        ).notification
+
+    def list(
+        self, *, filter: str = "", page_size: int = 0, timeout: float | None = None
+    ) -> Iterator[t.Notification]:
+        """See ``AsyncClient.list``."""
+        token = ""
+        while True:
+            page = self.list_page(
+                filter=filter, page_size=page_size, page_token=token, timeout=timeout
+            )
+            yield from page.notifications
+            token = page.next_page_token
+            if not token:
+                return
+
+    def list_page(
+        self,
+        *,
+        filter: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> pb.ListNotificationsResponse:
+        """See ``AsyncClient.list_page``."""
+        return self._unary(
+            "ListNotifications",
+            self._stub.ListNotifications,
+            pb.ListNotificationsRequest(filter=filter, page_size=page_size, page_token=page_token),
+            SAFE_RETRY_ON,
+            timeout,
+        )
+
+    def acknowledge(
+        self,
+        notification_id: str,
+        *,
+        dismiss: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> pb.AcknowledgeResponse:
+        """See ``AsyncClient.acknowledge``."""
+        request = pb.AcknowledgeRequest(notification_id=notification_id, dismiss=dismiss)
+        if metadata is not None:
+            request.metadata.CopyFrom(_convert.struct(metadata))
+        return self._unary("Acknowledge", self._stub.Acknowledge, request, SAFE_RETRY_ON, timeout)
+
+    def replay(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
+        """See ``AsyncClient.replay``."""
+        return self._unary(
+            "Replay",
+            self._stub.Replay,
+            pb.ReplayRequest(notification_id=notification_id),
+            NO_RETRY,
+            timeout,
+        ).notification
+
+    def resolve_failure(
+        self, notification_id: str, *, timeout: float | None = None
+    ) -> t.Notification:
+        """See ``AsyncClient.resolve_failure``."""
+        return self._unary(
+            "ResolveFailure",
+            self._stub.ResolveFailure,
+            pb.ResolveFailureRequest(notification_id=notification_id),
+            NO_RETRY,
+            timeout,
+        ).notification
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _unary(
+        self,
+        rpc: str,
+        method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        retry_on: tuple[type[UnsError], ...],
+        timeout: float | None,
+        context: Mapping[str, str] | None = None,
+    ) -> Resp:
+        deadline = self.config.timeout_seconds if timeout is None else timeout
+        for attempt in sync_retrying(self.config, rpc, retry_on, context):
+            with attempt:
+                try:
+                    return method(request, timeout=deadline, metadata=self._metadata)
+                except grpc.RpcError as exc:
+                    raise error_from_rpc(exc) from exc
+        raise AssertionError("unreachable: tenacity re-raises the last error")

@@ -1,0 +1,94 @@
+"""acknowledge(), replay() and resolve_failure() through both clients."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from tests.clients.helpers import send_fields
+from tests.support.server import RunningServer
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import types_pb2 as t
+from uns_clients import (
+    AckConflict,
+    AckNotPending,
+    AsyncClient,
+    Client,
+    NotDeadLettered,
+    NotFound,
+    Unimplemented,
+)
+
+AsyncClients = Callable[[str], AsyncClient]
+SyncClients = Callable[[str], Client]
+UNKNOWN_ID = "00000000-0000-4000-8000-000000000000"
+
+
+async def delivered_with_ack(alice: AsyncClient) -> str:
+    sent = await alice.send(**send_fields(require_ack=True, wait_for_first_attempt=True))
+    assert sent.state == t.NOTIFICATION_STATE_DELIVERED and sent.require_ack
+    return sent.notification_id
+
+
+async def test_acknowledge_is_idempotent_for_the_same_outcome(
+    server: RunningServer, async_client: AsyncClients
+) -> None:
+    alice, rita = async_client("alice"), async_client("rita")
+    notification_id = await delivered_with_ack(alice)
+    try:
+        acked = await rita.acknowledge(notification_id, metadata={"note": "on it"})
+    except Unimplemented:
+        pytest.skip("Acknowledge not implemented on server yet")
+    assert isinstance(acked, pb.AcknowledgeResponse)
+    assert acked.notification.ack_state == t.ACK_STATE_ACKED and not acked.idempotent_replay
+    assert acked.notification.ack_actor == "rita"
+    assert dict(acked.notification.response_metadata) == {"note": "on it"}
+    again = await rita.acknowledge(notification_id, metadata={"note": "on it"})
+    assert again.idempotent_replay and again.notification.ack_state == t.ACK_STATE_ACKED
+    with pytest.raises(AckConflict):
+        await rita.acknowledge(notification_id, dismiss=True)
+    assert (await alice.get(notification_id)).ack_state == t.ACK_STATE_ACKED
+
+
+async def test_acknowledge_refusals(server: RunningServer, async_client: AsyncClients) -> None:
+    alice, rita = async_client("alice"), async_client("rita")
+    sent = await alice.send(**send_fields(wait_for_first_attempt=True))
+    try:
+        with pytest.raises(AckNotPending):
+            await rita.acknowledge(sent.notification_id)  # no ack required
+    except Unimplemented:
+        pytest.skip("Acknowledge not implemented on server yet")
+    with pytest.raises(NotFound):
+        await rita.acknowledge(UNKNOWN_ID)
+
+
+async def test_sync_dismiss(
+    server: RunningServer, async_client: AsyncClients, sync_client: SyncClients
+) -> None:
+    notification_id = await delivered_with_ack(async_client("alice"))
+    rita = sync_client("rita")
+    try:
+        dismissed = await asyncio.to_thread(rita.acknowledge, notification_id, dismiss=True)
+    except Unimplemented:
+        pytest.skip("Acknowledge not implemented on server yet")
+    assert dismissed.notification.ack_state == t.ACK_STATE_DISMISSED
+
+
+async def test_replay_and_resolve_failure_refuse_what_is_not_dead_lettered(
+    server: RunningServer, async_client: AsyncClients, sync_client: SyncClients
+) -> None:
+    sent = await async_client("alice").send(**send_fields(wait_for_first_attempt=True))
+    oscar = async_client("oscar")
+    try:
+        with pytest.raises(NotDeadLettered):
+            await oscar.replay(sent.notification_id)
+    except Unimplemented:
+        pytest.skip("Replay not implemented on server yet")
+    with pytest.raises(NotDeadLettered):
+        await oscar.resolve_failure(sent.notification_id)
+    with pytest.raises(NotFound):
+        await asyncio.to_thread(sync_client("oscar").replay, UNKNOWN_ID)
+    with pytest.raises(NotDeadLettered):
+        await asyncio.to_thread(sync_client("oscar").resolve_failure, sent.notification_id)
