@@ -12,6 +12,7 @@ import os
 import platform
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -52,6 +53,7 @@ async def run(options: Options) -> int:
     started = time.monotonic()
     rows: list[Row] = []
     phases: dict[str, float] = {}
+    errors: dict[str, str] = {}
     meta: dict[str, Any] = {"started": stamp, "profile": profile.name, "run_dir": str(run_dir)}
     hotspots: dict[str, Any] | None = None
     want = set(options.workloads)
@@ -66,20 +68,32 @@ async def run(options: Options) -> int:
         meta.update(await _machine(harness))
         accept_sql: list[capture.Statement] | None = None
 
-        async def phase(name: str, body: Any) -> Any:
+        async def phase(name: str, body: Any, empty: Any = ()) -> Any:
+            """Run one phase; a failure is reported and the run goes on without it."""
             _log(f"{name} ...")
             t0 = time.monotonic()
             try:
                 return await body
+            except Exception as exc:
+                errors[name] = f"{type(exc).__name__}: {exc}"[:2000]
+                _log(f"{name} FAILED: {errors[name]}")
+                traceback.print_exc()
+                return empty
             finally:
                 phases[name] = round(time.monotonic() - t0, 1)
                 _log(f"{name} done in {phases[name]} s")
 
         if want & {"drain", "pgbench"}:
-            outcome = await phase("drain", drain.run(harness, receiver, profile))
-            accept_sql = outcome.accept_sql
-            if "drain" in want:
-                rows.append(outcome.row)
+            measure = "drain" in want
+            outcome = await phase(
+                "drain" if measure else "capture",
+                drain.run(harness, receiver, profile, measure=measure),
+                None,
+            )
+            if outcome is not None:
+                accept_sql = outcome.accept_sql
+                if outcome.row is not None:
+                    rows.append(outcome.row)
         if "pgbench" in want and accept_sql is not None:
             rows += await phase("pgbench", _pgbench(harness, profile, accept_sql, run_dir))
             meta["accept_transaction_sql"] = [s.sql for s in accept_sql]
@@ -87,7 +101,7 @@ async def run(options: Options) -> int:
             rows += await phase("echo", echo.run(harness, profile, tag))
         if want & {"accept", "deliver", "watch"}:
             main_rows, hotspots = await phase(
-                "uns", _uns(harness, receiver, profile, options, run_dir, tag)
+                "uns", _uns(harness, receiver, profile, options, run_dir, tag), ([], None)
             )
             rows += main_rows
         if "growth" in want:
@@ -104,6 +118,7 @@ async def run(options: Options) -> int:
             harness.close()
 
     meta["phase_seconds"] = phases
+    meta["errors"] = errors
     meta["total_seconds"] = round(time.monotonic() - started, 1)
     results = report.Results(_ordered(rows))
     text = report.render(results)
@@ -120,9 +135,11 @@ async def run(options: Options) -> int:
     title = f"UNS bench ({profile.name}, {meta.get('cpu_count')} cores, {stamp})"
     charted = report.write_chart(png, results, title)
     print()
+    for name, error in errors.items():
+        print(f"phase {name} FAILED: {error}")
     print(f"total {meta['total_seconds']} s; JSON: {json_path}")
     print(f"chart: {png}" if charted else "chart: skipped (matplotlib not installed)")
-    return 0
+    return 1 if errors else 0
 
 
 async def _pgbench(

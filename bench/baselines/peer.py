@@ -19,6 +19,7 @@ from bench.stats import Row
 DATABASE = "peer"
 DEFER_CONCURRENCY = 16
 WORKER_CONCURRENCY = 8  # like uns-server's default dispatch concurrency
+RESULT_LINE_LIMIT = 64 * 1024 * 1024
 
 
 def available() -> bool:
@@ -38,6 +39,7 @@ async def run(harness: Harness, profile: Profile) -> list[Row]:
         str(profile.peer_cap_seconds),
         stdout=asyncio.subprocess.PIPE,
         stderr=(harness.run_dir / "peer.log").open("wb"),
+        limit=RESULT_LINE_LIMIT,  # the result line carries every defer latency
     )
     meter = CpuMeter(lambda: proc.pid, harness.postmaster)
     windows: dict[str, Any] = {}

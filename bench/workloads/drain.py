@@ -25,11 +25,13 @@ PREFIX = "drain-"
 
 @dataclass
 class DrainOutcome:
-    row: Row
+    row: Row | None  # None when only the capture was wanted
     accept_sql: list[capture.Statement]
 
 
-async def run(harness: Harness, receiver: WebhookReceiver, profile: Profile) -> DrainOutcome:
+async def run(
+    harness: Harness, receiver: WebhookReceiver, profile: Profile, *, measure: bool = True
+) -> DrainOutcome:
     dsn = harness.create_database(DATABASE)
     conn = await harness.sql(DATABASE)
     try:
@@ -48,6 +50,8 @@ async def run(harness: Harness, receiver: WebhookReceiver, profile: Profile) -> 
         with harness.pg.log.open("rb") as fh:
             fh.seek(log_offset)
             accept_sql = capture.accept_transaction(fh.read().decode(errors="replace"))
+        if not measure:
+            return DrainOutcome(None, accept_sql)
 
         backlog = profile.drain_backlog
         fill_seconds = await sqlgen.clone(
