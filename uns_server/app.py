@@ -24,11 +24,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from uns.v1 import (
+    audit_service_pb2,
+    audit_service_pb2_grpc,
     notification_service_pb2,
     notification_service_pb2_grpc,
     policy_service_pb2,
     policy_service_pb2_grpc,
 )
+from uns_server.api.audit_servicer import AuditServicer
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.channels.config import load_channels_config
@@ -93,7 +96,7 @@ class App:
         )
         self.acks = Acks(self.db, clock)
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)
-        self.hub = EventHub(self.db)
+        self.hub = EventHub(self.db, settings.watch_queue_max)
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
@@ -126,10 +129,14 @@ class App:
         policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(
             PolicyServicer(self.authenticator, PolicyService(self.db, self.clock)), self.server
         )
+        audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
+            AuditServicer(self.db, self.authenticator), self.server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         services = (
             notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
             policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name,
+            audit_service_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         )

@@ -21,6 +21,7 @@ LEASE_SECONDS_DEFAULT = 60.0
 IDLE_POLL_SECONDS_DEFAULT = 5.0
 EXPIRY_POLL_SECONDS_DEFAULT = 5.0
 WATCH_HEARTBEAT_SECONDS_DEFAULT = 10.0
+WATCH_QUEUE_MAX_DEFAULT = 10_000
 SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
 MAX_RECEIVE_MESSAGE_BYTES_DEFAULT = 1024 * 1024
 DB_RETRY_SECONDS_DEFAULT = 2.0
@@ -62,6 +63,9 @@ class Settings:
     idle_poll_seconds: float = IDLE_POLL_SECONDS_DEFAULT
     expiry_poll_seconds: float = EXPIRY_POLL_SECONDS_DEFAULT
     watch_heartbeat_seconds: float = WATCH_HEARTBEAT_SECONDS_DEFAULT
+    # Events buffered per live subscriber; one that falls further behind is served
+    # from the table again (bounded memory per stream).
+    watch_queue_max: int = WATCH_QUEUE_MAX_DEFAULT
     db_retry_seconds: float = DB_RETRY_SECONDS_DEFAULT
     # Logs.
     log_level: str = "INFO"
@@ -107,7 +111,12 @@ class Settings:
             raise SettingsError("TLS needs both --tls-cert-file and --tls-key-file")
         if self.tls_client_ca_file and not self.tls_enabled:
             raise SettingsError("--tls-client-ca-file (mTLS) needs --tls-cert-file/--tls-key-file")
-        for name in ("dispatch_concurrency", "dispatch_batch_size", "max_receive_message_bytes"):
+        for name in (
+            "dispatch_concurrency",
+            "dispatch_batch_size",
+            "max_receive_message_bytes",
+            "watch_queue_max",
+        ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be at least 1")
         for name in ("lease_seconds", "idle_poll_seconds", "watch_heartbeat_seconds"):

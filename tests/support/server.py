@@ -88,9 +88,9 @@ class ShiftableClock:
 async def start_server(
     db_url: str, tmp_path: Path, *, clock: ShiftableClock | None = None, **overrides: Any
 ) -> RunningServer:
+    overrides.setdefault("listen", "127.0.0.1:0")
     settings = Settings(
         database_url=db_url,
-        listen="127.0.0.1:0",
         api_keys_file=str(write_key_file(tmp_path)),
         dev_key_file=str(tmp_path / "dev-key.txt"),
         idle_poll_seconds=0.5,

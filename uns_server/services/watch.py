@@ -25,9 +25,9 @@ from datetime import datetime
 from sqlalchemy.engine import RowMapping
 
 from uns_server.aio import wait_event
-from uns_server.domain.errors import ShuttingDown
+from uns_server.domain.errors import HistoryCompacted, ShuttingDown
 from uns_server.services.auth import Principal
-from uns_server.store import events
+from uns_server.store import events, retention
 from uns_server.store.db import TOPIC_EVENTS, Database
 
 log = logging.getLogger("uns.watch")
@@ -56,17 +56,20 @@ class WatchFilter:
 
 
 class Subscription:
-    def __init__(self) -> None:
+    def __init__(self, queue_max: int) -> None:
         self.queue: deque[RowMapping] = deque()
+        self.queue_max = queue_max
         self.overflowed = False
+        self.overflows = 0  # times this subscriber fell behind and went back to the table
         self.ready = asyncio.Event()
 
     def offer(self, row: RowMapping) -> None:
         if self.overflowed:
             return
-        if len(self.queue) >= QUEUE_MAX:
+        if len(self.queue) >= self.queue_max:
             self.queue.clear()
             self.overflowed = True
+            self.overflows += 1
         else:
             self.queue.append(row)
         self.ready.set()
@@ -78,9 +81,11 @@ class Heartbeat:
 
 
 class EventHub:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, queue_max: int = QUEUE_MAX) -> None:
         self._db = db
+        self._queue_max = queue_max
         self._subs: set[Subscription] = set()
+        self.overflows = 0  # subscribers that fell behind, over the hub's life
         self._wake = asyncio.Event()
         self._closing = asyncio.Event()
         self.tail = 0
@@ -90,6 +95,11 @@ class EventHub:
     @property
     def subscribers(self) -> int:
         return len(self._subs)
+
+    @property
+    def total_overflows(self) -> int:
+        """Times any subscriber fell behind its buffer (ended and live streams)."""
+        return self.overflows + sum(sub.overflows for sub in self._subs)
 
     async def start(self) -> None:
         async with self._db.read() as conn:
@@ -130,11 +140,12 @@ class EventHub:
                 log.exception("event hub read failed; retrying on the next wake-up")
 
     def subscribe(self) -> Subscription:
-        sub = Subscription()
+        sub = Subscription(self._queue_max)
         self._subs.add(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
+        self.overflows += sub.overflows
         self._subs.discard(sub)
 
 
@@ -148,6 +159,20 @@ class Watch:
         self._clock = clock
 
     async def start_cursor(self, after_sequence: int, replay_history: bool) -> int:
+        if after_sequence > 0 or replay_history:
+            # Retention deleted events up to the horizon: resuming below it would be a
+            # silent gap, so refuse and say where to resync from (etcd compact_revision).
+            async with self._db.read() as conn:
+                horizon = await retention.compacted_sequence(conn)
+            if after_sequence < horizon:
+                raise HistoryCompacted(
+                    f"events up to sequence {horizon} were pruned by retention; "
+                    f"re-read state, then resume after sequence {horizon}",
+                    metadata={
+                        "resync_from_sequence": str(horizon),
+                        "after_sequence": str(after_sequence),
+                    },
+                )
         if after_sequence > 0:
             return after_sequence
         if replay_history:
@@ -171,6 +196,7 @@ class Watch:
             notification_type=notification_type,
         )
         sub = self._hub.subscribe()
+        positioned = False
         try:
             while True:
                 # Catch up from the database (first, and after any overflow).
@@ -191,6 +217,11 @@ class Watch:
                         yield row
                     if len(rows) < CATCH_UP_BATCH:
                         break
+                if not positioned:
+                    # Give every stream a position at once, so a client that drops
+                    # before the first event still resumes exactly here.
+                    positioned = True
+                    yield Heartbeat(cursor)
                 # Live: drain the hub's queue.
                 while not sub.overflowed:
                     if self._hub.closing:
