@@ -26,6 +26,8 @@ SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
 MAX_RECEIVE_MESSAGE_BYTES_DEFAULT = 1024 * 1024
 DB_RETRY_SECONDS_DEFAULT = 2.0
 DEV_KEY_FILE_DEFAULT = "uns-dev-key.txt"
+METRICS_POLL_SECONDS_DEFAULT = 15.0
+OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 
 
 class SettingsError(ValueError):
@@ -70,6 +72,15 @@ class Settings:
     # Logs.
     log_level: str = "INFO"
     log_format: str = "json"
+    # Observability (docs/deployment.md). Prometheus endpoint HOST:PORT, e.g.
+    # 127.0.0.1:9464; off when empty. It is unauthenticated: bind loopback or a pod IP.
+    metrics_listen: str = ""
+    # How often the queue gauges (depth, oldest due age) are recomputed by one query.
+    metrics_poll_seconds: float = METRICS_POLL_SECONDS_DEFAULT
+    # OTLP collector for traces and metrics, e.g. http://otel-collector:4317; none when
+    # unset (no network by default). The OTEL_EXPORTER_OTLP_* variables still apply.
+    otlp_endpoint: str | None = None
+    otlp_protocol: str = "grpc"  # or "http/protobuf" (port 4318)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
@@ -124,6 +135,16 @@ class Settings:
                 raise SettingsError(f"{name} must be positive")
         if self.log_format not in ("json", "text"):
             raise SettingsError("log_format must be 'json' or 'text'")
+        if self.metrics_listen:
+            m_host, m_sep, m_port = self.metrics_listen.rpartition(":")
+            if not m_sep or not m_host or not m_port.isdigit():
+                raise SettingsError(
+                    f"metrics_listen must be HOST:PORT, got {self.metrics_listen!r}"
+                )
+        if self.metrics_poll_seconds <= 0:
+            raise SettingsError("metrics_poll_seconds must be positive")
+        if self.otlp_protocol not in OTLP_PROTOCOLS:
+            raise SettingsError(f"otlp_protocol must be one of {', '.join(OTLP_PROTOCOLS)}")
         if not self.is_loopback and not self.tls_enabled and not self.allow_insecure:
             raise SettingsError(
                 f"refusing to serve {self.listen} without TLS: API keys would cross the "
