@@ -1,10 +1,12 @@
-"""``uns-admin``: schema migrations, API keys and policies, directly on the database.
+"""``uns-admin``: schema migrations, API keys, policies and retention, directly on the
+database.
 
 Policies go through the same service as ``uns.v1.PolicyService``
 (``uns_server.services.policies``), so validation and defaults are identical.
 
 Exit codes: 0 ok; 2 usage or validation error (one line on stderr); 1 any other failure.
-Secrets are printed only by ``keys create``, once, alone on stdout.
+Secrets are printed only by ``keys create``, once, alone on stdout. ``maintain`` is a
+dry run unless ``--apply`` is given (``uns_server.services.retention``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from uns_server.domain import retention as retention_rules
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.services import auth
 from uns_server.services.policies import (
@@ -30,6 +33,7 @@ from uns_server.services.policies import (
     inputs_from_document,
     revision_to_json,
 )
+from uns_server.services.retention import Report, Retention
 from uns_server.settings import DATABASE_URL_DEFAULT
 from uns_server.store import api_keys, migrate
 from uns_server.store.db import Database
@@ -95,6 +99,48 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--revision", type=int, default=0)
     listing = pols.add_parser("list", help="list a type's revisions, newest first")
     listing.add_argument("notification_type", metavar="TYPE")
+
+    maintain = commands.add_parser(
+        "maintain",
+        help="retention: prune settled history; a dry run unless --apply",
+        description="Prunes settled notifications (DELIVERED, DEDUPLICATED, resolved FAILED; "
+        "no pending ack) with their events, stale events, expired dedup windows, and expires "
+        "old idempotency keys. Never touches pending work, pending acks, unresolved dead "
+        "letters, rows they are linked to, receipts or audit records. Without --apply it "
+        "only prints what would be deleted; with it, it writes one RETENTION_APPLIED receipt.",
+    )
+    maintain.add_argument("--apply", action="store_true", help="delete (default: dry run)")
+    maintain.add_argument(
+        "--terminal-days",
+        type=float,
+        default=retention_rules.TERMINAL_DAYS_DEFAULT,
+        help="age of settled notifications to prune, in days (default %(default)g)",
+    )
+    maintain.add_argument(
+        "--events-days",
+        type=float,
+        default=retention_rules.EVENTS_DAYS_DEFAULT,
+        help="age of events of settled notifications to prune, in days (default %(default)g)",
+    )
+    maintain.add_argument(
+        "--dedup-days",
+        type=float,
+        default=retention_rules.DEDUP_DAYS_DEFAULT,
+        help="days past its end before a dedup window is pruned (default %(default)g)",
+    )
+    maintain.add_argument(
+        "--idempotency-seconds",
+        type=int,
+        default=retention_rules.IDEMPOTENCY_SECONDS_DEFAULT,
+        help="age after which an idempotency key stops matching (default %(default)d)",
+    )
+    maintain.add_argument(
+        "--limit",
+        type=int,
+        default=retention_rules.BATCH_LIMIT_DEFAULT,
+        help="settled notifications considered per run (default %(default)d)",
+    )
+    maintain.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -250,6 +296,50 @@ async def cmd_policies_list(db: Database, args: argparse.Namespace) -> None:
     _print_json(revisions)
 
 
+async def cmd_maintain(db: Database, args: argparse.Namespace) -> None:
+    policy = retention_rules.RetentionPolicy(
+        terminal_days=args.terminal_days,
+        events_days=args.events_days,
+        dedup_days=args.dedup_days,
+        idempotency_seconds=args.idempotency_seconds,
+    )
+    retention = Retention(db, policy, operator=_actor(), limit=args.limit)
+    await _require_schema(db)
+    report = await retention.run_once(apply=args.apply, now=utcnow())
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        _print_report(report)
+
+
+def _print_report(report: Report) -> None:
+    rows = report.deleted_rows
+    verb = "deleted" if report.applied else "would delete"
+    print(
+        f"{'applied' if report.applied else 'dry run (nothing changed; --apply to act)'}: "
+        f"{verb} {rows['uns_notifications']} notifications, {rows['uns_events']} events, "
+        f"{rows['uns_dedup']} dedup windows; "
+        f"{'expired' if report.applied else 'would expire'} "
+        f"{report.idempotency_keys_expired} idempotency keys"
+    )
+    cut = report.cutoffs
+    print(
+        f"cutoffs: terminal {_when(cut.terminal)}, events {_when(cut.events)}, "
+        f"dedup {_when(cut.dedup)}, idempotency {_when(cut.idempotency)}"
+    )
+    print(f"history horizon: sequence {report.compacted_sequence}")
+    if report.kept_for_dedup_groups:
+        print(f"kept {report.kept_for_dedup_groups} settled notifications linked to live work")
+    for nid in report.notification_ids:
+        print(f"notification {nid}")
+    for key in report.dedup_keys:
+        print(f"dedup window {key}")
+    if report.truncated:
+        print("more settled notifications than --limit: run again")
+    if report.receipt_id:
+        print(f"receipt: RETENTION_APPLIED {report.receipt_id}")
+
+
 async def _require_schema(db: Database) -> None:
     if not await migrate.is_migrated(db):
         raise Failure("the database schema is not at head; run `uns-admin migrate` first")
@@ -266,6 +356,7 @@ COMMANDS: dict[tuple[str, str | None], Command] = {
     ("policies", "activate"): cmd_policies_activate,
     ("policies", "show"): cmd_policies_show,
     ("policies", "list"): cmd_policies_list,
+    ("maintain", None): cmd_maintain,
 }
 
 

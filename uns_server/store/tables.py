@@ -232,3 +232,14 @@ api_keys = Table(
     Column("created_at", UtcDateTime(), nullable=False),
     Column("revoked_at", UtcDateTime()),
 )
+
+maintenance = Table(
+    "uns_maintenance",
+    metadata,
+    # One row per maintained history; "uns_events" holds the WatchEvents horizon.
+    Column("name", String(64), primary_key=True),
+    # The highest event sequence that retention deleted: a resume cursor below it
+    # may have lost events, so WatchEvents refuses it (HISTORY_COMPACTED).
+    Column("compacted_sequence", BigInteger, nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+)

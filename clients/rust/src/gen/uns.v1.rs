@@ -555,6 +555,151 @@ impl EventKind {
         }
     }
 }
+/// DeliveryAuditRecord is one row of notification_audit_records: the outcome
+/// of one settled dispatch attempt, as it was committed.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeliveryAuditRecord {
+    /// The UUID of this audit record (column id).
+    #[prost(string, tag="1")]
+    pub id: ::prost::alloc::string::String,
+    /// The UUID of the notification the attempt belonged to (column
+    /// notification_id).
+    #[prost(string, tag="2")]
+    pub notification_id: ::prost::alloc::string::String,
+    /// The notification type of that notification (column notification_type).
+    #[prost(string, tag="3")]
+    pub notification_type: ::prost::alloc::string::String,
+    /// The delivery state the attempt left the notification in: DELIVERED,
+    /// PENDING when a retry was scheduled, or FAILED (column status).
+    #[prost(enumeration="NotificationState", tag="4")]
+    pub state: i32,
+    /// The channels this attempt called, in order (column channels_attempted).
+    #[prost(string, repeated, tag="5")]
+    pub channels_attempted: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Every channel that has accepted the notification so far in the current
+    /// delivery cycle, including earlier attempts (column channels_succeeded).
+    #[prost(string, repeated, tag="6")]
+    pub channels_succeeded: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The channels that failed in this attempt (column channels_failed).
+    #[prost(string, repeated, tag="7")]
+    pub channels_failed: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The failures of this attempt, one "channel: error" per failed channel and
+    /// separated by "; ", or empty when nothing failed (column error_message).
+    #[prost(string, tag="8")]
+    pub error_message: ::prost::alloc::string::String,
+    /// Why the notification exists, as the producer declared it (column intent).
+    #[prost(enumeration="NotificationIntent", tag="9")]
+    pub intent: i32,
+    /// The frozen delivery mode of the notification (column delivery_mode).
+    #[prost(enumeration="DeliveryMode", tag="10")]
+    pub delivery_mode: i32,
+    /// How autonomously the producing agent was acting, or unspecified when the
+    /// producer did not say (column autonomy_mode).
+    #[prost(enumeration="AutonomyMode", tag="11")]
+    pub autonomy_mode: i32,
+    /// The producing agent's id, or empty when the producer did not say (column
+    /// agent_id).
+    #[prost(string, tag="12")]
+    pub agent_id: ::prost::alloc::string::String,
+    /// The id of the policy that was ACTIVE when the notification was accepted,
+    /// or empty when server defaults applied (column policy_config_id).
+    #[prost(string, tag="13")]
+    pub policy_config_id: ::prost::alloc::string::String,
+    /// The content hash of that policy revision, or empty when server defaults
+    /// applied (column policy_config_hash).
+    #[prost(string, tag="14")]
+    pub policy_config_hash: ::prost::alloc::string::String,
+    /// When the notification was delivered; set only on records whose state is
+    /// DELIVERED (column delivered_at).
+    #[prost(message, optional, tag="15")]
+    pub deliver_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// When the record was written, which is when the attempt was settled
+    /// (column created_at).
+    #[prost(message, optional, tag="16")]
+    pub create_time: ::core::option::Option<::prost_types::Timestamp>,
+}
+/// AckAuditRecord is one row of ack_audit_records: one transition of the
+/// acknowledgement lifecycle, as it was committed.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AckAuditRecord {
+    /// The UUID of this audit record (column id).
+    #[prost(string, tag="1")]
+    pub id: ::prost::alloc::string::String,
+    /// The UUID of the notification whose acknowledgement changed (column
+    /// notification_id).
+    #[prost(string, tag="2")]
+    pub notification_id: ::prost::alloc::string::String,
+    /// The acknowledgement state before the transition, normally PENDING, or
+    /// unspecified when there was none (column old_status).
+    #[prost(enumeration="AckState", tag="3")]
+    pub old_state: i32,
+    /// The acknowledgement state after the transition: ACKED, DISMISSED or
+    /// TIMED_OUT (column new_status).
+    #[prost(enumeration="AckState", tag="4")]
+    pub new_state: i32,
+    /// Who made the transition: the responder's principal, or
+    /// "uns-timeout-worker" for a deadline that passed (column acked_by).
+    #[prost(string, tag="5")]
+    pub acked_by: ::prost::alloc::string::String,
+    /// When the transition took effect (column acked_at).
+    #[prost(message, optional, tag="6")]
+    pub ack_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// The metadata the responder sent with the acknowledgement, or
+    /// {"escalation_required": true} for a timeout (column ack_metadata).
+    #[prost(message, optional, tag="7")]
+    pub ack_metadata: ::core::option::Option<::prost_types::Struct>,
+    /// When the record was written (column created_at).
+    #[prost(message, optional, tag="8")]
+    pub create_time: ::core::option::Option<::prost_types::Timestamp>,
+}
+/// ListDeliveryAuditRecordsRequest pages through one notification's delivery
+/// audit records.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListDeliveryAuditRecordsRequest {
+    /// Required. The UUID of the notification.
+    #[prost(string, tag="1")]
+    pub notification_id: ::prost::alloc::string::String,
+    /// Page size, 1-1000; 0 means 50.
+    #[prost(int32, tag="2")]
+    pub page_size: i32,
+    /// The next_page_token of the previous page; empty for the first page.
+    #[prost(string, tag="3")]
+    pub page_token: ::prost::alloc::string::String,
+}
+/// ListDeliveryAuditRecordsResponse is one page of delivery audit records.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListDeliveryAuditRecordsResponse {
+    /// Records, oldest first.
+    #[prost(message, repeated, tag="1")]
+    pub records: ::prost::alloc::vec::Vec<DeliveryAuditRecord>,
+    /// Token for the next page; empty on the last page.
+    #[prost(string, tag="2")]
+    pub next_page_token: ::prost::alloc::string::String,
+}
+/// ListAckAuditRecordsRequest pages through one notification's acknowledgement
+/// audit records.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListAckAuditRecordsRequest {
+    /// Required. The UUID of the notification.
+    #[prost(string, tag="1")]
+    pub notification_id: ::prost::alloc::string::String,
+    /// Page size, 1-1000; 0 means 50.
+    #[prost(int32, tag="2")]
+    pub page_size: i32,
+    /// The next_page_token of the previous page; empty for the first page.
+    #[prost(string, tag="3")]
+    pub page_token: ::prost::alloc::string::String,
+}
+/// ListAckAuditRecordsResponse is one page of acknowledgement audit records.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListAckAuditRecordsResponse {
+    /// Records, oldest first.
+    #[prost(message, repeated, tag="1")]
+    pub records: ::prost::alloc::vec::Vec<AckAuditRecord>,
+    /// Token for the next page; empty on the last page.
+    #[prost(string, tag="2")]
+    pub next_page_token: ::prost::alloc::string::String,
+}
 /// SendNotificationRequest describes one obligation.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SendNotificationRequest {
