@@ -38,6 +38,7 @@ from uns_server.channels.config import load_channels_config
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.policy import ServerDefaults
+from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth
 from uns_server.services.acks import Acks
 from uns_server.services.intake import Intake
@@ -84,7 +85,8 @@ class App:
         if settings.channels_file:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
         self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
-        self.intake = Intake(self.db, ServerDefaults(), clock)
+        self.telemetry = Telemetry.from_settings(settings)
+        self.intake = Intake(self.db, ServerDefaults(), clock, self.telemetry.metrics)
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -93,11 +95,14 @@ class App:
             batch_size=settings.dispatch_batch_size,
             concurrency=settings.dispatch_concurrency,
             idle_poll_seconds=settings.idle_poll_seconds,
+            telemetry=self.telemetry,
         )
-        self.acks = Acks(self.db, clock)
+        self.acks = Acks(self.db, clock, self.telemetry.metrics)
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)
         self.hub = EventHub(self.db, settings.watch_queue_max)
+        self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
+            interceptors=[self.telemetry.interceptor],
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
                 ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
@@ -105,7 +110,7 @@ class App:
                 ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.max_pings_without_data", 0),
-            ]
+            ],
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.ready = asyncio.Event()
@@ -157,6 +162,12 @@ class App:
         if self.port == 0:
             raise SettingsError(f"cannot listen on {s.listen}")
         await self.server.start()
+        if s.metrics_listen:
+            try:
+                metrics_port = self.telemetry.serve_metrics()
+            except OSError as exc:
+                raise SettingsError(f"cannot listen on {s.metrics_listen}: {exc}") from exc
+            log.info("metrics", extra={"metrics_listen": s.metrics_listen, "port": metrics_port})
         log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
         self._tasks.append(asyncio.create_task(self._become_ready()))
 
@@ -208,6 +219,9 @@ class App:
             self._tasks.append(asyncio.create_task(self.dispatcher.run()))
             self._tasks.append(asyncio.create_task(self.expiry.run()))
         self._tasks.append(asyncio.create_task(self._monitor()))
+        sampler = self.telemetry.queue_sampler(self.db, self.clock)
+        if sampler is not None:
+            self._tasks.append(asyncio.create_task(sampler.run()))
 
     async def _check_auth_setup(self) -> None:
         async with self.db.read() as conn:
@@ -283,3 +297,4 @@ class App:
         await self.server.stop(grace)
         await self.channels.aclose()
         await self.db.dispose()
+        await self.telemetry.aclose()

@@ -20,6 +20,7 @@ from sqlalchemy.engine import RowMapping
 from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.validation import validate_ack_metadata, validate_notification_id
+from uns_server.observability.metrics import Metrics
 from uns_server.services.auth import Principal
 from uns_server.store import acks, audit, events, notifications
 from uns_server.store.db import Database, WriteTx
@@ -29,9 +30,12 @@ TIMEOUT_ACTOR = "uns-timeout-worker"
 
 
 class Acks:
-    def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, db: Database, clock: Callable[[], datetime], metrics: Metrics | None = None
+    ) -> None:
         self._db = db
         self._clock = clock
+        self._metrics = metrics or Metrics.noop()
 
     async def acknowledge(
         self,
@@ -72,6 +76,7 @@ class Acks:
             await settle(tx, row, outcome, principal.name, dict(metadata), now)
             settled = await notifications.by_id(tx.conn, nid)
         assert settled is not None
+        self._metrics.acknowledged(outcome.value)
         return settled, False
 
     async def expire_due(self, limit: int) -> int:
@@ -83,6 +88,7 @@ class Acks:
                 await settle(
                     tx, row, AckStatus.TIMED_OUT, TIMEOUT_ACTOR, {"escalation_required": True}, now
                 )
+        self._metrics.ack_timeouts(len(rows))
         return len(rows)
 
 

@@ -15,12 +15,14 @@ Dedup coalescing per window row (``uns_dedup``, locked for the transaction):
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from opentelemetry import trace
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -31,10 +33,13 @@ from uns_server.domain.errors import IdempotencyConflict
 from uns_server.domain.policy import EffectivePolicy, ServerDefaults, resolve
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.validation import validate_send
+from uns_server.observability import tracing
+from uns_server.observability.metrics import Metrics
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.events import NewEvent
 
+log = logging.getLogger("uns.intake")
 Clock = Callable[[], datetime]
 
 # Concurrent first sends of one key (or one dedup window) race on a unique index;
@@ -74,10 +79,17 @@ class Decision:
 
 
 class Intake:
-    def __init__(self, db: Database, defaults: ServerDefaults, clock: Clock) -> None:
+    def __init__(
+        self,
+        db: Database,
+        defaults: ServerDefaults,
+        clock: Clock,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._db = db
         self._defaults = defaults
         self._clock = clock
+        self._metrics = metrics or Metrics.noop()
 
     async def simulate(self, principal: str, req: SendRequest) -> Decision:
         """Exactly Send's decision, from a read transaction: nothing is written."""
@@ -91,11 +103,39 @@ class Intake:
         key, fingerprint = _keys(principal, req)
         for attempt in range(_INSERT_RACE_RETRIES):
             try:
-                return await self._send_once(principal, req, key, fingerprint)
+                result = await self._send_once(principal, req, key, fingerprint)
+                break
             except IntegrityError:
                 if attempt == _INSERT_RACE_RETRIES - 1:
                     raise
-        raise AssertionError("unreachable")
+        else:
+            raise AssertionError("unreachable")
+        self._observe(result)
+        return result
+
+    def _observe(self, result: SendResult) -> None:
+        """Count and log the committed outcome; name it on the RPC's span."""
+        if result.idempotent_replay:
+            self._metrics.idempotent_replay()
+            outcome = Outcome.IDEMPOTENT_REPLAY
+        elif result.status == Status.DEDUPLICATED:
+            outcome = Outcome.DEDUPLICATED
+        elif result.dedup_owner_id is not None:
+            outcome = Outcome.COALESCED
+        else:
+            outcome = Outcome.NEW
+        if not result.idempotent_replay:
+            self._metrics.accepted(outcome.lower())
+        trace.get_current_span().set_attribute("uns.notification_id", result.notification_id)
+        log.info(
+            "notification accepted",
+            extra={
+                "notification_id": result.notification_id,
+                "outcome": outcome.value,
+                "status": result.status.value,
+                "dedup_owner_id": result.dedup_owner_id,
+            },
+        )
 
     async def _decide(
         self,
@@ -182,6 +222,7 @@ class Intake:
                     owner_id=owner_id,
                     generation=generation,
                     now=now,
+                    trace_context=tracing.current_trace_context(),
                 ),
             )
             new_events = [
@@ -259,9 +300,10 @@ def _row(
     owner_id: str | None,
     generation: int | None,
     now: datetime,
+    trace_context: dict[str, str] | None = None,
 ) -> dict[str, object]:
     ctx = req.autonomy_context
-    document = {
+    document: dict[str, object] = {
         "notification_type": req.notification_type,
         "intent": req.intent.value if req.intent else None,
         "title": req.title,
@@ -281,6 +323,10 @@ def _row(
         "metadata": dict(req.metadata),
         "effective": effective.to_json(),
     }
+    if trace_context:
+        # The accepting RPC's span (W3C carrier): dispatch attempts link to it. Not
+        # part of the idempotency fingerprint, which is computed from the request.
+        document["trace_context"] = trace_context
     return {
         "id": notification_id,
         "key": key,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority, Status
 from uns_server.domain.retry import next_attempt_at
+from uns_server.observability import tracing
+from uns_server.observability.telemetry import Telemetry
 from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx
 from uns_server.store.events import NewEvent, append
@@ -74,6 +77,7 @@ class Dispatcher:
         concurrency: int,
         idle_poll_seconds: float,
         rand: Callable[[], float] = random.random,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._db = db
         self._channels = channels
@@ -83,6 +87,8 @@ class Dispatcher:
         self._concurrency = concurrency
         self._idle_poll = idle_poll_seconds
         self._rand = rand
+        telemetry = telemetry or Telemetry.disabled()
+        self._tracer, self._metrics = telemetry.tracer, telemetry.metrics
         self._wake = asyncio.Event()
         db.on_commit(TOPIC_WORK, self._wake.set)
 
@@ -180,10 +186,49 @@ class Dispatcher:
         return claims
 
     async def deliver(self, claim: Claim) -> None:
-        attempts = await asyncio.gather(*(self._send(claim, ch) for ch in claim.channels))
-        await self.settle(claim, attempts)
+        row = claim.row
+        nid = row["id"]
+        started = time.monotonic()
+        outcome = "error"
+        with tracing.attempt_span(
+            self._tracer,
+            notification_id=nid,
+            attempt=claim.attempt,
+            cycle=row["cycle"],
+            trace_context=row["notification"].get("trace_context"),
+        ) as span:
+            try:
+                attempts = await asyncio.gather(*(self._send(claim, ch) for ch in claim.channels))
+                status = await self.settle(claim, attempts)
+                outcome = "lease_lost" if status is None else _ATTEMPT_OUTCOME[status]
+                span.set_attribute("uns.outcome", outcome)
+                lost = status is None
+                log.log(
+                    logging.WARNING if lost else logging.INFO,
+                    "lease lost before settling" if lost else "delivery attempt settled",
+                    extra={
+                        "notification_id": nid,
+                        "attempt": claim.attempt,
+                        "cycle": row["cycle"],
+                        "outcome": outcome,
+                    },
+                )
+            finally:
+                self._metrics.attempt(outcome, time.monotonic() - started)
 
     async def _send(self, claim: Claim, channel_name: str) -> Attempt:
+        nid = claim.row["id"]
+        started = time.monotonic()
+        with tracing.channel_span(self._tracer, channel=channel_name, notification_id=nid) as span:
+            result = await self._call_adapter(claim, channel_name)
+            kind = "success" if result.success else "transient" if result.retryable else "permanent"
+            span.set_attribute("uns.result", kind)
+            if not result.success:
+                tracing.set_error(span, result.error or kind)
+        self._metrics.channel_send(channel_name, kind, time.monotonic() - started)
+        return Attempt(channel_name, result, self._clock())
+
+    async def _call_adapter(self, claim: Claim, channel_name: str) -> ChannelResult:
         if channel_name not in self._channels:
             result = ChannelResult.permanent(f"channel {channel_name!r} is not configured")
         else:
@@ -197,9 +242,12 @@ class Dispatcher:
             except TimeoutError:
                 result = ChannelResult.transient("provider call timed out")
             except Exception as exc:  # an adapter bug must not lose the obligation
-                log.exception("channel adapter raised", extra={"channel": channel_name})
+                log.exception(
+                    "channel adapter raised",
+                    extra={"channel": channel_name, "notification_id": claim.row["id"]},
+                )
                 result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
-        return Attempt(channel_name, result, self._clock())
+        return result
 
     async def settle(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
         """Commit the outcome; returns the new status, or None when the lease was lost."""
@@ -243,9 +291,21 @@ class Dispatcher:
                     )
                 )
                 await append(tx, new_events, now)
-                return None
-            status = await self._settle_leased(tx, current, claim, attempts, base, new_events, now)
-            await append(tx, new_events, now)
+                status: Status | None = None
+            else:
+                status = await self._settle_leased(
+                    tx, current, claim, attempts, base, new_events, now
+                )
+                await append(tx, new_events, now)
+        # Committed: count the outcome where it was decided.
+        self._metrics.settled(
+            status,
+            dead_letter=status == Status.FAILED
+            and row["delivery_mode"] == DeliveryMode.GUARANTEED.value,
+            delivery_mode=row["delivery_mode"],
+            followers_deduplicated=sum(e.kind == EventKind.DEDUP_SATISFIED for e in new_events),
+            accept_to_settle_seconds=(now - row["created_at"]).total_seconds(),
+        )
         return status
 
     async def _settle_leased(
@@ -394,6 +454,13 @@ class Dispatcher:
         new_events.append(_event(successor, EventKind.DEDUP_OWNER_PROMOTED, link))
         new_events.extend(_event(f, EventKind.DEDUP_RELINKED, link) for f in rest)
         tx.signal(TOPIC_WORK)
+
+
+_ATTEMPT_OUTCOME = {
+    Status.DELIVERED: "delivered",
+    Status.PENDING: "retry",
+    Status.FAILED: "failed",
+}
 
 
 def _remaining_channels(row: RowMapping) -> tuple[str, ...]:

@@ -1,0 +1,431 @@
+"""Metrics (OpenTelemetry instruments, exported to Prometheus and/or OTLP).
+
+Counters are incremented where the outcome is decided, after its transaction
+committed (intake, dispatch settle, acknowledgements, the expiry sweep): the hot path
+never re-reads the database for a metric. Two kinds of value are *observed* instead:
+
+- the queue (depth by state, age of the oldest due item, WatchEvents hub lag) comes
+  from one cheap aggregate over the partial index ``ix_uns_notifications_due``, run by
+  ``QueueSampler`` every ``metrics_poll_seconds`` — never per call, never per scrape;
+- WatchEvents streams and their lag are read from the in-process ``EventHub`` at
+  collection time (no I/O).
+
+Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_total``):
+
+- ``uns_notifications_accepted_total{outcome=new|coalesced|deduplicated}``
+- ``uns_notifications_idempotent_replays_total``
+- ``uns_notifications_deduplicated_total{stage=intake|dispatch}``
+- ``uns_notifications_delivered_total``, ``uns_notifications_failed_total{delivery_mode}``,
+  ``uns_notifications_dead_lettered_total``
+- ``uns_dispatch_retries_total``, ``uns_dispatch_lease_lost_total``
+- ``uns_dispatch_latency_seconds{status}`` (histogram, accept -> final settlement)
+- ``uns_dispatch_attempt_duration_seconds{outcome}`` (histogram, one attempt)
+- ``uns_channel_send_duration_seconds{channel,result}`` (histogram, one adapter call)
+- ``uns_acks_total{state=ACKED|DISMISSED}``, ``uns_ack_timeouts_total``
+- ``uns_queue_depth{state=due|leased|scheduled}``, ``uns_queue_oldest_due_age_seconds``
+- ``uns_watch_streams``, ``uns_watch_lag{stat=max|sum}``, ``uns_watch_hub_lag``,
+  ``uns_watch_overflows_total``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeterProvider, Observation
+from prometheus_client import CollectorRegistry
+from sqlalchemy import case, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from uns_server.domain.enums import Status
+from uns_server.store import events
+from uns_server.store.tables import UtcDateTime
+from uns_server.store.tables import notifications as n
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from uns_server.services.watch import EventHub
+    from uns_server.store.db import Database
+
+log = logging.getLogger("uns.metrics")
+
+METER_NAME = "uns_server"
+# accept -> settle spans retries with backoff: from sub-second to a day.
+LATENCY_BUCKETS_SECONDS = (
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+    4 * 3600.0,
+    24 * 3600.0,
+)
+# One attempt or one provider call: bounded by the lease (default 60 s).
+ATTEMPT_BUCKETS_SECONDS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+
+class Metrics:
+    """The service's instruments, and one method per decided outcome."""
+
+    def __init__(self, meter: Meter) -> None:
+        m = meter
+        self._accepted = m.create_counter(
+            "uns.notifications.accepted",
+            unit="{notification}",
+            description="Notifications accepted by SendNotification "
+            "(outcome: new, coalesced behind a pending leader, or deduplicated at once).",
+        )
+        self._replays = m.create_counter(
+            "uns.notifications.idempotent_replays",
+            unit="{request}",
+            description="SendNotification calls answered with an existing notification.",
+        )
+        self._deduplicated = m.create_counter(
+            "uns.notifications.deduplicated",
+            unit="{notification}",
+            description="Notifications that became DEDUPLICATED "
+            "(stage: intake, or dispatch when their leader was delivered).",
+        )
+        self._delivered = m.create_counter(
+            "uns.notifications.delivered",
+            unit="{notification}",
+            description="Delivery cycles settled DELIVERED (every channel accepted).",
+        )
+        self._failed = m.create_counter(
+            "uns.notifications.failed",
+            unit="{notification}",
+            description="Delivery cycles settled FAILED (permanent error or attempts exhausted).",
+        )
+        self._dead_lettered = m.create_counter(
+            "uns.notifications.dead_lettered",
+            unit="{notification}",
+            description="FAILED GUARANTEED notifications put on the dead-letter queue.",
+        )
+        self._retries = m.create_counter(
+            "uns.dispatch.retries",
+            unit="{attempt}",
+            description="Attempts that ended with a retry scheduled (transient failure).",
+        )
+        self._lease_lost = m.create_counter(
+            "uns.dispatch.lease_lost",
+            unit="{attempt}",
+            description="Attempts whose lease expired before they could settle.",
+        )
+        self._latency = m.create_histogram(
+            "uns.dispatch.latency",
+            unit="s",
+            description="From acceptance to the final settlement (DELIVERED or FAILED).",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_SECONDS,
+        )
+        self._attempt = m.create_histogram(
+            "uns.dispatch.attempt.duration",
+            unit="s",
+            description="One dispatch attempt, provider calls to settlement "
+            "(outcome: delivered, retry, failed, lease_lost, error).",
+            explicit_bucket_boundaries_advisory=ATTEMPT_BUCKETS_SECONDS,
+        )
+        self._channel = m.create_histogram(
+            "uns.channel.send.duration",
+            unit="s",
+            description="One channel adapter call (result: success, transient, permanent).",
+            explicit_bucket_boundaries_advisory=ATTEMPT_BUCKETS_SECONDS,
+        )
+        self._acks = m.create_counter(
+            "uns.acks",
+            unit="{acknowledgement}",
+            description="Acknowledgements settled by a responder (state: ACKED, DISMISSED).",
+        )
+        self._ack_timeouts = m.create_counter(
+            "uns.ack.timeouts",
+            unit="{acknowledgement}",
+            description="Pending acknowledgements the expiry sweep moved to TIMED_OUT.",
+        )
+        self.queue = QueueStats()
+        self._hub: EventHub | None = None
+        m.create_observable_gauge(
+            "uns.queue.depth",
+            callbacks=[self._observe_depth],
+            unit="{notification}",
+            description="Pending leaders by state: due (claimable now), leased (being "
+            "delivered), scheduled (backing off). Sampled every metrics_poll_seconds.",
+        )
+        m.create_observable_gauge(
+            "uns.queue.oldest_due_age",
+            callbacks=[self._observe_oldest],
+            unit="s",
+            description="How long the oldest claimable item has been due (0 when none).",
+        )
+        m.create_observable_gauge(
+            "uns.watch.streams",
+            callbacks=[self._observe_streams],
+            unit="{stream}",
+            description="Open WatchEvents streams on this process.",
+        )
+        m.create_observable_gauge(
+            "uns.watch.lag",
+            callbacks=[self._observe_lag],
+            unit="{event}",
+            description="Events read by the hub but not yet sent, per stream (stat: max, "
+            "sum); a stream catching up from the table counts as its full buffer.",
+        )
+        m.create_observable_gauge(
+            "uns.watch.hub_lag",
+            callbacks=[self._observe_hub_lag],
+            unit="{event}",
+            description="Committed events the hub has not read yet (sampled).",
+        )
+        m.create_observable_counter(
+            "uns.watch.overflows",
+            callbacks=[self._observe_overflows],
+            unit="{overflow}",
+            description="Times a stream fell behind its buffer and went back to the table.",
+        )
+
+    @classmethod
+    def noop(cls) -> Metrics:
+        return cls(NoOpMeterProvider().get_meter(METER_NAME))
+
+    def observe_watch(self, hub: EventHub) -> None:
+        self._hub = hub
+
+    # -- outcomes (called after the deciding transaction committed) -------------
+
+    def accepted(self, outcome: str) -> None:
+        self._accepted.add(1, {"outcome": outcome})
+        if outcome == "deduplicated":
+            self._deduplicated.add(1, {"stage": "intake"})
+
+    def idempotent_replay(self) -> None:
+        self._replays.add(1)
+
+    def settled(
+        self,
+        status: Status | None,
+        *,
+        dead_letter: bool,
+        delivery_mode: str,
+        followers_deduplicated: int,
+        accept_to_settle_seconds: float,
+    ) -> None:
+        """One attempt settled: ``status`` None means the lease was lost."""
+        if status is None:
+            self._lease_lost.add(1)
+        elif status == Status.DELIVERED:
+            self._delivered.add(1)
+            self._latency.record(accept_to_settle_seconds, {"status": status.value})
+        elif status == Status.FAILED:
+            self._failed.add(1, {"delivery_mode": delivery_mode})
+            if dead_letter:
+                self._dead_lettered.add(1)
+            self._latency.record(accept_to_settle_seconds, {"status": status.value})
+        else:
+            self._retries.add(1)
+        if followers_deduplicated:
+            self._deduplicated.add(followers_deduplicated, {"stage": "dispatch"})
+
+    def attempt(self, outcome: str, seconds: float) -> None:
+        self._attempt.record(seconds, {"outcome": outcome})
+
+    def channel_send(self, channel: str, result: str, seconds: float) -> None:
+        self._channel.record(seconds, {"channel": channel, "result": result})
+
+    def acknowledged(self, state: str) -> None:
+        self._acks.add(1, {"state": state})
+
+    def ack_timeouts(self, count: int) -> None:
+        if count:
+            self._ack_timeouts.add(count)
+
+    # -- observations (collection time: in-memory reads only) -------------------
+
+    def _observe_depth(self, _options: CallbackOptions) -> Iterable[Observation]:
+        q = self.queue
+        if not q.sampled:
+            return []
+        return [
+            Observation(q.due, {"state": "due"}),
+            Observation(q.leased, {"state": "leased"}),
+            Observation(q.scheduled, {"state": "scheduled"}),
+        ]
+
+    def _observe_oldest(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(self.queue.oldest_due_age_seconds)] if self.queue.sampled else []
+
+    def _observe_hub_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if self._hub is None or self.queue.high_water is None:
+            return []
+        return [Observation(max(0, self.queue.high_water - self._hub.tail))]
+
+    def _observe_streams(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [] if self._hub is None else [Observation(self._hub.subscribers)]
+
+    def _observe_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if self._hub is None:
+            return []
+        lags = stream_lags(self._hub)
+        return [
+            Observation(max(lags, default=0), {"stat": "max"}),
+            Observation(sum(lags), {"stat": "sum"}),
+        ]
+
+    def _observe_overflows(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [] if self._hub is None else [Observation(self._hub.total_overflows)]
+
+
+def stream_lags(hub: EventHub) -> list[int]:
+    """Events each live stream is behind the hub's tail.
+
+    The hub hands every event it reads to each subscription's queue, so a queue's
+    length is how far that stream is behind ``hub.tail``; a stream whose queue
+    overflowed reads from the table again and is at least a full buffer behind.
+    ``EventHub`` exposes no iterator over its subscriptions, hence the private read
+    (a copy: collection may run on an exporter thread).
+    """
+    subs = list(hub._subs)
+    return [sub.queue_max if sub.overflowed else len(sub.queue) for sub in subs]
+
+
+@dataclass
+class QueueStats:
+    """The last queue sample; plain values, safe to read from an exporter thread."""
+
+    sampled: bool = False
+    due: int = 0
+    leased: int = 0
+    scheduled: int = 0
+    oldest_due_age_seconds: float = 0.0
+    high_water: int | None = None
+
+
+class QueueSampler:
+    """Refreshes ``QueueStats`` with one aggregate query every ``poll_seconds``."""
+
+    def __init__(
+        self,
+        db: Database,
+        stats: QueueStats,
+        clock: Callable[[], datetime],
+        poll_seconds: float,
+    ) -> None:
+        self._db = db
+        self._stats = stats
+        self._clock = clock
+        self._poll = poll_seconds
+
+    async def run_once(self) -> None:
+        now = self._clock()
+        async with self._db.read() as conn:
+            due, leased, scheduled, oldest = await queue_stats(conn, now)
+            high_water = await events.high_water(conn)
+        s = self._stats
+        s.due, s.leased, s.scheduled = due, leased, scheduled
+        s.oldest_due_age_seconds = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
+        s.high_water = high_water
+        s.sampled = True
+
+    async def run(self) -> None:
+        failing = False
+        while True:
+            try:
+                await self.run_once()
+                failing = False
+            except Exception as exc:
+                if not failing:  # once per outage, not every poll
+                    log.warning(
+                        "queue metrics query failed; keeping the last sample",
+                        extra={"error": f"{type(exc).__name__}: {exc}"},
+                    )
+                failing = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.sleep(self._poll)
+
+
+async def queue_stats(
+    conn: AsyncConnection, now: datetime
+) -> tuple[int, int, int, datetime | None]:
+    """(due, leased, scheduled, oldest due ``next_attempt``) over pending leaders.
+
+    The WHERE clause is the predicate of the partial index ``ix_uns_notifications_due``,
+    so this reads only pending leaders (the backlog), never the notification history.
+    """
+    leased = n.c.lease_until > now
+    due = (n.c.next_attempt <= now) & (n.c.lease_until.is_(None) | (n.c.lease_until <= now))
+    scheduled = (n.c.next_attempt > now) & (n.c.lease_until.is_(None) | (n.c.lease_until <= now))
+
+    def count(cond: Any) -> Any:
+        return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
+
+    q = select(
+        count(due),
+        count(leased),
+        count(scheduled),
+        func.min(case((due, n.c.next_attempt), else_=None)),
+    ).where(n.c.status == Status.PENDING.value, n.c.dedup_owner_id.is_(None))
+    row = (await conn.execute(q)).one()
+    oldest: Any = row[3]
+    if isinstance(oldest, str):  # aggregates bypass the column type on SQLite
+        oldest = datetime.fromisoformat(oldest)
+    return (
+        int(row[0]),
+        int(row[1]),
+        int(row[2]),
+        UtcDateTime().process_result_value(oldest, conn.dialect),
+    )
+
+
+# -- the Prometheus endpoint ------------------------------------------------------
+
+
+class PrometheusEndpoint:
+    """``GET /metrics`` (any path, in fact) on ``host:port`` from a prometheus_client
+    thread; collection reads only in-memory values (see the module doc)."""
+
+    def __init__(self, registry: CollectorRegistry, listen: str) -> None:
+        self._registry = registry
+        self._listen = listen
+        self._server: WSGIServer | None = None
+        self.port = 0
+
+    def start(self) -> int:
+        from prometheus_client import start_http_server
+
+        host, _, port = self._listen.rpartition(":")
+        self._server, _thread = start_http_server(
+            int(port), addr=host.strip("[]"), registry=self._registry
+        )
+        self.port = int(self._server.server_port)
+        return self.port
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await asyncio.to_thread(server.shutdown)  # waits for serve_forever's poll
+            server.server_close()

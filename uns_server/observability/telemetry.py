@@ -1,0 +1,148 @@
+"""The composition root's handle on observability: providers, instruments, exporters.
+
+Built from settings without touching the network; ``serve_metrics()`` opens the
+Prometheus port and ``sampler()`` is the queue query loop, both started by ``App``.
+Providers are owned, never installed as the process-global ones, so several servers
+in one process (tests) keep separate metrics and spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from opentelemetry.metrics import MeterProvider as ApiMeterProvider
+from opentelemetry.metrics import NoOpMeterProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import NoOpTracerProvider, Tracer
+from opentelemetry.trace import TracerProvider as ApiTracerProvider
+from prometheus_client import CollectorRegistry
+
+from uns_server.observability import tracing
+from uns_server.observability.metrics import (
+    METER_NAME,
+    Metrics,
+    PrometheusEndpoint,
+    QueueSampler,
+)
+
+if TYPE_CHECKING:
+    from uns_server.services.watch import EventHub
+    from uns_server.settings import Settings
+    from uns_server.store.db import Database
+
+SERVICE_NAME = "uns-server"
+
+
+class Telemetry:
+    def __init__(
+        self,
+        tracer_provider: ApiTracerProvider,
+        meter_provider: ApiMeterProvider,
+        *,
+        registry: CollectorRegistry | None = None,
+        metrics_listen: str = "",
+        poll_seconds: float = 15.0,
+    ) -> None:
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
+        self.tracer: Tracer = tracer_provider.get_tracer(tracing.TRACER_NAME)
+        self.metrics = Metrics(meter_provider.get_meter(METER_NAME))
+        self.interceptor = tracing.ServerTracingInterceptor(self.tracer)
+        self.registry = registry
+        self._endpoint = (
+            PrometheusEndpoint(registry, metrics_listen)
+            if registry is not None and metrics_listen
+            else None
+        )
+        self._poll_seconds = poll_seconds
+        self.sampler: QueueSampler | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Telemetry:
+        resource = Resource.create({"service.name": SERVICE_NAME})
+        tracer_provider = tracing.build_tracer_provider(
+            resource, settings.otlp_endpoint, settings.otlp_protocol
+        )
+        readers: list[MetricReader] = []
+        registry: CollectorRegistry | None = None
+        if settings.metrics_listen:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+            registry = CollectorRegistry(auto_describe=True)
+            readers.append(PrometheusMetricReader(registry=registry, scope_info_enabled=False))
+        if settings.otlp_endpoint:
+            readers.append(
+                PeriodicExportingMetricReader(
+                    _otlp_metric_exporter(settings.otlp_endpoint, settings.otlp_protocol)
+                )
+            )
+        meter_provider: ApiMeterProvider = (
+            MeterProvider(metric_readers=readers, resource=resource)
+            if readers
+            else NoOpMeterProvider()
+        )
+        return cls(
+            tracer_provider,
+            meter_provider,
+            registry=registry,
+            metrics_listen=settings.metrics_listen,
+            poll_seconds=settings.metrics_poll_seconds,
+        )
+
+    @classmethod
+    def disabled(cls) -> Telemetry:
+        """No spans, no metrics: for components built outside the composition root."""
+        return cls(NoOpTracerProvider(), NoOpMeterProvider())
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return isinstance(self.meter_provider, MeterProvider)
+
+    @property
+    def metrics_port(self) -> int:
+        """The bound Prometheus port (0 when the endpoint is off or not started)."""
+        return self._endpoint.port if self._endpoint is not None else 0
+
+    def observe(self, hub: EventHub) -> None:
+        self.metrics.observe_watch(hub)
+
+    def serve_metrics(self) -> int:
+        """Open the Prometheus endpoint, if configured; returns its port (0: off)."""
+        return self._endpoint.start() if self._endpoint is not None else 0
+
+    def queue_sampler(self, db: Database, clock: Callable[[], datetime]) -> QueueSampler | None:
+        """The periodic queue query, only when some exporter would read it."""
+        if not self.metrics_enabled:
+            return None
+        self.sampler = QueueSampler(db, self.metrics.queue, clock, self._poll_seconds)
+        return self.sampler
+
+    async def aclose(self) -> None:
+        """Stop the endpoint, flush and stop the exporters."""
+        if self._endpoint is not None:
+            await self._endpoint.stop()
+        if isinstance(self.tracer_provider, TracerProvider):
+            self.tracer_provider.shutdown()
+        if isinstance(self.meter_provider, MeterProvider):
+            self.meter_provider.shutdown()
+
+
+def _otlp_metric_exporter(endpoint: str, protocol: str) -> MetricExporter:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter(endpoint=endpoint)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return HttpMetricExporter(endpoint=tracing.signal_url(endpoint, "/v1/metrics"))

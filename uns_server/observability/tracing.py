@@ -1,0 +1,285 @@
+"""Traces (OpenTelemetry): one span per RPC, per dispatch attempt and per adapter call.
+
+Span names and kinds:
+
+- ``<package.Service>/<Method>`` (SERVER), e.g. ``uns.v1.NotificationService/SendNotification``,
+  opened by ``ServerTracingInterceptor`` for every RPC except health probes. It continues
+  the caller's W3C ``traceparent`` (and ``tracestate``) gRPC metadata.
+- ``uns.dispatch.attempt`` (CONSUMER): one claim -> send -> settle of one notification.
+  It starts a *new* trace and carries a **link** to the SendNotification span that
+  accepted the work: intake stores that span's W3C context in the notification
+  document (``trace_context``), and retries may run hours after the RPC returned, so a
+  parent/child relation would stretch one trace over every retry (OpenTelemetry's
+  messaging conventions use links for exactly this).
+- ``uns.channel.send`` (CLIENT): one adapter call, a child of the attempt.
+
+Exporting is separate from recording: spans are always recorded (so logs carry a
+``trace_id`` that matches the caller's trace), and exported only when an OTLP endpoint
+is configured. The sampler follows the SDK's ``OTEL_TRACES_SAMPLER`` variables
+(default: parent-based, always on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlparse
+
+import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+TRACER_NAME = "uns_server"
+ATTEMPT_SPAN = "uns.dispatch.attempt"
+CHANNEL_SEND_SPAN = "uns.channel.send"
+# Probes arrive every few seconds from every orchestrator: tracing them is noise.
+UNTRACED_PREFIXES = ("/grpc.health.v1.Health/",)
+# OpenTelemetry's gRPC conventions: these codes are the server's fault; the others
+# (NOT_FOUND, INVALID_ARGUMENT...) are a correct answer to a bad call.
+_SERVER_ERRORS = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+_W3C = TraceContextTextMapPropagator()
+
+
+def build_tracer_provider(
+    resource: Resource, otlp_endpoint: str | None, otlp_protocol: str
+) -> TracerProvider:
+    provider = TracerProvider(resource=resource)
+    if otlp_endpoint:
+        provider.add_span_processor(
+            BatchSpanProcessor(_otlp_span_exporter(otlp_endpoint, otlp_protocol))
+        )
+    return provider
+
+
+def _otlp_span_exporter(endpoint: str, protocol: str) -> SpanExporter:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter(endpoint=endpoint)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+
+    return HttpSpanExporter(endpoint=signal_url(endpoint, "/v1/traces"))
+
+
+def signal_url(endpoint: str, path: str) -> str:
+    """OTLP/HTTP: a bare collector URL gets the signal's path (as the env variable does)."""
+    if urlparse(endpoint).path in ("", "/"):
+        return endpoint.rstrip("/") + path
+    return endpoint
+
+
+# -- W3C context in and out -------------------------------------------------------
+
+
+def current_trace_context() -> dict[str, str]:
+    """The current span as a W3C carrier (``traceparent``, maybe ``tracestate``);
+    empty when no span is recording. Stored with accepted work for the link."""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier)
+    return carrier
+
+
+def links_from(carrier: Mapping[str, str] | None) -> list[Link]:
+    """A link to the span described by a stored W3C carrier, if it is valid."""
+    if not carrier:
+        return []
+    span_context = trace.get_current_span(_W3C.extract(dict(carrier))).get_span_context()
+    return [Link(span_context)] if span_context.is_valid else []
+
+
+def _carrier(metadata: Iterable[tuple[str, Any]] | None) -> dict[str, str]:
+    return {k: v for k, v in metadata or () if isinstance(v, str)}
+
+
+# -- dispatch ---------------------------------------------------------------------
+
+
+@contextmanager
+def attempt_span(
+    tracer: Tracer,
+    *,
+    notification_id: str,
+    attempt: int,
+    cycle: int,
+    trace_context: Mapping[str, str] | None,
+) -> Iterator[Span]:
+    """A root span for one dispatch attempt, linked to the accepting RPC's span."""
+    with tracer.start_as_current_span(
+        ATTEMPT_SPAN,
+        context=otel_context.Context(),  # a new trace, whatever is current
+        kind=SpanKind.CONSUMER,
+        links=links_from(trace_context),
+        attributes={
+            "uns.notification_id": notification_id,
+            "uns.attempt": attempt,
+            "uns.cycle": cycle,
+        },
+    ) as span:
+        yield span
+
+
+@contextmanager
+def channel_span(tracer: Tracer, *, channel: str, notification_id: str) -> Iterator[Span]:
+    with tracer.start_as_current_span(
+        CHANNEL_SEND_SPAN,
+        kind=SpanKind.CLIENT,
+        attributes={"uns.channel": channel, "uns.notification_id": notification_id},
+    ) as span:
+        yield span
+
+
+def set_error(span: Span, description: str) -> None:
+    span.set_status(Status(StatusCode.ERROR, description))
+
+
+# -- RPCs -------------------------------------------------------------------------
+
+
+class ServerTracingInterceptor(grpc.aio.ServerInterceptor):
+    """A SERVER span around every RPC, continuing the caller's ``traceparent``.
+
+    The span is current while the servicer runs (logs get its ``trace_id``). For a
+    server stream it is made current around each step of the response iterator
+    rather than across ``yield``: a context attached in one step and detached in
+    another would leak between the calls grpc interleaves on the event loop.
+    """
+
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+
+    async def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or method.startswith(UNTRACED_PREFIXES):
+            return handler
+        return _traced(self._tracer, method, handler)
+
+
+def _traced(tracer: Tracer, method: str, handler: Any) -> Any:
+    name = method.lstrip("/")
+    service, _, rpc = name.partition("/")
+    attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": rpc}
+
+    def start(context: grpc.aio.ServicerContext[Any, Any]) -> Span:
+        parent = _W3C.extract(_carrier(context.invocation_metadata()))
+        return tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes)
+
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.response_streaming:
+        inner = handler.stream_stream if handler.request_streaming else handler.unary_stream
+
+        async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            span = start(context)
+            current = trace.set_span_in_context(span)
+            iterator: Any = None
+            try:
+                token = otel_context.attach(current)
+                try:
+                    result = inner(request, context)
+                    if not hasattr(result, "__aiter__"):  # writes with context.write()
+                        await result
+                        result = None
+                finally:
+                    otel_context.detach(token)
+                if result is not None:
+                    iterator = result.__aiter__()
+                    while True:
+                        token = otel_context.attach(current)
+                        try:
+                            item = await iterator.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        finally:
+                            otel_context.detach(token)
+                        yield item
+            except BaseException as exc:
+                _finish(span, context, exc)
+                raise
+            finally:
+                if iterator is not None and hasattr(iterator, "aclose"):
+                    await iterator.aclose()
+            _finish(span, context, None)
+
+        handler_type = (
+            grpc.stream_stream_rpc_method_handler
+            if handler.request_streaming
+            else grpc.unary_stream_rpc_method_handler
+        )
+        return handler_type(streaming, **kwargs)
+
+    inner = handler.stream_unary if handler.request_streaming else handler.unary_unary
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        span = start(context)
+        with trace.use_span(
+            span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        ):
+            try:
+                result = inner(request, context)
+                if inspect.isawaitable(result):
+                    result = await result
+            except BaseException as exc:
+                _finish(span, context, exc)
+                raise
+        _finish(span, context, None)
+        return result
+
+    handler_type = (
+        grpc.stream_unary_rpc_method_handler
+        if handler.request_streaming
+        else grpc.unary_unary_rpc_method_handler
+    )
+    return handler_type(unary, **kwargs)
+
+
+def _status_code(
+    context: grpc.aio.ServicerContext[Any, Any], exc: BaseException | None
+) -> grpc.StatusCode:
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return grpc.StatusCode.CANCELLED
+    code: Any = None
+    try:
+        code = context.code()
+    except Exception:  # not available on this grpc build: fall back to the exception
+        code = None
+    if isinstance(code, grpc.StatusCode) and (code != grpc.StatusCode.OK or exc is None):
+        return code
+    if isinstance(code, int) and code != 0:
+        for status in grpc.StatusCode:
+            if status.value[0] == code:
+                return status
+    return grpc.StatusCode.OK if exc is None else grpc.StatusCode.UNKNOWN
+
+
+def _finish(
+    span: Span, context: grpc.aio.ServicerContext[Any, Any], exc: BaseException | None
+) -> None:
+    code = _status_code(context, exc)
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code in _SERVER_ERRORS:
+        span.set_status(Status(StatusCode.ERROR, code.name))
+        if exc is not None and not isinstance(exc, grpc.aio.AbortError):
+            span.record_exception(exc)
+    span.end()
