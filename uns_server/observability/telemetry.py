@@ -8,6 +8,7 @@ in one process (tests) keep separate metrics and spans.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from uns_server.store.db import Database
 
 SERVICE_NAME = "uns-server"
+SHUTDOWN_FLUSH_MILLIS = 5_000
 
 
 class Telemetry:
@@ -127,13 +129,19 @@ class Telemetry:
         return self.sampler
 
     async def aclose(self) -> None:
-        """Stop the endpoint, flush and stop the exporters."""
+        """Stop the endpoint, flush and stop the exporters.
+
+        Flushing may wait on an unreachable collector: it runs on a thread, bounded by
+        ``SHUTDOWN_FLUSH_MILLIS`` for metrics (the span exporter has its own timeout).
+        """
         if self._endpoint is not None:
             await self._endpoint.stop()
         if isinstance(self.tracer_provider, TracerProvider):
-            self.tracer_provider.shutdown()
+            await asyncio.to_thread(self.tracer_provider.shutdown)
         if isinstance(self.meter_provider, MeterProvider):
-            self.meter_provider.shutdown()
+            await asyncio.to_thread(
+                self.meter_provider.shutdown, timeout_millis=SHUTDOWN_FLUSH_MILLIS
+            )
 
 
 def _otlp_metric_exporter(endpoint: str, protocol: str) -> MetricExporter:
