@@ -1,7 +1,11 @@
 """``--profile``: sample the uns-server process with py-spy while the UNS workloads run.
 
 py-spy attaches to the running server (no change to it) and writes collapsed stacks
-(``--format raw``, which flamegraph.pl and speedscope read); we print the top frames by own and by
+(``--format raw``, which flamegraph.pl and speedscope read). It samples only the thread
+holding the GIL (``--gil``): without that, a thread waiting to take the GIL back after
+a socket ``send`` shows up as time in ``send`` and hides where the interpreter really
+works. Time inside C extensions (grpc's Cython callbacks, asyncpg's protocol) appears as
+the Python frame that called them, typically ``Handle._run``. We print the top frames by own and by
 inclusive samples. Figures measured in a profiled run are perturbed (sampling costs
 CPU on a 2-core machine): profile in a separate run from the one you quote.
 """
@@ -34,7 +38,7 @@ class Sampler:
         self._log = (out_dir / f"py-spy-{label}.log").open("wb")
         self._proc = subprocess.Popen(
             [exe, "record", "--pid", str(pid), "--rate", str(SAMPLE_RATE_HZ),
-             "--format", "raw", "--output", str(self.raw), "--nonblocking"],
+             "--format", "raw", "--output", str(self.raw), "--nonblocking", "--gil"],
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -108,7 +112,10 @@ def summarize(raw: Path, top: int = 15) -> dict[str, list[tuple[str, float]]]:
 
 
 def render(summary: dict[str, list[tuple[str, float]]]) -> str:
-    lines = ["Server hotspots (py-spy, % of samples while on CPU):", "  own time (leaf frames):"]
+    lines = [
+        "Server hotspots (py-spy --gil, % of GIL-holding samples):",
+        "  own time (leaf frames):",
+    ]
     lines += [f"    {pct:5.1f}%  {frame}" for frame, pct in summary["own"]]
     lines.append("  uns_server functions, inclusive (greenlet-run SQL not attributed):")
     lines += [f"    {pct:5.1f}%  {frame}" for frame, pct in summary["server"]]
