@@ -31,22 +31,33 @@ def _cpu_of(pid: int) -> float | None:
 
 
 def _tree_cpu(pid: int) -> float | None:
-    """CPU of a process, its live descendants and its reaped children."""
+    """CPU of a process, its live descendants and its reaped children.
+
+    A child reaped between reading the root and reading the children would be lost
+    (or counted twice), so the snapshot is retried until the root's reaped-children
+    total did not move while the children were read.
+    """
     if psutil is None:
         return None
-    try:
-        root = psutil.Process(pid)
-        times = root.cpu_times()
-        total = float(times.user + times.system + times.children_user + times.children_system)
-        children = root.children(recursive=True)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    for proc in children:
+    total = 0.0
+    for _attempt in range(5):
         try:
-            times = proc.cpu_times()
+            root = psutil.Process(pid)
+            before = root.cpu_times()
+            live = 0.0
+            for proc in root.children(recursive=True):
+                try:
+                    times = proc.cpu_times()
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                live += float(times.user + times.system)
+            after = root.cpu_times()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        total += float(times.user + times.system)
+            return None
+        reaped = float(after.children_user + after.children_system)
+        total = float(after.user + after.system) + reaped + live
+        if reaped == float(before.children_user + before.children_system):
+            break
     return total
 
 

@@ -54,7 +54,12 @@ async def run(options: Options) -> int:
     rows: list[Row] = []
     phases: dict[str, float] = {}
     errors: dict[str, str] = {}
-    meta: dict[str, Any] = {"started": stamp, "profile": profile.name, "run_dir": str(run_dir)}
+    meta: dict[str, Any] = {
+        "started": stamp,
+        "profile": profile.name,
+        "run_dir": str(run_dir),
+        "load_average_start": os.getloadavg()[0],
+    }
     hotspots: dict[str, Any] | None = None
     want = set(options.workloads)
     _log(f"bench {profile.name}: results in {run_dir}")
@@ -117,6 +122,7 @@ async def run(options: Options) -> int:
         if harness is not None:
             harness.close()
 
+    meta["load_average_end"] = os.getloadavg()[0]
     meta["phase_seconds"] = phases
     meta["errors"] = errors
     meta["total_seconds"] = round(time.monotonic() - started, 1)
@@ -137,6 +143,11 @@ async def run(options: Options) -> int:
     print()
     for name, error in errors.items():
         print(f"phase {name} FAILED: {error}")
+    print(
+        f"load average {meta['load_average_start']:.1f} at start, "
+        f"{meta['load_average_end']:.1f} at end ({meta.get('cpu_count')} cores; anything above "
+        "what the bench itself runs is a neighbour, and the figures are noisier for it)"
+    )
     print(f"total {meta['total_seconds']} s; JSON: {json_path}")
     print(f"chart: {png}" if charted else "chart: skipped (matplotlib not installed)")
     return 1 if errors else 0

@@ -7,6 +7,7 @@ plain single-row insert. Latencies come from pgbench's per-transaction log (``-l
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from pathlib import Path
 
@@ -53,7 +54,7 @@ async def run(
         "-M", "prepared",  # asyncpg prepares too
         "-c", str(clients),
         "-j", str(min(clients, 2)),
-        "-T", str(max(1, round(seconds))),
+        "-T", str(max(1, math.ceil(seconds))),
         "-f", str(script_path),
         "-l", f"--log-prefix={prefix}",
         database,
