@@ -373,16 +373,22 @@ class ReplayRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     notification_id: _builtins.str
     """Required. A FAILED notification with dead_letter=true."""
+    reason: _builtins.str
+    """Optional. Why the operator replays, free text of at most 1024
+    characters. Recorded as `reason` in the REPLAY_REQUESTED event payload.
+    """
     def __init__(
         self,
         *,
         notification_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -419,16 +425,23 @@ class ResolveFailureRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     notification_id: _builtins.str
     """Required. A FAILED notification with dead_letter=true."""
+    reason: _builtins.str
+    """Optional. Why the operator resolves the failure, free text of at most
+    1024 characters. Recorded as `reason` in the FAILURE_RESOLVED event
+    payload.
+    """
     def __init__(
         self,
         *,
         notification_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

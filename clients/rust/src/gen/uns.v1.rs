@@ -850,6 +850,10 @@ pub struct ReplayRequest {
     /// Required. A FAILED notification with dead_letter=true.
     #[prost(string, tag="1")]
     pub notification_id: ::prost::alloc::string::String,
+    /// Optional. Why the operator replays, free text of at most 1024
+    /// characters. Recorded as `reason` in the REPLAY_REQUESTED event payload.
+    #[prost(string, tag="2")]
+    pub reason: ::prost::alloc::string::String,
 }
 /// ReplayResponse returns the replayed notification.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -864,6 +868,11 @@ pub struct ResolveFailureRequest {
     /// Required. A FAILED notification with dead_letter=true.
     #[prost(string, tag="1")]
     pub notification_id: ::prost::alloc::string::String,
+    /// Optional. Why the operator resolves the failure, free text of at most
+    /// 1024 characters. Recorded as `reason` in the FAILURE_RESOLVED event
+    /// payload.
+    #[prost(string, tag="2")]
+    pub reason: ::prost::alloc::string::String,
 }
 /// ResolveFailureResponse returns the resolved notification.
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -643,8 +643,11 @@ type ReplayRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. A FAILED notification with dead_letter=true.
 	NotificationId string `protobuf:"bytes,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Optional. Why the operator replays, free text of at most 1024
+	// characters. Recorded as `reason` in the REPLAY_REQUESTED event payload.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplayRequest) Reset() {
@@ -680,6 +683,13 @@ func (*ReplayRequest) Descriptor() ([]byte, []int) {
 func (x *ReplayRequest) GetNotificationId() string {
 	if x != nil {
 		return x.NotificationId
+	}
+	return ""
+}
+
+func (x *ReplayRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -735,8 +745,12 @@ type ResolveFailureRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. A FAILED notification with dead_letter=true.
 	NotificationId string `protobuf:"bytes,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Optional. Why the operator resolves the failure, free text of at most
+	// 1024 characters. Recorded as `reason` in the FAILURE_RESOLVED event
+	// payload.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResolveFailureRequest) Reset() {
@@ -772,6 +786,13 @@ func (*ResolveFailureRequest) Descriptor() ([]byte, []int) {
 func (x *ResolveFailureRequest) GetNotificationId() string {
 	if x != nil {
 		return x.NotificationId
+	}
+	return ""
+}
+
+func (x *ResolveFailureRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -1313,13 +1334,15 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\bmetadata\x18\x03 \x01(\v2\x17.google.protobuf.StructR\bmetadata\"|\n" +
 	"\x13AcknowledgeResponse\x128\n" +
 	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\x12+\n" +
-	"\x11idempotent_replay\x18\x02 \x01(\bR\x10idempotentReplay\"8\n" +
+	"\x11idempotent_replay\x18\x02 \x01(\bR\x10idempotentReplay\"P\n" +
 	"\rReplayRequest\x12'\n" +
-	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\"J\n" +
+	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"J\n" +
 	"\x0eReplayResponse\x128\n" +
-	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"@\n" +
+	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"X\n" +
 	"\x15ResolveFailureRequest\x12'\n" +
-	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\"R\n" +
+	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"R\n" +
 	"\x16ResolveFailureResponse\x128\n" +
 	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"\xe3\x01\n" +
 	"\x12WatchEventsRequest\x12)\n" +
