@@ -78,9 +78,9 @@ class App:
         self.clock = clock
         self.db = Database(settings.database_url)
         self.health = health.aio.HealthServicer()
-        file_keys = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else {}
-        self.authenticator = auth.Authenticator(self.db, file_keys)
-        self._file_keys = file_keys
+        key_file = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else None
+        self.authenticator = auth.Authenticator(self.db, key_file)
+        self._key_file = key_file
         channel_data: Any = {}
         if settings.channels_file:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
@@ -226,7 +226,7 @@ class App:
     async def _check_auth_setup(self) -> None:
         async with self.db.read() as conn:
             keys = await api_keys.count_active(conn)
-        if keys or self._file_keys:
+        if keys or self._key_file:
             return
         s = self.settings
         if not s.is_loopback:

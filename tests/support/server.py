@@ -88,15 +88,15 @@ class ShiftableClock:
 async def start_server(
     db_url: str, tmp_path: Path, *, clock: ShiftableClock | None = None, **overrides: Any
 ) -> RunningServer:
-    overrides.setdefault("listen", "127.0.0.1:0")
-    settings = Settings(
-        database_url=db_url,
-        api_keys_file=str(write_key_file(tmp_path)),
-        dev_key_file=str(tmp_path / "dev-key.txt"),
-        idle_poll_seconds=0.5,
-        log_format="text",
-        **overrides,
-    )
+    defaults: dict[str, Any] = {
+        "listen": "127.0.0.1:0",
+        "dev_key_file": str(tmp_path / "dev-key.txt"),
+        "idle_poll_seconds": 0.5,
+        "log_format": "text",
+    }
+    if "api_keys_file" not in overrides:
+        defaults["api_keys_file"] = str(write_key_file(tmp_path))
+    settings = Settings(database_url=db_url, **{**defaults, **overrides})
     app = App(settings, clock=clock or ShiftableClock())
     await app.start()
     await app.ready.wait()

@@ -39,6 +39,17 @@ def _authorization(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
     return None
 
 
+def _certificate_cn(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
+    """The common name of a client certificate the TLS layer verified (mTLS), if any."""
+    for name in context.auth_context().get("x509_common_name") or ():
+        return name.decode()
+    return None
+
+
+async def authenticate(self: HasAuth, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
+    return await self.auth.authenticate(_authorization(context), _certificate_cn(context))
+
+
 def _as_uns_error(exc: Exception) -> UnsError | None:
     if isinstance(exc, UnsError):
         return exc
@@ -67,7 +78,7 @@ def unary(
             self: S, request: Req, context: grpc.aio.ServicerContext[Any, Any]
         ) -> Resp:
             try:
-                principal = await self.auth.authenticate(_authorization(context))
+                principal = await authenticate(self, context)
                 principal.require(*roles)
                 return await fn(self, request, context, principal)
             except Exception as exc:
@@ -96,7 +107,7 @@ def streaming(
             self: S, request: Req, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Resp]:
             try:
-                principal = await self.auth.authenticate(_authorization(context))
+                principal = await authenticate(self, context)
                 principal.require(*roles)
                 async for item in fn(self, request, context, principal):
                     yield item

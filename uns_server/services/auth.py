@@ -64,16 +64,32 @@ def parse_roles(values: Iterable[str]) -> frozenset[Role]:
         ) from exc
 
 
-def load_key_file(path: str) -> dict[str, Principal]:
-    """A YAML/JSON list of {key | key_sha256, principal, roles} -> hash -> principal."""
+@dataclass(frozen=True)
+class KeyFile:
+    """Credentials from the key file: API-key hashes, and (for mTLS) client-certificate
+    common names, each mapped to a principal and roles."""
+
+    keys: Mapping[str, Principal]
+    certificates: Mapping[str, Principal]
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.certificates)
+
+
+def load_key_file(path: str) -> KeyFile:
+    """A YAML/JSON list of entries ``{key | key_sha256 | certificate_cn, principal, roles}``."""
     entries: Any = yaml.safe_load(Path(path).read_text()) or []
     if isinstance(entries, Mapping):
         entries = entries.get("keys", [])
     keys: dict[str, Principal] = {}
+    certificates: dict[str, Principal] = {}
     for entry in entries:
-        digest = entry.get("key_sha256") or hash_key(str(entry["key"]))
-        keys[digest] = Principal(str(entry["principal"]), parse_roles(entry.get("roles", [])))
-    return keys
+        principal = Principal(str(entry["principal"]), parse_roles(entry.get("roles", [])))
+        if "certificate_cn" in entry:
+            certificates[str(entry["certificate_cn"])] = principal
+        else:
+            keys[entry.get("key_sha256") or hash_key(str(entry["key"]))] = principal
+    return KeyFile(keys, certificates)
 
 
 async def create_key(
@@ -99,15 +115,29 @@ class Authenticator:
     def __init__(
         self,
         db: Database,
-        file_keys: Mapping[str, Principal] | None = None,
+        key_file: KeyFile | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._db = db
-        self._file_keys = dict(file_keys or {})
+        self._file_keys = dict(key_file.keys) if key_file else {}
+        self._certificates = dict(key_file.certificates) if key_file else {}
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._monotonic = monotonic
 
-    async def authenticate(self, authorization: str | None) -> Principal:
+    async def authenticate(
+        self, authorization: str | None, certificate_cn: str | None = None
+    ) -> Principal:
+        """An API key wins; otherwise a verified client certificate (mTLS) whose common
+        name the key file maps to a principal. Key lookups go by SHA-256 of the secret,
+        so no comparison ever runs over the secret itself (nothing to time)."""
+        if not authorization and certificate_cn is not None:
+            principal = self._certificates.get(certificate_cn)
+            if principal is None:
+                raise Unauthenticated(
+                    "client certificate is not mapped to a principal",
+                    metadata={"certificate_cn": certificate_cn},
+                )
+            return principal
         if not authorization:
             raise Unauthenticated("missing credentials: send 'authorization: Bearer <api key>'")
         scheme, _, secret = authorization.strip().partition(" ")
