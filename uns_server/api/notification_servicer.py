@@ -144,14 +144,16 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
     async def Replay(
         self, request: pb.ReplayRequest, context: Ctx, principal: Principal
     ) -> pb.ReplayResponse:
-        row = await self.operations.replay(principal, request.notification_id)
+        row = await self.operations.replay(principal, request.notification_id, request.reason)
         return pb.ReplayResponse(notification=convert.notification(row))
 
     @unary(Role.OPERATOR)
     async def ResolveFailure(
         self, request: pb.ResolveFailureRequest, context: Ctx, principal: Principal
     ) -> pb.ResolveFailureResponse:
-        row = await self.operations.resolve_failure(principal, request.notification_id)
+        row = await self.operations.resolve_failure(
+            principal, request.notification_id, request.reason
+        )
         return pb.ResolveFailureResponse(notification=convert.notification(row))
 
     @streaming(Role.PRODUCER, Role.OPERATOR)

@@ -2,6 +2,9 @@
 
 Replay is refused while a dedup successor carries the obligation (it is PENDING or
 already satisfied it): replaying then would deliver the same alert twice.
+
+Both take the operator's free-text ``reason`` (at most ``REASON_MAX_CHARS`` characters,
+empty when none was given) and record it in the event payload as ``reason``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,13 @@ from datetime import datetime
 from sqlalchemy.engine import RowMapping
 
 from uns_server.domain.enums import EventKind, Status
-from uns_server.domain.errors import NotDeadLettered, NotFound, ReplayBlocked
+from uns_server.domain.errors import (
+    FieldViolation,
+    InvalidRequest,
+    NotDeadLettered,
+    NotFound,
+    ReplayBlocked,
+)
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.store import dispatch, events, notifications
@@ -20,6 +29,17 @@ from uns_server.store.db import TOPIC_WORK, Database, WriteTx
 from uns_server.store.events import NewEvent
 
 _CARRYING = (Status.PENDING.value, Status.DELIVERED.value, Status.DEDUPLICATED.value)
+REASON_MAX_CHARS = 1024
+
+
+def validate_reason(reason: str) -> str:
+    """The operator's reason as given, or ``InvalidRequest`` when it is too long."""
+    if len(reason) > REASON_MAX_CHARS:
+        raise InvalidRequest(
+            metadata={"fields": "reason"},
+            violations=[FieldViolation("reason", f"must be at most {REASON_MAX_CHARS} characters")],
+        )
+    return reason
 
 
 class Operations:
@@ -43,7 +63,10 @@ class Operations:
             )
         return row
 
-    async def replay(self, principal: Principal, notification_id: str) -> RowMapping:
+    async def replay(
+        self, principal: Principal, notification_id: str, reason: str = ""
+    ) -> RowMapping:
+        reason = validate_reason(reason)
         now = self._clock()
         async with self._db.write() as tx:
             row = await self._dead_letter(tx, notification_id)
@@ -90,6 +113,7 @@ class Operations:
                             "actor": principal.name,
                             "cycle": cycle,
                             "cumulative_attempts": row["attempts"],
+                            "reason": reason,
                         },
                     )
                 ],
@@ -100,7 +124,10 @@ class Operations:
         assert replayed is not None
         return replayed
 
-    async def resolve_failure(self, principal: Principal, notification_id: str) -> RowMapping:
+    async def resolve_failure(
+        self, principal: Principal, notification_id: str, reason: str = ""
+    ) -> RowMapping:
+        reason = validate_reason(reason)
         now = self._clock()
         async with self._db.write() as tx:
             row = await self._dead_letter(tx, notification_id)
@@ -113,7 +140,7 @@ class Operations:
                         row["principal"],
                         row["notification_type"],
                         EventKind.FAILURE_RESOLVED,
-                        {"actor": principal.name},
+                        {"actor": principal.name, "reason": reason},
                     )
                 ],
                 now,

@@ -190,26 +190,29 @@ class AsyncClient:
             "Acknowledge", self._stub.Acknowledge, request, SAFE_RETRY_ON, timeout
         )
 
-    async def replay(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
-        """Open a new delivery cycle for a dead-lettered notification (operator). Not
-        retried."""
+    async def replay(
+        self, notification_id: str, *, reason: str = "", timeout: float | None = None
+    ) -> t.Notification:
+        """Open a new delivery cycle for a dead-lettered notification (operator). ``reason``
+        (at most 1024 characters) is recorded in the REPLAY_REQUESTED event. Not retried."""
         response = await self._unary(
             "Replay",
             self._stub.Replay,
-            pb.ReplayRequest(notification_id=notification_id),
+            pb.ReplayRequest(notification_id=notification_id, reason=reason),
             NO_RETRY,
             timeout,
         )
         return response.notification
 
     async def resolve_failure(
-        self, notification_id: str, *, timeout: float | None = None
+        self, notification_id: str, *, reason: str = "", timeout: float | None = None
     ) -> t.Notification:
-        """Clear the dead-letter flag without replaying (operator). Not retried."""
+        """Clear the dead-letter flag without replaying (operator). ``reason`` (at most 1024
+        characters) is recorded in the FAILURE_RESOLVED event. Not retried."""
         response = await self._unary(
             "ResolveFailure",
             self._stub.ResolveFailure,
-            pb.ResolveFailureRequest(notification_id=notification_id),
+            pb.ResolveFailureRequest(notification_id=notification_id, reason=reason),
             NO_RETRY,
             timeout,
         )
@@ -399,24 +402,26 @@ class Client:
             request.metadata.CopyFrom(_convert.struct(metadata))
         return self._unary("Acknowledge", self._stub.Acknowledge, request, SAFE_RETRY_ON, timeout)
 
-    def replay(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
+    def replay(
+        self, notification_id: str, *, reason: str = "", timeout: float | None = None
+    ) -> t.Notification:
         """See ``AsyncClient.replay``."""
         return self._unary(
             "Replay",
             self._stub.Replay,
-            pb.ReplayRequest(notification_id=notification_id),
+            pb.ReplayRequest(notification_id=notification_id, reason=reason),
             NO_RETRY,
             timeout,
         ).notification
 
     def resolve_failure(
-        self, notification_id: str, *, timeout: float | None = None
+        self, notification_id: str, *, reason: str = "", timeout: float | None = None
     ) -> t.Notification:
         """See ``AsyncClient.resolve_failure``."""
         return self._unary(
             "ResolveFailure",
             self._stub.ResolveFailure,
-            pb.ResolveFailureRequest(notification_id=notification_id),
+            pb.ResolveFailureRequest(notification_id=notification_id, reason=reason),
             NO_RETRY,
             timeout,
         ).notification
