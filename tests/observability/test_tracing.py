@@ -60,7 +60,7 @@ async def test_rpc_span_continues_traceparent_and_attempt_links_to_it(
     traced: tuple[RunningServer, InMemorySpanExporter], caplog: pytest.LogCaptureFixture
 ) -> None:
     server, exporter = traced
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.DEBUG)
     caplog.handler.addFilter(TraceContextFilter())
     stub: Any = server.stub("alice").stub  # the raw stub: extra metadata
     sent = await stub.SendNotification(

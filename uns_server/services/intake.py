@@ -127,7 +127,8 @@ class Intake:
         if not result.idempotent_replay:
             self._metrics.accepted(outcome.lower())
         trace.get_current_span().set_attribute("uns.notification_id", result.notification_id)
-        log.info(
+        # DEBUG: one line per request would duplicate the ACCEPTED event at volume.
+        log.debug(
             "notification accepted",
             extra={
                 "notification_id": result.notification_id,

@@ -204,7 +204,7 @@ class Dispatcher:
                 span.set_attribute("uns.outcome", outcome)
                 lost = status is None
                 log.log(
-                    logging.WARNING if lost else logging.INFO,
+                    _ATTEMPT_LOG_LEVEL[outcome],
                     "lease lost before settling" if lost else "delivery attempt settled",
                     extra={
                         "notification_id": nid,
@@ -460,6 +460,14 @@ _ATTEMPT_OUTCOME = {
     Status.DELIVERED: "delivered",
     Status.PENDING: "retry",
     Status.FAILED: "failed",
+}
+# Success is the common case and already an event: DEBUG keeps INFO logs readable
+# (and cheap) at volume; anything that needs a look is louder.
+_ATTEMPT_LOG_LEVEL = {
+    "delivered": logging.DEBUG,
+    "retry": logging.INFO,
+    "failed": logging.WARNING,
+    "lease_lost": logging.WARNING,
 }
 
 
