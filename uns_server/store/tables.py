@@ -112,14 +112,6 @@ notifications = Table(
     Column("response_metadata", Json),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("updated_at", UtcDateTime(), nullable=False),
-    # Due leaders only: the dispatcher's claim query walks this index.
-    Index(
-        "ix_uns_notifications_due",
-        "priority",
-        "next_attempt",
-        postgresql_where=text("status = 'PENDING' AND dedup_owner_id IS NULL"),
-        sqlite_where=text("status = 'PENDING' AND dedup_owner_id IS NULL"),
-    ),
     # Pending acks only: the expiry worker's sweep.
     Index(
         "ix_uns_notifications_ack_deadline",
@@ -132,6 +124,16 @@ notifications = Table(
     Index("ix_uns_notifications_principal_created_at", "principal", "created_at"),
     Index("ix_uns_notifications_status_created_at", "status", "created_at"),
     Index("ix_uns_notifications_created_at", "created_at"),
+)
+
+# Due leaders only, in the claim query's exact order (priority DESC, next_attempt):
+# with any other order PostgreSQL sorts every pending row on each claim.
+Index(
+    "ix_uns_notifications_due",
+    notifications.c.priority.desc(),
+    notifications.c.next_attempt,
+    postgresql_where=text("status = 'PENDING' AND dedup_owner_id IS NULL"),
+    sqlite_where=text("status = 'PENDING' AND dedup_owner_id IS NULL"),
 )
 
 events = Table(
