@@ -131,26 +131,33 @@ class Telemetry:
     async def aclose(self) -> None:
         """Stop the endpoint, flush and stop the exporters.
 
-        Flushing may wait on an unreachable collector: it runs on a thread, bounded by
-        ``SHUTDOWN_FLUSH_MILLIS`` for metrics (the span exporter has its own timeout).
+        Flushing may wait on an unreachable collector: both signals flush at once, on
+        threads, each bounded by the exporters' ``EXPORT_TIMEOUT_SECONDS``.
         """
         if self._endpoint is not None:
             await self._endpoint.stop()
+        flushes = []
         if isinstance(self.tracer_provider, TracerProvider):
-            await asyncio.to_thread(self.tracer_provider.shutdown)
+            flushes.append(asyncio.to_thread(self.tracer_provider.shutdown))
         if isinstance(self.meter_provider, MeterProvider):
-            await asyncio.to_thread(
-                self.meter_provider.shutdown, timeout_millis=SHUTDOWN_FLUSH_MILLIS
+            flushes.append(
+                asyncio.to_thread(
+                    self.meter_provider.shutdown, timeout_millis=SHUTDOWN_FLUSH_MILLIS
+                )
             )
+        await asyncio.gather(*flushes)
 
 
 def _otlp_metric_exporter(endpoint: str, protocol: str) -> MetricExporter:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-        return OTLPMetricExporter(endpoint=endpoint)
+        return OTLPMetricExporter(endpoint=endpoint, timeout=tracing.EXPORT_TIMEOUT_SECONDS)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HttpMetricExporter,
     )
 
-    return HttpMetricExporter(endpoint=tracing.signal_url(endpoint, "/v1/metrics"))
+    return HttpMetricExporter(
+        endpoint=tracing.signal_url(endpoint, "/v1/metrics"),
+        timeout=tracing.EXPORT_TIMEOUT_SECONDS,
+    )
