@@ -32,6 +32,7 @@ from uns.v1 import (
     policy_service_pb2_grpc,
 )
 from uns_server.api.audit_servicer import AuditServicer
+from uns_server.api.handlers import DecodeGuard
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.channels.config import load_channels_config
@@ -102,7 +103,7 @@ class App:
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
-            interceptors=[self.telemetry.interceptor],
+            interceptors=[self.telemetry.interceptor, DecodeGuard()],
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
                 ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
@@ -127,7 +128,13 @@ class App:
                 Queries(self.db),
                 self.acks,
                 Operations(self.db, self.clock),
-                Watch(self.db, self.hub, s.watch_heartbeat_seconds, self.clock),
+                Watch(
+                    self.db,
+                    self.hub,
+                    s.watch_heartbeat_seconds,
+                    self.clock,
+                    s.watch_streams_per_principal,
+                ),
             ),
             self.server,
         )

@@ -22,6 +22,7 @@ IDLE_POLL_SECONDS_DEFAULT = 5.0
 EXPIRY_POLL_SECONDS_DEFAULT = 5.0
 WATCH_HEARTBEAT_SECONDS_DEFAULT = 10.0
 WATCH_QUEUE_MAX_DEFAULT = 10_000
+WATCH_STREAMS_PER_PRINCIPAL_DEFAULT = 100
 SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
 MAX_RECEIVE_MESSAGE_BYTES_DEFAULT = 1024 * 1024
 DB_RETRY_SECONDS_DEFAULT = 2.0
@@ -68,6 +69,9 @@ class Settings:
     # Events buffered per live subscriber; one that falls further behind is served
     # from the table again (bounded memory per stream).
     watch_queue_max: int = WATCH_QUEUE_MAX_DEFAULT
+    # Concurrent WatchEvents streams one principal may hold open; more are refused with
+    # RESOURCE_EXHAUSTED / TOO_MANY_STREAMS (bounds the memory and fan-out one caller costs).
+    watch_streams_per_principal: int = WATCH_STREAMS_PER_PRINCIPAL_DEFAULT
     db_retry_seconds: float = DB_RETRY_SECONDS_DEFAULT
     # Logs.
     log_level: str = "INFO"
@@ -127,6 +131,7 @@ class Settings:
             "dispatch_batch_size",
             "max_receive_message_bytes",
             "watch_queue_max",
+            "watch_streams_per_principal",
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be at least 1")

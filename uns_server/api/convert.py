@@ -67,8 +67,18 @@ def _wrapper(w: Any) -> EnumTypeWrapper:
     return w
 
 
-def struct_to_dict(s: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(s)
+def struct_to_dict(s: struct_pb2.Struct, field: str = "metadata") -> dict[str, Any]:
+    """A request Struct as JSON-like values; INVALID_REQUEST for NaN or infinite numbers,
+    which a Struct can carry but JSON (and so the stored document) cannot."""
+    try:
+        return json_format.MessageToDict(s)
+    except (ValueError, json_format.Error):
+        description = "numbers must be finite doubles"
+        raise InvalidRequest(
+            f"{field}: {description}",
+            metadata={"fields": field},
+            violations=[FieldViolation(field, description)],
+        ) from None
 
 
 def dict_to_struct(d: Mapping[str, Any] | None) -> struct_pb2.Struct:

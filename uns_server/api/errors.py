@@ -32,6 +32,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     e.HistoryCompacted: grpc.StatusCode.OUT_OF_RANGE,
     e.ShuttingDown: grpc.StatusCode.UNAVAILABLE,
+    e.TooManyStreams: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

@@ -9,12 +9,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from uns_server.api.errors import to_grpc_status
 from uns_server.domain.enums import Role
-from uns_server.domain.errors import StorageUnavailable, UnsError
+from uns_server.domain.errors import FieldViolation, InvalidRequest, StorageUnavailable, UnsError
 from uns_server.services.auth import Authenticator, Principal
 
 log = logging.getLogger("uns.api")
@@ -62,6 +63,57 @@ def _as_uns_error(exc: Exception) -> UnsError | None:
 
 
 S = TypeVar("S", bound=HasAuth)
+GUARDED_PREFIX = "/uns.v1."
+
+
+class Undecodable:
+    """A request whose bytes do not parse as the RPC's message (see ``DecodeGuard``)."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def error(self) -> InvalidRequest:
+        description = "is not a valid protobuf message of this RPC's request type"
+        return InvalidRequest(
+            f"request: {description} (malformed wire data, invalid UTF-8 in a string, or "
+            "nesting beyond the protobuf recursion limit)",
+            metadata={"fields": "request"},
+            violations=[FieldViolation("request", description)],
+        )
+
+
+def _guarded(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def decode(raw: bytes) -> Any:
+        try:
+            return deserialize(raw)
+        except DecodeError as exc:
+            return Undecodable(str(exc))
+
+    return decode
+
+
+class DecodeGuard(grpc.aio.ServerInterceptor):
+    """Requests that do not parse reach the servicer as ``Undecodable`` and are refused
+    with INVALID_REQUEST (after authentication and the role check), instead of grpc
+    answering UNKNOWN with the parser's exception text. Covers the ``uns.v1`` services."""
+
+    async def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if (
+            handler is None
+            or handler.request_streaming
+            or handler.request_deserializer is None
+            or not method.startswith(GUARDED_PREFIX)
+        ):
+            return handler
+        return handler._replace(request_deserializer=_guarded(handler.request_deserializer))
+
+
+def _refuse_undecodable(request: object) -> None:
+    if isinstance(request, Undecodable):
+        log.debug("undecodable request refused: %s", request.problem)
+        raise request.error()
 
 
 def unary(
@@ -80,6 +132,7 @@ def unary(
             try:
                 principal = await authenticate(self, context)
                 principal.require(*roles)
+                _refuse_undecodable(request)
                 return await fn(self, request, context, principal)
             except Exception as exc:
                 error = _as_uns_error(exc)
@@ -109,6 +162,7 @@ def streaming(
             try:
                 principal = await authenticate(self, context)
                 principal.require(*roles)
+                _refuse_undecodable(request)
                 async for item in fn(self, request, context, principal):
                     yield item
             except Exception as exc:

@@ -128,6 +128,12 @@ class HistoryCompacted(UnsError):
     reason = "HISTORY_COMPACTED"
 
 
+class TooManyStreams(UnsError):
+    """Too many concurrent WatchEvents streams for this principal; close one and retry."""
+
+    reason = "TOO_MANY_STREAMS"
+
+
 class ShuttingDown(UnsError):
     """The server is shutting down; reconnect (to any replica) and resume."""
 

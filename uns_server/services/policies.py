@@ -36,6 +36,7 @@ PAGE_SIZE_MAX = 1000
 # retries and then sees the winner's row.
 _INSERT_RACE_RETRIES = 3
 _TOKEN_VERSION = 1
+_INT32_MAX = 2**31 - 1  # revisions are int32 on the wire and in the table
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def decode_page_token(token: str, notification_type: str) -> int:
     try:
         padded = token + "=" * (-len(token) % 4)
         version, token_type, last = json.loads(base64.urlsafe_b64decode(padded))
-        if version != _TOKEN_VERSION or not isinstance(last, int) or last < 1:
+        if version != _TOKEN_VERSION or not isinstance(last, int) or not 1 <= last <= _INT32_MAX:
             raise ValueError(token)
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
         raise _invalid("page_token", "not a token from this server") from None

@@ -10,6 +10,11 @@ so every event is either visible to the catch-up query (committed earlier) or wi
 be read by the hub after registration (committed later) — the overlap is dropped by
 sequence. A subscriber that falls too far behind (its queue overflows) drops the
 queue and catches up from the database again, from its own cursor.
+
+Each principal may hold at most ``streams_per_principal`` streams open at once (setting
+``watch_streams_per_principal``); one more is refused with TOO_MANY_STREAMS. The count
+is taken when a stream starts and given back in ``finally``, however the stream ends
+(client cancel, deadline, error, shutdown).
 """
 
 from __future__ import annotations
@@ -25,7 +30,13 @@ from datetime import datetime
 from sqlalchemy.engine import RowMapping
 
 from uns_server.aio import wait_event
-from uns_server.domain.errors import HistoryCompacted, ShuttingDown
+from uns_server.domain.errors import (
+    FieldViolation,
+    HistoryCompacted,
+    InvalidRequest,
+    ShuttingDown,
+    TooManyStreams,
+)
 from uns_server.services.auth import Principal
 from uns_server.store import events, retention
 from uns_server.store.db import TOPIC_EVENTS, Database
@@ -37,6 +48,9 @@ CATCH_UP_BATCH = 500
 QUEUE_MAX = 10_000
 # Safety net if a wake-up is ever lost (e.g. while LISTEN reconnects).
 HUB_FALLBACK_POLL_SECONDS = 5.0
+STREAMS_PER_PRINCIPAL_DEFAULT = 100
+# Distinct notification ids one stream may filter on (each is a bound SQL parameter).
+NOTIFICATION_IDS_MAX = 1000
 
 
 @dataclass(frozen=True)
@@ -151,12 +165,44 @@ class EventHub:
 
 class Watch:
     def __init__(
-        self, db: Database, hub: EventHub, heartbeat_seconds: float, clock: Callable[[], datetime]
+        self,
+        db: Database,
+        hub: EventHub,
+        heartbeat_seconds: float,
+        clock: Callable[[], datetime],
+        streams_per_principal: int = STREAMS_PER_PRINCIPAL_DEFAULT,
     ) -> None:
         self._db = db
         self._hub = hub
         self._heartbeat = heartbeat_seconds
         self._clock = clock
+        self._streams_max = streams_per_principal
+        self._streams: dict[str, int] = {}
+
+    def open_streams(self, principal: str) -> int:
+        """Streams ``principal`` holds open right now."""
+        return self._streams.get(principal, 0)
+
+    def _acquire(self, principal: str) -> None:
+        held = self._streams.get(principal, 0)
+        if held >= self._streams_max:
+            raise TooManyStreams(
+                f"{principal} already holds {held} WatchEvents streams (limit "
+                f"{self._streams_max}); close one, or filter one stream instead of opening many",
+                metadata={
+                    "principal": principal,
+                    "open_streams": str(held),
+                    "limit": str(self._streams_max),
+                },
+            )
+        self._streams[principal] = held + 1
+
+    def _release(self, principal: str) -> None:
+        held = self._streams.get(principal, 0) - 1
+        if held > 0:
+            self._streams[principal] = held
+        else:
+            self._streams.pop(principal, None)
 
     async def start_cursor(self, after_sequence: int, replay_history: bool) -> int:
         if after_sequence > 0 or replay_history:
@@ -189,12 +235,27 @@ class Watch:
         kinds: Sequence[str],
         notification_type: str,
     ) -> AsyncIterator[RowMapping | Heartbeat]:
+        # Duplicates would only multiply bound SQL parameters (a 1 MiB request holds
+        # ~500k packed enum values): filter on each distinct value once.
+        notification_ids = sorted(set(notification_ids))
+        kinds = sorted(set(kinds))
+        if len(notification_ids) > NOTIFICATION_IDS_MAX:
+            raise InvalidRequest(
+                f"notification_ids: at most {NOTIFICATION_IDS_MAX} distinct ids per stream",
+                metadata={"fields": "notification_ids", "limit": str(NOTIFICATION_IDS_MAX)},
+                violations=[
+                    FieldViolation(
+                        "notification_ids", f"must hold at most {NOTIFICATION_IDS_MAX} ids"
+                    )
+                ],
+            )
         flt = WatchFilter(
             principal=None if principal.sees_everything else principal.name,
             notification_ids=frozenset(notification_ids),
             kinds=frozenset(kinds),
             notification_type=notification_type,
         )
+        self._acquire(principal.name)
         sub = self._hub.subscribe()
         positioned = False
         try:
@@ -239,3 +300,4 @@ class Watch:
                         yield Heartbeat(cursor)
         finally:
             self._hub.unsubscribe(sub)
+            self._release(principal.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, insert, or_, select, update
@@ -97,4 +97,11 @@ def decode_page_token(token: str) -> tuple[datetime, str, str]:
     """Raises ValueError on a token this server did not make."""
     padded = token + "=" * (-len(token) % 4)
     created_at, last_id, filter_text = json.loads(base64.urlsafe_b64decode(padded))
-    return datetime.fromisoformat(created_at), str(last_id), str(filter_text)
+    after = datetime.fromisoformat(created_at)
+    if after.tzinfo is None:
+        raise ValueError("page token time without a time zone")
+    try:
+        after = after.astimezone(UTC)  # as the column stores it; may leave datetime's range
+    except OverflowError:
+        raise ValueError("page token time out of range") from None
+    return after, str(last_id), str(filter_text)
