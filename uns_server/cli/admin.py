@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from uns_server.cli import remote
 from uns_server.domain import retention as retention_rules
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.services import auth
@@ -58,7 +59,10 @@ def utcnow() -> datetime:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description="UNS administration: migrations, API keys and policies."
+        prog=PROG,
+        description="UNS administration: migrations, API keys, policies and retention on the "
+        "database; the dead-letter queue, timelines and acknowledgements on a server "
+        "(dlq, show, ack: see uns_server.cli.remote).",
     )
     parser.add_argument(
         "--database-url",
@@ -141,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="settled notifications considered per run (default %(default)d)",
     )
     maintain.add_argument("--json", action="store_true", help="print the report as JSON")
+    remote.add_arguments(parser, commands)  # dlq, show, ack: over gRPC, not the database
     return parser
 
 
@@ -380,6 +385,8 @@ def _fail(code: int, message: str) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.command in remote.COMMANDS:
+        raise SystemExit(remote.main(args))
     try:
         if args.command == "policies" and args.policies_command == "put":
             args.policy_inputs = load_policy_file(args.file)
