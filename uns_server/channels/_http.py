@@ -21,12 +21,12 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
-from uns_server.channels._redact import LogRedaction, scrub_result, secret_variants
+from uns_server.channels._redact import LogRedaction, redact, scrub_result, secret_variants
 from uns_server.channels.base import ChannelResult, OutboundMessage
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -43,6 +43,9 @@ class HttpReply:
     status: int
     headers: httpx.Headers
     body: bytes
+    # The adapter's secrets (``secret_variants``): masked in ``excerpt`` *before* it cuts
+    # the body, since a secret cut in two is no longer found by ``scrub_result``.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def json_object(self) -> dict[str, Any] | None:
         """The body as a JSON object, or ``None`` when it is anything else."""
@@ -54,7 +57,8 @@ class HttpReply:
 
     def excerpt(self, limit: int = ERROR_EXCERPT_CHARS) -> str:
         """A short single-line rendering of the body, for error strings."""
-        text = " ".join(self.body.decode("utf-8", errors="replace").split())
+        text = redact(self.body.decode("utf-8", errors="replace"), self.secrets)
+        text = " ".join(text.split())
         return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -199,13 +203,16 @@ class HttpChannel:
         self, url: str, *, content: bytes, headers: Mapping[str, str], timeout_seconds: float
     ) -> HttpReply | ChannelResult:
         with self._log_redaction.active():
-            return await post(
+            reply = await post(
                 self._client,
                 url,
                 content=content,
                 headers=headers,
                 timeout_seconds=timeout_seconds,
             )
+        if isinstance(reply, HttpReply) and self._secrets:
+            reply = replace(reply, secrets=self._secrets)
+        return reply
 
     @staticmethod
     def _now() -> float:
