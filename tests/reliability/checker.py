@@ -1,0 +1,612 @@
+"""An independent record of what producers were told, and a checker that holds the
+server to it through the public API only (Jepsen's queue checker, adapted).
+
+The *record* (:class:`History`) is kept by the load generator: for every
+SendNotification, the idempotency key and whether the call answered OK (with the
+notification id), failed definitely (a refusal), or ended with an unknown outcome
+(UNAVAILABLE, DEADLINE_EXCEEDED, ...: it may or may not have committed).
+
+The *observations* are what the service says afterwards, read as an operator:
+notifications (ListNotifications / GetNotification), the full event timeline
+(WatchEvents with replay_history) and every request the loopback providers saw
+(:class:`Receipt`, keyed by the webhook's ``webhook-id`` =
+``<notification_id>:<channel>:<cycle>``).
+
+:func:`check` classifies, per notification:
+
+* **lost** — acknowledged, but missing, or not DELIVERED / DEDUPLICATED / FAILED
+  with a recorded error / PENDING with a future attempt (or a live lease);
+* **recovered** — the producer never learned the outcome, yet it was delivered;
+* **unexpected** — a provider (or the store) saw a notification nobody sent;
+* **duplicated** — a provider *accepted* (answered 2xx to) the same webhook-id more
+  than once. Allowed only when the timeline admits the provider effect may repeat:
+  a recovered attempt (ATTEMPT_STARTED ``recovery_may_repeat_provider_effect``), a
+  LEASE_LOST, or a failed CHANNEL_ATTEMPT_RESULT whose metadata says
+  ``provider_effect_possible`` (a timeout after the provider may have acted).
+  CHANNEL_ATTEMPT_STARTED carries ``provider_effect_may_have_occurred: true`` on
+  *every* attempt by design, so it alone explains nothing.
+
+and checks that each timeline is a legal walk of the state machines (seed 000 §1,
+event catalog §3) that ends in the state the API reports; that every provider request
+was preceded by a committed CHANNEL_ATTEMPT_STARTED (claim before I/O); and that a
+DELIVERED notification was really accepted by its provider.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+
+# Final states, as the wire enum names without their prefix.
+PENDING, DELIVERED, FAILED, DEDUPLICATED = "PENDING", "DELIVERED", "FAILED", "DEDUPLICATED"
+ACK_KINDS = frozenset({"ACKED", "DISMISSED", "TIMED_OUT"})
+
+# gRPC codes after which a SendNotification may or may not have committed.
+UNKNOWN_OUTCOME_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "UNKNOWN"})
+
+
+# --------------------------------------------------------------------------- record
+
+
+@dataclass
+class SendRecord:
+    key: str
+    notification_id: str | None = None  # set once any call for the key answered OK
+    codes: list[str] = field(default_factory=list)  # every call's outcome, in order
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.notification_id is not None
+
+    @property
+    def unknown(self) -> bool:
+        return not self.acknowledged and any(c in UNKNOWN_OUTCOME_CODES for c in self.codes)
+
+
+class History:
+    """What the producers were told; the checker's independent source of truth."""
+
+    def __init__(self) -> None:
+        self.sends: dict[str, SendRecord] = {}
+        self.codes: Counter[str] = Counter()
+
+    def _record(self, key: str) -> SendRecord:
+        return self.sends.setdefault(key, SendRecord(key))
+
+    def ok(self, key: str, notification_id: str) -> None:
+        rec = self._record(key)
+        assert rec.notification_id in (None, notification_id), (
+            f"idempotency key {key!r} answered two ids: {rec.notification_id}, {notification_id}"
+        )
+        rec.notification_id = notification_id
+        rec.codes.append("OK")
+        self.codes["OK"] += 1
+
+    def error(self, key: str, code: str) -> None:
+        self._record(key).codes.append(code)
+        self.codes[code] += 1
+
+    @property
+    def acknowledged(self) -> dict[str, str]:
+        """notification id -> idempotency key, for every OK answer."""
+        return {r.notification_id: k for k, r in self.sends.items() if r.notification_id}
+
+    @property
+    def unknown_keys(self) -> set[str]:
+        return {k for k, r in self.sends.items() if r.unknown}
+
+
+# ----------------------------------------------------------------------- observations
+
+
+@dataclass(frozen=True)
+class NotificationView:
+    """The parts of ``uns.v1.Notification`` the checker looks at."""
+
+    id: str
+    idempotency_key: str
+    state: str  # PENDING / DELIVERED / FAILED / DEDUPLICATED
+    delivery_mode: str = "GUARANTEED"
+    dead_letter: bool = False
+    error_message: str = ""
+    attempts: int = 0
+    cycle: int = 1
+    channels: tuple[str, ...] = ()
+    dedup_owner_id: str = ""
+    next_attempt_time: dt.datetime | None = None
+    lease_expire_time: dt.datetime | None = None
+
+    @classmethod
+    def from_proto(cls, n: Any) -> NotificationView:
+        from uns.v1 import types_pb2 as t
+
+        def when(name: str) -> dt.datetime | None:
+            if not n.HasField(name):
+                return None
+            value: dt.datetime = getattr(n, name).ToDatetime(tzinfo=dt.UTC)
+            return value
+
+        return cls(
+            id=n.id,
+            idempotency_key=n.idempotency_key,
+            state=t.NotificationState.Name(n.state).removeprefix("NOTIFICATION_STATE_"),
+            delivery_mode=t.DeliveryMode.Name(n.effective_policy.delivery_mode).removeprefix(
+                "DELIVERY_MODE_"
+            ),
+            dead_letter=n.dead_letter,
+            error_message=n.outcome.error_message,
+            attempts=n.attempts,
+            cycle=n.cycle,
+            channels=tuple(n.effective_policy.channels),
+            dedup_owner_id=n.dedup_owner_id,
+            next_attempt_time=when("next_attempt_time"),
+            lease_expire_time=when("lease_expire_time"),
+        )
+
+
+@dataclass(frozen=True)
+class EventView:
+    id: str
+    sequence: int
+    notification_id: str
+    kind: str  # catalog name without the EVENT_KIND_ prefix
+    payload: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_proto(cls, e: Any) -> EventView:
+        from uns.v1 import types_pb2 as t
+
+        return cls(
+            id=e.id,
+            sequence=e.sequence,
+            notification_id=e.notification_id,
+            kind=t.EventKind.Name(e.kind).removeprefix("EVENT_KIND_"),
+            payload=_ints(json_format.MessageToDict(e.payload)),
+        )
+
+
+def _ints(value: Any) -> Any:
+    """Struct numbers arrive as floats; attempt counters compare as ints."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """One request a loopback provider saw, and whether it answered 2xx."""
+
+    webhook_id: str
+    accepted: bool
+    path: str = ""
+
+    def parts(self) -> tuple[str, str, int] | None:
+        nid, sep1, rest = self.webhook_id.partition(":")
+        channel, sep2, cycle = rest.rpartition(":")
+        if not (sep1 and sep2 and nid and channel and cycle.isdigit()):
+            return None
+        return nid, channel, int(cycle)
+
+
+# ---------------------------------------------------------------------------- timeline
+
+
+def timeline_problems(
+    events: Sequence[EventView], final: NotificationView | None = None
+) -> list[str]:
+    """Why this one notification's timeline is not a legal walk (empty list: it is).
+
+    ``events`` are that notification's events in stream order; ``final`` is what the
+    API reports now (the walk must end there).
+    """
+    problems: list[str] = []
+    state: str | None = None
+    leader = True
+    cycle = 1
+    last_attempt = 0
+    # attempt -> what happened to it
+    started_channels: dict[int, dict[str, str]] = defaultdict(dict)  # channel -> lease token
+    results: dict[int, set[str]] = defaultdict(set)
+    settled: dict[int, str] = {}  # attempt -> "DELIVERY_RESULT" / "LEASE_LOST"
+    attempt_cycle: dict[int, int] = {}
+    successes: dict[int, set[str]] = defaultdict(set)  # cycle -> channels accepted
+    effective_channels: tuple[str, ...] = ()
+    delivered = 0
+    ack_settled = False
+    previous_sequence = 0
+
+    def bad(e: EventView, why: str) -> None:
+        problems.append(f"#{e.sequence} {e.kind}: {why}")
+
+    for e in events:
+        p = e.payload
+        if e.sequence <= previous_sequence:
+            bad(e, f"sequence not increasing (after #{previous_sequence})")
+        previous_sequence = e.sequence
+        if state is None:
+            if e.kind != "ACCEPTED":
+                bad(e, "first event is not ACCEPTED")
+            state = PENDING
+            effective_channels = tuple((p.get("effective") or {}).get("channels") or ())
+            if e.kind == "ACCEPTED":
+                continue
+        k = e.kind
+        attempt = p.get("attempt")
+        if k == "ACCEPTED":
+            bad(e, "second ACCEPTED")
+        elif k == "DEDUP_LINKED":
+            if last_attempt:
+                bad(e, "linked after dispatch began")
+            leader = False
+            if p.get("owner_status") == DELIVERED:
+                state = DEDUPLICATED
+        elif k == "ATTEMPT_STARTED":
+            if state != PENDING or not leader:
+                bad(e, f"attempt started in state {state}{'' if leader else ' (follower)'}")
+            if attempt != last_attempt + 1:
+                bad(e, f"attempt {attempt} does not follow attempt {last_attempt}")
+            if p.get("cycle") != cycle:
+                bad(e, f"cycle {p.get('cycle')} but the notification is in cycle {cycle}")
+            unsettled = last_attempt > 0 and settled.get(last_attempt) != "DELIVERY_RESULT"
+            if bool(p.get("recovery_may_repeat_provider_effect")) != unsettled:
+                bad(
+                    e,
+                    "recovery_may_repeat_provider_effect="
+                    f"{p.get('recovery_may_repeat_provider_effect')} but the previous attempt "
+                    f"was {'not ' if unsettled else ''}settled",
+                )
+            last_attempt = attempt if isinstance(attempt, int) else last_attempt + 1
+            attempt_cycle[last_attempt] = cycle
+        elif k == "CHANNEL_ATTEMPT_STARTED":
+            if attempt != last_attempt or not last_attempt:
+                bad(e, f"for attempt {attempt}, but the current attempt is {last_attempt}")
+            channel = p.get("channel")
+            if channel in started_channels[attempt]:
+                bad(e, f"channel {channel} started twice in attempt {attempt}")
+            started_channels[attempt][channel] = p.get("lease_token")
+            if p.get("provider_effect_may_have_occurred") is not True:
+                bad(e, "provider_effect_may_have_occurred is not true")
+        elif k == "CHANNEL_ATTEMPT_RESULT":
+            channel = p.get("channel")
+            if channel not in started_channels.get(attempt, {}):
+                bad(e, f"result for {channel} in attempt {attempt} that never started it")
+            elif started_channels[attempt][channel] != p.get("lease_token"):
+                bad(e, "lease token differs from the one that started the channel")
+            if channel in results[attempt]:
+                bad(e, f"second result for {channel} in attempt {attempt}")
+            if attempt in settled:
+                bad(e, f"result after attempt {attempt} was settled ({settled[attempt]})")
+            results[attempt].add(channel)
+            if p.get("success") is True:
+                successes[attempt_cycle.get(attempt, cycle)].add(channel)
+        elif k == "LEASE_LOST":
+            if attempt not in attempt_cycle:
+                bad(e, f"lease lost for attempt {attempt} that never started")
+            elif attempt in settled:
+                bad(e, f"attempt {attempt} already settled ({settled[attempt]})")
+            elif started_channels[attempt] and p.get("lease_token") not in set(
+                started_channels[attempt].values()
+            ):
+                bad(e, "lease token is not the attempt's")
+            if p.get("provider_effect_may_have_occurred") is not True:
+                bad(e, "provider_effect_may_have_occurred is not true")
+            settled[attempt] = "LEASE_LOST"
+        elif k == "DELIVERY_RESULT":
+            status = p.get("status")
+            if attempt != last_attempt:
+                bad(e, f"settles attempt {attempt} while attempt {last_attempt} holds the lease")
+            if attempt in settled:
+                bad(e, f"attempt {attempt} already settled ({settled[attempt]})")
+            settled[attempt] = "DELIVERY_RESULT"
+            missing = set(started_channels.get(attempt, {})) - results[attempt]
+            if missing:
+                bad(e, f"settled without results for {sorted(missing)}")
+            if state != PENDING or not leader:
+                bad(e, f"settlement in state {state}")
+            if status == DELIVERED:
+                delivered += 1
+                if delivered > 1:
+                    bad(e, "second successful settlement (DELIVERED twice)")
+                unaccepted = set(effective_channels) - successes[cycle]
+                if unaccepted:
+                    bad(e, f"DELIVERED but {sorted(unaccepted)} never accepted it")
+                state = DELIVERED
+            elif status == FAILED:
+                if p.get("dead_letter") is not None and not isinstance(p.get("dead_letter"), bool):
+                    bad(e, "dead_letter is not a boolean")
+                state = FAILED
+            elif status == PENDING:
+                state = PENDING
+            else:
+                bad(e, f"unknown status {status!r}")
+        elif k == "DEDUP_SATISFIED":
+            if state != PENDING or leader:
+                bad(e, f"satisfied in state {state}{' (leader)' if leader else ''}")
+            state = DEDUPLICATED
+        elif k == "DEDUP_OWNER_PROMOTED":
+            if state != PENDING or leader:
+                bad(e, f"promoted in state {state}")
+            leader = True
+        elif k == "DEDUP_RELINKED":
+            if state != PENDING or leader:
+                bad(e, f"relinked in state {state}")
+        elif k == "OBLIGATION_HANDED_OFF":
+            if state != FAILED:
+                bad(e, f"handed off in state {state}")
+        elif k in ACK_KINDS:
+            if state != DELIVERED:
+                bad(e, f"ack event in state {state} (acks only follow DELIVERED)")
+            if ack_settled:
+                bad(e, "second terminal ack event")
+            ack_settled = True
+        elif k == "REPLAY_REQUESTED":
+            if state != FAILED:
+                bad(e, f"replay in state {state}")
+            state = PENDING
+            cycle = int(p.get("cycle") or cycle + 1)
+        elif k == "FAILURE_RESOLVED":
+            if state != FAILED:
+                bad(e, f"failure resolved in state {state}")
+        elif k != "RETENTION_APPLIED":
+            bad(e, "unknown event kind")
+
+    if state is None:
+        problems.append("no events at all (no ACCEPTED)")
+    elif final is not None:
+        if final.state != state:
+            problems.append(f"timeline ends in {state} but the API reports {final.state}")
+        if final.attempts != last_attempt:
+            problems.append(
+                f"timeline has {last_attempt} attempts but the API reports {final.attempts}"
+            )
+    return problems
+
+
+def repeat_explained(events: Iterable[EventView]) -> bool:
+    """Does the timeline admit that a provider effect may have happened twice?"""
+    for e in events:
+        p = e.payload
+        if e.kind == "LEASE_LOST":
+            return True
+        if e.kind == "ATTEMPT_STARTED" and p.get("recovery_may_repeat_provider_effect") is True:
+            return True
+        if (
+            e.kind == "CHANNEL_ATTEMPT_RESULT"
+            and p.get("success") is False
+            and (p.get("metadata") or {}).get("provider_effect_possible") is True
+        ):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------- check
+
+
+@dataclass
+class Report:
+    acknowledged: int = 0
+    unknown: int = 0
+    committed_unknown: int = 0  # unknown-outcome sends that did commit
+    recovered: list[str] = field(default_factory=list)
+    lost: dict[str, str] = field(default_factory=dict)  # id -> why
+    unexpected: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)  # webhook ids accepted twice or more
+    duplicated_unexplained: list[str] = field(default_factory=list)
+    resent: int = 0  # provider requests beyond the first per webhook-id (retries included)
+    # Provider requests with no CHANNEL_ATTEMPT_RESULT recorded for them: expected only
+    # when the sending process died; otherwise a provider observation was dropped.
+    unrecorded_observations: list[str] = field(default_factory=list)
+    untracked_sends: list[str] = field(default_factory=list)
+    false_delivered: list[str] = field(default_factory=list)
+    illegal: dict[str, list[str]] = field(default_factory=dict)
+    stream: list[str] = field(default_factory=list)
+    states: Counter[str] = field(default_factory=Counter)
+    lease_lost: int = 0
+    recovered_attempts: int = 0
+    events: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.lost
+            or self.unexpected
+            or self.duplicated_unexplained
+            or self.untracked_sends
+            or self.false_delivered
+            or self.illegal
+            or self.stream
+        )
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "acknowledged": self.acknowledged,
+            "unknown": self.unknown,
+            "committed_unknown": self.committed_unknown,
+            "lost": len(self.lost),
+            "recovered": len(self.recovered),
+            "unexpected": len(self.unexpected),
+            "duplicated": len(self.duplicated),
+            "duplicated_unexplained": len(self.duplicated_unexplained),
+            "resent": self.resent,
+            "unrecorded_observations": len(self.unrecorded_observations),
+            "untracked_sends": len(self.untracked_sends),
+            "false_delivered": len(self.false_delivered),
+            "illegal_timelines": len(self.illegal),
+            "lease_lost": self.lease_lost,
+            "recovered_attempts": self.recovered_attempts,
+            "events": self.events,
+            **{f"state_{k.lower()}": v for k, v in sorted(self.states.items())},
+        }
+
+    def summary(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.counts().items())
+
+    def details(self, limit: int = 10) -> str:
+        lines = []
+        for title, items in (
+            ("lost", [f"{k}: {v}" for k, v in self.lost.items()]),
+            ("unexpected", self.unexpected),
+            ("duplicated_unexplained", self.duplicated_unexplained),
+            ("untracked_sends", self.untracked_sends),
+            ("false_delivered", self.false_delivered),
+            ("illegal", [f"{k}: {v}" for k, v in self.illegal.items()]),
+            ("stream", self.stream),
+        ):
+            if items:
+                lines.append(f"{title} ({len(items)}):")
+                lines.extend(f"  {x}" for x in items[:limit])
+        return "\n".join(lines)
+
+    def assert_ok(self) -> None:
+        assert self.ok, f"checker: {self.summary()}\n{self.details()}"
+
+
+def check(
+    history: History,
+    notifications: Iterable[NotificationView],
+    events: Sequence[EventView],
+    receipts: Iterable[Receipt] = (),
+    *,
+    now: dt.datetime,
+    provider_channels: Iterable[str] = (),
+) -> Report:
+    """Hold the observations to the record. ``provider_channels``: channels whose every
+    request the ``receipts`` cover (DELIVERED on them must show an accepted receipt)."""
+    report = Report()
+    views = {n.id: n for n in notifications}
+    by_key = {n.idempotency_key: n for n in views.values() if n.idempotency_key}
+    acked = history.acknowledged
+    unknown = history.unknown_keys
+    report.acknowledged = len(acked)
+    report.unknown = len(unknown)
+    committed_unknown = {by_key[k].id for k in unknown if k in by_key}
+    report.committed_unknown = len(committed_unknown)
+    known_ids = set(acked) | committed_unknown
+
+    # The stream itself: strictly increasing sequences, each event once.
+    seen_ids: set[str] = set()
+    previous = 0
+    for e in events:
+        if e.sequence <= previous:
+            report.stream.append(f"#{e.sequence} after #{previous}")
+        if e.id in seen_ids:
+            report.stream.append(f"event {e.id} (#{e.sequence}) delivered twice")
+        seen_ids.add(e.id)
+        previous = max(previous, e.sequence)
+    report.events = len(events)
+
+    timelines: dict[str, list[EventView]] = defaultdict(list)
+    for e in events:
+        timelines[e.notification_id].append(e)
+        if e.kind == "LEASE_LOST":
+            report.lease_lost += 1
+        if e.kind == "ATTEMPT_STARTED" and e.payload.get("recovery_may_repeat_provider_effect"):
+            report.recovered_attempts += 1
+
+    # Store-level unexpected: rows (or timelines) nobody asked for.
+    for nid in sorted((set(views) | set(timelines)) - known_ids):
+        view = views.get(nid)
+        if view is None or view.idempotency_key not in history.sends:
+            report.unexpected.append(f"{nid}: in the store, never sent")
+
+    # Every acknowledged (and every committed unknown-outcome) obligation.
+    for nid in sorted(known_ids):
+        view = views.get(nid)
+        if view is None:
+            if nid in acked:
+                report.lost[nid] = "acknowledged, but the API does not know it"
+            continue
+        report.states[view.state] += 1
+        why = _not_accounted_for(view, views, now)
+        if why and nid in acked:
+            report.lost[nid] = why
+        problems = timeline_problems(timelines.get(nid, []), view)
+        if problems:
+            report.illegal[nid] = problems
+        if nid in committed_unknown and view.state in (DELIVERED, DEDUPLICATED):
+            report.recovered.append(nid)
+
+    # What the providers saw.
+    started: Counter[tuple[str, str, int]] = Counter()
+    observed: Counter[tuple[str, str, int]] = Counter()
+    for e in events:
+        key = (e.notification_id, e.payload.get("channel"), _cycle_of(e))
+        if e.kind == "CHANNEL_ATTEMPT_STARTED":
+            started[key] += 1
+        elif e.kind == "CHANNEL_ATTEMPT_RESULT":
+            observed[key] += 1
+    received: Counter[tuple[str, str, int]] = Counter()
+    accepted: Counter[str] = Counter()
+    receipts = list(receipts)
+    for r in receipts:
+        parts = r.parts()
+        if parts is None or parts[0] not in known_ids:
+            report.unexpected.append(f"provider saw {r.webhook_id!r}, never accepted")
+            continue
+        received[parts] += 1
+        if r.accepted:
+            accepted[r.webhook_id] += 1
+    for parts, count in received.items():
+        report.resent += count - 1
+        if count > observed[parts]:
+            report.unrecorded_observations.append(
+                f"{':'.join(map(str, parts))}: provider saw {count} requests, "
+                f"{observed[parts]} CHANNEL_ATTEMPT_RESULT recorded"
+            )
+        if count > started[parts]:
+            report.untracked_sends.append(
+                f"{':'.join(map(str, parts))}: provider saw {count} requests, "
+                f"{started[parts]} CHANNEL_ATTEMPT_STARTED committed"
+            )
+    for webhook_id, count in sorted(accepted.items()):
+        if count > 1:
+            report.duplicated.append(webhook_id)
+            nid = webhook_id.split(":", 1)[0]
+            if not repeat_explained(timelines.get(nid, [])):
+                report.duplicated_unexplained.append(f"{webhook_id} accepted {count} times")
+    watched = set(provider_channels)
+    for nid in sorted(known_ids):
+        view = views.get(nid)
+        if view is None or view.state != DELIVERED:
+            continue
+        for channel in watched & set(view.channels):
+            if not accepted[f"{nid}:{channel}:{view.cycle}"]:
+                report.false_delivered.append(f"{nid}: DELIVERED, {channel} never accepted it")
+    return report
+
+
+def _cycle_of(e: EventView) -> int:
+    return int(e.payload.get("cycle") or 1)
+
+
+def _not_accounted_for(
+    view: NotificationView, views: Mapping[str, NotificationView], now: dt.datetime
+) -> str | None:
+    """Why this obligation is neither satisfied nor legitimately parked (None: it is)."""
+    if view.state in (DELIVERED, DEDUPLICATED):
+        return None
+    if view.state == FAILED:
+        if not view.error_message:
+            return "FAILED without a recorded error"
+        if view.delivery_mode == "GUARANTEED" and not view.dead_letter:
+            return "GUARANTEED FAILED but not dead-lettered"
+        return None
+    if view.state == PENDING:
+        if view.lease_expire_time is not None and view.lease_expire_time > now:
+            return None  # in flight under a live lease
+        if view.next_attempt_time is not None and view.next_attempt_time > now:
+            return None  # backing off
+        owner = views.get(view.dedup_owner_id) if view.dedup_owner_id else None
+        if owner is not None and owner.state == PENDING:
+            return None  # follower behind a pending leader
+        return "PENDING with no future attempt and no live lease"
+    return f"unknown state {view.state}"

@@ -1,0 +1,279 @@
+"""The checker itself, on hand-made histories: it must catch what it is there to catch."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from typing import Any
+
+import pytest
+
+from tests.reliability.checker import (
+    EventView,
+    History,
+    NotificationView,
+    Receipt,
+    check,
+    timeline_problems,
+)
+
+NOW = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+_seq = itertools.count(1)
+
+
+def ev(nid: str, kind: str, **payload: Any) -> EventView:
+    seq = next(_seq)
+    return EventView(f"e{seq}", seq, nid, kind, payload)
+
+
+def attempt(
+    nid: str, n: int, *, success: bool, status: str, recovered: bool = False, **meta: Any
+) -> list[EventView]:
+    token = f"tok-{nid}-{n}"
+    base = {"attempt": n, "cycle": 1, "cycle_attempt": n}
+    return [
+        ev(nid, "ATTEMPT_STARTED", **base, recovery_may_repeat_provider_effect=recovered),
+        ev(
+            nid,
+            "CHANNEL_ATTEMPT_STARTED",
+            **base,
+            channel="hook",
+            lease_token=token,
+            provider_effect_may_have_occurred=True,
+        ),
+        ev(
+            nid,
+            "CHANNEL_ATTEMPT_RESULT",
+            **base,
+            channel="hook",
+            lease_token=token,
+            success=success,
+            metadata=meta,
+        ),
+        ev(nid, "DELIVERY_RESULT", **base, status=status, dead_letter=False),
+    ]
+
+
+def accepted(nid: str) -> EventView:
+    return ev(nid, "ACCEPTED", effective={"channels": ["hook"]})
+
+
+def delivered_timeline(nid: str) -> list[EventView]:
+    return [accepted(nid), *attempt(nid, 1, success=True, status="DELIVERED")]
+
+
+def view(nid: str, state: str = "DELIVERED", attempts: int = 1, **kw: Any) -> NotificationView:
+    return NotificationView(
+        id=nid, idempotency_key=f"k-{nid}", state=state, attempts=attempts, channels=("hook",), **kw
+    )
+
+
+def history(*nids: str) -> History:
+    h = History()
+    for nid in nids:
+        h.ok(f"k-{nid}", nid)
+    return h
+
+
+def run(h: History, views: list[NotificationView], events: list[EventView], receipts=()):  # type: ignore[no-untyped-def]
+    events = sorted(events, key=lambda e: e.sequence)
+    return check(h, views, events, receipts, now=NOW, provider_channels=["hook"])
+
+
+def test_a_clean_history_passes() -> None:
+    events = delivered_timeline("a") + delivered_timeline("b")
+    report = run(
+        history("a", "b"),
+        [view("a"), view("b")],
+        events,
+        [Receipt("a:hook:1", True), Receipt("b:hook:1", True)],
+    )
+    report.assert_ok()
+    assert report.counts()["state_delivered"] == 2
+
+
+def test_catches_a_lost_notification() -> None:
+    # "b" was acknowledged to the producer, but the store has never heard of it.
+    report = run(
+        history("a", "b"), [view("a")], delivered_timeline("a"), [Receipt("a:hook:1", True)]
+    )
+    assert list(report.lost) == ["b"]
+    assert not report.ok
+
+
+def test_catches_a_stuck_pending_notification_but_not_a_backing_off_one() -> None:
+    past, future = NOW - dt.timedelta(seconds=5), NOW + dt.timedelta(seconds=5)
+    events = [accepted("a"), accepted("b"), accepted("c")]
+    views = [
+        view("a", "PENDING", 0, next_attempt_time=past),
+        view("b", "PENDING", 0, next_attempt_time=future),
+        view("c", "PENDING", 0, next_attempt_time=past, lease_expire_time=future),
+    ]
+    report = run(history("a", "b", "c"), views, events)
+    assert list(report.lost) == ["a"]
+
+
+def test_dead_lettered_needs_a_recorded_error() -> None:
+    events = [accepted("a"), *attempt("a", 1, success=False, status="FAILED")]
+    events += [accepted("b"), *attempt("b", 1, success=False, status="FAILED")]
+    views = [
+        view("a", "FAILED", dead_letter=True, error_message="hook: HTTP 400"),
+        view("b", "FAILED", dead_letter=True, error_message=""),
+    ]
+    report = run(history("a", "b"), views, events)
+    assert list(report.lost) == ["b"]
+
+
+def test_catches_an_unexpected_delivery() -> None:
+    report = run(
+        history("a"),
+        [view("a")],
+        delivered_timeline("a"),
+        [Receipt("a:hook:1", True), Receipt("zzz:hook:1", True), Receipt("garbage", True)],
+    )
+    assert len(report.unexpected) == 2
+    assert not report.ok
+
+
+def test_unknown_outcome_that_committed_is_recovered_not_unexpected() -> None:
+    h = history("a")
+    h.error("k-u", "UNAVAILABLE")
+    h.error("k-never", "DEADLINE_EXCEEDED")  # never committed: fine either way
+    events = delivered_timeline("a") + delivered_timeline("u")
+    report = run(
+        h,
+        [view("a"), view("u")],
+        events,
+        [Receipt("a:hook:1", True), Receipt("u:hook:1", True)],
+    )
+    report.assert_ok()
+    assert report.recovered == ["u"] and report.unknown == 2 and report.committed_unknown == 1
+
+
+def test_catches_an_illegal_timeline() -> None:
+    # Attempt results before the attempt started, and DELIVERED twice.
+    bad = [
+        ev("a", "ACCEPTED", effective={"channels": ["hook"]}),
+        ev("a", "CHANNEL_ATTEMPT_RESULT", attempt=1, channel="hook", lease_token="t", success=True),
+        *attempt("a", 1, success=True, status="DELIVERED"),
+        ev("a", "DELIVERY_RESULT", attempt=1, cycle=1, status="DELIVERED"),
+    ]
+    report = run(history("a"), [view("a")], bad, [Receipt("a:hook:1", True)])
+    assert "a" in report.illegal
+    text = " ".join(report.illegal["a"])
+    assert "never started" in text and "already settled" in text
+    assert not report.ok
+
+
+@pytest.mark.parametrize(
+    ("events", "fragment"),
+    [
+        ([ev("x", "ATTEMPT_STARTED", attempt=1, cycle=1)], "first event is not ACCEPTED"),
+        (
+            [accepted("x"), ev("x", "ACKED", actor="r")],
+            "acks only follow DELIVERED",
+        ),
+        (
+            [accepted("x"), *attempt("x", 2, success=True, status="DELIVERED")],
+            "does not follow attempt 0",
+        ),
+        (
+            [accepted("x"), *attempt("x", 1, success=False, status="DELIVERED")],
+            "never accepted it",
+        ),
+        (
+            [
+                accepted("x"),
+                *attempt("x", 1, success=True, status="DELIVERED"),
+                *attempt("x", 2, success=True, status="DELIVERED"),
+            ],
+            "attempt started in state DELIVERED",
+        ),
+        (
+            # The second attempt claims a row whose first attempt never settled,
+            # without flagging that the provider effect may repeat.
+            [
+                accepted("x"),
+                *attempt("x", 1, success=True, status="DELIVERED")[:2],
+                *attempt("x", 2, success=True, status="DELIVERED"),
+            ],
+            "recovery_may_repeat_provider_effect=False",
+        ),
+    ],
+)
+def test_timeline_rules(events: list[EventView], fragment: str) -> None:
+    problems = timeline_problems(events)
+    assert any(fragment in p for p in problems), problems
+
+
+def test_timeline_must_end_where_the_api_says() -> None:
+    problems = timeline_problems(delivered_timeline("x"), view("x", "FAILED"))
+    assert any("API reports FAILED" in p for p in problems)
+
+
+def test_a_fenced_late_settlement_is_legal() -> None:
+    # Attempt 1 stalls past its lease; attempt 2 (recovered) delivers; attempt 1's
+    # result lands late and is fenced with LEASE_LOST.
+    head = accepted("x")
+    first = attempt("x", 1, success=True, status="DELIVERED")
+    events = [
+        head,
+        *first[:2],
+        *attempt("x", 2, success=True, status="DELIVERED", recovered=True),
+    ]
+    events.append(ev("x", "CHANNEL_ATTEMPT_RESULT", **{**first[2].payload}))
+    events.append(
+        ev(
+            "x",
+            "LEASE_LOST",
+            attempt=1,
+            lease_token="tok-x-1",
+            provider_effect_may_have_occurred=True,
+        )
+    )
+    assert timeline_problems(events, view("x", attempts=2)) == []
+
+
+def test_duplicates_need_an_explanation() -> None:
+    # "a": accepted twice, nothing in its timeline admits a repeat -> unexplained.
+    # "b": accepted twice after a recovered attempt -> explained.
+    # "c": sent twice, accepted once (a retry after a 500) -> not a duplicate.
+    a_events, b_head = delivered_timeline("a"), accepted("b")
+    b_first = attempt("b", 1, success=True, status="DELIVERED")[:2]
+    events = [
+        *a_events,
+        b_head,
+        *b_first,
+        *attempt("b", 2, success=True, status="DELIVERED", recovered=True),
+        accepted("c"),
+        *attempt("c", 1, success=False, status="PENDING", http_status=500),
+        *attempt("c", 2, success=True, status="DELIVERED"),
+    ]
+    receipts = [
+        Receipt("a:hook:1", True),
+        Receipt("a:hook:1", True),
+        Receipt("b:hook:1", True),
+        Receipt("b:hook:1", True),
+        Receipt("c:hook:1", False),
+        Receipt("c:hook:1", True),
+    ]
+    views = [view("a"), view("b", attempts=2), view("c", attempts=2)]
+    report = run(history("a", "b", "c"), views, events, receipts)
+    assert sorted(report.duplicated) == ["a:hook:1", "b:hook:1"]
+    assert [d.split(" ")[0] for d in report.duplicated_unexplained] == ["a:hook:1"]
+    # "a" was also sent more often than attempts were committed: not claimed first.
+    assert [u.split(":")[0] for u in report.untracked_sends] == ["a"]
+    assert report.resent == 3
+
+
+def test_delivered_without_provider_acceptance_is_flagged() -> None:
+    report = run(history("a"), [view("a")], delivered_timeline("a"), [Receipt("a:hook:1", False)])
+    assert report.false_delivered and not report.ok
+
+
+def test_stream_order_and_exactly_once() -> None:
+    events = delivered_timeline("a")
+    shuffled = [events[0], events[2], events[1], *events[3:], events[-1]]
+    report = check(history("a"), [view("a")], shuffled, [Receipt("a:hook:1", True)], now=NOW)
+    assert any("after" in s for s in report.stream)
+    assert any("twice" in s for s in report.stream)
