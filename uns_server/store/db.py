@@ -24,6 +24,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_POOL_SIZE_DEFAULT = 10
+# Our transactions never wait on anything but their own statements. A session idle inside
+# one this long belongs to a frozen or partitioned process: PostgreSQL ends it, so its row
+# locks and the event-order lock cannot stall every other server forever. (Sessions of
+# that process queued behind the lock are ended one after another, so the stall is a
+# small multiple of this.)
+PG_IDLE_IN_TRANSACTION_MS = 5_000
 
 # NOTIFY channels (PostgreSQL) / in-process topics.
 TOPIC_EVENTS = "uns_events"
@@ -63,8 +69,17 @@ class Database:
             self._write_lock: asyncio.Lock | None = asyncio.Lock()
         elif self.dialect == "postgresql":
             self.writer = create_async_engine(
-                self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+                self.url,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                pool_pre_ping=True,
+                connect_args={
+                    "server_settings": {
+                        "idle_in_transaction_session_timeout": str(PG_IDLE_IN_TRANSACTION_MS)
+                    }
+                },
             )
+            event.listen(self.writer.sync_engine, "handle_error", _classify_lost_connection)
             self.reader = self.writer
             self._write_lock = None
         else:
@@ -109,6 +124,39 @@ class Database:
         await self.writer.dispose()
         if self.reader is not self.writer:
             await self.reader.dispose()
+
+
+def _lost_connection(exc: BaseException | None) -> bool:
+    """Does this asyncpg failure mean the connection (or the server) is gone?
+
+    SQLAlchemy's asyncpg dialect only recognises "connection is closed"; a server that is
+    shutting down (57P01/57P02/57P03), a session it ended (25P03) or a connection dropped
+    mid-operation (class 08) surfaced as a plain DBAPIError, which callers could not tell
+    from a bug.
+    """
+    import asyncpg.exceptions as pg
+
+    lost = (
+        pg.PostgresConnectionError,  # class 08, and "closed in the middle of operation"
+        pg.AdminShutdownError,
+        pg.CrashShutdownError,
+        pg.CannotConnectNowError,
+        pg.IdleInTransactionSessionTimeoutError,  # 25P03: the server ended our session
+        ConnectionError,
+    )
+    seen = 0
+    while exc is not None and seen < 10:  # the driver error is the adapter error's cause
+        if isinstance(exc, lost):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _classify_lost_connection(context: Any) -> None:
+    # A disconnect invalidates the pooled connection and marks the raised DBAPIError
+    # ``connection_invalidated``: the API answers UNAVAILABLE (retry), not UNKNOWN.
+    if not context.is_disconnect and _lost_connection(context.original_exception):
+        context.is_disconnect = True
 
 
 def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
