@@ -17,7 +17,9 @@ STREAMS = 300
 
 
 async def test_hundreds_of_streams_each_receive_the_event(db_url: str, tmp_path: Path) -> None:
-    server = await start_server(db_url, tmp_path, dispatch_enabled=False)
+    server = await start_server(
+        db_url, tmp_path, dispatch_enabled=False, watch_streams_per_principal=STREAMS
+    )
     # One connection per subscriber, as separate processes would have (HTTP/2 caps
     # concurrent streams per connection).
     calls = [
