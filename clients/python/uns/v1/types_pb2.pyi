@@ -307,10 +307,10 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     """
     EVENT_KIND_REPLAY_REQUESTED: _EventKind.ValueType  # 15
     """An operator opened a new delivery cycle. Payload: actor, cycle,
-    cumulative_attempts.
+    cumulative_attempts, reason.
     """
     EVENT_KIND_FAILURE_RESOLVED: _EventKind.ValueType  # 16
-    """An operator cleared the dead-letter flag. Payload: actor."""
+    """An operator cleared the dead-letter flag. Payload: actor, reason."""
     EVENT_KIND_RETENTION_APPLIED: _EventKind.ValueType  # 17
     """Retention maintenance pruned history. Payload: operator, cutoff,
     deleted_rows, notification_ids, dedup_keys. Never pruned itself.
@@ -379,10 +379,10 @@ metadata.escalation_required (true).
 """
 EVENT_KIND_REPLAY_REQUESTED: EventKind.ValueType  # 15
 """An operator opened a new delivery cycle. Payload: actor, cycle,
-cumulative_attempts.
+cumulative_attempts, reason.
 """
 EVENT_KIND_FAILURE_RESOLVED: EventKind.ValueType  # 16
-"""An operator cleared the dead-letter flag. Payload: actor."""
+"""An operator cleared the dead-letter flag. Payload: actor, reason."""
 EVENT_KIND_RETENTION_APPLIED: EventKind.ValueType  # 17
 """Retention maintenance pruned history. Payload: operator, cutoff,
 deleted_rows, notification_ids, dedup_keys. Never pruned itself.

@@ -495,9 +495,9 @@ pub enum EventKind {
     /// metadata.escalation_required (true).
     TimedOut = 14,
     /// An operator opened a new delivery cycle. Payload: actor, cycle,
-    /// cumulative_attempts.
+    /// cumulative_attempts, reason.
     ReplayRequested = 15,
-    /// An operator cleared the dead-letter flag. Payload: actor.
+    /// An operator cleared the dead-letter flag. Payload: actor, reason.
     FailureResolved = 16,
     /// Retention maintenance pruned history. Payload: operator, cutoff,
     /// deleted_rows, notification_ids, dedup_keys. Never pruned itself.

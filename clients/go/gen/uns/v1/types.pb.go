@@ -448,9 +448,9 @@ const (
 	// metadata.escalation_required (true).
 	EventKind_EVENT_KIND_TIMED_OUT EventKind = 14
 	// An operator opened a new delivery cycle. Payload: actor, cycle,
-	// cumulative_attempts.
+	// cumulative_attempts, reason.
 	EventKind_EVENT_KIND_REPLAY_REQUESTED EventKind = 15
-	// An operator cleared the dead-letter flag. Payload: actor.
+	// An operator cleared the dead-letter flag. Payload: actor, reason.
 	EventKind_EVENT_KIND_FAILURE_RESOLVED EventKind = 16
 	// Retention maintenance pruned history. Payload: operator, cutoff,
 	// deleted_rows, notification_ids, dedup_keys. Never pruned itself.
