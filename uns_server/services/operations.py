@@ -33,11 +33,17 @@ REASON_MAX_CHARS = 1024
 
 
 def validate_reason(reason: str) -> str:
-    """The operator's reason as given, or ``InvalidRequest`` when it is too long."""
+    """The operator's reason as given, or ``InvalidRequest`` when it is too long or holds
+    NUL (which a PostgreSQL JSONB payload cannot store)."""
+    problems = []
     if len(reason) > REASON_MAX_CHARS:
+        problems.append(f"must be at most {REASON_MAX_CHARS} characters")
+    if "\x00" in reason:
+        problems.append("must not contain NUL characters")
+    if problems:
         raise InvalidRequest(
             metadata={"fields": "reason"},
-            violations=[FieldViolation("reason", f"must be at most {REASON_MAX_CHARS} characters")],
+            violations=[FieldViolation("reason", p) for p in problems],
         )
     return reason
 

@@ -76,7 +76,9 @@ def decode_page_token(token: str, notification_type: str) -> int:
     try:
         padded = token + "=" * (-len(token) % 4)
         version, token_type, last = json.loads(base64.urlsafe_b64decode(padded))
-        if version != _TOKEN_VERSION or not isinstance(last, int) or not 1 <= last <= _INT32_MAX:
+        if isinstance(last, bool) or not isinstance(last, int) or not 1 <= last <= _INT32_MAX:
+            raise ValueError(token)
+        if version != _TOKEN_VERSION:
             raise ValueError(token)
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
         raise _invalid("page_token", "not a token from this server") from None

@@ -33,6 +33,8 @@ def parse_filter(text: str) -> list[tuple[str, Any]]:
     """``a = x AND b = "y"`` -> [(a, x), (b, y)] with enum and boolean values checked."""
     if not text.strip():
         return []
+    if "\x00" in text:  # PostgreSQL cannot even compare a text value holding NUL
+        raise _invalid("filter", "must not contain NUL characters")
     conditions: list[tuple[str, Any]] = []
     for term in re.split(r"\s+AND\s+", text.strip()):
         m = _TERM.match(term)

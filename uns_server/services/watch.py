@@ -239,6 +239,12 @@ class Watch:
         # ~500k packed enum values): filter on each distinct value once.
         notification_ids = sorted(set(notification_ids))
         kinds = sorted(set(kinds))
+        if "\x00" in notification_type:  # PostgreSQL cannot compare text holding NUL
+            raise InvalidRequest(
+                "notification_type: must not contain NUL characters",
+                metadata={"fields": "notification_type"},
+                violations=[FieldViolation("notification_type", "must not contain NUL characters")],
+            )
         if len(notification_ids) > NOTIFICATION_IDS_MAX:
             raise InvalidRequest(
                 f"notification_ids: at most {NOTIFICATION_IDS_MAX} distinct ids per stream",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -104,4 +105,6 @@ def decode_page_token(token: str) -> tuple[datetime, str, str]:
         after = after.astimezone(UTC)  # as the column stores it; may leave datetime's range
     except OverflowError:
         raise ValueError("page token time out of range") from None
-    return after, str(last_id), str(filter_text)
+    if not isinstance(last_id, str):
+        raise ValueError("page token id is not a string")
+    return after, str(uuid.UUID(last_id)), str(filter_text)
