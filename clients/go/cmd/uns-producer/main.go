@@ -6,9 +6,22 @@
 // It is the reference Go producer: a plaintext gRPC connection, the API key as
 // `authorization: Bearer <key>` metadata, and an idempotency key per logical
 // notification, so that re-running it with the same --idempotency-key is safe.
+// SendNotification is retried on UNAVAILABLE and DEADLINE_EXCEEDED only, with
+// that same key.
 //
-// Exit codes: 0 on success, 2 on a gRPC error (code and message on stderr) or
-// a usage error, 1 on anything else.
+// With --wait-ack it sends with require_ack and then waits, over WatchEvents,
+// for the notification's terminal ack event (ACKED, DISMISSED or TIMED_OUT),
+// reconnecting and resuming after the last sequence it saw when the stream
+// breaks. The line then has an "ack" field:
+//
+//	{..., "ack": {"kind": "EVENT_KIND_ACKED", "actor": "...", "sequence": 42}}
+//
+// --cursor-file keeps the resume position on disk, so a restarted producer
+// (same --idempotency-key, or --notification-id) picks up where it stopped.
+//
+// Exit codes: 0 on success, 2 on a gRPC error (code, reason and message on
+// stderr) or a usage error, 3 when --wait-timeout passed before the terminal
+// ack event (the line is printed without "ack"), 1 on anything else.
 package main
 
 import (
@@ -18,18 +31,28 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
+	"math/rand/v2"
 	"os"
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	unsv1 "github.com/uns-io/uns/clients/go/gen/uns/v1"
 )
+
+// sendAttempts bounds SendNotification attempts (the first one included).
+const sendAttempts = 5
 
 // options are the command-line flags.
 type options struct {
@@ -41,13 +64,18 @@ type options struct {
 	title            string
 	message          string
 	timeout          time.Duration
+	waitAck          bool
+	waitTimeout      time.Duration
+	cursorFile       string
+	notificationID   string
 }
 
 // result is the JSON line printed on success.
 type result struct {
-	NotificationID   string `json:"notification_id"`
-	State            string `json:"state"`
-	IdempotentReplay bool   `json:"idempotent_replay"`
+	NotificationID   string    `json:"notification_id"`
+	State            string    `json:"state"`
+	IdempotentReplay bool      `json:"idempotent_replay"`
+	Ack              *ackEvent `json:"ack,omitempty"`
 }
 
 // parseFlags reports its errors (and the usage) on stderr itself.
@@ -63,6 +91,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.title, "title", "UNS demo alert", "notification title")
 	fs.StringVar(&o.message, "message", "Sent by the Go uns-producer.", "notification body")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline for each RPC")
+	fs.BoolVar(&o.waitAck, "wait-ack", false, "send with require_ack and wait for the terminal ack event (ACKED, DISMISSED, TIMED_OUT)")
+	fs.DurationVar(&o.waitTimeout, "wait-timeout", 60*time.Second, "how long --wait-ack waits before giving up (exit 3)")
+	fs.StringVar(&o.cursorFile, "cursor-file", "", "keep the WatchEvents resume position in this `file` and resume from it when it exists")
+	fs.StringVar(&o.notificationID, "notification-id", "", "send nothing: wait for the terminal ack event of this notification `id` (implies --wait-ack)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -75,6 +107,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.idempotencyKey == "" {
 		o.idempotencyKey = uuid.NewString()
 	}
+	if o.notificationID != "" {
+		o.waitAck = true
+	}
 	return o, nil
 }
 
@@ -83,25 +118,29 @@ type producer struct {
 	client  unsv1.NotificationServiceClient
 	apiKey  string
 	timeout time.Duration
+	log     *log.Logger // progress on stderr
 }
 
-// callContext bounds one RPC and attaches the credentials.
+// withAuth attaches the credentials to every call made with ctx.
+func (p *producer) withAuth(ctx context.Context) context.Context {
+	if p.apiKey == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.apiKey)
+}
+
+// callContext bounds one unary RPC and attaches the credentials.
 func (p *producer) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	if p.apiKey != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.apiKey)
-	}
-	return ctx, cancel
+	return p.withAuth(ctx), cancel
 }
 
-func (p *producer) send(ctx context.Context, o options) (*unsv1.SendNotificationResponse, error) {
+func (o options) sendRequest() (*unsv1.SendNotificationRequest, error) {
 	md, err := structpb.NewStruct(map[string]any{"lang": "go"})
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := p.callContext(ctx)
-	defer cancel()
-	return p.client.SendNotification(ctx, &unsv1.SendNotificationRequest{
+	req := &unsv1.SendNotificationRequest{
 		NotificationType: o.notificationType,
 		Intent:           unsv1.NotificationIntent_NOTIFICATION_INTENT_INFORMATIONAL,
 		Title:            o.title,
@@ -109,7 +148,85 @@ func (p *producer) send(ctx context.Context, o options) (*unsv1.SendNotification
 		Source:           o.source,
 		IdempotencyKey:   o.idempotencyKey,
 		Metadata:         md,
-	})
+	}
+	if o.waitAck {
+		req.RequireAck = proto.Bool(true)
+	}
+	return req, nil
+}
+
+// send calls SendNotification, retrying UNAVAILABLE and DEADLINE_EXCEEDED only,
+// with the same request, and so the same idempotency_key, every time: if an
+// earlier attempt was committed after all, the server answers with the
+// original notification and idempotent_replay=true instead of a duplicate.
+func (p *producer) send(ctx context.Context, req *unsv1.SendNotificationRequest) (*unsv1.SendNotificationResponse, error) {
+	for attempt := 1; ; attempt++ {
+		callCtx, cancel := p.callContext(ctx)
+		resp, err := p.client.SendNotification(callCtx, req)
+		cancel()
+		if err == nil || attempt == sendAttempts || !retryable(err) {
+			return resp, err
+		}
+		delay := retryDelay(attempt)
+		p.log.Printf("SendNotification: %s; retrying in %v with the same idempotency key", describe(err), delay.Round(time.Millisecond))
+		if err := sleep(ctx, delay); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// retryable: the call may succeed if repeated. UNAVAILABLE covers the
+// service's STORAGE_UNAVAILABLE and SHUTTING_DOWN; everything else (invalid
+// input, conflicts, auth, NOT_FOUND) fails the same way every time.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// errorInfo is the google.rpc.ErrorInfo the service attaches to every error
+// it produces (domain "uns.v1"); switch on its Reason. It is nil for errors
+// the transport made up (connection refused, deadline).
+func errorInfo(err error) *errdetails.ErrorInfo {
+	for _, detail := range status.Convert(err).Details() {
+		if info, ok := detail.(*errdetails.ErrorInfo); ok {
+			return info
+		}
+	}
+	return nil
+}
+
+// describe renders a gRPC error as "Code (REASON): message".
+func describe(err error) string {
+	st := status.Convert(err)
+	if info := errorInfo(err); info != nil {
+		return fmt.Sprintf("%s (%s): %s", st.Code(), info.GetReason(), st.Message())
+	}
+	return fmt.Sprintf("%s: %s", st.Code(), st.Message())
+}
+
+// retryDelay is the wait after `failures` consecutive failures (1 for the
+// first): exponential from 100ms, capped at 5s, with jitter so that clients
+// that failed together do not come back together.
+func retryDelay(failures int) time.Duration {
+	d := 100 * time.Millisecond << min(failures-1, 6)
+	d = min(d, 5*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits for d, or less if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (p *producer) get(ctx context.Context, id string) (*unsv1.Notification, error) {
@@ -122,29 +239,72 @@ func (p *producer) get(ctx context.Context, id string) (*unsv1.Notification, err
 	return resp.GetNotification(), nil
 }
 
-// run performs send -> get and writes the result line. A later --wait-ack
-// mode slots in between get and the output (WatchEvents on the id).
-func run(ctx context.Context, o options, stdout io.Writer) error {
-	conn, err := grpc.NewClient(o.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dial opens a lazy client connection. Keepalive pings notice a dead
+// connection under a quiet WatchEvents stream (the server allows one every
+// 10s); the reconnect backoff is capped so a restarted server is found again
+// within seconds.
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                30 * time.Second,
+			Timeout:             10 * time.Second,
+			PermitWithoutStream: true,
+		}),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	)
+}
+
+// run performs send -> (wait for the ack) -> get and writes the result line.
+func run(ctx context.Context, o options, stdout io.Writer, logger *log.Logger) error {
+	conn, err := dial(o.addr)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", o.addr, err)
 	}
 	defer conn.Close()
-	p := &producer{client: unsv1.NewNotificationServiceClient(conn), apiKey: o.apiKey, timeout: o.timeout}
+	p := &producer{client: unsv1.NewNotificationServiceClient(conn), apiKey: o.apiKey, timeout: o.timeout, log: logger}
 
-	sent, err := p.send(ctx, o)
-	if err != nil {
+	var out result
+	var ack *unsv1.Event
+	if o.waitAck {
+		out, ack, err = p.sendAndWait(ctx, o)
+	} else {
+		out, err = p.sendOnly(ctx, o)
+	}
+	if err != nil && !errors.Is(err, errWaitTimeout) {
 		return err
 	}
-	n, err := p.get(ctx, sent.GetNotificationId())
-	if err != nil {
-		return err
+	n, getErr := p.get(ctx, out.NotificationID)
+	if getErr != nil {
+		return getErr
 	}
-	return json.NewEncoder(stdout).Encode(result{
-		NotificationID:   sent.GetNotificationId(),
-		State:            n.GetState().String(),
-		IdempotentReplay: sent.GetIdempotentReplay(),
-	})
+	out.State = n.GetState().String()
+	if ack != nil {
+		out.Ack = &ackEvent{
+			Kind:     ack.GetKind().String(),
+			Actor:    ack.GetPayload().GetFields()["actor"].GetStringValue(),
+			Sequence: ack.GetSequence(),
+		}
+	}
+	if encErr := json.NewEncoder(stdout).Encode(out); encErr != nil {
+		return encErr
+	}
+	return err
+}
+
+func (p *producer) sendOnly(ctx context.Context, o options) (result, error) {
+	req, err := o.sendRequest()
+	if err != nil {
+		return result{}, err
+	}
+	sent, err := p.send(ctx, req)
+	if err != nil {
+		return result{}, err
+	}
+	return result{NotificationID: sent.GetNotificationId(), IdempotentReplay: sent.GetIdempotentReplay()}, nil
 }
 
 func main() {
@@ -155,12 +315,19 @@ func main() {
 	if err != nil {
 		os.Exit(2)
 	}
-	if err := run(context.Background(), o, os.Stdout); err != nil {
-		if st, ok := status.FromError(err); ok {
-			fmt.Fprintf(os.Stderr, "uns-producer: %s: %s\n", st.Code(), st.Message())
+	logger := log.New(os.Stderr, "uns-producer: ", 0)
+	err = run(context.Background(), o, os.Stdout, logger)
+	switch {
+	case err == nil:
+	case errors.Is(err, errWaitTimeout):
+		logger.Print(err)
+		os.Exit(3)
+	default:
+		if _, ok := status.FromError(err); ok {
+			logger.Print(describe(err))
 			os.Exit(2)
 		}
-		fmt.Fprintln(os.Stderr, "uns-producer:", err)
+		logger.Print(err)
 		os.Exit(1)
 	}
 }
