@@ -77,7 +77,6 @@ async def test_resume_below_the_horizon_is_refused_with_the_resync_point(
     assert horizon == max(old_sequences)
 
     for request in (
-        pb.WatchEventsRequest(replay_history=True),
         pb.WatchEventsRequest(after_sequence=1),
         pb.WatchEventsRequest(after_sequence=horizon - 1),
         pb.WatchEventsRequest(after_sequence=horizon - 1, notification_ids=[pending]),
@@ -103,6 +102,14 @@ async def test_resume_below_the_horizon_is_refused_with_the_resync_point(
     assert receipt.notification_id == report.receipt_id
     assert receipt.payload["notification_ids"] == [old]
     assert receipt.payload["compacted_sequence"] == horizon
+
+    # "All retained history" starts at the horizon rather than failing.
+    retained = await events_until(
+        oscar,
+        pb.WatchEventsRequest(replay_history=True),
+        lambda evs: any(e.kind == t.EVENT_KIND_RETENTION_APPLIED for e in evs),
+    )
+    assert [e.id for e in retained] == [e.id for e in after]
 
     # A producer resumes at the horizon too; the receipt is not its to see.
     mine = await events_until(

@@ -205,7 +205,11 @@ class Watch:
             self._streams.pop(principal, None)
 
     async def start_cursor(self, after_sequence: int, replay_history: bool) -> int:
-        if after_sequence > 0 or replay_history:
+        if after_sequence == 0 and replay_history:
+            # "All retained history": it starts where retention left off.
+            async with self._db.read() as conn:
+                return await retention.compacted_sequence(conn)
+        if after_sequence > 0:
             # Retention deleted events up to the horizon: resuming below it would be a
             # silent gap, so refuse and say where to resync from (etcd compact_revision).
             async with self._db.read() as conn:
@@ -219,10 +223,7 @@ class Watch:
                         "after_sequence": str(after_sequence),
                     },
                 )
-        if after_sequence > 0:
             return after_sequence
-        if replay_history:
-            return 0
         async with self._db.read() as conn:
             return await events.high_water(conn)
 

@@ -488,7 +488,9 @@ class WatchEventsRequest(_message.Message):
     """Only events of notifications of this type."""
     after_sequence: _builtins.int
     """Resume cursor: deliver every matching event with a sequence greater than
-    this. 0 means "from now" unless replay_history is set.
+    this. 0 means "from now" unless replay_history is set. A cursor below what
+    retention has pruned fails with OUT_OF_RANGE / HISTORY_COMPACTED, whose
+    metadata resync_from_sequence says where retained history starts.
     """
     replay_history: _builtins.bool
     """With after_sequence 0: replay all retained history first, then follow."""

@@ -895,7 +895,9 @@ pub struct WatchEventsRequest {
     #[prost(string, tag="3")]
     pub notification_type: ::prost::alloc::string::String,
     /// Resume cursor: deliver every matching event with a sequence greater than
-    /// this. 0 means "from now" unless replay_history is set.
+    /// this. 0 means "from now" unless replay_history is set. A cursor below what
+    /// retention has pruned fails with OUT_OF_RANGE / HISTORY_COMPACTED, whose
+    /// metadata resync_from_sequence says where retained history starts.
     #[prost(int64, tag="4")]
     pub after_sequence: i64,
     /// With after_sequence 0: replay all retained history first, then follow.
