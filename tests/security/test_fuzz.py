@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -60,7 +60,7 @@ from uns_server.settings import MAX_RECEIVE_MESSAGE_BYTES_DEFAULT
 from uns_server.store import migrate
 from uns_server.store.db import Database
 
-EXAMPLES = 60
+EXAMPLES = 100
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -292,6 +292,15 @@ NASTY_STRINGS = [
     "x" * 16385,
     "é" * 255,
 ]
+T = TypeVar("T")
+
+
+def mostly(valid: st.SearchStrategy[T], hostile: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    """``valid`` three times in four, so requests get past validation and reach the
+    deeper paths (lookups, state checks, writes) as often as they are refused early."""
+    return st.integers(0, 3).flatmap(lambda i: hostile if i == 0 else valid)
+
+
 text = st.one_of(
     st.text(max_size=40),
     st.sampled_from(NASTY_STRINGS),
@@ -301,18 +310,19 @@ text = st.one_of(
 name_like = st.from_regex(r"[A-Za-z0-9._:-]{1,40}", fullmatch=True)
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
-page_size = st.one_of(st.integers(-2, 1002), int32)
+page_size = mostly(st.integers(0, 1000), st.one_of(st.integers(-2, 1002), int32))
 
 
-def enum_number(values: list[int]) -> st.SearchStrategy[int]:
+def enum_number(values: list[int]) -> st.SearchStrategy[Any]:
+    """A known value or any int32 (typed Any: each generated enum has its own type)."""
     return st.one_of(st.sampled_from(values), int32)
 
 
-INTENTS = list(t.NotificationIntent.values())
-MODES = list(t.DeliveryMode.values())
-PRIORITIES = list(t.Priority.values())
-AUTONOMY = list(t.AutonomyMode.values())
-KINDS = list(t.EventKind.values())
+INTENTS = [int(v) for v in t.NotificationIntent.values()]
+MODES = [int(v) for v in t.DeliveryMode.values()]
+PRIORITIES = [int(v) for v in t.Priority.values()]
+AUTONOMY = [int(v) for v in t.AutonomyMode.values()]
+KINDS = [int(v) for v in t.EventKind.values()]
 
 json_leaf = st.one_of(
     st.none(),
@@ -338,8 +348,9 @@ def chain(depth: int) -> dict[str, Any]:
     return {"d": value}
 
 
+small_metadata = st.dictionaries(st.text(max_size=10), json_value, max_size=6)
 metadata = st.one_of(
-    st.dictionaries(st.text(max_size=10), json_value, max_size=6),
+    small_metadata,
     st.integers(1, 45).map(chain),  # past 33 levels protobuf itself cannot decode it
     st.integers(16_370, 16_400).map(lambda n: {"k": "z" * n}),  # around 16 KiB
     st.sampled_from(["slack_channel", "email_to", "pagerduty_severity", "websocket_user_id"]).map(
@@ -375,12 +386,14 @@ def page_tokens(world: Fuzz) -> st.SearchStrategy[str]:
 
 
 def ids(world: Fuzz) -> st.SearchStrategy[str]:
-    return st.one_of(
+    return mostly(
         st.sampled_from([*world.ids, UNKNOWN_ID]),
-        st.sampled_from(world.ids).map(str.upper),
-        st.uuids().map(str),
-        st.uuids().map(lambda u: u.hex),  # no hyphens
-        text,
+        st.one_of(
+            st.sampled_from(world.ids).map(str.upper),
+            st.uuids().map(str),
+            st.uuids().map(lambda u: u.hex),  # no hyphens
+            text,
+        ),
     )
 
 
@@ -515,14 +528,18 @@ def _list(data: st.DataObject, world: Fuzz) -> Message:
 def _watch(data: st.DataObject, world: Fuzz) -> Message:
     return pb.WatchEventsRequest(
         notification_ids=data.draw(
-            st.one_of(
+            mostly(
                 st.lists(ids(world), max_size=5),
                 st.integers(990, 1010).map(lambda n: [str(uuid.uuid4()) for _ in range(n)]),
             )
         ),
-        kinds=data.draw(st.lists(enum_number(KINDS), max_size=5)),
-        notification_type=data.draw(st.one_of(st.just(""), name_like, text)),
-        after_sequence=data.draw(st.one_of(st.integers(-3, 200), int64)),
+        kinds=data.draw(st.lists(mostly(st.sampled_from(KINDS), int32), max_size=5)),
+        notification_type=data.draw(
+            st.one_of(st.just(""), st.sampled_from(["demo.alert", "fuzz.ack"]), name_like, text)
+        ),
+        after_sequence=data.draw(
+            mostly(st.integers(0, 200), st.one_of(st.integers(-3, -1), int64))
+        ),
         replay_history=data.draw(st.booleans()),
     )
 
@@ -531,7 +548,7 @@ def _ack(data: st.DataObject, world: Fuzz) -> Message:
     request = pb.AcknowledgeRequest(
         notification_id=data.draw(ids(world)), dismiss=data.draw(st.booleans())
     )
-    struct_into(request.metadata, data.draw(metadata))
+    struct_into(request.metadata, data.draw(mostly(small_metadata, metadata)))
     return request
 
 
@@ -543,21 +560,37 @@ def _resolve(data: st.DataObject, world: Fuzz) -> Message:
     return pb.ResolveFailureRequest(notification_id=data.draw(ids(world)), reason=data.draw(text))
 
 
-policy_types = st.one_of(st.sampled_from(["fuzz.ack", "fuzz.dead", "fuzz.new"]), name_like, text)
+policy_types = mostly(
+    st.sampled_from(["fuzz.ack", "fuzz.dead", "fuzz.new", "demo.alert"]), st.one_of(name_like, text)
+)
 
 
 def _put(data: st.DataObject, world: Fuzz) -> Message:
+    """A valid spec with up to three fields replaced by arbitrary values."""
     spec = ppb.PolicySpec(
-        channels=data.draw(
-            st.lists(st.one_of(st.sampled_from(["log", "broken", "nope"]), text), max_size=4)
-        ),
-        delivery_mode=data.draw(enum_number(MODES)),
+        channels=data.draw(st.lists(st.sampled_from(["log", "broken"]), min_size=1, max_size=2)),
+        delivery_mode=data.draw(st.sampled_from(MODES[1:])),
         require_ack=data.draw(st.booleans()),
-        ack_timeout_minutes=data.draw(st.one_of(st.integers(-1, 10081), int32)),
-        priority=data.draw(enum_number(PRIORITIES)),
-        dedup_window_seconds=data.draw(st.one_of(st.integers(-1, 86401), int32)),
-        max_attempts=data.draw(st.one_of(st.integers(-1, 101), int32)),
+        ack_timeout_minutes=data.draw(st.integers(0, 10080)),
+        priority=data.draw(st.sampled_from(PRIORITIES)),
+        dedup_window_seconds=data.draw(st.integers(0, 86400)),
+        max_attempts=data.draw(st.integers(0, 100)),
     )
+    hostile: dict[str, st.SearchStrategy[Any]] = {
+        "channels": st.lists(st.one_of(st.sampled_from(["nope", "LOG", ""]), text), max_size=4),
+        "delivery_mode": enum_number(MODES),
+        "ack_timeout_minutes": st.one_of(st.integers(-1, 10081), int32),
+        "priority": enum_number(PRIORITIES),
+        "dedup_window_seconds": st.one_of(st.integers(-1, 86401), int32),
+        "max_attempts": st.one_of(st.integers(-1, 101), int32),
+    }
+    for name in data.draw(st.sets(st.sampled_from(sorted(hostile)), max_size=3)):
+        value = data.draw(hostile[name])
+        if name == "channels":
+            del spec.channels[:]
+            spec.channels.extend(value)
+        else:
+            setattr(spec, name, value)
     return ppb.PutPolicyRevisionRequest(
         notification_type=data.draw(policy_types),
         spec=spec,
@@ -724,7 +757,10 @@ def corpus(world: Fuzz) -> list[tuple[str, Message]]:
         ("NotificationService/WatchEvents", pb.WatchEventsRequest(notification_type="a\x00b")),
         ("NotificationService/WatchEvents", pb.WatchEventsRequest(after_sequence=-(2**63))),
         ("NotificationService/WatchEvents", pb.WatchEventsRequest(after_sequence=2**63 - 1)),
-        ("NotificationService/WatchEvents", pb.WatchEventsRequest(kinds=[3] * 300_000)),
+        (
+            "NotificationService/WatchEvents",
+            pb.WatchEventsRequest(kinds=[t.EVENT_KIND_ATTEMPT_STARTED] * 300_000),
+        ),
         (
             "NotificationService/WatchEvents",
             pb.WatchEventsRequest(notification_ids=[str(uuid.uuid4()) for _ in range(1001)]),
@@ -784,7 +820,9 @@ def corpus(world: Fuzz) -> list[tuple[str, Message]]:
             ppb.PutPolicyRevisionRequest(
                 notification_type="x",
                 spec=ppb.PolicySpec(
-                    channels=["log"], delivery_mode=1, ack_timeout_minutes=2**31 - 1
+                    channels=["log"],
+                    delivery_mode=t.DELIVERY_MODE_BEST_EFFORT,
+                    ack_timeout_minutes=2**31 - 1,
                 ),
             ),
         ),
@@ -800,6 +838,12 @@ def corpus(world: Fuzz) -> list[tuple[str, Message]]:
         ack = pb.AcknowledgeRequest(notification_id=pending_ack)
         ack.metadata.update(metadata)
         cases.append(("NotificationService/Acknowledge", ack))
+    # Refusals that quote the input back must stay readable: grpc clients drop status
+    # trailers over 16 KiB, which would turn INVALID_REQUEST into a bare RESOURCE_EXHAUSTED.
+    for hostile in ("x" * 20_000, "colour" * 4000 + " = 1", 'state = "' + "y" * 20_000 + '"'):
+        cases.append(
+            ("NotificationService/ListNotifications", pb.ListNotificationsRequest(filter=hostile))
+        )
     # Every filterable column compared with values it can never hold.
     for name in FILTER_FIELDS:
         for value in ('"not-a-uuid"', '"' + "x" * 300 + '"', '"\u00e9\U0001f642"', "-1"):

@@ -18,6 +18,9 @@ from uns_server.store.db import Database
 
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 1000
+# Input quoted back in an error message: a whole filter (up to the 1 MiB request) would
+# make the status trailers too large for the client to read the error at all.
+ECHO_MAX_CHARS = 64
 _TERM = re.compile(r'^\s*([a-z_]+)\s*=\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_.:\-]+)\s*$')
 
 
@@ -27,6 +30,13 @@ def _invalid(field: str, description: str) -> InvalidRequest:
         metadata={"field": field},
         violations=[FieldViolation(field, description)],
     )
+
+
+def _echo(value: str) -> str:
+    """``value`` quoted for an error message, cut to ``ECHO_MAX_CHARS`` characters."""
+    if len(value) <= ECHO_MAX_CHARS:
+        return repr(value)
+    return repr(value[:ECHO_MAX_CHARS]) + f"... ({len(value)} characters)"
 
 
 def parse_filter(text: str) -> list[tuple[str, Any]]:
@@ -39,13 +49,13 @@ def parse_filter(text: str) -> list[tuple[str, Any]]:
     for term in re.split(r"\s+AND\s+", text.strip()):
         m = _TERM.match(term)
         if not m:
-            raise _invalid("filter", f"cannot parse {term!r}; use `field = value [AND ...]`")
+            raise _invalid("filter", f"cannot parse {_echo(term)}; use `field = value [AND ...]`")
         field, raw = m.group(1), m.group(2)
         value: Any = raw[1:-1].replace('\\"', '"') if raw.startswith('"') else raw
         if field not in notifications.FILTERABLE_FIELDS:
             raise _invalid(
                 "filter",
-                f"unknown field {field!r}; filterable: "
+                f"unknown field {_echo(field)}; filterable: "
                 + ", ".join(notifications.FILTERABLE_FIELDS),
             )
         if field in ("state", "status"):
@@ -65,7 +75,7 @@ def _enum_value(cls: type[Status] | type[AckStatus], value: str, prefix: str, fi
     try:
         return cls(name).value
     except ValueError:
-        raise _invalid("filter", f"{field}: unknown value {value!r}") from None
+        raise _invalid("filter", f"{field}: unknown value {_echo(value)}") from None
 
 
 class Queries:
