@@ -276,8 +276,8 @@ class Producers:
         deadline = time.monotonic() + within
         while len(self.history.acknowledged) < count:
             assert time.monotonic() < deadline, (
-                f"only {len(self.history.acknowledged)} of {count} sends acknowledged; "
-                f"codes {dict(self.history.codes)}"
+                f"only {len(self.history.acknowledged)} of {count} sends acknowledged "
+                f"({self._next} keys used); codes {dict(self.history.codes)}"
             )
             await asyncio.sleep(0.1)
 
@@ -360,12 +360,36 @@ def _types(notification_types: str | Sequence[str]) -> list[str]:
     return list(notification_types)
 
 
+async def pg_activity(database_url: str) -> str:
+    """Sessions and their locks on the test database (a diagnostic for stuck tests)."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    conn = await asyncpg.connect(
+        url.set(drivername="postgresql").render_as_string(hide_password=False)
+    )
+    try:
+        rows = await conn.fetch(
+            "SELECT a.pid, a.client_port, a.state, a.wait_event_type, a.wait_event,"
+            " now() - a.state_change AS for, left(a.query, 60) AS query,"
+            " (SELECT string_agg(l.locktype || ':' || l.mode || ':' || l.granted, ',')"
+            "    FROM pg_locks l WHERE l.pid = a.pid AND l.locktype <> 'virtualxid') AS locks"
+            " FROM pg_stat_activity a WHERE a.datname = $1 AND a.pid <> pg_backend_pid()",
+            url.database,
+        )
+    finally:
+        await conn.close()
+    return "\n".join(str(dict(r)) for r in rows)
+
+
 async def wait_settled(
     target: Callable[[], str],
     notification_types: str | Sequence[str],
     history: History,
     *,
     within: float = CONVERGE_SECONDS,
+    database_url: str | None = None,
 ) -> list[NotificationView]:
     """Poll until every acknowledged notification is listed and none of these types is
     PENDING (every obligation settled)."""
@@ -388,8 +412,10 @@ async def wait_settled(
             sample = [
                 (v.id, v.attempts, v.next_attempt_time) for v in views if v.state == "PENDING"
             ]
+            activity = await pg_activity(database_url) if database_url else ""
             raise AssertionError(
-                f"not settled within {within}s: {len(sample)} pending, e.g. {sample[:5]}"
+                f"not settled within {within}s: {len(sample)} pending, e.g. {sample[:5]}\n"
+                + activity
             )
         await asyncio.sleep(0.5)
 

@@ -263,6 +263,9 @@ def test_duplicates_need_an_explanation() -> None:
     assert [d.split(" ")[0] for d in report.duplicated_unexplained] == ["a:hook:1"]
     # "a" was also sent more often than attempts were committed: not claimed first.
     assert [u.split(":")[0] for u in report.untracked_sends] == ["a"]
+    # A request with no recorded provider observation: "a" (never claimed), "b" (its
+    # first worker died before settling).
+    assert [u.split(":")[0] for u in report.unrecorded_observations] == ["a", "b"]
     assert report.resent == 3
 
 
