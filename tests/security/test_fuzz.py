@@ -318,11 +318,11 @@ def enum_number(values: list[int]) -> st.SearchStrategy[Any]:
     return st.one_of(st.sampled_from(values), int32)
 
 
-INTENTS = [int(v) for v in t.NotificationIntent.values()]
-MODES = [int(v) for v in t.DeliveryMode.values()]
-PRIORITIES = [int(v) for v in t.Priority.values()]
-AUTONOMY = [int(v) for v in t.AutonomyMode.values()]
-KINDS = [int(v) for v in t.EventKind.values()]
+INTENTS: list[Any] = [int(v) for v in t.NotificationIntent.values()]
+MODES: list[Any] = [int(v) for v in t.DeliveryMode.values()]
+PRIORITIES: list[Any] = [int(v) for v in t.Priority.values()]
+AUTONOMY: list[Any] = [int(v) for v in t.AutonomyMode.values()]
+KINDS: list[Any] = [int(v) for v in t.EventKind.values()]
 
 json_leaf = st.one_of(
     st.none(),
@@ -533,7 +533,7 @@ def _watch(data: st.DataObject, world: Fuzz) -> Message:
                 st.integers(990, 1010).map(lambda n: [str(uuid.uuid4()) for _ in range(n)]),
             )
         ),
-        kinds=data.draw(st.lists(mostly(st.sampled_from(KINDS), int32), max_size=5)),
+        kinds=data.draw(st.lists(mostly(st.sampled_from(KINDS), enum_number(KINDS)), max_size=5)),
         notification_type=data.draw(
             st.one_of(st.just(""), st.sampled_from(["demo.alert", "fuzz.ack"]), name_like, text)
         ),
