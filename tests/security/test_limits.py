@@ -45,6 +45,7 @@ from uns.v1 import audit_service_pb2 as apb
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import policy_service_pb2 as ppb
 from uns.v1 import types_pb2 as t
+from uns_server.settings import Settings, SettingsError
 
 WIDE = "\U0001d11e"  # MUSICAL SYMBOL G CLEF: one character, four UTF-8 bytes
 STREAM_LIMIT = 3
@@ -359,6 +360,14 @@ async def test_watch_filter_bounds(server: RunningServer, callers: Callers) -> N
 
 
 # --- concurrent streams per principal ------------------------------------------------
+
+
+def test_stream_limit_setting() -> None:
+    assert Settings().watch_streams_per_principal == 100
+    configured = Settings.from_env({"UNS_WATCH_STREAMS_PER_PRINCIPAL": "7"})
+    assert configured.watch_streams_per_principal == 7
+    with pytest.raises(SettingsError, match="watch_streams_per_principal"):
+        Settings.from_env({}, watch_streams_per_principal=0)
 
 
 class Streams:

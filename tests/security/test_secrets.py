@@ -21,6 +21,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -49,6 +50,7 @@ from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
 from uns_server.logs import JsonFormatter
+from uns_server.services.auth import KEY_PREFIX, create_key, hash_key
 from uns_server.store import tables
 
 # Distinctive, and each long enough that any 12-character fragment is unambiguous.
@@ -368,3 +370,27 @@ def test_fragment_search_is_sensitive() -> None:
     assert leaks(base64.b64encode(API_KEY.encode()).decode()) == ["api key (whole)"]
     assert leaks(re.sub(r"\w", "*", HEADER_TOKEN)) == []
     assert not leaks(repr(KEYS))
+
+
+async def test_api_keys_are_stored_hashed(db_url: str, tmp_path: Path) -> None:
+    """A key created the admin way is stored as its SHA-256 (plus a 10-character display
+    prefix): the secret is not recoverable from the database, and it authenticates."""
+    server = await start_server(db_url, tmp_path, dispatch_enabled=False)
+    try:
+        secret = await create_key(
+            server.app.db, "dora", ["producer"], "security test", datetime.now(UTC)
+        )
+        stored = await database_text(server)
+        assert hash_key(secret) in stored
+        shown = secret[: len(KEY_PREFIX) + 6]  # the display prefix is stored on purpose
+        hidden = secret[len(shown) :]
+        assert len(hidden) >= 32
+        assert not any(fragment in stored for fragment in fragments(hidden))
+        sent = (
+            await Callers(server)
+            .raw(f"Bearer {secret}")
+            .call("NotificationService/SendNotification", send_request())
+        )
+        assert sent.reason == OK
+    finally:
+        await server.stop()
