@@ -77,7 +77,9 @@ class App:
     ) -> None:
         self.settings = settings
         self.clock = clock
-        self.db = Database(settings.database_url)
+        self.db = Database(
+            settings.database_url, command_timeout=settings.db_command_timeout_seconds
+        )
         self.health = health.aio.HealthServicer()
         key_file = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else None
         self.authenticator = auth.Authenticator(self.db, key_file)

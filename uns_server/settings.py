@@ -26,6 +26,7 @@ WATCH_STREAMS_PER_PRINCIPAL_DEFAULT = 100
 SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
 MAX_RECEIVE_MESSAGE_BYTES_DEFAULT = 1024 * 1024
 DB_RETRY_SECONDS_DEFAULT = 2.0
+DB_COMMAND_TIMEOUT_SECONDS_DEFAULT = 10.0
 DEV_KEY_FILE_DEFAULT = "uns-dev-key.txt"
 METRICS_POLL_SECONDS_DEFAULT = 15.0
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
@@ -73,6 +74,9 @@ class Settings:
     # RESOURCE_EXHAUSTED / TOO_MANY_STREAMS (bounds the memory and fan-out one caller costs).
     watch_streams_per_principal: int = WATCH_STREAMS_PER_PRINCIPAL_DEFAULT
     db_retry_seconds: float = DB_RETRY_SECONDS_DEFAULT
+    # Client-side bound on each PostgreSQL statement and connection attempt: a
+    # silently partitioned database answers UNAVAILABLE instead of hanging callers.
+    db_command_timeout_seconds: float = DB_COMMAND_TIMEOUT_SECONDS_DEFAULT
     # Logs.
     log_level: str = "INFO"
     log_format: str = "json"

@@ -221,16 +221,6 @@ async def test_blackholed_database_another_server_takes_over(
     assert report.counts()["state_delivered"] == report.acknowledged + report.committed_unknown
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "no client-side bound on database operations: asyncpg runs without command_timeout "
-        "and SQLAlchemy's pre-ping has no timeout, so on a silent connection every RPC (and "
-        "every dispatch worker) waits until the caller's deadline or forever; the bound "
-        "needs a statement-timeout setting that migrations can opt out of (settings.py, "
-        "store/migrate.py)"
-    ),
-)
 async def test_partitioned_server_answers_unavailable_instead_of_hanging(
     tmp_path: Path, database_url: str, proxy: TcpProxy
 ) -> None:

@@ -58,8 +58,18 @@ class WriteTx:
 
 
 class Database:
-    def __init__(self, url: str, *, pool_size: int = PG_POOL_SIZE_DEFAULT) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = PG_POOL_SIZE_DEFAULT,
+        command_timeout: float | None = None,
+    ) -> None:
+        """``command_timeout`` bounds every PostgreSQL statement and connection attempt
+        client-side, so a silently blackholed database makes calls fail (UNAVAILABLE)
+        instead of hanging; None (migrations, maintenance) means no bound."""
         self.url = normalize_url(url)
+        self.command_timeout = command_timeout
         self.dialect = make_url(self.url).get_backend_name()
         self._listeners: dict[str, list[Callable[[], None]]] = {}
         if self.dialect == "sqlite":
@@ -76,7 +86,12 @@ class Database:
                 connect_args={
                     "server_settings": {
                         "idle_in_transaction_session_timeout": str(PG_IDLE_IN_TRANSACTION_MS)
-                    }
+                    },
+                    **(
+                        {"command_timeout": command_timeout, "timeout": command_timeout}
+                        if command_timeout
+                        else {}
+                    ),
                 },
             )
             event.listen(self.writer.sync_engine, "handle_error", _classify_lost_connection)

@@ -43,8 +43,17 @@ async def upgrade(db: Database, revision: str = "head") -> None:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
-    async with db.write() as tx:
-        await tx.conn.run_sync(run)
+    if db.command_timeout is None:
+        async with db.write() as tx:
+            await tx.conn.run_sync(run)
+        return
+    # A migration may legitimately run longer than any per-statement bound.
+    unbounded = Database(db.url)
+    try:
+        async with unbounded.write() as tx:
+            await tx.conn.run_sync(run)
+    finally:
+        await unbounded.dispose()
 
 
 async def current_revision(db: Database) -> str | None:
