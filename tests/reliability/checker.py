@@ -47,7 +47,9 @@ PENDING, DELIVERED, FAILED, DEDUPLICATED = "PENDING", "DELIVERED", "FAILED", "DE
 ACK_KINDS = frozenset({"ACKED", "DISMISSED", "TIMED_OUT"})
 
 # gRPC codes after which a SendNotification may or may not have committed.
-UNKNOWN_OUTCOME_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "UNKNOWN"})
+UNKNOWN_OUTCOME_CODES = frozenset(
+    {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "UNKNOWN", "INTERNAL"}
+)
 
 
 # --------------------------------------------------------------------------- record

@@ -30,6 +30,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     e.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
     e.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
+    e.Internal: grpc.StatusCode.INTERNAL,
     e.HistoryCompacted: grpc.StatusCode.OUT_OF_RANGE,
     e.ShuttingDown: grpc.StatusCode.UNAVAILABLE,
     e.TooManyStreams: grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
@@ -15,7 +16,13 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from uns_server.api.errors import to_grpc_status
 from uns_server.domain.enums import Role
-from uns_server.domain.errors import FieldViolation, InvalidRequest, StorageUnavailable, UnsError
+from uns_server.domain.errors import (
+    FieldViolation,
+    Internal,
+    InvalidRequest,
+    StorageUnavailable,
+    UnsError,
+)
 from uns_server.services.auth import Authenticator, Principal
 
 log = logging.getLogger("uns.api")
@@ -60,6 +67,22 @@ def _as_uns_error(exc: Exception) -> UnsError | None:
         log.warning("storage unavailable: %s", type(exc).__name__)
         return StorageUnavailable()
     return None
+
+
+def _refusal(exc: Exception) -> UnsError:
+    """The error to answer with. Anything unexpected becomes INTERNAL with a reference,
+    never the exception's text (which may hold SQL and its parameters)."""
+    error = _as_uns_error(exc)
+    if error is not None:
+        return error
+    reference = uuid.uuid4().hex[:12]
+    log.error(
+        "unexpected error (reference %s)",
+        reference,
+        exc_info=exc,
+        extra={"error_reference": reference},
+    )
+    return Internal(f"internal error (reference {reference})", metadata={"reference": reference})
 
 
 S = TypeVar("S", bound=HasAuth)
@@ -134,11 +157,10 @@ def unary(
                 principal.require(*roles)
                 _refuse_undecodable(request)
                 return await fn(self, request, context, principal)
+            except grpc.aio.AbortError:
+                raise
             except Exception as exc:
-                error = _as_uns_error(exc)
-                if error is None:
-                    raise
-                await context.abort_with_status(to_grpc_status(error))
+                await context.abort_with_status(to_grpc_status(_refusal(exc)))
                 raise AssertionError("abort_with_status returned") from exc
 
         return wrapper
@@ -165,11 +187,10 @@ def streaming(
                 _refuse_undecodable(request)
                 async for item in fn(self, request, context, principal):
                     yield item
+            except grpc.aio.AbortError:
+                raise
             except Exception as exc:
-                error = _as_uns_error(exc)
-                if error is None:
-                    raise
-                await context.abort_with_status(to_grpc_status(error))
+                await context.abort_with_status(to_grpc_status(_refusal(exc)))
 
         return wrapper
 

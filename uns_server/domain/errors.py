@@ -116,6 +116,13 @@ class Unimplemented(UnsError):
     reason = "UNIMPLEMENTED"
 
 
+class Internal(UnsError):
+    """The server failed unexpectedly; the outcome of the call is unknown. Retry only
+    idempotent calls. The message carries a reference to the server's log entry."""
+
+    reason = "INTERNAL"
+
+
 class StorageUnavailable(UnsError):
     """The database is unreachable; retry with backoff (idempotent calls are safe to retry)."""
 
