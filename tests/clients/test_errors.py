@@ -149,6 +149,8 @@ SPEC_REASONS = {
     "DEADLINE_EXCEEDED": "DeadlineExceeded",
     "HISTORY_COMPACTED": "HistoryCompacted",
     "UNIMPLEMENTED": "Unimplemented",
+    "TOO_MANY_STREAMS": "TooManyStreams",
+    "INTERNAL": "Internal",
 }
 
 
@@ -202,7 +204,7 @@ def test_violations_are_read_from_bad_request() -> None:
         (grpc.StatusCode.UNIMPLEMENTED, uns_clients.Unimplemented, False),
         (grpc.StatusCode.PERMISSION_DENIED, uns_clients.PermissionDenied, False),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, UnsError, False),
-        (grpc.StatusCode.INTERNAL, UnsError, False),
+        (grpc.StatusCode.INTERNAL, uns_clients.Internal, False),
     ],
 )
 def test_without_error_info_the_code_decides(

@@ -138,6 +138,15 @@ class Unimplemented(UnsError):
     """The server does not implement this call (yet)."""
 
 
+class TooManyStreams(UnsError):
+    """This principal holds as many WatchEvents streams as the server allows; close one."""
+
+
+class Internal(UnsError):
+    """The server failed unexpectedly; the call's outcome is unknown (``metadata`` has a
+    reference to the server's log). Retry only idempotent calls."""
+
+
 # The one table: ErrorInfo reason (or, without ErrorInfo, the status code name) -> class.
 ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "INVALID_REQUEST": InvalidRequest,
@@ -158,6 +167,8 @@ ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "DEADLINE_EXCEEDED": DeadlineExceeded,
     "HISTORY_COMPACTED": HistoryCompacted,
     "UNIMPLEMENTED": Unimplemented,
+    "TOO_MANY_STREAMS": TooManyStreams,
+    "INTERNAL": Internal,
 }
 
 # Fallback for reasons this client does not know (a newer server, a proxy): only codes
@@ -170,6 +181,7 @@ _ERROR_BY_CODE: Mapping[grpc.StatusCode, type[UnsError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
+    grpc.StatusCode.INTERNAL: Internal,
 }
 
 
