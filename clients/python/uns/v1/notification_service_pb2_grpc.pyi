@@ -31,9 +31,17 @@ class NotificationServiceStub:
     into a durable obligation: accepted once, delivered at least once,
     coalesced, acknowledged or timed out, and observable event by event.
 
-    Every call authenticates with `authorization: Bearer <api key>` metadata.
+    Every call authenticates with `authorization: Bearer <api key>` metadata
+    (or, under mutual TLS, with a client certificate mapped to a principal).
     Every error carries a google.rpc.Status with exactly one
     google.rpc.ErrorInfo (domain "uns.v1"); clients switch on its `reason`.
+    Besides the reasons of the specification, the server answers
+    STORAGE_UNAVAILABLE and SHUTTING_DOWN (UNAVAILABLE: retry, resume streams
+    from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
+    resync from metadata resync_from_sequence), TOO_MANY_STREAMS
+    (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
+    principal) and INTERNAL (an unexpected failure; metadata reference points
+    at the server's log).
     """
 
     @_typing.overload
@@ -88,9 +96,17 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     into a durable obligation: accepted once, delivered at least once,
     coalesced, acknowledged or timed out, and observable event by event.
 
-    Every call authenticates with `authorization: Bearer <api key>` metadata.
+    Every call authenticates with `authorization: Bearer <api key>` metadata
+    (or, under mutual TLS, with a client certificate mapped to a principal).
     Every error carries a google.rpc.Status with exactly one
     google.rpc.ErrorInfo (domain "uns.v1"); clients switch on its `reason`.
+    Besides the reasons of the specification, the server answers
+    STORAGE_UNAVAILABLE and SHUTTING_DOWN (UNAVAILABLE: retry, resume streams
+    from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
+    resync from metadata resync_from_sequence), TOO_MANY_STREAMS
+    (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
+    principal) and INTERNAL (an unexpected failure; metadata reference points
+    at the server's log).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -141,9 +157,17 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
     into a durable obligation: accepted once, delivered at least once,
     coalesced, acknowledged or timed out, and observable event by event.
 
-    Every call authenticates with `authorization: Bearer <api key>` metadata.
+    Every call authenticates with `authorization: Bearer <api key>` metadata
+    (or, under mutual TLS, with a client certificate mapped to a principal).
     Every error carries a google.rpc.Status with exactly one
     google.rpc.ErrorInfo (domain "uns.v1"); clients switch on its `reason`.
+    Besides the reasons of the specification, the server answers
+    STORAGE_UNAVAILABLE and SHUTTING_DOWN (UNAVAILABLE: retry, resume streams
+    from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
+    resync from metadata resync_from_sequence), TOO_MANY_STREAMS
+    (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
+    principal) and INTERNAL (an unexpected failure; metadata reference points
+    at the server's log).
     """
 
     @_abc_1.abstractmethod

@@ -37,9 +37,17 @@ const (
 // into a durable obligation: accepted once, delivered at least once,
 // coalesced, acknowledged or timed out, and observable event by event.
 //
-// Every call authenticates with `authorization: Bearer <api key>` metadata.
+// Every call authenticates with `authorization: Bearer <api key>` metadata
+// (or, under mutual TLS, with a client certificate mapped to a principal).
 // Every error carries a google.rpc.Status with exactly one
 // google.rpc.ErrorInfo (domain "uns.v1"); clients switch on its `reason`.
+// Besides the reasons of the specification, the server answers
+// STORAGE_UNAVAILABLE and SHUTTING_DOWN (UNAVAILABLE: retry, resume streams
+// from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
+// resync from metadata resync_from_sequence), TOO_MANY_STREAMS
+// (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
+// principal) and INTERNAL (an unexpected failure; metadata reference points
+// at the server's log).
 type NotificationServiceClient interface {
 	// Accepts an obligation durably and then dispatches it. Idempotent on
 	// (principal, source, idempotency_key): a retry with the same payload
@@ -181,9 +189,17 @@ func (c *notificationServiceClient) ListNotifications(ctx context.Context, in *L
 // into a durable obligation: accepted once, delivered at least once,
 // coalesced, acknowledged or timed out, and observable event by event.
 //
-// Every call authenticates with `authorization: Bearer <api key>` metadata.
+// Every call authenticates with `authorization: Bearer <api key>` metadata
+// (or, under mutual TLS, with a client certificate mapped to a principal).
 // Every error carries a google.rpc.Status with exactly one
 // google.rpc.ErrorInfo (domain "uns.v1"); clients switch on its `reason`.
+// Besides the reasons of the specification, the server answers
+// STORAGE_UNAVAILABLE and SHUTTING_DOWN (UNAVAILABLE: retry, resume streams
+// from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
+// resync from metadata resync_from_sequence), TOO_MANY_STREAMS
+// (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
+// principal) and INTERNAL (an unexpected failure; metadata reference points
+// at the server's log).
 type NotificationServiceServer interface {
 	// Accepts an obligation durably and then dispatches it. Idempotent on
 	// (principal, source, idempotency_key): a retry with the same payload
