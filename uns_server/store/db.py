@@ -120,9 +120,13 @@ class Database:
             tx = WriteTx(conn)
             async with conn.begin():
                 yield tx
-                if self.is_postgres:
-                    for topic in sorted(tx.topics):  # delivered by PostgreSQL at commit
-                        await conn.execute(text("SELECT pg_notify(:t, '')"), {"t": topic})
+                if self.is_postgres and tx.topics:
+                    # One statement for every topic: a round trip less per commit.
+                    # PostgreSQL delivers the notifications at COMMIT.
+                    topics = sorted(tx.topics)
+                    calls = ", ".join(f"pg_notify(:t{i}, '')" for i in range(len(topics)))
+                    params = {f"t{i}": topic for i, topic in enumerate(topics)}
+                    await conn.execute(text(f"SELECT {calls}"), params)
         for topic in tx.topics:
             self.fire(topic)
 
