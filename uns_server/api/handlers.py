@@ -11,8 +11,6 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from uns_server.api.errors import to_grpc_status
 from uns_server.domain.enums import Role
@@ -24,16 +22,13 @@ from uns_server.domain.errors import (
     UnsError,
 )
 from uns_server.services.auth import Authenticator, Principal
+from uns_server.store.db import is_unreachable
 
 log = logging.getLogger("uns.api")
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 P = ParamSpec("P")
-
-# Errors that mean "the database is unreachable right now": answer UNAVAILABLE so
-# clients retry (SendNotification is idempotent), never INTERNAL.
-_STORAGE_DOWN = (OperationalError, InterfaceError, PoolTimeout, ConnectionError, OSError)
 
 
 class HasAuth(Protocol):
@@ -61,9 +56,7 @@ async def authenticate(self: HasAuth, context: grpc.aio.ServicerContext[Any, Any
 def _as_uns_error(exc: Exception) -> UnsError | None:
     if isinstance(exc, UnsError):
         return exc
-    if isinstance(exc, _STORAGE_DOWN) or (
-        isinstance(exc, DBAPIError) and exc.connection_invalidated
-    ):
+    if is_unreachable(exc):
         log.warning("storage unavailable: %s", type(exc).__name__)
         return StorageUnavailable()
     return None

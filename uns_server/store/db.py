@@ -20,6 +20,8 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -55,6 +57,17 @@ class WriteTx:
 
     def signal(self, topic: str) -> None:
         self.topics.add(topic)
+
+
+# Errors that mean "the database is unreachable right now" (not a bug, not a refusal):
+# callers answer UNAVAILABLE or retry the write.
+_UNREACHABLE = (OperationalError, InterfaceError, PoolTimeout, ConnectionError, OSError)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    return isinstance(exc, _UNREACHABLE) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
 
 
 class Database:

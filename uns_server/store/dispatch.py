@@ -15,8 +15,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import Status
-from uns_server.store.tables import UtcDateTime
+from uns_server.domain.enums import EventKind, Status
+from uns_server.store.tables import UtcDateTime, events
 from uns_server.store.tables import notifications as n
 
 _due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
@@ -104,3 +104,18 @@ async def next_due_at(conn: AsyncConnection) -> datetime | None:
     if isinstance(value, str):  # aggregates bypass the column type on SQLite
         value = datetime.fromisoformat(value)
     return UtcDateTime().process_result_value(value, conn.dialect)
+
+
+async def results_recorded(conn: AsyncConnection, notification_id: str, token: str) -> bool:
+    """Whether the settlement of the attempt holding ``token`` has committed (its
+    CHANNEL_ATTEMPT_RESULT events exist)."""
+    q = (
+        select(events.c.sequence)
+        .where(
+            events.c.notification_id == notification_id,
+            events.c.kind == EventKind.CHANNEL_ATTEMPT_RESULT.value,
+            events.c.payload["lease_token"].as_string() == token,
+        )
+        .limit(1)
+    )
+    return (await conn.execute(q)).first() is not None

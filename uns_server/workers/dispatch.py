@@ -37,7 +37,7 @@ from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
 from uns_server.observability.telemetry import Telemetry
 from uns_server.store import audit, dispatch, notifications
-from uns_server.store.db import TOPIC_WORK, Database, WriteTx
+from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
 
 log = logging.getLogger("uns.dispatch")
@@ -45,6 +45,11 @@ Clock = Callable[[], datetime]
 
 # A provider call that outlives this share of the lease would settle too late anyway.
 SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
+# How long a worker keeps trying to record a provider's answer while the database is
+# unreachable (past it, the lease expires and the attempt is recovered as usual).
+SETTLE_RETRY_SECONDS_MAX = 120.0
+SETTLE_RETRY_DELAY_SECONDS = 0.25
+SETTLE_RETRY_DELAY_SECONDS_MAX = 5.0
 # Retry-After beyond this is treated as this (a bogus header must not park work for years).
 RETRY_AFTER_CAP_SECONDS = 3600.0
 
@@ -199,7 +204,7 @@ class Dispatcher:
         ) as span:
             try:
                 attempts = await asyncio.gather(*(self._send(claim, ch) for ch in claim.channels))
-                status = await self.settle(claim, attempts)
+                status = await self.settle_durably(claim, attempts)
                 outcome = "lease_lost" if status is None else _ATTEMPT_OUTCOME[status]
                 span.set_attribute("uns.outcome", outcome)
                 lost = status is None
@@ -248,6 +253,37 @@ class Dispatcher:
                 )
                 result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
         return result
+
+    async def settle_durably(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
+        """``settle``, retried while the database is unreachable: the provider has
+        answered, and its answer must be recorded (seed 004: retry only the database
+        write, never the provider call). A retry first checks whether an earlier try
+        committed after all (its acknowledgement lost), so nothing is recorded twice."""
+        delay = SETTLE_RETRY_DELAY_SECONDS
+        give_up = time.monotonic() + SETTLE_RETRY_SECONDS_MAX
+        while True:
+            try:
+                if delay != SETTLE_RETRY_DELAY_SECONDS and await self._settled_before(claim):
+                    return await self._status_now(claim)
+                return await self.settle(claim, attempts)
+            except Exception as exc:
+                if not is_unreachable(exc) or time.monotonic() >= give_up:
+                    raise
+                log.warning(
+                    "database unreachable while settling; retrying",
+                    extra={"notification_id": claim.row["id"], "retry_in_seconds": delay},
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, SETTLE_RETRY_DELAY_SECONDS_MAX)
+
+    async def _settled_before(self, claim: Claim) -> bool:
+        async with self._db.read() as conn:
+            return await dispatch.results_recorded(conn, claim.row["id"], claim.token)
+
+    async def _status_now(self, claim: Claim) -> Status | None:
+        async with self._db.read() as conn:
+            row = await notifications.by_id(conn, claim.row["id"])
+        return Status(row["status"]) if row is not None else None
 
     async def settle(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
         """Commit the outcome; returns the new status, or None when the lease was lost."""
