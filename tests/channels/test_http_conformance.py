@@ -170,7 +170,7 @@ async def test_slow_reply_times_out_as_transient(
     assert not result.success and result.retryable
     assert "timed out" in (result.error or "")
     assert result.metadata["provider_effect_possible"] is True
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 2.0  # the reply was due only after 2 s: cut off
 
 
 async def test_hanging_provider_times_out_as_transient(
