@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import PostgresDatabases
+from tests.reliability.report import pytest_runtest_logreport  # noqa: F401 (report hook)
 from tests.support.postgres import PostgresProcess
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2
 
+from tests.reliability import report as reliability_report
 from tests.reliability.checker import (
     EventView,
     History,
@@ -447,6 +448,7 @@ async def run_checker(
         provider_channels=provider_channels,
     )
     print(f"\n[checker] {label}: {report.summary()} codes={dict(history.codes)}")
+    reliability_report.record(label, report, dict(history.codes))
     return report
 
 

@@ -132,7 +132,9 @@ async def test_connections_reset_under_load(
                     await producers.wait_acknowledged(before + 20, within=30)
             await wait_settled(lambda: server.target, ntype, producers.history)
             reliability_report.note(
-                "reset", connections_cut=cut, all_delivered_after_first_cut_seconds=time.monotonic() - first_cut
+                "reset",
+                connections_cut=cut,
+                all_delivered_after_first_cut_seconds=time.monotonic() - first_cut,
             )
             report = await run_checker(
                 server.target, ntype, producers.history, provider.receipts, label="reset"
@@ -208,7 +210,9 @@ async def test_blackholed_database_another_server_takes_over(
             assert provider.ids("/a") & provider.ids("/b"), "nothing was taken over"
             recovery = await wait_health(cut_off, SERVING, within=30)
             reliability_report.note(
-                "blackhole", all_delivered_after_partition_seconds=taken_over, serving_after_heal_seconds=recovery
+                "blackhole",
+                all_delivered_after_partition_seconds=taken_over,
+                serving_after_heal_seconds=recovery,
             )
             # The healed server must deliver new work on its own.
             other.stop()

@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+from tests.reliability import report as reliability_report
 from tests.reliability.checker import History
 from tests.reliability.harness import (
     Producers,
@@ -45,10 +46,14 @@ async def test_sigkill_mid_dispatch_then_restart(tmp_path: Path, database_url: s
                 await wait_until(lambda: len(provider.receipts) >= 20, 30, "deliveries in flight")
                 first.proc.kill()  # sends and deliveries in flight
                 await asyncio.to_thread(first.proc.wait)
+                killed = time.monotonic()
                 second = await servers.start(channels_file=write_channels(tmp_path, provider.url()))
                 producers.target = second.target
                 await producers.wait_acknowledged(150, within=60)
             views = await wait_settled(lambda: second.target, ntype, producers.history)
+            reliability_report.note(
+                "sigkill", all_delivered_after_kill_seconds=time.monotonic() - killed
+            )
             report = await run_checker(
                 second.target, ntype, producers.history, provider.receipts, label="sigkill"
             )
@@ -86,12 +91,16 @@ async def test_sigstop_past_lease_is_fenced_after_takeover(
             seen = len(provider.receipts)
             await wait_until(lambda: len(provider.receipts) >= seen + 4, 30, "attempts in flight")
             frozen.proc.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
             try:
                 taker = await servers.start(
                     channels_file=write_channels(tmp_path, provider.url("/b"))
                 )
                 producers.target = taker.target
                 await wait_settled(lambda: taker.target, ntype, producers.history, within=60)
+                reliability_report.note(
+                    "sigstop", all_delivered_after_freeze_seconds=time.monotonic() - stopped
+                )
             finally:
                 frozen.proc.send_signal(signal.SIGCONT)
             stolen = provider.ids("/a") & provider.ids("/b")

@@ -4,9 +4,11 @@ timeout, hanging connections and dropped connections: everything still converges
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import Counter
 from pathlib import Path
 
+from tests.reliability import report as reliability_report
 from tests.reliability.checker import History
 from tests.reliability.harness import (
     Producers,
@@ -70,9 +72,15 @@ async def test_flapping_provider_converges(tmp_path: Path, database_url: str) ->
                 )
             )
             producers.target = failing.target = server.target
+            sending = time.monotonic()
             await producers.send(60, concurrency=4)
             await failing.send(5, concurrency=1)
             await wait_settled(lambda: server.target, [flaky, doomed], history, within=90)
+            reliability_report.note(
+                "flapping",
+                all_settled_seconds=time.monotonic() - sending,
+                injected_faults=dict(injected),
+            )
             report = await run_checker(
                 server.target, [flaky, doomed], history, provider.receipts, label="flapping"
             )

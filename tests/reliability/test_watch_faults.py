@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 
+from tests.reliability import report as reliability_report
 from tests.reliability.checker import EventView, History
 from tests.reliability.harness import (
     OPERATOR,
@@ -119,6 +120,12 @@ async def test_watch_resumes_exactly_once_in_order(tmp_path: Path, database_url:
             await asyncio.sleep(0.1)
         stop.set()
         await asyncio.wait_for(subscriber_task, 15)
+        reliability_report.note(
+            "watch",
+            events_received=len(subscriber.received),
+            connections=subscriber.connections,
+            cuts=dict(subscriber.cuts),
+        )
         report = await run_checker(second.target, ntype, history, [], label="watch")
     finally:
         stop.set()
