@@ -183,13 +183,19 @@ def machine() -> dict[str, str]:
     }
 
 
+def _plain(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in sorted(value.items()))
+    return str(value)
+
+
 def _seconds(measured: dict[str, Any]) -> str:
     if not measured:
         return "—"
     return "<br>".join(
         f"{k.removesuffix('_seconds').replace('_', ' ')}: {v} s"
         if k.endswith("_seconds")
-        else f"{k.replace('_', ' ')}: {v}"
+        else f"{k.replace('_', ' ')}: {_plain(v)}"
         for k, v in measured.items()
     )
 
@@ -261,7 +267,7 @@ def render(lines: list[dict[str, Any]], when: dt.datetime, commit: str) -> str:
             )
         else:
             out.append("| Checker | — (this test checks a single call) |")
-        out.append(f"| Recovery | {_seconds(f.get('measured') or {})} |")
+        out.append(f"| Recovery, measured | {_seconds(f.get('measured') or {})} |")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
