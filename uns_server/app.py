@@ -26,6 +26,8 @@ from grpc_reflection.v1alpha import reflection
 from uns.v1 import (
     audit_service_pb2,
     audit_service_pb2_grpc,
+    key_service_pb2,
+    key_service_pb2_grpc,
     notification_service_pb2,
     notification_service_pb2_grpc,
     policy_service_pb2,
@@ -33,6 +35,7 @@ from uns.v1 import (
 )
 from uns_server.api.audit_servicer import AuditServicer
 from uns_server.api.handlers import DecodeGuard
+from uns_server.api.key_servicer import KeyServicer
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.channels.config import load_channels_config
@@ -146,11 +149,15 @@ class App:
         audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
             AuditServicer(self.db, self.authenticator), self.server
         )
+        key_service_pb2_grpc.add_KeyServiceServicer_to_server(
+            KeyServicer(self.authenticator, self.db, self.clock), self.server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         services = (
             notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
             policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name,
             audit_service_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name,
+            key_service_pb2.DESCRIPTOR.services_by_name["KeyService"].full_name,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         )

@@ -28,6 +28,7 @@ from uns_server.cli import remote
 from uns_server.domain import retention as retention_rules
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.services import auth
+from uns_server.services import keys as key_service
 from uns_server.services.policies import (
     PolicyInput,
     PolicyService,
@@ -36,7 +37,7 @@ from uns_server.services.policies import (
 )
 from uns_server.services.retention import Report, Retention
 from uns_server.settings import DATABASE_URL_DEFAULT
-from uns_server.store import api_keys, migrate
+from uns_server.store import migrate
 from uns_server.store.db import Database
 
 PROG = "uns-admin"
@@ -73,17 +74,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("migrate", help="upgrade the schema to head; prints the revision")
 
+    connection = remote.connection_parent()  # keys, policies: remote with --target
     keys = commands.add_parser("keys", help="API keys").add_subparsers(
         dest="keys_command", required=True, metavar="COMMAND"
     )
-    create = keys.add_parser("create", help="create a key; prints the secret once")
+    create = keys.add_parser(
+        "create", parents=[connection], help="create a key; prints the secret once"
+    )
     create.add_argument("--principal", required=True, help="the caller's name")
     create.add_argument(
         "--roles", required=True, help="comma-separated: producer, responder, operator"
     )
     create.add_argument("--description", default="", help="free text shown in listings")
-    keys.add_parser("list", help="list keys (never the secrets)")
-    revoke = keys.add_parser("revoke", help="revoke a key by id or display prefix")
+    keys.add_parser("list", parents=[connection], help="list keys (never the secrets)")
+    revoke = keys.add_parser(
+        "revoke", parents=[connection], help="revoke a key by id or display prefix"
+    )
     revoke.add_argument("key", metavar="ID_OR_PREFIX")
 
     pols = commands.add_parser("policies", help="delivery policies").add_subparsers(
@@ -91,17 +97,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     put = pols.add_parser(
         "put",
+        parents=[connection],
         help="write revisions from a YAML/JSON file: {notification_type, spec} or a list",
     )
     put.add_argument("--file", required=True, type=Path, help="YAML or JSON file ('-': stdin)")
     put.add_argument("--activate", action="store_true", help="activate in the same transaction")
-    activate = pols.add_parser("activate", help="make a revision the ACTIVE one")
+    activate = pols.add_parser(
+        "activate", parents=[connection], help="make a revision the ACTIVE one"
+    )
     activate.add_argument("notification_type", metavar="TYPE")
     activate.add_argument("revision", metavar="REVISION", type=int)
-    show = pols.add_parser("show", help="show the ACTIVE revision, or --revision N")
+    show = pols.add_parser(
+        "show", parents=[connection], help="show the ACTIVE revision, or --revision N"
+    )
     show.add_argument("notification_type", metavar="TYPE")
     show.add_argument("--revision", type=int, default=0)
-    listing = pols.add_parser("list", help="list a type's revisions, newest first")
+    listing = pols.add_parser(
+        "list", parents=[connection], help="list a type's revisions, newest first"
+    )
     listing.add_argument("notification_type", metavar="TYPE")
 
     maintain = commands.add_parser(
@@ -187,16 +200,12 @@ async def cmd_keys_create(db: Database, args: argparse.Namespace) -> None:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     await _require_schema(db)
-    secret = await auth.create_key(
-        db, principal, [r.value for r in role_set], args.description, utcnow()
-    )
-    async with db.read() as conn:
-        row = await api_keys.active_by_hash(conn, auth.hash_key(secret))
-    assert row is not None
+    secret, key = await key_service.create(db, principal, role_set, args.description, utcnow())
     print(secret, flush=True)
     print(
-        f"created key {row['id']} (prefix {row['prefix']}) for {principal} with roles "
-        f"{','.join(row['roles'])}. The secret above is shown only once: store it now. "
+        f"created key {key.id} (prefix {key.prefix}) for {principal} with roles "
+        f"{','.join(r.value for r in key.roles)}. The secret above is shown only once: "
+        "store it now. "
         "Clients send it as 'authorization: Bearer <key>'.",
         file=sys.stderr,
     )
@@ -204,19 +213,18 @@ async def cmd_keys_create(db: Database, args: argparse.Namespace) -> None:
 
 async def cmd_keys_list(db: Database, args: argparse.Namespace) -> None:
     await _require_schema(db)
-    async with db.read() as conn:
-        rows = await api_keys.list_keys(conn)
+    found = await key_service.list_all(db)
     header = ("ID", "PREFIX", "PRINCIPAL", "ROLES", "CREATED", "REVOKED")
     table = [header] + [
         (
-            r["id"],
-            r["prefix"],
-            r["principal"],
-            ",".join(r["roles"]),
-            _when(r["created_at"]),
-            _when(r["revoked_at"]) if r["revoked_at"] else "-",
+            k.id,
+            k.prefix,
+            k.principal,
+            ",".join(r.value for r in k.roles),
+            _when(k.created_at),
+            _when(k.revoked_at) if k.revoked_at else "-",
         )
-        for r in rows
+        for k in found
     ]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     for line in table:
@@ -232,20 +240,9 @@ async def cmd_keys_revoke(db: Database, args: argparse.Namespace) -> None:
     if not target:
         raise UsageError("give a key id or prefix")
     await _require_schema(db)
-    async with db.write() as tx:
-        matches = [
-            r
-            for r in await api_keys.list_keys(tx.conn)
-            if target in (r["id"], r["prefix"]) and r["revoked_at"] is None
-        ]
-        if len(matches) > 1:
-            raise UsageError(f"prefix {target} matches {len(matches)} keys; revoke by id")
-        if not matches:
-            raise Failure(f"no active key with id or prefix {target}")
-        await api_keys.revoke(tx.conn, matches[0]["id"], utcnow())
-    row = matches[0]
+    key = await key_service.revoke(db, target, utcnow())
     print(
-        f"revoked key {row['id']} (prefix {row['prefix']}, principal {row['principal']}); "
+        f"revoked key {key.id} (prefix {key.prefix}, principal {key.principal}); "
         f"servers stop accepting it within {auth.CACHE_SECONDS:g} s",
         file=sys.stderr,
     )
@@ -390,6 +387,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.command == "policies" and args.policies_command == "put":
             args.policy_inputs = load_policy_file(args.file)
+        if remote.wants_remote(args):  # keys, policies with --target: over gRPC
+            raise SystemExit(remote.main(args))
         asyncio.run(run(args))
     except UsageError as exc:
         _fail(EXIT_USAGE, str(exc))

@@ -9,15 +9,23 @@ against any reachable server, with an API key, instead of on its database.
     uns-admin dlq resolve 0b7c...e1 4f2a...9d --reason "handled by phone"
     uns-admin show 0b7c...e1
     uns-admin ack 0b7c...e1 --dismiss --metadata '{"ticket": "OPS-12"}'
+    uns-admin --target uns.example:443 --tls keys create --principal ci --roles producer
+    uns-admin --target uns.example:443 --tls policies put --file policy.yaml --activate
+
+``keys`` and ``policies`` work on the database by default; given ``--target`` (or
+``UNS_TARGET``) they run here instead, over ``uns.v1.KeyService`` and
+``uns.v1.PolicyService``, with the same output. A remote ``policies put`` of a list
+writes one revision per call (not one transaction).
 
 Connection options are accepted before the command (like ``--database-url``) or after
 it: ``--target HOST:PORT`` (env ``UNS_TARGET``, default ``127.0.0.1:50051``),
 ``--api-key`` (env ``UNS_API_KEY``) or ``--api-key-file``, ``--tls``, ``--ca-file``,
 ``--tls-server-name``, ``--timeout``.
 
-Roles: ``dlq`` needs an operator key (a producer key lists only its own dead letters and
-is refused Replay/ResolveFailure); ``show`` an operator key (a producer sees only its own
-notifications); ``ack`` a responder key.
+Roles: ``keys`` and ``policies`` need an operator key; ``dlq`` needs an operator key
+(a producer key lists only its own dead letters and is refused Replay/ResolveFailure);
+``show`` an operator key (a producer sees only its own notifications); ``ack`` a
+responder key.
 
 Exit codes: 0 everything succeeded; 1 the server refused or failed some operation (each
 refusal of a batch is reported on its own line, the batch goes on; a dry run exits 1 when
@@ -47,14 +55,19 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from uns.v1 import key_service_pb2 as key_pb
+from uns.v1 import key_service_pb2_grpc as key_grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
+from uns.v1 import policy_service_pb2 as policy_pb
+from uns.v1 import policy_service_pb2_grpc as policy_grpc
 from uns.v1 import types_pb2 as t
 from uns_clients import (
     AsyncClient,
     ClientConfig,
     DeadlineExceeded,
     HistoryCompacted,
+    InvalidRequest,
     NotFound,
     PermissionDenied,
     Unauthenticated,
@@ -63,9 +76,15 @@ from uns_clients import (
     UnsError,
 )
 from uns_clients._errors import error_from_rpc
+from uns_server.api.policy_servicer import spec_from_wire, spec_to_wire
+from uns_server.domain.policy import PolicyRevision
+from uns_server.services import auth
+from uns_server.services.policies import PolicyInput, revision_to_json
 
 PROG = "uns-admin"
 COMMANDS = frozenset({"dlq", "show", "ack"})
+# Database commands that run here instead when a target is given.
+LOCAL_OR_REMOTE = frozenset({"keys", "policies"})
 TARGET_DEFAULT = "127.0.0.1:50051"
 TIMEOUT_SECONDS_DEFAULT = 30.0
 REASON_MAX_CHARS = 1024  # the server's limit (uns_server.services.operations)
@@ -84,7 +103,13 @@ _CARRYING = frozenset(
         t.NOTIFICATION_STATE_DEDUPLICATED,
     }
 )
-_REQUIRED_ROLE = {"dlq": "operator", "show": "operator", "ack": "responder"}
+_REQUIRED_ROLE = {
+    "dlq": "operator",
+    "show": "operator",
+    "ack": "responder",
+    "keys": "operator",
+    "policies": "operator",
+}
 _TYPE = re.compile(r"[A-Za-z0-9._:-]{1,255}")
 
 
@@ -106,7 +131,9 @@ def _connection_arguments(parser: argparse.ArgumentParser, *, suppress: bool) ->
     def default(value: Any) -> Any:
         return argparse.SUPPRESS if suppress else value
 
-    group = parser.add_argument_group("server connection (dlq, show, ack)")
+    group = parser.add_argument_group(
+        "server connection (dlq, show, ack; keys and policies with --target or UNS_TARGET)"
+    )
     group.add_argument(
         "--target",
         metavar="HOST:PORT",
@@ -149,6 +176,21 @@ def _connection_arguments(parser: argparse.ArgumentParser, *, suppress: bool) ->
         default=default(TIMEOUT_SECONDS_DEFAULT),
         help=f"deadline of each call, default {TIMEOUT_SECONDS_DEFAULT:g}",
     )
+
+
+def connection_parent() -> argparse.ArgumentParser:
+    """A parent parser that accepts the connection options after a command (``keys`` and
+    ``policies`` subcommands), leaving values given before the command alone."""
+    connection = argparse.ArgumentParser(add_help=False)
+    _connection_arguments(connection, suppress=True)
+    return connection
+
+
+def wants_remote(args: argparse.Namespace) -> bool:
+    """Whether a ``keys`` / ``policies`` command runs against a server, not the database."""
+    if args.command not in LOCAL_OR_REMOTE:
+        return False
+    return bool(getattr(args, "target", None) or os.environ.get("UNS_TARGET"))
 
 
 def _notification_id(value: str) -> str:
@@ -652,7 +694,192 @@ async def cmd_ack(client: AsyncClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- keys and policies (remote mode of the database commands) -------------------------
+
+
+async def _call(config: ClientConfig, method: Any, request: Message) -> Any:
+    """One unary call with the key and deadline; typed errors (``UnsError``)."""
+    try:
+        return await method(
+            request, metadata=config.auth_metadata(), timeout=config.timeout_seconds
+        )
+    except grpc.aio.AioRpcError as exc:
+        raise error_from_rpc(exc) from exc
+
+
+_ROLE_TO_WIRE: dict[str, Any] = {
+    "producer": key_pb.ROLE_PRODUCER,
+    "responder": key_pb.ROLE_RESPONDER,
+    "operator": key_pb.ROLE_OPERATOR,
+}
+
+
+def _role_name(value: int) -> str:
+    return key_pb.Role.Name(value).removeprefix("ROLE_").lower()  # type: ignore[arg-type]
+
+
+def _key_when(ts: Timestamp) -> str:
+    """The database mode's format: seconds, Z."""
+    return ts.ToDatetime(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def cmd_keys_create(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
+    principal = args.principal.strip()
+    if not principal:
+        raise UsageError("--principal must not be empty")
+    try:
+        roles = sorted(auth.parse_roles(args.roles.split(",")))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not roles:
+        raise UsageError("--roles needs at least one of producer, responder, operator")
+    request = key_pb.CreateApiKeyRequest(
+        principal=principal,
+        roles=[_ROLE_TO_WIRE[r.value] for r in roles],
+        description=args.description,
+    )
+    reply = await _call(config, key_grpc.KeyServiceStub(channel).CreateApiKey, request)
+    key = reply.api_key
+    print(reply.secret, flush=True)
+    print(
+        f"created key {key.id} (prefix {key.prefix}) for {key.principal} with roles "
+        f"{','.join(_role_name(r) for r in key.roles)}. The secret above is shown only "
+        "once: store it now. Clients send it as 'authorization: Bearer <key>'.",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+async def cmd_keys_list(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
+    stub = key_grpc.KeyServiceStub(channel)
+    found: list[key_pb.ApiKey] = []
+    token = ""
+    while True:
+        request = key_pb.ListApiKeysRequest(page_size=1000, page_token=token)
+        reply = await _call(config, stub.ListApiKeys, request)
+        found += reply.api_keys
+        token = reply.next_page_token
+        if not token:
+            break
+    _table(
+        ("ID", "PREFIX", "PRINCIPAL", "ROLES", "CREATED", "REVOKED"),
+        (
+            (
+                k.id,
+                k.prefix,
+                k.principal,
+                ",".join(_role_name(r) for r in k.roles),
+                _key_when(k.create_time),
+                _key_when(k.revoke_time) if k.HasField("revoke_time") else "-",
+            )
+            for k in found
+        ),
+    )
+    return EXIT_OK
+
+
+async def cmd_keys_revoke(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
+    target = args.key.strip()
+    if not target:
+        raise UsageError("give a key id or prefix")
+    request = key_pb.RevokeApiKeyRequest(key=target)
+    reply = await _call(config, key_grpc.KeyServiceStub(channel).RevokeApiKey, request)
+    key = reply.api_key
+    print(
+        f"revoked key {key.id} (prefix {key.prefix}, principal {key.principal}); "
+        f"servers stop accepting it within {auth.CACHE_SECONDS:g} s",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _revision(wire: policy_pb.PolicyRevision) -> dict[str, Any]:
+    """The database mode's JSON view of a revision."""
+    revision = PolicyRevision(
+        policy_id=wire.policy_id,
+        notification_type=wire.notification_type,
+        revision=wire.revision,
+        spec=spec_from_wire(wire.spec),
+        content_hash=wire.content_hash,
+        active=wire.state == policy_pb.POLICY_REVISION_STATE_ACTIVE,
+        created_by=wire.created_by,
+        created_at=wire.create_time.ToDatetime(tzinfo=UTC),
+        activated_at=(
+            wire.activate_time.ToDatetime(tzinfo=UTC) if wire.HasField("activate_time") else None
+        ),
+    )
+    return revision_to_json(revision)
+
+
+async def cmd_policies_put(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
+    items: list[PolicyInput]
+    items, is_list = args.policy_inputs
+    stub = policy_grpc.PolicyServiceStub(channel)
+    out = []
+    for item in items:
+        request = policy_pb.PutPolicyRevisionRequest(
+            notification_type=item.notification_type,
+            spec=spec_to_wire(item.spec),
+            activate=args.activate,
+        )
+        reply = await _call(config, stub.PutPolicyRevision, request)
+        out.append(_revision(reply.revision))
+    print(json.dumps(out if is_list else out[0], indent=2))
+    return EXIT_OK
+
+
+async def cmd_policies_activate(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
+    request = policy_pb.ActivatePolicyRevisionRequest(
+        notification_type=args.notification_type, revision=args.revision
+    )
+    stub = policy_grpc.PolicyServiceStub(channel)
+    reply = await _call(config, stub.ActivatePolicyRevision, request)
+    print(json.dumps(_revision(reply.revision), indent=2))
+    return EXIT_OK
+
+
+async def cmd_policies_show(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
+    request = policy_pb.GetPolicyRequest(
+        notification_type=args.notification_type, revision=args.revision
+    )
+    reply = await _call(config, policy_grpc.PolicyServiceStub(channel).GetPolicy, request)
+    print(json.dumps(_revision(reply.revision), indent=2))
+    return EXIT_OK
+
+
+async def cmd_policies_list(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
+    stub = policy_grpc.PolicyServiceStub(channel)
+    revisions: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        request = policy_pb.ListPolicyRevisionsRequest(
+            notification_type=args.notification_type, page_size=1000, page_token=token
+        )
+        reply = await _call(config, stub.ListPolicyRevisions, request)
+        revisions += [_revision(r) for r in reply.revisions]
+        token = reply.next_page_token
+        if not token:
+            break
+    print(json.dumps(revisions, indent=2))
+    return EXIT_OK
+
+
+_ADMIN = {
+    ("keys", "create"): cmd_keys_create,
+    ("keys", "list"): cmd_keys_list,
+    ("keys", "revoke"): cmd_keys_revoke,
+    ("policies", "put"): cmd_policies_put,
+    ("policies", "activate"): cmd_policies_activate,
+    ("policies", "show"): cmd_policies_show,
+    ("policies", "list"): cmd_policies_list,
+}
+
+
 async def _run(args: argparse.Namespace, config: ClientConfig) -> int:
+    if args.command in LOCAL_OR_REMOTE:
+        command = _ADMIN[(args.command, getattr(args, f"{args.command}_command"))]
+        async with _channel(config) as channel:
+            return await command(channel, config, args)
     async with AsyncClient(config) as client:
         if args.command == "dlq":
             if args.dlq_command == "list":
@@ -691,6 +918,10 @@ def main(args: argparse.Namespace) -> int:
         return _fail(EXIT_USAGE, str(exc))
     except Stop as exc:
         return _fail(EXIT_FAILURE, str(exc))
+    except InvalidRequest as exc:
+        # As the database mode: the server found the input invalid.
+        code = EXIT_USAGE if args.command in LOCAL_OR_REMOTE else EXIT_FAILURE
+        return _fail(code, _describe(exc))
     except UnsError as exc:
         target = args.target or os.environ.get("UNS_TARGET") or TARGET_DEFAULT
         return _fail(EXIT_FAILURE, _fatal_message(args.command, exc, target))

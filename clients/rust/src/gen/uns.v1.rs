@@ -700,6 +700,127 @@ pub struct ListAckAuditRecordsResponse {
     #[prost(string, tag="2")]
     pub next_page_token: ::prost::alloc::string::String,
 }
+/// ApiKey is the metadata of one stored API key, without its secret.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ApiKey {
+    /// The UUID of the key.
+    #[prost(string, tag="1")]
+    pub id: ::prost::alloc::string::String,
+    /// The first characters of the secret, shown to tell keys apart.
+    #[prost(string, tag="2")]
+    pub prefix: ::prost::alloc::string::String,
+    /// The name of the caller the key authenticates.
+    #[prost(string, tag="3")]
+    pub principal: ::prost::alloc::string::String,
+    /// The roles the key grants, in a stable order.
+    #[prost(enumeration="Role", repeated, tag="4")]
+    pub roles: ::prost::alloc::vec::Vec<i32>,
+    /// Free text given when the key was created.
+    #[prost(string, tag="5")]
+    pub description: ::prost::alloc::string::String,
+    /// When the key was created.
+    #[prost(message, optional, tag="6")]
+    pub create_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// When the key was revoked; unset while the key is active.
+    #[prost(message, optional, tag="7")]
+    pub revoke_time: ::core::option::Option<::prost_types::Timestamp>,
+}
+/// CreateApiKeyRequest describes the key to create.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateApiKeyRequest {
+    /// Required. The name of the caller the key authenticates, at most 255
+    /// characters.
+    #[prost(string, tag="1")]
+    pub principal: ::prost::alloc::string::String,
+    /// Required. At least one role; repeated roles count once.
+    #[prost(enumeration="Role", repeated, tag="2")]
+    pub roles: ::prost::alloc::vec::Vec<i32>,
+    /// Free text shown in listings, at most 255 characters.
+    #[prost(string, tag="3")]
+    pub description: ::prost::alloc::string::String,
+}
+/// CreateApiKeyResponse returns the new key.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateApiKeyResponse {
+    /// The secret of the key. It is returned only in this response: store it now.
+    #[prost(string, tag="1")]
+    pub secret: ::prost::alloc::string::String,
+    /// The metadata of the new key.
+    #[prost(message, optional, tag="2")]
+    pub api_key: ::core::option::Option<ApiKey>,
+}
+/// ListApiKeysRequest pages through the stored keys.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListApiKeysRequest {
+    /// Page size, 1-1000; 0 means 50.
+    #[prost(int32, tag="1")]
+    pub page_size: i32,
+    /// The next_page_token of the previous page.
+    #[prost(string, tag="2")]
+    pub page_token: ::prost::alloc::string::String,
+}
+/// ListApiKeysResponse is one page of keys.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListApiKeysResponse {
+    /// Keys, oldest first.
+    #[prost(message, repeated, tag="1")]
+    pub api_keys: ::prost::alloc::vec::Vec<ApiKey>,
+    /// Token for the next page; empty on the last page.
+    #[prost(string, tag="2")]
+    pub next_page_token: ::prost::alloc::string::String,
+}
+/// RevokeApiKeyRequest names the key to revoke.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RevokeApiKeyRequest {
+    /// Required. The id of an active key, or the display prefix of exactly one
+    /// active key.
+    #[prost(string, tag="1")]
+    pub key: ::prost::alloc::string::String,
+}
+/// RevokeApiKeyResponse returns the revoked key.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RevokeApiKeyResponse {
+    /// The metadata of the key, with revoke_time set.
+    #[prost(message, optional, tag="1")]
+    pub api_key: ::core::option::Option<ApiKey>,
+}
+/// Role is a permission granted to the holder of an API key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum Role {
+    /// Never valid in a request and never returned by the server.
+    Unspecified = 0,
+    /// May send notifications and read its own.
+    Producer = 1,
+    /// May acknowledge or dismiss notifications.
+    Responder = 2,
+    /// May read everything and manage dead letters, policies and keys.
+    Operator = 3,
+}
+impl Role {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "ROLE_UNSPECIFIED",
+            Self::Producer => "ROLE_PRODUCER",
+            Self::Responder => "ROLE_RESPONDER",
+            Self::Operator => "ROLE_OPERATOR",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "ROLE_UNSPECIFIED" => Some(Self::Unspecified),
+            "ROLE_PRODUCER" => Some(Self::Producer),
+            "ROLE_RESPONDER" => Some(Self::Responder),
+            "ROLE_OPERATOR" => Some(Self::Operator),
+            _ => None,
+        }
+    }
+}
 /// SendNotificationRequest describes one obligation.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SendNotificationRequest {
