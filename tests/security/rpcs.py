@@ -21,6 +21,8 @@ from tests.support.grpc_errors import RichError, rich_error
 from tests.support.server import KEYS, RunningServer
 from uns.v1 import audit_service_pb2 as apb
 from uns.v1 import audit_service_pb2_grpc as apb_grpc
+from uns.v1 import key_service_pb2 as kpb
+from uns.v1 import key_service_pb2_grpc as kpb_grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import policy_service_pb2 as ppb
@@ -35,8 +37,9 @@ SERVICES = {
     "NotificationService": pb.DESCRIPTOR.services_by_name["NotificationService"],
     "PolicyService": ppb.DESCRIPTOR.services_by_name["PolicyService"],
     "AuditService": apb.DESCRIPTOR.services_by_name["AuditService"],
+    "KeyService": kpb.DESCRIPTOR.services_by_name["KeyService"],
 }
-# Every RPC of the three services, as "Service/Method".
+# Every RPC of the services, as "Service/Method".
 ALL_RPCS = frozenset(f"{name}/{m.name}" for name, s in SERVICES.items() for m in s.methods)
 
 # SPEC §1 (Errors): reason -> code, for every answer the service produces itself.
@@ -83,6 +86,7 @@ class Caller:
             "NotificationService": pb_grpc.NotificationServiceStub(channel),
             "PolicyService": ppb_grpc.PolicyServiceStub(channel),
             "AuditService": apb_grpc.AuditServiceStub(channel),
+            "KeyService": kpb_grpc.KeyServiceStub(channel),
         }
 
     @property

@@ -52,6 +52,7 @@ from tests.support.http_receiver import unused_tcp_port
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, send_request, start_server
 from uns.v1 import audit_service_pb2 as apb
+from uns.v1 import key_service_pb2 as kpb
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import policy_service_pb2 as ppb
 from uns.v1 import types_pb2 as t
@@ -100,6 +101,9 @@ ROLE_OF = {
     "PolicyService/ListPolicyRevisions": "oscar",
     "AuditService/ListDeliveryAuditRecords": "oscar",
     "AuditService/ListAckAuditRecords": "oscar",
+    "KeyService/CreateApiKey": "oscar",
+    "KeyService/ListApiKeys": "oscar",
+    "KeyService/RevokeApiKey": "oscar",
 }
 REQUEST_TYPES: dict[str, type[Message]] = {
     "NotificationService/SendNotification": pb.SendNotificationRequest,
@@ -116,6 +120,9 @@ REQUEST_TYPES: dict[str, type[Message]] = {
     "PolicyService/ListPolicyRevisions": ppb.ListPolicyRevisionsRequest,
     "AuditService/ListDeliveryAuditRecords": apb.ListDeliveryAuditRecordsRequest,
     "AuditService/ListAckAuditRecords": apb.ListAckAuditRecordsRequest,
+    "KeyService/CreateApiKey": kpb.CreateApiKeyRequest,
+    "KeyService/ListApiKeys": kpb.ListApiKeysRequest,
+    "KeyService/RevokeApiKey": kpb.RevokeApiKeyRequest,
 }
 
 
@@ -632,6 +639,29 @@ def _audit(request_type: Any) -> Build:
     return build
 
 
+ROLES: list[Any] = [int(v) for v in kpb.Role.values()]
+
+
+def _create_key(data: st.DataObject, world: Fuzz) -> Message:
+    return kpb.CreateApiKeyRequest(
+        principal=data.draw(mostly(name_like, text)),
+        roles=data.draw(st.lists(enum_number(ROLES), max_size=4)),
+        description=data.draw(text),
+    )
+
+
+def _list_keys(data: st.DataObject, world: Fuzz) -> Message:
+    return kpb.ListApiKeysRequest(
+        page_size=data.draw(page_size),
+        page_token=data.draw(st.one_of(st.just(""), page_tokens(world))),
+    )
+
+
+def _revoke_key(data: st.DataObject, world: Fuzz) -> Message:
+    # Never the fuzzing callers' own keys: they live in the key file, not the database.
+    return kpb.RevokeApiKeyRequest(key=data.draw(mostly(name_like, text)))
+
+
 BUILDERS: dict[str, Build] = {
     "NotificationService/SendNotification": _send,
     "NotificationService/Simulate": _simulate,
@@ -647,6 +677,9 @@ BUILDERS: dict[str, Build] = {
     "PolicyService/ListPolicyRevisions": _list_policies,
     "AuditService/ListDeliveryAuditRecords": _audit(apb.ListDeliveryAuditRecordsRequest),
     "AuditService/ListAckAuditRecords": _audit(apb.ListAckAuditRecordsRequest),
+    "KeyService/CreateApiKey": _create_key,
+    "KeyService/ListApiKeys": _list_keys,
+    "KeyService/RevokeApiKey": _revoke_key,
 }
 
 

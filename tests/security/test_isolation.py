@@ -29,6 +29,7 @@ from google.protobuf.message import Message
 from tests.security.rpcs import ALL_RPCS, OK, UNKNOWN_ID, Callers, Outcome
 from tests.support.server import RunningServer, send_request, start_server
 from uns.v1 import audit_service_pb2 as apb
+from uns.v1 import key_service_pb2 as kpb
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import policy_service_pb2 as ppb
 from uns.v1 import types_pb2 as t
@@ -141,6 +142,18 @@ ROLE_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
     "AuditService/ListAckAuditRecords": (
         lambda w: apb.ListAckAuditRecordsRequest(notification_id=w.alice_id),
         {"alice": PD, "bob": PD, "rita": PD, "oscar": OK},
+    ),
+    "KeyService/CreateApiKey": (
+        lambda w: kpb.CreateApiKeyRequest(principal="carol", roles=[kpb.ROLE_PRODUCER]),
+        {"alice": PD, "bob": PD, "rita": PD, "oscar": OK},
+    ),
+    "KeyService/ListApiKeys": (
+        lambda w: kpb.ListApiKeysRequest(),
+        {"alice": PD, "bob": PD, "rita": PD, "oscar": OK},
+    ),
+    "KeyService/RevokeApiKey": (
+        lambda w: kpb.RevokeApiKeyRequest(key="uns_no_such_key"),
+        {"alice": PD, "bob": PD, "rita": PD, "oscar": "NOT_FOUND"},
     ),
 }
 

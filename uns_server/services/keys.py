@@ -27,6 +27,8 @@ PAGE_SIZE_MAX = 1000
 TEXT_MAX_CHARS = 255
 _TOKEN_VERSION = 1
 
+KEY_REFERENCE_MAX = 64
+
 
 @dataclass(frozen=True)
 class KeyInfo:
@@ -78,6 +80,9 @@ async def create(
         )
     if len(description) > TEXT_MAX_CHARS:
         violations.append(FieldViolation("description", f"at most {TEXT_MAX_CHARS} characters"))
+    for field, value in (("principal", principal), ("description", description)):
+        if "\x00" in value:  # PostgreSQL text cannot hold NUL
+            violations.append(FieldViolation(field, "must not contain NUL characters"))
     if violations:
         fields = ",".join(dict.fromkeys(v.field for v in violations))
         raise InvalidRequest(
@@ -140,6 +145,10 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
     target = key.strip()
     if not target:
         raise _invalid("key", "give a key id or prefix")
+    if len(target) > KEY_REFERENCE_MAX or "\x00" in target:
+        # Ids are 36 characters, prefixes 10: anything longer matches nothing, and
+        # echoing it back could make the error itself too large to deliver.
+        raise _invalid("key", f"is not a key id or prefix (at most {KEY_REFERENCE_MAX} characters)")
     async with db.write() as tx:
         matches = [
             r
