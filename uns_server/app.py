@@ -119,6 +119,7 @@ class App:
             ],
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._writer_tasks: list[asyncio.Task[None]] = []  # stopped, not cancelled
         self.ready = asyncio.Event()
         self._fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.port = 0
@@ -232,8 +233,11 @@ class App:
         self.ready.set()
         log.info("ready: database reachable and migrated")
         if s.dispatch_enabled:
-            self._tasks.append(asyncio.create_task(self.dispatcher.run()))
-            self._tasks.append(asyncio.create_task(self.expiry.run()))
+            self._writer_tasks = [
+                asyncio.create_task(self.dispatcher.run()),
+                asyncio.create_task(self.expiry.run()),
+            ]
+            self._tasks.extend(self._writer_tasks)
         self._tasks.append(asyncio.create_task(self._monitor()))
         sampler = self.telemetry.queue_sampler(self.db, self.clock)
         if sampler is not None:
@@ -304,6 +308,13 @@ class App:
         # End watch streams first, with a resumable UNAVAILABLE, so the drain below
         # waits only for unary calls.
         await self.hub.close()
+        # Writers finish their current transaction instead of being cancelled inside
+        # it; whatever is still running after the grace period is cancelled.
+        self.dispatcher.stop()
+        self.expiry.stop()
+        writers = [t for t in self._writer_tasks if not t.done()]
+        if writers:
+            await asyncio.wait(writers, timeout=grace)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

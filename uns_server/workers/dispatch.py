@@ -95,6 +95,7 @@ class Dispatcher:
         telemetry = telemetry or Telemetry.disabled()
         self._tracer, self._metrics = telemetry.tracer, telemetry.metrics
         self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
         db.on_commit(TOPIC_WORK, self._wake.set)
 
     def wake(self) -> None:
@@ -106,11 +107,18 @@ class Dispatcher:
         await asyncio.gather(*(self.deliver(c) for c in claims))
         return len(claims)
 
+    def stop(self) -> None:
+        """Claim nothing more; ``run`` returns once in-flight deliveries have settled.
+        (Cancelling instead could interrupt a transaction half-way — on SQLite that
+        can leave the write lock held by a connection nobody returns.)"""
+        self._stopping.set()
+        self._wake.set()
+
     async def run(self) -> None:
-        """Keep up to ``concurrency`` deliveries in flight until cancelled."""
+        """Keep up to ``concurrency`` deliveries in flight until stopped (or cancelled)."""
         inflight: set[asyncio.Task[None]] = set()
         try:
-            while True:
+            while not self._stopping.is_set():
                 self._wake.clear()
                 free = self._concurrency - len(inflight)
                 claims: list[Claim] = []
@@ -127,6 +135,7 @@ class Dispatcher:
                 if claims and len(claims) == min(free, self._batch):
                     continue  # there may be more due work right now
                 await self._sleep(bool(inflight))
+            await asyncio.gather(*inflight, return_exceptions=True)
         finally:
             for task in inflight:
                 task.cancel()

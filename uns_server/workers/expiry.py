@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
+from uns_server.aio import wait_event
 from uns_server.services.acks import Acks
 
 log = logging.getLogger("uns.expiry")
@@ -16,13 +16,18 @@ class ExpiryWorker:
     def __init__(self, acks: Acks, poll_seconds: float) -> None:
         self._acks = acks
         self._poll = poll_seconds
+        self._stopping = asyncio.Event()
 
     async def run_once(self) -> int:
         """Expire one batch; returns how many acks timed out."""
         return await self._acks.expire_due(SWEEP_BATCH)
 
+    def stop(self) -> None:
+        """Finish the current sweep, then return from ``run``."""
+        self._stopping.set()
+
     async def run(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 expired = await self.run_once()
                 if expired:
@@ -31,5 +36,4 @@ class ExpiryWorker:
                         continue
             except Exception:
                 log.exception("expiry sweep failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.sleep(self._poll)
+            await wait_event(self._stopping, self._poll)
