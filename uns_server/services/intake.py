@@ -2,8 +2,12 @@
 
 Order of checks: validation, policy resolution (POLICY_OVERRIDE), then one write
 transaction that decides idempotency and dedup and appends the ACCEPTED event.
-A refused request writes nothing: every refusal happens before or inside that
-transaction, which then rolls back.
+A refused request writes nothing: every refusal happens before its writes, and a
+failed transaction rolls back.
+
+Concurrent requests share that transaction (group commit, ``services.group_commit``):
+each is decided in arrival order, one refusal does not affect the others, and a
+group that loses a race (a unique index, a deadlock) is retried request by request.
 
 Dedup coalescing per window row (``uns_dedup``, locked for the transaction):
 - no row, or its owner is gone / FAILED, or the window after a delivery expired
@@ -17,24 +21,25 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from opentelemetry import trace
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import digests
 from uns_server.domain.enums import EventKind, Status
-from uns_server.domain.errors import IdempotencyConflict
-from uns_server.domain.policy import EffectivePolicy, ServerDefaults, resolve
+from uns_server.domain.errors import IdempotencyConflict, UnsError
+from uns_server.domain.policy import EffectivePolicy, PolicyRevision, ServerDefaults, resolve
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.validation import validate_send
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
+from uns_server.services.group_commit import GroupCommit
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.events import NewEvent
@@ -45,6 +50,8 @@ Clock = Callable[[], datetime]
 # Concurrent first sends of one key (or one dedup window) race on a unique index;
 # the loser retries and then sees the winner's committed row.
 _INSERT_RACE_RETRIES = 5
+# Requests committed together at most (see services.group_commit).
+MAX_BATCH_DEFAULT = 128
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,17 @@ class Decision:
     owner: RowMapping | None = None  # the leader this request would follow
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """One validated SendNotification waiting for its group commit."""
+
+    principal: str
+    req: SendRequest
+    key: str
+    fingerprint: str
+    trace_context: dict[str, str]
+
+
 class Intake:
     def __init__(
         self,
@@ -85,31 +103,35 @@ class Intake:
         defaults: ServerDefaults,
         clock: Clock,
         metrics: Metrics | None = None,
+        *,
+        max_batch: int = MAX_BATCH_DEFAULT,
     ) -> None:
         self._db = db
         self._defaults = defaults
         self._clock = clock
         self._metrics = metrics or Metrics.noop()
+        self._group: GroupCommit[_Pending, SendResult] = GroupCommit(
+            self._commit, max_batch=max_batch
+        )
 
     async def simulate(self, principal: str, req: SendRequest) -> Decision:
         """Exactly Send's decision, from a read transaction: nothing is written."""
         validate_send(req)
         key, fingerprint = _keys(principal, req)
         async with self._db.read() as conn:
-            return await self._decide(conn, principal, req, key, fingerprint, self._clock())
+            existing = await notifications.by_key(conn, key)
+            if existing is not None:
+                return _existing(existing, fingerprint)
+            active = await policies.active(conn, req.notification_type)
+            return await self._decide_new(conn, principal, req, active, self._clock())
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
         validate_send(req)
         key, fingerprint = _keys(principal, req)
-        for attempt in range(_INSERT_RACE_RETRIES):
-            try:
-                result = await self._send_once(principal, req, key, fingerprint)
-                break
-            except IntegrityError:
-                if attempt == _INSERT_RACE_RETRIES - 1:
-                    raise
-        else:
-            raise AssertionError("unreachable")
+        # Captured here: the commit runs in the group's task, outside this RPC's span.
+        pending = _Pending(principal, req, key, fingerprint, tracing.current_trace_context())
+        result, batch_size = await self._group.submit(pending)
+        trace.get_current_span().set_attribute("uns.intake.batch_size", batch_size)
         self._observe(result)
         return result
 
@@ -138,22 +160,161 @@ class Intake:
             },
         )
 
-    async def _decide(
+    async def _commit(self, items: Sequence[_Pending]) -> list[SendResult | Exception]:
+        """Commit a group; if it lost a race, commit its items one by one.
+
+        Races (two first sends of one key, two leaders of one dedup window, a deadlock
+        between two groups locking in different orders) roll the whole group back;
+        alone, each item retries until it sees the winner's committed row.
+        """
+        if len(items) > 1:
+            try:
+                return await self._commit_group(items)
+            except DBAPIError as exc:
+                if not _lost_race(exc):
+                    raise
+        results: list[SendResult | Exception] = []
+        for item in items:
+            try:
+                results.append(await self._commit_alone(item))
+            except Exception as exc:
+                if len(items) == 1:
+                    raise
+                results.append(exc)
+        return results
+
+    async def _commit_alone(self, item: _Pending) -> SendResult | Exception:
+        for attempt in range(_INSERT_RACE_RETRIES):
+            try:
+                return (await self._commit_group([item]))[0]
+            except DBAPIError as exc:
+                if not _lost_race(exc) or attempt == _INSERT_RACE_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _commit_group(self, items: Sequence[_Pending]) -> list[SendResult | Exception]:
+        """One write transaction for every item: two reads for the whole group (keys,
+        ACTIVE policies), one multi-row insert of the new notifications, one append
+        of their events. Dedup items lock and write their window rows one by one."""
+        now = self._clock()
+        results: list[SendResult | Exception] = []
+        async with self._db.write() as tx:
+            conn = tx.conn
+            existing = await notifications.by_keys(conn, {i.key for i in items})
+            active = await policies.active_many(conn, {i.req.notification_type for i in items})
+            group = _Group()
+            for item in items:
+                try:
+                    results.append(await self._admit(conn, group, item, active, existing, now))
+                except UnsError as exc:  # this item's refusal; it wrote nothing
+                    results.append(exc)
+            await notifications.insert_notifications(conn, group.rows)
+            await events.append(tx, group.events, now)
+            if group.work:
+                tx.signal(TOPIC_WORK)
+        return results
+
+    async def _admit(
+        self,
+        conn: AsyncConnection,
+        group: _Group,
+        item: _Pending,
+        active: Mapping[str, PolicyRevision],
+        existing: Mapping[str, RowMapping],
+        now: datetime,
+    ) -> SendResult:
+        principal, req = item.principal, item.req
+        found = existing.get(item.key)
+        if found is not None:
+            return _replay(found, _existing(found, item.fingerprint).outcome)
+        earlier = group.admitted.get(item.key)
+        if earlier is not None:  # the same key twice in one group
+            fingerprint, result = earlier
+            if fingerprint != item.fingerprint:
+                raise _conflict(result.notification_id)
+            return replace(result, idempotent_replay=True)
+        d = await self._decide_new(conn, principal, req, active.get(req.notification_type), now)
+        effective, window, owner = d.effective, d.window, d.owner
+        notification_id = str(uuid.uuid4())
+        status = Status.DEDUPLICATED if d.outcome == Outcome.DEDUPLICATED else Status.PENDING
+        generation: int | None = None
+        if owner is not None:
+            assert window is not None
+            generation = window["generation"]
+        elif d.dedup_key is not None:  # lead a new generation
+            generation = (window["generation"] + 1) if window is not None else 1
+            until = now + timedelta(seconds=effective.dedup_window_seconds)
+            if window is None:
+                await notifications.insert_dedup_window(
+                    conn, d.dedup_key, owner_id=notification_id, generation=generation, until=until
+                )
+            else:
+                await notifications.update_dedup_window(
+                    conn, d.dedup_key, owner_id=notification_id, generation=generation, until=until
+                )
+        owner_id = owner["id"] if owner is not None else None
+        row = _row(
+            notification_id,
+            principal,
+            req,
+            item.key,
+            item.fingerprint,
+            effective,
+            status,
+            dedup_key=d.dedup_key,
+            owner_id=owner_id,
+            generation=generation,
+            now=now,
+            trace_context=item.trace_context,
+        )
+        if d.dedup_key is not None:
+            # Written now: a later item of this group may find this one as its owner.
+            await notifications.insert_notifications(conn, [row])
+        else:
+            group.rows.append(row)
+        group.events.append(
+            NewEvent(
+                notification_id,
+                principal,
+                req.notification_type,
+                EventKind.ACCEPTED,
+                {
+                    "policy_id": effective.policy_id,
+                    "policy_hash": effective.policy_hash,
+                    "revision": effective.policy_revision,
+                    "effective": effective.to_json(),
+                    "effective_hash": effective.effective_hash,
+                },
+            )
+        )
+        if owner is not None:
+            group.events.append(
+                NewEvent(
+                    notification_id,
+                    principal,
+                    req.notification_type,
+                    EventKind.DEDUP_LINKED,
+                    {
+                        "owner_id": owner["id"],
+                        "generation": generation,
+                        "owner_status": owner["status"],
+                    },
+                )
+            )
+        group.work = group.work or (status == Status.PENDING and owner is None)
+        result = SendResult(notification_id, status, False, effective, owner_id)
+        group.admitted[item.key] = (item.fingerprint, result)
+        return result
+
+    async def _decide_new(
         self,
         conn: AsyncConnection,
         principal: str,
         req: SendRequest,
-        key: str,
-        fingerprint: str,
+        active: PolicyRevision | None,
         now: datetime,
     ) -> Decision:
-        existing = await notifications.by_key(conn, key)
-        if existing is not None:
-            effective = EffectivePolicy.from_json(existing["notification"]["effective"])
-            same = existing["fingerprint"] == fingerprint
-            outcome = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
-            return Decision(outcome, effective, existing=existing)
-        active = await policies.active(conn, req.notification_type)
+        """The decision for a key not seen before: policy, then dedup coalescing."""
         effective = resolve(req, active, self._defaults)
         if not req.dedup_key:
             return Decision(Outcome.NEW, effective)
@@ -173,92 +334,34 @@ class Intake:
             return Decision(outcome, effective, dedup_key=dedup_key, window=window, owner=owner)
         return Decision(Outcome.NEW, effective, dedup_key=dedup_key, window=window)
 
-    async def _send_once(
-        self, principal: str, req: SendRequest, key: str, fingerprint: str
-    ) -> SendResult:
-        now = self._clock()
-        async with self._db.write() as tx:
-            conn = tx.conn
-            d = await self._decide(conn, principal, req, key, fingerprint, now)
-            if d.existing is not None:
-                return _replay(d.existing, d.outcome)
-            effective, window, owner = d.effective, d.window, d.owner
-            notification_id = str(uuid.uuid4())
-            status = Status.DEDUPLICATED if d.outcome == Outcome.DEDUPLICATED else Status.PENDING
-            generation: int | None = None
-            if owner is not None:
-                assert window is not None
-                generation = window["generation"]
-            elif d.dedup_key is not None:  # lead a new generation
-                generation = (window["generation"] + 1) if window is not None else 1
-                until = now + timedelta(seconds=effective.dedup_window_seconds)
-                if window is None:
-                    await notifications.insert_dedup_window(
-                        conn,
-                        d.dedup_key,
-                        owner_id=notification_id,
-                        generation=generation,
-                        until=until,
-                    )
-                else:
-                    await notifications.update_dedup_window(
-                        conn,
-                        d.dedup_key,
-                        owner_id=notification_id,
-                        generation=generation,
-                        until=until,
-                    )
-            owner_id = owner["id"] if owner is not None else None
-            await notifications.insert_notification(
-                conn,
-                _row(
-                    notification_id,
-                    principal,
-                    req,
-                    key,
-                    fingerprint,
-                    effective,
-                    status,
-                    dedup_key=d.dedup_key,
-                    owner_id=owner_id,
-                    generation=generation,
-                    now=now,
-                    trace_context=tracing.current_trace_context(),
-                ),
-            )
-            new_events = [
-                NewEvent(
-                    notification_id,
-                    principal,
-                    req.notification_type,
-                    EventKind.ACCEPTED,
-                    {
-                        "policy_id": effective.policy_id,
-                        "policy_hash": effective.policy_hash,
-                        "revision": effective.policy_revision,
-                        "effective": effective.to_json(),
-                        "effective_hash": effective.effective_hash,
-                    },
-                )
-            ]
-            if owner is not None:
-                new_events.append(
-                    NewEvent(
-                        notification_id,
-                        principal,
-                        req.notification_type,
-                        EventKind.DEDUP_LINKED,
-                        {
-                            "owner_id": owner["id"],
-                            "generation": generation,
-                            "owner_status": owner["status"],
-                        },
-                    )
-                )
-            await events.append(tx, new_events, now)
-            if status == Status.PENDING and owner is None:
-                tx.signal(TOPIC_WORK)
-        return SendResult(notification_id, status, False, effective, owner_id)
+
+@dataclass
+class _Group:
+    """What one group commit has admitted so far."""
+
+    rows: list[dict[str, object]] = field(default_factory=list)  # inserted together at the end
+    events: list[NewEvent] = field(default_factory=list)
+    admitted: dict[str, tuple[str, SendResult]] = field(default_factory=dict)  # key -> (fp, result)
+    work: bool = False  # a new leader is due: wake the dispatchers
+
+
+def _lost_race(exc: DBAPIError) -> bool:
+    """A unique-index race or a deadlock between groups: retrying alone resolves it."""
+    return isinstance(exc, IntegrityError) or getattr(exc.orig, "sqlstate", None) == "40P01"
+
+
+def _existing(existing: RowMapping, fingerprint: str) -> Decision:
+    effective = EffectivePolicy.from_json(existing["notification"]["effective"])
+    same = existing["fingerprint"] == fingerprint
+    outcome = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
+    return Decision(outcome, effective, existing=existing)
+
+
+def _conflict(notification_id: str) -> IdempotencyConflict:
+    return IdempotencyConflict(
+        "idempotency key already used with a different payload",
+        metadata={"notification_id": notification_id},
+    )
 
 
 def _keys(principal: str, req: SendRequest) -> tuple[str, str]:
@@ -275,10 +378,7 @@ def _coalesces(owner: RowMapping, window: RowMapping, now: datetime) -> bool:
 
 def _replay(existing: RowMapping, outcome: Outcome) -> SendResult:
     if outcome == Outcome.IDEMPOTENCY_CONFLICT:
-        raise IdempotencyConflict(
-            "idempotency key already used with a different payload",
-            metadata={"notification_id": existing["id"]},
-        )
+        raise _conflict(existing["id"])
     return SendResult(
         notification_id=existing["id"],
         status=Status(existing["status"]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,8 +30,19 @@ async def by_key(conn: AsyncConnection, key: str) -> RowMapping | None:
     return (await conn.execute(q)).mappings().first()
 
 
-async def insert_notification(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
-    await conn.execute(insert(notifications).values(**values))
+async def by_keys(conn: AsyncConnection, keys: Collection[str]) -> dict[str, RowMapping]:
+    """The notifications holding any of these idempotency keys, by key."""
+    if not keys:
+        return {}
+    q = select(notifications).where(notifications.c.key.in_(sorted(keys)))
+    return {row["key"]: row for row in (await conn.execute(q)).mappings()}
+
+
+async def insert_notifications(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """One multi-row INSERT. Rows go in key order, so two transactions inserting
+    overlapping keys wait on each other in the same order instead of deadlocking."""
+    if rows:
+        await conn.execute(insert(notifications), sorted(rows, key=lambda r: str(r["key"])))
 
 
 async def dedup_window(conn: AsyncConnection, key: str) -> RowMapping | None:

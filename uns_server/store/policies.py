@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +52,20 @@ async def active(conn: AsyncConnection, notification_type: str) -> PolicyRevisio
     )
     row = (await conn.execute(q)).mappings().first()
     return _revision(row) if row else None
+
+
+async def active_many(
+    conn: AsyncConnection, notification_types: Collection[str]
+) -> dict[str, PolicyRevision]:
+    """The ACTIVE revision of each type that has one, by type."""
+    if not notification_types:
+        return {}
+    q = _joined().where(
+        policies.c.notification_type.in_(sorted(notification_types)),
+        policy_revisions.c.revision == policies.c.active_revision,
+    )
+    revisions = (_revision(row) for row in (await conn.execute(q)).mappings())
+    return {r.notification_type: r for r in revisions}
 
 
 async def get(

@@ -1,0 +1,83 @@
+"""Group commit: concurrent submissions share one transaction.
+
+A submission that finds the committer idle runs at once, alone: no added latency
+for a lone caller. Submissions that arrive while a batch is in flight wait and go
+together in the next batch. Under load one transaction (one round trip per
+statement, one event-order lock, one NOTIFY, one COMMIT) then serves many callers,
+which is where the per-request cost went (docs/PERFORMANCE.md).
+
+The batch function answers every item: a value, or the exception to raise to that
+item's caller. If the batch function itself raises, every caller of the batch gets
+that exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+BatchFn = Callable[[Sequence[T]], Awaitable[Sequence[R | Exception]]]
+
+
+class GroupCommit(Generic[T, R]):
+    def __init__(self, run: BatchFn[T, R], *, max_batch: int) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        self._run = run
+        self._max_batch = max_batch
+        self._waiting: list[tuple[T, asyncio.Future[tuple[R, int]]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def submit(self, item: T) -> tuple[R, int]:
+        """The item's result and the size of the batch that committed it.
+
+        A caller cancelled while waiting does not withdraw its item from a batch
+        already running: like any RPC past its deadline, the write may still land
+        (an idempotent retry then sees it).
+        """
+        future: asyncio.Future[tuple[R, int]] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, future))
+        if self._task is None:
+            # A fresh context: the batch must not run inside the first caller's
+            # trace span (or any other request-scoped context variable).
+            self._task = asyncio.create_task(self._drain(), context=contextvars.Context())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                batch = self._waiting[: self._max_batch]
+                del self._waiting[: self._max_batch]
+                await self._commit(batch)
+        finally:
+            self._task = None
+
+    async def _commit(self, batch: list[tuple[T, asyncio.Future[tuple[R, int]]]]) -> None:
+        size = len(batch)
+        try:
+            results = await self._run([item for item, _ in batch])
+        except Exception as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        except BaseException:
+            # Cancelled (loop shutting down): the callers cannot learn the outcome.
+            for _, future in batch:
+                future.cancel()
+            for _, future in self._waiting:
+                future.cancel()
+            self._waiting.clear()
+            raise
+        for (_, future), result in zip(batch, results, strict=True):
+            if future.done():  # its caller was cancelled
+                continue
+            if isinstance(result, Exception):
+                future.set_exception(result)
+            else:
+                future.set_result((result, size))
