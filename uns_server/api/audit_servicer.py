@@ -2,16 +2,18 @@
 §2.4), operator only. Protobuf in, one store read, protobuf out.
 
 A notification has a handful of records (one per settled attempt, one per ack
-transition), so a page is a slice of the notification's records in write order, and
-the page token carries the notification id and the offset.
+transition), so a page is an OFFSET/LIMIT slice of the notification's records in write
+order (ties broken by id), and the page token carries the notification id and the
+offset. Records are never updated or deleted while the notification exists, so the
+offset of a record never moves.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol
 
 import grpc
 from sqlalchemy.engine import RowMapping
@@ -32,7 +34,11 @@ Ctx = grpc.aio.ServicerContext[Any, Any]
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 1000
 
-Reader = Callable[[AsyncConnection, str], Awaitable[list[RowMapping]]]
+
+class Reader(Protocol):
+    def __call__(
+        self, conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
+    ) -> Awaitable[list[RowMapping]]: ...
 
 
 def _invalid(field: str, description: str) -> InvalidRequest:
@@ -52,7 +58,7 @@ def _decode_token(token: str, notification_id: str) -> int:
     try:
         padded = token + "=" * (-len(token) % 4)
         owner, offset = json.loads(base64.urlsafe_b64decode(padded))
-        if not isinstance(offset, int) or offset < 0:
+        if not isinstance(offset, int) or not 0 <= offset < 2**31:
             raise ValueError(offset)
     except (ValueError, TypeError, UnicodeDecodeError):
         raise _invalid("page_token", "not a token from this server") from None
@@ -120,9 +126,9 @@ class AuditServicer(pb_grpc.AuditServiceServicer):
         limit = page_size or PAGE_SIZE_DEFAULT
         offset = _decode_token(page_token, nid) if page_token else 0
         async with self.db.read() as conn:
-            rows = await read(conn, nid)
+            rows = await read(conn, nid, offset=offset, limit=limit + 1)  # one more: a next page?
         end = offset + limit
-        return rows[offset:end], _encode_token(nid, end) if end < len(rows) else ""
+        return rows[:limit], _encode_token(nid, end) if len(rows) > limit else ""
 
     @unary(Role.OPERATOR)
     async def ListDeliveryAuditRecords(

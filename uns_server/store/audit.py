@@ -72,15 +72,21 @@ async def record_ack(
     )
 
 
-async def delivery_records(conn: AsyncConnection, notification_id: str) -> list[RowMapping]:
-    q = select(notification_audit_records).where(
-        notification_audit_records.c.notification_id == notification_id
-    )
-    return list(
-        (await conn.execute(q.order_by(notification_audit_records.c.created_at))).mappings()
-    )
+async def delivery_records(
+    conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
+) -> list[RowMapping]:
+    """A page of one notification's delivery records in write order."""
+    t = notification_audit_records
+    q = select(t).where(t.c.notification_id == notification_id)
+    q = q.order_by(t.c.created_at, t.c.id).offset(offset).limit(limit)
+    return list((await conn.execute(q)).mappings())
 
 
-async def ack_records(conn: AsyncConnection, notification_id: str) -> list[RowMapping]:
-    q = select(ack_audit_records).where(ack_audit_records.c.notification_id == notification_id)
-    return list((await conn.execute(q.order_by(ack_audit_records.c.created_at))).mappings())
+async def ack_records(
+    conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
+) -> list[RowMapping]:
+    """A page of one notification's ack records in write order."""
+    t = ack_audit_records
+    q = select(t).where(t.c.notification_id == notification_id)
+    q = q.order_by(t.c.created_at, t.c.id).offset(offset).limit(limit)
+    return list((await conn.execute(q)).mappings())
