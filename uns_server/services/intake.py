@@ -209,9 +209,9 @@ class Intake:
                 except UnsError as exc:  # this item's refusal; it wrote nothing
                     results.append(exc)
             await notifications.insert_notifications(conn, group.rows)
-            await events.append(tx, group.events, now)
             if group.work:
                 tx.signal(TOPIC_WORK)
+            await events.append(tx, group.events, now)
         return results
 
     async def _admit(

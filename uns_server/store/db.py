@@ -13,7 +13,7 @@ issues ``NOTIFY`` so that other server processes wake too (``store.listen``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,9 +54,19 @@ class WriteTx:
 
     conn: AsyncConnection
     topics: set[str] = field(default_factory=set)
+    notified: set[str] = field(default_factory=set)  # NOTIFY already issued (PostgreSQL)
 
     def signal(self, topic: str) -> None:
         self.topics.add(topic)
+
+
+def notify_calls(topics: Iterable[str]) -> tuple[str, dict[str, str]]:
+    """``pg_notify(...)`` select items for ``topics`` and their parameters: joined into
+    another statement they cost no round trip of their own. PostgreSQL delivers the
+    notifications at COMMIT, whenever in the transaction they were issued."""
+    ordered = sorted(topics)
+    calls = ", ".join(f"pg_notify(:topic{i}, '')" for i in range(len(ordered)))
+    return calls, {f"topic{i}": topic for i, topic in enumerate(ordered)}
 
 
 # Errors that mean "the database is unreachable right now" (not a bug, not a refusal):
@@ -133,12 +143,9 @@ class Database:
             tx = WriteTx(conn)
             async with conn.begin():
                 yield tx
-                if self.is_postgres and tx.topics:
-                    # One statement for every topic: a round trip less per commit.
-                    # PostgreSQL delivers the notifications at COMMIT.
-                    topics = sorted(tx.topics)
-                    calls = ", ".join(f"pg_notify(:t{i}, '')" for i in range(len(topics)))
-                    params = {f"t{i}": topic for i, topic in enumerate(topics)}
+                unsent = tx.topics - tx.notified
+                if self.is_postgres and unsent:
+                    calls, params = notify_calls(unsent)
                     await conn.execute(text(f"SELECT {calls}"), params)
         for topic in tx.topics:
             self.fire(topic)
