@@ -3,23 +3,65 @@
 Every state change after the claim is guarded by ``lease_token`` and
 ``lease_until > now``: zero rows matched means the lease was lost, a typed
 outcome rather than an exception (river's ``JobSetStateIfRunning``).
+
+The hot statements are built once, with bind parameters, at import: SQLAlchemy then
+memoizes their cache keys and compiled forms instead of rebuilding and re-keying a
+construct per delivery. Batches go out as one executemany (one pipelined round trip
+on asyncpg) or one multi-row statement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Boolean, bindparam, func, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind, Status
-from uns_server.store.tables import UtcDateTime, events
+from uns_server.store.tables import UtcDateTime, events, notification_audit_records
 from uns_server.store.tables import notifications as n
 
 _due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
+
+_CLAIM_DUE = (
+    select(n)
+    .where(_due, n.c.next_attempt <= bindparam("now", type_=UtcDateTime()))
+    .where(n.c.lease_until.is_(None) | (n.c.lease_until <= bindparam("now", type_=UtcDateTime())))
+    .order_by(n.c.priority.desc(), n.c.next_attempt)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+_TAKE_LEASE = (
+    update(n)
+    .where(n.c.id == bindparam("b_id"))
+    .values(
+        lease_token=bindparam("b_token", type_=n.c.lease_token.type),
+        lease_until=bindparam("b_until", type_=UtcDateTime()),
+        attempts=n.c.attempts + 1,
+        cycle_attempts=n.c.cycle_attempts + 1,
+        provider_effect_may_have_occurred=(
+            n.c.provider_effect_may_have_occurred | bindparam("b_recovered", type_=Boolean())
+        ),
+        updated_at=bindparam("b_now", type_=UtcDateTime()),
+    )
+)
+_LEASED_MANY = (
+    select(n)
+    .where(
+        n.c.id.in_(bindparam("ids", expanding=True)),
+        n.c.lease_token.in_(bindparam("tokens", expanding=True)),
+        n.c.lease_until > bindparam("now", type_=UtcDateTime()),
+    )
+    .order_by(n.c.id)  # one lock order for every batch
+    .with_for_update()
+)
+_INSERT_DELIVERY_AUDIT = insert(notification_audit_records)
+# One fenced UPDATE per set of assigned columns (there are a handful: see settle_many).
+_settle_statements: dict[tuple[str, ...], Any] = {}
 
 
 async def claim_due(conn: AsyncConnection, *, now: datetime, limit: int) -> list[RowMapping]:
@@ -28,15 +70,35 @@ async def claim_due(conn: AsyncConnection, *, now: datetime, limit: int) -> list
     Returns the rows as they were before the claim, so the caller can see an expired
     previous lease (``lease_token`` still set): that attempt's effect is unknown.
     """
-    q = (
-        select(n)
-        .where(_due, n.c.next_attempt <= now)
-        .where(n.c.lease_until.is_(None) | (n.c.lease_until <= now))
-        .order_by(n.c.priority.desc(), n.c.next_attempt)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
+    result = await conn.execute(_CLAIM_DUE, {"now": now, "limit": limit})
+    return list(result.mappings())
+
+
+async def take_leases(
+    conn: AsyncConnection,
+    leases: Sequence[tuple[RowMapping, str]],
+    *,
+    now: datetime,
+    lease: timedelta,
+) -> None:
+    """``take_lease`` for every (row, token) of a claim, as one executemany. A row whose
+    previous lease is still set (expired, unsettled) is flagged recovered."""
+    if not leases:
+        return
+    until = now + lease
+    await conn.execute(
+        _TAKE_LEASE,
+        [
+            {
+                "b_id": row["id"],
+                "b_token": token,
+                "b_until": until,
+                "b_recovered": row["lease_token"] is not None,
+                "b_now": now,
+            }
+            for row, token in leases
+        ],
     )
-    return list((await conn.execute(q)).mappings())
 
 
 async def take_lease(
@@ -72,6 +134,89 @@ async def leased(
         .with_for_update()
     )
     return (await conn.execute(q)).mappings().first()
+
+
+async def leased_many(
+    conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
+) -> dict[str, RowMapping]:
+    """``leased`` for many (notification id, token): by id, the rows whose lease is
+    still held by one of those tokens, locked for the settlement (in id order). The
+    caller compares ``lease_token``: two attempts on one row may settle together."""
+    if not leases:
+        return {}
+    params = {
+        "ids": sorted({nid for nid, _ in leases}),
+        "tokens": sorted({token for _, token in leases}),
+        "now": now,
+    }
+    wanted = set(leases)
+    result = await conn.execute(_LEASED_MANY, params)
+    return {r["id"]: r for r in result.mappings() if (r["id"], r["lease_token"]) in wanted}
+
+
+async def settle_many(
+    conn: AsyncConnection, settlements: Sequence[tuple[str, str, Mapping[str, Any]]]
+) -> None:
+    """``settle`` for many (notification id, token, values): one fenced executemany per
+    distinct set of assigned columns."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for notification_id, token, values in settlements:
+        columns = tuple(sorted(values))
+        params = {f"v_{c}": v for c, v in values.items()}
+        params |= {"b_id": notification_id, "b_token": token}
+        groups.setdefault(columns, []).append(params)
+    for columns, params_list in groups.items():
+        await conn.execute(_settle_statement(columns), params_list)
+
+
+def _settle_statement(columns: tuple[str, ...]) -> Any:
+    stmt = _settle_statements.get(columns)
+    if stmt is None:
+        stmt = (
+            update(n)
+            .where(n.c.id == bindparam("b_id"), n.c.lease_token == bindparam("b_token"))
+            .values({c: bindparam(f"v_{c}", type_=n.c[c].type) for c in columns})
+        )
+        _settle_statements[columns] = stmt
+    return stmt
+
+
+def delivery_audit_row(
+    row: RowMapping,
+    *,
+    status: str,
+    outcome: Mapping[str, Any],
+    delivered_at: datetime | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The values ``audit.record_delivery`` writes, for ``insert_delivery_audits``."""
+    doc = row["notification"]
+    ctx = doc.get("autonomy_context") or {}
+    effective = doc["effective"]
+    return {
+        "id": str(uuid.uuid4()),
+        "notification_id": row["id"],
+        "notification_type": row["notification_type"],
+        "status": status,
+        "channels_attempted": list(outcome.get("channels_attempted", [])),
+        "channels_succeeded": list(outcome.get("channels_succeeded", [])),
+        "channels_failed": list(outcome.get("channels_failed", [])),
+        "error_message": outcome.get("error_message"),
+        "intent": doc.get("intent") or "",
+        "delivery_mode": row["delivery_mode"],
+        "autonomy_mode": ctx.get("autonomy_mode"),
+        "agent_id": ctx.get("agent_id"),
+        "policy_config_id": effective.get("policy_id"),
+        "policy_config_hash": effective.get("policy_hash"),
+        "delivered_at": delivered_at,
+        "created_at": now,
+    }
+
+
+async def insert_delivery_audits(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Append delivery audit records (one multi-row insert)."""
+    if rows:
+        await conn.execute(_INSERT_DELIVERY_AUDIT, list(rows))
 
 
 async def settle(conn: AsyncConnection, notification_id: str, token: str, **values: Any) -> bool:
@@ -119,3 +264,24 @@ async def results_recorded(conn: AsyncConnection, notification_id: str, token: s
         .limit(1)
     )
     return (await conn.execute(q)).first() is not None
+
+
+async def results_recorded_for(
+    conn: AsyncConnection, tokens: Collection[tuple[str, str]]
+) -> set[str]:
+    """``results_recorded`` for many (notification id, token): the tokens whose
+    settlement has committed."""
+    if not tokens:
+        return set()
+    ids = sorted({nid for nid, _ in tokens})
+    q = select(events.c.notification_id, events.c.payload).where(
+        events.c.notification_id.in_(ids),
+        events.c.kind == EventKind.CHANNEL_ATTEMPT_RESULT.value,
+    )
+    wanted = set(tokens)
+    found: set[str] = set()
+    for nid, payload in (await conn.execute(q)).all():
+        token = (payload or {}).get("lease_token")
+        if isinstance(token, str) and (nid, token) in wanted:
+            found.add(token)
+    return found

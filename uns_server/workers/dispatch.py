@@ -13,6 +13,11 @@ One attempt, as three steps:
    followers DEDUPLICATED), PENDING again with backoff, or FAILED (dead-lettered for
    GUARANTEED, followers promoted / relinked and the obligation handed off). A lost
    lease records LEASE_LOST instead and changes nothing else.
+
+Settlements are batched: deliveries that finish while a settle transaction is in
+flight are settled together in the next one (one row lock query, one executemany
+per kind of update, one audit insert, one events append). Fencing stays per row:
+a row whose lease was lost gets LEASE_LOST while the others in the batch settle.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,7 +41,7 @@ from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
 from uns_server.observability.telemetry import Telemetry
-from uns_server.store import audit, dispatch, notifications
+from uns_server.store import dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
 
@@ -52,6 +57,8 @@ SETTLE_RETRY_DELAY_SECONDS = 0.25
 SETTLE_RETRY_DELAY_SECONDS_MAX = 5.0
 # Retry-After beyond this is treated as this (a bogus header must not park work for years).
 RETRY_AFTER_CAP_SECONDS = 3600.0
+# Most deliveries settled in one transaction (the rest wait for the next one).
+SETTLE_BATCH_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,32 @@ class Attempt:
     channel: str
     result: ChannelResult
     observed_at: datetime
+
+
+@dataclass(frozen=True)
+class _Settling:
+    """A delivery waiting for the settle batcher."""
+
+    claim: Claim
+    attempts: Sequence[Attempt]
+    future: asyncio.Future[Status | None]
+
+
+@dataclass
+class _Settled:
+    """One delivery's part of a settle transaction."""
+
+    claim: Claim
+    base: dict[str, Any]
+    row: RowMapping | None = None  # the locked row; None when the lease was lost
+    status: Status | None = None
+    dead_letter: bool = False
+    results: list[NewEvent] = field(default_factory=list)
+    followers: list[NewEvent] = field(default_factory=list)
+    final: NewEvent | None = None  # DELIVERY_RESULT or LEASE_LOST
+
+    def events(self) -> list[NewEvent]:
+        return [*self.results, *self.followers, *([self.final] if self.final else [])]
 
 
 class Dispatcher:
@@ -96,6 +129,8 @@ class Dispatcher:
         self._tracer, self._metrics = telemetry.tracer, telemetry.metrics
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._settle_queue: list[_Settling] = []
+        self._settler: asyncio.Task[None] | None = None
         db.on_commit(TOPIC_WORK, self._wake.set)
 
     def wake(self) -> None:
@@ -140,6 +175,10 @@ class Dispatcher:
             for task in inflight:
                 task.cancel()
             await asyncio.gather(*inflight, return_exceptions=True)
+            settler = self._settler
+            if settler is not None and not settler.done():
+                settler.cancel()
+                await asyncio.gather(settler, return_exceptions=True)
 
     async def _sleep(self, busy: bool) -> None:
         timeout = self._idle_poll
@@ -165,13 +204,11 @@ class Dispatcher:
         claims: list[Claim] = []
         async with self._db.write() as tx:
             rows = await dispatch.claim_due(tx.conn, now=now, limit=limit)
+            leases = [(row, str(uuid.uuid4())) for row in rows]
+            await dispatch.take_leases(tx.conn, leases, now=now, lease=self._lease)
             new_events: list[NewEvent] = []
-            for row in rows:
-                token = str(uuid.uuid4())
+            for row, token in leases:
                 recovered = row["lease_token"] is not None
-                await dispatch.take_lease(
-                    tx.conn, row, token=token, now=now, lease=self._lease, recovered=recovered
-                )
                 attempt, cycle_attempt = row["attempts"] + 1, row["cycle_attempts"] + 1
                 todo = _remaining_channels(row)
                 claims.append(Claim(row, token, attempt, cycle_attempt, todo))
@@ -213,7 +250,7 @@ class Dispatcher:
         ) as span:
             try:
                 attempts = await asyncio.gather(*(self._send(claim, ch) for ch in claim.channels))
-                status = await self.settle_durably(claim, attempts)
+                status = await self._settle_batched(claim, attempts)
                 outcome = "lease_lost" if status is None else _ATTEMPT_OUTCOME[status]
                 span.set_attribute("uns.outcome", outcome)
                 lost = status is None
@@ -263,31 +300,121 @@ class Dispatcher:
                 result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
         return result
 
+    async def _settle_batched(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
+        """``settle_durably``, sharing one transaction with every other delivery that
+        finishes while the previous settle transaction is in flight."""
+        future: asyncio.Future[Status | None] = asyncio.get_running_loop().create_future()
+        self._settle_queue.append(_Settling(claim, attempts, future))
+        if self._settler is None or self._settler.done():
+            self._settler = asyncio.create_task(self._settle_queued())
+        return await future
+
+    async def _settle_queued(self) -> None:
+        while self._settle_queue:
+            batch = self._settle_queue[:SETTLE_BATCH_MAX]
+            del self._settle_queue[:SETTLE_BATCH_MAX]
+            try:
+                results = await self._settle_many_durably([(b.claim, b.attempts) for b in batch])
+            except BaseException as exc:
+                # Cancelled (shutdown past its grace), or a failure outside the
+                # per-delivery handling: every waiter learns of it.
+                waiting = batch
+                if isinstance(exc, asyncio.CancelledError):
+                    waiting, self._settle_queue = batch + self._settle_queue, []
+                for b in waiting:
+                    if not b.future.done():
+                        if isinstance(exc, asyncio.CancelledError):
+                            b.future.cancel()
+                        else:
+                            b.future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for b, result in zip(batch, results, strict=True):
+                if b.future.done():  # its delivery was cancelled; the settlement stands
+                    continue
+                if isinstance(result, BaseException):
+                    b.future.set_exception(result)
+                else:
+                    b.future.set_result(result)
+
     async def settle_durably(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
         """``settle``, retried while the database is unreachable: the provider has
         answered, and its answer must be recorded (seed 004: retry only the database
         write, never the provider call). A retry first checks whether an earlier try
         committed after all (its acknowledgement lost), so nothing is recorded twice."""
+        [result] = await self._settle_many_durably([(claim, attempts)])
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def _settle_many_durably(
+        self, items: Sequence[tuple[Claim, Sequence[Attempt]]]
+    ) -> list[Status | Exception | None]:
+        """``settle_durably`` for many deliveries in one transaction. One result per
+        item: its status, or the exception that settling it alone raised (a batch that
+        fails for any other reason than an unreachable database is retried one
+        delivery per transaction, so one bad row cannot hold back the others)."""
         delay = SETTLE_RETRY_DELAY_SECONDS
         give_up = time.monotonic() + SETTLE_RETRY_SECONDS_MAX
+        results: dict[int, Status | Exception | None] = {}
+        todo = list(range(len(items)))
+        retrying = False
         while True:
             try:
-                if delay != SETTLE_RETRY_DELAY_SECONDS and await self._settled_before(claim):
-                    return await self._status_now(claim)
-                return await self.settle(claim, attempts)
+                if retrying:
+                    todo = await self._not_settled_before(items, todo, results)
+                if todo:
+                    statuses = await self._settle_batch([items[i] for i in todo])
+                    results.update(zip(todo, statuses, strict=True))
+                return [results[i] for i in range(len(items))]
             except Exception as exc:
-                if not is_unreachable(exc) or time.monotonic() >= give_up:
+                unreachable = is_unreachable(exc)
+                if unreachable and time.monotonic() < give_up:
+                    log.warning(
+                        "database unreachable while settling; retrying",
+                        extra={
+                            "notification_ids": [items[i][0].row["id"] for i in todo],
+                            "retry_in_seconds": delay,
+                        },
+                    )
+                elif len(todo) > 1 and not unreachable:
+                    # Not committed (the transaction raised before or at COMMIT); unless
+                    # its acknowledgement was lost, so check like an unreachable retry.
+                    log.warning("batched settlement failed; settling one by one", exc_info=True)
+                    todo = await self._not_settled_before(items, todo, results)
+                    for i in todo:
+                        try:
+                            [results[i]] = await self._settle_many_durably([items[i]])
+                        except Exception as one:
+                            results[i] = one
+                    return [results[i] for i in range(len(items))]
+                else:
                     raise
-                log.warning(
-                    "database unreachable while settling; retrying",
-                    extra={"notification_id": claim.row["id"], "retry_in_seconds": delay},
-                )
+            retrying = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, SETTLE_RETRY_DELAY_SECONDS_MAX)
 
-    async def _settled_before(self, claim: Claim) -> bool:
+    async def _not_settled_before(
+        self,
+        items: Sequence[tuple[Claim, Sequence[Attempt]]],
+        todo: Sequence[int],
+        results: dict[int, Status | Exception | None],
+    ) -> list[int]:
+        """Of ``todo``, the items whose settlement has not committed; the others get
+        their current status in ``results``."""
         async with self._db.read() as conn:
-            return await dispatch.results_recorded(conn, claim.row["id"], claim.token)
+            recorded = await dispatch.results_recorded_for(
+                conn, [(items[i][0].row["id"], items[i][0].token) for i in todo]
+            )
+        remaining = []
+        for i in todo:
+            claim = items[i][0]
+            if claim.token in recorded:
+                results[i] = await self._status_now(claim)
+            else:
+                remaining.append(i)
+        return remaining
 
     async def _status_now(self, claim: Claim) -> Status | None:
         async with self._db.read() as conn:
@@ -296,36 +423,54 @@ class Dispatcher:
 
     async def settle(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
         """Commit the outcome; returns the new status, or None when the lease was lost."""
+        [status] = await self._settle_batch([(claim, attempts)])
+        return status
+
+    async def _settle_batch(
+        self, items: Sequence[tuple[Claim, Sequence[Attempt]]]
+    ) -> list[Status | None]:
+        """Commit the outcomes of many deliveries in one transaction; per item, the new
+        status, or None when its lease was lost. Fencing is per row: a row whose lease
+        was lost gets LEASE_LOST and the others still settle."""
         now = self._clock()
-        row = claim.row
-        base = {
-            "attempt": claim.attempt,
-            "cycle": row["cycle"],
-            "cycle_attempt": claim.cycle_attempt,
-        }
+        settled: list[_Settled] = []
         async with self._db.write() as tx:
-            new_events = [
-                _event(
-                    row,
-                    EventKind.CHANNEL_ATTEMPT_RESULT,
-                    {
-                        **base,
-                        "lease_token": claim.token,
-                        "channel": a.channel,
-                        "success": a.result.success,
-                        "retryable": a.result.retryable,
-                        "message_id": a.result.message_id,
-                        "error": a.result.error,
-                        "metadata": dict(a.result.metadata),
-                        "provider_observed_at": a.observed_at.isoformat(),
-                    },
-                )
-                for a in attempts
-            ]
-            current = await dispatch.leased(tx.conn, row["id"], claim.token, now)
-            if current is None:
-                new_events.append(
+            current = await dispatch.leased_many(
+                tx.conn, [(claim.row["id"], claim.token) for claim, _ in items], now
+            )
+            updates: list[tuple[str, str, dict[str, Any]]] = []
+            audits: list[dict[str, Any]] = []
+            for claim, attempts in items:
+                row = claim.row
+                base = {
+                    "attempt": claim.attempt,
+                    "cycle": row["cycle"],
+                    "cycle_attempt": claim.cycle_attempt,
+                }
+                s = _Settled(claim, base)
+                s.results = [
                     _event(
+                        row,
+                        EventKind.CHANNEL_ATTEMPT_RESULT,
+                        {
+                            **base,
+                            "lease_token": claim.token,
+                            "channel": a.channel,
+                            "success": a.result.success,
+                            "retryable": a.result.retryable,
+                            "message_id": a.result.message_id,
+                            "error": a.result.error,
+                            "metadata": dict(a.result.metadata),
+                            "provider_observed_at": a.observed_at.isoformat(),
+                        },
+                    )
+                    for a in attempts
+                ]
+                leased = current.get(row["id"])
+                if leased is not None and leased["lease_token"] != claim.token:
+                    leased = None  # a later attempt on the same row holds the lease
+                if leased is None:
+                    s.final = _event(
                         row,
                         EventKind.LEASE_LOST,
                         {
@@ -334,36 +479,50 @@ class Dispatcher:
                             "provider_effect_may_have_occurred": True,
                         },
                     )
-                )
-                await append(tx, new_events, now)
-                status: Status | None = None
-            else:
-                status = await self._settle_leased(
-                    tx, current, claim, attempts, base, new_events, now
-                )
-                await append(tx, new_events, now)
-        # Committed: count the outcome where it was decided.
-        self._metrics.settled(
-            status,
-            dead_letter=status == Status.FAILED
-            and row["delivery_mode"] == DeliveryMode.GUARANTEED.value,
-            delivery_mode=row["delivery_mode"],
-            followers_deduplicated=sum(e.kind == EventKind.DEDUP_SATISFIED for e in new_events),
-            accept_to_settle_seconds=(now - row["created_at"]).total_seconds(),
-        )
-        return status
+                else:
+                    s.row = leased
+                    values = self._decide(tx, leased, claim, attempts, s, now)
+                    updates.append((leased["id"], claim.token, values))
+                    audits.append(
+                        dispatch.delivery_audit_row(
+                            leased,
+                            status=values["status"],
+                            outcome=values["outcome"],
+                            delivered_at=values.get("delivered_at"),
+                            now=now,
+                        )
+                    )
+                settled.append(s)
+            await dispatch.settle_many(tx.conn, updates)
+            for s in settled:
+                if s.row is not None and s.status is not None:
+                    await self._after_settle(tx, s, now)
+            await dispatch.insert_delivery_audits(tx.conn, audits)
+            await append(tx, [e for s in settled for e in s.events()], now)
+        # Committed: count each outcome where it was decided.
+        for s in settled:
+            row = s.claim.row
+            self._metrics.settled(
+                s.status,
+                dead_letter=s.dead_letter,
+                delivery_mode=row["delivery_mode"],
+                followers_deduplicated=sum(
+                    e.kind == EventKind.DEDUP_SATISFIED for e in s.followers
+                ),
+                accept_to_settle_seconds=(now - row["created_at"]).total_seconds(),
+            )
+        return [s.status for s in settled]
 
-    async def _settle_leased(
+    def _decide(
         self,
         tx: WriteTx,
         row: RowMapping,
         claim: Claim,
         attempts: Sequence[Attempt],
-        base: dict[str, Any],
-        new_events: list[NewEvent],
+        s: _Settled,
         now: datetime,
-    ) -> Status:
-        conn = tx.conn
+    ) -> dict[str, Any]:
+        """The new status and column values of a row whose lease is still held."""
         channels = tuple(row["notification"]["effective"]["channels"])
         succeeded = [*row["outcome"].get("channels_succeeded", [])]
         succeeded += [
@@ -376,41 +535,28 @@ class Dispatcher:
             "channels_failed": [a.channel for a in failed],
             "error_message": "; ".join(f"{a.channel}: {a.result.error}" for a in failed) or None,
         }
-        released: dict[str, Any] = {
+        values: dict[str, Any] = {
             "lease_token": None,
             "lease_until": None,
             "updated_at": now,
             "outcome": outcome,
         }
-        dead_letter = False
-        delivered_at: datetime | None = None
         if all(ch in succeeded for ch in channels):
             status = Status.DELIVERED
-            delivered_at = now
-            values: dict[str, Any] = {**released, "status": status.value, "delivered_at": now}
+            values |= {"status": status.value, "delivered_at": now}
             if row["require_ack"]:
                 minutes = int(row["notification"]["effective"]["ack_timeout_minutes"])
                 values |= {
                     "ack_status": AckStatus.PENDING.value,
                     "deadline": now + timedelta(minutes=minutes),
                 }
-            await dispatch.settle(conn, row["id"], claim.token, **values)
-            await self._satisfy_followers(tx, row, now, new_events)
         elif (
             any(not a.result.retryable for a in failed)
             or claim.cycle_attempt >= row["max_attempts"]
         ):
             status = Status.FAILED
-            dead_letter = row["delivery_mode"] == DeliveryMode.GUARANTEED.value
-            await dispatch.settle(
-                conn,
-                row["id"],
-                claim.token,
-                **released,
-                status=status.value,
-                dead_letter=dead_letter,
-            )
-            await self._hand_off(tx, row, now, new_events)
+            s.dead_letter = row["delivery_mode"] == DeliveryMode.GUARANTEED.value
+            values |= {"status": status.value, "dead_letter": s.dead_letter}
         else:
             status = Status.PENDING
             retry_after = max((a.result.retry_after_seconds or 0.0 for a in failed), default=0.0)
@@ -420,26 +566,29 @@ class Dispatcher:
                 rand=self._rand,
                 retry_after_seconds=min(retry_after, RETRY_AFTER_CAP_SECONDS),
             )
-            await dispatch.settle(
-                conn, row["id"], claim.token, **released, status=status.value, next_attempt=due
-            )
+            values |= {"status": status.value, "next_attempt": due}
             tx.signal(TOPIC_WORK)
-        await audit.record_delivery(
-            conn, row, status=status.value, outcome=outcome, delivered_at=delivered_at, now=now
+        s.status = status
+        s.final = _event(
+            row,
+            EventKind.DELIVERY_RESULT,
+            {
+                **s.base,
+                "status": status.value,
+                "dead_letter": s.dead_letter,
+                "outcome": outcome,
+            },
         )
-        new_events.append(
-            _event(
-                row,
-                EventKind.DELIVERY_RESULT,
-                {
-                    **base,
-                    "status": status.value,
-                    "dead_letter": dead_letter,
-                    "outcome": outcome,
-                },
-            )
-        )
-        return status
+        return values
+
+    async def _after_settle(self, tx: WriteTx, s: _Settled, now: datetime) -> None:
+        """Followers of a settled leader: satisfied by its delivery, or handed its
+        obligation when it failed."""
+        assert s.row is not None
+        if s.status == Status.DELIVERED:
+            await self._satisfy_followers(tx, s.row, now, s.followers)
+        elif s.status == Status.FAILED:
+            await self._hand_off(tx, s.row, now, s.followers)
 
     async def _satisfy_followers(
         self, tx: WriteTx, row: RowMapping, now: datetime, new_events: list[NewEvent]
