@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
@@ -25,6 +25,7 @@ from uns_server.domain.enums import (
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.requests import AutonomyContext, SendRequest
+from uns_server.services.watch import WatchItem
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -208,3 +209,11 @@ def event(row: RowMapping) -> t.Event:
     assert ts is not None
     msg.at.CopyFrom(ts)
     return msg
+
+
+def watch_event(item: WatchItem) -> pb.WatchEventsResponse:
+    """The response carrying ``item``, built once per event and shared by every stream
+    the event reaches (grpc only reads it to serialize)."""
+    if item.encoded is None:
+        item.encoded = pb.WatchEventsResponse(event=event(item.row))
+    return cast(pb.WatchEventsResponse, item.encoded)

@@ -190,7 +190,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
                     )
                 )
             else:
-                yield pb.WatchEventsResponse(event=convert.event(item))
+                yield convert.watch_event(item)
 
 
 def utcnow() -> datetime:

@@ -303,14 +303,12 @@ class Metrics:
 def stream_lags(hub: EventHub) -> list[int]:
     """Events each live stream is behind the hub's tail.
 
-    The hub hands every event it reads to each subscription's queue, so a queue's
-    length is how far that stream is behind ``hub.tail``; a stream whose queue
+    The hub hands each event it reads to the queue of every subscription it matches,
+    so a queue's length is how many events that stream has yet to send; a stream whose queue
     overflowed reads from the table again and is at least a full buffer behind.
-    ``EventHub`` exposes no iterator over its subscriptions, hence the private read
-    (a copy: collection may run on an exporter thread).
+    ``subscriptions()`` is a copy: collection may run on an exporter thread.
     """
-    subs = list(hub._subs)
-    return [sub.queue_max if sub.overflowed else len(sub.queue) for sub in subs]
+    return [sub.queue_max if sub.overflowed else len(sub.queue) for sub in hub.subscriptions()]
 
 
 @dataclass

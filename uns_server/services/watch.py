@@ -48,9 +48,36 @@ CATCH_UP_BATCH = 500
 QUEUE_MAX = 10_000
 # Safety net if a wake-up is ever lost (e.g. while LISTEN reconnects).
 HUB_FALLBACK_POLL_SECONDS = 5.0
+# A heartbeat timer may fire this early (the loop runs timers within its clock resolution).
+HEARTBEAT_SLACK_SECONDS = 0.001
 STREAMS_PER_PRINCIPAL_DEFAULT = 100
 # Distinct notification ids one stream may filter on (each is a bound SQL parameter).
 NOTIFICATION_IDS_MAX = 1000
+
+
+class WatchItem:
+    """One event row as streams see it. The hub makes one per committed event and
+    hands the same item to every matching subscription, so the API layer can encode
+    the event once (``encoded``) and share the result with every stream it reaches."""
+
+    __slots__ = (
+        "encoded",
+        "kind",
+        "notification_id",
+        "notification_type",
+        "principal",
+        "row",
+        "sequence",
+    )
+
+    def __init__(self, row: RowMapping) -> None:
+        self.row = row
+        self.sequence: int = row["sequence"]
+        self.principal: str = row["principal"]
+        self.notification_id: str = row["notification_id"]
+        self.kind: str = row["kind"]
+        self.notification_type: str = row["notification_type"]
+        self.encoded: object | None = None  # the API layer's cache; never mutated once set
 
 
 @dataclass(frozen=True)
@@ -60,24 +87,45 @@ class WatchFilter:
     kinds: frozenset[str]
     notification_type: str
 
-    def matches(self, row: RowMapping) -> bool:
+    def matches(self, item: WatchItem) -> bool:
         return (
-            (self.principal is None or row["principal"] == self.principal)
-            and (not self.notification_ids or row["notification_id"] in self.notification_ids)
-            and (not self.kinds or row["kind"] in self.kinds)
-            and (not self.notification_type or row["notification_type"] == self.notification_type)
+            (self.principal is None or item.principal == self.principal)
+            and (not self.notification_ids or item.notification_id in self.notification_ids)
+            and (not self.kinds or item.kind in self.kinds)
+            and (not self.notification_type or item.notification_type == self.notification_type)
         )
 
 
 class Subscription:
-    def __init__(self, queue_max: int) -> None:
-        self.queue: deque[RowMapping] = deque()
+    """One stream's place in the hub: the matching events it has not sent yet.
+
+    The hub only queues events the stream's filter matches, so a stream is woken for
+    its own events only. Waking costs one future per wait; the heartbeat is one timer
+    per heartbeat interval (re-armed from the last send), not one per event.
+    """
+
+    def __init__(
+        self,
+        flt: WatchFilter,
+        queue_max: int,
+        heartbeat_seconds: float,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.filter = flt
+        self.queue: deque[WatchItem] = deque()
         self.queue_max = queue_max
         self.overflowed = False
         self.overflows = 0  # times this subscriber fell behind and went back to the table
-        self.ready = asyncio.Event()
+        self.heartbeat_due = False
+        self._heartbeat = heartbeat_seconds
+        self._loop = loop
+        self._waiter: asyncio.Future[None] | None = None
+        self._last_sent = loop.time()
+        self._timer: asyncio.TimerHandle | None = loop.call_at(
+            self._last_sent + heartbeat_seconds, self._tick
+        )
 
-    def offer(self, row: RowMapping) -> None:
+    def offer(self, item: WatchItem) -> None:
         if self.overflowed:
             return
         if len(self.queue) >= self.queue_max:
@@ -85,8 +133,42 @@ class Subscription:
             self.overflowed = True
             self.overflows += 1
         else:
-            self.queue.append(row)
-        self.ready.set()
+            self.queue.append(item)
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until there is something to do: an event, an overflow, a heartbeat or ``wake``."""
+        if self.queue or self.overflowed or self.heartbeat_due:
+            return
+        waiter = self._waiter = self._loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def sent(self) -> None:
+        """The stream sent something: the next heartbeat is due a full interval later."""
+        self._last_sent = self._loop.time()
+        self.heartbeat_due = False
+
+    def _tick(self) -> None:
+        now = self._loop.time()
+        due = self._last_sent + self._heartbeat
+        if now >= due - HEARTBEAT_SLACK_SECONDS:
+            self.heartbeat_due = True
+            self.wake()
+            due = now + self._heartbeat
+        self._timer = self._loop.call_at(due, self._tick)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +181,10 @@ class EventHub:
         self._db = db
         self._queue_max = queue_max
         self._subs: set[Subscription] = set()
+        # Fan-out index: principal (None: operators, who see every principal) ->
+        # distinct filter -> its subscriptions. An event is matched once per distinct
+        # filter of its own principal and of operators, not once per stream.
+        self._index: dict[str | None, dict[WatchFilter, set[Subscription]]] = {}
         self.overflows = 0  # subscribers that fell behind, over the hub's life
         self._wake = asyncio.Event()
         self._closing = asyncio.Event()
@@ -110,10 +196,14 @@ class EventHub:
     def subscribers(self) -> int:
         return len(self._subs)
 
+    def subscriptions(self) -> list[Subscription]:
+        """A snapshot of the live subscriptions (safe to take from another thread)."""
+        return list(self._subs)
+
     @property
     def total_overflows(self) -> int:
         """Times any subscriber fell behind its buffer (ended and live streams)."""
-        return self.overflows + sum(sub.overflows for sub in self._subs)
+        return self.overflows + sum(sub.overflows for sub in self.subscriptions())
 
     async def start(self) -> None:
         async with self._db.read() as conn:
@@ -124,7 +214,7 @@ class EventHub:
         """End every stream (they answer UNAVAILABLE with their resume cursor)."""
         self._closing.set()
         for sub in self._subs:
-            sub.ready.set()
+            sub.wake()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -143,9 +233,9 @@ class EventHub:
                     async with self._db.read() as conn:
                         rows = await events.read_after(conn, self.tail, limit=HUB_BATCH)
                     for row in rows:
-                        for sub in self._subs:
-                            sub.offer(row)
-                        self.tail = row["sequence"]
+                        item = WatchItem(row)
+                        self.publish(item)
+                        self.tail = item.sequence
                     if len(rows) < HUB_BATCH:
                         break
             except asyncio.CancelledError:
@@ -153,14 +243,35 @@ class EventHub:
             except Exception:
                 log.exception("event hub read failed; retrying on the next wake-up")
 
-    def subscribe(self) -> Subscription:
-        sub = Subscription(self._queue_max)
+    def publish(self, item: WatchItem) -> None:
+        """Queue ``item`` for every subscription whose filter matches it."""
+        for key in (item.principal, None):
+            groups = self._index.get(key)
+            if groups:
+                for flt, subs in groups.items():
+                    if flt.matches(item):
+                        for sub in subs:
+                            sub.offer(item)
+
+    def subscribe(self, flt: WatchFilter, heartbeat_seconds: float) -> Subscription:
+        sub = Subscription(flt, self._queue_max, heartbeat_seconds, asyncio.get_running_loop())
         self._subs.add(sub)
+        self._index.setdefault(flt.principal, {}).setdefault(flt, set()).add(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
+        sub.cancel()
+        if sub not in self._subs:
+            return
         self.overflows += sub.overflows
         self._subs.discard(sub)
+        groups = self._index[sub.filter.principal]
+        subs = groups[sub.filter]
+        subs.discard(sub)
+        if not subs:
+            del groups[sub.filter]
+            if not groups:
+                del self._index[sub.filter.principal]
 
 
 class Watch:
@@ -235,7 +346,7 @@ class Watch:
         notification_ids: Sequence[str],
         kinds: Sequence[str],
         notification_type: str,
-    ) -> AsyncIterator[RowMapping | Heartbeat]:
+    ) -> AsyncIterator[WatchItem | Heartbeat]:
         # Duplicates would only multiply bound SQL parameters (a 1 MiB request holds
         # ~500k packed enum values): filter on each distinct value once.
         notification_ids = sorted(set(notification_ids))
@@ -263,7 +374,7 @@ class Watch:
             notification_type=notification_type,
         )
         self._acquire(principal.name)
-        sub = self._hub.subscribe()
+        sub = self._hub.subscribe(flt, self._heartbeat)
         positioned = False
         try:
             while True:
@@ -282,29 +393,36 @@ class Watch:
                         )
                     for row in rows:
                         cursor = row["sequence"]
-                        yield row
+                        sub.sent()
+                        yield WatchItem(row)
                     if len(rows) < CATCH_UP_BATCH:
                         break
                 if not positioned:
                     # Give every stream a position at once, so a client that drops
                     # before the first event still resumes exactly here.
                     positioned = True
+                    sub.sent()
                     yield Heartbeat(cursor)
-                # Live: drain the hub's queue.
+                # Live: send what the hub queued (only events this filter matches).
+                queue = sub.queue
                 while not sub.overflowed:
                     if self._hub.closing:
                         raise ShuttingDown(metadata={"resume_after_sequence": str(cursor)})
-                    if sub.queue:
-                        row = sub.queue.popleft()
-                        if row["sequence"] > cursor and flt.matches(row):
-                            cursor = row["sequence"]
-                            yield row
+                    if queue:
+                        item = queue.popleft()
+                        if item.sequence > cursor:  # else the catch-up already sent it
+                            cursor = item.sequence
+                            sub.sent()
+                            yield item
                         continue
-                    sub.ready.clear()
-                    woke = await wait_event(sub.ready, self._heartbeat)
-                    if not woke and not sub.queue and not sub.overflowed:
+                    if sub.heartbeat_due:
+                        # The queue is empty and the hub has offered everything up to
+                        # its tail: nothing this stream matches is missing below it.
                         cursor = max(cursor, self._hub.tail)
+                        sub.sent()
                         yield Heartbeat(cursor)
+                        continue
+                    await sub.wait()
         finally:
             self._hub.unsubscribe(sub)
             self._release(principal.name)
