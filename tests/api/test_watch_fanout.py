@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
+
 from tests.support.server import send_request, start_server
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -20,6 +22,8 @@ from uns_server.store import events
 
 
 class _NoDatabase:
+    dialect = "sqlite"
+
     def on_commit(self, _topic: str, _callback: Callable[[], None]) -> None:
         pass
 
@@ -129,5 +133,42 @@ async def test_filtered_stream_gets_heartbeats_while_other_events_flow(
         assert await sender > 0
     finally:
         stop.set()
+        call.cancel()
+        await server.stop()
+
+
+async def test_hub_replaces_a_broken_connection_without_losing_events(
+    db_url: str, tmp_path: Path
+) -> None:
+    """On PostgreSQL the hub reads through one kept connection; when the server ends it
+    (restart, failover, admin), the next wake-up reconnects and nothing is missed."""
+    server = await start_server(db_url, tmp_path, dispatch_enabled=False)
+    call = server.stub("alice").WatchEvents(
+        pb.WatchEventsRequest(kinds=[t.EVENT_KIND_ACCEPTED]), timeout=None
+    )
+    stream = aiter(call)
+
+    async def next_event() -> str:
+        async with asyncio.timeout(60):
+            while not (response := await anext(stream)).HasField("event"):
+                pass
+        return response.event.notification_id
+
+    try:
+        first = await server.stub("alice").SendNotification(send_request(idempotency_key="1"))
+        assert await next_event() == first.notification_id
+        if server.app.db.dialect == "postgresql":
+            async with server.app.db.read() as conn:
+                ended = await conn.scalar(
+                    text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                        "AND backend_type = 'client backend' AND query LIKE '%uns_events%'"
+                    )
+                )
+            assert ended
+        second = await server.stub("alice").SendNotification(send_request(idempotency_key="2"))
+        assert await next_event() == second.notification_id
+    finally:
         call.cancel()
         await server.stop()

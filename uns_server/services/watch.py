@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.aio import wait_event
 from uns_server.domain.errors import (
@@ -190,6 +191,11 @@ class EventHub:
         self._closing = asyncio.Event()
         self.tail = 0
         self._task: asyncio.Task[None] | None = None
+        # PostgreSQL: the hub keeps one autocommit connection for its reads, so a
+        # wake-up costs one round trip (a pooled read would add a ping, BEGIN and
+        # COMMIT). SQLite reads in-process through its small reader pool instead.
+        self._dedicated = db.dialect == "postgresql"
+        self._conn: AsyncConnection | None = None
         db.on_commit(TOPIC_EVENTS, self._wake.set)
 
     @property
@@ -219,6 +225,10 @@ class EventHub:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):
+                await conn.close()
 
     @property
     def closing(self) -> bool:
@@ -230,8 +240,7 @@ class EventHub:
             self._wake.clear()
             try:
                 while True:
-                    async with self._db.read() as conn:
-                        rows = await events.read_after(conn, self.tail, limit=HUB_BATCH)
+                    rows = await self._read_new()
                     for row in rows:
                         item = WatchItem(row)
                         self.publish(item)
@@ -242,6 +251,42 @@ class EventHub:
                 raise
             except Exception:
                 log.exception("event hub read failed; retrying on the next wake-up")
+
+    async def _read_new(self) -> list[RowMapping]:
+        """The next batch of events after ``tail``."""
+        if not self._dedicated:
+            async with self._db.read() as conn:
+                return await events.read_after(conn, self.tail, limit=HUB_BATCH)
+        if self._conn is not None:
+            try:
+                return await self._query(self._conn)
+            except Exception as exc:
+                # The kept connection broke since the last read (e.g. PostgreSQL
+                # restarted): replace it at once, as the pool's pre-ping would have.
+                log.info("event hub connection lost (%s); reconnecting", type(exc).__name__)
+        return await self._query(await self._connect())
+
+    async def _query(self, conn: AsyncConnection) -> list[RowMapping]:
+        try:
+            return await events.read_after(conn, self.tail, limit=HUB_BATCH)
+        except BaseException:
+            self._conn = None
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
+
+    async def _connect(self) -> AsyncConnection:
+        conn = await self._db.reader.connect()
+        try:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
+        self._conn = conn
+        return conn
 
     def publish(self, item: WatchItem) -> None:
         """Queue ``item`` for every subscription whose filter matches it."""
