@@ -25,7 +25,7 @@ depends_on: str | Sequence[str] | None = None
 _WHERE = "status = 'PENDING' AND dedup_owner_id IS NULL"
 
 
-def _create(*columns: sa.ColumnElement[object] | str) -> None:
+def _create(*columns: sa.TextClause | str) -> None:
     op.create_index(
         "ix_uns_notifications_due",
         "uns_notifications",
