@@ -253,7 +253,12 @@ class Dispatcher:
             trace_context=row["notification"].get("trace_context"),
         ) as span:
             try:
-                attempts = await asyncio.gather(*(self._send(claim, ch) for ch in claim.channels))
+                if len(claim.channels) == 1:  # the common case: no task for the gather
+                    attempts = [await self._send(claim, claim.channels[0])]
+                else:
+                    attempts = await asyncio.gather(
+                        *(self._send(claim, ch) for ch in claim.channels)
+                    )
                 status = await self._settle_batched(claim, attempts)
                 outcome = "lease_lost" if status is None else _ATTEMPT_OUTCOME[status]
                 span.set_attribute("uns.outcome", outcome)
