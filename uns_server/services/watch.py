@@ -1,8 +1,15 @@
 """WatchEvents: a push-based, resumable, gap-free event stream.
 
 One ``EventHub`` per process reads each newly committed batch of events once (woken
-by local commits and, on PostgreSQL, by LISTEN) and fans it out to every
-subscription in memory: an idle stream costs no queries at all.
+by local commits and, on PostgreSQL, by LISTEN) and fans it out in memory: an idle
+stream costs no queries at all.
+
+Fan-out cost per event is what bounds commit-to-subscriber latency at a thousand
+streams, so: subscriptions are indexed by principal and grouped by identical filter
+(an event is matched once per distinct filter, and queued only where it matches);
+every stream it reaches shares one ``WatchItem``, which the API encodes once; a
+stream waits on a single future (no timeout per event) and its heartbeat is one
+timer per interval. What remains per stream is grpc's own per-message cost.
 
 A subscription is gap-free because it registers with the hub *before* catching up
 from the database. Event sequences are allocated in commit order (``store.events``),
