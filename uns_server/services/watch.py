@@ -30,9 +30,10 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -51,6 +52,7 @@ from uns_server.store.db import TOPIC_EVENTS, Database
 
 log = logging.getLogger("uns.watch")
 
+T = TypeVar("T")
 HUB_BATCH = 1000
 CATCH_UP_BATCH = 500
 QUEUE_MAX = 10_000
@@ -246,8 +248,15 @@ class EventHub:
             await wait_event(self._wake, HUB_FALLBACK_POLL_SECONDS)
             self._wake.clear()
             try:
+                if not self._subs:
+                    # Nobody to fan out to: only move the tail past what is committed
+                    # (one indexed max() instead of reading and decoding every row).
+                    # A stream registering meanwhile still catches up from the table
+                    # past this point, which its later snapshot sees whole.
+                    self.tail = max(self.tail, await self._read(events.high_water))
+                    continue
                 while True:
-                    rows = await self._read_new()
+                    rows = await self._read(self._after_tail)
                     for row in rows:
                         item = WatchItem(row)
                         self.publish(item)
@@ -259,23 +268,28 @@ class EventHub:
             except Exception:
                 log.exception("event hub read failed; retrying on the next wake-up")
 
-    async def _read_new(self) -> list[RowMapping]:
+    async def _after_tail(self, conn: AsyncConnection) -> list[RowMapping]:
         """The next batch of events after ``tail``."""
+        return await events.read_after(conn, self.tail, limit=HUB_BATCH)
+
+    async def _read(self, query: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         if not self._dedicated:
             async with self._db.read() as conn:
-                return await events.read_after(conn, self.tail, limit=HUB_BATCH)
+                return await query(conn)
         if self._conn is not None:
             try:
-                return await self._query(self._conn)
+                return await self._query(self._conn, query)
             except Exception as exc:
                 # The kept connection broke since the last read (e.g. PostgreSQL
                 # restarted): replace it at once, as the pool's pre-ping would have.
                 log.info("event hub connection lost (%s); reconnecting", type(exc).__name__)
-        return await self._query(await self._connect())
+        return await self._query(await self._connect(), query)
 
-    async def _query(self, conn: AsyncConnection) -> list[RowMapping]:
+    async def _query(
+        self, conn: AsyncConnection, query: Callable[[AsyncConnection], Awaitable[T]]
+    ) -> T:
         try:
-            return await events.read_after(conn, self.tail, limit=HUB_BATCH)
+            return await query(conn)
         except BaseException:
             self._conn = None
             with contextlib.suppress(Exception):
