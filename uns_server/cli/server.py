@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -17,6 +18,8 @@ from uns_server.app import App
 from uns_server.settings import Settings, SettingsError
 
 log = logging.getLogger("uns.server")
+# Allocations between young-generation collections (CPython's default is 700).
+GC_GEN0_THRESHOLD = 20_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +62,7 @@ async def serve(settings: Settings) -> int:
         log.critical("cannot start: cannot listen on %s: %s", settings.listen, exc)
         await app.stop(grace=0)
         return 2
+    _tune_gc()
     print(
         f"uns-server listening on {settings.listen} (port {app.port})", file=sys.stderr, flush=True
     )
@@ -73,6 +77,17 @@ async def serve(settings: Settings) -> int:
     stopped.cancel()
     await app.stop()
     return code
+
+
+def _tune_gc() -> None:
+    """What start-up allocated (modules, protobuf descriptors, compiled SQL) lives as long
+    as the process: freeze it out of the collector's scans, and collect the young
+    generation less often. Untuned, full collections of that heap paused the event
+    loop for 50-170 ms several times a minute under load, which set the p99 of
+    WatchEvents at 1,000 streams (docs/PERFORMANCE.md)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def main(argv: list[str] | None = None) -> None:
