@@ -193,7 +193,10 @@ async def _uns(
     tag: str,
 ) -> tuple[list[Row], dict[str, Any] | None]:
     harness.create_database(MAIN_DATABASE)
-    server = harness.start_server("main", MAIN_DATABASE)
+    # Every bench subscriber is the same principal: lift the per-principal stream cap
+    # (100 by default) above the largest watch level.
+    streams = str(max(profile.watch_subscribers) + 100)
+    server = harness.start_server("main", MAIN_DATABASE, watch_streams_per_principal=streams)
     rows: list[Row] = []
     sampler: profiling.Sampler | None = None
     conn = await harness.sql(MAIN_DATABASE)
