@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,38 +14,45 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from uns_server.store.tables import ack_audit_records, notification_audit_records
 
 
-async def record_delivery(
-    conn: AsyncConnection,
+def delivery_record(
     row: RowMapping,
     *,
     status: str,
     outcome: Mapping[str, Any],
     delivered_at: datetime | None,
     now: datetime,
-) -> None:
+) -> dict[str, Any]:
+    """The delivery audit record of a settled attempt on ``row``, for ``insert_deliveries``."""
     doc = row["notification"]
     ctx = doc.get("autonomy_context") or {}
     effective = doc["effective"]
-    await conn.execute(
-        insert(notification_audit_records).values(
-            id=str(uuid.uuid4()),
-            notification_id=row["id"],
-            notification_type=row["notification_type"],
-            status=status,
-            channels_attempted=list(outcome.get("channels_attempted", [])),
-            channels_succeeded=list(outcome.get("channels_succeeded", [])),
-            channels_failed=list(outcome.get("channels_failed", [])),
-            error_message=outcome.get("error_message"),
-            intent=doc.get("intent") or "",
-            delivery_mode=row["delivery_mode"],
-            autonomy_mode=ctx.get("autonomy_mode"),
-            agent_id=ctx.get("agent_id"),
-            policy_config_id=effective.get("policy_id"),
-            policy_config_hash=effective.get("policy_hash"),
-            delivered_at=delivered_at,
-            created_at=now,
-        )
-    )
+    return {
+        "id": str(uuid.uuid4()),
+        "notification_id": row["id"],
+        "notification_type": row["notification_type"],
+        "status": status,
+        "channels_attempted": list(outcome.get("channels_attempted", [])),
+        "channels_succeeded": list(outcome.get("channels_succeeded", [])),
+        "channels_failed": list(outcome.get("channels_failed", [])),
+        "error_message": outcome.get("error_message"),
+        "intent": doc.get("intent") or "",
+        "delivery_mode": row["delivery_mode"],
+        "autonomy_mode": ctx.get("autonomy_mode"),
+        "agent_id": ctx.get("agent_id"),
+        "policy_config_id": effective.get("policy_id"),
+        "policy_config_hash": effective.get("policy_hash"),
+        "delivered_at": delivered_at,
+        "created_at": now,
+    }
+
+
+_INSERT_DELIVERY = insert(notification_audit_records)
+
+
+async def insert_deliveries(conn: AsyncConnection, records: Sequence[Mapping[str, Any]]) -> None:
+    """Append delivery audit records (one multi-row insert)."""
+    if records:
+        await conn.execute(_INSERT_DELIVERY, list(records))
 
 
 async def record_ack(

@@ -12,17 +12,16 @@ on asyncpg) or one multi-row statement.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, func, insert, select, update
+from sqlalchemy import Boolean, bindparam, func, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind, Status
-from uns_server.store.tables import UtcDateTime, events, notification_audit_records
+from uns_server.store.tables import UtcDateTime, events
 from uns_server.store.tables import notifications as n
 
 _due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
@@ -59,7 +58,6 @@ _LEASED_MANY = (
     .order_by(n.c.id)  # one lock order for every batch
     .with_for_update()
 )
-_INSERT_DELIVERY_AUDIT = insert(notification_audit_records)
 # One fenced UPDATE per set of assigned columns (there are a handful: see settle_many).
 _settle_statements: dict[tuple[str, ...], Any] = {}
 
@@ -81,7 +79,7 @@ async def take_leases(
     now: datetime,
     lease: timedelta,
 ) -> None:
-    """``take_lease`` for every (row, token) of a claim, as one executemany. A row whose
+    """Lease every (row, token) of a claim, as one executemany. A row whose
     previous lease is still set (expired, unsettled) is flagged recovered."""
     if not leases:
         return
@@ -101,45 +99,10 @@ async def take_leases(
     )
 
 
-async def take_lease(
-    conn: AsyncConnection,
-    row: RowMapping,
-    *,
-    token: str,
-    now: datetime,
-    lease: timedelta,
-    recovered: bool,
-) -> None:
-    await conn.execute(
-        update(n)
-        .where(n.c.id == row["id"])
-        .values(
-            lease_token=token,
-            lease_until=now + lease,
-            attempts=n.c.attempts + 1,
-            cycle_attempts=n.c.cycle_attempts + 1,
-            provider_effect_may_have_occurred=(n.c.provider_effect_may_have_occurred | recovered),
-            updated_at=now,
-        )
-    )
-
-
-async def leased(
-    conn: AsyncConnection, notification_id: str, token: str, now: datetime
-) -> RowMapping | None:
-    """The row if ``token`` still holds a valid lease on it, locked for the settlement."""
-    q = (
-        select(n)
-        .where(n.c.id == notification_id, n.c.lease_token == token, n.c.lease_until > now)
-        .with_for_update()
-    )
-    return (await conn.execute(q)).mappings().first()
-
-
 async def leased_many(
     conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
 ) -> dict[str, RowMapping]:
-    """``leased`` for many (notification id, token): by id, the rows whose lease is
+    """For many (notification id, token): by id, the rows whose lease is
     still held by one of those tokens, locked for the settlement (in id order). The
     caller compares ``lease_token``: two attempts on one row may settle together."""
     if not leases:
@@ -181,51 +144,6 @@ def _settle_statement(columns: tuple[str, ...]) -> Any:
     return stmt
 
 
-def delivery_audit_row(
-    row: RowMapping,
-    *,
-    status: str,
-    outcome: Mapping[str, Any],
-    delivered_at: datetime | None,
-    now: datetime,
-) -> dict[str, Any]:
-    """The values ``audit.record_delivery`` writes, for ``insert_delivery_audits``."""
-    doc = row["notification"]
-    ctx = doc.get("autonomy_context") or {}
-    effective = doc["effective"]
-    return {
-        "id": str(uuid.uuid4()),
-        "notification_id": row["id"],
-        "notification_type": row["notification_type"],
-        "status": status,
-        "channels_attempted": list(outcome.get("channels_attempted", [])),
-        "channels_succeeded": list(outcome.get("channels_succeeded", [])),
-        "channels_failed": list(outcome.get("channels_failed", [])),
-        "error_message": outcome.get("error_message"),
-        "intent": doc.get("intent") or "",
-        "delivery_mode": row["delivery_mode"],
-        "autonomy_mode": ctx.get("autonomy_mode"),
-        "agent_id": ctx.get("agent_id"),
-        "policy_config_id": effective.get("policy_id"),
-        "policy_config_hash": effective.get("policy_hash"),
-        "delivered_at": delivered_at,
-        "created_at": now,
-    }
-
-
-async def insert_delivery_audits(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Append delivery audit records (one multi-row insert)."""
-    if rows:
-        await conn.execute(_INSERT_DELIVERY_AUDIT, list(rows))
-
-
-async def settle(conn: AsyncConnection, notification_id: str, token: str, **values: Any) -> bool:
-    result = await conn.execute(
-        update(n).where(n.c.id == notification_id, n.c.lease_token == token).values(**values)
-    )
-    return bool(result.rowcount == 1)
-
-
 async def pending_followers(conn: AsyncConnection, owner_id: str) -> list[RowMapping]:
     q = (
         select(n)
@@ -251,26 +169,11 @@ async def next_due_at(conn: AsyncConnection) -> datetime | None:
     return UtcDateTime().process_result_value(value, conn.dialect)
 
 
-async def results_recorded(conn: AsyncConnection, notification_id: str, token: str) -> bool:
-    """Whether the settlement of the attempt holding ``token`` has committed (its
-    CHANNEL_ATTEMPT_RESULT events exist)."""
-    q = (
-        select(events.c.sequence)
-        .where(
-            events.c.notification_id == notification_id,
-            events.c.kind == EventKind.CHANNEL_ATTEMPT_RESULT.value,
-            events.c.payload["lease_token"].as_string() == token,
-        )
-        .limit(1)
-    )
-    return (await conn.execute(q)).first() is not None
-
-
 async def results_recorded_for(
     conn: AsyncConnection, tokens: Collection[tuple[str, str]]
 ) -> set[str]:
-    """``results_recorded`` for many (notification id, token): the tokens whose
-    settlement has committed."""
+    """For many (notification id, token): the tokens whose settlement has committed
+    (their CHANNEL_ATTEMPT_RESULT events exist)."""
     if not tokens:
         return set()
     ids = sorted({nid for nid, _ in tokens})

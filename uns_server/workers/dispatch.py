@@ -41,7 +41,7 @@ from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
 from uns_server.observability.telemetry import Telemetry
-from uns_server.store import dispatch, notifications
+from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
 
@@ -493,7 +493,7 @@ class Dispatcher:
                     values = self._decide(tx, leased, claim, attempts, s, now)
                     updates.append((leased["id"], claim.token, values))
                     audits.append(
-                        dispatch.delivery_audit_row(
+                        audit.delivery_record(
                             leased,
                             status=values["status"],
                             outcome=values["outcome"],
@@ -506,7 +506,7 @@ class Dispatcher:
             for s in settled:
                 if s.row is not None and s.status is not None:
                     await self._after_settle(tx, s, now)
-            await dispatch.insert_delivery_audits(tx.conn, audits)
+            await audit.insert_deliveries(tx.conn, audits)
             await append(tx, [e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
         for s in settled:
