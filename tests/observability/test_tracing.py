@@ -51,6 +51,16 @@ def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
     return [s for s in exporter.get_finished_spans() if s.name == name]
 
 
+async def ended(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    """The spans called ``name`` once one has ended: the server ends an RPC's span
+    after the status went out, so the caller may see the reply first."""
+    for _ in range(100):
+        if named(exporter, name):
+            break
+        await asyncio.sleep(0.05)
+    return named(exporter, name)
+
+
 def hex_trace(span: ReadableSpan) -> str:
     assert span.context is not None
     return format(span.context.trace_id, "032x")
@@ -70,7 +80,7 @@ async def test_rpc_span_continues_traceparent_and_attempt_links_to_it(
     )
     nid = sent.notification_id
 
-    [rpc] = named(exporter, SEND_SPAN)
+    [rpc] = await ended(exporter, SEND_SPAN)
     assert rpc.kind == SpanKind.SERVER
     assert hex_trace(rpc) == CALLER_TRACE_ID  # the caller's trace, continued
     assert rpc.parent is not None and format(rpc.parent.span_id, "016x") == CALLER_SPAN_ID
@@ -121,7 +131,7 @@ async def test_refused_rpc_span_records_the_status_code(
             pb.GetNotificationRequest(notification_id="00000000-0000-4000-8000-000000000000")
         )
     assert refused.value.code() == grpc.StatusCode.NOT_FOUND
-    [span] = named(exporter, "uns.v1.NotificationService/GetNotification")
+    [span] = await ended(exporter, "uns.v1.NotificationService/GetNotification")
     assert span.attributes is not None
     assert span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
     assert span.status.status_code == StatusCode.UNSET  # a client error, not the server's
@@ -137,11 +147,7 @@ async def test_streaming_rpc_gets_a_span_and_health_probes_do_not(
     assert first.HasField("heartbeat")
     call.cancel()
     name = "uns.v1.NotificationService/WatchEvents"
-    for _ in range(100):  # the server sees the cancellation asynchronously
-        if named(exporter, name):
-            break
-        await asyncio.sleep(0.05)
-    [span] = named(exporter, name)
+    [span] = await ended(exporter, name)  # the server sees the cancellation asynchronously
     assert span.kind == SpanKind.SERVER
     assert span.attributes is not None
     assert span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.CANCELLED.value[0]
