@@ -251,10 +251,15 @@ class EventHub:
                 if not self._subs:
                     # Nobody to fan out to: only move the tail past what is committed
                     # (one indexed max() instead of reading and decoding every row).
-                    # A stream registering meanwhile still catches up from the table
-                    # past this point, which its later snapshot sees whole.
-                    self.tail = max(self.tail, await self._read(events.high_water))
-                    continue
+                    high = await self._read(events.high_water)
+                    if not self._subs:
+                        # Still nobody, at the moment the tail moves: a stream that
+                        # registers later catches up with a snapshot taken after this
+                        # max(), so it sees everything up to the new tail. (One that
+                        # registered during the query may have taken its snapshot
+                        # before ours: then the rows are read as usual.)
+                        self.tail = max(self.tail, high)
+                        continue
                 while True:
                     rows = await self._read(self._after_tail)
                     for row in rows:
