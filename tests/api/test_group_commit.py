@@ -16,13 +16,12 @@ from typing import Any
 
 import grpc
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.grpc_errors import rich_error
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, send_request, start_server
+from tests.support.tracing import capture_spans
 from tests.support.watching import events_until
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -43,10 +42,7 @@ async def traced(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[RunningServ
         priority=Priority.HIGH,
     )
     server = await start_server(db_url, tmp_path, dispatch_enabled=False)
-    exporter = InMemorySpanExporter()
-    provider = server.app.telemetry.tracer_provider
-    assert isinstance(provider, TracerProvider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter = capture_spans(server)
     try:
         yield server, exporter
     finally:

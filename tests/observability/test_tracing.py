@@ -16,12 +16,12 @@ from typing import Any
 
 import grpc
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.support.server import KEYS, RunningServer, send_request, start_server
+from tests.support.tracing import capture_spans
 from uns.v1 import notification_service_pb2 as pb
 from uns_server.logs import JsonFormatter, TraceContextFilter
 from uns_server.observability.tracing import ATTEMPT_SPAN, CHANNEL_SEND_SPAN
@@ -37,10 +37,7 @@ async def traced(
     db_url: str, tmp_path: Path
 ) -> AsyncIterator[tuple[RunningServer, InMemorySpanExporter]]:
     server = await start_server(db_url, tmp_path, dispatch_enabled=False)
-    exporter = InMemorySpanExporter()
-    provider = server.app.telemetry.tracer_provider
-    assert isinstance(provider, TracerProvider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter = capture_spans(server)
     try:
         yield server, exporter
     finally:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, insert, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -83,17 +83,19 @@ async def delivery_records(
     conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
 ) -> list[RowMapping]:
     """A page of one notification's delivery records in write order."""
-    t = notification_audit_records
-    q = select(t).where(t.c.notification_id == notification_id)
-    q = q.order_by(t.c.created_at, t.c.id).offset(offset).limit(limit)
-    return list((await conn.execute(q)).mappings())
+    return await _page(conn, notification_audit_records, notification_id, offset, limit)
 
 
 async def ack_records(
     conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
 ) -> list[RowMapping]:
     """A page of one notification's ack records in write order."""
-    t = ack_audit_records
-    q = select(t).where(t.c.notification_id == notification_id)
-    q = q.order_by(t.c.created_at, t.c.id).offset(offset).limit(limit)
+    return await _page(conn, ack_audit_records, notification_id, offset, limit)
+
+
+async def _page(
+    conn: AsyncConnection, table: Table, notification_id: str, offset: int, limit: int
+) -> list[RowMapping]:
+    q = select(table).where(table.c.notification_id == notification_id)
+    q = q.order_by(table.c.created_at, table.c.id).offset(offset).limit(limit)
     return list((await conn.execute(q)).mappings())
