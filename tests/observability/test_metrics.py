@@ -163,6 +163,11 @@ async def test_counters_move_by_the_outcomes_of_real_traffic(rig: Rig) -> None:
     assert d("uns_acks_total", state="ACKED") == 1
     assert d("uns_ack_timeouts_total") == 1
 
+    # Ten sends one after another (the replay included): ten intake transactions of
+    # one call each.
+    assert d("uns_intake_group_size_count") == 10
+    assert d("uns_intake_group_size_sum") == 10
+
     # Latency: accept -> final settlement once per finished cycle; every attempt.
     assert d("uns_dispatch_latency_seconds_count", status="DELIVERED") == 5
     assert d("uns_dispatch_latency_seconds_count", status="FAILED") == 2

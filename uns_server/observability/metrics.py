@@ -14,6 +14,8 @@ Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_
 
 - ``uns_notifications_accepted_total{outcome=new|coalesced|deduplicated}``
 - ``uns_notifications_idempotent_replays_total``
+- ``uns_intake_group_size`` (histogram, SendNotification calls per intake transaction:
+  group commit at work)
 - ``uns_notifications_deduplicated_total{stage=intake|dispatch}``
 - ``uns_notifications_delivered_total``, ``uns_notifications_failed_total{delivery_mode}``,
   ``uns_notifications_dead_lettered_total``
@@ -91,6 +93,9 @@ ATTEMPT_BUCKETS_SECONDS = (
     60.0,
 )
 
+# Calls per intake transaction: bounded by the group commit's largest group (128).
+GROUP_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
 
 class Metrics:
     """The service's instruments, and one method per decided outcome."""
@@ -138,6 +143,11 @@ class Metrics:
             "uns.dispatch.lease_lost",
             unit="{attempt}",
             description="Attempts whose lease expired before they could settle.",
+        )
+        self._group = m.create_histogram(
+            "uns.intake.group.size",
+            description="SendNotification calls committed in one intake transaction.",
+            explicit_bucket_boundaries_advisory=GROUP_SIZE_BUCKETS,
         )
         self._latency = m.create_histogram(
             "uns.dispatch.latency",
@@ -225,6 +235,9 @@ class Metrics:
 
     def idempotent_replay(self) -> None:
         self._replays.add(1)
+
+    def intake_group(self, size: int) -> None:
+        self._group.record(size)
 
     def settled(
         self,

@@ -212,6 +212,7 @@ class Intake:
             if group.work:
                 tx.signal(TOPIC_WORK)
             await events.append(tx, group.events, now)
+        self._metrics.intake_group(len(items))
         return results
 
     async def _admit(
