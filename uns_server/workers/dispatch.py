@@ -23,6 +23,7 @@ a row whose lease was lost gets LEASE_LOST while the others in the batch settle.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 import time
@@ -315,7 +316,11 @@ class Dispatcher:
         future: asyncio.Future[Status | None] = asyncio.get_running_loop().create_future()
         self._settle_queue.append(_Settling(claim, attempts, future))
         if self._settler is None or self._settler.done():
-            self._settler = asyncio.create_task(self._settle_queued())
+            # A fresh context: the batch settles many deliveries, not the trace (span)
+            # of the one that happened to start it.
+            self._settler = asyncio.create_task(
+                self._settle_queued(), context=contextvars.Context()
+            )
         return await future
 
     async def _settle_queued(self) -> None:
