@@ -23,8 +23,11 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 def test_wheel_migrates_a_database_without_the_source_tree(tmp_path: Path) -> None:
     # Built from a copy: setuptools writes build/ and *.egg-info next to the sources.
+    # The copy keeps symlinks: uns_server/migrations is a link to migrations/.
     src = tmp_path / "src"
-    shutil.copytree(ROOT / "uns_server", src / "uns_server", ignore=IGNORED)
+    for tree in ("uns_server", "migrations"):
+        shutil.copytree(ROOT / tree, src / tree, ignore=IGNORED, symlinks=True)
+    assert (src / "uns_server" / "migrations").is_symlink()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     wheels = tmp_path / "wheels"

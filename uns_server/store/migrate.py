@@ -17,7 +17,8 @@ from sqlalchemy.engine import Connection
 
 from uns_server.store.db import Database
 
-# Inside the package, so an installed wheel carries its schema.
+# ``uns_server/migrations`` links to the repository's ``migrations/`` (the layout the
+# spec names); through the link, package data puts the scripts in the wheel.
 MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 _MIGRATION_LOCK_ID = 0x554E53_0001  # "UNS" + 1
 

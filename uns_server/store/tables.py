@@ -2,7 +2,7 @@
 
 Column names follow seed 000 §2 (``status``, ``ack_status``, ``next_attempt``...);
 times are timezone-aware UTC (``UtcDateTime``) instead of float epochs so both
-dialects compare them natively. Migrations in ``uns_server/migrations/`` must build exactly
+dialects compare them natively. Migrations in ``migrations/`` must build exactly
 this schema (``tests/store/test_migrations.py`` checks for drift).
 """
 
