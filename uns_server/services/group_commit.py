@@ -4,7 +4,8 @@ A submission that finds the committer idle runs at once, alone: no added latency
 for a lone caller. Submissions that arrive while a batch is in flight wait and go
 together in the next batch. Under load one transaction (one round trip per
 statement, one event-order lock, one NOTIFY, one COMMIT) then serves many callers,
-which is where the per-request cost went (docs/PERFORMANCE.md).
+which is where the per-request cost went (docs/PERFORMANCE.md). Intake groups
+SendNotification calls with it; the dispatcher groups settlements.
 
 The batch function answers every item: a value, or the exception to raise to that
 item's caller. If the batch function itself raises, every caller of the batch gets
@@ -47,6 +48,17 @@ class GroupCommit(Generic[T, R]):
             # trace span (or any other request-scoped context variable).
             self._task = asyncio.create_task(self._drain(), context=contextvars.Context())
         return await future
+
+    async def close(self) -> None:
+        """Cancel the batch in flight and every waiting one: their callers see
+        CancelledError (a shutdown past its grace)."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for _, future in self._waiting:  # a task cancelled before it ever ran
+            future.cancel()
+        self._waiting.clear()
 
     async def _drain(self) -> None:
         try:

@@ -23,7 +23,6 @@ a row whose lease was lost gets LEASE_LOST while the others in the batch settle.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import random
 import time
@@ -42,6 +41,7 @@ from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
 from uns_server.observability.telemetry import Telemetry
+from uns_server.services.group_commit import GroupCommit
 from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
@@ -76,15 +76,6 @@ class Attempt:
     channel: str
     result: ChannelResult
     observed_at: datetime
-
-
-@dataclass(frozen=True)
-class _Settling:
-    """A delivery waiting for the settle batcher."""
-
-    claim: Claim
-    attempts: Sequence[Attempt]
-    future: asyncio.Future[Status | None]
 
 
 @dataclass
@@ -132,8 +123,11 @@ class Dispatcher:
         self._tracer, self._metrics = telemetry.tracer, telemetry.metrics
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._settle_queue: list[_Settling] = []
-        self._settler: asyncio.Task[None] | None = None
+        # Deliveries that finish while a settle transaction is in flight settle
+        # together in the next one.
+        self._settler: GroupCommit[tuple[Claim, Sequence[Attempt]], Status | None] = GroupCommit(
+            self._settle_many_durably, max_batch=SETTLE_BATCH_MAX
+        )
         db.on_commit(TOPIC_WORK, self._wake.set)
 
     def wake(self) -> None:
@@ -180,10 +174,7 @@ class Dispatcher:
             for task in inflight:
                 task.cancel()
             await asyncio.gather(*inflight, return_exceptions=True)
-            settler = self._settler
-            if settler is not None and not settler.done():
-                settler.cancel()
-                await asyncio.gather(settler, return_exceptions=True)
+            await self._settler.close()
 
     async def _sleep(self, busy: bool) -> None:
         timeout = self._idle_poll
@@ -313,44 +304,8 @@ class Dispatcher:
     async def _settle_batched(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
         """``settle_durably``, sharing one transaction with every other delivery that
         finishes while the previous settle transaction is in flight."""
-        future: asyncio.Future[Status | None] = asyncio.get_running_loop().create_future()
-        self._settle_queue.append(_Settling(claim, attempts, future))
-        if self._settler is None or self._settler.done():
-            # A fresh context: the batch settles many deliveries, not the trace (span)
-            # of the one that happened to start it.
-            self._settler = asyncio.create_task(
-                self._settle_queued(), context=contextvars.Context()
-            )
-        return await future
-
-    async def _settle_queued(self) -> None:
-        while self._settle_queue:
-            batch = self._settle_queue[:SETTLE_BATCH_MAX]
-            del self._settle_queue[:SETTLE_BATCH_MAX]
-            try:
-                results = await self._settle_many_durably([(b.claim, b.attempts) for b in batch])
-            except BaseException as exc:
-                # Cancelled (shutdown past its grace), or a failure outside the
-                # per-delivery handling: every waiter learns of it.
-                waiting = batch
-                if isinstance(exc, asyncio.CancelledError):
-                    waiting, self._settle_queue = batch + self._settle_queue, []
-                for b in waiting:
-                    if not b.future.done():
-                        if isinstance(exc, asyncio.CancelledError):
-                            b.future.cancel()
-                        else:
-                            b.future.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
-                continue
-            for b, result in zip(batch, results, strict=True):
-                if b.future.done():  # its delivery was cancelled; the settlement stands
-                    continue
-                if isinstance(result, BaseException):
-                    b.future.set_exception(result)
-                else:
-                    b.future.set_result(result)
+        status, _batch_size = await self._settler.submit((claim, attempts))
+        return status
 
     async def settle_durably(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
         """``settle``, retried while the database is unreachable: the provider has
