@@ -302,27 +302,21 @@ class Dispatcher:
         return result
 
     async def _settle_batched(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
-        """``settle_durably``, sharing one transaction with every other delivery that
-        finishes while the previous settle transaction is in flight."""
+        """Record the delivery's outcome, in one transaction with every other delivery
+        that finishes while the previous settle transaction is in flight."""
         status, _batch_size = await self._settler.submit((claim, attempts))
         return status
-
-    async def settle_durably(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
-        """``settle``, retried while the database is unreachable: the provider has
-        answered, and its answer must be recorded (seed 004: retry only the database
-        write, never the provider call). A retry first checks whether an earlier try
-        committed after all (its acknowledgement lost), so nothing is recorded twice."""
-        [result] = await self._settle_many_durably([(claim, attempts)])
-        if isinstance(result, BaseException):
-            raise result
-        return result
 
     async def _settle_many_durably(
         self, items: Sequence[tuple[Claim, Sequence[Attempt]]]
     ) -> list[Status | Exception | None]:
-        """``settle_durably`` for many deliveries in one transaction. One result per
-        item: its status, or the exception that settling it alone raised (a batch that
-        fails for any other reason than an unreachable database is retried one
+        """Settle many deliveries in one transaction, retried while the database is
+        unreachable: the providers have answered, and their answers must be recorded
+        (seed 004: retry only the database write, never the provider call). A retry
+        first checks whether an earlier try committed after all (its acknowledgement
+        lost), so nothing is recorded twice. One result per item: its status (None:
+        the lease was lost), or the exception that settling it alone raised (a batch
+        that fails for any other reason than an unreachable database is retried one
         delivery per transaction, so one bad row cannot hold back the others)."""
         delay = SETTLE_RETRY_DELAY_SECONDS
         give_up = time.monotonic() + SETTLE_RETRY_SECONDS_MAX
@@ -389,11 +383,6 @@ class Dispatcher:
         async with self._db.read() as conn:
             row = await notifications.by_id(conn, claim.row["id"])
         return Status(row["status"]) if row is not None else None
-
-    async def settle(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
-        """Commit the outcome; returns the new status, or None when the lease was lost."""
-        [status] = await self._settle_batch([(claim, attempts)])
-        return status
 
     async def _settle_batch(
         self, items: Sequence[tuple[Claim, Sequence[Attempt]]]
