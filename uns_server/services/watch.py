@@ -58,6 +58,11 @@ CATCH_UP_BATCH = 500
 QUEUE_MAX = 10_000
 # Safety net if a wake-up is ever lost (e.g. while LISTEN reconnects).
 HUB_FALLBACK_POLL_SECONDS = 5.0
+# With no stream open, the hub moves its tail at most this often: following every
+# commit cost one query per commit for nobody (a quarter of all statements under
+# SendNotification load). A stale tail only means the first read after a stream
+# opens starts that much further back.
+HUB_IDLE_TAIL_SECONDS = 0.25
 # A heartbeat timer may fire this early (the loop runs timers within its clock resolution).
 HEARTBEAT_SLACK_SECONDS = 0.001
 STREAMS_PER_PRINCIPAL_DEFAULT = 100
@@ -197,6 +202,7 @@ class EventHub:
         self._index: dict[str | None, dict[WatchFilter, set[Subscription]]] = {}
         self.overflows = 0  # subscribers that fell behind, over the hub's life
         self._wake = asyncio.Event()
+        self._subscribed = asyncio.Event()
         self._closing = asyncio.Event()
         self.tail = 0
         self._task: asyncio.Task[None] | None = None
@@ -259,6 +265,8 @@ class EventHub:
                         # registered during the query may have taken its snapshot
                         # before ours: then the rows are read as usual.)
                         self.tail = max(self.tail, high)
+                        self._subscribed.clear()
+                        await wait_event(self._subscribed, HUB_IDLE_TAIL_SECONDS)
                         continue
                 while True:
                     rows = await self._read(self._after_tail)
@@ -328,6 +336,7 @@ class EventHub:
         sub = Subscription(flt, self._queue_max, heartbeat_seconds, asyncio.get_running_loop())
         self._subs.add(sub)
         self._index.setdefault(flt.principal, {}).setdefault(flt, set()).add(sub)
+        self._subscribed.set()
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
