@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from tests.reliability import report as reliability_report
@@ -28,6 +29,7 @@ from tests.reliability.harness import (
 from tests.reliability.tcp_proxy import TcpProxy
 from tests.support.http_receiver import Reply
 from tests.support.postgres import PostgresProcess
+from uns_server.store.db import PG_PING_AFTER_IDLE_SECONDS, Database
 
 
 async def wait_until(predicate, within: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -292,3 +294,31 @@ async def test_provider_observations_survive_a_database_blip(
             servers.stop_all()
     report.assert_ok()
     assert not report.unrecorded_observations, report.unrecorded_observations
+
+
+async def test_pooled_connections_idle_across_a_restart_are_replaced(
+    pg: PostgresProcess, database_url: str
+) -> None:
+    """PostgreSQL restarts while the pool holds idle connections. Connections that sat
+    idle are pinged at checkout (store.db), so the next transactions get live ones
+    instead of failing on dead ones."""
+    db = Database(database_url)
+    try:
+
+        async def one_transaction() -> int:
+            async with db.write() as tx:
+                return int((await tx.conn.execute(text("SELECT 1"))).scalar_one())
+
+        async def holding(entered: asyncio.Barrier) -> None:
+            async with db.write() as tx:
+                await tx.conn.execute(text("SELECT 1"))
+                await entered.wait()  # all four are checked out at once
+
+        entered = asyncio.Barrier(4)
+        await asyncio.gather(*(holding(entered) for _ in range(4)))  # four pooled connections
+        await asyncio.to_thread(pg.stop, "fast")
+        await asyncio.to_thread(pg.start)
+        await asyncio.sleep(2 * PG_PING_AFTER_IDLE_SECONDS)
+        assert await asyncio.gather(*(one_transaction() for _ in range(4))) == [1] * 4
+    finally:
+        await db.dispose()

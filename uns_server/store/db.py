@@ -13,6 +13,7 @@ issues ``NOTIFY`` so that other server processes wake too (``store.listen``).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -32,6 +33,11 @@ PG_POOL_SIZE_DEFAULT = 10
 # that process queued behind the lock are ended one after another, so the stall is a
 # small multiple of this.)
 PG_IDLE_IN_TRANSACTION_MS = 5_000
+# A pooled PostgreSQL connection is pinged at checkout only after idling this long. One
+# in steady use proves itself alive on every transaction; pinging it too (SQLAlchemy's
+# pool_pre_ping) cost a round trip per transaction. A connection that breaks while in
+# use still fails its statement, which is marked a disconnect (UNAVAILABLE, retry).
+PG_PING_AFTER_IDLE_SECONDS = 1.0
 
 # NOTIFY channels (PostgreSQL) / in-process topics.
 TOPIC_EVENTS = "uns_events"
@@ -105,7 +111,6 @@ class Database:
                 self.url,
                 pool_size=pool_size,
                 max_overflow=pool_size,
-                pool_pre_ping=True,
                 connect_args={
                     "server_settings": {
                         "idle_in_transaction_session_timeout": str(PG_IDLE_IN_TRANSACTION_MS)
@@ -118,6 +123,7 @@ class Database:
                 },
             )
             event.listen(self.writer.sync_engine, "handle_error", _classify_lost_connection)
+            _ping_after_idle(self.writer, PG_PING_AFTER_IDLE_SECONDS)
             self.reader = self.writer
             self._write_lock = None
         else:
@@ -196,6 +202,27 @@ def _classify_lost_connection(context: Any) -> None:
     # ``connection_invalidated``: the API answers UNAVAILABLE (retry), not UNKNOWN.
     if not context.is_disconnect and _lost_connection(context.original_exception):
         context.is_disconnect = True
+
+
+def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
+    """SQLAlchemy's documented pessimistic ping, only for connections that sat idle: a
+    failed ping raises DisconnectionError, so the pool drops that connection and checks
+    out another (a fresh one after a database restart)."""
+    pool = engine.sync_engine.pool
+
+    @event.listens_for(pool, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(pool, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < idle_seconds:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise DisconnectionError(f"idle connection failed its ping: {exc}") from exc
 
 
 def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
