@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class WriteTx:
     """A write transaction: the connection plus the topics to signal after commit."""
 
     conn: AsyncConnection
+    origin: str  # the NOTIFY payload (``Database.origin``)
     topics: set[str] = field(default_factory=set)
     notified: set[str] = field(default_factory=set)  # NOTIFY already issued (PostgreSQL)
 
@@ -66,13 +68,14 @@ class WriteTx:
         self.topics.add(topic)
 
 
-def notify_calls(topics: Iterable[str]) -> tuple[str, dict[str, str]]:
+def notify_calls(topics: Iterable[str], origin: str) -> tuple[str, dict[str, str]]:
     """``pg_notify(...)`` select items for ``topics`` and their parameters: joined into
     another statement they cost no round trip of their own. PostgreSQL delivers the
-    notifications at COMMIT, whenever in the transaction they were issued."""
+    notifications at COMMIT, whenever in the transaction they were issued. The payload
+    names the sending process (``Database.origin``), whose listener skips them."""
     ordered = sorted(topics)
-    calls = ", ".join(f"pg_notify(:topic{i}, '')" for i in range(len(ordered)))
-    return calls, {f"topic{i}": topic for i, topic in enumerate(ordered)}
+    calls = ", ".join(f"pg_notify(:topic{i}, :origin)" for i in range(len(ordered)))
+    return calls, {"origin": origin} | {f"topic{i}": topic for i, topic in enumerate(ordered)}
 
 
 # Errors that mean "the database is unreachable right now" (not a bug, not a refusal):
@@ -100,6 +103,10 @@ class Database:
         self.url = normalize_url(url)
         self.command_timeout = command_timeout
         self.dialect = make_url(self.url).get_backend_name()
+        # Names this process in its NOTIFY payloads. Its own commits already fired their
+        # topics in-process; the echo through LISTEN came ~1 ms later and woke the
+        # dispatcher and the hub a second time, for nothing.
+        self.origin = uuid.uuid4().hex
         self._listeners: dict[str, list[Callable[[], None]]] = {}
         if self.dialect == "sqlite":
             self.writer = _sqlite_engine(self.url, immediate=True, pool_size=1)
@@ -152,12 +159,12 @@ class Database:
         """A write transaction; commits on success, rolls back on any exception."""
         lock: AbstractAsyncContextManager[Any] = self._write_lock or nullcontext()
         async with lock, self.writer.connect() as conn:
-            tx = WriteTx(conn)
+            tx = WriteTx(conn, self.origin)
             async with conn.begin():
                 yield tx
                 unsent = tx.topics - tx.notified
                 if self.is_postgres and unsent:
-                    calls, params = notify_calls(unsent)
+                    calls, params = notify_calls(unsent, self.origin)
                     await conn.execute(text(f"SELECT {calls}"), params)
         for topic in tx.topics:
             self.fire(topic)

@@ -55,7 +55,7 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
     tx.signal(TOPIC_EVENTS)
     if tx.conn.dialect.name == "postgresql":
         # The NOTIFYs of every topic signalled so far ride on the lock's statement.
-        calls, params = notify_calls(tx.topics)
+        calls, params = notify_calls(tx.topics, tx.origin)
         await tx.conn.execute(
             text(f"SELECT pg_advisory_xact_lock(:lock_id), {calls}"),
             {"lock_id": _EVENT_ORDER_LOCK_ID, **params},

@@ -36,8 +36,13 @@ async def listen_forever(db: Database, topics: Sequence[str]) -> None:
             conn = await asyncpg.connect(asyncpg_dsn(db.url))
             lost = asyncio.Event()
             conn.add_termination_listener(lambda _c, lost=lost: lost.set())
+
+            def notified(_conn: Any, _pid: int, channel: str, origin: str) -> None:
+                if origin != db.origin:  # our own commits fired in-process already
+                    db.fire(channel)
+
             for topic in topics:
-                await conn.add_listener(topic, lambda _c, _pid, channel, _payload: db.fire(channel))
+                await conn.add_listener(topic, notified)
             delay = 0.5
             # Anything committed while we were not listening: wake everyone once.
             for topic in topics:
