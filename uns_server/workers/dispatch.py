@@ -60,6 +60,10 @@ SETTLE_RETRY_DELAY_SECONDS_MAX = 5.0
 RETRY_AFTER_CAP_SECONDS = 3600.0
 # Most deliveries settled in one transaction (the rest wait for the next one).
 SETTLE_BATCH_MAX = 64
+# A wake-up that brings no sign of new due work (a delivery finished, freeing a slot)
+# claims only if the last claim is this old. This bounds how late a retry that fell due
+# meanwhile is picked up while deliveries are in flight.
+QUIET_RECLAIM_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -122,16 +126,32 @@ class Dispatcher:
         telemetry = telemetry or Telemetry.disabled()
         self._tracer, self._metrics = telemetry.tracer, telemetry.metrics
         self._wake = asyncio.Event()
+        # Work signals (commits that made work due, here or in another process) counted,
+        # and how many of them the last claim's query could see: a signal that came
+        # before the claim looked is covered by it, one after may not be.
+        self._signals = 0
+        self._signals_seen = -1
+        self._last_claim = 0.0
+        self._more_due = True  # the last claim was full (or failed): claim again
         self._stopping = asyncio.Event()
         # Deliveries that finish while a settle transaction is in flight settle
         # together in the next one.
         self._settler: GroupCommit[tuple[Claim, Sequence[Attempt]], Status | None] = GroupCommit(
             self._settle_many_durably, max_batch=SETTLE_BATCH_MAX
         )
-        db.on_commit(TOPIC_WORK, self._wake.set)
+        db.on_commit(TOPIC_WORK, self.wake)
 
     def wake(self) -> None:
+        """Due work may have appeared: claim at the next chance."""
+        self._signals += 1
         self._wake.set()
+
+    def _claim_worthwhile(self) -> bool:
+        return (
+            self._more_due
+            or self._signals != self._signals_seen
+            or time.monotonic() - self._last_claim >= QUIET_RECLAIM_SECONDS
+        )
 
     async def run_once(self, limit: int | None = None) -> int:
         """Claim one batch and deliver it to completion; returns how many were claimed."""
@@ -156,10 +176,17 @@ class Dispatcher:
                 claims: list[Claim] = []
                 # Refill in batches, not one slot per finished delivery: a claim (and the
                 # settlement of what it claimed) costs about the same for 1 row as for 8.
-                if free > 0 and (not inflight or free >= self._refill_at):
+                if (
+                    free > 0
+                    and (not inflight or free >= self._refill_at)
+                    and self._claim_worthwhile()
+                ):
+                    limit = min(free, self._batch)
                     try:
-                        claims = await self.claim(min(free, self._batch))
+                        claims = await self.claim(limit)
+                        self._more_due = len(claims) == limit
                     except Exception:
+                        self._more_due = True
                         log.exception("claim failed; retrying after the idle poll interval")
                 for c in claims:
                     task = asyncio.create_task(self._deliver_logged(c))
@@ -168,7 +195,8 @@ class Dispatcher:
                     task.add_done_callback(lambda _t: self._wake.set())
                 if claims and len(claims) == min(free, self._batch):
                     continue  # there may be more due work right now
-                await self._sleep(bool(inflight))
+                if not await self._sleep(bool(inflight)):
+                    self._more_due = True  # timed out: something may have fallen due
             await asyncio.gather(*inflight, return_exceptions=True)
         finally:
             for task in inflight:
@@ -176,7 +204,8 @@ class Dispatcher:
             await asyncio.gather(*inflight, return_exceptions=True)
             await self._settler.close()
 
-    async def _sleep(self, busy: bool) -> None:
+    async def _sleep(self, busy: bool) -> bool:
+        """Wait for a wake-up (True) or until the next due time or idle poll (False)."""
         timeout = self._idle_poll
         if not busy:
             try:
@@ -186,7 +215,7 @@ class Dispatcher:
                     timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
             except Exception:
                 log.exception("next-due query failed")
-        await wait_event(self._wake, timeout)
+        return await wait_event(self._wake, timeout)
 
     async def _deliver_logged(self, claim: Claim) -> None:
         try:
@@ -199,6 +228,7 @@ class Dispatcher:
         now = self._clock()
         claims: list[Claim] = []
         async with self._db.write() as tx:
+            self._signals_seen, self._last_claim = self._signals, time.monotonic()
             rows = await dispatch.claim_due(tx.conn, now=now, limit=limit)
             leases = [(row, str(uuid.uuid4())) for row in rows]
             await dispatch.take_leases(tx.conn, leases, now=now, lease=self._lease)
