@@ -77,7 +77,10 @@ class App:
         settings: Settings,
         environ: dict[str, str] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        """``telemetry`` replaces the providers the settings describe (tests capture
+        spans in memory with it)."""
         self.settings = settings
         self.clock = clock
         self.db = Database(
@@ -91,7 +94,7 @@ class App:
         if settings.channels_file:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
         self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
-        self.telemetry = Telemetry.from_settings(settings)
+        self.telemetry = telemetry or Telemetry.from_settings(settings)
         self.intake = Intake(self.db, ServerDefaults(), clock, self.telemetry.metrics)
         self.dispatcher = Dispatcher(
             self.db,

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.support.grpc_errors import rich_error
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, send_request, start_server
-from tests.support.tracing import capture_spans
+from tests.support.tracing import span_capture
 from tests.support.watching import events_until
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -41,8 +41,8 @@ async def traced(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[RunningServ
         require_ack=False,
         priority=Priority.HIGH,
     )
-    server = await start_server(db_url, tmp_path, dispatch_enabled=False)
-    exporter = capture_spans(server)
+    telemetry, exporter = span_capture()
+    server = await start_server(db_url, tmp_path, dispatch_enabled=False, telemetry=telemetry)
     try:
         yield server, exporter
     finally:

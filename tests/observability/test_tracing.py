@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.support.server import KEYS, RunningServer, send_request, start_server
-from tests.support.tracing import capture_spans
+from tests.support.tracing import span_capture
 from uns.v1 import notification_service_pb2 as pb
 from uns_server.logs import JsonFormatter, TraceContextFilter
 from uns_server.observability.tracing import ATTEMPT_SPAN, CHANNEL_SEND_SPAN
@@ -36,8 +36,8 @@ SEND_SPAN = "uns.v1.NotificationService/SendNotification"
 async def traced(
     db_url: str, tmp_path: Path
 ) -> AsyncIterator[tuple[RunningServer, InMemorySpanExporter]]:
-    server = await start_server(db_url, tmp_path, dispatch_enabled=False)
-    exporter = capture_spans(server)
+    telemetry, exporter = span_capture()
+    server = await start_server(db_url, tmp_path, dispatch_enabled=False, telemetry=telemetry)
     try:
         yield server, exporter
     finally:
@@ -149,3 +149,27 @@ async def test_streaming_rpc_gets_a_span_and_health_probes_do_not(
     assert span.attributes is not None
     assert span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.CANCELLED.value[0]
     assert not [s for s in exporter.get_finished_spans() if "grpc.health" in s.name]
+
+
+async def test_without_an_exporter_nothing_is_recorded_and_logs_keep_the_callers_trace(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No ``otlp_endpoint``: the server records no spans (nobody would read them), and its
+    log lines still carry the trace the caller sent."""
+    server = await start_server(db_url, tmp_path, dispatch_enabled=False)
+    try:
+        assert not server.app.telemetry.tracer.start_span("probe").is_recording()
+        caplog.set_level(logging.DEBUG)
+        caplog.handler.addFilter(TraceContextFilter())
+        stub: Any = server.stub("alice").stub
+        sent = await stub.SendNotification(
+            send_request(idempotency_key="untraced"),
+            metadata=(("authorization", f"Bearer {KEYS['alice']}"), ("traceparent", TRACEPARENT)),
+            timeout=10,
+        )
+    finally:
+        await server.stop()
+    accepted = [r for r in caplog.records if r.getMessage() == "notification accepted"]
+    assert [(r.__dict__["notification_id"], r.__dict__["trace_id"]) for r in accepted] == [
+        (sent.notification_id, CALLER_TRACE_ID)
+    ]

@@ -14,6 +14,7 @@ import grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns_server.app import App
+from uns_server.observability.telemetry import Telemetry
 from uns_server.settings import Settings
 
 # Known keys for tests: name -> secret. The key file maps them to principals/roles.
@@ -86,7 +87,12 @@ class ShiftableClock:
 
 
 async def start_server(
-    db_url: str, tmp_path: Path, *, clock: ShiftableClock | None = None, **overrides: Any
+    db_url: str,
+    tmp_path: Path,
+    *,
+    clock: ShiftableClock | None = None,
+    telemetry: Telemetry | None = None,
+    **overrides: Any,
 ) -> RunningServer:
     defaults: dict[str, Any] = {
         "listen": "127.0.0.1:0",
@@ -97,7 +103,7 @@ async def start_server(
     if "api_keys_file" not in overrides:
         defaults["api_keys_file"] = str(write_key_file(tmp_path))
     settings = Settings(database_url=db_url, **{**defaults, **overrides})
-    app = App(settings, clock=clock or ShiftableClock())
+    app = App(settings, clock=clock or ShiftableClock(), telemetry=telemetry)
     await app.start()
     await app.ready.wait()
     return RunningServer(app, f"127.0.0.1:{app.port}")

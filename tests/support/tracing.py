@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.support.server import RunningServer
+from uns_server.observability.telemetry import Telemetry
 
 
-def capture_spans(server: RunningServer) -> InMemorySpanExporter:
-    """Every span the server ends from now on, in an in-memory exporter."""
+def span_capture() -> tuple[Telemetry, InMemorySpanExporter]:
+    """Telemetry for ``start_server(telemetry=...)`` that records every span the server
+    ends into the returned in-memory exporter (without an OTLP endpoint the server
+    records none)."""
     exporter = InMemorySpanExporter()
-    provider = server.app.telemetry.tracer_provider
-    assert isinstance(provider, TracerProvider)
+    provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return exporter
+    return Telemetry(provider, NoOpMeterProvider()), exporter
