@@ -22,6 +22,7 @@ import grpc
 import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry.trace import TracerProvider as ApiTracerProvider
 
 from uns.v1 import (
     audit_service_pb2,
@@ -77,9 +78,9 @@ class App:
         settings: Settings,
         environ: dict[str, str] | None = None,
         clock: Callable[[], datetime] = utcnow,
-        telemetry: Telemetry | None = None,
+        tracer_provider: ApiTracerProvider | None = None,
     ) -> None:
-        """``telemetry`` replaces the providers the settings describe (tests capture
+        """``tracer_provider`` replaces the one the settings describe (tests capture
         spans in memory with it)."""
         self.settings = settings
         self.clock = clock
@@ -94,7 +95,7 @@ class App:
         if settings.channels_file:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
         self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
-        self.telemetry = telemetry or Telemetry.from_settings(settings)
+        self.telemetry = Telemetry.from_settings(settings, tracer_provider)
         self.intake = Intake(self.db, ServerDefaults(), clock, self.telemetry.metrics)
         self.dispatcher = Dispatcher(
             self.db,

@@ -41,8 +41,8 @@ async def traced(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[RunningServ
         require_ack=False,
         priority=Priority.HIGH,
     )
-    telemetry, exporter = span_capture()
-    server = await start_server(db_url, tmp_path, dispatch_enabled=False, telemetry=telemetry)
+    provider, exporter = span_capture()
+    server = await start_server(db_url, tmp_path, dispatch_enabled=False, tracer_provider=provider)
     try:
         yield server, exporter
     finally:

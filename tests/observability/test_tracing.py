@@ -36,8 +36,8 @@ SEND_SPAN = "uns.v1.NotificationService/SendNotification"
 async def traced(
     db_url: str, tmp_path: Path
 ) -> AsyncIterator[tuple[RunningServer, InMemorySpanExporter]]:
-    telemetry, exporter = span_capture()
-    server = await start_server(db_url, tmp_path, dispatch_enabled=False, telemetry=telemetry)
+    provider, exporter = span_capture()
+    server = await start_server(db_url, tmp_path, dispatch_enabled=False, tracer_provider=provider)
     try:
         yield server, exporter
     finally:

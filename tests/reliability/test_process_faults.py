@@ -97,7 +97,13 @@ async def test_sigstop_past_lease_is_fenced_after_takeover(
                     channels_file=write_channels(tmp_path, provider.url("/b"))
                 )
                 producers.target = taker.target
-                await wait_settled(lambda: taker.target, ntype, producers.history, within=60)
+                await wait_settled(
+                    lambda: taker.target,
+                    ntype,
+                    producers.history,
+                    within=60,
+                    database_url=database_url,
+                )
                 reliability_report.note(
                     "sigstop", all_delivered_after_freeze_seconds=time.monotonic() - stopped
                 )

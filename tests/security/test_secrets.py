@@ -28,8 +28,6 @@ from urllib.parse import quote, quote_plus
 import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import select
 
@@ -45,6 +43,7 @@ from tests.support.server import (
     start_server,
     write_key_file,
 )
+from tests.support.tracing import span_capture
 from uns.v1 import audit_service_pb2 as apb
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -228,6 +227,7 @@ async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
                 max_attempts=2,
             )
         clock = ShiftableClock()
+        tracer_provider, exporter = span_capture()
         server = await start_server(
             db_url,
             tmp_path,
@@ -236,11 +236,8 @@ async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
             channels_file=str(channels),
             dispatch_enabled=False,
             metrics_listen="127.0.0.1:0",
+            tracer_provider=tracer_provider,
         )
-        exporter = InMemorySpanExporter()
-        tracer_provider = server.app.telemetry.tracer_provider
-        assert isinstance(tracer_provider, TracerProvider)
-        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
         try:
             yield Rig(server, receiver, provider, clock, exporter, Callers(server))
         finally:

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from opentelemetry.trace import TracerProvider
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns_server.app import App
-from uns_server.observability.telemetry import Telemetry
 from uns_server.settings import Settings
 
 # Known keys for tests: name -> secret. The key file maps them to principals/roles.
@@ -91,7 +91,7 @@ async def start_server(
     tmp_path: Path,
     *,
     clock: ShiftableClock | None = None,
-    telemetry: Telemetry | None = None,
+    tracer_provider: TracerProvider | None = None,
     **overrides: Any,
 ) -> RunningServer:
     defaults: dict[str, Any] = {
@@ -103,7 +103,7 @@ async def start_server(
     if "api_keys_file" not in overrides:
         defaults["api_keys_file"] = str(write_key_file(tmp_path))
     settings = Settings(database_url=db_url, **{**defaults, **overrides})
-    app = App(settings, clock=clock or ShiftableClock(), telemetry=telemetry)
+    app = App(settings, clock=clock or ShiftableClock(), tracer_provider=tracer_provider)
     await app.start()
     await app.ready.wait()
     return RunningServer(app, f"127.0.0.1:{app.port}")

@@ -69,11 +69,14 @@ class Telemetry:
         self.sampler: QueueSampler | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Telemetry:
+    def from_settings(
+        cls, settings: Settings, tracer_provider: ApiTracerProvider | None = None
+    ) -> Telemetry:
         resource = Resource.create({"service.name": SERVICE_NAME})
-        tracer_provider = tracing.build_tracer_provider(
-            resource, settings.otlp_endpoint, settings.otlp_protocol
-        )
+        if tracer_provider is None:
+            tracer_provider = tracing.build_tracer_provider(
+                resource, settings.otlp_endpoint, settings.otlp_protocol
+            )
         readers: list[MetricReader] = []
         registry: CollectorRegistry | None = None
         if settings.metrics_listen:
