@@ -193,7 +193,7 @@ class Dispatcher:
                     inflight.add(task)
                     task.add_done_callback(inflight.discard)
                     task.add_done_callback(lambda _t: self._wake.set())
-                if claims and len(claims) == min(free, self._batch):
+                if claims and self._more_due:
                     continue  # there may be more due work right now
                 if not await self._sleep(bool(inflight)):
                     self._more_due = True  # timed out: something may have fallen due
