@@ -294,7 +294,7 @@ class EventHub:
                 return await self._query(self._conn, query)
             except Exception as exc:
                 # The kept connection broke since the last read (e.g. PostgreSQL
-                # restarted): replace it at once, as the pool's pre-ping would have.
+                # restarted): replace it at once, as the pool's idle ping would have.
                 log.info("event hub connection lost (%s); reconnecting", type(exc).__name__)
         return await self._query(await self._connect(), query)
 
