@@ -10,6 +10,7 @@ import random
 import signal
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,10 +50,16 @@ class Subscriber:
             # Mostly the server that is about to be restarted (the newest one).
             target = self.targets[-1] if self.rng.random() < 0.7 else self.rng.choice(self.targets)
             budget = self.rng.randint(1, 60)  # cut our own stream after this many events
+            # ...or after this long: once the producers are done, no event would ever cut
+            # a stream on the server that stays up, and the test waits for the other one.
+            lifetime = self.rng.uniform(0.2, 3.0)
             self.connections += 1
             self.current = target
             try:
-                async with grpc.aio.insecure_channel(target) as channel:
+                async with (
+                    grpc.aio.insecure_channel(target) as channel,
+                    _cut_after(lifetime, self.cuts),
+                ):
                     call = pb_grpc.NotificationServiceStub(channel).WatchEvents(
                         pb.WatchEventsRequest(
                             notification_type=self.notification_type,
@@ -81,6 +88,15 @@ class Subscriber:
                 await asyncio.sleep(0.1)
             finally:
                 self.current = ""
+
+
+@contextlib.asynccontextmanager
+async def _cut_after(seconds: float, cuts: Counter[str]) -> AsyncIterator[None]:
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        cuts["client timer"] += 1
 
 
 async def test_watch_resumes_exactly_once_in_order(tmp_path: Path, database_url: str) -> None:
