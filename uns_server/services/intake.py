@@ -27,8 +27,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from opentelemetry import trace
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import digests
@@ -43,6 +42,7 @@ from uns_server.services.group_commit import GroupCommit
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.events import NewEvent
+from uns_server.store.pg import Row
 
 log = logging.getLogger("uns.intake")
 Clock = Callable[[], datetime]
@@ -79,10 +79,10 @@ class Decision:
 
     outcome: Outcome
     effective: EffectivePolicy
-    existing: RowMapping | None = None  # the idempotency match
+    existing: Row | None = None  # the idempotency match
     dedup_key: str | None = None
-    window: RowMapping | None = None  # the dedup window row, if any
-    owner: RowMapping | None = None  # the leader this request would follow
+    window: Row | None = None  # the dedup window row, if any
+    owner: Row | None = None  # the leader this request would follow
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ class Intake:
         if len(items) > 1:
             try:
                 return await self._commit_group(items)
-            except DBAPIError as exc:
+            except Exception as exc:
                 if not _lost_race(exc):
                     raise
         results: list[SendResult | Exception] = []
@@ -187,7 +187,7 @@ class Intake:
         for attempt in range(_INSERT_RACE_RETRIES):
             try:
                 return (await self._commit_group([item]))[0]
-            except DBAPIError as exc:
+            except Exception as exc:
                 if not _lost_race(exc) or attempt == _INSERT_RACE_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
@@ -221,7 +221,7 @@ class Intake:
         group: _Group,
         item: _Pending,
         active: Mapping[str, PolicyRevision],
-        existing: Mapping[str, RowMapping],
+        existing: Mapping[str, Row],
         now: datetime,
     ) -> SendResult:
         principal, req = item.principal, item.req
@@ -346,12 +346,16 @@ class _Group:
     work: bool = False  # a new leader is due: wake the dispatchers
 
 
-def _lost_race(exc: DBAPIError) -> bool:
-    """A unique-index race or a deadlock between groups: retrying alone resolves it."""
-    return isinstance(exc, IntegrityError) or getattr(exc.orig, "sqlstate", None) == "40P01"
+def _lost_race(exc: Exception) -> bool:
+    """A unique-index race or a deadlock between groups: retrying alone resolves it.
+    (asyncpg's errors carry the SQLSTATE; SQLAlchemy's wrap the driver's as ``orig``.)"""
+    if isinstance(exc, IntegrityError):
+        return True
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", "")
+    return isinstance(sqlstate, str) and (sqlstate.startswith("23") or sqlstate == "40P01")
 
 
-def _existing(existing: RowMapping, fingerprint: str) -> Decision:
+def _existing(existing: Row, fingerprint: str) -> Decision:
     effective = EffectivePolicy.from_json(existing["notification"]["effective"])
     same = existing["fingerprint"] == fingerprint
     outcome = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
@@ -371,13 +375,13 @@ def _keys(principal: str, req: SendRequest) -> tuple[str, str]:
     return digests.idempotency_digest(principal, req.source, idem_key), digests.fingerprint(req)
 
 
-def _coalesces(owner: RowMapping, window: RowMapping, now: datetime) -> bool:
+def _coalesces(owner: Row, window: Row, now: datetime) -> bool:
     if owner["status"] == Status.PENDING:
         return True
     return bool(owner["status"] == Status.DELIVERED and now < window["until"])
 
 
-def _replay(existing: RowMapping, outcome: Outcome) -> SendResult:
+def _replay(existing: Row, outcome: Outcome) -> SendResult:
     if outcome == Outcome.IDEMPOTENCY_CONFLICT:
         raise _conflict(existing["id"])
     return SendResult(

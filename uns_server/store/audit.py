@@ -11,11 +11,12 @@ from sqlalchemy import Table, insert, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.store import pg
 from uns_server.store.tables import ack_audit_records, notification_audit_records
 
 
 def delivery_record(
-    row: RowMapping,
+    row: pg.Row,
     *,
     status: str,
     outcome: Mapping[str, Any],
@@ -47,11 +48,17 @@ def delivery_record(
 
 
 _INSERT_DELIVERY = insert(notification_audit_records)
+_INSERT_DELIVERY_PG = pg.Insert(notification_audit_records)
 
 
 async def insert_deliveries(conn: AsyncConnection, records: Sequence[Mapping[str, Any]]) -> None:
     """Append delivery audit records (one multi-row insert)."""
-    if records:
+    if not records:
+        return
+    driver = pg.driver(conn)
+    if driver is not None:
+        await _INSERT_DELIVERY_PG.executemany(driver, records)
+    else:
         await conn.execute(_INSERT_DELIVERY, list(records))
 
 

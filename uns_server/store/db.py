@@ -3,7 +3,10 @@
 SQLite is single-writer: write transactions go through one connection with
 ``BEGIN IMMEDIATE`` (so a second process waits on ``busy_timeout`` instead of
 failing on lock upgrade), reads use a separate pool of WAL readers. PostgreSQL uses
-one pool for both.
+one pool for both, and begins and ends each transaction on the asyncpg connection
+itself (SQLAlchemy's view of it is in autocommit): the statements every accept and
+delivery runs then go straight to asyncpg (``store.pg``) inside the same transaction
+as the SQLAlchemy Core statements around them.
 
 After every committed write that appended events or made work due, the handle
 fires ``on_commit`` callbacks in-process; on PostgreSQL the same transaction also
@@ -61,6 +64,8 @@ class WriteTx:
 
     conn: AsyncConnection
     origin: str  # the NOTIFY payload (``Database.origin``)
+    # PostgreSQL: the asyncpg connection under ``conn``, for ``store.pg``; None on SQLite.
+    driver: Any = None
     topics: set[str] = field(default_factory=set)
     notified: set[str] = field(default_factory=set)  # NOTIFY already issued (PostgreSQL)
 
@@ -68,14 +73,15 @@ class WriteTx:
         self.topics.add(topic)
 
 
-def notify_calls(topics: Iterable[str], origin: str) -> tuple[str, dict[str, str]]:
-    """``pg_notify(...)`` select items for ``topics`` and their parameters: joined into
-    another statement they cost no round trip of their own. PostgreSQL delivers the
-    notifications at COMMIT, whenever in the transaction they were issued. The payload
-    names the sending process (``Database.origin``), whose listener skips them."""
+def notify_calls(topics: Iterable[str], origin: str, first: int = 1) -> tuple[str, list[str]]:
+    """``pg_notify(...)`` select items for ``topics`` and their asyncpg parameters
+    (numbered from ``$first``): joined into another statement they cost no round trip
+    of their own. PostgreSQL delivers the notifications at COMMIT, whenever in the
+    transaction they were issued. The payload names the sending process
+    (``Database.origin``), whose listener skips them."""
     ordered = sorted(topics)
-    calls = ", ".join(f"pg_notify(:topic{i}, :origin)" for i in range(len(ordered)))
-    return calls, {"origin": origin} | {f"topic{i}": topic for i, topic in enumerate(ordered)}
+    calls = ", ".join(f"pg_notify(${first + 1 + i}, ${first})" for i in range(len(ordered)))
+    return calls, [origin, *ordered]
 
 
 # Errors that mean "the database is unreachable right now" (not a bug, not a refusal):
@@ -84,8 +90,10 @@ _UNREACHABLE = (OperationalError, InterfaceError, PoolTimeout, ConnectionError, 
 
 
 def is_unreachable(exc: BaseException) -> bool:
-    return isinstance(exc, _UNREACHABLE) or (
-        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    return (
+        isinstance(exc, _UNREACHABLE)
+        or (isinstance(exc, DBAPIError) and exc.connection_invalidated)
+        or _lost_connection(exc)  # raised by asyncpg itself (``store.pg``, transactions)
     )
 
 
@@ -139,6 +147,8 @@ class Database:
             _ping_after_idle(self.writer, PG_PING_AFTER_IDLE_SECONDS)
             self.reader = self.writer
             self._write_lock = None
+            # The same pool; SQLAlchemy leaves BEGIN/COMMIT to ``_pg_transaction``.
+            self._transactional = self.writer.execution_options(isolation_level="AUTOCOMMIT")
         else:
             raise ValueError(f"unsupported database dialect: {self.dialect}")
 
@@ -157,22 +167,31 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[WriteTx]:
         """A write transaction; commits on success, rolls back on any exception."""
-        lock: AbstractAsyncContextManager[Any] = self._write_lock or nullcontext()
-        async with lock, self.writer.connect() as conn:
-            tx = WriteTx(conn, self.origin)
-            async with conn.begin():
+        if self.is_postgres:
+            async with self._transactional.connect() as conn, _pg_transaction(conn) as driver:
+                tx = WriteTx(conn, self.origin, driver)
                 yield tx
                 unsent = tx.topics - tx.notified
-                if self.is_postgres and unsent:
+                if unsent:
                     calls, params = notify_calls(unsent, self.origin)
-                    await conn.execute(text(f"SELECT {calls}"), params)
+                    await driver.execute(f"SELECT {calls}", *params)
+        else:
+            lock: AbstractAsyncContextManager[Any] = self._write_lock or nullcontext()
+            async with lock, self.writer.connect() as conn:
+                tx = WriteTx(conn, self.origin)
+                async with conn.begin():
+                    yield tx
         for topic in tx.topics:
             self.fire(topic)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with self.reader.connect() as conn, conn.begin():
-            yield conn
+        if self.is_postgres:
+            async with self._transactional.connect() as conn, _pg_transaction(conn):
+                yield conn
+        else:
+            async with self.reader.connect() as conn, conn.begin():
+                yield conn
 
     async def ping(self) -> None:
         async with self.read() as conn:
@@ -206,8 +225,37 @@ def _lost_connection(exc: BaseException | None) -> bool:
     while exc is not None and seen < 10:  # the driver error is the adapter error's cause
         if isinstance(exc, lost):
             return True
+        if isinstance(exc, pg.InterfaceError) and "connection is closed" in str(exc):
+            return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
+
+
+@asynccontextmanager
+async def _pg_transaction(conn: AsyncConnection) -> AsyncIterator[Any]:
+    """A transaction begun on ``conn``'s asyncpg connection, which it yields. Committed
+    on success, rolled back on any exception; a connection that broke (or whose
+    rollback failed) is invalidated, so the pool replaces it."""
+    driver: Any = (await conn.get_raw_connection()).driver_connection
+    transaction = driver.transaction()
+    try:
+        await transaction.start()
+        yield driver
+    except BaseException as exc:
+        broken = driver.is_closed() or _lost_connection(exc)
+        if not broken:
+            try:
+                await transaction.rollback()
+            except BaseException:
+                broken = True
+        if broken:
+            await conn.invalidate()
+        raise
+    try:
+        await transaction.commit()
+    except BaseException:
+        await conn.invalidate()
+        raise
 
 
 def _classify_lost_connection(context: Any) -> None:

@@ -12,15 +12,17 @@ on asyncpg) or one multi-row statement.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import uuid
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, func, select, update
+from sqlalchemy import Boolean, any_, bindparam, func, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind, Status
+from uns_server.store import pg
 from uns_server.store.tables import UtcDateTime, events
 from uns_server.store.tables import notifications as n
 
@@ -58,50 +60,76 @@ _LEASED_MANY = (
     .order_by(n.c.id)  # one lock order for every batch
     .with_for_update()
 )
-# One fenced UPDATE per set of assigned columns (there are a handful: see settle_many).
-_settle_statements: dict[tuple[str, ...], Any] = {}
-
-
-async def claim_due(conn: AsyncConnection, *, now: datetime, limit: int) -> list[RowMapping]:
-    """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL).
-
-    Returns the rows as they were before the claim, so the caller can see an expired
-    previous lease (``lease_token`` still set): that attempt's effect is unknown.
-    """
-    result = await conn.execute(_CLAIM_DUE, {"now": now, "limit": limit})
-    return list(result.mappings())
-
-
-async def take_leases(
-    conn: AsyncConnection,
-    leases: Sequence[tuple[RowMapping, str]],
-    *,
-    now: datetime,
-    lease: timedelta,
-) -> None:
-    """Lease every (row, token) of a claim, as one executemany. A row whose
-    previous lease is still set (expired, unsettled) is flagged recovered."""
-    if not leases:
-        return
-    until = now + lease
-    await conn.execute(
-        _TAKE_LEASE,
-        [
-            {
-                "b_id": row["id"],
-                "b_token": token,
-                "b_until": until,
-                "b_recovered": row["lease_token"] is not None,
-                "b_now": now,
-            }
-            for row, token in leases
-        ],
+# PostgreSQL claims and leases in one statement: the locked due rows (as they were
+# before the claim) joined to their update, each row's token made by the server.
+_claimed = _CLAIM_DUE.cte("claimed")
+_CLAIM_PG = pg.Statement(
+    update(n)
+    .where(n.c.id == _claimed.c.id)
+    .values(
+        lease_token=func.gen_random_uuid().cast(n.c.lease_token.type),
+        lease_until=bindparam("until", type_=UtcDateTime()),
+        attempts=n.c.attempts + 1,
+        cycle_attempts=n.c.cycle_attempts + 1,
+        provider_effect_may_have_occurred=(
+            n.c.provider_effect_may_have_occurred | _claimed.c.lease_token.is_not(None)
+        ),
+        updated_at=bindparam("now", type_=UtcDateTime()),
     )
+    .returning(*_claimed.c, n.c.lease_token.label("claimed_token"))
+)
+_LEASED_MANY_PG = pg.Statement(
+    select(n)
+    .where(
+        n.c.id == any_(bindparam("ids")),
+        n.c.lease_token == any_(bindparam("tokens")),
+        n.c.lease_until > bindparam("now", type_=UtcDateTime()),
+    )
+    .order_by(n.c.id)
+    .with_for_update()
+)
+# One fenced UPDATE per set of assigned columns (there are a handful: see settle_many),
+# with its compiled PostgreSQL form.
+_settle_statements: dict[tuple[str, ...], tuple[Any, pg.Statement]] = {}
+
+
+async def claim(
+    conn: AsyncConnection, *, now: datetime, limit: int, lease: timedelta
+) -> list[tuple[pg.Row, str]]:
+    """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL) and
+    lease each under a new fencing token: (row, token) pairs.
+
+    Each row is as it was before the claim, so the caller can see an expired previous
+    lease (``lease_token`` still set): that attempt's effect is unknown, and the row
+    is flagged ``provider_effect_may_have_occurred``.
+    """
+    until = now + lease
+    driver = pg.driver(conn)
+    if driver is not None:
+        rows = await _CLAIM_PG.fetch(driver, {"now": now, "limit": limit, "until": until})
+        return [(row, row["claimed_token"]) for row in rows]
+    due = list((await conn.execute(_CLAIM_DUE, {"now": now, "limit": limit})).mappings())
+    leases = [(row, str(uuid.uuid4())) for row in due]
+    if leases:
+        await conn.execute(
+            _TAKE_LEASE,
+            [
+                {
+                    "b_id": row["id"],
+                    "b_token": token,
+                    "b_until": until,
+                    "b_recovered": row["lease_token"] is not None,
+                    "b_now": now,
+                }
+                for row, token in leases
+            ],
+        )
+    return [(row, token) for row, token in leases]
 
 
 async def leased_many(
     conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
-) -> dict[str, RowMapping]:
+) -> dict[str, pg.Row]:
     """For many (notification id, token): by id, the rows whose lease is
     still held by one of those tokens, locked for the settlement (in id order). The
     caller compares ``lease_token``: two attempts on one row may settle together."""
@@ -113,8 +141,12 @@ async def leased_many(
         "now": now,
     }
     wanted = set(leases)
-    result = await conn.execute(_LEASED_MANY, params)
-    return {r["id"]: r for r in result.mappings() if (r["id"], r["lease_token"]) in wanted}
+    driver = pg.driver(conn)
+    if driver is not None:
+        rows: Iterable[pg.Row] = await _LEASED_MANY_PG.fetch(driver, params)
+    else:
+        rows = (await conn.execute(_LEASED_MANY, params)).mappings()
+    return {r["id"]: r for r in rows if (r["id"], r["lease_token"]) in wanted}
 
 
 async def settle_many(
@@ -128,20 +160,25 @@ async def settle_many(
         params = {f"v_{c}": v for c, v in values.items()}
         params |= {"b_id": notification_id, "b_token": token}
         groups.setdefault(columns, []).append(params)
+    driver = pg.driver(conn)
     for columns, params_list in groups.items():
-        await conn.execute(_settle_statement(columns), params_list)
+        stmt, stmt_pg = _settle_statement(columns)
+        if driver is not None:
+            await stmt_pg.executemany(driver, params_list)
+        else:
+            await conn.execute(stmt, params_list)
 
 
-def _settle_statement(columns: tuple[str, ...]) -> Any:
-    stmt = _settle_statements.get(columns)
-    if stmt is None:
+def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
+    found = _settle_statements.get(columns)
+    if found is None:
         stmt = (
             update(n)
             .where(n.c.id == bindparam("b_id"), n.c.lease_token == bindparam("b_token"))
             .values({c: bindparam(f"v_{c}", type_=n.c[c].type) for c in columns})
         )
-        _settle_statements[columns] = stmt
-    return stmt
+        found = _settle_statements[columns] = (stmt, pg.Statement(stmt))
+    return found
 
 
 async def pending_followers(conn: AsyncConnection, owner_id: str) -> list[RowMapping]:

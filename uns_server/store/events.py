@@ -15,15 +15,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import func, insert, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind
+from uns_server.store import pg
 from uns_server.store.db import TOPIC_EVENTS, WriteTx, notify_calls
 from uns_server.store.tables import events
 
 _EVENT_ORDER_LOCK_ID = 0x554E53_0002
+_INSERT_PG = pg.Insert(events)
 
 
 @dataclass(frozen=True)
@@ -53,15 +55,16 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
     if not rows:
         return
     tx.signal(TOPIC_EVENTS)
-    if tx.conn.dialect.name == "postgresql":
+    if tx.driver is not None:
         # The NOTIFYs of every topic signalled so far ride on the lock's statement.
-        calls, params = notify_calls(tx.topics, tx.origin)
-        await tx.conn.execute(
-            text(f"SELECT pg_advisory_xact_lock(:lock_id), {calls}"),
-            {"lock_id": _EVENT_ORDER_LOCK_ID, **params},
+        calls, params = notify_calls(tx.topics, tx.origin, first=2)
+        await tx.driver.execute(
+            f"SELECT pg_advisory_xact_lock($1), {calls}", _EVENT_ORDER_LOCK_ID, *params
         )
         tx.notified.update(tx.topics)
-    await tx.conn.execute(insert(events), rows)
+        await _INSERT_PG.executemany(tx.driver, rows)
+    else:
+        await tx.conn.execute(insert(events), rows)
 
 
 async def read_after(

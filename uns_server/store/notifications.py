@@ -5,15 +5,21 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, any_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.store import pg
 from uns_server.store.tables import dedup, notifications
+
+_BY_KEYS_PG = pg.Statement(
+    select(notifications).where(notifications.c.key == any_(bindparam("keys")))
+)
+_INSERT_PG = pg.Insert(notifications)
 
 
 async def by_id(
@@ -30,19 +36,30 @@ async def by_key(conn: AsyncConnection, key: str) -> RowMapping | None:
     return (await conn.execute(q)).mappings().first()
 
 
-async def by_keys(conn: AsyncConnection, keys: Collection[str]) -> dict[str, RowMapping]:
+async def by_keys(conn: AsyncConnection, keys: Collection[str]) -> dict[str, pg.Row]:
     """The notifications holding any of these idempotency keys, by key."""
     if not keys:
         return {}
-    q = select(notifications).where(notifications.c.key.in_(sorted(keys)))
-    return {row["key"]: row for row in (await conn.execute(q)).mappings()}
+    driver = pg.driver(conn)
+    if driver is not None:
+        rows: Iterable[pg.Row] = await _BY_KEYS_PG.fetch(driver, {"keys": sorted(keys)})
+    else:
+        q = select(notifications).where(notifications.c.key.in_(sorted(keys)))
+        rows = (await conn.execute(q)).mappings()
+    return {row["key"]: row for row in rows}
 
 
 async def insert_notifications(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
     """One multi-row INSERT. Rows go in key order, so two transactions inserting
     overlapping keys wait on each other in the same order instead of deadlocking."""
-    if rows:
-        await conn.execute(insert(notifications), sorted(rows, key=lambda r: str(r["key"])))
+    if not rows:
+        return
+    ordered = sorted(rows, key=lambda r: str(r["key"]))
+    driver = pg.driver(conn)
+    if driver is not None:
+        await _INSERT_PG.executemany(driver, ordered)
+    else:
+        await conn.execute(insert(notifications), ordered)
 
 
 async def dedup_window(conn: AsyncConnection, key: str) -> RowMapping | None:

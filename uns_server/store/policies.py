@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, insert, select, update
-from sqlalchemy.engine import RowMapping
+from sqlalchemy import Select, any_, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.policy import PolicyRevision, PolicySpec, content_hash
+from uns_server.store import pg
 from uns_server.store.tables import policies, policy_revisions
 
 _COLUMNS = (
@@ -27,7 +27,7 @@ _COLUMNS = (
 )
 
 
-def _revision(row: RowMapping) -> PolicyRevision:
+def _revision(row: pg.Row) -> PolicyRevision:
     return PolicyRevision(
         policy_id=row["id"],
         notification_type=row["notification_type"],
@@ -54,17 +54,32 @@ async def active(conn: AsyncConnection, notification_type: str) -> PolicyRevisio
     return _revision(row) if row else None
 
 
+_ACTIVE_MANY_PG = pg.Statement(
+    _joined().where(
+        policies.c.notification_type == any_(bindparam("types")),
+        policy_revisions.c.revision == policies.c.active_revision,
+    )
+)
+
+
 async def active_many(
     conn: AsyncConnection, notification_types: Collection[str]
 ) -> dict[str, PolicyRevision]:
     """The ACTIVE revision of each type that has one, by type."""
     if not notification_types:
         return {}
-    q = _joined().where(
-        policies.c.notification_type.in_(sorted(notification_types)),
-        policy_revisions.c.revision == policies.c.active_revision,
-    )
-    revisions = (_revision(row) for row in (await conn.execute(q)).mappings())
+    driver = pg.driver(conn)
+    if driver is not None:
+        rows: Iterable[pg.Row] = await _ACTIVE_MANY_PG.fetch(
+            driver, {"types": sorted(notification_types)}
+        )
+    else:
+        q = _joined().where(
+            policies.c.notification_type.in_(sorted(notification_types)),
+            policy_revisions.c.revision == policies.c.active_revision,
+        )
+        rows = (await conn.execute(q)).mappings()
+    revisions = (_revision(row) for row in rows)
     return {r.notification_type: r for r in revisions}
 
 

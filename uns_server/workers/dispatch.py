@@ -26,13 +26,10 @@ import asyncio
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-
-from sqlalchemy.engine import RowMapping
 
 from uns_server.aio import wait_event
 from uns_server.channels.base import ChannelResult, OutboundMessage
@@ -45,6 +42,7 @@ from uns_server.services.group_commit import GroupCommit
 from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
+from uns_server.store.pg import Row
 
 log = logging.getLogger("uns.dispatch")
 Clock = Callable[[], datetime]
@@ -68,7 +66,7 @@ QUIET_RECLAIM_SECONDS = 0.05
 
 @dataclass(frozen=True)
 class Claim:
-    row: RowMapping
+    row: Row
     token: str
     attempt: int
     cycle_attempt: int
@@ -88,7 +86,7 @@ class _Settled:
 
     claim: Claim
     base: dict[str, Any]
-    row: RowMapping | None = None  # the locked row; None when the lease was lost
+    row: Row | None = None  # the locked row; None when the lease was lost
     status: Status | None = None
     dead_letter: bool = False
     results: list[NewEvent] = field(default_factory=list)
@@ -229,9 +227,7 @@ class Dispatcher:
         claims: list[Claim] = []
         async with self._db.write() as tx:
             self._signals_seen, self._last_claim = self._signals, time.monotonic()
-            rows = await dispatch.claim_due(tx.conn, now=now, limit=limit)
-            leases = [(row, str(uuid.uuid4())) for row in rows]
-            await dispatch.take_leases(tx.conn, leases, now=now, lease=self._lease)
+            leases = await dispatch.claim(tx.conn, now=now, limit=limit, lease=self._lease)
             new_events: list[NewEvent] = []
             for row, token in leases:
                 recovered = row["lease_token"] is not None
@@ -504,7 +500,7 @@ class Dispatcher:
     def _decide(
         self,
         tx: WriteTx,
-        row: RowMapping,
+        row: Row,
         claim: Claim,
         attempts: Sequence[Attempt],
         s: _Settled,
@@ -579,7 +575,7 @@ class Dispatcher:
             await self._hand_off(tx, s.row, now, s.followers)
 
     async def _satisfy_followers(
-        self, tx: WriteTx, row: RowMapping, now: datetime, new_events: list[NewEvent]
+        self, tx: WriteTx, row: Row, now: datetime, new_events: list[NewEvent]
     ) -> None:
         if row["dedup_key"] is None:
             return
@@ -605,7 +601,7 @@ class Dispatcher:
         )
 
     async def _hand_off(
-        self, tx: WriteTx, row: RowMapping, now: datetime, new_events: list[NewEvent]
+        self, tx: WriteTx, row: Row, now: datetime, new_events: list[NewEvent]
     ) -> None:
         """The exhausted leader's obligation passes to its first pending follower."""
         followers = await dispatch.pending_followers(tx.conn, row["id"])
@@ -653,12 +649,12 @@ _ATTEMPT_LOG_LEVEL = {
 }
 
 
-def _remaining_channels(row: RowMapping) -> tuple[str, ...]:
+def _remaining_channels(row: Row) -> tuple[str, ...]:
     done = set(row["outcome"].get("channels_succeeded", []))
     return tuple(ch for ch in row["notification"]["effective"]["channels"] if ch not in done)
 
 
-def _event(row: RowMapping, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
+def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(row["id"], row["principal"], row["notification_type"], kind, payload)
 
 

@@ -1,0 +1,95 @@
+"""PostgreSQL fast path: the statements every accept and delivery runs, sent by asyncpg.
+
+SQLAlchemy Core spends 2-4x asyncpg's client CPU on a statement (building parameters,
+execution context, result rows; ``bench/sqlalchemy_overhead.py``), and on 2 cores
+that CPU is the accept rate's ceiling (docs/PERFORMANCE.md). So the hot statements
+are compiled once, at import, from the same schema (``store.tables``), and run on the
+asyncpg connection under the SQLAlchemy one, inside its transaction (``store.db``).
+SQLite, and every statement off the hot path, stays on SQLAlchemy Core.
+
+Rows come back as asyncpg ``Record``s, read by column name like ``RowMapping``;
+JSONB arrives decoded by the codec SQLAlchemy installs on each pooled connection,
+timestamps as aware UTC datetimes. Errors are asyncpg's own: ``store.db``
+classifies lost connections, ``sqlstate`` names the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import JSON, Table
+from sqlalchemy.dialects.postgresql import asyncpg as sa_asyncpg
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+
+# A row read by column name: a SQLAlchemy ``RowMapping`` (keyed by name or column,
+# hence ``Any``) or an asyncpg ``Record``.
+Row = Mapping[Any, Any]
+
+_DIALECT = sa_asyncpg.dialect()  # type: ignore[no-untyped-call]
+_NAMED = object()  # a parameter the caller passes by name
+
+
+def driver(conn: AsyncConnection) -> Any | None:
+    """The asyncpg connection under ``conn`` on PostgreSQL; None on SQLite."""
+    if conn.dialect.name != "postgresql":
+        return None
+    sync = conn.sync_connection
+    assert sync is not None, "connection not started"
+    return sync.connection.driver_connection
+
+
+def _encoder(json_column: bool) -> Any:
+    # The JSONB codec takes text. Like SQLAlchemy's JSON type, None becomes JSON null.
+    return json.dumps if json_column else None
+
+
+class Statement:
+    """A Core statement compiled once for asyncpg: its SQL and how to order (and
+    encode) its named parameters. Literals in the statement (``status == 'PENDING'``)
+    are bound once, here."""
+
+    def __init__(self, stmt: ClauseElement) -> None:
+        compiled = stmt.compile(dialect=_DIALECT)
+        assert isinstance(compiled, SQLCompiler)
+        self.sql = compiled.string
+        self._params: list[tuple[str, Any, Any]] = []  # (name, encoder, literal)
+        for name in compiled.positiontup or ():
+            bind = compiled.binds[name]
+            literal = _NAMED if bind.required else bind.effective_value
+            self._params.append((name, _encoder(isinstance(bind.type, JSON)), literal))
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        values = []
+        for name, encode, literal in self._params:
+            value = params[name] if literal is _NAMED else literal
+            values.append(value if encode is None else encode(value))
+        return values
+
+    async def fetch(self, driver: Any, params: Mapping[str, Any]) -> list[Row]:
+        rows: list[Row] = await driver.fetch(self.sql, *self.args(params))
+        return rows
+
+    async def executemany(self, driver: Any, params: Iterable[Mapping[str, Any]]) -> None:
+        await driver.executemany(self.sql, [self.args(p) for p in params])
+
+
+class Insert:
+    """A multi-row INSERT of ``columns`` (default: all but an autoincrement key) as
+    one asyncpg executemany: one prepared statement, pipelined."""
+
+    def __init__(self, table: Table, columns: Sequence[str] | None = None) -> None:
+        if columns is None:
+            columns = [c.name for c in table.c if not (c.primary_key and c.autoincrement is True)]
+        placeholders = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+        self.sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({placeholders})"
+        self._columns = tuple((c, _encoder(isinstance(table.c[c].type, JSON))) for c in columns)
+
+    async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
+        await driver.executemany(
+            self.sql,
+            [[r[c] if enc is None else enc(r[c]) for c, enc in self._columns] for r in rows],
+        )
