@@ -219,6 +219,9 @@ def _lost_connection(exc: BaseException | None) -> bool:
         pg.CrashShutdownError,
         pg.CannotConnectNowError,
         pg.IdleInTransactionSessionTimeoutError,  # 25P03: the server ended our session
+        # The protocol in a state it cannot leave: seen when the server's termination
+        # notice arrives between two statements. The connection is unusable either way.
+        pg.InternalClientError,
         ConnectionError,
     )
     seen = 0
