@@ -96,7 +96,6 @@ class App:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
         self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
-        self.intake = Intake(self.db, ServerDefaults(), clock, self.telemetry.metrics)
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -106,6 +105,9 @@ class App:
             concurrency=settings.dispatch_concurrency,
             idle_poll_seconds=settings.idle_poll_seconds,
             telemetry=self.telemetry,
+        )
+        self.intake = Intake(
+            self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
         )
         self.acks = Acks(self.db, clock, self.telemetry.metrics)
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any, Protocol
 
 from opentelemetry import trace
 from sqlalchemy.exc import IntegrityError
@@ -85,6 +86,18 @@ class Decision:
     owner: Row | None = None  # the leader this request would follow
 
 
+class Handoff(Protocol):
+    """The local dispatcher (``workers.dispatch.Dispatcher``), to which a group commit
+    hands the due leaders it inserts already leased: they skip the claim transaction
+    and the wake-up before it."""
+
+    def reserve(self, wanted: int) -> int: ...
+
+    def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Any, list[NewEvent]]: ...
+
+    def hand_over(self, reserved: int, claims: Sequence[Any]) -> None: ...
+
+
 @dataclass(frozen=True)
 class _Pending:
     """One validated SendNotification waiting for its group commit."""
@@ -105,8 +118,10 @@ class Intake:
         metrics: Metrics | None = None,
         *,
         max_batch: int = MAX_BATCH_DEFAULT,
+        handoff: Handoff | None = None,
     ) -> None:
         self._db = db
+        self._handoff = handoff
         self._defaults = defaults
         self._clock = clock
         self._metrics = metrics or Metrics.noop()
@@ -198,20 +213,35 @@ class Intake:
         of their events. Dedup items lock and write their window rows one by one."""
         now = self._clock()
         results: list[SendResult | Exception] = []
-        async with self._db.write() as tx:
-            conn = tx.conn
-            existing = await notifications.by_keys(conn, {i.key for i in items})
-            active = await policies.active_many(conn, {i.req.notification_type for i in items})
-            group = _Group()
-            for item in items:
-                try:
-                    results.append(await self._admit(conn, group, item, active, existing, now))
-                except UnsError as exc:  # this item's refusal; it wrote nothing
-                    results.append(exc)
-            await notifications.insert_notifications(conn, group.rows)
-            if group.work:
-                tx.signal(TOPIC_WORK)
-            await events.append(tx, group.events, now)
+        reserved, claims = 0, []
+        try:
+            async with self._db.write() as tx:
+                conn = tx.conn
+                existing = await notifications.by_keys(conn, {i.key for i in items})
+                active = await policies.active_many(conn, {i.req.notification_type for i in items})
+                group = _Group()
+                for item in items:
+                    try:
+                        results.append(await self._admit(conn, group, item, active, existing, now))
+                    except UnsError as exc:  # this item's refusal; it wrote nothing
+                        results.append(exc)
+                if self._handoff is not None and group.due:
+                    reserved = self._handoff.reserve(len(group.due))
+                    for row in group.due[:reserved]:
+                        claim, claim_events = self._handoff.lease_new(row, now)
+                        claims.append(claim)
+                        group.events += claim_events
+                await notifications.insert_notifications(conn, group.rows)
+                if group.work or len(group.due) > reserved:
+                    tx.signal(TOPIC_WORK)
+                await events.append(tx, group.events, now)
+        except BaseException:
+            claims = []
+            raise
+        finally:
+            if reserved:
+                assert self._handoff is not None
+                self._handoff.hand_over(reserved, claims)
         self._metrics.intake_group(len(items))
         return results
 
@@ -271,8 +301,11 @@ class Intake:
         if d.dedup_key is not None:
             # Written now: a later item of this group may find this one as its owner.
             await notifications.insert_notifications(conn, [row])
+            group.work = group.work or (status == Status.PENDING and owner is None)
         else:
             group.rows.append(row)
+            if status == Status.PENDING:
+                group.due.append(row)
         group.events.append(
             NewEvent(
                 notification_id,
@@ -302,7 +335,6 @@ class Intake:
                     },
                 )
             )
-        group.work = group.work or (status == Status.PENDING and owner is None)
         result = SendResult(notification_id, status, False, effective, owner_id)
         group.admitted[item.key] = (item.fingerprint, result)
         return result
@@ -343,7 +375,8 @@ class _Group:
     rows: list[dict[str, object]] = field(default_factory=list)  # inserted together at the end
     events: list[NewEvent] = field(default_factory=list)
     admitted: dict[str, tuple[str, SendResult]] = field(default_factory=dict)  # key -> (fp, result)
-    work: bool = False  # a new leader is due: wake the dispatchers
+    due: list[dict[str, object]] = field(default_factory=list)  # new leaders in ``rows``
+    work: bool = False  # a dedup leader is due (inserted already): wake the dispatchers
 
 
 def _lost_race(exc: Exception) -> bool:

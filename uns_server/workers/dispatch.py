@@ -26,6 +26,7 @@ import asyncio
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -132,6 +133,10 @@ class Dispatcher:
         self._last_claim = 0.0
         self._more_due = True  # the last claim was full (or failed): claim again
         self._stopping = asyncio.Event()
+        self._running = False
+        self._inflight: set[asyncio.Task[None]] = set()
+        # Slots promised to callers that lease new rows themselves (``reserve``).
+        self._reserved = 0
         # Deliveries that finish while a settle transaction is in flight settle
         # together in the next one.
         self._settler: GroupCommit[tuple[Claim, Sequence[Attempt]], Status | None] = GroupCommit(
@@ -164,13 +169,54 @@ class Dispatcher:
         self._stopping.set()
         self._wake.set()
 
+    def reserve(self, wanted: int) -> int:
+        """Up to ``wanted`` delivery slots for leaders that the caller (intake) leases
+        in the transaction that inserts them (``lease_new``), which saves their claim
+        transaction. Every reservation ends in ``hand_over``, committed or not. None
+        unless ``run`` is delivering."""
+        if not self._running or self._stopping.is_set():
+            return 0
+        granted = max(0, min(wanted, self._concurrency - len(self._inflight) - self._reserved))
+        self._reserved += granted
+        return granted
+
+    def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Claim, list[NewEvent]]:
+        """Lease a leader about to be inserted, as a claim would: its first attempt.
+        Sets the row's lease columns; returns the claim and the events to commit with
+        the row (ATTEMPT_STARTED and one CHANNEL_ATTEMPT_STARTED per channel)."""
+        claim = Claim(dict(row), str(uuid.uuid4()), 1, 1, _remaining_channels(row))
+        row |= {
+            "lease_token": claim.token,
+            "lease_until": now + self._lease,
+            "attempts": 1,
+            "cycle_attempts": 1,
+        }
+        return claim, _claim_events(claim, recovered=False)
+
+    def hand_over(self, reserved: int, claims: Sequence[Claim]) -> None:
+        """Release ``reserved`` slots and deliver ``claims`` (leased by a committed
+        transaction; none if it failed)."""
+        self._reserved -= reserved
+        self._wake.set()
+        if not self._running:  # cancelled meanwhile: the leases expire and are recovered
+            return
+        for claim in claims:
+            self._spawn(claim)
+
+    def _spawn(self, claim: Claim) -> None:
+        task = asyncio.create_task(self._deliver_logged(claim))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        task.add_done_callback(lambda _t: self._wake.set())
+
     async def run(self) -> None:
         """Keep up to ``concurrency`` deliveries in flight until stopped (or cancelled)."""
-        inflight: set[asyncio.Task[None]] = set()
+        inflight = self._inflight
+        self._running = True
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
-                free = self._concurrency - len(inflight)
+                free = self._concurrency - len(inflight) - self._reserved
                 claims: list[Claim] = []
                 # Refill in batches, not one slot per finished delivery: a claim (and the
                 # settlement of what it claimed) costs about the same for 1 row as for 8.
@@ -187,16 +233,18 @@ class Dispatcher:
                         self._more_due = True
                         log.exception("claim failed; retrying after the idle poll interval")
                 for c in claims:
-                    task = asyncio.create_task(self._deliver_logged(c))
-                    inflight.add(task)
-                    task.add_done_callback(inflight.discard)
-                    task.add_done_callback(lambda _t: self._wake.set())
+                    self._spawn(c)
                 if claims and self._more_due:
                     continue  # there may be more due work right now
                 if not await self._sleep(bool(inflight)):
                     self._more_due = True  # timed out: something may have fallen due
+            # Leases handed over by transactions still committing: deliver them too.
+            while self._reserved:
+                self._wake.clear()
+                await wait_event(self._wake, self._idle_poll)
             await asyncio.gather(*inflight, return_exceptions=True)
         finally:
+            self._running = False
             for task in inflight:
                 task.cancel()
             await asyncio.gather(*inflight, return_exceptions=True)
@@ -230,31 +278,10 @@ class Dispatcher:
             leases = await dispatch.claim(tx.conn, now=now, limit=limit, lease=self._lease)
             new_events: list[NewEvent] = []
             for row, token in leases:
-                recovered = row["lease_token"] is not None
                 attempt, cycle_attempt = row["attempts"] + 1, row["cycle_attempts"] + 1
-                todo = _remaining_channels(row)
-                claims.append(Claim(row, token, attempt, cycle_attempt, todo))
-                base = {"attempt": attempt, "cycle": row["cycle"], "cycle_attempt": cycle_attempt}
-                new_events.append(
-                    _event(
-                        row,
-                        EventKind.ATTEMPT_STARTED,
-                        {**base, "recovery_may_repeat_provider_effect": recovered},
-                    )
-                )
-                new_events.extend(
-                    _event(
-                        row,
-                        EventKind.CHANNEL_ATTEMPT_STARTED,
-                        {
-                            **base,
-                            "channel": ch,
-                            "lease_token": token,
-                            "provider_effect_may_have_occurred": True,
-                        },
-                    )
-                    for ch in todo
-                )
+                claim = Claim(row, token, attempt, cycle_attempt, _remaining_channels(row))
+                claims.append(claim)
+                new_events += _claim_events(claim, recovered=row["lease_token"] is not None)
             await append(tx, new_events, now)
         return claims
 
@@ -652,6 +679,29 @@ _ATTEMPT_LOG_LEVEL = {
 def _remaining_channels(row: Row) -> tuple[str, ...]:
     done = set(row["outcome"].get("channels_succeeded", []))
     return tuple(ch for ch in row["notification"]["effective"]["channels"] if ch not in done)
+
+
+def _claim_events(claim: Claim, *, recovered: bool) -> list[NewEvent]:
+    """What a claim commits before any provider I/O: ATTEMPT_STARTED, and one
+    CHANNEL_ATTEMPT_STARTED per channel still to deliver."""
+    row = claim.row
+    base = {"attempt": claim.attempt, "cycle": row["cycle"], "cycle_attempt": claim.cycle_attempt}
+    started = _event(
+        row, EventKind.ATTEMPT_STARTED, {**base, "recovery_may_repeat_provider_effect": recovered}
+    )
+    return [started] + [
+        _event(
+            row,
+            EventKind.CHANNEL_ATTEMPT_STARTED,
+            {
+                **base,
+                "channel": ch,
+                "lease_token": claim.token,
+                "provider_effect_may_have_occurred": True,
+            },
+        )
+        for ch in claim.channels
+    ]
 
 
 def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
