@@ -6,6 +6,9 @@ One attempt, as three steps:
    a lease and a fencing token, and commit ATTEMPT_STARTED plus one
    CHANNEL_ATTEMPT_STARTED per channel *before* any provider I/O. A row whose
    previous lease expired unsettled is flagged ``provider_effect_may_have_occurred``.
+   A leader accepted while this process has free slots skips this step: intake's
+   transaction inserts it leased, with the same events (``reserve``, ``lease_new``,
+   ``hand_over``), and hands the claim over after its commit.
 2. **Send** outside any transaction, only to channels not yet delivered in this
    cycle (a retry never re-sends to a channel that already accepted).
 3. **Settle** (one transaction): always append the CHANNEL_ATTEMPT_RESULT events;
