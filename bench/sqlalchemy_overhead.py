@@ -2,8 +2,8 @@
 
 The same two hot statements (a select by idempotency key, a one-row event insert),
 3,000 times each in one transaction, on a throwaway PostgreSQL; prints the client
-process's CPU microseconds per statement. It sizes the first accept lever in
-docs/PERFORMANCE.md::
+process's CPU microseconds per statement. It sized the move of the hot statements
+to asyncpg (``uns_server/store/pg.py``, docs/PERFORMANCE.md)::
 
     .venv/bin/python -m bench.sqlalchemy_overhead
 """

@@ -1,6 +1,6 @@
 """PostgreSQL fast path: the statements every accept and delivery runs, sent by asyncpg.
 
-SQLAlchemy Core spends 2-4x asyncpg's client CPU on a statement (building parameters,
+SQLAlchemy Core spends 1.7-3.6x asyncpg's client CPU on a statement (parameters,
 execution context, result rows; ``bench/sqlalchemy_overhead.py``), and on 2 cores
 that CPU is the accept rate's ceiling (docs/PERFORMANCE.md). So the hot statements
 are compiled once, at import, from the same schema (``store.tables``), and run on the
