@@ -1,6 +1,7 @@
 """Delivery through a real signed webhook on loopback: retries, dead letters, fencing,
 crash recovery and credential hygiene. Dispatch is stepped with ``run_once()`` and
-a movable clock, so backoff and lease expiry need no sleeping."""
+a movable clock, so backoff and lease expiry need no sleeping; the last test runs the
+dispatcher, whose handoff from intake only exists while it runs."""
 
 from __future__ import annotations
 
@@ -204,3 +205,43 @@ async def test_credentials_never_reach_events_or_logs(
     for secret in (SECRET, HEADER_SECRET, "planted-secret-value"):
         assert secret not in dumped
         assert secret not in caplog.text
+
+
+async def test_accepted_with_free_slots_is_leased_by_its_accepting_transaction(
+    db_url: str, tmp_path: Path
+) -> None:
+    """With the dispatcher running and idle, the accepting transaction itself leases
+    the new leader: ACCEPTED, ATTEMPT_STARTED and CHANNEL_ATTEMPT_STARTED commit
+    together (one ``at``, consecutive sequences), then the delivery follows."""
+    async with HttpReceiver() as receiver:
+        channels = tmp_path / "channels.yaml"
+        channels.write_text(
+            f"hook:\n  type: webhook\n  url: {receiver.url('/hook')}\n  secret: {SECRET}\n"
+        )
+        await activate_policy(
+            db_url,
+            "ops.handoff",
+            channels=["hook"],
+            delivery_mode=DeliveryMode.GUARANTEED,
+            require_ack=False,
+            max_attempts=3,
+        )
+        server = await start_server(db_url, tmp_path, channels_file=str(channels))
+        try:
+            sent = await server.stub("alice").SendNotification(
+                send_request(notification_type="ops.handoff", idempotency_key="handoff")
+            )
+            events = await events_until(
+                server.stub("oscar"),
+                pb.WatchEventsRequest(replay_history=True, notification_ids=[sent.notification_id]),
+                lambda evs: bool(evs) and evs[-1].kind == t.EVENT_KIND_DELIVERY_RESULT,
+            )
+        finally:
+            await server.stop()
+    accepted, started, channel_started = events[:3]
+    assert kinds(events[:3]) == ["ACCEPTED", "ATTEMPT_STARTED", "CHANNEL_ATTEMPT_STARTED"]
+    assert accepted.at == started.at == channel_started.at
+    assert [e.sequence for e in events[:3]] == list(range(accepted.sequence, accepted.sequence + 3))
+    assert channel_started.payload["attempt"] == 1
+    assert events[-1].payload["status"] == "DELIVERED"
+    assert len(receiver.requests) == 1
