@@ -210,7 +210,9 @@ class Intake:
     async def _commit_group(self, items: Sequence[_Pending]) -> list[SendResult | Exception]:
         """One write transaction for every item: two reads for the whole group (keys,
         ACTIVE policies), one multi-row insert of the new notifications, one append
-        of their events. Dedup items lock and write their window rows one by one."""
+        of their events. Dedup items lock and write their window rows one by one.
+        New leaders go in leased to the local dispatcher as far as it has free slots
+        (``Handoff``); it gets their claims once the transaction has committed."""
         now = self._clock()
         results: list[SendResult | Exception] = []
         reserved, claims = 0, []
