@@ -64,8 +64,6 @@ class WriteTx:
 
     conn: AsyncConnection
     origin: str  # the NOTIFY payload (``Database.origin``)
-    # PostgreSQL: the asyncpg connection under ``conn``, for ``store.pg``; None on SQLite.
-    driver: Any = None
     topics: set[str] = field(default_factory=set)
     notified: set[str] = field(default_factory=set)  # NOTIFY already issued (PostgreSQL)
 
@@ -169,7 +167,7 @@ class Database:
         """A write transaction; commits on success, rolls back on any exception."""
         if self.is_postgres:
             async with self._transactional.connect() as conn, _pg_transaction(conn) as driver:
-                tx = WriteTx(conn, self.origin, driver)
+                tx = WriteTx(conn, self.origin)
                 yield tx
                 unsent = tx.topics - tx.notified
                 if unsent:

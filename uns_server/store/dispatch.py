@@ -109,7 +109,7 @@ async def claim(
         rows = await _CLAIM_PG.fetch(driver, {"now": now, "limit": limit, "until": until})
         return [(row, row["claimed_token"]) for row in rows]
     due = list((await conn.execute(_CLAIM_DUE, {"now": now, "limit": limit})).mappings())
-    leases = [(row, str(uuid.uuid4())) for row in due]
+    leases: list[tuple[pg.Row, str]] = [(row, str(uuid.uuid4())) for row in due]
     if leases:
         await conn.execute(
             _TAKE_LEASE,
@@ -124,7 +124,7 @@ async def claim(
                 for row, token in leases
             ],
         )
-    return [(row, token) for row, token in leases]
+    return leases
 
 
 async def leased_many(

@@ -55,14 +55,15 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
     if not rows:
         return
     tx.signal(TOPIC_EVENTS)
-    if tx.driver is not None:
+    driver = pg.driver(tx.conn)
+    if driver is not None:
         # The NOTIFYs of every topic signalled so far ride on the lock's statement.
         calls, params = notify_calls(tx.topics, tx.origin, first=2)
-        await tx.driver.execute(
+        await driver.execute(
             f"SELECT pg_advisory_xact_lock($1), {calls}", _EVENT_ORDER_LOCK_ID, *params
         )
         tx.notified.update(tx.topics)
-        await _INSERT_PG.executemany(tx.driver, rows)
+        await _INSERT_PG.executemany(driver, rows)
     else:
         await tx.conn.execute(insert(events), rows)
 
