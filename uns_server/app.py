@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from opentelemetry.trace import TracerProvider as ApiTracerProvider
 
 from uns.v1 import (
@@ -35,10 +35,11 @@ from uns.v1 import (
     policy_service_pb2_grpc,
 )
 from uns_server.api.audit_servicer import AuditServicer
-from uns_server.api.handlers import DecodeGuard
+from uns_server.api.handlers import decode_guard
 from uns_server.api.key_servicer import KeyServicer
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
+from uns_server.api.wrapping import WrappingRegistrar
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
@@ -114,7 +115,6 @@ class App:
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
-            interceptors=[self.telemetry.interceptor, DecodeGuard()],
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
                 ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
@@ -132,6 +132,10 @@ class App:
 
     async def start(self) -> None:
         s = self.settings
+        # Every handler wrapped once here (spans, then the decode guard), not by
+        # interceptors on every call. (Any: the generated functions are typed for a
+        # grpc Server, and the registrar has only the two methods they call.)
+        registrar: Any = WrappingRegistrar(self.server, [self.telemetry.rpc_wrapper, decode_guard])
         notification_service_pb2_grpc.add_NotificationServiceServicer_to_server(
             NotificationServicer(
                 self.db,
@@ -148,18 +152,18 @@ class App:
                     s.watch_streams_per_principal,
                 ),
             ),
-            self.server,
+            registrar,
         )
         policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(
-            PolicyServicer(self.authenticator, PolicyService(self.db, self.clock)), self.server
+            PolicyServicer(self.authenticator, PolicyService(self.db, self.clock)), registrar
         )
         audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
-            AuditServicer(self.db, self.authenticator), self.server
+            AuditServicer(self.db, self.authenticator), registrar
         )
         key_service_pb2_grpc.add_KeyServiceServicer_to_server(
-            KeyServicer(self.authenticator, self.db, self.clock), self.server
+            KeyServicer(self.authenticator, self.db, self.clock), registrar
         )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, registrar)
         services = (
             notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
             policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name,
@@ -168,7 +172,11 @@ class App:
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         )
-        reflection.enable_server_reflection(services, self.server)
+        # reflection.enable_server_reflection, through the registrar (it checks for a
+        # grpc.aio.Server to pick the async servicer).
+        reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+            reflection.aio.ReflectionServicer(services), registrar
+        )
         await self._set_health(serving=False)
         if s.tls_enabled:
             assert s.tls_cert_file and s.tls_key_file

@@ -83,7 +83,7 @@ GUARDED_PREFIX = "/uns.v1."
 
 
 class Undecodable:
-    """A request whose bytes do not parse as the RPC's message (see ``DecodeGuard``)."""
+    """A request whose bytes do not parse as the RPC's message (see ``decode_guard``)."""
 
     def __init__(self, problem: str) -> None:
         self.problem = problem
@@ -108,22 +108,23 @@ def _guarded(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return decode
 
 
-class DecodeGuard(grpc.aio.ServerInterceptor):
+def decode_guard(
+    method: str, handler: grpc.RpcMethodHandler[Any, Any]
+) -> grpc.RpcMethodHandler[Any, Any]:
     """Requests that do not parse reach the servicer as ``Undecodable`` and are refused
     with INVALID_REQUEST (after authentication and the role check), instead of grpc
-    answering UNKNOWN with the parser's exception text. Covers the ``uns.v1`` services."""
-
-    async def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
-        handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if (
-            handler is None
-            or handler.request_streaming
-            or handler.request_deserializer is None
-            or not method.startswith(GUARDED_PREFIX)
-        ):
-            return handler
-        return handler._replace(request_deserializer=_guarded(handler.request_deserializer))
+    answering UNKNOWN with the parser's exception text. Covers the ``uns.v1`` services;
+    applied once per method (``api.wrapping``)."""
+    if (
+        handler.request_streaming
+        or handler.request_deserializer is None
+        or not method.startswith(GUARDED_PREFIX)
+    ):
+        return handler
+    guarded: grpc.RpcMethodHandler[Any, Any] = handler._replace(  # type: ignore[attr-defined]
+        request_deserializer=_guarded(handler.request_deserializer)
+    )
+    return guarded
 
 
 def _refuse_undecodable(request: object) -> None:

@@ -58,7 +58,7 @@ class Telemetry:
         self.meter_provider = meter_provider
         self.tracer: Tracer = tracer_provider.get_tracer(tracing.TRACER_NAME)
         self.metrics = Metrics(meter_provider.get_meter(METER_NAME))
-        self.interceptor = tracing.ServerTracingInterceptor(self.tracer)
+        self.rpc_wrapper = tracing.traced(self.tracer)  # see api.wrapping
         self.registry = registry
         self._endpoint = (
             PrometheusEndpoint(registry, metrics_listen)

@@ -3,7 +3,7 @@
 Span names and kinds:
 
 - ``<package.Service>/<Method>`` (SERVER), e.g. ``uns.v1.NotificationService/SendNotification``,
-  opened by ``ServerTracingInterceptor`` for every RPC except health probes. It continues
+  opened by ``traced`` around every RPC except health probes. It continues
   the caller's W3C ``traceparent`` (and ``tracestate``) gRPC metadata.
 - ``uns.dispatch.attempt`` (CONSUMER): one claim -> send -> settle of one notification.
   It starts a *new* trace and carries a **link** to the SendNotification span that
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
@@ -35,7 +35,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import (
+    INVALID_SPAN,
     Link,
+    NoOpTracer,
     NoOpTracerProvider,
     Span,
     SpanKind,
@@ -129,6 +131,10 @@ def _carrier(metadata: Iterable[tuple[str, Any]] | None) -> dict[str, str]:
     return {k: v for k, v in metadata or () if isinstance(v, str)}
 
 
+def _has_traceparent(metadata: Iterable[tuple[str, Any]] | None) -> bool:
+    return any(key == "traceparent" for key, _ in metadata or ())
+
+
 # -- dispatch ---------------------------------------------------------------------
 
 
@@ -142,6 +148,13 @@ def attempt_span(
     trace_context: Mapping[str, str] | None,
 ) -> Iterator[Span]:
     """A root span for one dispatch attempt, linked to the accepting RPC's span."""
+    if isinstance(tracer, NoOpTracer):  # no span, but still no trace the task inherited
+        token = otel_context.attach(otel_context.Context())
+        try:
+            yield INVALID_SPAN
+        finally:
+            otel_context.detach(token)
+        return
     with tracer.start_as_current_span(
         ATTEMPT_SPAN,
         context=otel_context.Context(),  # a new trace, whatever is current
@@ -158,6 +171,9 @@ def attempt_span(
 
 @contextmanager
 def channel_span(tracer: Tracer, *, channel: str, notification_id: str) -> Iterator[Span]:
+    if isinstance(tracer, NoOpTracer):
+        yield INVALID_SPAN
+        return
     with tracer.start_as_current_span(
         CHANNEL_SEND_SPAN,
         kind=SpanKind.CLIENT,
@@ -173,8 +189,9 @@ def set_error(span: Span, description: str) -> None:
 # -- RPCs -------------------------------------------------------------------------
 
 
-class ServerTracingInterceptor(grpc.aio.ServerInterceptor):
-    """A SERVER span around every RPC, continuing the caller's ``traceparent``.
+def traced(tracer: Tracer) -> Callable[[str, Any], Any]:
+    """Wraps a method handler (once, at registration: ``api.wrapping``) so that a
+    SERVER span surrounds every call, continuing the caller's ``traceparent``.
 
     The span is current while the servicer runs (logs get its ``trace_id``). For a
     server stream it is made current around each step of the response iterator
@@ -182,21 +199,21 @@ class ServerTracingInterceptor(grpc.aio.ServerInterceptor):
     another would leak between the calls grpc interleaves on the event loop.
     """
 
-    def __init__(self, tracer: Tracer) -> None:
-        self._tracer = tracer
-
-    async def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
-        handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if handler is None or method.startswith(UNTRACED_PREFIXES):
+    def wrap(method: str, handler: Any) -> Any:
+        if method.startswith(UNTRACED_PREFIXES):
             return handler
-        return _traced(self._tracer, method, handler)
+        return _traced(tracer, method, handler)
+
+    return wrap
 
 
 def _traced(tracer: Tracer, method: str, handler: Any) -> Any:
     name = method.lstrip("/")
     service, _, rpc = name.partition("/")
     attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": rpc}
+    # Nothing records spans: the span only makes a caller's trace current (for logs
+    # and the link stored with accepted work). Without a traceparent there is none.
+    recording = not isinstance(tracer, NoOpTracer)
 
     def start(context: grpc.aio.ServicerContext[Any, Any]) -> Span:
         parent = _W3C.extract(_carrier(context.invocation_metadata()))
@@ -251,6 +268,9 @@ def _traced(tracer: Tracer, method: str, handler: Any) -> Any:
     inner = handler.stream_unary if handler.request_streaming else handler.unary_unary
 
     async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        if not recording and not _has_traceparent(context.invocation_metadata()):
+            result = inner(request, context)
+            return (await result) if inspect.isawaitable(result) else result
         span = start(context)
         with trace.use_span(
             span, end_on_exit=False, record_exception=False, set_status_on_exception=False
