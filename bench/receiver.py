@@ -27,6 +27,7 @@ class WebhookReceiver:
         self.arrivals: dict[str, float] = {}  # correlation_id -> perf_counter at arrival
         self._order: list[str] = []  # the keys of ``arrivals``, in arrival order
         self.requests = 0
+        self.connections = 0  # opened: a client that keeps its connections alive opens few
         self.bad_signatures = 0
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -70,6 +71,7 @@ class WebhookReceiver:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")

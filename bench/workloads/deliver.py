@@ -80,6 +80,7 @@ async def run(
         await wait_backlog(db, 60.0)
 
         flood = _Sender(stub, f"{tag}-dl-")
+        opened = receiver.connections
         meter.start()
         result = await client.closed_loop(
             flood,
@@ -93,7 +94,11 @@ async def run(
         row = _row(f"c={profile.deliver_producers}", flood, receiver, window, note)
         accept_rate = result.ops / result.seconds if result.seconds else 0.0
         row.extra["accept_rate"] = accept_rate
-        row.note = (f"accepted at {accept_rate:.0f}/s; " + row.note).rstrip("; ")
+        row.extra["connections_opened"] = receiver.connections - opened
+        row.note = (
+            f"accepted at {accept_rate:.0f}/s, {receiver.connections - opened} connections; "
+            + row.note
+        ).rstrip("; ")
         rows.append(row)
 
         await wait_backlog(db, 30.0)

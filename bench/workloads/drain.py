@@ -63,10 +63,12 @@ async def run(
         server_b = harness.start_server("drain-b", DATABASE)
         pid = server_b.pid
         meter = CpuMeter(lambda: pid, harness.postmaster)
+        opened = receiver.connections
         meter.start()
         serving_seconds = await server_b.wait_serving()
         delivered = await receiver.wait_for(PREFIX, pending, profile.drain_cap_seconds)
         window = meter.stop()
+        connections = receiver.connections - opened
         arrivals = [t for k, t in receiver.arrivals.items() if k.startswith(PREFIX)]
         elapsed = (max(arrivals) if arrivals else time.perf_counter()) - spawned
         states = dict(
@@ -96,6 +98,7 @@ async def run(
             "serving_seconds": round(serving_seconds, 2),
             "states_after": {str(k): int(v) for k, v in states.items()},
             "projected_seconds_for_100k": round(100_000 / rate, 1) if rate else None,
+            "connections_opened": connections,
         },
     )
     return DrainOutcome(row, accept_sql)
