@@ -29,6 +29,8 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, Opera
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from uns_server.store import jsontext
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_POOL_SIZE_DEFAULT = 10
 # Our transactions never wait on anything but their own statements. A session idle inside
@@ -130,6 +132,7 @@ class Database:
                 # every group size. Measured: 4.3 instead of 6.1 ms of CPU per accept
                 # at 1 producer (docs/PERFORMANCE.md). Nothing here inserts RETURNING.
                 use_insertmanyvalues=False,
+                json_serializer=jsontext.dumps,
                 connect_args={
                     "server_settings": {
                         "idle_in_transaction_session_timeout": str(PG_IDLE_IN_TRANSACTION_MS)
@@ -288,7 +291,9 @@ def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
 
 
 def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
-    engine = create_async_engine(url, pool_size=pool_size, max_overflow=0)
+    engine = create_async_engine(
+        url, pool_size=pool_size, max_overflow=0, json_serializer=jsontext.dumps
+    )
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -15,7 +15,6 @@ classifies lost connections, ``sqlstate`` names the rest.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +23,8 @@ from sqlalchemy.dialects.postgresql import asyncpg as sa_asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
+
+from uns_server.store import jsontext
 
 # A row read by column name: a SQLAlchemy ``RowMapping`` (keyed by name or column,
 # hence ``Any``) or an asyncpg ``Record``.
@@ -44,7 +45,7 @@ def driver(conn: AsyncConnection) -> Any | None:
 
 def _encoder(json_column: bool) -> Any:
     # The JSONB codec takes text. Like SQLAlchemy's JSON type, None becomes JSON null.
-    return json.dumps if json_column else None
+    return jsontext.dumps if json_column else None
 
 
 class Statement:
