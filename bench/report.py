@@ -147,7 +147,7 @@ def table(res: Results) -> str:
     ratio_text = ratios(res)
     header = (
         "group", "workload", "setting", "ops", "rate/s", "p50 ms", "p95 ms", "p99 ms",
-        "srv CPU s/1k", "pg CPU s/1k", "UNS / baseline (x = ratio)", "note",
+        "srv CPU s/1k", "pg CPU s/1k", "gen CPU s/1k", "UNS / baseline (x = ratio)", "note",
     )  # fmt: skip
     lines = [header]
     for r in res.rows:
@@ -163,12 +163,13 @@ def table(res: Results) -> str:
                 _fmt(r.pct(99), 2),
                 _fmt(r.per_1k(r.server_cpu_s), 3),
                 _fmt(r.per_1k(r.db_cpu_s), 3),
+                _fmt(r.per_1k(r.client_cpu_s), 3),
                 ratio_text.get(r.key, ""),
                 r.note,
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    numeric = {3, 4, 5, 6, 7, 8, 9}
+    numeric = {3, 4, 5, 6, 7, 8, 9, 10}
     out = []
     for n, line in enumerate(lines):
         cells = [
@@ -181,9 +182,45 @@ def table(res: Results) -> str:
     return "\n".join(out)
 
 
-def render(res: Results) -> str:
+def _cpu_per_op(row: Row | None) -> float | None:
+    """Milliseconds of CPU per operation over every measured process (server,
+    PostgreSQL, load generator); None unless all that the row has were measured."""
+    if row is None or row.ops == 0 or row.server_cpu_s is None or row.client_cpu_s is None:
+        return None
+    return (row.server_cpu_s + (row.db_cpu_s or 0.0) + row.client_cpu_s) * 1000 / row.ops
+
+
+def cpu_budget(res: Results, cores: int | None) -> list[str]:
+    """Whether accept ÷ echo can reach its goal here at all: the server, PostgreSQL
+    and the load generator share the cores, so accepts cannot outrun
+    cores ÷ (all their CPU per accept), however the work is spread."""
+    accept, echo = res.get("accept c=16"), res.get("grpc echo c=16")
+    uns, echo_cpu = _cpu_per_op(accept), _cpu_per_op(echo)
+    if accept is None or echo is None or uns is None or echo_cpu is None or not cores:
+        return []
+    if not accept.rate or not echo.rate:
+        return []
+    ceiling = cores * 1000 / uns
+    pgbench = _ratio_text(ceiling, res.rate("pgbench accept-tx c=16"))
+    return [
+        "CPU budget at 16 producers (server + PostgreSQL + load generator):",
+        f"  accept {uns:.2f} ms of CPU per call, grpc echo {echo_cpu:.2f} ms; "
+        f"accept kept {uns * accept.rate / 1000:.2f} of {cores} cores busy",
+        f"  at most {ceiling:,.0f} accepts/s on {cores} cores: "
+        f"{ceiling / echo.rate:.2f}x echo, {pgbench} pgbench accept-tx",
+    ]
+
+
+def _ratio_text(a: float, b: float | None) -> str:
+    return "-" if not b else f"{a / b:.2f}x"
+
+
+def render(res: Results, cores: int | None = None) -> str:
     lines = [table(res), "", "Targets (issue 7):"]
     lines += [t.line() for t in targets(res)]
+    budget = cpu_budget(res, cores)
+    if budget:
+        lines += ["", *budget]
     return "\n".join(lines)
 
 

@@ -127,7 +127,7 @@ async def run(options: Options) -> int:
     meta["errors"] = errors
     meta["total_seconds"] = round(time.monotonic() - started, 1)
     results = report.Results(_ordered(rows))
-    text = report.render(results)
+    text = report.render(results, os.cpu_count())
     print()
     print(text)
     if hotspots:

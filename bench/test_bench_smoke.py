@@ -1,8 +1,5 @@
-"""Checks of the benchmark's own logic (no servers, no timings asserted).
-
-Not collected by the main suite (testpaths is ``tests/``); run it with
-``.venv/bin/python -m pytest bench/test_bench_smoke.py``.
-"""
+"""Checks of the benchmark's own logic (no servers, no timings asserted); part of the
+main suite (testpaths)."""
 
 from __future__ import annotations
 
@@ -78,3 +75,18 @@ def test_table_and_targets_render_with_partial_results() -> None:
     assert met["accept c=16 / grpc echo c=16"] is False
     assert met["accept c=16 / pgbench accept-tx c=16"] is None
     assert report.to_json(results, {})["rows"][0]["p50_ms"] == 1.0
+
+
+def test_cpu_budget_bounds_accept_by_all_the_cpu_it_needs() -> None:
+    # accept: 4 ms of CPU per call over server, PostgreSQL and load generator; echo: 1 ms.
+    rows = [
+        Row("uns", "accept", "c=16", ops=1000, seconds=4.0, latencies_ms=[1.0],
+            server_cpu_s=2.5, db_cpu_s=1.0, client_cpu_s=0.5),
+        Row("baseline", "grpc echo", "c=16", ops=2000, seconds=1.0, latencies_ms=[1.0],
+            server_cpu_s=1.2, client_cpu_s=0.8),
+    ]  # fmt: skip
+    lines = report.cpu_budget(report.Results(rows), cores=2)
+    assert "accept 4.00 ms of CPU per call, grpc echo 1.00 ms" in lines[1]
+    assert "accept kept 1.00 of 2 cores busy" in lines[1]
+    assert "at most 500 accepts/s on 2 cores: 0.25x echo" in lines[2]
+    assert report.cpu_budget(report.Results(rows[:1]), cores=2) == []
