@@ -23,6 +23,7 @@ from uns_server.channels.config import (
     WebhookConfig,
 )
 from uns_server.channels.email import EmailChannel
+from uns_server.channels.http_transport import polling_transport
 from uns_server.channels.log import LogChannel
 from uns_server.channels.pagerduty import PagerDutyChannel
 from uns_server.channels.slack import SlackChannel
@@ -38,15 +39,17 @@ HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT = 30.0
 
 def default_http_client() -> httpx.AsyncClient:
     """The shared client: bounded pool, no redirects (a signed body stays where it was sent)."""
+    limits = httpx.Limits(
+        max_connections=HTTP_MAX_CONNECTIONS_DEFAULT,
+        max_keepalive_connections=HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT,
+        keepalive_expiry=HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT,
+    )
     return httpx.AsyncClient(
         timeout=httpx.Timeout(
             HTTP_TIMEOUT_SECONDS_DEFAULT, connect=HTTP_CONNECT_TIMEOUT_SECONDS_DEFAULT
         ),
-        limits=httpx.Limits(
-            max_connections=HTTP_MAX_CONNECTIONS_DEFAULT,
-            max_keepalive_connections=HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT,
-            keepalive_expiry=HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT,
-        ),
+        limits=limits,
+        transport=polling_transport(limits),
         follow_redirects=False,
         headers={"user-agent": "uns-server"},
     )

@@ -1,0 +1,84 @@
+"""The shared HTTP client's pool, against a real socket: an idle keep-alive connection
+is reused, and one its peer closed is not (``channels.http_transport``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from uns_server.channels.registry import default_http_client
+
+_OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+class Provider:
+    """Answers every request 200; with ``close_after_reply`` it then closes the
+    connection without saying so (no ``Connection: close``), as providers' load
+    balancers do with idle connections."""
+
+    def __init__(self, *, close_after_reply: bool) -> None:
+        self.close_after_reply = close_after_reply
+        self.connections = 0
+        self.closed = asyncio.Event()
+        self.port = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.lower().split(b"\r\n")
+                    if line.startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                writer.write(_OK)
+                await writer.drain()
+                if self.close_after_reply:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+        self.closed.set()
+
+
+@pytest.fixture(autouse=True)
+def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROXY_VARIABLES:  # the client uses httpx's own transport behind a proxy
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@asynccontextmanager
+async def serving(provider: Provider) -> AsyncIterator[str]:
+    server = await asyncio.start_server(provider.serve, "127.0.0.1", 0)
+    provider.port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{provider.port}/hook"
+    finally:
+        server.close()
+
+
+async def test_an_idle_connection_is_reused() -> None:
+    provider = Provider(close_after_reply=False)
+    async with serving(provider) as url, default_http_client() as client:
+        for _ in range(3):
+            assert (await client.post(url, content=b"{}")).status_code == 200
+            await asyncio.sleep(0.05)  # idle between requests, as between deliveries
+    assert provider.connections == 1
+
+
+async def test_a_connection_the_provider_closed_is_not_reused() -> None:
+    provider = Provider(close_after_reply=True)
+    async with serving(provider) as url, default_http_client() as client:
+        assert (await client.post(url, content=b"{}")).status_code == 200
+        await provider.closed.wait()
+        await asyncio.sleep(0.05)  # the FIN reaches the client's socket
+        # Reusing the closed connection would fail: "Server disconnected".
+        assert (await client.post(url, content=b"{}")).status_code == 200
+    assert provider.connections == 2
