@@ -211,8 +211,8 @@ def _traced(tracer: Tracer, method: str, handler: Any) -> Any:
     name = method.lstrip("/")
     service, _, rpc = name.partition("/")
     attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": rpc}
-    # Nothing records spans: the span only makes a caller's trace current (for logs
-    # and the link stored with accepted work). Without a traceparent there is none.
+    # With the no-op tracer (no exporter) a span only makes the caller's trace current,
+    # for logs and the link stored with accepted work: a call without one skips it.
     recording = not isinstance(tracer, NoOpTracer)
 
     def start(context: grpc.aio.ServicerContext[Any, Any]) -> Span:
