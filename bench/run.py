@@ -181,6 +181,7 @@ async def _pgbench(
                 meter=meter,
             )
         )
+    await harness.drop_database(PGBENCH_DATABASE)
     return rows
 
 

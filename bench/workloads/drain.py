@@ -77,6 +77,7 @@ async def run(
         await server_b.aclose()
     finally:
         await conn.close()
+        await harness.drop_database(DATABASE)
     rate = delivered / elapsed if elapsed > 0 else 0.0
     notes = [f"100k in ~{100_000 / rate:.0f} s" if rate else ""]
     if delivered < pending:

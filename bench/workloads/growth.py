@@ -106,6 +106,8 @@ async def run(harness: Harness, profile: Profile, tag: str) -> list[Row]:
     finally:
         for server in servers.values():
             await server.aclose()
+        for database in (EMPTY, HISTORY):
+            await harness.drop_database(database)
     rows[EMPTY].setting = f"history=0 c={CONCURRENCY}"
     rows[HISTORY].setting = f"history={_short(profile.growth_history)} c={CONCURRENCY}"
     rows[HISTORY].extra.update(
