@@ -1,8 +1,8 @@
 """accept: SendNotification by 1, 16, 64 closed-loop producers, log channel, dispatch on.
 
 Each level starts with an empty backlog (the dispatcher is given time to deliver the
-previous level's notifications), so the server CPU of a level is accept work plus
-whatever dispatching overlaps it, as in production.
+previous level's notifications) and fresh statistics, so the server CPU of a level is
+accept work plus whatever dispatching overlaps it, as in production.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ async def run(
         call = sender(client.stub(chan), TYPE_ACCEPT, f"{tag}-accept")
         for concurrency in profile.concurrency:
             await wait_backlog(db, BACKLOG_WAIT_SECONDS)
+            # The steady state: autovacuum analyzes a table this busy within a minute.
+            # Before that, a new database's cached plan for the key lookup is still the
+            # sequential scan chosen while it was empty (docs/deployment.md).
+            await db.execute("ANALYZE uns_notifications")
             row = await closed_level(
                 call,
                 group="uns",
