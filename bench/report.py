@@ -201,18 +201,15 @@ def cpu_budget(res: Results, cores: int | None) -> list[str]:
     if not accept.rate or not echo.rate:
         return []
     ceiling = cores * 1000 / uns
-    pgbench = _ratio_text(ceiling, res.rate("pgbench accept-tx c=16"))
+    pgbench = _div(ceiling, res.rate("pgbench accept-tx c=16"))
+    pgbench_text = "-" if pgbench is None else f"{pgbench:.2f}x"
     return [
         "CPU budget at 16 producers (server + PostgreSQL + load generator):",
         f"  accept {uns:.2f} ms of CPU per call, grpc echo {echo_cpu:.2f} ms; "
         f"accept kept {uns * accept.rate / 1000:.2f} of {cores} cores busy",
         f"  at most {ceiling:,.0f} accepts/s on {cores} cores: "
-        f"{ceiling / echo.rate:.2f}x echo, {pgbench} pgbench accept-tx",
+        f"{ceiling / echo.rate:.2f}x echo, {pgbench_text} pgbench accept-tx",
     ]
-
-
-def _ratio_text(a: float, b: float | None) -> str:
-    return "-" if not b else f"{a / b:.2f}x"
 
 
 def render(res: Results, cores: int | None = None) -> str:
