@@ -58,6 +58,7 @@ from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
+from uns_server.workers.statistics import FirstAnalyze
 
 log = logging.getLogger("uns.server")
 
@@ -243,6 +244,7 @@ class App:
             self._tasks.append(
                 asyncio.create_task(listen_forever(self.db, (TOPIC_EVENTS, TOPIC_WORK)))
             )
+            self._tasks.append(asyncio.create_task(FirstAnalyze(self.db).run()))
         await self._set_health(serving=True)
         self.ready.set()
         log.info("ready: database reachable and migrated")

@@ -27,9 +27,9 @@ async def run(
         call = sender(client.stub(chan), TYPE_ACCEPT, f"{tag}-accept")
         for concurrency in profile.concurrency:
             await wait_backlog(db, BACKLOG_WAIT_SECONDS)
-            # The steady state: autovacuum analyzes a table this busy within a minute.
-            # Before that, a new database's cached plan for the key lookup is still the
-            # sequential scan chosen while it was empty (docs/deployment.md).
+            # The steady state from the first level on. The server analyzes a new
+            # database once it holds 1,000 notifications (docs/deployment.md); the first
+            # level's would run on plans cached while the table was empty.
             await db.execute("ANALYZE uns_notifications")
             row = await closed_level(
                 call,

@@ -1,0 +1,52 @@
+"""Planner statistics of a new PostgreSQL database.
+
+A new table has none until autovacuum's first ``ANALYZE``, up to ``autovacuum_naptime``
+(a minute) after the first writes. Meanwhile every pooled connection keeps the plans
+it cached while the table was nearly empty: the idempotency-key lookup
+(``key = ANY($1)``) stays a sequential scan, which costs milliseconds per accept once
+a few thousand rows exist (docs/PERFORMANCE.md). ``ANALYZE`` gives the planner real
+figures and makes every connection plan its cached statements again.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+# The tables the hot path looks rows up in; the first one decides when.
+HOT_TABLES = ("uns_notifications", "uns_events")
+
+
+class Statistics(enum.Enum):
+    ANALYZED = "analyzed"  # by anyone: autovacuum, an operator, another server
+    TOO_FEW_ROWS = "too few rows"
+    MISSING = "missing"  # never analyzed, and big enough to matter
+
+
+async def state(conn: AsyncConnection, min_rows: int) -> Statistics:
+    analyzed = (
+        await conn.execute(
+            text(
+                "SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL"
+                " FROM pg_stat_user_tables WHERE relname = :table"
+            ),
+            {"table": HOT_TABLES[0]},
+        )
+    ).scalar()
+    if analyzed:
+        return Statistics.ANALYZED
+    # Exact and bounded: stops counting at min_rows (pg_stat's n_live_tup lags).
+    rows = (
+        await conn.execute(
+            text(f"SELECT count(*) FROM (SELECT 1 FROM {HOT_TABLES[0]} LIMIT :n) AS s"),
+            {"n": min_rows},
+        )
+    ).scalar_one()
+    return Statistics.MISSING if rows >= min_rows else Statistics.TOO_FEW_ROWS
+
+
+async def analyze(conn: AsyncConnection) -> None:
+    """Without ownership of a table, PostgreSQL skips it with a warning, not an error."""
+    await conn.execute(text(f"ANALYZE {', '.join(HOT_TABLES)}"))
