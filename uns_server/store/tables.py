@@ -119,8 +119,19 @@ notifications = Table(
         postgresql_where=text("ack_status = 'PENDING'"),
         sqlite_where=text("ack_status = 'PENDING'"),
     ),
-    Index("ix_uns_notifications_dedup_owner_id", "dedup_owner_id"),
-    Index("ix_uns_notifications_dedup_successor_id", "dedup_successor_id"),
+    # Only rows in a dedup window have these (migration 0004 says why).
+    Index(
+        "ix_uns_notifications_dedup_owner_id",
+        "dedup_owner_id",
+        postgresql_where=text("dedup_owner_id IS NOT NULL"),
+        sqlite_where=text("dedup_owner_id IS NOT NULL"),
+    ),
+    Index(
+        "ix_uns_notifications_dedup_successor_id",
+        "dedup_successor_id",
+        postgresql_where=text("dedup_successor_id IS NOT NULL"),
+        sqlite_where=text("dedup_successor_id IS NOT NULL"),
+    ),
     Index("ix_uns_notifications_principal_created_at", "principal", "created_at"),
     Index("ix_uns_notifications_status_created_at", "status", "created_at"),
     Index("ix_uns_notifications_created_at", "created_at"),
