@@ -212,12 +212,32 @@ def cpu_budget(res: Results, cores: int | None) -> list[str]:
     ]
 
 
+def watch_bound(res: Results) -> list[str]:
+    """The floor under the largest watch level's latency. One server process writes an
+    event's copies one after another, and one load-generator process reads them one
+    after another, so the last copy arrives at least subscribers x (the slower side's
+    CPU per copy) after the commit, however idle the rest of the machine is."""
+    levels = [r for r in res.by_name("watch") if r.ops and r.server_cpu_s is not None]
+    if not levels:
+        return []
+    row = max(levels, key=lambda r: int(r.setting.removeprefix("subs=")))
+    subscribers = int(row.setting.removeprefix("subs="))
+    server = row.server_cpu_s * 1000 / row.ops if row.server_cpu_s is not None else 0.0
+    client = (row.client_cpu_s or 0.0) * 1000 / row.ops
+    return [
+        f"Fan-out floor at {subscribers:,} watch subscribers (one process on each side):",
+        f"  server {server:.3f} ms of CPU per copy, load generator {client:.3f} ms; "
+        f"the last copy of an event arrives >= {subscribers * max(server, client):.0f} ms "
+        "after its commit",
+    ]
+
+
 def render(res: Results, cores: int | None = None) -> str:
     lines = [table(res), "", "Targets (issue 7):"]
     lines += [t.line() for t in targets(res)]
-    budget = cpu_budget(res, cores)
-    if budget:
-        lines += ["", *budget]
+    for bound in (cpu_budget(res, cores), watch_bound(res)):
+        if bound:
+            lines += ["", *bound]
     return "\n".join(lines)
 
 

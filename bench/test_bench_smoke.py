@@ -90,3 +90,18 @@ def test_cpu_budget_bounds_accept_by_all_the_cpu_it_needs() -> None:
     assert "accept kept 1.00 of 2 cores busy" in lines[1]
     assert "at most 500 accepts/s on 2 cores: 0.25x echo" in lines[2]
     assert report.cpu_budget(report.Results(rows[:1]), cores=2) == []
+
+
+def test_watch_bound_is_the_largest_level_times_the_slower_side() -> None:
+    # 1,000 subscribers x 10 events: server 0.11 ms per copy, load generator 0.05 ms.
+    rows = [
+        Row("uns", "watch", "subs=100", ops=1000, seconds=1.0, latencies_ms=[1.0],
+            server_cpu_s=1.0, client_cpu_s=1.0),
+        Row("uns", "watch", "subs=1000", ops=10_000, seconds=1.0, latencies_ms=[1.0],
+            server_cpu_s=1.1, client_cpu_s=0.5),
+    ]  # fmt: skip
+    lines = report.watch_bound(report.Results(rows))
+    assert lines[0].startswith("Fan-out floor at 1,000 watch subscribers")
+    assert "server 0.110 ms of CPU per copy, load generator 0.050 ms" in lines[1]
+    assert "arrives >= 110 ms after its commit" in lines[1]
+    assert report.watch_bound(report.Results([])) == []
