@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.http_receiver import HttpReceiver
 from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.registry import default_http_client
 
 # Planted in every credential slot; it must never come back out.
 PLANTED_SECRET = "PLANTED-s3cr3t-value-7f9c2a"
@@ -54,8 +55,9 @@ async def receiver() -> AsyncIterator[HttpReceiver]:
 
 @pytest.fixture
 async def http_client() -> AsyncIterator[httpx.AsyncClient]:
-    # trust_env=False: a proxy configured in the environment must not intercept loopback.
-    async with httpx.AsyncClient(trust_env=False) as client:
+    # The server's client. trust_env=False: a proxy configured in the environment must
+    # not intercept loopback.
+    async with default_http_client(trust_env=False) as client:
         yield client
 
 

@@ -24,10 +24,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import aiohttp
 import httpx
 
 from uns_server.channels._redact import LogRedaction, redact, scrub_result, secret_variants
 from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.http_transport import NOT_SENT, wire_error
 
 MAX_RESPONSE_BYTES = 64 * 1024
 ERROR_EXCERPT_CHARS = 200
@@ -118,6 +120,9 @@ def unexpected_success(reply: HttpReply, expected: str) -> ChannelResult:
 
 def classify_request_error(exc: BaseException) -> ChannelResult:
     """Map a failed request (no usable reply) to a result; never echoes URLs or headers."""
+    cause = wire_error(exc)
+    if cause is not None:
+        return _classify_wire_error(cause)
     kind = type(exc).__name__
     if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout | httpx.ConnectError):
         return ChannelResult.transient(
@@ -129,6 +134,27 @@ def classify_request_error(exc: BaseException) -> ChannelResult:
             metadata={"provider_effect_possible": True},
         )
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError | httpx.InvalidURL):
+        return ChannelResult.permanent(
+            f"request could not be sent ({kind})", metadata={"provider_effect_possible": False}
+        )
+    return ChannelResult.transient(
+        f"transport error ({kind})", metadata={"provider_effect_possible": True}
+    )
+
+
+def _classify_wire_error(exc: aiohttp.ClientError) -> ChannelResult:
+    """The same rules, for the aiohttp error under the shared client's transport."""
+    kind = type(exc).__name__
+    if isinstance(exc, NOT_SENT):
+        return ChannelResult.transient(
+            f"could not connect ({kind})", metadata={"provider_effect_possible": False}
+        )
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return ChannelResult.transient(
+            f"timed out waiting for the provider ({kind})",
+            metadata={"provider_effect_possible": True},
+        )
+    if isinstance(exc, aiohttp.InvalidURL):
         return ChannelResult.permanent(
             f"request could not be sent ({kind})", metadata={"provider_effect_possible": False}
         )

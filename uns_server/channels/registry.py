@@ -23,7 +23,7 @@ from uns_server.channels.config import (
     WebhookConfig,
 )
 from uns_server.channels.email import EmailChannel
-from uns_server.channels.http_transport import polling_transport
+from uns_server.channels.http_transport import shared_transport
 from uns_server.channels.log import LogChannel
 from uns_server.channels.pagerduty import PagerDutyChannel
 from uns_server.channels.slack import SlackChannel
@@ -37,8 +37,9 @@ HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT = 20
 HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT = 30.0
 
 
-def default_http_client() -> httpx.AsyncClient:
-    """The shared client: bounded pool, no redirects (a signed body stays where it was sent)."""
+def default_http_client(*, trust_env: bool = True) -> httpx.AsyncClient:
+    """The shared client: bounded pool, no redirects (a signed body stays where it was
+    sent). ``trust_env=False`` ignores proxy and certificate variables (tests on loopback)."""
     limits = httpx.Limits(
         max_connections=HTTP_MAX_CONNECTIONS_DEFAULT,
         max_keepalive_connections=HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT,
@@ -49,7 +50,8 @@ def default_http_client() -> httpx.AsyncClient:
             HTTP_TIMEOUT_SECONDS_DEFAULT, connect=HTTP_CONNECT_TIMEOUT_SECONDS_DEFAULT
         ),
         limits=limits,
-        transport=polling_transport(limits),
+        transport=shared_transport(limits, trust_env=trust_env),
+        trust_env=trust_env,
         follow_redirects=False,
         headers={"user-agent": "uns-server"},
     )
