@@ -118,43 +118,32 @@ def unexpected_success(reply: HttpReply, expected: str) -> ChannelResult:
     )
 
 
+# By what the failure proves. The aiohttp errors come from the shared client's
+# transport, whose own mapping onto httpx's errors is too coarse (``wire_error``).
+_NEVER_SENT = (httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ConnectError, *NOT_SENT)
+_TIMED_OUT = (httpx.TimeoutException, TimeoutError)  # aiohttp's timeouts are TimeoutErrors
+_UNSENDABLE = (
+    httpx.UnsupportedProtocol,
+    httpx.LocalProtocolError,
+    httpx.InvalidURL,
+    aiohttp.InvalidURL,
+)
+
+
 def classify_request_error(exc: BaseException) -> ChannelResult:
     """Map a failed request (no usable reply) to a result; never echoes URLs or headers."""
-    cause = wire_error(exc)
-    if cause is not None:
-        return _classify_wire_error(cause)
+    exc = wire_error(exc) or exc
     kind = type(exc).__name__
-    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout | httpx.ConnectError):
+    if isinstance(exc, _NEVER_SENT):
         return ChannelResult.transient(
             f"could not connect ({kind})", metadata={"provider_effect_possible": False}
         )
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+    if isinstance(exc, _TIMED_OUT):
         return ChannelResult.transient(
             f"timed out waiting for the provider ({kind})",
             metadata={"provider_effect_possible": True},
         )
-    if isinstance(exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError | httpx.InvalidURL):
-        return ChannelResult.permanent(
-            f"request could not be sent ({kind})", metadata={"provider_effect_possible": False}
-        )
-    return ChannelResult.transient(
-        f"transport error ({kind})", metadata={"provider_effect_possible": True}
-    )
-
-
-def _classify_wire_error(exc: aiohttp.ClientError) -> ChannelResult:
-    """The same rules, for the aiohttp error under the shared client's transport."""
-    kind = type(exc).__name__
-    if isinstance(exc, NOT_SENT):
-        return ChannelResult.transient(
-            f"could not connect ({kind})", metadata={"provider_effect_possible": False}
-        )
-    if isinstance(exc, aiohttp.ServerTimeoutError):
-        return ChannelResult.transient(
-            f"timed out waiting for the provider ({kind})",
-            metadata={"provider_effect_possible": True},
-        )
-    if isinstance(exc, aiohttp.InvalidURL):
+    if isinstance(exc, _UNSENDABLE):
         return ChannelResult.permanent(
             f"request could not be sent ({kind})", metadata={"provider_effect_possible": False}
         )
