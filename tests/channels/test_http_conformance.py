@@ -190,6 +190,16 @@ async def test_connection_closed_without_reply_is_transient(
     assert result.metadata["provider_effect_possible"] is True
 
 
+async def test_a_reply_that_is_not_http_is_transient(
+    case: Case, receiver: HttpReceiver, http_client: httpx.AsyncClient
+) -> None:
+    receiver.script(Reply(action="garbage"))
+    result = await _channel(case, receiver, http_client).send(make_message())
+    assert not result.success and result.retryable
+    assert "transport error" in (result.error or "")
+    assert result.metadata["provider_effect_possible"] is True
+
+
 async def test_connection_refused_is_transient(case: Case, http_client: httpx.AsyncClient) -> None:
     base = f"http://127.0.0.1:{unused_tcp_port()}"
     result = await case.build(base, http_client, 1.0).send(make_message())

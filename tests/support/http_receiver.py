@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Literal
 
-Action = Literal["respond", "hang", "close"]
+Action = Literal["respond", "hang", "close", "garbage"]
 MAX_BODY_BYTES = 10 * 1024 * 1024
 
 
@@ -152,6 +152,10 @@ class HttpReceiver:
                     return
                 if reply.action == "hang":
                     await reader.read()  # until the client gives up or the server stops
+                    return
+                if reply.action == "garbage":  # bytes that are not an HTTP response
+                    writer.write(b"\x00\x01 not http at all\r\n\r\n")
+                    await writer.drain()
                     return
                 writer.write(_encode_reply(reply))
                 await writer.drain()

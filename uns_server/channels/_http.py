@@ -181,7 +181,9 @@ async def post(
                     if len(body) >= MAX_RESPONSE_BYTES:
                         break
                 return HttpReply(response.status_code, response.headers, bytes(body))
-    except (httpx.RequestError, httpx.InvalidURL, TimeoutError) as exc:
+    # aiohttp's own error where httpx-aiohttp has no httpx error for it (a reply that is
+    # not HTTP): its message holds the URL, so it must not reach the adapter's caller.
+    except (httpx.RequestError, httpx.InvalidURL, TimeoutError, aiohttp.ClientError) as exc:
         return classify_request_error(exc)
 
 
