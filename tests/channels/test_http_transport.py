@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from tests.support.http_receiver import HttpReceiver, Reply
 from uns_server.channels.registry import default_http_client
 
 _OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
@@ -82,3 +83,15 @@ async def test_a_connection_the_provider_closed_is_not_reused() -> None:
         # Reusing the closed connection would fail: "Server disconnected".
         assert (await client.post(url, content=b"{}")).status_code == 200
     assert provider.connections == 2
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])  # aiohttp keeps no IP cookies
+async def test_a_cookie_a_provider_sets_is_never_sent_back(host: str) -> None:
+    """One client serves every tenant's channels: no provider state may ride along."""
+    async with HttpReceiver() as rx, default_http_client() as client:
+        rx.default = Reply(headers={"set-cookie": "session=tenant-a; Path=/"})
+        url = f"http://{host}:{rx.port}/hook"
+        for _ in range(3):
+            assert (await client.post(url, content=b"{}")).status_code == 200
+    assert len(rx.requests) == 3
+    assert [r.headers.get("cookie") for r in rx.requests] == [None, None, None]

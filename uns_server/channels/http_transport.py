@@ -1,4 +1,4 @@
-"""The shared HTTP client's transport: httpx's API over aiohttp's connection pool.
+"""The shared HTTP client: httpx's API over aiohttp's connection pool, keeping no cookies.
 
 The adapters speak httpx. Under it, httpx's own stack (httpcore, h11, anyio) is pure
 Python, and its pool checks every idle connection on every request, quadratic in the
@@ -10,6 +10,12 @@ httpx-aiohttp maps aiohttp's errors onto httpx's coarsely: a provider that hangs
 after reading the request arrives as ``httpx.ConnectTimeout``, which would claim the
 request never reached it. :func:`wire_error` gives back the aiohttp error it chained,
 so ``channels._http`` can tell "never sent" from "may have been acted on".
+
+Both libraries keep cookies by default, and one client serves every tenant's channels:
+a cookie one provider sets would ride along on later deliveries to the same host, for
+anyone (httpx's maintainers on shared clients: encode/httpx#1359). So neither layer
+keeps any. Skipping httpx's jar also saves ~15 % of a POST's CPU: it parses every reply
+through ``http.cookiejar``.
 """
 
 from __future__ import annotations
@@ -24,12 +30,47 @@ from httpx_aiohttp import AiohttpTransport
 NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 
 
+class _NoCookies(httpx.Cookies):
+    """A jar that never holds anything: no reply's cookies are kept, none are sent."""
+
+    def set_cookie_header(self, request: httpx.Request) -> None:
+        return None
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+
+_NO_COOKIES = _NoCookies()
+
+
+class OutboundClient(httpx.AsyncClient):
+    """``httpx.AsyncClient`` without cookie persistence (see the module docstring)."""
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return _NO_COOKIES
+
+    @cookies.setter
+    def cookies(self, cookies: object) -> None:
+        raise TypeError("the outbound client keeps no cookies")
+
+
 def shared_transport(limits: httpx.Limits, *, trust_env: bool = True) -> AiohttpTransport | None:
     """aiohttp under httpx; None where the environment sets proxies and ``trust_env``
     holds (the client then builds httpx's own transports, which use them)."""
     if trust_env and urllib.request.getproxies():
         return None
-    return AiohttpTransport(limits=limits, trust_env=trust_env)
+    ssl_context = httpx.create_ssl_context(trust_env=trust_env)
+
+    def session() -> aiohttp.ClientSession:  # made on first use, inside the event loop
+        connector = aiohttp.TCPConnector(
+            limit=limits.max_connections or 0,  # 0: unlimited, as None is for httpx
+            keepalive_timeout=limits.keepalive_expiry,  # None: no expiry in both
+            ssl=ssl_context,
+        )
+        return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
+
+    return AiohttpTransport(limits=limits, trust_env=trust_env, client=session)
 
 
 def wire_error(exc: BaseException) -> aiohttp.ClientError | None:

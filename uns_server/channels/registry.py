@@ -23,7 +23,7 @@ from uns_server.channels.config import (
     WebhookConfig,
 )
 from uns_server.channels.email import EmailChannel
-from uns_server.channels.http_transport import shared_transport
+from uns_server.channels.http_transport import OutboundClient, shared_transport
 from uns_server.channels.log import LogChannel
 from uns_server.channels.pagerduty import PagerDutyChannel
 from uns_server.channels.slack import SlackChannel
@@ -39,13 +39,14 @@ HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT = 30.0
 
 def default_http_client(*, trust_env: bool = True) -> httpx.AsyncClient:
     """The shared client: bounded pool, no redirects (a signed body stays where it was
-    sent). ``trust_env=False`` ignores proxy and certificate variables (tests on loopback)."""
+    sent), no cookies. ``trust_env=False`` ignores proxy and certificate variables (tests
+    on loopback)."""
     limits = httpx.Limits(
         max_connections=HTTP_MAX_CONNECTIONS_DEFAULT,
         max_keepalive_connections=HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT,
         keepalive_expiry=HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT,
     )
-    return httpx.AsyncClient(
+    return OutboundClient(
         timeout=httpx.Timeout(
             HTTP_TIMEOUT_SECONDS_DEFAULT, connect=HTTP_CONNECT_TIMEOUT_SECONDS_DEFAULT
         ),
