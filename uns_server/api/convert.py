@@ -40,32 +40,46 @@ _PREFIX = {
 }
 
 
+def _wrapper(w: Any) -> EnumTypeWrapper:
+    assert isinstance(w, EnumTypeWrapper)
+    return w
+
+
+# Both directions as plain dicts, built once: every call converts several enums, and
+# the descriptor lookups plus StrEnum construction cost more than the rest of the mapping.
+_FROM_WIRE: dict[type[StrEnum], dict[int, StrEnum]] = {
+    cls: {
+        number: cls(name.removeprefix(prefix))
+        for name, number in _wrapper(wrapper).items()
+        if number != 0 and name.removeprefix(prefix) in cls._value2member_map_
+    }
+    for cls, (prefix, wrapper) in _PREFIX.items()
+}
+_TO_WIRE: dict[type[StrEnum], dict[StrEnum, int]] = {
+    cls: {member: number for number, member in members.items()}
+    for cls, members in _FROM_WIRE.items()
+}
+
+
 def enum_from_wire(cls: type[E], value: int, field: str) -> E | None:
     """Domain enum for a wire value; None for *_UNSPECIFIED; INVALID_REQUEST if unknown."""
-    prefix, wrapper = _PREFIX[cls]
     if value == 0:
         return None
-    try:
-        return cls(_wrapper(wrapper).Name(value).removeprefix(prefix))
-    except ValueError:
+    member = _FROM_WIRE[cls].get(value)
+    if member is None:
         raise InvalidRequest(
             f"{field}: unknown enum value {value}",
             metadata={"field": field},
             violations=[FieldViolation(field, f"unknown enum value {value}")],
-        ) from None
+        )
+    return cast(E, member)
 
 
 def enum_to_wire(value: StrEnum | str | None, cls: type[StrEnum]) -> Any:
     """The wire number (typed Any: each generated enum has its own ValueType)."""
     if value is None:
         return 0
-    prefix, wrapper = _PREFIX[cls]
-    return int(_wrapper(wrapper).Value(prefix + str(cls(value).value)))
-
-
-def _wrapper(w: Any) -> EnumTypeWrapper:
-    assert isinstance(w, EnumTypeWrapper)
-    return w
+    return _TO_WIRE[cls][cls(value)]
 
 
 def struct_to_dict(s: struct_pb2.Struct, field: str = "metadata") -> dict[str, Any]:
