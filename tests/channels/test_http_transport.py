@@ -90,6 +90,7 @@ async def test_a_cookie_a_provider_sets_is_never_sent_back(host: str) -> None:
     """One client serves every tenant's channels: no provider state may ride along."""
     async with HttpReceiver() as rx, default_http_client() as client:
         rx.default = Reply(headers={"set-cookie": "session=tenant-a; Path=/"})
+        client.cookies.set("set", "on-the-client", domain=host)  # not kept either
         url = f"http://{host}:{rx.port}/hook"
         for _ in range(3):
             assert (await client.post(url, content=b"{}")).status_code == 200
