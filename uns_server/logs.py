@@ -53,8 +53,3 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # httpx logs every request line at INFO, full URL included: a cost per delivery,
-    # and a Slack webhook's URL *is* its secret. The adapters log each attempt's
-    # outcome themselves, redacted.
-    for noisy in ("httpx", "httpcore"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,4 +1,4 @@
-"""Fixtures for the channel adapters: a real loopback HTTP receiver and a plain httpx client."""
+"""Fixtures for the channel adapters: a real loopback HTTP receiver and the server's client."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.http_receiver import HttpReceiver
 from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.registry import default_http_client
 
 # Planted in every credential slot; it must never come back out.
@@ -54,7 +54,7 @@ async def receiver() -> AsyncIterator[HttpReceiver]:
 
 
 @pytest.fixture
-async def http_client() -> AsyncIterator[httpx.AsyncClient]:
+async def http_client() -> AsyncIterator[OutboundClient]:
     # The server's client. trust_env=False: a proxy configured in the environment must
     # not intercept loopback.
     async with default_http_client(trust_env=False) as client:
@@ -63,6 +63,6 @@ async def http_client() -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 def debug_logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    """Capture everything, httpx/httpcore request logs included."""
+    """Capture everything, the HTTP library's logs included."""
     caplog.set_level(logging.DEBUG)
     return caplog

@@ -6,7 +6,6 @@ import json
 from dataclasses import asdict
 from email.utils import formatdate
 
-import httpx
 import pytest
 
 from uns_server.channels._http import HttpReply, classify_http_response, parse_retry_after
@@ -58,7 +57,7 @@ def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
     ],
 )
 def test_status_classification(status: int, outcome: str | None) -> None:
-    result = classify_http_response(HttpReply(status, httpx.Headers(), b""), now=NOW)
+    result = classify_http_response(HttpReply(status, {}, b""), now=NOW)
     if outcome is None:
         assert result is None
     else:
@@ -68,7 +67,7 @@ def test_status_classification(status: int, outcome: str | None) -> None:
 
 
 def test_error_excerpt_is_short_and_single_line() -> None:
-    reply = HttpReply(400, httpx.Headers(), b"line one\n\n  line two " + b"x" * 500)
+    reply = HttpReply(400, {}, b"line one\n\n  line two " + b"x" * 500)
     result = classify_http_response(reply, now=NOW)
     assert result is not None and result.error is not None
     assert "\n" not in result.error and len(result.error) < 260

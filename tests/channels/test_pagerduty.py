@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
-import httpx
 import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, make_message
 from tests.support.http_receiver import HttpReceiver, Reply
 from uns_server.channels.config import PagerDutyConfig
+from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.pagerduty import PagerDutyChannel
 
 ACCEPTED = Reply.json(
@@ -17,12 +17,12 @@ ACCEPTED = Reply.json(
 )
 
 
-def _channel(rx: HttpReceiver, client: httpx.AsyncClient) -> PagerDutyChannel:
+def _channel(rx: HttpReceiver, client: OutboundClient) -> PagerDutyChannel:
     config = PagerDutyConfig(routing_key=PLANTED_SECRET, base_url=rx.url(""))
     return PagerDutyChannel("pager", config, client)
 
 
-async def test_trigger_event_shape(receiver: HttpReceiver, http_client: httpx.AsyncClient) -> None:
+async def test_trigger_event_shape(receiver: HttpReceiver, http_client: OutboundClient) -> None:
     receiver.script(ACCEPTED)
     result = await _channel(receiver, http_client).send(make_message())
     assert result.success and result.message_id == "srv-key"
@@ -45,7 +45,7 @@ async def test_trigger_event_shape(receiver: HttpReceiver, http_client: httpx.As
     [("CRITICAL", "critical"), ("HIGH", "error"), ("NORMAL", "warning"), ("LOW", "info")],
 )
 async def test_priority_maps_to_severity(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, priority: str, severity: str
+    receiver: HttpReceiver, http_client: OutboundClient, priority: str, severity: str
 ) -> None:
     receiver.script(ACCEPTED)
     await _channel(receiver, http_client).send(make_message(priority=priority))
@@ -53,7 +53,7 @@ async def test_priority_maps_to_severity(
 
 
 async def test_long_tokens_become_a_stable_hash_and_summary_is_capped(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     token = "t" * 300
     receiver.script(Reply.json({"status": "success", "message": "Event processed"}, status=202))
@@ -67,7 +67,7 @@ async def test_long_tokens_become_a_stable_hash_and_summary_is_capped(
 
 
 async def test_invalid_event_is_permanent_with_pagerdutys_reason(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     receiver.script(
         Reply.json(
@@ -95,7 +95,7 @@ async def test_invalid_event_is_permanent_with_pagerdutys_reason(
     ids=["200-success", "202-other-status", "202-empty", "202-text"],
 )
 async def test_anything_but_202_success_is_not_delivered(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, reply: Reply
+    receiver: HttpReceiver, http_client: OutboundClient, reply: Reply
 ) -> None:
     receiver.script(reply)
     result = await _channel(receiver, http_client).send(make_message())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, make_message
@@ -15,6 +14,7 @@ from uns_server.channels import (
 )
 from uns_server.channels.base import Channel
 from uns_server.channels.email import EmailChannel
+from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.log import LogChannel
 from uns_server.channels.pagerduty import PagerDutyChannel
 from uns_server.channels.slack import SlackChannel
@@ -78,7 +78,7 @@ async def test_channels_share_one_client_and_close_it_when_it_is_theirs(
 
 
 async def test_an_injected_client_stays_open(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     channels = build_channels(load_channels_config(_config(receiver)), http_client)
     hook = channels["hook"]

@@ -5,27 +5,27 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import httpx
 import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, assert_secret_absent, make_message
 from tests.support.http_receiver import HttpReceiver, RecordedRequest, Reply
 from uns_server.channels.config import SlackConfig
+from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.slack import SlackChannel, slack_text
 
 
-def _api(rx: HttpReceiver, client: httpx.AsyncClient) -> SlackChannel:
+def _api(rx: HttpReceiver, client: OutboundClient) -> SlackChannel:
     config = SlackConfig(token=PLANTED_SECRET, channel="C0ALERTS", base_url=rx.url("/api"))
     return SlackChannel("slack", config, client)
 
 
-def _hook(rx: HttpReceiver, client: httpx.AsyncClient) -> SlackChannel:
+def _hook(rx: HttpReceiver, client: OutboundClient) -> SlackChannel:
     config = SlackConfig(webhook_url=rx.url(f"/services/T0/B0/{PLANTED_SECRET}"))
     return SlackChannel("slack-hook", config, client)
 
 
 async def test_web_api_posts_chat_post_message_with_bearer_token(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     receiver.script(Reply.json({"ok": True, "channel": "C0ALERTS", "ts": "1700000000.000200"}))
     result = await _api(receiver, http_client).send(make_message())
@@ -51,7 +51,7 @@ def test_text_escapes_slack_control_characters() -> None:
     "code", ["channel_not_found", "invalid_auth", "not_in_channel", "msg_too_long"]
 )
 async def test_ok_false_is_permanent(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, code: str
+    receiver: HttpReceiver, http_client: OutboundClient, code: str
 ) -> None:
     receiver.script(Reply.json({"ok": False, "error": code}))
     result = await _api(receiver, http_client).send(make_message())
@@ -61,7 +61,7 @@ async def test_ok_false_is_permanent(
 
 
 async def test_ok_false_ratelimited_is_transient_with_retry_after(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     receiver.script(Reply.json({"ok": False, "error": "ratelimited"}, headers={"Retry-After": "7"}))
     result = await _api(receiver, http_client).send(make_message())
@@ -72,7 +72,7 @@ async def test_ok_false_ratelimited_is_transient_with_retry_after(
     "code", ["internal_error", "fatal_error", "service_unavailable", "request_timeout"]
 )
 async def test_ok_false_server_side_errors_are_transient(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, code: str
+    receiver: HttpReceiver, http_client: OutboundClient, code: str
 ) -> None:
     receiver.script(Reply.json({"ok": False, "error": code}))
     result = await _api(receiver, http_client).send(make_message())
@@ -91,7 +91,7 @@ async def test_ok_false_server_side_errors_are_transient(
     ids=["no-ok", "array", "ok-string", "201", "plain-ok"],
 )
 async def test_web_api_answers_that_are_not_slacks_are_permanent(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, reply: Reply
+    receiver: HttpReceiver, http_client: OutboundClient, reply: Reply
 ) -> None:
     receiver.script(reply)
     result = await _api(receiver, http_client).send(make_message())
@@ -99,7 +99,7 @@ async def test_web_api_answers_that_are_not_slacks_are_permanent(
 
 
 async def test_incoming_webhook_posts_text_and_accepts_ok(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, debug_logs: pytest.LogCaptureFixture
+    receiver: HttpReceiver, http_client: OutboundClient, debug_logs: pytest.LogCaptureFixture
 ) -> None:
     receiver.script(Reply.text("ok"))
     result = await _hook(receiver, http_client).send(make_message())
@@ -122,7 +122,7 @@ async def test_incoming_webhook_posts_text_and_accepts_ok(
     ],
 )
 async def test_incoming_webhook_errors_are_permanent_and_name_slacks_code(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, status: int, body: str
+    receiver: HttpReceiver, http_client: OutboundClient, status: int, body: str
 ) -> None:
     receiver.script(Reply.text(body, status=status))
     result = await _hook(receiver, http_client).send(make_message())
@@ -131,20 +131,27 @@ async def test_incoming_webhook_errors_are_permanent_and_name_slacks_code(
 
 
 async def test_log_filter_is_installed_only_while_a_request_is_in_flight(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    httpx_logger = logging.getLogger("httpx")
+    """aiohttp's client logger is filtered for the channel's secrets during a request."""
+    library_logger = logging.getLogger("aiohttp.client")
     during: list[int] = []
 
-    def responder(_request: RecordedRequest) -> Reply:
-        during.append(len(httpx_logger.filters))
+    def responder(request: RecordedRequest) -> Reply:
+        during.append(len(library_logger.filters))
+        library_logger.warning("request to %s", request.path)  # the path is the secret
         return Reply.text("ok")
 
+    caplog.set_level(logging.WARNING, logger="aiohttp.client")
     receiver.responder = responder
-    before = len(httpx_logger.filters)
+    before = len(library_logger.filters)
     channel = _hook(receiver, http_client)
     await asyncio.gather(channel.send(make_message()), channel.send(make_message()))
     assert during == [before + 1, before + 1]
-    assert len(httpx_logger.filters) == before
+    assert len(library_logger.filters) == before
+    logged = [r.getMessage() for r in caplog.records if r.name == "aiohttp.client"]
+    assert logged == ["request to /***", "request to /***"]
+    library_logger.warning("after %s", PLANTED_SECRET)  # no filter left behind
+    assert caplog.records[-1].getMessage() == f"after {PLANTED_SECRET}"
     await channel.aclose()
     await channel.aclose()  # idempotent

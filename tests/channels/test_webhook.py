@@ -5,27 +5,27 @@ from __future__ import annotations
 import base64
 import time
 
-import httpx
 import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, make_message
 from tests.support.http_receiver import HttpReceiver, RecordedRequest, Reply
 from uns_clients.webhooks import WebhookVerificationError, verify_webhook
 from uns_server.channels.config import WebhookConfig
+from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.webhook import WebhookChannel, sign, signing_key
 
 WHSEC = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
 
 
 def _channel(
-    rx: HttpReceiver, client: httpx.AsyncClient, secret: str = PLANTED_SECRET, **kw: object
+    rx: HttpReceiver, client: OutboundClient, secret: str = PLANTED_SECRET, **kw: object
 ) -> WebhookChannel:
     config = WebhookConfig(url=rx.url("/hook"), secret=secret, **kw)  # type: ignore[arg-type]
     return WebhookChannel("ops-webhook", config, client)
 
 
 async def _one_request(
-    rx: HttpReceiver, client: httpx.AsyncClient, secret: str = PLANTED_SECRET
+    rx: HttpReceiver, client: OutboundClient, secret: str = PLANTED_SECRET
 ) -> RecordedRequest:
     result = await _channel(rx, client, secret).send(make_message())
     assert result.success
@@ -33,7 +33,7 @@ async def _one_request(
 
 
 async def test_request_carries_standard_webhooks_headers_and_json_body(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     before = int(time.time())
     request = await _one_request(receiver, http_client)
@@ -64,14 +64,14 @@ async def test_request_carries_standard_webhooks_headers_and_json_body(
 
 @pytest.mark.parametrize("secret", [PLANTED_SECRET, WHSEC], ids=["raw", "whsec"])
 async def test_signature_verifies_with_the_client_helper(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, secret: str
+    receiver: HttpReceiver, http_client: OutboundClient, secret: str
 ) -> None:
     request = await _one_request(receiver, http_client, secret)
     verify_webhook(request.headers, request.body, secret)
 
 
 async def test_tampered_body_wrong_secret_and_stale_timestamp_fail(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     request = await _one_request(receiver, http_client)
     headers, body = dict(request.headers), request.body
@@ -90,7 +90,7 @@ async def test_tampered_body_wrong_secret_and_stale_timestamp_fail(
 
 
 async def test_webhook_id_is_stable_across_attempts_and_signature_is_per_attempt(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     channel = _channel(receiver, http_client)
     await channel.send(make_message(attempt=1))
@@ -103,9 +103,7 @@ async def test_webhook_id_is_stable_across_attempts_and_signature_is_per_attempt
         verify_webhook(request.headers, request.body, PLANTED_SECRET)
 
 
-async def test_static_headers_are_sent(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
-) -> None:
+async def test_static_headers_are_sent(receiver: HttpReceiver, http_client: OutboundClient) -> None:
     channel = _channel(
         receiver, http_client, headers={"X-Team": "ops", "Authorization": "Bearer abc"}
     )
@@ -126,7 +124,7 @@ async def test_static_headers_are_sent(
     ids=["204", "json-id", "json-int-id", "header-wins", "html"],
 )
 async def test_any_2xx_is_acceptance_and_the_receiver_id_is_recorded(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient, reply: Reply, message_id: str
+    receiver: HttpReceiver, http_client: OutboundClient, reply: Reply, message_id: str
 ) -> None:
     receiver.script(reply)
     result = await _channel(receiver, http_client).send(make_message())
@@ -136,7 +134,7 @@ async def test_any_2xx_is_acceptance_and_the_receiver_id_is_recorded(
 
 
 async def test_unencodable_metadata_is_permanent_and_sends_nothing(
-    receiver: HttpReceiver, http_client: httpx.AsyncClient
+    receiver: HttpReceiver, http_client: OutboundClient
 ) -> None:
     result = await _channel(receiver, http_client).send(make_message(metadata={"x": object()}))
     assert not result.success and not result.retryable

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 CLIENT_DIR = Path(__file__).resolve().parents[2] / "clients" / "python"
-SERVER_ONLY = ["sqlalchemy", "asyncpg", "aiosqlite", "alembic", "httpx", "yaml", "uns_server"]
+SERVER_ONLY = ["sqlalchemy", "asyncpg", "aiosqlite", "alembic", "aiohttp", "yaml", "uns_server"]
 NETWORK_ERRORS = (
     "Could not find a version",
     "No matching distribution",

@@ -1,13 +1,13 @@
 """Shared HTTP plumbing for the webhook, Slack and PagerDuty adapters.
 
-One place maps what can go wrong on the wire to a :class:`ChannelResult` (in the spirit
-of httpx's ``map_exceptions`` table), so the adapters only decide what *their* provider's
-explicit acceptance looks like.
+One place maps what can go wrong on the wire to a :class:`ChannelResult`, so the
+adapters only decide what *their* provider's explicit acceptance looks like.
 
-* Transport: connect errors/timeouts and pool timeouts are transient and prove the
-  provider did not act; read/write errors, a dropped connection and the total deadline are
-  transient but the provider *may* have acted (``provider_effect_possible``). A malformed
-  URL or a request we cannot even encode is permanent: retrying sends the same bytes.
+* Transport: connect errors and timeouts (waiting for a pooled connection included)
+  are transient and prove the provider did not act; read/write errors, a dropped
+  connection, a reply that is not HTTP and the total deadline are transient but the
+  provider *may* have acted (``provider_effect_possible``). A malformed URL or a request
+  we cannot even encode is permanent: retrying sends the same bytes.
 * Status: 2xx goes back to the adapter for the body check; 408, 429 and 5xx are
   transient (with Retry-After when given); everything else, redirects included (we never
   follow them with a signed body), is permanent.
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
-import httpx
+import yarl
 
 from uns_server.channels._redact import LogRedaction, redact, scrub_result, secret_variants
 from uns_server.channels.base import ChannelResult, OutboundMessage
-from uns_server.channels.http_transport import NOT_SENT, wire_error
+from uns_server.channels.http_transport import NOT_SENT, OutboundClient
 
 MAX_RESPONSE_BYTES = 64 * 1024
 ERROR_EXCERPT_CHARS = 200
@@ -44,7 +44,7 @@ class HttpReply:
     """A provider's answer: status, headers and at most ``MAX_RESPONSE_BYTES`` of body."""
 
     status: int
-    headers: httpx.Headers
+    headers: Mapping[str, str]  # case-insensitive: aiohttp's CIMultiDictProxy
     body: bytes
     # The adapter's secrets (``secret_variants``): masked in ``excerpt`` *before* it cuts
     # the body, since a secret cut in two is no longer found by ``scrub_result``.
@@ -119,23 +119,17 @@ def unexpected_success(reply: HttpReply, expected: str) -> ChannelResult:
     )
 
 
-# By what the failure proves. The aiohttp errors come from the shared client's
-# transport, whose own mapping onto httpx's errors is too coarse (``wire_error``).
-_NEVER_SENT = (httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ConnectError, *NOT_SENT)
-_TIMED_OUT = (httpx.TimeoutException, TimeoutError)  # aiohttp's timeouts are TimeoutErrors
-_UNSENDABLE = (
-    httpx.UnsupportedProtocol,
-    httpx.LocalProtocolError,
-    httpx.InvalidURL,
-    aiohttp.InvalidURL,
-)
+# By what the failure proves. aiohttp's own messages hold the URL, which may be a
+# credential, so results name only the error's type.
+_TIMED_OUT = (TimeoutError,)  # ours (asyncio.timeout) and aiohttp's read timeouts
+# A URL aiohttp cannot use, or a header it refuses to send (CR/LF: ValueError).
+_UNSENDABLE = (aiohttp.InvalidURL, ValueError)
 
 
 def classify_request_error(exc: BaseException) -> ChannelResult:
     """Map a failed request (no usable reply) to a result; never echoes URLs or headers."""
-    exc = wire_error(exc) or exc
     kind = type(exc).__name__
-    if isinstance(exc, _NEVER_SENT):
+    if isinstance(exc, NOT_SENT):
         return ChannelResult.transient(
             f"could not connect ({kind})", metadata={"provider_effect_possible": False}
         )
@@ -148,18 +142,27 @@ def classify_request_error(exc: BaseException) -> ChannelResult:
         return ChannelResult.permanent(
             f"request could not be sent ({kind})", metadata={"provider_effect_possible": False}
         )
+    # The connection dropped mid-request, or the reply was not HTTP.
     return ChannelResult.transient(
         f"transport error ({kind})", metadata={"provider_effect_possible": True}
     )
 
 
-# A channel posts to the same few URLs all day; httpx would parse each one per request
-# (~10 % of a POST's CPU in a cProfile). URLs are immutable, so parsed ones are shared.
-_parsed_url = functools.lru_cache(maxsize=1024)(httpx.URL)
+# A channel posts to the same few URLs all day; parsing one costs more than looking it
+# up. URLs are immutable, so parsed ones are shared.
+_parsed_url = functools.lru_cache(maxsize=1024)(yarl.URL)
+
+
+@functools.lru_cache(maxsize=64)
+def _timeouts(seconds: float) -> aiohttp.ClientTimeout:
+    # Each phase gets the whole budget, and ``asyncio.timeout`` caps them together.
+    # ``connect`` covers the wait for a pooled connection too; when it runs out aiohttp
+    # says so (ConnectionTimeoutError), which proves nothing was sent.
+    return aiohttp.ClientTimeout(total=None, connect=seconds, sock_read=seconds)
 
 
 async def post(
-    client: httpx.AsyncClient,
+    client: OutboundClient,
     url: str,
     *,
     content: bytes,
@@ -168,28 +171,26 @@ async def post(
 ) -> HttpReply | ChannelResult:
     """POST and read a bounded reply, or the classified failure.
 
-    httpx timeouts bound each phase (connect, each read, ...) separately, so a provider that
-    trickles bytes could hold a worker far longer; ``asyncio.timeout`` caps the whole call.
+    Per-phase timeouts alone would let a provider that trickles bytes hold a worker far
+    longer; ``asyncio.timeout`` caps the whole call. Redirects are never followed.
     """
     try:
         async with asyncio.timeout(timeout_seconds):
-            async with client.stream(
-                "POST",
+            async with client.session().post(
                 _parsed_url(url),
-                content=content,
-                headers=dict(headers),
-                timeout=httpx.Timeout(timeout_seconds),
-                follow_redirects=False,
+                data=content,
+                headers=headers,
+                timeout=_timeouts(timeout_seconds),
+                allow_redirects=False,
             ) as response:
                 body = bytearray()
-                async for chunk in response.aiter_bytes():
-                    body.extend(chunk[: MAX_RESPONSE_BYTES - len(body)])
-                    if len(body) >= MAX_RESPONSE_BYTES:
+                while len(body) < MAX_RESPONSE_BYTES:
+                    chunk = await response.content.read(MAX_RESPONSE_BYTES - len(body))
+                    if not chunk:
                         break
-                return HttpReply(response.status_code, response.headers, bytes(body))
-    # aiohttp's own error where httpx-aiohttp has no httpx error for it (a reply that is
-    # not HTTP): its message holds the URL, so it must not reach the adapter's caller.
-    except (httpx.RequestError, httpx.InvalidURL, TimeoutError, aiohttp.ClientError) as exc:
+                    body += chunk
+                return HttpReply(response.status, response.headers, bytes(body))
+    except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
         return classify_request_error(exc)
 
 
@@ -204,7 +205,7 @@ class HttpChannel:
     def __init__(
         self,
         name: str,
-        client: httpx.AsyncClient,
+        client: OutboundClient,
         *,
         secrets: tuple[str, ...],
         on_close: Callable[[], Awaitable[None]] | None = None,
@@ -250,9 +251,9 @@ class HttpChannel:
 
 
 class ClientLease:
-    """One httpx client shared by several adapters, closed by the last one if we own it."""
+    """One client shared by several adapters, closed by the last one if we own it."""
 
-    def __init__(self, client: httpx.AsyncClient, *, owned: bool) -> None:
+    def __init__(self, client: OutboundClient, *, owned: bool) -> None:
         self.client = client
         self._owned = owned
         self._holders = 0

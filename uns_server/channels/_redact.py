@@ -3,8 +3,8 @@
 Adapters build their error strings themselves and never put a URL, header or exception
 text with a secret in them on purpose; this module is the second line: every result is
 scrubbed for the adapter's secrets (and their URL-encoded forms) before it leaves, and the
-HTTP libraries' own loggers are filtered, because httpx logs every request URL at INFO and a
-Slack incoming-webhook URL *is* a credential.
+HTTP library's own loggers are filtered, because its messages may quote a URL or a header,
+and a Slack incoming-webhook URL *is* a credential.
 """
 
 from __future__ import annotations
@@ -20,15 +20,8 @@ from uns_server.channels.base import ChannelResult
 
 MASK = "***"
 
-# Loggers that see request URLs or response headers (httpx at INFO, httpcore at DEBUG).
-HTTP_LIBRARY_LOGGERS = (
-    "httpx",
-    "httpcore.connection",
-    "httpcore.http11",
-    "httpcore.http2",
-    "httpcore.proxy",
-    "httpcore.socks",
-)
+# aiohttp's loggers a client request can reach (the others serve its web server).
+HTTP_LIBRARY_LOGGERS = ("aiohttp.client", "aiohttp.internal")
 
 
 def secret_variants(secrets: Iterable[str]) -> tuple[str, ...]:

@@ -17,8 +17,6 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
-
 from uns_server.channels._http import (
     HttpChannel,
     classify_http_response,
@@ -27,6 +25,7 @@ from uns_server.channels._http import (
 )
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.config import PagerDutyConfig
+from uns_server.channels.http_transport import OutboundClient
 
 SEVERITY_BY_PRIORITY = {"CRITICAL": "critical", "HIGH": "error", "NORMAL": "warning", "LOW": "info"}
 SEVERITY_DEFAULT = "warning"
@@ -75,7 +74,7 @@ class PagerDutyChannel(HttpChannel):
         self,
         name: str,
         config: PagerDutyConfig,
-        client: httpx.AsyncClient,
+        client: OutboundClient,
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:

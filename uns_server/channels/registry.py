@@ -1,6 +1,6 @@
 """Building channels from configuration, and the registry the dispatch worker looks them up in.
 
-All HTTP adapters share one ``httpx.AsyncClient`` (one connection pool, one set of limits).
+All HTTP adapters share one ``OutboundClient`` (one connection pool, one set of limits).
 Whoever passes a client in keeps owning it; a client created here is closed when the last
 channel using it is closed (``ChannelRegistry.aclose`` closes them all).
 """
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from types import TracebackType
-
-import httpx
 
 from uns_server.channels._http import ClientLease
 from uns_server.channels.base import Channel
@@ -23,43 +21,30 @@ from uns_server.channels.config import (
     WebhookConfig,
 )
 from uns_server.channels.email import EmailChannel
-from uns_server.channels.http_transport import OutboundClient, shared_transport
+from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.log import LogChannel
 from uns_server.channels.pagerduty import PagerDutyChannel
 from uns_server.channels.slack import SlackChannel
 from uns_server.channels.webhook import WebhookChannel
 
-# Adapters pass per-request timeouts; these bound anything that slips through.
-HTTP_TIMEOUT_SECONDS_DEFAULT = 10.0
-HTTP_CONNECT_TIMEOUT_SECONDS_DEFAULT = 5.0
 HTTP_MAX_CONNECTIONS_DEFAULT = 100
-HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT = 20
 HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT = 30.0
 
 
-def default_http_client(*, trust_env: bool = True) -> httpx.AsyncClient:
+def default_http_client(*, trust_env: bool = True) -> OutboundClient:
     """The shared client: bounded pool, no redirects (a signed body stays where it was
-    sent), no cookies. ``trust_env=False`` ignores proxy and certificate variables (tests
-    on loopback)."""
-    limits = httpx.Limits(
-        max_connections=HTTP_MAX_CONNECTIONS_DEFAULT,
-        max_keepalive_connections=HTTP_MAX_KEEPALIVE_CONNECTIONS_DEFAULT,
-        keepalive_expiry=HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT,
-    )
+    sent), no cookies. Every request carries its adapter's timeout. ``trust_env=False``
+    ignores proxy variables and ``.netrc`` (tests on loopback)."""
     return OutboundClient(
-        timeout=httpx.Timeout(
-            HTTP_TIMEOUT_SECONDS_DEFAULT, connect=HTTP_CONNECT_TIMEOUT_SECONDS_DEFAULT
-        ),
-        limits=limits,
-        transport=shared_transport(limits, trust_env=trust_env),
-        trust_env=trust_env,
-        follow_redirects=False,
+        max_connections=HTTP_MAX_CONNECTIONS_DEFAULT,
+        keepalive_expiry_seconds=HTTP_KEEPALIVE_EXPIRY_SECONDS_DEFAULT,
         headers={"user-agent": "uns-server"},
+        trust_env=trust_env,
     )
 
 
 def build_channels(
-    config: ChannelsConfig, http_client: httpx.AsyncClient | None = None
+    config: ChannelsConfig, http_client: OutboundClient | None = None
 ) -> dict[str, Channel]:
     """One adapter per configured channel, keyed by name."""
     http_configs = (WebhookConfig, SlackConfig, PagerDutyConfig)
@@ -95,7 +80,7 @@ class ChannelRegistry:
 
     @classmethod
     def from_config(
-        cls, config: ChannelsConfig, http_client: httpx.AsyncClient | None = None
+        cls, config: ChannelsConfig, http_client: OutboundClient | None = None
     ) -> ChannelRegistry:
         return cls(build_channels(config, http_client))
 

@@ -12,15 +12,14 @@ What counts as accepted (Slack's documented answers):
   Slack returns no message id in this mode.
 
 The bot token and the webhook URL are credentials (the URL's path is the secret): neither
-appears in results, and the httpx request log is filtered for both while the channel is open.
+appears in results, and the HTTP library's logs are filtered for both while the channel is open.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-import httpx
+from urllib.parse import unquote, urlsplit
 
 from uns_server.channels._http import (
     HttpChannel,
@@ -32,6 +31,7 @@ from uns_server.channels._http import (
 )
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.config import SlackConfig
+from uns_server.channels.http_transport import OutboundClient
 
 # ``ok: false`` codes that describe Slack's condition, not our request.
 TRANSIENT_SLACK_ERRORS = frozenset(
@@ -61,7 +61,7 @@ class SlackChannel(HttpChannel):
         self,
         name: str,
         config: SlackConfig,
-        client: httpx.AsyncClient,
+        client: OutboundClient,
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
@@ -69,7 +69,7 @@ class SlackChannel(HttpChannel):
         if config.webhook_url:
             # The path is the credential (services/T.../B.../<secret>); mask it and its
             # last segment wherever they turn up, e.g. echoed back in an error body.
-            path = httpx.URL(config.webhook_url).path.strip("/")
+            path = unquote(urlsplit(config.webhook_url).path).strip("/")
             secrets += (path, path.rpartition("/")[2])
         super().__init__(name, client, secrets=secrets, on_close=on_close)
         self._config = config

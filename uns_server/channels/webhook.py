@@ -20,8 +20,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from uns_server.channels._http import (
     HttpChannel,
     HttpReply,
@@ -29,6 +27,7 @@ from uns_server.channels._http import (
     encode_json,
 )
 from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.http_transport import OutboundClient
 
 if TYPE_CHECKING:  # config imports signing_key from here to validate secrets at load time
     from uns_server.channels.config import WebhookConfig
@@ -88,7 +87,7 @@ class WebhookChannel(HttpChannel):
         self,
         name: str,
         config: WebhookConfig,
-        client: httpx.AsyncClient,
+        client: OutboundClient,
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
