@@ -246,7 +246,7 @@ async def _machine(harness: Harness) -> dict[str, Any]:
     finally:
         await conn.close()
     versions = {}
-    for dist in ("grpcio", "protobuf", "sqlalchemy", "asyncpg", "procrastinate"):
+    for dist in ("grpcio", "protobuf", "sqlalchemy", "asyncpg", "aiohttp", "procrastinate"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[dist] = metadata.version(dist)
     return {
