@@ -3,7 +3,7 @@
 aiohttp parses HTTP in C and keeps a plain connection pool. The adapters used to speak
 httpx on top of it (through httpx-aiohttp), and those layers cost more of a webhook
 POST's CPU than aiohttp itself: 0.70 -> 0.40 ms per request at 16 in flight without
-them, and +20 % deliveries per second (docs/PERFORMANCE.md).
+them (docs/PERFORMANCE.md).
 
 One client serves every tenant's channels, so it keeps no cookies: a cookie one
 provider sets must not ride along on later deliveries to the same host, for anyone.
