@@ -50,7 +50,11 @@ def _certificate_cn(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
 
 
 async def authenticate(self: HasAuth, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
-    return await self.auth.authenticate(_authorization(context), _certificate_cn(context))
+    authorization = _authorization(context)
+    # A certificate only counts without an API key, and reading the TLS auth context
+    # builds a dict per call: skip it when a key came.
+    certificate_cn = None if authorization else _certificate_cn(context)
+    return await self.auth.authenticate(authorization, certificate_cn)
 
 
 def _as_uns_error(exc: Exception) -> UnsError | None:
