@@ -25,6 +25,8 @@ class Profile:
     paced_rate: float
     paced_seconds: float
     # watch: subscriber counts; events per level; the RSS figure is taken at the largest.
+    # An event's copies arrive together, so one late event is 1/watch_events of the
+    # samples: with too few events the p99 is the slowest event's delay.
     watch_subscribers: tuple[int, ...]
     watch_events: int
     # drain: backlog size and the longest we wait for it.
@@ -73,7 +75,7 @@ FULL = Profile(
     paced_rate=25.0,
     paced_seconds=8.0,
     watch_subscribers=(1, 100, 1000),
-    watch_events=30,
+    watch_events=100,
     drain_backlog=100_000,
     drain_cap_seconds=300.0,
     growth_history=1_000_000,
