@@ -93,7 +93,8 @@ async def test_a_connection_the_provider_closed_is_not_reused() -> None:
     assert provider.connections == 2
 
 
-# aiohttp's own jar skips cookies from IP hosts, so "localhost" is the case that counts.
+# aiohttp's default jar ignores a reply's cookie from an IP host, so "localhost" is
+# where the reply's cookie counts; the one set on the session goes to any host.
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
 async def test_a_cookie_a_provider_sets_is_never_sent_back(host: str) -> None:
     """One client serves every tenant's channels: no provider state may ride along."""
