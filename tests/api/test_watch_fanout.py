@@ -155,6 +155,12 @@ async def test_hub_replaces_a_broken_connection_without_losing_events(
         return response.event.notification_id
 
     try:
+        # The stream starts "from now" (SPEC): send only once the server has placed it,
+        # or the first event can commit before the stream's start and never come.
+        for _ in range(3000):
+            if server.app.hub.subscribers:
+                break
+            await asyncio.sleep(0.01)
         first = await server.stub("alice").SendNotification(send_request(idempotency_key="1"))
         assert await next_event() == first.notification_id
         if server.app.db.dialect == "postgresql":
