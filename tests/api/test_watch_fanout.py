@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import text
 
 from tests.support.server import send_request, start_server
+from tests.support.watching import positioned
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.api import convert
@@ -155,12 +156,10 @@ async def test_hub_replaces_a_broken_connection_without_losing_events(
         return response.event.notification_id
 
     try:
-        # The stream starts "from now" (SPEC): send only once the server has placed it,
-        # or the first event can commit before the stream's start and never come.
-        for _ in range(3000):
-            if server.app.hub.subscribers:
-                break
-            await asyncio.sleep(0.01)
+        # The stream starts "from now" (SPEC): send only once the server has placed it
+        # (its first heartbeat), or the first event can commit before the stream's start
+        # and never come.
+        assert await positioned(call) == []
         first = await server.stub("alice").SendNotification(send_request(idempotency_key="1"))
         assert await next_event() == first.notification_id
         if server.app.db.dialect == "postgresql":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import grpc
+
 from tests.support.server import Client
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -33,6 +35,27 @@ async def events_until(
     finally:
         call.cancel()
     return seen
+
+
+WatchCall = grpc.aio.UnaryStreamCall[pb.WatchEventsRequest, pb.WatchEventsResponse]
+
+
+async def positioned(call: WatchCall, within: float = WAIT_SECONDS) -> list[t.Event]:
+    """Read ``call`` (an open WatchEvents call) up to its first heartbeat and return the
+    catch-up events that came before it (none for a quiet stream "from now").
+
+    The server sends that heartbeat once it has read the stream's start and subscribed,
+    so every event committed after this returns is delivered. A stream "from now"
+    (``after_sequence`` 0 without ``replay_history``) starts wherever the server is when
+    the request arrives: trigger the events a test waits for only after this. Reads by
+    async iteration (as ``async for``/``anext(aiter(call))`` do; grpc forbids mixing
+    that with ``call.read()``)."""
+    events: list[t.Event] = []
+    stream = aiter(call)
+    async with asyncio.timeout(within):
+        while not (response := await anext(stream)).HasField("heartbeat"):
+            events.append(response.event)
+    return events
 
 
 def kinds(events: list[t.Event]) -> list[str]:
