@@ -232,7 +232,8 @@ class AsyncClient:
 
         ``after_sequence``: start after this sequence (a saved ``EventStream.cursor``);
         0 means "from now", or all retained history with ``replay_history``. Filters
-        combine with AND. Nothing is sent until the first ``__anext__``.
+        combine with AND. Nothing is sent until the first ``__anext__`` (or
+        ``positioned()``, which waits until a stream "from now" has its start).
         """
         request = _convert.watch_request(
             after_sequence=after_sequence,

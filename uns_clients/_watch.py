@@ -12,8 +12,9 @@ history compacted, unimplemented, ...) ends the iteration by raising it.
 
 One caveat belongs to the protocol: a stream opened "from now" (``after_sequence=0``
 without ``replay_history``) has no position until its first event or heartbeat; a
-disconnect before either resumes "from now" again. Persist ``cursor`` and pass it as
-``after_sequence`` to resume across process restarts.
+disconnect before either resumes "from now" again. ``await stream.positioned()`` waits
+for that position, so a caller can subscribe "from now" and only then send. Persist
+``cursor`` and pass it as ``after_sequence`` to resume across process restarts.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -67,6 +69,8 @@ class EventStream:
         self.reconnects: int = 0
         """How many times the stream was re-opened after a failure."""
         self._last_event_sequence = request.after_sequence
+        self._positioned = False
+        self._early: deque[t.Event] = deque()  # read by positioned(), not yet yielded
         self._call: _WatchCall | None = None
         self._failures = 0
         self._closed = asyncio.Event()
@@ -80,6 +84,29 @@ class EventStream:
         return self
 
     async def __anext__(self) -> t.Event:
+        event = self._early.popleft() if self._early else None
+        while event is None:
+            event = await self._read()
+        # Moved here, not on reading: an event positioned() keeps is still to come.
+        self.cursor = max(self.cursor, event.sequence)
+        return event
+
+    async def positioned(self) -> int:
+        """Open the stream if needed and wait until the server has placed it (its first
+        event or heartbeat); return ``cursor``. Every matching event committed after
+        this returns will be yielded: subscribe "from now", await this, then send. An
+        event read meanwhile is kept for the iteration. Raises what iterating would
+        raise; returns at once on a closed stream."""
+        with contextlib.suppress(StopAsyncIteration):
+            while not self._positioned:
+                event = await self._read()
+                if event is not None:
+                    self._early.append(event)
+        return self.cursor
+
+    async def _read(self) -> t.Event | None:
+        """One response: the event to yield, or None (a heartbeat, a repeat, a
+        reconnect)."""
         while True:
             if self.closed:
                 raise StopAsyncIteration
@@ -111,16 +138,17 @@ class EventStream:
             if self._failures:
                 log.info("WatchEvents resumed after sequence %d", self.cursor)
             self._failures = 0
+            self._positioned = True
             which = response.WhichOneof("response")
             if which == "heartbeat":
                 self.cursor = max(self.cursor, response.heartbeat.high_water_sequence)
             elif which == "event":
                 event = response.event
                 if event.sequence <= self._last_event_sequence:
-                    continue  # already yielded before a reconnect
+                    return None  # already yielded before a reconnect
                 self._last_event_sequence = event.sequence
-                self.cursor = max(self.cursor, event.sequence)
                 return event
+            return None
 
     def _open(self) -> _WatchCall:
         request = pb.WatchEventsRequest()

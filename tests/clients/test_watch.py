@@ -97,6 +97,31 @@ async def test_live_stream_with_filters_and_a_start_cursor(
     assert all(e.sequence > accepted.sequence for e in seen)
 
 
+async def test_positioned_stream_from_now_gets_what_is_sent_after_it(
+    server: RunningServer, async_client: AsyncClients
+) -> None:
+    alice = async_client("alice")
+    await require_watch_events(alice)
+    earlier = await alice.send(**send_fields(notification_type="demo.positioned"))
+    replay = alice.watch(
+        notification_ids=[earlier.notification_id], kinds=["ACCEPTED"], replay_history=True
+    )
+    async with replay:
+        # The first response replays the ACCEPTED event: kept for the iteration, and the
+        # cursor stays before it until it is yielded.
+        assert await replay.positioned() == 0
+        (accepted,) = await collect_until(replay, lambda seen: len(seen) == 1)
+        assert accepted.notification_id == earlier.notification_id
+        assert replay.cursor == accepted.sequence
+
+    async with alice.watch(notification_type="demo.positioned", kinds=["ACCEPTED"]) as stream:
+        # "From now": placed at the server's high-water mark, past what was committed.
+        assert await stream.positioned() >= accepted.sequence
+        later = await alice.send(**send_fields(notification_type="demo.positioned"))
+        (event,) = await collect_until(stream, lambda seen: len(seen) == 1)
+    assert event.notification_id == later.notification_id
+
+
 async def test_watch_refusals_are_typed(server: RunningServer, async_client: AsyncClients) -> None:
     await require_watch_events(async_client("alice"))
     with pytest.raises(PermissionDenied):
