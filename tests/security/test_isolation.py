@@ -4,9 +4,8 @@ Roles (SPEC §3): ``producer`` sends, simulates, and gets/lists/watches its *own
 notifications; ``responder`` acknowledges; ``operator`` replays, resolves failures,
 manages policies, reads the audit trail and gets/lists/watches everything.
 
-Responders read any notification by id: they acknowledge by id (SPEC: "responders
-acknowledge"), so ``GetNotification`` shows them what they are asked to answer. They
-cannot list or watch, so they cannot discover ids they were not given.
+Responders acknowledge by id and read nothing (SPEC §3: "``responder`` (Acknowledge)"):
+a key that is also a producer reads only its own notifications, like any producer.
 
 A producer asking for an id it may not see gets exactly the NOT_FOUND a random unknown
 id gets (same code, reason, message and ErrorInfo metadata keys), so existence never
@@ -92,8 +91,8 @@ ROLE_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
     ),
     "NotificationService/GetNotification": (
         lambda w: pb.GetNotificationRequest(notification_id=w.alice_id),
-        # bob: alice's id is invisible to him; rita: responders read any id they answer.
-        {"alice": OK, "bob": "NOT_FOUND", "rita": OK, "oscar": OK},
+        # bob: alice's id is invisible to him; rita: responders only acknowledge (SPEC §3).
+        {"alice": OK, "bob": "NOT_FOUND", "rita": PD, "oscar": OK},
     ),
     "NotificationService/ListNotifications": (
         lambda w: pb.ListNotificationsRequest(),
@@ -302,14 +301,26 @@ async def test_idempotency_and_dedup_scopes_do_not_cross_principals(world: World
     assert again.response.notification_id == world.alice_id and again.response.idempotent_replay
 
 
-async def test_responders_read_by_id_but_cannot_discover_ids(world: World) -> None:
-    """Documented behaviour: a responder acknowledges by id, so it may read any id."""
+async def test_the_responder_role_acknowledges_and_reads_nothing(world: World) -> None:
+    """A responder acknowledges any id but reads none; a key that is producer and
+    responder reads only its own notifications, as a producer."""
     rita = world.callers("rita")
+    created = await world.callers("oscar").call(
+        "KeyService/CreateApiKey",
+        kpb.CreateApiKeyRequest(principal="pat", roles=[kpb.ROLE_PRODUCER, kpb.ROLE_RESPONDER]),
+    )
+    assert created.reason == OK
+    pat = world.callers.raw(f"Bearer {created.response.secret}")
+    own = await pat.call("NotificationService/SendNotification", send_request())
+    assert own.reason == OK
     for nid in (world.alice_id, world.bob_id):
-        got = await rita.call(
-            "NotificationService/GetNotification", pb.GetNotificationRequest(notification_id=nid)
-        )
-        assert got.reason == OK and got.response.notification.id == nid
-    listed = await rita.call("NotificationService/ListNotifications", pb.ListNotificationsRequest())
-    watched = await rita.call("NotificationService/WatchEvents", pb.WatchEventsRequest())
-    assert listed.reason == watched.reason == PD
+        get = pb.GetNotificationRequest(notification_id=nid)
+        assert (await rita.call("NotificationService/GetNotification", get)).reason == PD
+        assert (await pat.call("NotificationService/GetNotification", get)).reason == "NOT_FOUND"
+        ack = pb.AcknowledgeRequest(notification_id=nid)  # PENDING: nothing to settle yet
+        assert (await pat.call("NotificationService/Acknowledge", ack)).reason == "ACK_NOT_PENDING"
+    mine = await pat.call(
+        "NotificationService/GetNotification",
+        pb.GetNotificationRequest(notification_id=own.response.notification_id),
+    )
+    assert mine.reason == OK and mine.response.notification.principal == "pat"

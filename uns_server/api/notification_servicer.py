@@ -108,7 +108,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             dedup_owner_id=decision.owner["id"] if decision.owner else "",
         )
 
-    @unary(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)
+    @unary(Role.PRODUCER, Role.OPERATOR)
     async def GetNotification(
         self, request: pb.GetNotificationRequest, context: Ctx, principal: Principal
     ) -> pb.GetNotificationResponse:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
-from uns_server.domain.enums import AckStatus, Role, Status
+from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
@@ -103,7 +103,7 @@ class Queries:
         if page_token:
             try:
                 created_at, last_id, token_filter = notifications.decode_page_token(page_token)
-            except (ValueError, TypeError, UnicodeDecodeError):
+            except ValueError:
                 raise _invalid("page_token", "not a token from this server") from None
             if token_filter != filter_text:
                 raise _invalid("page_token", "the token belongs to a different filter")
@@ -123,7 +123,6 @@ class Queries:
 
 
 def visible(principal: Principal, row: RowMapping) -> bool:
-    """Operators and responders (who acknowledge by id) see every notification."""
-    if principal.sees_everything or Role.RESPONDER in principal.roles:
-        return True
-    return bool(row["principal"] == principal.name)
+    """Operators see every notification, anyone else only their own (SPEC §3: the
+    responder role acknowledges by id; it reads nothing, whatever else its key holds)."""
+    return principal.sees_everything or bool(row["principal"] == principal.name)
