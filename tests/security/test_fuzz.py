@@ -839,6 +839,20 @@ def corpus(world: Fuzz) -> list[tuple[str, Message]]:
                 ),
             )
         )
+    # JSON nested past the parser's recursion limit (it raised RecursionError: INTERNAL).
+    nested = base64.urlsafe_b64encode(b"[" * 100_000).decode()
+    cases += [
+        ("NotificationService/ListNotifications", pb.ListNotificationsRequest(page_token=nested)),
+        (
+            "PolicyService/ListPolicyRevisions",
+            ppb.ListPolicyRevisionsRequest(notification_type="demo.alert", page_token=nested),
+        ),
+        (
+            "AuditService/ListAckAuditRecords",
+            apb.ListAckAuditRecordsRequest(notification_id=UNKNOWN_ID, page_token=nested),
+        ),
+        ("KeyService/ListApiKeys", kpb.ListApiKeysRequest(page_token=nested)),
+    ]
     cases += [
         (
             "PolicyService/GetPolicy",

@@ -10,8 +10,6 @@ offset of a record never moves.
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
@@ -23,6 +21,7 @@ from uns.v1 import audit_service_pb2 as pb
 from uns.v1 import audit_service_pb2_grpc as pb_grpc
 from uns_server.api import convert
 from uns_server.api.handlers import unary
+from uns_server.domain import page_tokens
 from uns_server.domain.enums import AckStatus, AutonomyMode, DeliveryMode, Intent, Role, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.validation import validate_notification_id
@@ -50,17 +49,15 @@ def _invalid(field: str, description: str) -> InvalidRequest:
 
 
 def _encode_token(notification_id: str, offset: int) -> str:
-    raw = json.dumps([notification_id, offset]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return page_tokens.encode(notification_id, offset)
 
 
 def _decode_token(token: str, notification_id: str) -> int:
     try:
-        padded = token + "=" * (-len(token) % 4)
-        owner, offset = json.loads(base64.urlsafe_b64decode(padded))
-        if not isinstance(offset, int) or not 0 <= offset < 2**31:
+        owner, offset = page_tokens.decode(token, 2)
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < 2**31:
             raise ValueError(offset)
-    except (ValueError, TypeError, UnicodeDecodeError):
+    except ValueError:
         raise _invalid("page_token", "not a token from this server") from None
     if owner != notification_id:
         raise _invalid("page_token", "the token belongs to a different notification")

@@ -7,15 +7,13 @@ here ever returns a hash, and a secret only from ``create``.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.engine import RowMapping
 
+from uns_server.domain import page_tokens
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.services import auth
@@ -105,19 +103,17 @@ async def list_all(db: Database) -> list[KeyInfo]:
 
 
 def _encode_token(offset: int) -> str:
-    raw = json.dumps([_TOKEN_VERSION, offset]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return page_tokens.encode(_TOKEN_VERSION, offset)
 
 
 def _decode_token(token: str) -> int:
     try:
-        padded = token + "=" * (-len(token) % 4)
-        version, offset = json.loads(base64.urlsafe_b64decode(padded))
+        version, offset = page_tokens.decode(token, 2)
         if version != _TOKEN_VERSION or isinstance(offset, bool) or not isinstance(offset, int):
             raise ValueError(token)
         if offset < 0:
             raise ValueError(token)
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+    except ValueError:
         raise _invalid("page_token", "not a token from this server") from None
     return offset
 

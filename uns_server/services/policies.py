@@ -9,9 +9,6 @@ token is an opaque encoding of the last revision returned (and its type).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +17,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 
+from uns_server.domain import page_tokens
 from uns_server.domain.enums import DeliveryMode, Priority
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.policy import PolicyRevision, PolicySpec
@@ -67,20 +65,18 @@ def validate_type(notification_type: str, field: str = "notification_type") -> s
 
 
 def encode_page_token(notification_type: str, last_revision: int) -> str:
-    raw = json.dumps([_TOKEN_VERSION, notification_type, last_revision]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return page_tokens.encode(_TOKEN_VERSION, notification_type, last_revision)
 
 
 def decode_page_token(token: str, notification_type: str) -> int:
     """The last revision of the previous page; INVALID_REQUEST on a foreign token."""
     try:
-        padded = token + "=" * (-len(token) % 4)
-        version, token_type, last = json.loads(base64.urlsafe_b64decode(padded))
+        version, token_type, last = page_tokens.decode(token, 3)
         if isinstance(last, bool) or not isinstance(last, int) or not 1 <= last <= _INT32_MAX:
             raise ValueError(token)
         if version != _TOKEN_VERSION:
             raise ValueError(token)
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+    except ValueError:
         raise _invalid("page_token", "not a token from this server") from None
     if token_type != notification_type:
         raise _invalid("page_token", "the token belongs to a different notification_type")

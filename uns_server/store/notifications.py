@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -13,6 +11,7 @@ from sqlalchemy import and_, any_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain import page_tokens
 from uns_server.store import pg
 from uns_server.store.tables import dedup, notifications
 
@@ -118,14 +117,14 @@ async def list_page(
 
 
 def encode_page_token(created_at: datetime, last_id: str, filter_text: str) -> str:
-    raw = json.dumps([created_at.isoformat(), last_id, filter_text]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return page_tokens.encode(created_at.isoformat(), last_id, filter_text)
 
 
 def decode_page_token(token: str) -> tuple[datetime, str, str]:
     """Raises ValueError on a token this server did not make."""
-    padded = token + "=" * (-len(token) % 4)
-    created_at, last_id, filter_text = json.loads(base64.urlsafe_b64decode(padded))
+    created_at, last_id, filter_text = page_tokens.decode(token, 3)
+    if not isinstance(created_at, str):
+        raise ValueError("page token time is not a string")
     after = datetime.fromisoformat(created_at)
     if after.tzinfo is None:
         raise ValueError("page token time without a time zone")
