@@ -102,6 +102,29 @@ async def test_unknown_enum_value_is_invalid(server: RunningServer) -> None:
     assert err.reason == "INVALID_REQUEST" and "intent" in err.violations
 
 
+async def test_unreadable_values_are_listed_with_every_other_problem(
+    server: RunningServer,
+) -> None:
+    """Unknown enum numbers and non-finite metadata numbers (which the wire can carry)
+    come in the same BadRequest as the ordinary field problems: one round trip."""
+    request = send_request(intent=99, priority=7, delivery_mode=9, title="", source="")
+    request.metadata.fields["x"].number_value = float("inf")
+    request.metadata.fields["slack_channel"].string_value = "#ceo"
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await server.stub("alice").SendNotification(request)
+    err = rich_error(exc.value)
+    assert (err.code, err.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
+    assert set(err.violations) == {
+        "intent",
+        "priority",
+        "delivery_mode",
+        "metadata",
+        "title",
+        "source",
+    }
+    assert err.metadata["fields"].split(",") == list(err.violations)
+
+
 @pytest.mark.parametrize(
     ("who", "code", "reason"),
     [

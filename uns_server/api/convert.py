@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -22,9 +23,10 @@ from uns_server.domain.enums import (
     Priority,
     Status,
 )
-from uns_server.domain.errors import FieldViolation, InvalidRequest
+from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.requests import AutonomyContext, SendRequest
+from uns_server.domain.validation import validate_send
 from uns_server.services.watch import WatchItem
 
 E = TypeVar("E", bound=StrEnum)
@@ -112,17 +114,34 @@ def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
 
 
 def send_request(req: pb.SendNotificationRequest) -> SendRequest:
+    """The domain request. A value the wire carries but the domain cannot hold (an
+    unknown enum number, a non-finite number in metadata) is INVALID_REQUEST, listed
+    with every other field's problem in one answer."""
+    unreadable: list[FieldViolation] = []
+
+    def enum(cls: type[E], value: int, field: str) -> E | None:
+        try:
+            return enum_from_wire(cls, value, field)
+        except InvalidRequest as exc:
+            unreadable.extend(exc.violations)
+            return None
+
+    try:
+        metadata = struct_to_dict(req.metadata)
+    except InvalidRequest as exc:
+        unreadable.extend(exc.violations)
+        metadata = {}
     ctx = None
     if req.HasField("autonomy_context"):
         ctx = AutonomyContext(
-            autonomy_mode=enum_from_wire(
+            autonomy_mode=enum(
                 AutonomyMode, req.autonomy_context.autonomy_mode, "autonomy_context.autonomy_mode"
             ),
             agent_id=req.autonomy_context.agent_id,
         )
-    return SendRequest(
+    request = SendRequest(
         notification_type=req.notification_type,
-        intent=enum_from_wire(Intent, req.intent, "intent"),
+        intent=enum(Intent, req.intent, "intent"),
         title=req.title,
         message=req.message,
         source=req.source,
@@ -130,11 +149,23 @@ def send_request(req: pb.SendNotificationRequest) -> SendRequest:
         dedup_key=req.dedup_key,
         correlation_id=req.correlation_id,
         autonomy_context=ctx,
-        metadata=struct_to_dict(req.metadata),
-        delivery_mode=enum_from_wire(DeliveryMode, req.delivery_mode, "delivery_mode"),
+        metadata=metadata,
+        delivery_mode=enum(DeliveryMode, req.delivery_mode, "delivery_mode"),
         require_ack=req.require_ack if req.HasField("require_ack") else None,
-        priority=enum_from_wire(Priority, req.priority, "priority"),
+        priority=enum(Priority, req.priority, "priority"),
     )
+    if unreadable:
+        # Validated here only to list the other fields' problems in the same answer; a
+        # readable request is validated by the service (``services.intake``).
+        seen = {v.field for v in unreadable}
+        with contextlib.suppress(ReservedMetadataKey):
+            try:
+                validate_send(request)
+            except InvalidRequest as exc:
+                unreadable += [v for v in exc.violations if v.field not in seen]
+        fields = ",".join(dict.fromkeys(v.field for v in unreadable))
+        raise InvalidRequest(metadata={"fields": fields}, violations=unreadable)
+    return request
 
 
 def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
