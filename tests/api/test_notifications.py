@@ -191,9 +191,16 @@ async def test_list_pages_newest_first_with_filter(server: RunningServer) -> Non
         if not token:
             break
     assert seen == list(reversed(ids))
-    with pytest.raises(grpc.aio.AioRpcError) as exc:
-        await alice.ListNotifications(pb.ListNotificationsRequest(filter="colour = red"))
-    assert rich_error(exc.value).reason == "INVALID_REQUEST"
+    # AIP-158: a page size above the maximum is coerced to it; a negative one is refused.
+    everything = await alice.ListNotifications(pb.ListNotificationsRequest(page_size=2**31 - 1))
+    assert [n.id for n in everything.notifications] == seen and not everything.next_page_token
+    for bad in (
+        pb.ListNotificationsRequest(filter="colour = red"),
+        pb.ListNotificationsRequest(page_size=-1),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await alice.ListNotifications(bad)
+        assert rich_error(exc.value).reason == "INVALID_REQUEST"
 
 
 async def test_oversized_message_is_refused(server: RunningServer) -> None:

@@ -148,12 +148,16 @@ async def test_list_revisions_pages_newest_first(server: RunningServer) -> None:
     first = await oscar.ListPolicyRevisions(
         pb.ListPolicyRevisionsRequest(notification_type=TYPE, page_size=1)
     )
+    coerced = await oscar.ListPolicyRevisions(  # AIP-158: above the maximum means the maximum
+        pb.ListPolicyRevisionsRequest(notification_type=TYPE, page_size=1001)
+    )
+    assert coerced.revisions and not coerced.next_page_token
     for request in (
         pb.ListPolicyRevisionsRequest(notification_type=TYPE, page_token="garbage!"),
         pb.ListPolicyRevisionsRequest(
             notification_type="other.type", page_token=first.next_page_token
         ),
-        pb.ListPolicyRevisionsRequest(notification_type=TYPE, page_size=1001),
+        pb.ListPolicyRevisionsRequest(notification_type=TYPE, page_size=-1),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as exc:
             await oscar.ListPolicyRevisions(request)

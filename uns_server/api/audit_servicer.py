@@ -21,7 +21,7 @@ from uns.v1 import audit_service_pb2 as pb
 from uns.v1 import audit_service_pb2_grpc as pb_grpc
 from uns_server.api import convert
 from uns_server.api.handlers import unary
-from uns_server.domain import page_tokens
+from uns_server.domain import paging
 from uns_server.domain.enums import AckStatus, AutonomyMode, DeliveryMode, Intent, Role, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.validation import validate_notification_id
@@ -30,8 +30,6 @@ from uns_server.store import audit
 from uns_server.store.db import Database
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
-PAGE_SIZE_DEFAULT = 50
-PAGE_SIZE_MAX = 1000
 
 
 class Reader(Protocol):
@@ -49,12 +47,12 @@ def _invalid(field: str, description: str) -> InvalidRequest:
 
 
 def _encode_token(notification_id: str, offset: int) -> str:
-    return page_tokens.encode(notification_id, offset)
+    return paging.encode_token(notification_id, offset)
 
 
 def _decode_token(token: str, notification_id: str) -> int:
     try:
-        owner, offset = page_tokens.decode(token, 2)
+        owner, offset = paging.decode_token(token, 2)
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < 2**31:
             raise ValueError(offset)
     except ValueError:
@@ -118,9 +116,10 @@ class AuditServicer(pb_grpc.AuditServiceServicer):
         self, read: Reader, notification_id: str, page_size: int, page_token: str
     ) -> tuple[Sequence[RowMapping], str]:
         nid = validate_notification_id(notification_id)
-        if not 0 <= page_size <= PAGE_SIZE_MAX:
-            raise _invalid("page_size", f"must be between 0 and {PAGE_SIZE_MAX}")
-        limit = page_size or PAGE_SIZE_DEFAULT
+        try:
+            limit = paging.page_limit(page_size)
+        except ValueError:
+            raise _invalid("page_size", "must not be negative") from None
         offset = _decode_token(page_token, nid) if page_token else 0
         async with self.db.read() as conn:
             rows = await read(conn, nid, offset=offset, limit=limit + 1)  # one more: a next page?

@@ -13,15 +13,13 @@ from datetime import datetime
 
 from sqlalchemy.engine import RowMapping
 
-from uns_server.domain import page_tokens
+from uns_server.domain import paging
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.services import auth
 from uns_server.store import api_keys
 from uns_server.store.db import Database
 
-PAGE_SIZE_DEFAULT = 50
-PAGE_SIZE_MAX = 1000
 TEXT_MAX_CHARS = 255
 _TOKEN_VERSION = 1
 
@@ -103,12 +101,12 @@ async def list_all(db: Database) -> list[KeyInfo]:
 
 
 def _encode_token(offset: int) -> str:
-    return page_tokens.encode(_TOKEN_VERSION, offset)
+    return paging.encode_token(_TOKEN_VERSION, offset)
 
 
 def _decode_token(token: str) -> int:
     try:
-        version, offset = page_tokens.decode(token, 2)
+        version, offset = paging.decode_token(token, 2)
         if version != _TOKEN_VERSION or isinstance(offset, bool) or not isinstance(offset, int):
             raise ValueError(token)
         if offset < 0:
@@ -125,9 +123,10 @@ async def list_page(
 
     Keys are never deleted, only revoked, so a position in the oldest-first order
     stays valid between pages (new keys only append)."""
-    if not 0 <= page_size <= PAGE_SIZE_MAX:
-        raise _invalid("page_size", f"must be between 0 and {PAGE_SIZE_MAX}")
-    limit = page_size or PAGE_SIZE_DEFAULT
+    try:
+        limit = paging.page_limit(page_size)
+    except ValueError:
+        raise _invalid("page_size", "must not be negative") from None
     start = _decode_token(page_token) if page_token else 0
     everything = await list_all(db)
     page = everything[start : start + limit]

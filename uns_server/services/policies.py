@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 
-from uns_server.domain import page_tokens
+from uns_server.domain import paging
 from uns_server.domain.enums import DeliveryMode, Priority
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.policy import PolicyRevision, PolicySpec
@@ -28,8 +28,6 @@ from uns_server.store.db import Database
 Clock = Callable[[], datetime]
 E = TypeVar("E", bound=StrEnum)
 
-PAGE_SIZE_DEFAULT = 50
-PAGE_SIZE_MAX = 1000
 # Two first puts of one new type race on the unique notification_type; the loser
 # retries and then sees the winner's row.
 _INSERT_RACE_RETRIES = 3
@@ -65,13 +63,13 @@ def validate_type(notification_type: str, field: str = "notification_type") -> s
 
 
 def encode_page_token(notification_type: str, last_revision: int) -> str:
-    return page_tokens.encode(_TOKEN_VERSION, notification_type, last_revision)
+    return paging.encode_token(_TOKEN_VERSION, notification_type, last_revision)
 
 
 def decode_page_token(token: str, notification_type: str) -> int:
     """The last revision of the previous page; INVALID_REQUEST on a foreign token."""
     try:
-        version, token_type, last = page_tokens.decode(token, 3)
+        version, token_type, last = paging.decode_token(token, 3)
         if isinstance(last, bool) or not isinstance(last, int) or not 1 <= last <= _INT32_MAX:
             raise ValueError(token)
         if version != _TOKEN_VERSION:
@@ -164,9 +162,10 @@ class PolicyService:
         An unknown type is an empty list, not NOT_FOUND: a type has revisions or not.
         """
         validate_type(notification_type)
-        if not 0 <= page_size <= PAGE_SIZE_MAX:
-            raise _invalid("page_size", f"must be between 0 and {PAGE_SIZE_MAX}")
-        limit = page_size or PAGE_SIZE_DEFAULT
+        try:
+            limit = paging.page_limit(page_size)
+        except ValueError:
+            raise _invalid("page_size", "must not be negative") from None
         before = decode_page_token(page_token, notification_type) if page_token else None
         async with self._db.read() as conn:
             rows = await policies.list_revisions(

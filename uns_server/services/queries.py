@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from uns_server.domain import paging
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.validation import validate_notification_id
@@ -16,8 +17,6 @@ from uns_server.services.auth import Principal
 from uns_server.store import notifications
 from uns_server.store.db import Database
 
-PAGE_SIZE_DEFAULT = 50
-PAGE_SIZE_MAX = 1000
 # Input quoted back in an error message: a whole filter (up to the 1 MiB request) would
 # make the status trailers too large for the client to read the error at all.
 ECHO_MAX_CHARS = 64
@@ -93,9 +92,10 @@ class Queries:
     async def list(
         self, principal: Principal, filter_text: str, page_size: int, page_token: str
     ) -> tuple[list[RowMapping], str]:
-        if page_size < 0 or page_size > PAGE_SIZE_MAX:
-            raise _invalid("page_size", f"must be between 0 and {PAGE_SIZE_MAX}")
-        limit = page_size or PAGE_SIZE_DEFAULT
+        try:
+            limit = paging.page_limit(page_size)
+        except ValueError:
+            raise _invalid("page_size", "must not be negative") from None
         conditions = parse_filter(filter_text)
         if not principal.sees_everything:
             conditions.append(("principal", principal.name))

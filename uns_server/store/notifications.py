@@ -11,7 +11,7 @@ from sqlalchemy import and_, any_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain import page_tokens
+from uns_server.domain import paging
 from uns_server.store import pg
 from uns_server.store.tables import dedup, notifications
 
@@ -117,12 +117,12 @@ async def list_page(
 
 
 def encode_page_token(created_at: datetime, last_id: str, filter_text: str) -> str:
-    return page_tokens.encode(created_at.isoformat(), last_id, filter_text)
+    return paging.encode_token(created_at.isoformat(), last_id, filter_text)
 
 
 def decode_page_token(token: str) -> tuple[datetime, str, str]:
     """Raises ValueError on a token this server did not make."""
-    created_at, last_id, filter_text = page_tokens.decode(token, 3)
+    created_at, last_id, filter_text = paging.decode_token(token, 3)
     if not isinstance(created_at, str):
         raise ValueError("page token time is not a string")
     after = datetime.fromisoformat(created_at)

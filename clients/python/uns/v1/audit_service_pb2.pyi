@@ -217,7 +217,7 @@ class ListDeliveryAuditRecordsRequest(_message.Message):
     notification_id: _builtins.str
     """Required. The UUID of the notification."""
     page_size: _builtins.int
-    """Page size, 1-1000; 0 means 50."""
+    """Page size: 0 means 50, and more than 1000 means 1000 (AIP-158)."""
     page_token: _builtins.str
     """The next_page_token of the previous page; empty for the first page."""
     def __init__(
@@ -277,7 +277,7 @@ class ListAckAuditRecordsRequest(_message.Message):
     notification_id: _builtins.str
     """Required. The UUID of the notification."""
     page_size: _builtins.int
-    """Page size, 1-1000; 0 means 50."""
+    """Page size: 0 means 50, and more than 1000 means 1000 (AIP-158)."""
     page_token: _builtins.str
     """The next_page_token of the previous page; empty for the first page."""
     def __init__(

@@ -643,7 +643,7 @@ class ListNotificationsRequest(_message.Message):
     `state = FAILED AND dead_letter = true` lists the dead-letter queue.
     """
     page_size: _builtins.int
-    """Page size, 1-1000; 0 means 50."""
+    """Page size: 0 means 50, and more than 1000 means 1000 (AIP-158)."""
     page_token: _builtins.str
     """The next_page_token of the previous page; empty for the first page.
     A token is valid only with the same filter.

@@ -323,7 +323,7 @@ class ListPolicyRevisionsRequest(_message.Message):
     notification_type: _builtins.str
     """Required. The notification type."""
     page_size: _builtins.int
-    """Page size, 1-1000; 0 means 50."""
+    """Page size: 0 means 50, and more than 1000 means 1000 (AIP-158)."""
     page_token: _builtins.str
     """The next_page_token of the previous page."""
     def __init__(

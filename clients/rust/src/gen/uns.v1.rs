@@ -659,7 +659,7 @@ pub struct ListDeliveryAuditRecordsRequest {
     /// Required. The UUID of the notification.
     #[prost(string, tag="1")]
     pub notification_id: ::prost::alloc::string::String,
-    /// Page size, 1-1000; 0 means 50.
+    /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
     #[prost(int32, tag="2")]
     pub page_size: i32,
     /// The next_page_token of the previous page; empty for the first page.
@@ -683,7 +683,7 @@ pub struct ListAckAuditRecordsRequest {
     /// Required. The UUID of the notification.
     #[prost(string, tag="1")]
     pub notification_id: ::prost::alloc::string::String,
-    /// Page size, 1-1000; 0 means 50.
+    /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
     #[prost(int32, tag="2")]
     pub page_size: i32,
     /// The next_page_token of the previous page; empty for the first page.
@@ -752,7 +752,7 @@ pub struct CreateApiKeyResponse {
 /// ListApiKeysRequest pages through the stored keys.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ListApiKeysRequest {
-    /// Page size, 1-1000; 0 means 50.
+    /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
     #[prost(int32, tag="1")]
     pub page_size: i32,
     /// The next_page_token of the previous page.
@@ -1079,7 +1079,7 @@ pub struct ListNotificationsRequest {
     /// `state = FAILED AND dead_letter = true` lists the dead-letter queue.
     #[prost(string, tag="1")]
     pub filter: ::prost::alloc::string::String,
-    /// Page size, 1-1000; 0 means 50.
+    /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
     #[prost(int32, tag="2")]
     pub page_size: i32,
     /// The next_page_token of the previous page; empty for the first page.
@@ -1263,7 +1263,7 @@ pub struct ListPolicyRevisionsRequest {
     /// Required. The notification type.
     #[prost(string, tag="1")]
     pub notification_type: ::prost::alloc::string::String,
-    /// Page size, 1-1000; 0 means 50.
+    /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
     #[prost(int32, tag="2")]
     pub page_size: i32,
     /// The next_page_token of the previous page.

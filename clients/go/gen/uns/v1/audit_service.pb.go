@@ -336,7 +336,7 @@ type ListDeliveryAuditRecordsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The UUID of the notification.
 	NotificationId string `protobuf:"bytes,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
-	// Page size, 1-1000; 0 means 50.
+	// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of the previous page; empty for the first page.
 	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -456,7 +456,7 @@ type ListAckAuditRecordsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The UUID of the notification.
 	NotificationId string `protobuf:"bytes,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
-	// Page size, 1-1000; 0 means 50.
+	// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of the previous page; empty for the first page.
 	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

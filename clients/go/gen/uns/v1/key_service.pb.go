@@ -302,7 +302,7 @@ func (x *CreateApiKeyResponse) GetApiKey() *ApiKey {
 // ListApiKeysRequest pages through the stored keys.
 type ListApiKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Page size, 1-1000; 0 means 50.
+	// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of the previous page.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

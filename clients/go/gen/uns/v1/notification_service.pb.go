@@ -1172,7 +1172,7 @@ type ListNotificationsRequest struct {
 	// notification_type, source, principal and dedup_owner_id. Example:
 	// `state = FAILED AND dead_letter = true` lists the dead-letter queue.
 	Filter string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
-	// Page size, 1-1000; 0 means 50.
+	// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of the previous page; empty for the first page.
 	// A token is valid only with the same filter.

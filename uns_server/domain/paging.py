@@ -1,4 +1,5 @@
-"""Opaque page tokens (AIP-158): a JSON array, base64url without padding.
+"""AIP-158 paging: page sizes, and opaque page tokens (a JSON array, base64url without
+padding).
 
 Tokens are neither secret nor signed: each listing checks every field it decodes, and a
 token it did not make is INVALID_REQUEST, never an error of the server.
@@ -10,13 +11,24 @@ import base64
 import json
 from typing import Any
 
+PAGE_SIZE_DEFAULT = 50
+PAGE_SIZE_MAX = 1000
 
-def encode(*fields: object) -> str:
+
+def page_limit(page_size: int) -> int:
+    """Rows per page: 0 means the default, and a size above the maximum is coerced to
+    it (AIP-158); a negative size is the caller's error (ValueError)."""
+    if page_size < 0:
+        raise ValueError("page_size must not be negative")
+    return min(page_size or PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX)
+
+
+def encode_token(*fields: object) -> str:
     return base64.urlsafe_b64encode(json.dumps(fields).encode()).decode().rstrip("=")
 
 
-def decode(token: str, length: int) -> list[Any]:
-    """The ``length`` fields of a token ``encode`` made; ValueError on anything else."""
+def decode_token(token: str, length: int) -> list[Any]:
+    """The ``length`` fields of a token ``encode_token`` made; ValueError on anything else."""
     try:
         fields = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (ValueError, RecursionError):  # bad base64, UTF-8 or JSON; JSON nested deep
