@@ -124,6 +124,18 @@ async def test_watch_heartbeat_carries_high_water(db_url: str, tmp_path: Path) -
         finally:
             call.cancel()
         assert sent.state == t.NOTIFICATION_STATE_DELIVERED
+        # A stream that replays history (or resumes) but matches nothing is positioned at
+        # the high water too, not at its start: its first message is that heartbeat.
+        for request in (
+            pb.WatchEventsRequest(replay_history=True, kinds=[t.EVENT_KIND_RETENTION_APPLIED]),
+            pb.WatchEventsRequest(after_sequence=1, kinds=[t.EVENT_KIND_RETENTION_APPLIED]),
+        ):
+            call = running.stub("alice").WatchEvents(request, timeout=None)
+            try:
+                first = await anext(aiter(call))
+            finally:
+                call.cancel()
+            assert first.HasField("heartbeat") and first.heartbeat.high_water_sequence >= 5
     finally:
         await running.stop()
 

@@ -479,8 +479,13 @@ class Watch:
                         break
                 if not positioned:
                     # Give every stream a position at once, so a client that drops
-                    # before the first event still resumes exactly here.
+                    # before the first event still resumes exactly here. Nothing queued
+                    # and no overflow since the catch-up began: the hub has offered this
+                    # stream nothing, so every event it matches up to the hub's tail came
+                    # in the catch-up, and the position is the current high water.
                     positioned = True
+                    if not sub.queue and not sub.overflowed:
+                        cursor = max(cursor, self._hub.tail)
                     sub.sent()
                     yield Heartbeat(cursor)
                 # Live: send what the hub queued (only events this filter matches).
