@@ -21,7 +21,6 @@ from typing import Any
 import grpc
 import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from opentelemetry.trace import TracerProvider as ApiTracerProvider
 
 from uns.v1 import (
@@ -39,6 +38,7 @@ from uns_server.api.handlers import decode_guard
 from uns_server.api.key_servicer import KeyServicer
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
+from uns_server.api.reflection import add_reflection
 from uns_server.api.wrapping import WrappingRegistrar
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.registry import ChannelRegistry
@@ -171,13 +171,8 @@ class App:
             audit_service_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name,
             key_service_pb2.DESCRIPTOR.services_by_name["KeyService"].full_name,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
         )
-        # reflection.enable_server_reflection, through the registrar (it checks for a
-        # grpc.aio.Server to pick the async servicer).
-        reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-            reflection.aio.ReflectionServicer(services), registrar
-        )
+        add_reflection(services, registrar)
         await self._set_health(serving=False)
         if s.tls_enabled:
             assert s.tls_cert_file and s.tls_key_file

@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 
 from tests.support.grpc_errors import rich_error
 from tests.support.server import RunningServer, send_request
@@ -215,15 +215,29 @@ async def test_health_and_reflection(server: RunningServer) -> None:
         for service in ("", "uns.v1.NotificationService"):
             reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
-        refl = reflection_pb2_grpc.ServerReflectionStub(channel)
-        responses = refl.ServerReflectionInfo(
-            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
-        )
-        names = set()
-        async for response in responses:
-            names = {s.name for s in response.list_services_response.service}
-            break
-    assert {"uns.v1.NotificationService", "grpc.health.v1.Health"} <= names
+        # The same protocol under both names: v1, which current grpcurl asks for first,
+        # and v1alpha (wire-identical messages, so the v1alpha stubs speak both).
+        for version in ("v1", "v1alpha"):
+            name = f"grpc.reflection.{version}.ServerReflection"
+            info = channel.stream_stream(
+                f"/{name}/ServerReflectionInfo",
+                request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+            )
+            call = info(
+                iter(
+                    [
+                        reflection_pb2.ServerReflectionRequest(list_services=""),
+                        reflection_pb2.ServerReflectionRequest(
+                            file_containing_symbol="uns.v1.NotificationService"
+                        ),
+                    ]
+                )
+            )
+            listed, described = [response async for response in call]
+            names = {s.name for s in listed.list_services_response.service}
+            assert {"uns.v1.NotificationService", "grpc.health.v1.Health"} <= names, name
+            assert described.file_descriptor_response.file_descriptor_proto, name
 
 
 async def test_concurrent_identical_sends_create_one_row(server: RunningServer) -> None:
