@@ -328,9 +328,10 @@ async def test_page_size_bounds(server: RunningServer, callers: Callers) -> None
         ),
     }
     for rpc, build in requests.items():
-        for size in (0, 1, 1000):
+        # AIP-158: 0 is the default and a size above the maximum is coerced to it.
+        for size in (0, 1, 1000, 1001, 2**31 - 1):
             assert (await oscar.call(rpc, build(size))).reason == OK, (rpc, size)
-        for size in (-1, 1001, 2**31 - 1, -(2**31)):
+        for size in (-1, -(2**31)):
             assert invalid(await oscar.call(rpc, build(size)), "page_size"), (rpc, size)
 
 
@@ -345,7 +346,6 @@ async def test_watch_filter_bounds(server: RunningServer, callers: Callers) -> N
         pb.WatchEventsRequest(notification_ids=[ids[0]] * 5000),  # duplicates count once
         # ~300k packed enum values fit in one request: each distinct kind counts once.
         pb.WatchEventsRequest(kinds=[t.EVENT_KIND_ACKED, t.EVENT_KIND_TIMED_OUT] * 150_000),
-        pb.WatchEventsRequest(after_sequence=2**63 - 1),
     ]
     for request in ok:
         assert (await oscar.call("NotificationService/WatchEvents", request)).reason == OK
@@ -357,6 +357,24 @@ async def test_watch_filter_bounds(server: RunningServer, callers: Callers) -> N
         "NotificationService/WatchEvents", pb.WatchEventsRequest(after_sequence=-1)
     )
     assert invalid(negative, "after_sequence")
+    # A cursor past the newest event was never this database's: refused with where the
+    # timeline really ends, rather than silently skipping the events that will take it.
+    sent = await callers("alice").call("NotificationService/SendNotification", send_request())
+    assert sent.reason == OK
+    now = await oscar.call("NotificationService/WatchEvents", pb.WatchEventsRequest())
+    newest = now.response.heartbeat.high_water_sequence  # a stream "from now" starts there
+    assert newest > 0
+    at_head = await oscar.call(
+        "NotificationService/WatchEvents", pb.WatchEventsRequest(after_sequence=newest)
+    )
+    assert at_head.reason == OK
+    for cursor in (newest + 1, 2**63 - 1):
+        ahead = await oscar.call(
+            "NotificationService/WatchEvents", pb.WatchEventsRequest(after_sequence=cursor)
+        )
+        assert invalid(ahead, "after_sequence")
+        assert ahead.error is not None
+        assert ahead.error.metadata["high_water_sequence"] == str(newest)
 
 
 # --- concurrent streams per principal ------------------------------------------------

@@ -405,6 +405,18 @@ class Watch:
             # silent gap, so refuse and say where to resync from (etcd compact_revision).
             async with self._db.read() as conn:
                 horizon = await retention.compacted_sequence(conn)
+                newest = await events.high_water(conn)
+            if after_sequence > newest:
+                # No event of this database ever had it (a cursor from another database,
+                # or from before a restore): waiting for it would skip the events that
+                # take those sequences here (Kubernetes: "too large resource version").
+                description = f"must be at most {newest}, the newest event's sequence"
+                raise InvalidRequest(
+                    f"after_sequence: {description}; re-read state, then resume after "
+                    f"sequence {newest}",
+                    metadata={"fields": "after_sequence", "high_water_sequence": str(newest)},
+                    violations=[FieldViolation("after_sequence", description)],
+                )
             if after_sequence < horizon:
                 raise HistoryCompacted(
                     f"events up to sequence {horizon} were pruned by retention; "
