@@ -490,7 +490,9 @@ class WatchEventsRequest(_message.Message):
     """Resume cursor: deliver every matching event with a sequence greater than
     this. 0 means "from now" unless replay_history is set. A cursor below what
     retention has pruned fails with OUT_OF_RANGE / HISTORY_COMPACTED, whose
-    metadata resync_from_sequence says where retained history starts.
+    metadata resync_from_sequence says where retained history starts; one past
+    the newest event fails with INVALID_ARGUMENT / INVALID_REQUEST, whose
+    metadata high_water_sequence says where the timeline ends.
     """
     replay_history: _builtins.bool
     """With after_sequence 0: replay all retained history first, then follow."""

@@ -856,7 +856,9 @@ type WatchEventsRequest struct {
 	// Resume cursor: deliver every matching event with a sequence greater than
 	// this. 0 means "from now" unless replay_history is set. A cursor below what
 	// retention has pruned fails with OUT_OF_RANGE / HISTORY_COMPACTED, whose
-	// metadata resync_from_sequence says where retained history starts.
+	// metadata resync_from_sequence says where retained history starts; one past
+	// the newest event fails with INVALID_ARGUMENT / INVALID_REQUEST, whose
+	// metadata high_water_sequence says where the timeline ends.
 	AfterSequence int64 `protobuf:"varint,4,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
 	// With after_sequence 0: replay all retained history first, then follow.
 	ReplayHistory bool `protobuf:"varint,5,opt,name=replay_history,json=replayHistory,proto3" json:"replay_history,omitempty"`
