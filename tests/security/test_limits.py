@@ -332,7 +332,10 @@ async def test_page_size_bounds(server: RunningServer, callers: Callers) -> None
         for size in (0, 1, 1000, 1001, 2**31 - 1):
             assert (await oscar.call(rpc, build(size))).reason == OK, (rpc, size)
         for size in (-1, -(2**31)):
-            assert invalid(await oscar.call(rpc, build(size)), "page_size"), (rpc, size)
+            refused = await oscar.call(rpc, build(size))
+            assert invalid(refused, "page_size"), (rpc, size)
+            # Every INVALID_REQUEST names its fields under the same ErrorInfo key.
+            assert refused.error is not None and refused.error.metadata["fields"] == "page_size"
 
 
 # --- WatchEvents filters -------------------------------------------------------------
@@ -357,6 +360,11 @@ async def test_watch_filter_bounds(server: RunningServer, callers: Callers) -> N
         "NotificationService/WatchEvents", pb.WatchEventsRequest(after_sequence=-1)
     )
     assert invalid(negative, "after_sequence")
+    unknown_kind = await oscar.call(
+        "NotificationService/WatchEvents", pb.WatchEventsRequest(kinds=[t.EVENT_KIND_ACKED, 999])
+    )
+    assert invalid(unknown_kind, "kinds[1]")
+    assert unknown_kind.error is not None and unknown_kind.error.metadata["fields"] == "kinds[1]"
     # A cursor past the newest event was never this database's: refused with where the
     # timeline really ends, rather than silently skipping the events that will take it.
     sent = await callers("alice").call("NotificationService/SendNotification", send_request())

@@ -71,7 +71,7 @@ def enum_from_wire(cls: type[E], value: int, field: str) -> E | None:
     if member is None:
         raise InvalidRequest(
             f"{field}: unknown enum value {value}",
-            metadata={"field": field},
+            metadata={"fields": field},
             violations=[FieldViolation(field, f"unknown enum value {value}")],
         )
     return cast(E, member)

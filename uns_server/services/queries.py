@@ -26,7 +26,7 @@ _TERM = re.compile(r'^\s*([a-z_]+)\s*=\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_.:\-]+)\s
 def _invalid(field: str, description: str) -> InvalidRequest:
     return InvalidRequest(
         f"{field}: {description}",
-        metadata={"field": field},
+        metadata={"fields": field},
         violations=[FieldViolation(field, description)],
     )
 
