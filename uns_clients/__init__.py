@@ -39,7 +39,7 @@ from uns_clients._errors import (
     Unimplemented,
     UnsError,
 )
-from uns_clients._watch import EventStream
+from uns_clients._watch import BlockingEventStream, EventStream
 from uns_clients.webhooks import (
     TOLERANCE_SECONDS_DEFAULT,
     WebhookVerificationError,
@@ -52,6 +52,7 @@ __all__ = [
     "AckDeadlinePassed",
     "AckNotPending",
     "AsyncClient",
+    "BlockingEventStream",
     "Client",
     "ClientConfig",
     "DeadlineExceeded",

@@ -33,7 +33,7 @@ from uns_clients._retry import (
     async_retrying,
     sync_retrying,
 )
-from uns_clients._watch import EventStream
+from uns_clients._watch import BlockingEventStream, EventStream
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -284,8 +284,8 @@ class AsyncClient:
 
 class Client:
     """The blocking client: ``AsyncClient``'s methods on blocking gRPC stubs (no event
-    loop involved), safe to share between threads. No ``watch()``: subscribe with
-    ``AsyncClient``.
+    loop involved), safe to share between threads; ``watch()`` returns a blocking
+    iterator (``BlockingEventStream``).
 
     ::
 
@@ -307,6 +307,7 @@ class Client:
             self._channel = grpc.insecure_channel(self.config.target, options=options)
         self._stub = pb_grpc.NotificationServiceStub(self._channel)
         self._metadata = self.config.auth_metadata()
+        self._streams: WeakSet[BlockingEventStream] = WeakSet()
 
     def send(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]
@@ -427,8 +428,32 @@ class Client:
             timeout,
         ).notification
 
+    def watch(
+        self,
+        *,
+        after_sequence: int = 0,
+        notification_ids: Iterable[str] = (),
+        kinds: Iterable[EventKindLike] = (),
+        notification_type: str = "",
+        replay_history: bool = False,
+    ) -> BlockingEventStream:
+        """See ``AsyncClient.watch``: the same subscription as a blocking iterator
+        (``for event in uns.watch(...)``); ``close()`` it from any thread."""
+        request = _convert.watch_request(
+            after_sequence=after_sequence,
+            notification_ids=notification_ids,
+            kinds=kinds,
+            notification_type=notification_type,
+            replay_history=replay_history,
+        )
+        stream = BlockingEventStream(self._stub, self.config, request, self._metadata)
+        self._streams.add(stream)
+        return stream
+
     def close(self) -> None:
-        """Close the channel."""
+        """End open watch streams and close the channel."""
+        for stream in builtins.list(self._streams):
+            stream.close()
         self._channel.close()
 
     def __enter__(self) -> Client:

@@ -14,6 +14,7 @@ EXPECTED_EXPORTS = [
     "AckDeadlinePassed",
     "AckNotPending",
     "AsyncClient",
+    "BlockingEventStream",
     "Client",
     "ClientConfig",
     "DeadlineExceeded",
