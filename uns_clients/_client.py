@@ -11,6 +11,7 @@ retry UNAVAILABLE, Replay and ResolveFailure never retry.
 from __future__ import annotations
 
 import builtins
+import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import replace
 from types import TracebackType
@@ -308,6 +309,7 @@ class Client:
         self._stub = pb_grpc.NotificationServiceStub(self._channel)
         self._metadata = self.config.auth_metadata()
         self._streams: WeakSet[BlockingEventStream] = WeakSet()
+        self._streams_lock = threading.Lock()  # threads share one Client
 
     def send(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]
@@ -447,12 +449,15 @@ class Client:
             replay_history=replay_history,
         )
         stream = BlockingEventStream(self._stub, self.config, request, self._metadata)
-        self._streams.add(stream)
+        with self._streams_lock:
+            self._streams.add(stream)
         return stream
 
     def close(self) -> None:
         """End open watch streams and close the channel."""
-        for stream in builtins.list(self._streams):
+        with self._streams_lock:
+            streams = builtins.list(self._streams)
+        for stream in streams:
             stream.close()
         self._channel.close()
 
