@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from uns_server.domain import paging
+from uns_server.domain.errors import InvalidRequest
 
 
 @pytest.mark.parametrize(
@@ -17,8 +18,9 @@ def test_page_limit_defaults_and_coerces(page_size: int, limit: int) -> None:
 
 
 def test_negative_page_size_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidRequest) as exc:
         paging.page_limit(-1)
+    assert [v.field for v in exc.value.violations] == ["page_size"]
 
 
 def test_tokens_round_trip() -> None:

@@ -23,7 +23,7 @@ from uns_server.api import convert
 from uns_server.api.handlers import unary
 from uns_server.domain import paging
 from uns_server.domain.enums import AckStatus, AutonomyMode, DeliveryMode, Intent, Role, Status
-from uns_server.domain.errors import FieldViolation, InvalidRequest
+from uns_server.domain.errors import InvalidRequest
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.store import audit
@@ -38,14 +38,6 @@ class Reader(Protocol):
     ) -> Awaitable[list[RowMapping]]: ...
 
 
-def _invalid(field: str, description: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"{field}: {description}",
-        metadata={"fields": field},
-        violations=[FieldViolation(field, description)],
-    )
-
-
 def _encode_token(notification_id: str, offset: int) -> str:
     return paging.encode_token(notification_id, offset)
 
@@ -56,9 +48,9 @@ def _decode_token(token: str, notification_id: str) -> int:
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < 2**31:
             raise ValueError(offset)
     except ValueError:
-        raise _invalid("page_token", "not a token from this server") from None
+        raise InvalidRequest.of_field("page_token", "not a token from this server") from None
     if owner != notification_id:
-        raise _invalid("page_token", "the token belongs to a different notification")
+        raise InvalidRequest.of_field("page_token", "the token belongs to a different notification")
     return offset
 
 
@@ -116,10 +108,7 @@ class AuditServicer(pb_grpc.AuditServiceServicer):
         self, read: Reader, notification_id: str, page_size: int, page_token: str
     ) -> tuple[Sequence[RowMapping], str]:
         nid = validate_notification_id(notification_id)
-        try:
-            limit = paging.page_limit(page_size)
-        except ValueError:
-            raise _invalid("page_size", "must not be negative") from None
+        limit = paging.page_limit(page_size)
         offset = _decode_token(page_token, nid) if page_token else 0
         async with self.db.read() as conn:
             rows = await read(conn, nid, offset=offset, limit=limit + 1)  # one more: a next page?

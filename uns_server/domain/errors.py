@@ -43,6 +43,15 @@ class InvalidRequest(UnsError):
 
     reason = "INVALID_REQUEST"
 
+    @classmethod
+    def of_field(cls, field: str, description: str) -> InvalidRequest:
+        """One field's problem: in the message, the ErrorInfo and the BadRequest."""
+        return cls(
+            f"{field}: {description}",
+            metadata={"fields": field},
+            violations=[FieldViolation(field, description)],
+        )
+
 
 class ReservedMetadataKey(UnsError):
     """Metadata holds a reserved routing key; routing lives in policy and configuration."""

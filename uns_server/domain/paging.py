@@ -11,15 +11,17 @@ import base64
 import json
 from typing import Any
 
+from uns_server.domain.errors import InvalidRequest
+
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 1000
 
 
 def page_limit(page_size: int) -> int:
     """Rows per page: 0 means the default, and a size above the maximum is coerced to
-    it (AIP-158); a negative size is the caller's error (ValueError)."""
+    it (AIP-158); a negative size is INVALID_REQUEST."""
     if page_size < 0:
-        raise ValueError("page_size must not be negative")
+        raise InvalidRequest.of_field("page_size", "must not be negative")
     return min(page_size or PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX)
 
 

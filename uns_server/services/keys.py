@@ -51,14 +51,6 @@ def _info(row: RowMapping) -> KeyInfo:
     )
 
 
-def _invalid(field: str, description: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"{field}: {description}",
-        metadata={"fields": field},
-        violations=[FieldViolation(field, description)],
-    )
-
-
 async def create(
     db: Database, principal: str, roles: Iterable[Role], description: str, now: datetime
 ) -> tuple[str, KeyInfo]:
@@ -112,7 +104,7 @@ def _decode_token(token: str) -> int:
         if offset < 0:
             raise ValueError(token)
     except ValueError:
-        raise _invalid("page_token", "not a token from this server") from None
+        raise InvalidRequest.of_field("page_token", "not a token from this server") from None
     return offset
 
 
@@ -123,10 +115,7 @@ async def list_page(
 
     Keys are never deleted, only revoked, so a position in the oldest-first order
     stays valid between pages (new keys only append)."""
-    try:
-        limit = paging.page_limit(page_size)
-    except ValueError:
-        raise _invalid("page_size", "must not be negative") from None
+    limit = paging.page_limit(page_size)
     start = _decode_token(page_token) if page_token else 0
     everything = await list_all(db)
     page = everything[start : start + limit]
@@ -139,11 +128,13 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
     matches several, NOT_FOUND if none."""
     target = key.strip()
     if not target:
-        raise _invalid("key", "give a key id or prefix")
+        raise InvalidRequest.of_field("key", "give a key id or prefix")
     if len(target) > KEY_REFERENCE_MAX or "\x00" in target:
         # Ids are 36 characters, prefixes 10: anything longer matches nothing, and
         # echoing it back could make the error itself too large to deliver.
-        raise _invalid("key", f"is not a key id or prefix (at most {KEY_REFERENCE_MAX} characters)")
+        raise InvalidRequest.of_field(
+            "key", f"is not a key id or prefix (at most {KEY_REFERENCE_MAX} characters)"
+        )
     async with db.write() as tx:
         matches = [
             r
@@ -151,7 +142,9 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
             if target in (r["id"], r["prefix"]) and r["revoked_at"] is None
         ]
         if len(matches) > 1:
-            raise _invalid("key", f"prefix {target} matches {len(matches)} keys; revoke by id")
+            raise InvalidRequest.of_field(
+                "key", f"prefix {target} matches {len(matches)} keys; revoke by id"
+            )
         if not matches:
             raise NotFound(f"no active key with id or prefix {target}", metadata={"key": target})
         await api_keys.revoke(tx.conn, matches[0]["id"], now)

@@ -43,14 +43,6 @@ class PolicyInput:
     spec: PolicySpec
 
 
-def _invalid(field: str, description: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"{field}: {description}",
-        metadata={"fields": field},
-        violations=[FieldViolation(field, description)],
-    )
-
-
 def validate_type(notification_type: str, field: str = "notification_type") -> str:
     problems = _notification_type(notification_type)
     if problems:
@@ -75,9 +67,11 @@ def decode_page_token(token: str, notification_type: str) -> int:
         if version != _TOKEN_VERSION:
             raise ValueError(token)
     except ValueError:
-        raise _invalid("page_token", "not a token from this server") from None
+        raise InvalidRequest.of_field("page_token", "not a token from this server") from None
     if token_type != notification_type:
-        raise _invalid("page_token", "the token belongs to a different notification_type")
+        raise InvalidRequest.of_field(
+            "page_token", "the token belongs to a different notification_type"
+        )
     return last
 
 
@@ -127,7 +121,7 @@ class PolicyService:
         """Make ``revision`` the ACTIVE one; activating the ACTIVE revision changes nothing."""
         validate_type(notification_type)
         if revision < 1:
-            raise _invalid("revision", "must be a revision number (1 or more)")
+            raise InvalidRequest.of_field("revision", "must be a revision number (1 or more)")
         async with self._db.write() as tx:
             current = await policies.get(tx.conn, notification_type, revision)
             if current is None:
@@ -144,7 +138,9 @@ class PolicyService:
         """The ACTIVE revision (``revision`` 0) or the given one; NOT_FOUND otherwise."""
         validate_type(notification_type)
         if revision < 0:
-            raise _invalid("revision", "must be 0 (the ACTIVE revision) or a revision number")
+            raise InvalidRequest.of_field(
+                "revision", "must be 0 (the ACTIVE revision) or a revision number"
+            )
         async with self._db.read() as conn:
             if revision == 0:
                 found = await policies.active(conn, notification_type)
@@ -162,10 +158,7 @@ class PolicyService:
         An unknown type is an empty list, not NOT_FOUND: a type has revisions or not.
         """
         validate_type(notification_type)
-        try:
-            limit = paging.page_limit(page_size)
-        except ValueError:
-            raise _invalid("page_size", "must not be negative") from None
+        limit = paging.page_limit(page_size)
         before = decode_page_token(page_token, notification_type) if page_token else None
         async with self._db.read() as conn:
             rows = await policies.list_revisions(
@@ -211,7 +204,7 @@ def inputs_from_document(document: Any) -> list[PolicyInput]:
     """
     entries = document if isinstance(document, list) else [document]
     if not entries:
-        raise _invalid("policies", "the file holds no policy")
+        raise InvalidRequest.of_field("policies", "the file holds no policy")
     many = isinstance(document, list)
     violations: list[FieldViolation] = []
     inputs: list[PolicyInput] = []
@@ -233,7 +226,9 @@ def inputs_from_document(document: Any) -> list[PolicyInput]:
 
 def _input_from_entry(entry: Any, at: str) -> PolicyInput:
     if not isinstance(entry, Mapping):
-        raise _invalid(at.rstrip(".") or "policy", "must be a mapping {notification_type, spec}")
+        raise InvalidRequest.of_field(
+            at.rstrip(".") or "policy", "must be a mapping {notification_type, spec}"
+        )
     violations: list[FieldViolation] = []
     unknown = sorted(set(entry) - {"notification_type", "spec"})
     violations += [FieldViolation(f"{at}{k}", "unknown field") for k in unknown]

@@ -11,7 +11,7 @@ from sqlalchemy.engine import RowMapping
 
 from uns_server.domain import paging
 from uns_server.domain.enums import AckStatus, Status
-from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
+from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.store import notifications
@@ -21,14 +21,6 @@ from uns_server.store.db import Database
 # make the status trailers too large for the client to read the error at all.
 ECHO_MAX_CHARS = 64
 _TERM = re.compile(r'^\s*([a-z_]+)\s*=\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_.:\-]+)\s*$')
-
-
-def _invalid(field: str, description: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"{field}: {description}",
-        metadata={"fields": field},
-        violations=[FieldViolation(field, description)],
-    )
 
 
 def _echo(value: str) -> str:
@@ -43,16 +35,18 @@ def parse_filter(text: str) -> list[tuple[str, Any]]:
     if not text.strip():
         return []
     if "\x00" in text:  # PostgreSQL cannot even compare a text value holding NUL
-        raise _invalid("filter", "must not contain NUL characters")
+        raise InvalidRequest.of_field("filter", "must not contain NUL characters")
     conditions: list[tuple[str, Any]] = []
     for term in re.split(r"\s+AND\s+", text.strip()):
         m = _TERM.match(term)
         if not m:
-            raise _invalid("filter", f"cannot parse {_echo(term)}; use `field = value [AND ...]`")
+            raise InvalidRequest.of_field(
+                "filter", f"cannot parse {_echo(term)}; use `field = value [AND ...]`"
+            )
         field, raw = m.group(1), m.group(2)
         value: Any = raw[1:-1].replace('\\"', '"') if raw.startswith('"') else raw
         if field not in notifications.FILTERABLE_FIELDS:
-            raise _invalid(
+            raise InvalidRequest.of_field(
                 "filter",
                 f"unknown field {_echo(field)}; filterable: "
                 + ", ".join(notifications.FILTERABLE_FIELDS),
@@ -63,7 +57,7 @@ def parse_filter(text: str) -> list[tuple[str, Any]]:
             value = _enum_value(AckStatus, value, "ACK_STATE_", field)
         elif field == "dead_letter":
             if value.lower() not in ("true", "false"):
-                raise _invalid("filter", "dead_letter must be true or false")
+                raise InvalidRequest.of_field("filter", "dead_letter must be true or false")
             value = value.lower() == "true"
         conditions.append((field, value))
     return conditions
@@ -74,7 +68,7 @@ def _enum_value(cls: type[Status] | type[AckStatus], value: str, prefix: str, fi
     try:
         return cls(name).value
     except ValueError:
-        raise _invalid("filter", f"{field}: unknown value {_echo(value)}") from None
+        raise InvalidRequest.of_field("filter", f"{field}: unknown value {_echo(value)}") from None
 
 
 class Queries:
@@ -92,10 +86,7 @@ class Queries:
     async def list(
         self, principal: Principal, filter_text: str, page_size: int, page_token: str
     ) -> tuple[list[RowMapping], str]:
-        try:
-            limit = paging.page_limit(page_size)
-        except ValueError:
-            raise _invalid("page_size", "must not be negative") from None
+        limit = paging.page_limit(page_size)
         conditions = parse_filter(filter_text)
         if not principal.sees_everything:
             conditions.append(("principal", principal.name))
@@ -104,9 +95,13 @@ class Queries:
             try:
                 created_at, last_id, token_filter = notifications.decode_page_token(page_token)
             except ValueError:
-                raise _invalid("page_token", "not a token from this server") from None
+                raise InvalidRequest.of_field(
+                    "page_token", "not a token from this server"
+                ) from None
             if token_filter != filter_text:
-                raise _invalid("page_token", "the token belongs to a different filter")
+                raise InvalidRequest.of_field(
+                    "page_token", "the token belongs to a different filter"
+                )
             after = (created_at, last_id)
         async with self._db.read() as conn:
             rows = await notifications.list_page(
