@@ -69,11 +69,7 @@ def enum_from_wire(cls: type[E], value: int, field: str) -> E | None:
         return None
     member = _FROM_WIRE[cls].get(value)
     if member is None:
-        raise InvalidRequest(
-            f"{field}: unknown enum value {value}",
-            metadata={"fields": field},
-            violations=[FieldViolation(field, f"unknown enum value {value}")],
-        )
+        raise InvalidRequest.of_field(field, f"unknown enum value {value}")
     return cast(E, member)
 
 
@@ -90,12 +86,7 @@ def struct_to_dict(s: struct_pb2.Struct, field: str = "metadata") -> dict[str, A
     try:
         return json_format.MessageToDict(s)
     except (ValueError, json_format.Error):
-        description = "numbers must be finite doubles"
-        raise InvalidRequest(
-            f"{field}: {description}",
-            metadata={"fields": field},
-            violations=[FieldViolation(field, description)],
-        ) from None
+        raise InvalidRequest.of_field(field, "numbers must be finite doubles") from None
 
 
 def dict_to_struct(d: Mapping[str, Any] | None) -> struct_pb2.Struct:
