@@ -332,6 +332,89 @@ async def test_exhausted_leader_hands_off_to_first_follower(
         await srv.stop()
 
 
+async def failing_server(db_url: str, tmp_path: Path, clock: ShiftableClock) -> RunningServer:
+    """``ops.failing`` (one attempt, GUARANTEED, to the broken channel), dispatch stepped."""
+    await activate_policy(
+        db_url,
+        "ops.failing",
+        channels=["broken"],
+        delivery_mode=DeliveryMode.GUARANTEED,
+        require_ack=False,
+        max_attempts=1,
+    )
+    return await broken_channel_server(db_url, tmp_path, clock, dispatch_enabled=False)
+
+
+async def test_exhausted_leader_without_followers_hands_off_to_a_newer_active_owner(
+    db_url: str, tmp_path: Path, clock: ShiftableClock
+) -> None:
+    """Seed 000 §1.1: a replayed leader that exhausts again, with no follower of its
+    own, hands its obligation to the newer leader of its dedup key, so that a second
+    replay cannot deliver the same alert twice."""
+    srv = await failing_server(db_url, tmp_path, clock)
+    try:
+        alice, oscar = srv.stub("alice"), srv.stub("oscar")
+
+        async def send(key: str) -> str:
+            sent = await alice.SendNotification(
+                send_request(notification_type="ops.failing", idempotency_key=key, dedup_key="z")
+            )
+            return str(sent.notification_id)
+
+        old = await send("n1")
+        assert await srv.app.dispatcher.run_once() == 1
+        assert (await get(srv, old)).dead_letter
+        newer = await send("n2")  # the failed owner no longer coalesces: a new generation
+        assert (await get(srv, newer)).dedup_owner_id == ""
+        await oscar.Replay(pb.ReplayRequest(notification_id=old))
+        dispatcher = srv.app.dispatcher
+        claims = {c.row["id"]: c for c in await dispatcher.claim(2)}
+        await dispatcher.deliver(claims[old])  # fails again; the newer one is in flight
+
+        exhausted = await get(srv, old)
+        assert exhausted.state == t.NOTIFICATION_STATE_FAILED and exhausted.cycle == 2
+        assert exhausted.dedup_successor_id == newer
+        seen = await events_until(
+            oscar,
+            pb.WatchEventsRequest(replay_history=True, notification_ids=[old, newer]),
+            lambda evs: "OBLIGATION_HANDED_OFF" in kinds(evs),
+        )
+        handed = next(e for e in seen if e.kind == t.EVENT_KIND_OBLIGATION_HANDED_OFF)
+        assert handed.notification_id == old
+        assert dict(handed.payload) == {"successor_id": newer, "generation": 2}
+        assert "DEDUP_OWNER_PROMOTED" not in kinds(seen)
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await oscar.Replay(pb.ReplayRequest(notification_id=old))
+        assert rich_error(exc.value).reason == "REPLAY_BLOCKED"
+    finally:
+        await srv.stop()
+
+
+async def test_interrupted_last_attempt_of_a_leader_promotes_its_follower(
+    db_url: str, tmp_path: Path, clock: ShiftableClock
+) -> None:
+    """A leader whose only attempt was interrupted is settled as exhausted when its
+    lease is recovered, with the same hand-off as an exhausted retry."""
+    srv = await failing_server(db_url, tmp_path, clock)
+    try:
+        alice = srv.stub("alice")
+        ids = []
+        for key in ("i1", "i2"):
+            sent = await alice.SendNotification(
+                send_request(notification_type="ops.failing", idempotency_key=key, dedup_key="w")
+            )
+            ids.append(sent.notification_id)
+        assert len(await srv.app.dispatcher.claim(1)) == 1  # then the worker dies
+        clock.advance(minutes=5)  # past the lease
+        assert await srv.app.dispatcher.run_once() == 0
+        leader, follower = [await get(srv, i) for i in ids]
+        assert leader.state == t.NOTIFICATION_STATE_FAILED and leader.dead_letter
+        assert leader.cycle_attempts == 1 and leader.dedup_successor_id == ids[1]
+        assert follower.state == t.NOTIFICATION_STATE_PENDING and follower.dedup_owner_id == ""
+    finally:
+        await srv.stop()
+
+
 async def test_shutdown_ends_streams_with_a_resumable_status(db_url: str, tmp_path: Path) -> None:
     running = await start_server(db_url, tmp_path)
     sent = await running.stub("alice").SendNotification(send_request(wait_for_first_attempt=True))
