@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -270,6 +271,68 @@ async def test_dead_letter_replay_and_resolve(srv: RunningServer, db_url: str) -
     assert rich_error(exc.value).reason == "PERMISSION_DENIED"
 
 
+async def test_validate_only_answers_what_replay_and_resolve_would_and_writes_nothing(
+    srv: RunningServer, db_url: str
+) -> None:
+    oscar = srv.stub("oscar")
+    nid = await dead_lettered(srv, db_url, "vo1")
+    before = await get(srv, nid)
+
+    would = (
+        await oscar.Replay(pb.ReplayRequest(notification_id=nid, reason="r", validate_only=True))
+    ).notification
+    assert would.state == t.NOTIFICATION_STATE_PENDING and would.cycle == 2
+    assert not would.dead_letter and would.cycle_attempts == 0
+    would_resolve = (
+        await oscar.ResolveFailure(
+            pb.ResolveFailureRequest(notification_id=nid, reason="r", validate_only=True)
+        )
+    ).notification
+    assert would_resolve.state == t.NOTIFICATION_STATE_FAILED and not would_resolve.dead_letter
+    assert would_resolve.cycle == 1 and would_resolve.outcome == before.outcome
+    assert await get(srv, nid) == before  # the row is unchanged
+
+    # Refusals are the real ones, code and reason.
+    refusals = [
+        (oscar.Replay, pb.ReplayRequest(notification_id=str(uuid.uuid4()), validate_only=True)),
+        (oscar.Replay, pb.ReplayRequest(notification_id=nid, reason="\x00", validate_only=True)),
+        (srv.stub("alice").Replay, pb.ReplayRequest(notification_id=nid, validate_only=True)),
+    ]
+    expected = [
+        (grpc.StatusCode.NOT_FOUND, "NOT_FOUND"),
+        (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST"),
+        (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
+    ]
+    for (call, request), (code, reason) in zip(refusals, expected, strict=True):
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await call(request)
+        assert (exc.value.code(), rich_error(exc.value).reason) == (code, reason)
+
+    # The real replay answers what the validation said; no event came before its own.
+    done = (await oscar.Replay(pb.ReplayRequest(notification_id=nid, reason="r"))).notification
+    for field in ("state", "cycle", "dead_letter", "cycle_attempts", "attempts", "outcome"):
+        assert getattr(done, field) == getattr(would, field), field
+    seen = await events_until(
+        oscar,
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        lambda evs: "REPLAY_REQUESTED" in kinds(evs),
+    )
+    assert kinds(seen).count("REPLAY_REQUESTED") == 1 and "FAILURE_RESOLVED" not in kinds(seen)
+
+    delivered = await srv.stub("alice").SendNotification(
+        send_request(idempotency_key="vo2", wait_for_first_attempt=True)
+    )
+    fine = delivered.notification_id
+    for call, request in (
+        (oscar.Replay, pb.ReplayRequest(notification_id=fine, validate_only=True)),
+        (oscar.ResolveFailure, pb.ResolveFailureRequest(notification_id=fine, validate_only=True)),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await call(request)  # type: ignore[operator]
+        assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert rich_error(exc.value).reason == "NOT_DEAD_LETTERED"
+
+
 async def test_dedup_follower_is_satisfied_by_leader(srv: RunningServer) -> None:
     alice = srv.stub("alice")
     leader = await alice.SendNotification(
@@ -325,9 +388,12 @@ async def test_exhausted_leader_hands_off_to_first_follower(
         assert by_kind[t.EVENT_KIND_OBLIGATION_HANDED_OFF].payload["successor_id"] == ids[1]
         assert by_kind[t.EVENT_KIND_DEDUP_OWNER_PROMOTED].notification_id == ids[1]
         assert by_kind[t.EVENT_KIND_DEDUP_RELINKED].notification_id == ids[2]
-        with pytest.raises(grpc.aio.AioRpcError) as exc:
-            await oscar.Replay(pb.ReplayRequest(notification_id=ids[0]))
-        assert rich_error(exc.value).reason == "REPLAY_BLOCKED"
+        for validate_only in (True, False):
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await oscar.Replay(
+                    pb.ReplayRequest(notification_id=ids[0], validate_only=validate_only)
+                )
+            assert rich_error(exc.value).reason == "REPLAY_BLOCKED"
     finally:
         await srv.stop()
 

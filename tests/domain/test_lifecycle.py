@@ -7,16 +7,21 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from uns_server.domain.enums import DeliveryMode, Status
+from uns_server.domain.errors import NotDeadLettered, ReplayBlocked
 from uns_server.domain.lifecycle import (
     DedupOwner,
     Follower,
     HandOff,
     SettleExhausted,
     StartAttempt,
+    check_dead_lettered,
+    check_replay_unblocked,
     coalesces,
     decide_claim,
     decide_hand_off,
     interrupted_outcome,
+    replay_values,
+    resolve_values,
 )
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -126,3 +131,58 @@ def test_decide_hand_off(
 )
 def test_coalesces(status: Status, until: datetime, expected: bool) -> None:
     assert coalesces(status, until, NOW) is expected
+
+
+@pytest.mark.parametrize(
+    ("status", "dead_letter", "refused"),
+    [
+        (Status.FAILED, True, False),
+        (Status.FAILED, False, True),  # resolved already, or BEST_EFFORT
+        (Status.PENDING, False, True),
+        (Status.DELIVERED, False, True),
+        (Status.DEDUPLICATED, False, True),
+    ],
+)
+def test_only_dead_letters_leave_the_queue(
+    status: Status, dead_letter: bool, refused: bool
+) -> None:
+    if not refused:
+        check_dead_lettered("n", status, dead_letter)
+        return
+    with pytest.raises(NotDeadLettered) as exc:
+        check_dead_lettered("n", status, dead_letter)
+    assert exc.value.metadata == {
+        "notification_id": "n",
+        "state": status.value,
+        "dead_letter": str(dead_letter).lower(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("successor_id", "successor_status", "blocked"),
+    [
+        (None, None, False),
+        ("s", None, False),  # the successor is gone (retention)
+        ("s", Status.FAILED, False),  # it failed too: replaying is the way on
+        ("s", Status.PENDING, True),
+        ("s", Status.DELIVERED, True),
+        ("s", Status.DEDUPLICATED, True),
+    ],
+)
+def test_replay_is_blocked_while_a_successor_carries_the_obligation(
+    successor_id: str | None, successor_status: Status | None, blocked: bool
+) -> None:
+    if not blocked:
+        check_replay_unblocked("n", successor_id, successor_status)
+        return
+    with pytest.raises(ReplayBlocked) as exc:
+        check_replay_unblocked("n", successor_id, successor_status)
+    assert exc.value.metadata["dedup_successor_id"] == "s"
+
+
+def test_replay_opens_the_next_cycle_afresh_and_resolve_only_clears_the_flag() -> None:
+    values = replay_values(2, NOW)
+    assert values["status"] == Status.PENDING and values["cycle"] == 3
+    assert values["cycle_attempts"] == 0 and values["dead_letter"] is False
+    assert values["next_attempt"] == NOW and values["lease_token"] is None
+    assert resolve_values(NOW) == {"dead_letter": False, "updated_at": NOW}

@@ -20,6 +20,10 @@ that a replay cannot deliver the same alert twice (``REPLAY_BLOCKED``):
   window's current owner, of a later generation, that still coalesces new sends:
   PENDING, or DELIVERED inside its window); nothing else moves;
 - otherwise to nobody.
+
+**A dead letter** (FAILED, ``dead_letter``) leaves the queue only by an operator:
+Replay opens cycle + 1 (refused with ``REPLAY_BLOCKED`` while a dedup successor
+carries the obligation), ResolveFailure clears the flag and the row stays FAILED.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from uns_server.domain.enums import DeliveryMode, Status
+from uns_server.domain.errors import NotDeadLettered, ReplayBlocked
 
 # ``error_message`` of the outcome of an attempt that never reported back.
 INTERRUPTED_ERROR = (
@@ -158,3 +163,59 @@ def coalesces(owner_status: str, window_until: datetime, now: datetime) -> bool:
     if owner_status == Status.PENDING:
         return True
     return owner_status == Status.DELIVERED and now < window_until
+
+
+# -- operator doors out of the dead-letter queue (Replay, ResolveFailure) -------------
+
+# A successor in one of these carries the obligation (pending, or already satisfied).
+CARRYING = frozenset({Status.PENDING, Status.DELIVERED, Status.DEDUPLICATED})
+
+
+def check_dead_lettered(notification_id: str, status: str, dead_letter: bool) -> None:
+    """Replay and ResolveFailure act only on a FAILED row with ``dead_letter`` set."""
+    if status != Status.FAILED or not dead_letter:
+        flag = str(dead_letter).lower()
+        raise NotDeadLettered(
+            f"state {status}, dead_letter {flag}",
+            metadata={"notification_id": notification_id, "state": status, "dead_letter": flag},
+        )
+
+
+def check_replay_unblocked(
+    notification_id: str, successor_id: str | None, successor_status: str | None
+) -> None:
+    """A replay would deliver the alert twice while its dedup successor carries it
+    (``successor_status`` None: no successor, or it is gone)."""
+    if successor_id and successor_status in CARRYING:
+        raise ReplayBlocked(
+            metadata={
+                "notification_id": notification_id,
+                "dedup_successor_id": successor_id,
+                "successor_state": successor_status,
+            }
+        )
+
+
+def replay_values(cycle: int, now: datetime) -> dict[str, object]:
+    """The columns a replay sets: cycle ``cycle + 1`` starts afresh, due now."""
+    return {
+        "status": Status.PENDING.value,
+        "dead_letter": False,
+        "cycle": cycle + 1,
+        "cycle_attempts": 0,
+        "next_attempt": now,
+        "lease_token": None,
+        "lease_until": None,
+        "outcome": {
+            "channels_attempted": [],
+            "channels_succeeded": [],
+            "channels_failed": [],
+            "error_message": None,
+        },
+        "updated_at": now,
+    }
+
+
+def resolve_values(now: datetime) -> dict[str, object]:
+    """The columns ResolveFailure sets: the row stays FAILED, out of the queue."""
+    return {"dead_letter": False, "updated_at": now}
