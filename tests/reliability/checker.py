@@ -314,12 +314,14 @@ def timeline_problems(
             status = p.get("status")
             if attempt != last_attempt:
                 bad(e, f"settles attempt {attempt} while attempt {last_attempt} holds the lease")
-            if attempt in settled:
-                bad(e, f"attempt {attempt} already settled ({settled[attempt]})")
+            # An interrupted attempt is settled by the worker that recovered its lease,
+            # after its own worker may have recorded LEASE_LOST (it outlived the lease).
             interrupted = p.get("interrupted") is True
+            if attempt in settled and not (interrupted and settled[attempt] == "LEASE_LOST"):
+                bad(e, f"attempt {attempt} already settled ({settled[attempt]})")
             settled[attempt] = INTERRUPTED if interrupted else "DELIVERY_RESULT"
             missing = set(started_channels.get(attempt, {})) - results[attempt]
-            if interrupted and (status != FAILED or attempt not in started_channels):
+            if interrupted and (status != FAILED or not started_channels.get(attempt)):
                 bad(e, "an interrupted attempt can only end in FAILED")
             if missing and not interrupted:
                 bad(e, f"settled without results for {sorted(missing)}")

@@ -266,6 +266,18 @@ def test_an_interrupted_last_attempt_settled_by_recovery_is_legal() -> None:
     assert timeline_problems(walk, view("x", "PENDING", attempts=2)) == []
 
 
+def test_an_interrupted_settlement_may_follow_the_lease_lost_of_its_attempt() -> None:
+    # The slow worker records its result and LEASE_LOST; the worker that recovers the
+    # lease, with no attempt left, settles the attempt.
+    head = accepted("x")
+    first = attempt("x", 1, success=False, status="FAILED")
+    lost = ev(
+        "x", "LEASE_LOST", attempt=1, lease_token="tok-x-1", provider_effect_may_have_occurred=True
+    )
+    events = [head, *first[:3], lost, interrupted_settlement("x", 1)]
+    assert timeline_problems(events, view("x", "FAILED")) == []
+
+
 def test_an_interrupted_settlement_only_fails_a_started_attempt() -> None:
     head = accepted("x")
     first = attempt("x", 1, success=True, status="DELIVERED")
