@@ -5,7 +5,10 @@ One attempt, as three steps:
 1. **Claim** (one transaction per batch): lock due leaders (SKIP LOCKED), give each
    a lease and a fencing token, and commit ATTEMPT_STARTED plus one
    CHANNEL_ATTEMPT_STARTED per channel *before* any provider I/O. A row whose
-   previous lease expired unsettled is flagged ``provider_effect_may_have_occurred``.
+   previous lease expired unsettled is flagged ``provider_effect_may_have_occurred``;
+   if that interrupted attempt was the cycle's last, the row is not attempted again
+   but settled FAILED right there, as an exhausted retry would be
+   (``domain.lifecycle.decide_claim``).
    A leader accepted while this process has free slots skips this step: intake's
    transaction inserts it leased, with the same events (``reserve``, ``lease_new``,
    ``hand_over``), and hands the claim over after its commit.
@@ -14,7 +17,8 @@ One attempt, as three steps:
 3. **Settle** (one transaction): always append the CHANNEL_ATTEMPT_RESULT events;
    then, only if the lease is still ours, move the row: DELIVERED (+ ack PENDING,
    followers DEDUPLICATED), PENDING again with backoff, or FAILED (dead-lettered for
-   GUARANTEED, followers promoted / relinked and the obligation handed off). A lost
+   GUARANTEED, followers promoted / relinked, or the obligation handed off to a newer
+   active owner of the dedup key: ``domain.lifecycle.decide_hand_off``). A lost
    lease records LEASE_LOST instead and changes nothing else.
 
 Settlements are batched: deliveries that finish while a settle transaction is in
