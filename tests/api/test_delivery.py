@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
+from tests.reliability.checker import EventView, NotificationView, timeline_problems
 from tests.support.http_receiver import HttpReceiver, Reply
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
@@ -225,6 +226,14 @@ async def test_an_interrupted_last_attempt_counts(
     assert (result["attempt"], result["cycle_attempt"]) == (1, 1)
     assert result["lease_token"] == dead.token
     assert await rig.step() == 0  # settled for good
+
+    # The worker was only stalled: its late answer is kept, and fenced.
+    await dispatcher.deliver(dead)
+    assert await rig.get(nid) == failed
+    events = await rig.timeline(nid, t.EVENT_KIND_LEASE_LOST)
+    assert kinds(events)[-2:] == ["CHANNEL_ATTEMPT_RESULT", "LEASE_LOST"]
+    walk = [EventView.from_proto(e) for e in events]
+    assert timeline_problems(walk, NotificationView.from_proto(failed)) == []
 
 
 async def test_credentials_never_reach_events_or_logs(
