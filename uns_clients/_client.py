@@ -192,29 +192,49 @@ class AsyncClient:
         )
 
     async def replay(
-        self, notification_id: str, *, reason: str = "", timeout: float | None = None
+        self,
+        notification_id: str,
+        *,
+        reason: str = "",
+        validate_only: bool = False,
+        timeout: float | None = None,
     ) -> t.Notification:
         """Open a new delivery cycle for a dead-lettered notification (operator). ``reason``
-        (at most 1024 characters) is recorded in the REPLAY_REQUESTED event. Not retried."""
+        (at most 1024 characters) is recorded in the REPLAY_REQUESTED event. Not retried.
+
+        ``validate_only``: change nothing; return the notification as the replay would,
+        or raise the refusal it would meet; retried on UNAVAILABLE, like a read."""
         response = await self._unary(
             "Replay",
             self._stub.Replay,
-            pb.ReplayRequest(notification_id=notification_id, reason=reason),
-            NO_RETRY,
+            pb.ReplayRequest(
+                notification_id=notification_id, reason=reason, validate_only=validate_only
+            ),
+            SAFE_RETRY_ON if validate_only else NO_RETRY,
             timeout,
         )
         return response.notification
 
     async def resolve_failure(
-        self, notification_id: str, *, reason: str = "", timeout: float | None = None
+        self,
+        notification_id: str,
+        *,
+        reason: str = "",
+        validate_only: bool = False,
+        timeout: float | None = None,
     ) -> t.Notification:
         """Clear the dead-letter flag without replaying (operator). ``reason`` (at most 1024
-        characters) is recorded in the FAILURE_RESOLVED event. Not retried."""
+        characters) is recorded in the FAILURE_RESOLVED event. Not retried.
+
+        ``validate_only``: change nothing; return the notification as the resolution
+        would, or raise the refusal it would meet; retried on UNAVAILABLE, like a read."""
         response = await self._unary(
             "ResolveFailure",
             self._stub.ResolveFailure,
-            pb.ResolveFailureRequest(notification_id=notification_id, reason=reason),
-            NO_RETRY,
+            pb.ResolveFailureRequest(
+                notification_id=notification_id, reason=reason, validate_only=validate_only
+            ),
+            SAFE_RETRY_ON if validate_only else NO_RETRY,
             timeout,
         )
         return response.notification
@@ -407,26 +427,40 @@ class Client:
         return self._unary("Acknowledge", self._stub.Acknowledge, request, SAFE_RETRY_ON, timeout)
 
     def replay(
-        self, notification_id: str, *, reason: str = "", timeout: float | None = None
+        self,
+        notification_id: str,
+        *,
+        reason: str = "",
+        validate_only: bool = False,
+        timeout: float | None = None,
     ) -> t.Notification:
         """See ``AsyncClient.replay``."""
         return self._unary(
             "Replay",
             self._stub.Replay,
-            pb.ReplayRequest(notification_id=notification_id, reason=reason),
-            NO_RETRY,
+            pb.ReplayRequest(
+                notification_id=notification_id, reason=reason, validate_only=validate_only
+            ),
+            SAFE_RETRY_ON if validate_only else NO_RETRY,
             timeout,
         ).notification
 
     def resolve_failure(
-        self, notification_id: str, *, reason: str = "", timeout: float | None = None
+        self,
+        notification_id: str,
+        *,
+        reason: str = "",
+        validate_only: bool = False,
+        timeout: float | None = None,
     ) -> t.Notification:
         """See ``AsyncClient.resolve_failure``."""
         return self._unary(
             "ResolveFailure",
             self._stub.ResolveFailure,
-            pb.ResolveFailureRequest(notification_id=notification_id, reason=reason),
-            NO_RETRY,
+            pb.ResolveFailureRequest(
+                notification_id=notification_id, reason=reason, validate_only=validate_only
+            ),
+            SAFE_RETRY_ON if validate_only else NO_RETRY,
             timeout,
         ).notification
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
+from tests.reliability.checker import EventView, NotificationView, timeline_problems
 from tests.support.http_receiver import HttpReceiver, Reply
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
@@ -188,6 +189,51 @@ async def test_work_of_a_dead_worker_is_recovered_after_its_lease(rig: Rig) -> N
     rig.clock.advance(seconds=LEASE_SECONDS + 1)
     assert await dispatcher.run_once() == 1
     assert (await rig.get(nid)).state == t.NOTIFICATION_STATE_DELIVERED
+
+
+@pytest.mark.parametrize("mode", [DeliveryMode.GUARANTEED, DeliveryMode.BEST_EFFORT])
+async def test_an_interrupted_last_attempt_counts(
+    rig: Rig, db_url: str, mode: DeliveryMode
+) -> None:
+    """Seed 004: consumed attempts, interrupted ones included, end in explicit failure.
+    With max_attempts 1, a worker that dies mid-attempt spent the only attempt: the
+    recovered row is settled as exhausted, and no provider is called again."""
+    await activate_policy(
+        db_url,
+        "ops.once",
+        channels=["hook"],
+        delivery_mode=mode,
+        require_ack=False,
+        max_attempts=1,
+    )
+    dispatcher = rig.server.app.dispatcher
+    nid = await rig.send("ops.once", "interrupted")
+    [dead] = await dispatcher.claim(1)  # claimed, then the worker dies mid-attempt
+    rig.clock.advance(seconds=LEASE_SECONDS + 1)
+    assert await dispatcher.run_once() == 0  # recovered, but nothing left to attempt
+
+    failed = await rig.get(nid)
+    assert failed.state == t.NOTIFICATION_STATE_FAILED
+    assert failed.dead_letter is (mode == DeliveryMode.GUARANTEED)
+    assert (failed.attempts, failed.cycle_attempts) == (1, 1)
+    assert "interrupted" in failed.outcome.error_message
+    assert list(failed.outcome.channels_failed) == ["hook"]
+    assert rig.receiver.requests == []
+    events = await rig.timeline(nid, t.EVENT_KIND_DELIVERY_RESULT)
+    assert kinds(events).count("ATTEMPT_STARTED") == 1
+    result = events[-1].payload
+    assert result["status"] == "FAILED" and result["interrupted"] is True
+    assert (result["attempt"], result["cycle_attempt"]) == (1, 1)
+    assert result["lease_token"] == dead.token
+    assert await rig.step() == 0  # settled for good
+
+    # The worker was only stalled: its late answer is kept, and fenced.
+    await dispatcher.deliver(dead)
+    assert await rig.get(nid) == failed
+    events = await rig.timeline(nid, t.EVENT_KIND_LEASE_LOST)
+    assert kinds(events)[-2:] == ["CHANNEL_ATTEMPT_RESULT", "LEASE_LOST"]
+    walk = [EventView.from_proto(e) for e in events]
+    assert timeline_problems(walk, NotificationView.from_proto(failed)) == []
 
 
 async def test_credentials_never_reach_events_or_logs(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -270,6 +271,68 @@ async def test_dead_letter_replay_and_resolve(srv: RunningServer, db_url: str) -
     assert rich_error(exc.value).reason == "PERMISSION_DENIED"
 
 
+async def test_validate_only_answers_what_replay_and_resolve_would_and_writes_nothing(
+    srv: RunningServer, db_url: str
+) -> None:
+    oscar = srv.stub("oscar")
+    nid = await dead_lettered(srv, db_url, "vo1")
+    before = await get(srv, nid)
+
+    would = (
+        await oscar.Replay(pb.ReplayRequest(notification_id=nid, reason="r", validate_only=True))
+    ).notification
+    assert would.state == t.NOTIFICATION_STATE_PENDING and would.cycle == 2
+    assert not would.dead_letter and would.cycle_attempts == 0
+    would_resolve = (
+        await oscar.ResolveFailure(
+            pb.ResolveFailureRequest(notification_id=nid, reason="r", validate_only=True)
+        )
+    ).notification
+    assert would_resolve.state == t.NOTIFICATION_STATE_FAILED and not would_resolve.dead_letter
+    assert would_resolve.cycle == 1 and would_resolve.outcome == before.outcome
+    assert await get(srv, nid) == before  # the row is unchanged
+
+    # Refusals are the real ones, code and reason.
+    refusals = [
+        (oscar.Replay, pb.ReplayRequest(notification_id=str(uuid.uuid4()), validate_only=True)),
+        (oscar.Replay, pb.ReplayRequest(notification_id=nid, reason="\x00", validate_only=True)),
+        (srv.stub("alice").Replay, pb.ReplayRequest(notification_id=nid, validate_only=True)),
+    ]
+    expected = [
+        (grpc.StatusCode.NOT_FOUND, "NOT_FOUND"),
+        (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST"),
+        (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
+    ]
+    for (call, request), (code, reason) in zip(refusals, expected, strict=True):
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await call(request)
+        assert (exc.value.code(), rich_error(exc.value).reason) == (code, reason)
+
+    # The real replay answers what the validation said; no event came before its own.
+    done = (await oscar.Replay(pb.ReplayRequest(notification_id=nid, reason="r"))).notification
+    for field in ("state", "cycle", "dead_letter", "cycle_attempts", "attempts", "outcome"):
+        assert getattr(done, field) == getattr(would, field), field
+    seen = await events_until(
+        oscar,
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        lambda evs: "REPLAY_REQUESTED" in kinds(evs),
+    )
+    assert kinds(seen).count("REPLAY_REQUESTED") == 1 and "FAILURE_RESOLVED" not in kinds(seen)
+
+    delivered = await srv.stub("alice").SendNotification(
+        send_request(idempotency_key="vo2", wait_for_first_attempt=True)
+    )
+    fine = delivered.notification_id
+    for call, request in (
+        (oscar.Replay, pb.ReplayRequest(notification_id=fine, validate_only=True)),
+        (oscar.ResolveFailure, pb.ResolveFailureRequest(notification_id=fine, validate_only=True)),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await call(request)  # type: ignore[operator]
+        assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert rich_error(exc.value).reason == "NOT_DEAD_LETTERED"
+
+
 async def test_dedup_follower_is_satisfied_by_leader(srv: RunningServer) -> None:
     alice = srv.stub("alice")
     leader = await alice.SendNotification(
@@ -325,9 +388,95 @@ async def test_exhausted_leader_hands_off_to_first_follower(
         assert by_kind[t.EVENT_KIND_OBLIGATION_HANDED_OFF].payload["successor_id"] == ids[1]
         assert by_kind[t.EVENT_KIND_DEDUP_OWNER_PROMOTED].notification_id == ids[1]
         assert by_kind[t.EVENT_KIND_DEDUP_RELINKED].notification_id == ids[2]
+        for validate_only in (True, False):
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await oscar.Replay(
+                    pb.ReplayRequest(notification_id=ids[0], validate_only=validate_only)
+                )
+            assert rich_error(exc.value).reason == "REPLAY_BLOCKED"
+    finally:
+        await srv.stop()
+
+
+async def failing_server(db_url: str, tmp_path: Path, clock: ShiftableClock) -> RunningServer:
+    """``ops.failing`` (one attempt, GUARANTEED, to the broken channel), dispatch stepped."""
+    await activate_policy(
+        db_url,
+        "ops.failing",
+        channels=["broken"],
+        delivery_mode=DeliveryMode.GUARANTEED,
+        require_ack=False,
+        max_attempts=1,
+    )
+    return await broken_channel_server(db_url, tmp_path, clock, dispatch_enabled=False)
+
+
+async def test_exhausted_leader_without_followers_hands_off_to_a_newer_active_owner(
+    db_url: str, tmp_path: Path, clock: ShiftableClock
+) -> None:
+    """Seed 000 §1.1: a replayed leader that exhausts again, with no follower of its
+    own, hands its obligation to the newer leader of its dedup key, so that a second
+    replay cannot deliver the same alert twice."""
+    srv = await failing_server(db_url, tmp_path, clock)
+    try:
+        alice, oscar = srv.stub("alice"), srv.stub("oscar")
+
+        async def send(key: str) -> str:
+            sent = await alice.SendNotification(
+                send_request(notification_type="ops.failing", idempotency_key=key, dedup_key="z")
+            )
+            return str(sent.notification_id)
+
+        old = await send("n1")
+        assert await srv.app.dispatcher.run_once() == 1
+        assert (await get(srv, old)).dead_letter
+        newer = await send("n2")  # the failed owner no longer coalesces: a new generation
+        assert (await get(srv, newer)).dedup_owner_id == ""
+        await oscar.Replay(pb.ReplayRequest(notification_id=old))
+        dispatcher = srv.app.dispatcher
+        claims = {c.row["id"]: c for c in await dispatcher.claim(2)}
+        await dispatcher.deliver(claims[old])  # fails again; the newer one is in flight
+
+        exhausted = await get(srv, old)
+        assert exhausted.state == t.NOTIFICATION_STATE_FAILED and exhausted.cycle == 2
+        assert exhausted.dedup_successor_id == newer
+        seen = await events_until(
+            oscar,
+            pb.WatchEventsRequest(replay_history=True, notification_ids=[old, newer]),
+            lambda evs: "OBLIGATION_HANDED_OFF" in kinds(evs),
+        )
+        handed = next(e for e in seen if e.kind == t.EVENT_KIND_OBLIGATION_HANDED_OFF)
+        assert handed.notification_id == old
+        assert dict(handed.payload) == {"successor_id": newer, "generation": 2}
+        assert "DEDUP_OWNER_PROMOTED" not in kinds(seen)
         with pytest.raises(grpc.aio.AioRpcError) as exc:
-            await oscar.Replay(pb.ReplayRequest(notification_id=ids[0]))
+            await oscar.Replay(pb.ReplayRequest(notification_id=old))
         assert rich_error(exc.value).reason == "REPLAY_BLOCKED"
+    finally:
+        await srv.stop()
+
+
+async def test_interrupted_last_attempt_of_a_leader_promotes_its_follower(
+    db_url: str, tmp_path: Path, clock: ShiftableClock
+) -> None:
+    """A leader whose only attempt was interrupted is settled as exhausted when its
+    lease is recovered, with the same hand-off as an exhausted retry."""
+    srv = await failing_server(db_url, tmp_path, clock)
+    try:
+        alice = srv.stub("alice")
+        ids = []
+        for key in ("i1", "i2"):
+            sent = await alice.SendNotification(
+                send_request(notification_type="ops.failing", idempotency_key=key, dedup_key="w")
+            )
+            ids.append(sent.notification_id)
+        assert len(await srv.app.dispatcher.claim(1)) == 1  # then the worker dies
+        clock.advance(minutes=5)  # past the lease
+        assert await srv.app.dispatcher.run_once() == 0
+        leader, follower = [await get(srv, i) for i in ids]
+        assert leader.state == t.NOTIFICATION_STATE_FAILED and leader.dead_letter
+        assert leader.cycle_attempts == 1 and leader.dedup_successor_id == ids[1]
+        assert follower.state == t.NOTIFICATION_STATE_PENDING and follower.dedup_owner_id == ""
     finally:
         await srv.stop()
 

@@ -201,6 +201,11 @@ async def test_list_pages_newest_first_with_filter(server: RunningServer) -> Non
         with pytest.raises(grpc.aio.AioRpcError) as exc:
             await alice.ListNotifications(bad)
         assert rich_error(exc.value).reason == "INVALID_REQUEST"
+    # The column's name is not an alias: the refusal points to the wire name.
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await alice.ListNotifications(pb.ListNotificationsRequest(filter="status = FAILED"))
+    assert rich_error(exc.value).reason == "INVALID_REQUEST"
+    assert "the API calls it `state`" in (exc.value.details() or "")
 
 
 async def test_oversized_message_is_refused(server: RunningServer) -> None:

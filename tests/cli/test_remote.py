@@ -312,7 +312,15 @@ async def test_ack_and_dismiss(srv: RunningServer) -> None:
 
 async def test_a_producer_key_is_refused_with_a_clear_message(srv: RunningServer) -> None:
     (nid,) = await dead_letters(srv, FAILING)
-    for args in (("dlq", "replay", nid), ("dlq", "replay", "--all"), ("dlq", "resolve", nid)):
+    # A dry run is the server's own answer (validate_only), so it is refused alike
+    # instead of predicting a replay that the real run could not do.
+    for args in (
+        ("dlq", "replay", nid),
+        ("dlq", "replay", "--all"),
+        ("dlq", "resolve", nid),
+        ("dlq", "replay", nid, "--dry-run"),
+        ("dlq", "resolve", nid, "--dry-run"),
+    ):
         result = await cli(srv, "alice", *args, "--reason", "r")
         assert result.code == 1, result
         assert "PERMISSION_DENIED" in result.err and "operator role" in result.err

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.clients.helpers import send_fields
+from tests.support.policies import activate_policy
 from tests.support.server import RunningServer
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -20,6 +21,7 @@ from uns_clients import (
     NotFound,
     Unimplemented,
 )
+from uns_server.domain.enums import DeliveryMode
 
 AsyncClients = Callable[[str], AsyncClient]
 SyncClients = Callable[[str], Client]
@@ -92,3 +94,31 @@ async def test_replay_and_resolve_failure_refuse_what_is_not_dead_lettered(
         await asyncio.to_thread(sync_client("oscar").replay, UNKNOWN_ID)
     with pytest.raises(NotDeadLettered):
         await asyncio.to_thread(sync_client("oscar").resolve_failure, sent.notification_id)
+
+
+async def test_validate_only_previews_without_changing_anything(
+    server: RunningServer, db_url: str, async_client: AsyncClients, sync_client: SyncClients
+) -> None:
+    await activate_policy(
+        db_url,
+        "ops.nowhere",
+        channels=["nowhere"],  # not configured: a permanent failure
+        delivery_mode=DeliveryMode.GUARANTEED,
+        require_ack=False,
+        max_attempts=1,
+    )
+    sent = await async_client("alice").send(
+        **send_fields(notification_type="ops.nowhere", wait_for_first_attempt=True)
+    )
+    oscar = async_client("oscar")
+    nid = sent.notification_id
+    before = await oscar.get(nid)
+    assert before.state == t.NOTIFICATION_STATE_FAILED and before.dead_letter
+
+    would = await asyncio.to_thread(
+        sync_client("oscar").replay, nid, reason="preview", validate_only=True
+    )
+    assert would.state == t.NOTIFICATION_STATE_PENDING and would.cycle == 2
+    resolved = await oscar.resolve_failure(nid, validate_only=True)
+    assert resolved.state == t.NOTIFICATION_STATE_FAILED and not resolved.dead_letter
+    assert await oscar.get(nid) == before

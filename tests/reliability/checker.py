@@ -46,6 +46,8 @@ from google.protobuf import json_format
 PENDING, DELIVERED, FAILED, DEDUPLICATED = "PENDING", "DELIVERED", "FAILED", "DEDUPLICATED"
 ACK_KINDS = frozenset({"ACKED", "DISMISSED", "TIMED_OUT"})
 
+INTERRUPTED = "DELIVERY_RESULT (interrupted)"
+
 # gRPC codes after which a SendNotification may or may not have committed.
 UNKNOWN_OUTCOME_CODES = frozenset(
     {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "UNKNOWN", "INTERNAL"}
@@ -218,7 +220,10 @@ def timeline_problems(
     # attempt -> what happened to it
     started_channels: dict[int, dict[str, str]] = defaultdict(dict)  # channel -> lease token
     results: dict[int, set[str]] = defaultdict(set)
-    settled: dict[int, str] = {}  # attempt -> "DELIVERY_RESULT" / "LEASE_LOST"
+    # attempt -> "DELIVERY_RESULT" / "LEASE_LOST" / INTERRUPTED (settled as exhausted
+    # by the worker that recovered its lease: its own worker, if alive after all, may
+    # still record results and LEASE_LOST)
+    settled: dict[int, str] = {}
     attempt_cycle: dict[int, int] = {}
     successes: dict[int, set[str]] = defaultdict(set)  # cycle -> channels accepted
     effective_channels: tuple[str, ...] = ()
@@ -258,7 +263,10 @@ def timeline_problems(
                 bad(e, f"attempt {attempt} does not follow attempt {last_attempt}")
             if p.get("cycle") != cycle:
                 bad(e, f"cycle {p.get('cycle')} but the notification is in cycle {cycle}")
-            unsettled = last_attempt > 0 and settled.get(last_attempt) != "DELIVERY_RESULT"
+            unsettled = last_attempt > 0 and settled.get(last_attempt) not in (
+                "DELIVERY_RESULT",
+                INTERRUPTED,
+            )
             if bool(p.get("recovery_may_repeat_provider_effect")) != unsettled:
                 bad(
                     e,
@@ -285,7 +293,7 @@ def timeline_problems(
                 bad(e, "lease token differs from the one that started the channel")
             if channel in results[attempt]:
                 bad(e, f"second result for {channel} in attempt {attempt}")
-            if attempt in settled:
+            if attempt in settled and settled[attempt] != INTERRUPTED:
                 bad(e, f"result after attempt {attempt} was settled ({settled[attempt]})")
             results[attempt].add(channel)
             if p.get("success") is True:
@@ -293,7 +301,7 @@ def timeline_problems(
         elif k == "LEASE_LOST":
             if attempt not in attempt_cycle:
                 bad(e, f"lease lost for attempt {attempt} that never started")
-            elif attempt in settled:
+            elif attempt in settled and settled[attempt] != INTERRUPTED:
                 bad(e, f"attempt {attempt} already settled ({settled[attempt]})")
             elif started_channels[attempt] and p.get("lease_token") not in set(
                 started_channels[attempt].values()
@@ -301,16 +309,21 @@ def timeline_problems(
                 bad(e, "lease token is not the attempt's")
             if p.get("provider_effect_may_have_occurred") is not True:
                 bad(e, "provider_effect_may_have_occurred is not true")
-            settled[attempt] = "LEASE_LOST"
+            settled.setdefault(attempt, "LEASE_LOST")
         elif k == "DELIVERY_RESULT":
             status = p.get("status")
             if attempt != last_attempt:
                 bad(e, f"settles attempt {attempt} while attempt {last_attempt} holds the lease")
-            if attempt in settled:
+            # An interrupted attempt is settled by the worker that recovered its lease,
+            # after its own worker may have recorded LEASE_LOST (it outlived the lease).
+            interrupted = p.get("interrupted") is True
+            if attempt in settled and not (interrupted and settled[attempt] == "LEASE_LOST"):
                 bad(e, f"attempt {attempt} already settled ({settled[attempt]})")
-            settled[attempt] = "DELIVERY_RESULT"
+            settled[attempt] = INTERRUPTED if interrupted else "DELIVERY_RESULT"
             missing = set(started_channels.get(attempt, {})) - results[attempt]
-            if missing:
+            if interrupted and (status != FAILED or not started_channels.get(attempt)):
+                bad(e, "an interrupted attempt can only end in FAILED")
+            if missing and not interrupted:
                 bad(e, f"settled without results for {sorted(missing)}")
             if state != PENDING or not leader:
                 bad(e, f"settlement in state {state}")

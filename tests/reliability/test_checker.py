@@ -234,6 +234,59 @@ def test_a_fenced_late_settlement_is_legal() -> None:
     assert timeline_problems(events, view("x", attempts=2)) == []
 
 
+def interrupted_settlement(nid: str, n: int, status: str = "FAILED") -> EventView:
+    base = {"attempt": n, "cycle": 1, "cycle_attempt": n}
+    return ev(nid, "DELIVERY_RESULT", **base, status=status, dead_letter=True, interrupted=True)
+
+
+def test_an_interrupted_last_attempt_settled_by_recovery_is_legal() -> None:
+    # Attempt 1 (the only one allowed) never reports back; the worker that recovers
+    # its lease settles it FAILED. If its worker was alive after all, its late result
+    # and LEASE_LOST still fit; a replay's first attempt is not a recovery.
+    head = accepted("x")
+    first = attempt("x", 1, success=True, status="DELIVERED")
+    events = [head, *first[:2], interrupted_settlement("x", 1)]
+    assert timeline_problems(events, view("x", "FAILED")) == []
+    late = ev("x", "CHANNEL_ATTEMPT_RESULT", **{**first[2].payload})
+    lost = ev(
+        "x", "LEASE_LOST", attempt=1, lease_token="tok-x-1", provider_effect_may_have_occurred=True
+    )
+    replay = ev("x", "REPLAY_REQUESTED", cycle=2)
+    second = [
+        ev(
+            "x",
+            "ATTEMPT_STARTED",
+            attempt=2,
+            cycle=2,
+            cycle_attempt=1,
+            recovery_may_repeat_provider_effect=False,
+        )
+    ]
+    walk = [*events, late, lost, replay, *second]
+    assert timeline_problems(walk, view("x", "PENDING", attempts=2)) == []
+
+
+def test_an_interrupted_settlement_may_follow_the_lease_lost_of_its_attempt() -> None:
+    # The slow worker records its result and LEASE_LOST; the worker that recovers the
+    # lease, with no attempt left, settles the attempt.
+    head = accepted("x")
+    first = attempt("x", 1, success=False, status="FAILED")
+    lost = ev(
+        "x", "LEASE_LOST", attempt=1, lease_token="tok-x-1", provider_effect_may_have_occurred=True
+    )
+    events = [head, *first[:3], lost, interrupted_settlement("x", 1)]
+    assert timeline_problems(events, view("x", "FAILED")) == []
+
+
+def test_an_interrupted_settlement_only_fails_a_started_attempt() -> None:
+    head = accepted("x")
+    first = attempt("x", 1, success=True, status="DELIVERED")
+    problems = timeline_problems([head, *first[:2], interrupted_settlement("x", 1, "DELIVERED")])
+    assert any("can only end in FAILED" in p for p in problems), problems
+    settled = [head, *first, interrupted_settlement("x", 1)]
+    assert any("already settled" in p for p in timeline_problems(settled)), settled
+
+
 def test_duplicates_need_an_explanation() -> None:
     # "a": accepted twice, nothing in its timeline admits a repeat -> unexplained.
     # "b": accepted twice after a recovered attempt -> explained.

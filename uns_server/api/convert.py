@@ -175,7 +175,7 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
     )
 
 
-def notification(row: RowMapping) -> t.Notification:
+def notification(row: Mapping[Any, Any]) -> t.Notification:
     doc = row["notification"]
     ctx = doc.get("autonomy_context")
     outcome = row["outcome"] or {}

@@ -144,7 +144,12 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
     async def Replay(
         self, request: pb.ReplayRequest, context: Ctx, principal: Principal
     ) -> pb.ReplayResponse:
-        row = await self.operations.replay(principal, request.notification_id, request.reason)
+        row = await self.operations.replay(
+            principal,
+            request.notification_id,
+            request.reason,
+            validate_only=request.validate_only,
+        )
         return pb.ReplayResponse(notification=convert.notification(row))
 
     @unary(Role.OPERATOR)
@@ -152,7 +157,10 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         self, request: pb.ResolveFailureRequest, context: Ctx, principal: Principal
     ) -> pb.ResolveFailureResponse:
         row = await self.operations.resolve_failure(
-            principal, request.notification_id, request.reason
+            principal,
+            request.notification_id,
+            request.reason,
+            validate_only=request.validate_only,
         )
         return pb.ResolveFailureResponse(notification=convert.notification(row))
 

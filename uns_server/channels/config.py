@@ -46,7 +46,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar, cast
 
 from uns_server.channels._redact import MASK, redact_url
-from uns_server.channels.webhook import signing_key
+from uns_server.channels._signing import signing_key
 
 TIMEOUT_SECONDS_DEFAULT = 10.0
 SMTP_TIMEOUT_SECONDS_DEFAULT = 30.0

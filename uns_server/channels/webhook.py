@@ -13,12 +13,11 @@ body is free-form. Redirects are not followed (the signed body stays where it wa
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uns_server.channels._http import (
     HttpChannel,
@@ -26,32 +25,12 @@ from uns_server.channels._http import (
     classify_http_response,
     encode_json,
 )
+from uns_server.channels._signing import signing_key
 from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.config import WebhookConfig
 from uns_server.channels.http_transport import OutboundClient
 
-if TYPE_CHECKING:  # config imports signing_key from here to validate secrets at load time
-    from uns_server.channels.config import WebhookConfig
-
-SECRET_PREFIX = "whsec_"
 EVENT_TYPE = "uns.notification"
-
-
-def signing_key(secret: str) -> bytes:
-    """The HMAC key: base64-decoded after a ``whsec_`` prefix, else the secret's UTF-8 bytes.
-
-    Raises ``ValueError`` for an empty secret or a ``whsec_`` secret that is not base64.
-    """
-    if secret.startswith(SECRET_PREFIX):
-        encoded = secret[len(SECRET_PREFIX) :]
-        try:
-            key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
-        except (binascii.Error, ValueError):
-            raise ValueError("whsec_ secret is not valid base64") from None
-    else:
-        key = secret.encode()
-    if not key:
-        raise ValueError("webhook secret is empty")
-    return key
 
 
 def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:

@@ -45,7 +45,7 @@ import re
 import sys
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,6 @@ from uns_clients import (
     DeadlineExceeded,
     HistoryCompacted,
     InvalidRequest,
-    NotFound,
     PermissionDenied,
     Unauthenticated,
     Unavailable,
@@ -95,14 +94,6 @@ EXIT_USAGE = 2
 
 # Errors after which every further call of a batch would fail the same way.
 _FATAL = (Unauthenticated, PermissionDenied, Unavailable, Unimplemented)
-# States in which a dedup successor carries the obligation (Replay answers REPLAY_BLOCKED).
-_CARRYING = frozenset(
-    {
-        t.NOTIFICATION_STATE_PENDING,
-        t.NOTIFICATION_STATE_DELIVERED,
-        t.NOTIFICATION_STATE_DEDUPLICATED,
-    }
-)
 _REQUIRED_ROLE = {
     "dlq": "operator",
     "show": "operator",
@@ -257,8 +248,8 @@ def add_arguments(
             help=f"{what} dead letters; --dry-run to preview",
             description=f"{what.capitalize()} the given dead letters, or --all of them "
             f"(optionally of one --type). One line per id with the outcome; refusals are "
-            f"reported and the batch goes on (exit code 1). --dry-run prints what would "
-            f"happen and changes nothing.",
+            f"reported and the batch goes on (exit code 1). --dry-run asks the server what "
+            f"it would answer for each id (validate_only) and changes nothing.",
         )
         bulk.add_argument(
             "ids", nargs="*", type=_notification_id, metavar="ID", help="notification ids"
@@ -273,7 +264,11 @@ def add_arguments(
             type=_reason,
             help=f"why you {verb} (recorded in the event; at most {REASON_MAX_CHARS} chars)",
         )
-        bulk.add_argument("--dry-run", action="store_true", help="change nothing, only report")
+        bulk.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="change nothing: the server runs every check and reports what it would do",
+        )
         bulk.add_argument("--json", action="store_true", help="print the outcomes as JSON")
 
     show = commands.add_parser(
@@ -466,55 +461,33 @@ class Outcome:
         return out
 
 
-@dataclass
-class Batch:
-    command: str
-    outcomes: list[Outcome] = field(default_factory=list)
-
-
-async def _preview(client: AsyncClient, nid: str, replay: bool) -> Outcome:
-    """Predict the server's answer from the notification's state (no writes)."""
-    verb = "would replay" if replay else "would resolve"
-    try:
-        n = await client.get(nid)
-    except NotFound as exc:
-        return Outcome(nid, "would refuse", _describe(exc), False, exc)
-    if n.state != t.NOTIFICATION_STATE_FAILED or not n.dead_letter:
-        detail = f"NOT_DEAD_LETTERED: state {_state(n)}"
-        return Outcome(nid, "would refuse", detail, False, None, n)
-    if replay and n.dedup_successor_id:
-        try:
-            successor: t.Notification | None = await client.get(n.dedup_successor_id)
-        except NotFound:
-            successor = None
-        if successor is not None and successor.state in _CARRYING:
-            detail = (
-                f"REPLAY_BLOCKED: dedup successor {successor.id} is {_state(successor)} "
-                "and carries the obligation"
-            )
-            return Outcome(nid, "would refuse", detail, False, None, n)
-    if replay:
-        detail = f"cycle {n.cycle} -> {n.cycle + 1}, {n.notification_type}: {n.title}"
-    else:
-        detail = f"dead_letter cleared, stays FAILED, {n.notification_type}: {n.title}"
-    return Outcome(nid, verb, _one_line(detail, 120), True, None, n)
-
-
-async def _act(client: AsyncClient, nid: str, replay: bool, reason: str) -> Outcome:
+async def _act(
+    client: AsyncClient, nid: str, replay: bool, reason: str, *, dry_run: bool
+) -> Outcome:
+    """Replay or resolve one id; a dry run asks the server what it would answer
+    (``validate_only``: every check it would run, nothing written)."""
     try:
         if replay:
-            n = await client.replay(nid, reason=reason)
+            n = await client.replay(nid, reason=reason, validate_only=dry_run)
+            if dry_run:
+                detail = f"cycle {n.cycle - 1} -> {n.cycle}, {n.notification_type}: {n.title}"
+                return Outcome(nid, "would replay", _one_line(detail, 120), True, None, n)
             return Outcome(nid, "replayed", f"cycle {n.cycle}, state {_state(n)}", True, None, n)
-        n = await client.resolve_failure(nid, reason=reason)
+        n = await client.resolve_failure(nid, reason=reason, validate_only=dry_run)
+        if dry_run:
+            detail = f"dead_letter cleared, stays FAILED, {n.notification_type}: {n.title}"
+            return Outcome(nid, "would resolve", _one_line(detail, 120), True, None, n)
         detail = f"dead_letter cleared, state {_state(n)}"
         return Outcome(nid, "resolved", detail, True, None, n)
     except _FATAL:
         raise
     except DeadlineExceeded as exc:
-        detail = f"{_describe(exc)} (the server may still have acted: check with `show`)"
+        detail = _describe(exc)
+        if not dry_run:
+            detail += " (the server may still have acted: check with `show`)"
         return Outcome(nid, "failed", detail, False, exc)
     except UnsError as exc:
-        return Outcome(nid, "refused", _describe(exc), False, exc)
+        return Outcome(nid, "would refuse" if dry_run else "refused", _describe(exc), False, exc)
 
 
 async def cmd_dlq_bulk(client: AsyncClient, args: argparse.Namespace) -> int:
@@ -527,10 +500,7 @@ async def cmd_dlq_bulk(client: AsyncClient, args: argparse.Namespace) -> int:
     stopped: UnsError | None = None
     for nid in ids:
         try:
-            if args.dry_run:
-                outcome = await _preview(client, nid, replay)
-            else:
-                outcome = await _act(client, nid, replay, args.reason)
+            outcome = await _act(client, nid, replay, args.reason, dry_run=args.dry_run)
         except _FATAL as exc:
             stopped = exc
             break

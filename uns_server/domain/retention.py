@@ -58,8 +58,6 @@ RECEIPT_LIST_CAP = 100
 # is unique (the id is), fits String(64), and contains ':' so it never equals a digest.
 TOMBSTONE_PREFIX = "expired:"
 
-SETTLED_STATUSES = (Status.DELIVERED, Status.DEDUPLICATED, Status.FAILED)
-
 
 def tombstone(notification_id: str) -> str:
     return TOMBSTONE_PREFIX + notification_id

@@ -31,7 +31,7 @@ from opentelemetry import trace
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain import digests
+from uns_server.domain import digests, lifecycle
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.errors import IdempotencyConflict, UnsError
 from uns_server.domain.policy import EffectivePolicy, PolicyRevision, ServerDefaults, resolve
@@ -362,7 +362,11 @@ class Intake:
             if window is not None and window["owner_id"]
             else None
         )
-        if window is not None and owner is not None and _coalesces(owner, window, now):
+        if (
+            window is not None
+            and owner is not None
+            and lifecycle.coalesces(owner["status"], window["until"], now)
+        ):
             outcome = (
                 Outcome.DEDUPLICATED if owner["status"] == Status.DELIVERED else Outcome.COALESCED
             )
@@ -408,12 +412,6 @@ def _keys(principal: str, req: SendRequest) -> tuple[str, str]:
     """(idempotency digest, payload fingerprint). Without a key every call is new."""
     idem_key = req.idempotency_key or f"auto:{uuid.uuid4()}"
     return digests.idempotency_digest(principal, req.source, idem_key), digests.fingerprint(req)
-
-
-def _coalesces(owner: Row, window: Row, now: datetime) -> bool:
-    if owner["status"] == Status.PENDING:
-        return True
-    return bool(owner["status"] == Status.DELIVERED and now < window["until"])
 
 
 def _replay(existing: Row, outcome: Outcome) -> SendResult:

@@ -1,7 +1,11 @@
 """Operator actions on dead letters: Replay (new delivery cycle) and ResolveFailure.
 
 Replay is refused while a dedup successor carries the obligation (it is PENDING or
-already satisfied it): replaying then would deliver the same alert twice.
+already satisfied it): replaying then would deliver the same alert twice. The rules
+are ``domain.lifecycle``'s; this module loads, asks and stores.
+
+With ``validate_only`` (AIP-163) both run every check on the current row and answer
+what they would return (or raise the refusal they would meet) without writing.
 
 Both take the operator's free-text ``reason`` (at most ``REASON_MAX_CHARS`` characters,
 empty when none was given) and record it in the event payload as ``reason``.
@@ -9,26 +13,21 @@ empty when none was given) and record it in the event payload as ``reason``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import EventKind, Status
-from uns_server.domain.errors import (
-    FieldViolation,
-    InvalidRequest,
-    NotDeadLettered,
-    NotFound,
-    ReplayBlocked,
-)
+from uns_server.domain import lifecycle
+from uns_server.domain.enums import EventKind
+from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.store import dispatch, events, notifications
-from uns_server.store.db import TOPIC_WORK, Database, WriteTx
+from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.events import NewEvent
 
-_CARRYING = (Status.PENDING.value, Status.DELIVERED.value, Status.DEDUPLICATED.value)
 REASON_MAX_CHARS = 1024
 
 
@@ -53,60 +52,44 @@ class Operations:
         self._db = db
         self._clock = clock
 
-    async def _dead_letter(self, tx: WriteTx, notification_id: str) -> RowMapping:
+    async def _dead_letter(
+        self, conn: AsyncConnection, notification_id: str, *, lock: bool
+    ) -> Mapping[Any, Any]:
         nid = validate_notification_id(notification_id)
-        row = await notifications.by_id(tx.conn, nid, for_update=True)
+        row = await notifications.by_id(conn, nid, for_update=lock)
         if row is None:
             raise NotFound(metadata={"notification_id": nid})
-        if row["status"] != Status.FAILED or not row["dead_letter"]:
-            raise NotDeadLettered(
-                f"state {row['status']}, dead_letter {str(row['dead_letter']).lower()}",
-                metadata={
-                    "notification_id": nid,
-                    "state": row["status"],
-                    "dead_letter": str(row["dead_letter"]).lower(),
-                },
-            )
+        lifecycle.check_dead_lettered(nid, row["status"], row["dead_letter"])
         return row
 
+    async def _check_replay(self, conn: AsyncConnection, row: Mapping[Any, Any]) -> None:
+        successor_id = row["dedup_successor_id"]
+        successor = await notifications.by_id(conn, successor_id) if successor_id else None
+        lifecycle.check_replay_unblocked(
+            row["id"], successor_id, successor["status"] if successor is not None else None
+        )
+
     async def replay(
-        self, principal: Principal, notification_id: str, reason: str = ""
-    ) -> RowMapping:
+        self,
+        principal: Principal,
+        notification_id: str,
+        reason: str = "",
+        *,
+        validate_only: bool = False,
+    ) -> Mapping[Any, Any]:
+        """The replayed notification; with ``validate_only``, as it would be."""
         reason = validate_reason(reason)
         now = self._clock()
+        if validate_only:
+            async with self._db.read() as conn:
+                row = await self._dead_letter(conn, notification_id, lock=False)
+                await self._check_replay(conn, row)
+            return {**row, **lifecycle.replay_values(row["cycle"], now)}
         async with self._db.write() as tx:
-            row = await self._dead_letter(tx, notification_id)
-            successor_id = row["dedup_successor_id"]
-            if successor_id:
-                successor = await notifications.by_id(tx.conn, successor_id)
-                if successor is not None and successor["status"] in _CARRYING:
-                    raise ReplayBlocked(
-                        metadata={
-                            "notification_id": row["id"],
-                            "dedup_successor_id": successor_id,
-                            "successor_state": successor["status"],
-                        }
-                    )
-            cycle = row["cycle"] + 1
-            outcome: dict[str, object] = {
-                "channels_attempted": [],
-                "channels_succeeded": [],
-                "channels_failed": [],
-                "error_message": None,
-            }
-            await dispatch.update_rows(
-                tx.conn,
-                [row["id"]],
-                status=Status.PENDING.value,
-                dead_letter=False,
-                cycle=cycle,
-                cycle_attempts=0,
-                next_attempt=now,
-                lease_token=None,
-                lease_until=None,
-                outcome=outcome,
-                updated_at=now,
-            )
+            row = await self._dead_letter(tx.conn, notification_id, lock=True)
+            await self._check_replay(tx.conn, row)
+            values = lifecycle.replay_values(row["cycle"], now)
+            await dispatch.update_rows(tx.conn, [row["id"]], **values)
             await events.append(
                 tx,
                 [
@@ -117,7 +100,7 @@ class Operations:
                         EventKind.REPLAY_REQUESTED,
                         {
                             "actor": principal.name,
-                            "cycle": cycle,
+                            "cycle": values["cycle"],
                             "cumulative_attempts": row["attempts"],
                             "reason": reason,
                         },
@@ -131,13 +114,23 @@ class Operations:
         return replayed
 
     async def resolve_failure(
-        self, principal: Principal, notification_id: str, reason: str = ""
-    ) -> RowMapping:
+        self,
+        principal: Principal,
+        notification_id: str,
+        reason: str = "",
+        *,
+        validate_only: bool = False,
+    ) -> Mapping[Any, Any]:
+        """The resolved notification; with ``validate_only``, as it would be."""
         reason = validate_reason(reason)
         now = self._clock()
+        if validate_only:
+            async with self._db.read() as conn:
+                row = await self._dead_letter(conn, notification_id, lock=False)
+            return {**row, **lifecycle.resolve_values(now)}
         async with self._db.write() as tx:
-            row = await self._dead_letter(tx, notification_id)
-            await dispatch.update_rows(tx.conn, [row["id"]], dead_letter=False, updated_at=now)
+            row = await self._dead_letter(tx.conn, notification_id, lock=True)
+            await dispatch.update_rows(tx.conn, [row["id"]], **lifecycle.resolve_values(now))
             await events.append(
                 tx,
                 [

@@ -30,6 +30,10 @@ def _echo(value: str) -> str:
     return repr(value[:ECHO_MAX_CHARS]) + f"... ({len(value)} characters)"
 
 
+# Database column names (the seed's) that a caller may try, and their wire names (AIP-216).
+_WIRE_NAME = {"status": "state", "ack_status": "ack_state"}
+
+
 def parse_filter(text: str) -> list[tuple[str, Any]]:
     """``a = x AND b = "y"`` -> [(a, x), (b, y)] with enum and boolean values checked."""
     if not text.strip():
@@ -46,12 +50,15 @@ def parse_filter(text: str) -> list[tuple[str, Any]]:
         field, raw = m.group(1), m.group(2)
         value: Any = raw[1:-1].replace('\\"', '"') if raw.startswith('"') else raw
         if field not in notifications.FILTERABLE_FIELDS:
+            hint = _WIRE_NAME.get(field)
             raise InvalidRequest.of_field(
                 "filter",
-                f"unknown field {_echo(field)}; filterable: "
+                f"unknown field {_echo(field)}"
+                + (f" (the API calls it `{hint}`, e.g. `{hint} = FAILED`)" if hint else "")
+                + "; filterable: "
                 + ", ".join(notifications.FILTERABLE_FIELDS),
             )
-        if field in ("state", "status"):
+        if field == "state":
             value = _enum_value(Status, value, "NOTIFICATION_STATE_", field)
         elif field == "ack_state":
             value = _enum_value(AckStatus, value, "ACK_STATE_", field)

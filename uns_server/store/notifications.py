@@ -83,7 +83,6 @@ async def update_dedup_window(conn: AsyncConnection, key: str, **values: Any) ->
 
 _FILTERABLE = {
     "state": notifications.c.status,
-    "status": notifications.c.status,
     "ack_state": notifications.c.ack_status,
     "dead_letter": notifications.c.dead_letter,
     "notification_type": notifications.c.notification_type,

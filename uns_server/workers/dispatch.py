@@ -5,7 +5,10 @@ One attempt, as three steps:
 1. **Claim** (one transaction per batch): lock due leaders (SKIP LOCKED), give each
    a lease and a fencing token, and commit ATTEMPT_STARTED plus one
    CHANNEL_ATTEMPT_STARTED per channel *before* any provider I/O. A row whose
-   previous lease expired unsettled is flagged ``provider_effect_may_have_occurred``.
+   previous lease expired unsettled is flagged ``provider_effect_may_have_occurred``;
+   if that interrupted attempt was the cycle's last, the row is not attempted again
+   but settled FAILED right there, as an exhausted retry would be
+   (``domain.lifecycle.decide_claim``).
    A leader accepted while this process has free slots skips this step: intake's
    transaction inserts it leased, with the same events (``reserve``, ``lease_new``,
    ``hand_over``), and hands the claim over after its commit.
@@ -14,7 +17,8 @@ One attempt, as three steps:
 3. **Settle** (one transaction): always append the CHANNEL_ATTEMPT_RESULT events;
    then, only if the lease is still ours, move the row: DELIVERED (+ ack PENDING,
    followers DEDUPLICATED), PENDING again with backoff, or FAILED (dead-lettered for
-   GUARANTEED, followers promoted / relinked and the obligation handed off). A lost
+   GUARANTEED, followers promoted / relinked, or the obligation handed off to a newer
+   active owner of the dedup key: ``domain.lifecycle.decide_hand_off``). A lost
    lease records LEASE_LOST instead and changes nothing else.
 
 Settlements are batched: deliveries that finish while a settle transaction is in
@@ -38,7 +42,8 @@ from typing import Any
 from uns_server.aio import wait_event
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
-from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority, Status
+from uns_server.domain import lifecycle
+from uns_server.domain.enums import AckStatus, EventKind, Priority, Status
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
 from uns_server.observability.telemetry import Telemetry
@@ -280,13 +285,87 @@ class Dispatcher:
             self._signals_seen, self._last_claim = self._signals, time.monotonic()
             leases = await dispatch.claim(tx.conn, now=now, limit=limit, lease=self._lease)
             new_events: list[NewEvent] = []
+            exhausted: list[_Settled] = []
             for row, token in leases:
-                attempt, cycle_attempt = row["attempts"] + 1, row["cycle_attempts"] + 1
-                claim = Claim(row, token, attempt, cycle_attempt, _remaining_channels(row))
+                decision = lifecycle.decide_claim(
+                    attempts=row["attempts"],
+                    cycle_attempts=row["cycle_attempts"],
+                    max_attempts=row["max_attempts"],
+                    recovered=row["lease_token"] is not None,
+                    delivery_mode=row["delivery_mode"],
+                )
+                claim = Claim(
+                    row, token, decision.attempt, decision.cycle_attempt, _remaining_channels(row)
+                )
+                if isinstance(decision, lifecycle.SettleExhausted):
+                    exhausted.append(await self._settle_exhausted(tx, claim, decision, now))
+                    continue
                 claims.append(claim)
-                new_events += _claim_events(claim, recovered=row["lease_token"] is not None)
-            await append(tx, new_events, now)
+                new_events += _claim_events(claim, recovered=decision.recovered)
+            await append(tx, [*new_events, *(e for s in exhausted for e in s.events())], now)
+        for s in exhausted:
+            self._count_settled(s, now)
         return claims
+
+    async def _settle_exhausted(
+        self, tx: WriteTx, claim: Claim, decision: lifecycle.SettleExhausted, now: datetime
+    ) -> _Settled:
+        """Settle a claimed row with no attempt left (its last one was interrupted) as
+        an exhausted retry would be, without calling any provider; the counters keep
+        the consumed attempts (the claim's increment is undone)."""
+        row = claim.row
+        base = {
+            "attempt": claim.attempt,
+            "cycle": row["cycle"],
+            "cycle_attempt": claim.cycle_attempt,
+        }
+        outcome = lifecycle.interrupted_outcome(
+            attempt=claim.attempt,
+            cycle=row["cycle"],
+            succeeded=row["outcome"].get("channels_succeeded", []),
+            unconfirmed=claim.channels,
+        )
+        s = _Settled(claim, base, row=row, status=decision.status, dead_letter=decision.dead_letter)
+        values: dict[str, Any] = {
+            "status": decision.status.value,
+            "dead_letter": decision.dead_letter,
+            "outcome": outcome,
+            "attempts": row["attempts"],
+            "cycle_attempts": row["cycle_attempts"],
+            "lease_token": None,
+            "lease_until": None,
+            "updated_at": now,
+        }
+        await dispatch.settle_many(tx.conn, [(row["id"], claim.token, values)])
+        await self._after_settle(tx, s, now)
+        await audit.insert_deliveries(
+            tx.conn,
+            [
+                audit.delivery_record(
+                    row, status=decision.status.value, outcome=outcome, delivered_at=None, now=now
+                )
+            ],
+        )
+        s.final = _event(
+            row,
+            EventKind.DELIVERY_RESULT,
+            {
+                **base,
+                "status": decision.status.value,
+                "dead_letter": decision.dead_letter,
+                "outcome": outcome,
+                # The interrupted attempt settles here, on behalf of its lost lease.
+                "interrupted": decision.interrupted,
+                "lease_token": row["lease_token"],
+                "provider_effect_may_have_occurred": decision.interrupted,
+            },
+        )
+        log.warning(
+            "interrupted last attempt: settled as exhausted",
+            extra={"notification_id": row["id"], "attempt": claim.attempt, "cycle": row["cycle"]},
+        )
+        tx.signal(TOPIC_WORK)  # this claim took a slot without filling it: claim again
+        return s
 
     async def deliver(self, claim: Claim) -> None:
         row = claim.row
@@ -515,17 +594,18 @@ class Dispatcher:
             await append(tx, [e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
         for s in settled:
-            row = s.claim.row
-            self._metrics.settled(
-                s.status,
-                dead_letter=s.dead_letter,
-                delivery_mode=row["delivery_mode"],
-                followers_deduplicated=sum(
-                    e.kind == EventKind.DEDUP_SATISFIED for e in s.followers
-                ),
-                accept_to_settle_seconds=(now - row["created_at"]).total_seconds(),
-            )
+            self._count_settled(s, now)
         return [s.status for s in settled]
+
+    def _count_settled(self, s: _Settled, now: datetime) -> None:
+        row = s.claim.row
+        self._metrics.settled(
+            s.status,
+            dead_letter=s.dead_letter,
+            delivery_mode=row["delivery_mode"],
+            followers_deduplicated=sum(e.kind == EventKind.DEDUP_SATISFIED for e in s.followers),
+            accept_to_settle_seconds=(now - row["created_at"]).total_seconds(),
+        )
 
     def _decide(
         self,
@@ -564,12 +644,10 @@ class Dispatcher:
                     "ack_status": AckStatus.PENDING.value,
                     "deadline": now + timedelta(minutes=minutes),
                 }
-        elif (
-            any(not a.result.retryable for a in failed)
-            or claim.cycle_attempt >= row["max_attempts"]
+        elif any(not a.result.retryable for a in failed) or lifecycle.attempts_exhausted(
+            claim.cycle_attempt, row["max_attempts"]
         ):
-            status = Status.FAILED
-            s.dead_letter = row["delivery_mode"] == DeliveryMode.GUARANTEED.value
+            status, s.dead_letter = lifecycle.failed_state(row["delivery_mode"])
             values |= {"status": status.value, "dead_letter": s.dead_letter}
         else:
             status = Status.PENDING
@@ -633,35 +711,61 @@ class Dispatcher:
     async def _hand_off(
         self, tx: WriteTx, row: Row, now: datetime, new_events: list[NewEvent]
     ) -> None:
-        """The exhausted leader's obligation passes to its first pending follower."""
+        """The exhausted leader's obligation passes to its first pending follower, or
+        else to a newer active owner of its dedup key (``lifecycle.decide_hand_off``)."""
         followers = await dispatch.pending_followers(tx.conn, row["id"])
-        if not followers:
+        owner = None
+        if not followers and row["dedup_key"] is not None:
+            owner = await self._window_owner(tx, row["dedup_key"])
+        decision = lifecycle.decide_hand_off(
+            leader_id=row["id"],
+            leader_generation=row["dedup_generation"],
+            pending_followers=[
+                lifecycle.Follower(f["id"], f["dedup_generation"]) for f in followers
+            ],
+            window_owner=owner,
+            now=now,
+        )
+        if decision is None:
             return
-        successor, rest = followers[0], followers[1:]
-        generation = successor["dedup_generation"]
-        await dispatch.update_rows(
-            tx.conn, [successor["id"]], dedup_owner_id=None, next_attempt=now, updated_at=now
-        )
-        await dispatch.update_rows(
-            tx.conn, [f["id"] for f in rest], dedup_owner_id=successor["id"], updated_at=now
-        )
-        await dispatch.update_rows(tx.conn, [row["id"]], dedup_successor_id=successor["id"])
-        await notifications.update_dedup_window(tx.conn, row["dedup_key"], owner_id=successor["id"])
-        link = {
-            "previous_owner_id": row["id"],
-            "owner_id": successor["id"],
-            "generation": generation,
-        }
+        await dispatch.update_rows(tx.conn, [row["id"]], dedup_successor_id=decision.successor_id)
         new_events.append(
             _event(
                 row,
                 EventKind.OBLIGATION_HANDED_OFF,
-                {"successor_id": successor["id"], "generation": generation},
+                {"successor_id": decision.successor_id, "generation": decision.generation},
             )
         )
+        if not decision.promoted:  # the newer owner already leads its own window
+            return
+        successor, rest = followers[0], followers[1:]
+        await dispatch.update_rows(
+            tx.conn, [successor["id"]], dedup_owner_id=None, next_attempt=now, updated_at=now
+        )
+        await dispatch.update_rows(
+            tx.conn, list(decision.relinked), dedup_owner_id=successor["id"], updated_at=now
+        )
+        await notifications.update_dedup_window(tx.conn, row["dedup_key"], owner_id=successor["id"])
+        link = {
+            "previous_owner_id": row["id"],
+            "owner_id": successor["id"],
+            "generation": decision.generation,
+        }
         new_events.append(_event(successor, EventKind.DEDUP_OWNER_PROMOTED, link))
         new_events.extend(_event(f, EventKind.DEDUP_RELINKED, link) for f in rest)
         tx.signal(TOPIC_WORK)
+
+    async def _window_owner(self, tx: WriteTx, dedup_key: str) -> lifecycle.DedupOwner | None:
+        """The current owner of a dedup window (the window locked, as intake locks it)."""
+        window = await notifications.dedup_window(tx.conn, dedup_key)
+        if window is None or not window["owner_id"]:
+            return None
+        owner = await notifications.by_id(tx.conn, window["owner_id"])
+        if owner is None or owner["dedup_generation"] is None:
+            return None
+        return lifecycle.DedupOwner(
+            owner["id"], Status(owner["status"]), owner["dedup_generation"], window["until"]
+        )
 
 
 _ATTEMPT_OUTCOME = {

@@ -374,21 +374,28 @@ class ReplayRequest(_message.Message):
 
     NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     notification_id: _builtins.str
     """Required. A FAILED notification with dead_letter=true."""
     reason: _builtins.str
     """Optional. Why the operator replays, free text of at most 1024
     characters. Recorded as `reason` in the REPLAY_REQUESTED event payload.
     """
+    validate_only: _builtins.bool
+    """Optional (AIP-163). Run every check and answer what the replay would
+    return, or the refusal it would meet (same code and reason), without
+    writing anything: no event, the notification unchanged.
+    """
     def __init__(
         self,
         *,
         notification_id: _builtins.str = ...,
         reason: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id", "reason", b"reason", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -403,7 +410,9 @@ class ReplayResponse(_message.Message):
     NOTIFICATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def notification(self) -> _types_pb2.Notification:
-        """The notification, PENDING again with cycle incremented."""
+        """The notification, PENDING again with cycle incremented (with
+        validate_only: as it would be; nothing was written).
+        """
 
     def __init__(
         self,
@@ -426,6 +435,7 @@ class ResolveFailureRequest(_message.Message):
 
     NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     notification_id: _builtins.str
     """Required. A FAILED notification with dead_letter=true."""
     reason: _builtins.str
@@ -433,15 +443,21 @@ class ResolveFailureRequest(_message.Message):
     1024 characters. Recorded as `reason` in the FAILURE_RESOLVED event
     payload.
     """
+    validate_only: _builtins.bool
+    """Optional (AIP-163). Run every check and answer what the resolution would
+    return, or the refusal it would meet (same code and reason), without
+    writing anything: no event, the notification unchanged.
+    """
     def __init__(
         self,
         *,
         notification_id: _builtins.str = ...,
         reason: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id", "reason", b"reason", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -456,7 +472,9 @@ class ResolveFailureResponse(_message.Message):
     NOTIFICATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def notification(self) -> _types_pb2.Notification:
-        """The notification, FAILED with dead_letter=false."""
+        """The notification, FAILED with dead_letter=false (with validate_only: as it
+        would be; nothing was written).
+        """
 
     def __init__(
         self,

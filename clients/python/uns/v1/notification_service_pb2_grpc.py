@@ -139,8 +139,9 @@ class NotificationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Replay(self, request, context):
-        """Opens a new delivery cycle for a dead-lettered notification. Role:
-        operator.
+        """Opens a new delivery cycle for a dead-lettered notification. With
+        validate_only, answers exactly what it would (the replayed notification or
+        the refusal) and changes nothing. Role: operator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -148,7 +149,8 @@ class NotificationServiceServicer:
 
     def ResolveFailure(self, request, context):
         """Clears the dead-letter flag of a FAILED notification without replaying
-        it. Role: operator.
+        it. With validate_only, answers exactly what it would and changes nothing.
+        Role: operator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

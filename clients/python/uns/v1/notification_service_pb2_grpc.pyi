@@ -66,12 +66,14 @@ class NotificationServiceStub:
     returns the original settlement. Role: responder.
     """
     Replay: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.ReplayRequest, _notification_service_pb2.ReplayResponse]
-    """Opens a new delivery cycle for a dead-lettered notification. Role:
-    operator.
+    """Opens a new delivery cycle for a dead-lettered notification. With
+    validate_only, answers exactly what it would (the replayed notification or
+    the refusal) and changes nothing. Role: operator.
     """
     ResolveFailure: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.ResolveFailureRequest, _notification_service_pb2.ResolveFailureResponse]
     """Clears the dead-letter flag of a FAILED notification without replaying
-    it. Role: operator.
+    it. With validate_only, answers exactly what it would and changes nothing.
+    Role: operator.
     """
     WatchEvents: _grpc.UnaryStreamMultiCallable[_notification_service_pb2.WatchEventsRequest, _notification_service_pb2.WatchEventsResponse]
     """Streams events as they commit, in sequence order, with periodic
@@ -128,12 +130,14 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     returns the original settlement. Role: responder.
     """
     Replay: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.ReplayRequest, _notification_service_pb2.ReplayResponse]  # type: ignore[assignment]
-    """Opens a new delivery cycle for a dead-lettered notification. Role:
-    operator.
+    """Opens a new delivery cycle for a dead-lettered notification. With
+    validate_only, answers exactly what it would (the replayed notification or
+    the refusal) and changes nothing. Role: operator.
     """
     ResolveFailure: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.ResolveFailureRequest, _notification_service_pb2.ResolveFailureResponse]  # type: ignore[assignment]
     """Clears the dead-letter flag of a FAILED notification without replaying
-    it. Role: operator.
+    it. With validate_only, answers exactly what it would and changes nothing.
+    Role: operator.
     """
     WatchEvents: _aio.UnaryStreamMultiCallable[_notification_service_pb2.WatchEventsRequest, _notification_service_pb2.WatchEventsResponse]  # type: ignore[assignment]
     """Streams events as they commit, in sequence order, with periodic
@@ -211,8 +215,9 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _notification_service_pb2.ReplayRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_notification_service_pb2.ReplayResponse, _abc.Awaitable[_notification_service_pb2.ReplayResponse]]:
-        """Opens a new delivery cycle for a dead-lettered notification. Role:
-        operator.
+        """Opens a new delivery cycle for a dead-lettered notification. With
+        validate_only, answers exactly what it would (the replayed notification or
+        the refusal) and changes nothing. Role: operator.
         """
 
     @_abc_1.abstractmethod
@@ -222,7 +227,8 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_notification_service_pb2.ResolveFailureResponse, _abc.Awaitable[_notification_service_pb2.ResolveFailureResponse]]:
         """Clears the dead-letter flag of a FAILED notification without replaying
-        it. Role: operator.
+        it. With validate_only, answers exactly what it would and changes nothing.
+        Role: operator.
         """
 
     @_abc_1.abstractmethod

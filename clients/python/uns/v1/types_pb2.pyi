@@ -279,7 +279,11 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     """
     EVENT_KIND_DELIVERY_RESULT: _EventKind.ValueType  # 7
     """A worker committed the attempt outcome. Payload: status, attempt, cycle,
-    cycle_attempt, dead_letter, outcome.
+    cycle_attempt, dead_letter, outcome. When the attempt was interrupted (its
+    worker's lease expired unsettled) and was the cycle's last, the worker that
+    recovered the lease settles it FAILED without a new attempt; the payload
+    then also has interrupted: true, the interrupted lease_token and
+    provider_effect_may_have_occurred: true.
     """
     EVENT_KIND_OBLIGATION_HANDED_OFF: _EventKind.ValueType  # 8
     """An exhausted leader handed its obligation to a successor. Payload:
@@ -351,7 +355,11 @@ lease_token, attempt, provider_effect_may_have_occurred.
 """
 EVENT_KIND_DELIVERY_RESULT: EventKind.ValueType  # 7
 """A worker committed the attempt outcome. Payload: status, attempt, cycle,
-cycle_attempt, dead_letter, outcome.
+cycle_attempt, dead_letter, outcome. When the attempt was interrupted (its
+worker's lease expired unsettled) and was the cycle's last, the worker that
+recovered the lease settles it FAILED without a new attempt; the payload
+then also has interrupted: true, the interrupted lease_token and
+provider_effect_may_have_occurred: true.
 """
 EVENT_KIND_OBLIGATION_HANDED_OFF: EventKind.ValueType  # 8
 """An exhausted leader handed its obligation to a successor. Payload:

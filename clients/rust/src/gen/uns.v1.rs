@@ -473,7 +473,11 @@ pub enum EventKind {
     /// lease_token, attempt, provider_effect_may_have_occurred.
     LeaseLost = 6,
     /// A worker committed the attempt outcome. Payload: status, attempt, cycle,
-    /// cycle_attempt, dead_letter, outcome.
+    /// cycle_attempt, dead_letter, outcome. When the attempt was interrupted (its
+    /// worker's lease expired unsettled) and was the cycle's last, the worker that
+    /// recovered the lease settles it FAILED without a new attempt; the payload
+    /// then also has interrupted: true, the interrupted lease_token and
+    /// provider_effect_may_have_occurred: true.
     DeliveryResult = 7,
     /// An exhausted leader handed its obligation to a successor. Payload:
     /// successor_id, generation.
@@ -975,11 +979,17 @@ pub struct ReplayRequest {
     /// characters. Recorded as `reason` in the REPLAY_REQUESTED event payload.
     #[prost(string, tag="2")]
     pub reason: ::prost::alloc::string::String,
+    /// Optional (AIP-163). Run every check and answer what the replay would
+    /// return, or the refusal it would meet (same code and reason), without
+    /// writing anything: no event, the notification unchanged.
+    #[prost(bool, tag="3")]
+    pub validate_only: bool,
 }
 /// ReplayResponse returns the replayed notification.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ReplayResponse {
-    /// The notification, PENDING again with cycle incremented.
+    /// The notification, PENDING again with cycle incremented (with
+    /// validate_only: as it would be; nothing was written).
     #[prost(message, optional, tag="1")]
     pub notification: ::core::option::Option<Notification>,
 }
@@ -994,11 +1004,17 @@ pub struct ResolveFailureRequest {
     /// payload.
     #[prost(string, tag="2")]
     pub reason: ::prost::alloc::string::String,
+    /// Optional (AIP-163). Run every check and answer what the resolution would
+    /// return, or the refusal it would meet (same code and reason), without
+    /// writing anything: no event, the notification unchanged.
+    #[prost(bool, tag="3")]
+    pub validate_only: bool,
 }
 /// ResolveFailureResponse returns the resolved notification.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ResolveFailureResponse {
-    /// The notification, FAILED with dead_letter=false.
+    /// The notification, FAILED with dead_letter=false (with validate_only: as it
+    /// would be; nothing was written).
     #[prost(message, optional, tag="1")]
     pub notification: ::core::option::Option<Notification>,
 }

@@ -645,7 +645,11 @@ type ReplayRequest struct {
 	NotificationId string `protobuf:"bytes,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
 	// Optional. Why the operator replays, free text of at most 1024
 	// characters. Recorded as `reason` in the REPLAY_REQUESTED event payload.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Optional (AIP-163). Run every check and answer what the replay would
+	// return, or the refusal it would meet (same code and reason), without
+	// writing anything: no event, the notification unchanged.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -694,10 +698,18 @@ func (x *ReplayRequest) GetReason() string {
 	return ""
 }
 
+func (x *ReplayRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
 // ReplayResponse returns the replayed notification.
 type ReplayResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The notification, PENDING again with cycle incremented.
+	// The notification, PENDING again with cycle incremented (with
+	// validate_only: as it would be; nothing was written).
 	Notification  *Notification `protobuf:"bytes,1,opt,name=notification,proto3" json:"notification,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -748,7 +760,11 @@ type ResolveFailureRequest struct {
 	// Optional. Why the operator resolves the failure, free text of at most
 	// 1024 characters. Recorded as `reason` in the FAILURE_RESOLVED event
 	// payload.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Optional (AIP-163). Run every check and answer what the resolution would
+	// return, or the refusal it would meet (same code and reason), without
+	// writing anything: no event, the notification unchanged.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -797,10 +813,18 @@ func (x *ResolveFailureRequest) GetReason() string {
 	return ""
 }
 
+func (x *ResolveFailureRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
 // ResolveFailureResponse returns the resolved notification.
 type ResolveFailureResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The notification, FAILED with dead_letter=false.
+	// The notification, FAILED with dead_letter=false (with validate_only: as it
+	// would be; nothing was written).
 	Notification  *Notification `protobuf:"bytes,1,opt,name=notification,proto3" json:"notification,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1338,15 +1362,17 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\bmetadata\x18\x03 \x01(\v2\x17.google.protobuf.StructR\bmetadata\"|\n" +
 	"\x13AcknowledgeResponse\x128\n" +
 	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\x12+\n" +
-	"\x11idempotent_replay\x18\x02 \x01(\bR\x10idempotentReplay\"P\n" +
+	"\x11idempotent_replay\x18\x02 \x01(\bR\x10idempotentReplay\"u\n" +
 	"\rReplayRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"J\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"J\n" +
 	"\x0eReplayResponse\x128\n" +
-	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"X\n" +
+	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"}\n" +
 	"\x15ResolveFailureRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"R\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"R\n" +
 	"\x16ResolveFailureResponse\x128\n" +
 	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"\xe3\x01\n" +
 	"\x12WatchEventsRequest\x12)\n" +

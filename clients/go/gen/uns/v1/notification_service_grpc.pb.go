@@ -63,11 +63,13 @@ type NotificationServiceClient interface {
 	// set) before its deadline. A retry by the same actor with the same outcome
 	// returns the original settlement. Role: responder.
 	Acknowledge(ctx context.Context, in *AcknowledgeRequest, opts ...grpc.CallOption) (*AcknowledgeResponse, error)
-	// Opens a new delivery cycle for a dead-lettered notification. Role:
-	// operator.
+	// Opens a new delivery cycle for a dead-lettered notification. With
+	// validate_only, answers exactly what it would (the replayed notification or
+	// the refusal) and changes nothing. Role: operator.
 	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
 	// Clears the dead-letter flag of a FAILED notification without replaying
-	// it. Role: operator.
+	// it. With validate_only, answers exactly what it would and changes nothing.
+	// Role: operator.
 	ResolveFailure(ctx context.Context, in *ResolveFailureRequest, opts ...grpc.CallOption) (*ResolveFailureResponse, error)
 	// Streams events as they commit, in sequence order, with periodic
 	// heartbeats that carry the current high-water sequence. Resume after any
@@ -215,11 +217,13 @@ type NotificationServiceServer interface {
 	// set) before its deadline. A retry by the same actor with the same outcome
 	// returns the original settlement. Role: responder.
 	Acknowledge(context.Context, *AcknowledgeRequest) (*AcknowledgeResponse, error)
-	// Opens a new delivery cycle for a dead-lettered notification. Role:
-	// operator.
+	// Opens a new delivery cycle for a dead-lettered notification. With
+	// validate_only, answers exactly what it would (the replayed notification or
+	// the refusal) and changes nothing. Role: operator.
 	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
 	// Clears the dead-letter flag of a FAILED notification without replaying
-	// it. Role: operator.
+	// it. With validate_only, answers exactly what it would and changes nothing.
+	// Role: operator.
 	ResolveFailure(context.Context, *ResolveFailureRequest) (*ResolveFailureResponse, error)
 	// Streams events as they commit, in sequence order, with periodic
 	// heartbeats that carry the current high-water sequence. Resume after any

@@ -426,7 +426,11 @@ const (
 	// lease_token, attempt, provider_effect_may_have_occurred.
 	EventKind_EVENT_KIND_LEASE_LOST EventKind = 6
 	// A worker committed the attempt outcome. Payload: status, attempt, cycle,
-	// cycle_attempt, dead_letter, outcome.
+	// cycle_attempt, dead_letter, outcome. When the attempt was interrupted (its
+	// worker's lease expired unsettled) and was the cycle's last, the worker that
+	// recovered the lease settles it FAILED without a new attempt; the payload
+	// then also has interrupted: true, the interrupted lease_token and
+	// provider_effect_may_have_occurred: true.
 	EventKind_EVENT_KIND_DELIVERY_RESULT EventKind = 7
 	// An exhausted leader handed its obligation to a successor. Payload:
 	// successor_id, generation.

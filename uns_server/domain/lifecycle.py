@@ -1,0 +1,221 @@
+"""Delivery lifecycle rules that workers ask before they write (seed 000 §1.1, seed 004).
+
+Pure: values in, a decision out; the caller loads the rows and stores the decision.
+
+**A claim** either starts the next attempt of the cycle or, when the cycle's attempts
+are spent, settles the row as exhausted without calling any provider. Attempts are
+counted when they are claimed (committed before provider I/O), so an attempt whose
+worker died mid-flight was consumed: seed 004, "four consumed attempts become
+explicit terminal failure, including interrupted delivery". A recovered row (its
+previous lease expired unsettled) whose ``cycle_attempts`` already reached
+``max_attempts`` is therefore FAILED (dead-lettered when GUARANTEED), its interrupted
+attempt recorded as such, and never attempted again.
+
+**An exhausted leader** (FAILED, for whatever reason) hands its obligation on, so
+that a replay cannot deliver the same alert twice (``REPLAY_BLOCKED``):
+
+- to its first pending follower, which is promoted to leader (the others are relinked
+  to it and the dedup window passes to it);
+- with no pending follower, to a newer active owner of the same dedup key (the
+  window's current owner, of a later generation, that still coalesces new sends:
+  PENDING, or DELIVERED inside its window); nothing else moves;
+- otherwise to nobody.
+
+**A dead letter** (FAILED, ``dead_letter``) leaves the queue only by an operator:
+Replay opens cycle + 1 (refused with ``REPLAY_BLOCKED`` while a dedup successor
+carries the obligation), ResolveFailure clears the flag and the row stays FAILED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from uns_server.domain.enums import DeliveryMode, Status
+from uns_server.domain.errors import NotDeadLettered, ReplayBlocked
+
+# ``error_message`` of the outcome of an attempt that never reported back.
+INTERRUPTED_ERROR = (
+    "attempt {attempt} was interrupted: its lease expired before a provider result was "
+    "recorded (the provider may have received it); no attempts left in cycle {cycle}"
+)
+
+
+def attempts_exhausted(cycle_attempts: int, max_attempts: int) -> bool:
+    """No attempt of the cycle is left once ``cycle_attempts`` (consumed, interrupted
+    ones included) reaches ``max_attempts``."""
+    return cycle_attempts >= max_attempts
+
+
+def failed_state(delivery_mode: str) -> tuple[Status, bool]:
+    """(status, dead_letter) of a leader that failed for good: GUARANTEED work waits for
+    an operator in the dead-letter queue, BEST_EFFORT work just ends."""
+    return Status.FAILED, delivery_mode == DeliveryMode.GUARANTEED.value
+
+
+@dataclass(frozen=True)
+class StartAttempt:
+    """Call the providers: this claim is attempt ``attempt`` overall, ``cycle_attempt``
+    of its cycle."""
+
+    attempt: int
+    cycle_attempt: int
+    recovered: bool  # the previous attempt never settled: its effect is unknown
+
+
+@dataclass(frozen=True)
+class SettleExhausted:
+    """Call no provider: settle the row as failed. ``attempt`` / ``cycle_attempt`` are
+    the last consumed attempt's (the counters do not move)."""
+
+    attempt: int
+    cycle_attempt: int
+    interrupted: bool  # that attempt never reported back
+    status: Status
+    dead_letter: bool
+
+
+def decide_claim(
+    *,
+    attempts: int,
+    cycle_attempts: int,
+    max_attempts: int,
+    recovered: bool,
+    delivery_mode: str,
+) -> StartAttempt | SettleExhausted:
+    """What to do with a row just claimed; the counters are the row's before the claim."""
+    if attempts_exhausted(cycle_attempts, max_attempts):
+        status, dead_letter = failed_state(delivery_mode)
+        return SettleExhausted(attempts, cycle_attempts, recovered, status, dead_letter)
+    return StartAttempt(attempts + 1, cycle_attempts + 1, recovered)
+
+
+def interrupted_outcome(
+    *, attempt: int, cycle: int, succeeded: Sequence[str], unconfirmed: Sequence[str]
+) -> dict[str, object]:
+    """The ``outcome`` of a row settled after an interrupted last attempt: the channels
+    it had started count as failed (no provider ever confirmed them)."""
+    return {
+        "channels_attempted": list(unconfirmed),
+        "channels_succeeded": list(succeeded),
+        "channels_failed": list(unconfirmed),
+        "error_message": INTERRUPTED_ERROR.format(attempt=attempt, cycle=cycle),
+    }
+
+
+@dataclass(frozen=True)
+class DedupOwner:
+    """The current owner of a dedup window, as read under the window's lock."""
+
+    id: str
+    status: Status
+    generation: int
+    window_until: datetime
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """Where an exhausted leader's obligation goes."""
+
+    successor_id: str
+    generation: int
+    promoted: bool  # a follower becomes leader (else a newer owner already carries it)
+    relinked: tuple[str, ...] = ()  # followers that now follow the promoted one
+
+
+@dataclass(frozen=True)
+class Follower:
+    id: str
+    generation: int
+
+
+def decide_hand_off(
+    *,
+    leader_id: str,
+    leader_generation: int | None,
+    pending_followers: Sequence[Follower],
+    window_owner: DedupOwner | None,
+    now: datetime,
+) -> HandOff | None:
+    """The successor of a leader that has just failed for good, or None.
+
+    ``pending_followers`` in promotion order (oldest first); ``window_owner`` is the
+    owner of the leader's dedup window (None without a dedup key or window).
+    """
+    if pending_followers:
+        first, rest = pending_followers[0], pending_followers[1:]
+        return HandOff(first.id, first.generation, True, tuple(f.id for f in rest))
+    owner = window_owner
+    if owner is None or owner.id == leader_id:
+        return None
+    if leader_generation is not None and owner.generation <= leader_generation:
+        return None
+    if not coalesces(owner.status, owner.window_until, now):
+        return None
+    return HandOff(owner.id, owner.generation, False)
+
+
+def coalesces(owner_status: str, window_until: datetime, now: datetime) -> bool:
+    """Does a dedup window's owner take a new send of its key right now? A PENDING
+    owner does whatever the window's ``until`` (pending ownership survives window
+    expiry); a DELIVERED one only inside its window."""
+    if owner_status == Status.PENDING:
+        return True
+    return owner_status == Status.DELIVERED and now < window_until
+
+
+# -- operator doors out of the dead-letter queue (Replay, ResolveFailure) -------------
+
+# A successor in one of these carries the obligation (pending, or already satisfied).
+CARRYING = frozenset({Status.PENDING, Status.DELIVERED, Status.DEDUPLICATED})
+
+
+def check_dead_lettered(notification_id: str, status: str, dead_letter: bool) -> None:
+    """Replay and ResolveFailure act only on a FAILED row with ``dead_letter`` set."""
+    if status != Status.FAILED or not dead_letter:
+        flag = str(dead_letter).lower()
+        raise NotDeadLettered(
+            f"state {status}, dead_letter {flag}",
+            metadata={"notification_id": notification_id, "state": status, "dead_letter": flag},
+        )
+
+
+def check_replay_unblocked(
+    notification_id: str, successor_id: str | None, successor_status: str | None
+) -> None:
+    """A replay would deliver the alert twice while its dedup successor carries it
+    (``successor_status`` None: no successor, or it is gone)."""
+    if successor_id and successor_status in CARRYING:
+        raise ReplayBlocked(
+            metadata={
+                "notification_id": notification_id,
+                "dedup_successor_id": successor_id,
+                "successor_state": successor_status,
+            }
+        )
+
+
+def replay_values(cycle: int, now: datetime) -> dict[str, object]:
+    """The columns a replay sets: cycle ``cycle + 1`` starts afresh, due now."""
+    return {
+        "status": Status.PENDING.value,
+        "dead_letter": False,
+        "cycle": cycle + 1,
+        "cycle_attempts": 0,
+        "next_attempt": now,
+        "lease_token": None,
+        "lease_until": None,
+        "outcome": {
+            "channels_attempted": [],
+            "channels_succeeded": [],
+            "channels_failed": [],
+            "error_message": None,
+        },
+        "updated_at": now,
+    }
+
+
+def resolve_values(now: datetime) -> dict[str, object]:
+    """The columns ResolveFailure sets: the row stays FAILED, out of the queue."""
+    return {"dead_letter": False, "updated_at": now}
