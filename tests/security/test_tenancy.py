@@ -57,6 +57,7 @@ CALLERS: dict[str, KeySpec] = {
     "producer_responder": KeySpec("acme", (P, R), ("globex",)),
     "operator": KeySpec("ops", (OP,)),
     "producer_operator": KeySpec("acme", (P, OP)),
+    "responder_operator": KeySpec("ops", (R, OP), ("globex",)),  # operator crosses anyway
 }
 # Keys that only send the tenants' notifications (not part of the table).
 OWNERS = {name: KeySpec(name, (P,)) for name in ("globex", "initech")}
@@ -79,6 +80,7 @@ TENANT_TABLE: dict[str, dict[str, dict[str, str]]] = {
         "responder_for": _row(OK, OK, NF),
         "producer_responder": _row(OK, OK, NF),
         "operator": _all(OK),
+        "responder_operator": _all(OK),
         "producer_operator": _all(OK),
     },
     "NotificationService/Acknowledge": {
@@ -87,6 +89,7 @@ TENANT_TABLE: dict[str, dict[str, dict[str, str]]] = {
         "responder_for": _row(OK, OK, NF),
         "producer_responder": _row(OK, OK, NF),
         "operator": _all(OK),
+        "responder_operator": _all(OK),
         "producer_operator": _all(OK),
     },
     "NotificationService/WatchEvents": {  # replayed history, filtered on the tenant's id
@@ -95,6 +98,7 @@ TENANT_TABLE: dict[str, dict[str, dict[str, str]]] = {
         "responder_for": _row(SEES, SEES, EMPTY),
         "producer_responder": _row(SEES, SEES, EMPTY),
         "operator": _all(SEES),
+        "responder_operator": _all(SEES),
         "producer_operator": _all(SEES),
     },
     "NotificationService/ListNotifications": {  # filtered on the tenant's principal
@@ -103,30 +107,35 @@ TENANT_TABLE: dict[str, dict[str, dict[str, str]]] = {
         "responder_for": _all(PD),
         "producer_responder": _row(SEES, EMPTY, EMPTY),  # listing stays producer-own
         "operator": _all(SEES),
+        "responder_operator": _all(SEES),
         "producer_operator": _all(SEES),
     },
     "NotificationService/Replay": {
         **{who: _all(PD) for who in ("producer", "responder", "responder_for")},
         "producer_responder": _all(PD),
         "operator": _all("NOT_DEAD_LETTERED"),
+        "responder_operator": _all("NOT_DEAD_LETTERED"),
         "producer_operator": _all("NOT_DEAD_LETTERED"),
     },
     "NotificationService/ResolveFailure": {
         **{who: _all(PD) for who in ("producer", "responder", "responder_for")},
         "producer_responder": _all(PD),
         "operator": _all("NOT_DEAD_LETTERED"),
+        "responder_operator": _all("NOT_DEAD_LETTERED"),
         "producer_operator": _all("NOT_DEAD_LETTERED"),
     },
     "AuditService/ListDeliveryAuditRecords": {
         **{who: _all(PD) for who in ("producer", "responder", "responder_for")},
         "producer_responder": _all(PD),
         "operator": _all(OK),
+        "responder_operator": _all(OK),
         "producer_operator": _all(OK),
     },
     "AuditService/ListAckAuditRecords": {
         **{who: _all(PD) for who in ("producer", "responder", "responder_for")},
         "producer_responder": _all(PD),
         "operator": _all(OK),
+        "responder_operator": _all(OK),
         "producer_operator": _all(OK),
     },
 }
@@ -140,6 +149,7 @@ _OPERATOR_ONLY = {
     "responder_for": PD,
     "producer_responder": PD,
     "operator": OK,
+    "responder_operator": OK,
     "producer_operator": OK,
 }
 _SENDERS = {
@@ -148,6 +158,7 @@ _SENDERS = {
     "responder_for": PD,
     "producer_responder": OK,
     "operator": PD,
+    "responder_operator": PD,
     "producer_operator": OK,
 }
 UNTENANTED_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
@@ -184,7 +195,7 @@ UNTENANTED_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
     "KeyService/ListApiKeys": (lambda: kpb.ListApiKeysRequest(), _OPERATOR_ONLY),
     "KeyService/RevokeApiKey": (
         lambda: kpb.RevokeApiKeyRequest(key="uns_no_such"),
-        {**_OPERATOR_ONLY, "operator": NF, "producer_operator": NF},
+        {**_OPERATOR_ONLY, "operator": NF, "producer_operator": NF, "responder_operator": NF},
     ),
 }
 
