@@ -562,5 +562,5 @@ def test_the_key_file_carries_responds_for(tmp_path: Path) -> None:
     assert a.tenants == frozenset({"acme", "globex", "initech"})
     assert c.tenants == frozenset({"acme"})
     path.write_text("- {key: uns_d, principal: acme, roles: [producer], responds_for: [globex]}\n")
-    with pytest.raises(ValueError, match="responds_for needs the responder role"):
+    with pytest.raises(ValueError, match="responds_for, which needs the responder role"):
         auth.load_key_file(str(path))

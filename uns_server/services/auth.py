@@ -128,8 +128,8 @@ def load_key_file(path: str) -> KeyFile:
         responds_for = parse_responds_for(entry.get("responds_for"))
         if responds_for and Role.RESPONDER not in roles:
             raise ValueError(
-                f"key file entry for principal {entry['principal']!r}: responds_for needs "
-                "the responder role"
+                f"{path}: the entry for principal {entry['principal']!r} has responds_for, "
+                "which needs the responder role"
             )
         principal = Principal(str(entry["principal"]), roles, responds_for)
         if "certificate_cn" in entry:
