@@ -564,3 +564,6 @@ def test_the_key_file_carries_responds_for(tmp_path: Path) -> None:
     path.write_text("- {key: uns_d, principal: acme, roles: [producer], responds_for: [globex]}\n")
     with pytest.raises(ValueError, match="responds_for, which needs the responder role"):
         auth.load_key_file(str(path))
+    path.write_text("- {key: uns_e, principal: acme, roles: [responder], responds_for: 5}\n")
+    with pytest.raises(ValueError, match="responds_for must be a list"):
+        auth.load_key_file(str(path))

@@ -106,13 +106,17 @@ class KeyFile:
         return bool(self.keys or self.certificates)
 
 
-def parse_responds_for(values: Iterable[str] | str | None) -> frozenset[str]:
+def parse_responds_for(values: object) -> frozenset[str]:
     """Principals from a list, or from one comma-separated string (a key file, a flag)."""
     if values is None:
         return frozenset()
     if isinstance(values, str):
         values = values.split(",")
-    return frozenset(str(v).strip() for v in values if str(v).strip())
+    if not isinstance(values, list | tuple | set | frozenset) or not all(
+        isinstance(v, str) for v in values
+    ):
+        raise ValueError(f"responds_for must be a list of principal names, not {values!r}")
+    return frozenset(v.strip() for v in values if v.strip())
 
 
 def load_key_file(path: str) -> KeyFile:
