@@ -333,3 +333,15 @@ async def test_a_responder_reads_and_answers_only_for_its_tenants(world: World) 
             pb.GetNotificationRequest(notification_id=own.response.notification_id),
         )
         assert mine.reason == OK and mine.response.notification.principal == "pat"
+    # rita's tenants come from the key file (alice, bob): pat is not among them.
+    rita = world.callers("rita")
+    pats = own.response.notification_id
+    for rpc, request in (
+        ("NotificationService/GetNotification", pb.GetNotificationRequest(notification_id=pats)),
+        ("NotificationService/Acknowledge", pb.AcknowledgeRequest(notification_id=pats)),
+    ):
+        assert (await rita.call(rpc, request)).reason == "NOT_FOUND", rpc
+    assert (
+        await rita.history(pb.WatchEventsRequest(replay_history=True, notification_ids=[pats]))
+        == []
+    )
