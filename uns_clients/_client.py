@@ -183,7 +183,9 @@ class AsyncClient:
     ) -> pb.AcknowledgeResponse:
         """Settle a PENDING acknowledgement as ACKED (or DISMISSED). Retries UNAVAILABLE:
         the server returns the original settlement to the same actor repeating the same
-        outcome (``idempotent_replay=True``)."""
+        outcome (``idempotent_replay=True``). Needs a responder key whose tenants (its
+        own principal and its ``responds_for``) hold the notification, or an operator
+        key; any other id raises ``NotFound``."""
         request = pb.AcknowledgeRequest(notification_id=notification_id, dismiss=dismiss)
         if metadata is not None:
             request.metadata.CopyFrom(_convert.struct(metadata))

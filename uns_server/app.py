@@ -281,6 +281,7 @@ class App:
                 prefix=prefix,
                 principal="dev",
                 roles=sorted(r.value for r in Role),
+                responds_for=[],
                 description="quickstart key",
                 now=self.clock(),
             )

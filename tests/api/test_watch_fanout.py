@@ -44,7 +44,8 @@ def _item(sequence: int, principal: str, kind: str = "ACCEPTED", type_: str = "a
 
 
 def _filter(principal: str | None, kinds: tuple[str, ...] = (), type_: str = "") -> WatchFilter:
-    return WatchFilter(principal, frozenset(), frozenset(kinds), type_)
+    principals = None if principal is None else frozenset({principal})
+    return WatchFilter(principals, frozenset(), frozenset(kinds), type_)
 
 
 def _sequences(sub: Subscription) -> list[int]:

@@ -78,7 +78,15 @@ async def send_as(target: str, key: str) -> pb.SendNotificationResponse:
 async def test_created_key_works_until_revoked(db_url: str, tmp_path: Path) -> None:
     created = ok(
         await admin(
-            db_url, "keys", "create", "--principal", "carol", "--roles", "producer,responder"
+            db_url,
+            "keys",
+            "create",
+            "--principal",
+            "carol",
+            "--roles",
+            "producer,responder",
+            "--responds-for",
+            "erin, dave,erin",
         )
     )
     # The secret, once, and nothing else on stdout; the hint goes to stderr.
@@ -86,6 +94,7 @@ async def test_created_key_works_until_revoked(db_url: str, tmp_path: Path) -> N
     secret = created.out.strip()
     assert secret.startswith("uns_") and len(secret) > 40
     assert "only once" in created.err and secret not in created.err
+    assert "answering also for dave,erin" in created.err
 
     server = await start_server(db_url, tmp_path)
     try:
@@ -101,10 +110,25 @@ async def test_created_key_works_until_revoked(db_url: str, tmp_path: Path) -> N
     listed = ok(await admin(db_url, "keys", "list"))
     for text in (listed.out, listed.err):
         assert secret not in text and hash_key(secret) not in text
+    header, *_ = listed.out.splitlines()
+    assert header.split() == [
+        "ID",
+        "PREFIX",
+        "PRINCIPAL",
+        "ROLES",
+        "RESPONDS_FOR",
+        "CREATED",
+        "REVOKED",
+    ]
     (line,) = [row for row in listed.out.splitlines() if "carol" in row]
-    key_id, prefix, principal, roles, _created, revoked = line.split()
+    key_id, prefix, principal, roles, responds_for, _created, revoked = line.split()
     assert secret.startswith(prefix) and len(prefix) < len(secret)
-    assert (principal, roles, revoked) == ("carol", "producer,responder", "-")
+    assert (principal, roles, responds_for, revoked) == (
+        "carol",
+        "producer,responder",
+        "dave,erin",
+        "-",
+    )
 
     revoked_run = ok(await admin(db_url, "keys", "revoke", prefix))
     assert key_id in revoked_run.err and secret not in revoked_run.err
@@ -133,6 +157,8 @@ async def test_created_key_works_until_revoked(db_url: str, tmp_path: Path) -> N
         ("--principal", "x", "--roles", ","),
         ("--principal", " ", "--roles", "producer"),
         ("--roles", "producer"),
+        ("--principal", "x", "--roles", "producer", "--responds-for", "y"),
+        ("--principal", "x", "--roles", "responder", "--responds-for", "y" * 256),
     ],
 )
 async def test_keys_create_refuses_bad_input(db_url: str, args: tuple[str, ...]) -> None:

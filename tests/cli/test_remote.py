@@ -306,8 +306,12 @@ async def test_ack_and_dismiss(srv: RunningServer) -> None:
     conflict = await cli(srv, "rita", "ack", nid, "--dismiss")
     assert conflict.code == 1 and "ACK_CONFLICT" in conflict.err
 
-    operator = await cli(srv, "oscar", "ack", nid)
-    assert operator.code == 1 and "responder role" in operator.err
+    # Operators may acknowledge too (every tenant), and may be told who settled it.
+    operator = await cli(srv, "oscar", "ack", nid, "--dismiss")
+    assert operator.code == 1 and "ACK_CONFLICT" in operator.err and "by rita" in operator.err
+
+    producer = await cli(srv, "alice", "ack", nid)
+    assert producer.code == 1 and "responder or operator role" in producer.err
 
 
 async def test_a_producer_key_is_refused_with_a_clear_message(srv: RunningServer) -> None:

@@ -89,6 +89,8 @@ async def test_a_remote_key_works_until_revoked_remotely(
             "carol",
             "--roles",
             "producer,responder",
+            "--responds-for",
+            "dave",
             "--description",
             "from ci",
         )
@@ -109,11 +111,25 @@ async def test_a_remote_key_works_until_revoked_remotely(
     for text in (listed.out, listed.err):
         assert secret not in text and auth.hash_key(secret) not in text
     header, *rows = listed.out.splitlines()
-    assert header.split() == ["ID", "PREFIX", "PRINCIPAL", "ROLES", "CREATED", "REVOKED"]
+    assert header.split() == [
+        "ID",
+        "PREFIX",
+        "PRINCIPAL",
+        "ROLES",
+        "RESPONDS_FOR",
+        "CREATED",
+        "REVOKED",
+    ]
     (line,) = [row for row in rows if "carol" in row]
-    key_id, prefix, principal, roles, _created, revoked = line.split()
+    key_id, prefix, principal, roles, responds_for, _created, revoked = line.split()
     assert secret.startswith(prefix) and len(prefix) < len(secret)
-    assert (principal, roles, revoked) == ("carol", "producer,responder", "-")
+    assert (principal, roles, responds_for, revoked) == (
+        "carol",
+        "producer,responder",
+        "dave",
+        "-",
+    )
+    assert "answering also for dave" in created.err
     # Identical to the database mode's listing.
     local = ok(await admin("--database-url", db_url, "keys", "list"))
     assert local.out == listed.out
@@ -137,6 +153,7 @@ async def test_remote_key_input_is_checked(server: RunningServer) -> None:
         ("--principal", "x", "--roles", "wizard"),
         ("--principal", "x", "--roles", ","),
         ("--principal", " ", "--roles", "producer"),
+        ("--principal", "x", "--roles", "producer", "--responds-for", "y"),
     ):
         result = await remote(server, "oscar", "keys", "create", *args)
         assert result.code == 2 and result.out == "", (args, result)
@@ -144,6 +161,19 @@ async def test_remote_key_input_is_checked(server: RunningServer) -> None:
         server, "oscar", "keys", "create", "--principal", "x" * 300, "--roles", "producer"
     )
     assert long.code == 2 and "principal" in long.err, long  # the server's refusal
+    long_tenant = await remote(
+        server,
+        "oscar",
+        "keys",
+        "create",
+        "--principal",
+        "x",
+        "--roles",
+        "responder",
+        "--responds-for",
+        "y" * 300,
+    )
+    assert long_tenant.code == 2 and "responds_for[0]" in long_tenant.err, long_tenant
     listed = ok(await remote(server, "oscar", "keys", "list"))
     assert len(listed.out.splitlines()) == 1  # header only: nothing was created
 

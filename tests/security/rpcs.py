@@ -72,6 +72,9 @@ class Outcome:
     code: grpc.StatusCode
     response: Any = None
     error: RichError | None = None
+    # Everything of a refusal a client can read: the message and every trailer (the
+    # encoded google.rpc.Status with all its details included), as text.
+    exposed: str = ""
 
     def __str__(self) -> str:
         return self.reason if self.error is None else f"{self.code.name}/{self.reason}"
@@ -147,7 +150,11 @@ class Caller:
 def refusal(err: grpc.aio.AioRpcError) -> Outcome:
     rich = rich_error(err)  # asserts exactly one ErrorInfo
     assert rich.domain == DOMAIN, rich
-    return Outcome(rich.reason, rich.code, error=rich)
+    parts = [err.details() or ""]
+    for key, value in err.trailing_metadata() or ():
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        parts.append(f"{key}: {text}")
+    return Outcome(rich.reason, rich.code, error=rich, exposed="\n".join(parts))
 
 
 class Callers:

@@ -1,11 +1,11 @@
 """Role checks and principal isolation on every RPC (SPEC §3, issue 8 item 3).
 
 Roles (SPEC §3): ``producer`` sends, simulates, and gets/lists/watches its *own*
-notifications; ``responder`` acknowledges; ``operator`` replays, resolves failures,
-manages policies, reads the audit trail and gets/lists/watches everything.
-
-Responders acknowledge by id and read nothing (SPEC §3: "``responder`` (Acknowledge)"):
-a key that is also a producer reads only its own notifications, like any producer.
+notifications; ``responder`` acknowledges, gets and watches the notifications of its
+tenants (here rita answers for alice and bob, through the key file's ``responds_for``);
+``operator`` replays, resolves failures, manages policies, reads the audit trail and
+gets/lists/watches/acknowledges everything. Every role-by-tenant cell, for keys that
+hold several roles too, is in ``test_tenancy``.
 
 A producer asking for an id it may not see gets exactly the NOT_FOUND a random unknown
 id gets (same code, reason, message and ErrorInfo metadata keys), so existence never
@@ -91,8 +91,8 @@ ROLE_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
     ),
     "NotificationService/GetNotification": (
         lambda w: pb.GetNotificationRequest(notification_id=w.alice_id),
-        # bob: alice's id is invisible to him; rita: responders only acknowledge (SPEC §3).
-        {"alice": OK, "bob": "NOT_FOUND", "rita": PD, "oscar": OK},
+        # bob: alice's id is invisible to him; rita responds for alice.
+        {"alice": OK, "bob": "NOT_FOUND", "rita": OK, "oscar": OK},
     ),
     "NotificationService/ListNotifications": (
         lambda w: pb.ListNotificationsRequest(),
@@ -100,12 +100,13 @@ ROLE_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
     ),
     "NotificationService/WatchEvents": (
         lambda w: pb.WatchEventsRequest(replay_history=True),
-        {"alice": OK, "bob": OK, "rita": PD, "oscar": OK},  # bob: only his own events
+        {"alice": OK, "bob": OK, "rita": OK, "oscar": OK},  # bob: only his own events
     ),
     "NotificationService/Acknowledge": (
         lambda w: pb.AcknowledgeRequest(notification_id=w.alice_id),
-        # rita passes the role check; the PENDING notification has no ack to settle.
-        {"alice": PD, "bob": PD, "rita": "ACK_NOT_PENDING", "oscar": PD},
+        # rita and oscar pass the role and tenant checks; the PENDING notification
+        # has no ack to settle.
+        {"alice": PD, "bob": PD, "rita": "ACK_NOT_PENDING", "oscar": "ACK_NOT_PENDING"},
     ),
     "NotificationService/Replay": (
         lambda w: pb.ReplayRequest(notification_id=w.alice_id),
@@ -301,26 +302,46 @@ async def test_idempotency_and_dedup_scopes_do_not_cross_principals(world: World
     assert again.response.notification_id == world.alice_id and again.response.idempotent_replay
 
 
-async def test_the_responder_role_acknowledges_and_reads_nothing(world: World) -> None:
-    """A responder acknowledges any id but reads none; a key that is producer and
-    responder reads only its own notifications, as a producer."""
-    rita = world.callers("rita")
-    created = await world.callers("oscar").call(
-        "KeyService/CreateApiKey",
-        kpb.CreateApiKeyRequest(principal="pat", roles=[kpb.ROLE_PRODUCER, kpb.ROLE_RESPONDER]),
-    )
-    assert created.reason == OK
-    pat = world.callers.raw(f"Bearer {created.response.secret}")
+async def test_a_responder_reads_and_answers_only_for_its_tenants(world: World) -> None:
+    """A responder key of principal pat (no responds_for) and one that is also a producer:
+    alice's and bob's notifications are NOT_FOUND to both, for reads and acks alike."""
+    created = {}
+    for name, roles in (
+        ("responder", [kpb.ROLE_RESPONDER]),
+        ("producer_responder", [kpb.ROLE_PRODUCER, kpb.ROLE_RESPONDER]),
+    ):
+        reply = await world.callers("oscar").call(
+            "KeyService/CreateApiKey", kpb.CreateApiKeyRequest(principal="pat", roles=roles)
+        )
+        assert reply.reason == OK
+        created[name] = world.callers.raw(f"Bearer {reply.response.secret}")
+    pat = created["producer_responder"]
     own = await pat.call("NotificationService/SendNotification", send_request())
     assert own.reason == OK
-    for nid in (world.alice_id, world.bob_id):
-        get = pb.GetNotificationRequest(notification_id=nid)
-        assert (await rita.call("NotificationService/GetNotification", get)).reason == PD
-        assert (await pat.call("NotificationService/GetNotification", get)).reason == "NOT_FOUND"
-        ack = pb.AcknowledgeRequest(notification_id=nid)  # PENDING: nothing to settle yet
-        assert (await pat.call("NotificationService/Acknowledge", ack)).reason == "ACK_NOT_PENDING"
-    mine = await pat.call(
-        "NotificationService/GetNotification",
-        pb.GetNotificationRequest(notification_id=own.response.notification_id),
+    for caller in created.values():
+        for nid in (world.alice_id, world.bob_id):
+            get = pb.GetNotificationRequest(notification_id=nid)
+            assert (await caller.call("NotificationService/GetNotification", get)).reason == (
+                "NOT_FOUND"
+            )
+            ack = pb.AcknowledgeRequest(notification_id=nid)
+            assert (await caller.call("NotificationService/Acknowledge", ack)).reason == (
+                "NOT_FOUND"
+            )
+        mine = await caller.call(
+            "NotificationService/GetNotification",
+            pb.GetNotificationRequest(notification_id=own.response.notification_id),
+        )
+        assert mine.reason == OK and mine.response.notification.principal == "pat"
+    # rita's tenants come from the key file (alice, bob): pat is not among them.
+    rita = world.callers("rita")
+    pats = own.response.notification_id
+    for rpc, request in (
+        ("NotificationService/GetNotification", pb.GetNotificationRequest(notification_id=pats)),
+        ("NotificationService/Acknowledge", pb.AcknowledgeRequest(notification_id=pats)),
+    ):
+        assert (await rita.call(rpc, request)).reason == "NOT_FOUND", rpc
+    assert (
+        await rita.history(pb.WatchEventsRequest(replay_history=True, notification_ids=[pats]))
+        == []
     )
-    assert mine.reason == OK and mine.response.notification.principal == "pat"

@@ -25,11 +25,22 @@ KEYS = {
     "oscar": "uns_test_oscar_operator",
 }
 _ROLES = {"alice": ["producer"], "bob": ["producer"], "rita": ["responder"], "oscar": ["operator"]}
+# rita answers for both producers (SPEC §3 tenancy: a responder acts only for its own
+# principal and those its key responds for).
+RESPONDS_FOR = {"rita": ["alice", "bob"]}
 
 
 def write_key_file(directory: Path) -> Path:
     path = directory / "keys.json"
-    entries = [{"key": KEYS[n], "principal": n, "roles": _ROLES[n]} for n in KEYS]
+    entries = [
+        {
+            "key": KEYS[n],
+            "principal": n,
+            "roles": _ROLES[n],
+            "responds_for": RESPONDS_FOR.get(n, []),
+        }
+        for n in KEYS
+    ]
     path.write_text(json.dumps(entries))
     return path
 

@@ -55,6 +55,7 @@ def key_to_wire(key: keys.KeyInfo) -> pb.ApiKey:
         principal=key.principal,
         roles=[_TO_WIRE[r] for r in key.roles],
         description=key.description,
+        responds_for=list(key.responds_for),
     )
     created = convert.timestamp(key.created_at)
     assert created is not None
@@ -77,7 +78,12 @@ class KeyServicer(pb_grpc.KeyServiceServicer):
     ) -> pb.CreateApiKeyResponse:
         roles = roles_from_wire(list(request.roles))
         secret, key = await keys.create(
-            self.db, request.principal, roles, request.description, self.clock()
+            self.db,
+            request.principal,
+            roles,
+            request.description,
+            self.clock(),
+            responds_for=list(request.responds_for),
         )
         return pb.CreateApiKeyResponse(secret=secret, api_key=key_to_wire(key))
 

@@ -108,7 +108,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             dedup_owner_id=decision.owner["id"] if decision.owner else "",
         )
 
-    @unary(Role.PRODUCER, Role.OPERATOR)
+    @unary(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)
     async def GetNotification(
         self, request: pb.GetNotificationRequest, context: Ctx, principal: Principal
     ) -> pb.GetNotificationResponse:
@@ -126,7 +126,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             notifications=[convert.notification(r) for r in rows], next_page_token=token
         )
 
-    @unary(Role.RESPONDER)
+    @unary(Role.RESPONDER, Role.OPERATOR)
     async def Acknowledge(
         self, request: pb.AcknowledgeRequest, context: Ctx, principal: Principal
     ) -> pb.AcknowledgeResponse:
@@ -164,7 +164,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         )
         return pb.ResolveFailureResponse(notification=convert.notification(row))
 
-    @streaming(Role.PRODUCER, Role.OPERATOR)
+    @streaming(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)
     async def WatchEvents(
         self, request: pb.WatchEventsRequest, context: Ctx, principal: Principal
     ) -> AsyncIterator[pb.WatchEventsResponse]:

@@ -26,6 +26,7 @@ import yaml
 
 from uns_server.cli import remote
 from uns_server.domain import retention as retention_rules
+from uns_server.domain.enums import Role
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.services import auth
 from uns_server.services import keys as key_service
@@ -84,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--principal", required=True, help="the caller's name")
     create.add_argument(
         "--roles", required=True, help="comma-separated: producer, responder, operator"
+    )
+    create.add_argument(
+        "--responds-for",
+        default="",
+        metavar="P1,P2",
+        help="comma-separated: the other principals whose notifications a responder key "
+        "may acknowledge, dismiss, get and watch (needs the responder role; without it "
+        "a responder answers only for its own principal)",
     )
     create.add_argument("--description", default="", help="free text shown in listings")
     keys.add_parser("list", parents=[connection], help="list keys (never the secrets)")
@@ -199,13 +208,18 @@ async def cmd_keys_create(db: Database, args: argparse.Namespace) -> None:
         role_set = auth.parse_roles(roles)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    responds_for = sorted(auth.parse_responds_for(args.responds_for))
+    if responds_for and Role.RESPONDER not in role_set:
+        raise UsageError("--responds-for needs the responder role in --roles")
     await _require_schema(db)
-    secret, key = await key_service.create(db, principal, role_set, args.description, utcnow())
+    secret, key = await key_service.create(
+        db, principal, role_set, args.description, utcnow(), responds_for=responds_for
+    )
     print(secret, flush=True)
     print(
         f"created key {key.id} (prefix {key.prefix}) for {principal} with roles "
-        f"{','.join(r.value for r in key.roles)}. The secret above is shown only once: "
-        "store it now. "
+        f"{','.join(r.value for r in key.roles)}{remote.responds_for_note(key.responds_for)}. "
+        "The secret above is shown only once: store it now. "
         "Clients send it as 'authorization: Bearer <key>'.",
         file=sys.stderr,
     )
@@ -214,13 +228,14 @@ async def cmd_keys_create(db: Database, args: argparse.Namespace) -> None:
 async def cmd_keys_list(db: Database, args: argparse.Namespace) -> None:
     await _require_schema(db)
     found = await key_service.list_all(db)
-    header = ("ID", "PREFIX", "PRINCIPAL", "ROLES", "CREATED", "REVOKED")
+    header = ("ID", "PREFIX", "PRINCIPAL", "ROLES", "RESPONDS_FOR", "CREATED", "REVOKED")
     table = [header] + [
         (
             k.id,
             k.prefix,
             k.principal,
             ",".join(r.value for r in k.roles),
+            ",".join(k.responds_for) or "-",
             _when(k.created_at),
             _when(k.revoked_at) if k.revoked_at else "-",
         )

@@ -24,8 +24,9 @@ it: ``--target HOST:PORT`` (env ``UNS_TARGET``, default ``127.0.0.1:50051``),
 
 Roles: ``keys`` and ``policies`` need an operator key; ``dlq`` needs an operator key
 (a producer key lists only its own dead letters and is refused Replay/ResolveFailure);
-``show`` an operator key (a producer sees only its own notifications); ``ack`` a
-responder key.
+``show`` an operator key (a producer or responder key sees only its tenants'
+notifications, anything else is "not found"); ``ack`` a responder key (for its own
+principal and those its key responds for) or an operator key.
 
 Exit codes: 0 everything succeeded; 1 the server refused or failed some operation (each
 refusal of a batch is reported on its own line, the batch goes on; a dry run exits 1 when
@@ -76,6 +77,7 @@ from uns_clients import (
 )
 from uns_clients._errors import error_from_rpc
 from uns_server.api.policy_servicer import spec_from_wire, spec_to_wire
+from uns_server.domain.enums import Role
 from uns_server.domain.policy import PolicyRevision
 from uns_server.services import auth
 from uns_server.services.policies import PolicyInput, revision_to_json
@@ -97,7 +99,7 @@ _FATAL = (Unauthenticated, PermissionDenied, Unavailable, Unimplemented)
 _REQUIRED_ROLE = {
     "dlq": "operator",
     "show": "operator",
-    "ack": "responder",
+    "ack": "responder or operator",
     "keys": "operator",
     "policies": "operator",
 }
@@ -688,6 +690,11 @@ def _role_name(value: int) -> str:
     return key_pb.Role.Name(value).removeprefix("ROLE_").lower()  # type: ignore[arg-type]
 
 
+def responds_for_note(responds_for: Sequence[str]) -> str:
+    """``, answering also for a,b`` for the key-created message (both modes)."""
+    return f", answering also for {','.join(responds_for)}" if responds_for else ""
+
+
 def _key_when(ts: Timestamp) -> str:
     """The database mode's format: seconds, Z."""
     return ts.ToDatetime(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -703,17 +710,22 @@ async def cmd_keys_create(channel: grpc.aio.Channel, config: ClientConfig, args:
         raise UsageError(str(exc)) from None
     if not roles:
         raise UsageError("--roles needs at least one of producer, responder, operator")
+    responds_for = sorted(auth.parse_responds_for(args.responds_for))
+    if responds_for and Role.RESPONDER not in roles:
+        raise UsageError("--responds-for needs the responder role in --roles")
     request = key_pb.CreateApiKeyRequest(
         principal=principal,
         roles=[_ROLE_TO_WIRE[r.value] for r in roles],
         description=args.description,
+        responds_for=responds_for,
     )
     reply = await _call(config, key_grpc.KeyServiceStub(channel).CreateApiKey, request)
     key = reply.api_key
     print(reply.secret, flush=True)
     print(
         f"created key {key.id} (prefix {key.prefix}) for {key.principal} with roles "
-        f"{','.join(_role_name(r) for r in key.roles)}. The secret above is shown only "
+        f"{','.join(_role_name(r) for r in key.roles)}"
+        f"{responds_for_note(list(key.responds_for))}. The secret above is shown only "
         "once: store it now. Clients send it as 'authorization: Bearer <key>'.",
         file=sys.stderr,
     )
@@ -732,13 +744,14 @@ async def cmd_keys_list(channel: grpc.aio.Channel, config: ClientConfig, args: A
         if not token:
             break
     _table(
-        ("ID", "PREFIX", "PRINCIPAL", "ROLES", "CREATED", "REVOKED"),
+        ("ID", "PREFIX", "PRINCIPAL", "ROLES", "RESPONDS_FOR", "CREATED", "REVOKED"),
         (
             (
                 k.id,
                 k.prefix,
                 k.principal,
                 ",".join(_role_name(r) for r in k.roles),
+                ",".join(k.responds_for) or "-",
                 _key_when(k.create_time),
                 _key_when(k.revoke_time) if k.HasField("revoke_time") else "-",
             )

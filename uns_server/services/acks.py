@@ -7,6 +7,12 @@
 Same actor + same outcome again returns the original settlement; anything else on a
 settled ack is ACK_CONFLICT; after the deadline ACK_DEADLINE_PASSED, even before the
 sweep has run (late human acks are refused, never raced against the worker).
+
+Tenancy (SPEC §3) comes first: a notification outside the caller's tenants answers
+NOT_FOUND exactly like an unknown id, before anything about its state is said. An
+ACK_CONFLICT names the settling actor only when the caller may see it
+(``Principal.may_name``: itself, a principal of its tenants, anyone for an operator);
+otherwise it says "another actor".
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ class Acks:
         now = self._clock()
         async with self._db.write() as tx:
             row = await notifications.by_id(tx.conn, nid, for_update=True)
-            if row is None:
+            if row is None or not principal.may_read(row["principal"]):
                 raise NotFound(metadata={"notification_id": nid})
             status = row["ack_status"]
             info = {"notification_id": nid, "ack_state": status or "NONE"}
@@ -69,10 +75,7 @@ class Acks:
             if status != AckStatus.PENDING:
                 if row["actor"] == principal.name and status == outcome:
                     return row, True
-                raise AckConflict(
-                    f"already {status} by {row['actor']}",
-                    metadata={**info, "actor": row["actor"] or ""},
-                )
+                raise _conflict(principal, status, row["actor"], info)
             await settle(tx, row, outcome, principal.name, dict(metadata), now)
             settled = await notifications.by_id(tx.conn, nid)
         assert settled is not None
@@ -90,6 +93,17 @@ class Acks:
                 )
         self._metrics.ack_timeouts(len(rows))
         return len(rows)
+
+
+def _conflict(
+    principal: Principal, status: str, actor: str | None, info: dict[str, str]
+) -> AckConflict:
+    if actor == principal.name:
+        return AckConflict(f"already {status} by you", metadata={**info, "actor": actor})
+    if principal.may_name(actor):
+        assert actor is not None
+        return AckConflict(f"already {status} by {actor}", metadata={**info, "actor": actor})
+    return AckConflict(f"already {status} by another actor", metadata=info)
 
 
 async def settle(

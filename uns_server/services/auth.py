@@ -1,4 +1,8 @@
-"""API-key authentication and role checks (SPEC §3).
+"""API-key authentication, role checks and tenancy (SPEC §3).
+
+Tenancy: a producer or responder acts only on notifications of its own principal and,
+for a responder, of the principals its key ``responds_for``; only an operator crosses
+tenants. Everything outside a caller's tenants answers NOT_FOUND, like an unknown id.
 
 Keys are ``uns_`` + 43 URL-safe characters (256 random bits), so a plain SHA-256
 is a sufficient one-way hash and lookups stay a single indexed read. Lookups are
@@ -32,6 +36,8 @@ KEY_PREFIX = "uns_"
 class Principal:
     name: str
     roles: frozenset[Role]
+    # Other principals whose notifications this key may read and answer as a responder.
+    responds_for: frozenset[str] = frozenset()
 
     def require(self, *allowed: Role) -> None:
         if not self.roles.intersection(allowed):
@@ -43,6 +49,30 @@ class Principal:
     @property
     def sees_everything(self) -> bool:
         return Role.OPERATOR in self.roles
+
+    @property
+    def tenants(self) -> frozenset[str] | None:
+        """The principals whose notifications this caller may read (Get, Watch) and, as a
+        responder, settle; None for an operator, who crosses tenants. A producer's tenant
+        is its own principal; a responder adds its ``responds_for``."""
+        if self.sees_everything:
+            return None
+        if Role.RESPONDER in self.roles:
+            return self.responds_for | {self.name}
+        return frozenset({self.name})
+
+    def may_read(self, owner: str) -> bool:
+        """Whether a notification of principal ``owner`` is within this caller's tenants."""
+        tenants = self.tenants
+        return tenants is None or owner in tenants
+
+    def may_name(self, actor: str | None) -> bool:
+        """Whether a refusal may name ``actor`` (someone who acted on a notification) to
+        this caller: itself, a principal of its own tenants, or anyone for an operator.
+        Any other actor is somebody else's identity and stays unnamed."""
+        if actor is None:
+            return False
+        return actor == self.name or self.may_read(actor)
 
 
 def hash_key(secret: str) -> str:
@@ -76,15 +106,36 @@ class KeyFile:
         return bool(self.keys or self.certificates)
 
 
+def parse_responds_for(values: object) -> frozenset[str]:
+    """Principals from a list, or from one comma-separated string (a key file, a flag)."""
+    if values is None:
+        return frozenset()
+    if isinstance(values, str):
+        values = values.split(",")
+    if not isinstance(values, list | tuple | set | frozenset) or not all(
+        isinstance(v, str) for v in values
+    ):
+        raise ValueError(f"responds_for must be a list of principal names, not {values!r}")
+    return frozenset(v.strip() for v in values if v.strip())
+
+
 def load_key_file(path: str) -> KeyFile:
-    """A YAML/JSON list of entries ``{key | key_sha256 | certificate_cn, principal, roles}``."""
+    """A YAML/JSON list of entries ``{key | key_sha256 | certificate_cn, principal, roles,
+    responds_for}`` (``responds_for``: the other principals a responder answers for)."""
     entries: Any = yaml.safe_load(Path(path).read_text()) or []
     if isinstance(entries, Mapping):
         entries = entries.get("keys", [])
     keys: dict[str, Principal] = {}
     certificates: dict[str, Principal] = {}
     for entry in entries:
-        principal = Principal(str(entry["principal"]), parse_roles(entry.get("roles", [])))
+        roles = parse_roles(entry.get("roles", []))
+        responds_for = parse_responds_for(entry.get("responds_for"))
+        if responds_for and Role.RESPONDER not in roles:
+            raise ValueError(
+                f"{path}: the entry for principal {entry['principal']!r} has responds_for, "
+                "which needs the responder role"
+            )
+        principal = Principal(str(entry["principal"]), roles, responds_for)
         if "certificate_cn" in entry:
             certificates[str(entry["certificate_cn"])] = principal
         else:
@@ -93,7 +144,12 @@ def load_key_file(path: str) -> KeyFile:
 
 
 async def create_key(
-    db: Database, principal: str, roles: Iterable[str], description: str, now: datetime
+    db: Database,
+    principal: str,
+    roles: Iterable[str],
+    description: str,
+    now: datetime,
+    responds_for: Iterable[str] = (),
 ) -> str:
     role_set = parse_roles(roles)
     secret, digest, prefix = new_key()
@@ -105,6 +161,7 @@ async def create_key(
             prefix=prefix,
             principal=principal,
             roles=sorted(r.value for r in role_set),
+            responds_for=sorted(set(responds_for)),
             description=description,
             now=now,
         )
@@ -158,7 +215,15 @@ class Authenticator:
             return cached[1]
         async with self._db.read() as conn:
             row = await api_keys.active_by_hash(conn, digest)
-        principal = Principal(row["principal"], parse_roles(row["roles"])) if row else None
+        principal = (
+            Principal(
+                row["principal"],
+                parse_roles(row["roles"]),
+                frozenset(row["responds_for"] or ()),
+            )
+            if row
+            else None
+        )
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[digest] = (now, principal)

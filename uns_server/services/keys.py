@@ -24,6 +24,8 @@ TEXT_MAX_CHARS = 255
 _TOKEN_VERSION = 1
 
 KEY_REFERENCE_MAX = 64
+# Principals one responder key may answer for besides its own.
+RESPONDS_FOR_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class KeyInfo:
     prefix: str
     principal: str
     roles: tuple[Role, ...]
+    responds_for: tuple[str, ...]  # sorted; empty for most keys
     description: str
     created_at: datetime
     revoked_at: datetime | None
@@ -45,19 +48,45 @@ def _info(row: RowMapping) -> KeyInfo:
         prefix=row["prefix"],
         principal=row["principal"],
         roles=tuple(sorted(auth.parse_roles(row["roles"]))),
+        responds_for=tuple(sorted(row["responds_for"] or ())),
         description=row["description"],
         created_at=row["created_at"],
         revoked_at=row["revoked_at"],
     )
 
 
+def _responds_for_violations(values: list[str], roles: frozenset[Role]) -> list[FieldViolation]:
+    violations: list[FieldViolation] = []
+    if values and Role.RESPONDER not in roles:
+        violations.append(FieldViolation("responds_for", "needs the responder role"))
+    if len(values) > RESPONDS_FOR_MAX:
+        violations.append(FieldViolation("responds_for", f"at most {RESPONDS_FOR_MAX} principals"))
+        return violations
+    for i, value in enumerate(values):
+        field = f"responds_for[{i}]"
+        if not value:
+            violations.append(FieldViolation(field, "must not be empty"))
+        elif len(value) > TEXT_MAX_CHARS:
+            violations.append(FieldViolation(field, f"at most {TEXT_MAX_CHARS} characters"))
+        elif "\x00" in value:
+            violations.append(FieldViolation(field, "must not contain NUL characters"))
+    return violations
+
+
 async def create(
-    db: Database, principal: str, roles: Iterable[Role], description: str, now: datetime
+    db: Database,
+    principal: str,
+    roles: Iterable[Role],
+    description: str,
+    now: datetime,
+    responds_for: Iterable[str] = (),
 ) -> tuple[str, KeyInfo]:
-    """A new key: (the secret, shown once; its metadata)."""
+    """A new key: (the secret, shown once; its metadata). ``responds_for`` names the
+    other principals a responder key may read and answer for (SPEC §3)."""
     violations: list[FieldViolation] = []
     principal = principal.strip()
     role_set = frozenset(roles)
+    tenants = [value.strip() for value in responds_for]
     if not principal:
         violations.append(FieldViolation("principal", "must not be empty"))
     elif len(principal) > TEXT_MAX_CHARS:
@@ -71,6 +100,7 @@ async def create(
     for field, value in (("principal", principal), ("description", description)):
         if "\x00" in value:  # PostgreSQL text cannot hold NUL
             violations.append(FieldViolation(field, "must not contain NUL characters"))
+    violations += _responds_for_violations(tenants, role_set)
     if violations:
         fields = ",".join(dict.fromkeys(v.field for v in violations))
         raise InvalidRequest(
@@ -78,7 +108,9 @@ async def create(
             metadata={"fields": fields},
             violations=violations,
         )
-    secret = await auth.create_key(db, principal, [r.value for r in role_set], description, now)
+    secret = await auth.create_key(
+        db, principal, [r.value for r in role_set], description, now, set(tenants) - {principal}
+    )
     async with db.read() as conn:
         row = await api_keys.active_by_hash(conn, auth.hash_key(secret))
     assert row is not None
@@ -154,6 +186,7 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
         prefix=row["prefix"],
         principal=row["principal"],
         roles=tuple(sorted(auth.parse_roles(row["roles"]))),
+        responds_for=tuple(sorted(row["responds_for"] or ())),
         description=row["description"],
         created_at=row["created_at"],
         revoked_at=now,

@@ -1,6 +1,8 @@
 """Reading obligations: GetNotification and ListNotifications (AIP-158 paging,
-an AIP-160 subset for filters). Producers see only their own notifications, and an
-id they may not see answers NOT_FOUND exactly like an unknown one."""
+an AIP-160 subset for filters). A caller reads only the notifications of its tenants
+(``Principal.tenants``), and an id it may not see answers NOT_FOUND exactly like an
+unknown one. Listing is narrower still: a producer lists its own principal's rows, an
+operator everyone's (a responder answers by id; it has no queue to browse)."""
 
 from __future__ import annotations
 
@@ -125,6 +127,7 @@ class Queries:
 
 
 def visible(principal: Principal, row: RowMapping) -> bool:
-    """Operators see every notification, anyone else only their own (SPEC §3: the
-    responder role acknowledges by id; it reads nothing, whatever else its key holds)."""
-    return principal.sees_everything or bool(row["principal"] == principal.name)
+    """Whether ``row`` is within the caller's tenants (SPEC §3): operators see every
+    notification, a producer its own principal's, a responder also those of the
+    principals its key responds for."""
+    return principal.may_read(row["principal"])

@@ -4,6 +4,10 @@ One ``EventHub`` per process reads each newly committed batch of events once (wo
 by local commits and, on PostgreSQL, by LISTEN) and fans it out in memory: an idle
 stream costs no queries at all.
 
+A stream sees only the events of notifications in its caller's tenants
+(``Principal.tenants``: a producer's own principal, a responder's own plus those it
+responds for, every principal for an operator); its filters narrow that, never widen it.
+
 Fan-out cost per event is what bounds commit-to-subscriber latency at a thousand
 streams, so: subscriptions are indexed by principal and grouped by identical filter
 (an event is matched once per distinct filter, and queued only where it matches);
@@ -97,14 +101,14 @@ class WatchItem:
 
 @dataclass(frozen=True)
 class WatchFilter:
-    principal: str | None  # None: every principal (operators)
+    principals: frozenset[str] | None  # the caller's tenants; None: every one (operators)
     notification_ids: frozenset[str]
     kinds: frozenset[str]
     notification_type: str
 
     def matches(self, item: WatchItem) -> bool:
         return (
-            (self.principal is None or item.principal == self.principal)
+            (self.principals is None or item.principal in self.principals)
             and (not self.notification_ids or item.notification_id in self.notification_ids)
             and (not self.kinds or item.kind in self.kinds)
             and (not self.notification_type or item.notification_type == self.notification_type)
@@ -198,7 +202,9 @@ class EventHub:
         self._subs: set[Subscription] = set()
         # Fan-out index: principal (None: operators, who see every principal) ->
         # distinct filter -> its subscriptions. An event is matched once per distinct
-        # filter of its own principal and of operators, not once per stream.
+        # filter of its own principal and of operators, not once per stream. A filter
+        # over several tenants is indexed under each; an event has one principal, so
+        # it still reaches each subscription at most once.
         self._index: dict[str | None, dict[WatchFilter, set[Subscription]]] = {}
         self.overflows = 0  # subscribers that fell behind, over the hub's life
         self._wake = asyncio.Event()
@@ -335,7 +341,8 @@ class EventHub:
     def subscribe(self, flt: WatchFilter, heartbeat_seconds: float) -> Subscription:
         sub = Subscription(flt, self._queue_max, heartbeat_seconds, asyncio.get_running_loop())
         self._subs.add(sub)
-        self._index.setdefault(flt.principal, {}).setdefault(flt, set()).add(sub)
+        for key in _index_keys(flt):
+            self._index.setdefault(key, {}).setdefault(flt, set()).add(sub)
         self._subscribed.set()
         return sub
 
@@ -345,13 +352,19 @@ class EventHub:
             return
         self.overflows += sub.overflows
         self._subs.discard(sub)
-        groups = self._index[sub.filter.principal]
-        subs = groups[sub.filter]
-        subs.discard(sub)
-        if not subs:
-            del groups[sub.filter]
-            if not groups:
-                del self._index[sub.filter.principal]
+        for key in _index_keys(sub.filter):
+            groups = self._index[key]
+            subs = groups[sub.filter]
+            subs.discard(sub)
+            if not subs:
+                del groups[sub.filter]
+                if not groups:
+                    del self._index[key]
+
+
+def _index_keys(flt: WatchFilter) -> list[str | None]:
+    keys: list[str | None] = [None] if flt.principals is None else [*sorted(flt.principals)]
+    return keys
 
 
 class Watch:
@@ -460,7 +473,7 @@ class Watch:
                 ],
             )
         flt = WatchFilter(
-            principal=None if principal.sees_everything else principal.name,
+            principals=principal.tenants,
             notification_ids=frozenset(notification_ids),
             kinds=frozenset(kinds),
             notification_type=notification_type,
@@ -478,7 +491,7 @@ class Watch:
                             conn,
                             cursor,
                             limit=CATCH_UP_BATCH,
-                            principal=flt.principal,
+                            principals=flt.principals,
                             notification_ids=notification_ids,
                             kinds=kinds,
                             notification_type=notification_type,

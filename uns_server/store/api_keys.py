@@ -20,6 +20,7 @@ async def insert_key(
     prefix: str,
     principal: str,
     roles: Sequence[str],
+    responds_for: Sequence[str],
     description: str,
     now: datetime,
 ) -> None:
@@ -30,6 +31,7 @@ async def insert_key(
             prefix=prefix,
             principal=principal,
             roles=list(roles),
+            responds_for=list(responds_for),
             description=description,
             created_at=now,
             revoked_at=None,

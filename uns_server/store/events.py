@@ -10,7 +10,7 @@ order, so "everything after N" is gap-free. SQLite has a single writer already.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -73,15 +73,15 @@ async def read_after(
     after_sequence: int,
     *,
     limit: int,
-    principal: str | None = None,
+    principals: Collection[str] | None = None,
     notification_ids: Sequence[str] = (),
     kinds: Sequence[str] = (),
     notification_type: str = "",
 ) -> list[RowMapping]:
     """Matching events with sequence > ``after_sequence``, oldest first."""
     q = select(events).where(events.c.sequence > after_sequence)
-    if principal is not None:
-        q = q.where(events.c.principal == principal)
+    if principals is not None:  # None: every principal's events
+        q = q.where(events.c.principal.in_(sorted(principals)))
     if notification_ids:
         q = q.where(events.c.notification_id.in_(notification_ids))
     if kinds:

@@ -241,6 +241,8 @@ api_keys = Table(
     Column("prefix", String(16), nullable=False),
     Column("principal", String(255), nullable=False),
     Column("roles", Json, nullable=False),
+    # Principals a responder key answers for besides its own (SPEC §3 tenancy).
+    Column("responds_for", Json, nullable=False, server_default=text("'[]'")),
     Column("description", String(255), nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("revoked_at", UtcDateTime()),

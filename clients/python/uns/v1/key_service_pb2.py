@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18uns/v1/key_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x02\n\x06\x41piKey\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1c\n\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\"\n\x05roles\x18\x04 \x03(\x0e\x32\x0c.uns.v1.RoleR\x05roles\x12 \n\x0b\x64\x65scription\x18\x05 \x01(\tR\x0b\x64\x65scription\x12;\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nrevokeTime\"y\n\x13\x43reateApiKeyRequest\x12\x1c\n\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\"\n\x05roles\x18\x02 \x03(\x0e\x32\x0c.uns.v1.RoleR\x05roles\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\"W\n\x14\x43reateApiKeyResponse\x12\x16\n\x06secret\x18\x01 \x01(\tR\x06secret\x12\'\n\x07\x61pi_key\x18\x02 \x01(\x0b\x32\x0e.uns.v1.ApiKeyR\x06\x61piKey\"P\n\x12ListApiKeysRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"h\n\x13ListApiKeysResponse\x12)\n\x08\x61pi_keys\x18\x01 \x03(\x0b\x32\x0e.uns.v1.ApiKeyR\x07\x61piKeys\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\'\n\x13RevokeApiKeyRequest\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\"?\n\x14RevokeApiKeyResponse\x12\'\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x0e.uns.v1.ApiKeyR\x06\x61piKey*V\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n\rROLE_PRODUCER\x10\x01\x12\x12\n\x0eROLE_RESPONDER\x10\x02\x12\x11\n\rROLE_OPERATOR\x10\x03\x32\xea\x01\n\nKeyService\x12I\n\x0c\x43reateApiKey\x12\x1b.uns.v1.CreateApiKeyRequest\x1a\x1c.uns.v1.CreateApiKeyResponse\x12\x46\n\x0bListApiKeys\x12\x1a.uns.v1.ListApiKeysRequest\x1a\x1b.uns.v1.ListApiKeysResponse\x12I\n\x0cRevokeApiKey\x12\x1b.uns.v1.RevokeApiKeyRequest\x1a\x1c.uns.v1.RevokeApiKeyResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18uns/v1/key_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x02\n\x06\x41piKey\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1c\n\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\"\n\x05roles\x18\x04 \x03(\x0e\x32\x0c.uns.v1.RoleR\x05roles\x12 \n\x0b\x64\x65scription\x18\x05 \x01(\tR\x0b\x64\x65scription\x12;\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nrevokeTime\x12!\n\x0cresponds_for\x18\x08 \x03(\tR\x0brespondsFor\"\x9c\x01\n\x13\x43reateApiKeyRequest\x12\x1c\n\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\"\n\x05roles\x18\x02 \x03(\x0e\x32\x0c.uns.v1.RoleR\x05roles\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12!\n\x0cresponds_for\x18\x04 \x03(\tR\x0brespondsFor\"W\n\x14\x43reateApiKeyResponse\x12\x16\n\x06secret\x18\x01 \x01(\tR\x06secret\x12\'\n\x07\x61pi_key\x18\x02 \x01(\x0b\x32\x0e.uns.v1.ApiKeyR\x06\x61piKey\"P\n\x12ListApiKeysRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"h\n\x13ListApiKeysResponse\x12)\n\x08\x61pi_keys\x18\x01 \x03(\x0b\x32\x0e.uns.v1.ApiKeyR\x07\x61piKeys\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\'\n\x13RevokeApiKeyRequest\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\"?\n\x14RevokeApiKeyResponse\x12\'\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x0e.uns.v1.ApiKeyR\x06\x61piKey*V\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n\rROLE_PRODUCER\x10\x01\x12\x12\n\x0eROLE_RESPONDER\x10\x02\x12\x11\n\rROLE_OPERATOR\x10\x03\x32\xea\x01\n\nKeyService\x12I\n\x0c\x43reateApiKey\x12\x1b.uns.v1.CreateApiKeyRequest\x1a\x1c.uns.v1.CreateApiKeyResponse\x12\x46\n\x0bListApiKeys\x12\x1a.uns.v1.ListApiKeysRequest\x1a\x1b.uns.v1.ListApiKeysResponse\x12I\n\x0cRevokeApiKey\x12\x1b.uns.v1.RevokeApiKeyRequest\x1a\x1c.uns.v1.RevokeApiKeyResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,22 +33,22 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'uns.v1.key_service_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1'
-  _globals['_ROLE']._serialized_start=848
-  _globals['_ROLE']._serialized_end=934
+  _globals['_ROLE']._serialized_start=919
+  _globals['_ROLE']._serialized_end=1005
   _globals['_APIKEY']._serialized_start=70
-  _globals['_APIKEY']._serialized_end=340
-  _globals['_CREATEAPIKEYREQUEST']._serialized_start=342
-  _globals['_CREATEAPIKEYREQUEST']._serialized_end=463
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=465
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=552
-  _globals['_LISTAPIKEYSREQUEST']._serialized_start=554
-  _globals['_LISTAPIKEYSREQUEST']._serialized_end=634
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=636
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=740
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=742
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=781
-  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=783
-  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=846
-  _globals['_KEYSERVICE']._serialized_start=937
-  _globals['_KEYSERVICE']._serialized_end=1171
+  _globals['_APIKEY']._serialized_end=375
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=378
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=534
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=536
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=623
+  _globals['_LISTAPIKEYSREQUEST']._serialized_start=625
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=705
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=707
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=811
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=813
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=852
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=854
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=917
+  _globals['_KEYSERVICE']._serialized_start=1008
+  _globals['_KEYSERVICE']._serialized_end=1242
 # @@protoc_insertion_point(module_scope)

@@ -29,11 +29,18 @@ class _RoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Role.ValueType],
     ROLE_UNSPECIFIED: _Role.ValueType  # 0
     """Never valid in a request and never returned by the server."""
     ROLE_PRODUCER: _Role.ValueType  # 1
-    """May send notifications and read its own."""
+    """May send and simulate notifications, and get, list and watch those of
+    its own principal.
+    """
     ROLE_RESPONDER: _Role.ValueType  # 2
-    """May acknowledge or dismiss notifications."""
+    """May acknowledge or dismiss, get and watch the notifications of its own
+    principal and of the principals in its key's responds_for. Any other
+    notification answers NOT_FOUND, like an unknown id.
+    """
     ROLE_OPERATOR: _Role.ValueType  # 3
-    """May read everything and manage dead letters, policies and keys."""
+    """May read and acknowledge every principal's notifications, and manage dead
+    letters, policies and keys. The only role that crosses tenants.
+    """
 
 class Role(_Role, metaclass=_RoleEnumTypeWrapper):
     """Role is a permission granted to the holder of an API key."""
@@ -41,11 +48,18 @@ class Role(_Role, metaclass=_RoleEnumTypeWrapper):
 ROLE_UNSPECIFIED: Role.ValueType  # 0
 """Never valid in a request and never returned by the server."""
 ROLE_PRODUCER: Role.ValueType  # 1
-"""May send notifications and read its own."""
+"""May send and simulate notifications, and get, list and watch those of
+its own principal.
+"""
 ROLE_RESPONDER: Role.ValueType  # 2
-"""May acknowledge or dismiss notifications."""
+"""May acknowledge or dismiss, get and watch the notifications of its own
+principal and of the principals in its key's responds_for. Any other
+notification answers NOT_FOUND, like an unknown id.
+"""
 ROLE_OPERATOR: Role.ValueType  # 3
-"""May read everything and manage dead letters, policies and keys."""
+"""May read and acknowledge every principal's notifications, and manage dead
+letters, policies and keys. The only role that crosses tenants.
+"""
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
 @_typing.final
@@ -61,6 +75,7 @@ class ApiKey(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     REVOKE_TIME_FIELD_NUMBER: _builtins.int
+    RESPONDS_FOR_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The UUID of the key."""
     prefix: _builtins.str
@@ -81,6 +96,12 @@ class ApiKey(_message.Message):
     def revoke_time(self) -> _timestamp_pb2.Timestamp:
         """When the key was revoked; unset while the key is active."""
 
+    @_builtins.property
+    def responds_for(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The other principals whose notifications the key may read and answer as
+        a responder, sorted; empty when it answers only for its own principal.
+        """
+
     def __init__(
         self,
         *,
@@ -91,10 +112,11 @@ class ApiKey(_message.Message):
         description: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         revoke_time: _timestamp_pb2.Timestamp | None = ...,
+        responds_for: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "revoke_time", b"revoke_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "description", b"description", "id", b"id", "prefix", b"prefix", "principal", b"principal", "revoke_time", b"revoke_time", "roles", b"roles"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "description", b"description", "id", b"id", "prefix", b"prefix", "principal", b"principal", "responds_for", b"responds_for", "revoke_time", b"revoke_time", "roles", b"roles"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -109,6 +131,7 @@ class CreateApiKeyRequest(_message.Message):
     PRINCIPAL_FIELD_NUMBER: _builtins.int
     ROLES_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
+    RESPONDS_FOR_FIELD_NUMBER: _builtins.int
     principal: _builtins.str
     """Required. The name of the caller the key authenticates, at most 255
     characters.
@@ -119,16 +142,26 @@ class CreateApiKeyRequest(_message.Message):
     def roles(self) -> _containers.RepeatedScalarFieldContainer[Global___Role.ValueType]:
         """Required. At least one role; repeated roles count once."""
 
+    @_builtins.property
+    def responds_for(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Optional, only with ROLE_RESPONDER: the other principals whose
+        notifications the key may acknowledge, dismiss, get and watch, besides
+        its own principal. At most 100 names of at most 255 characters each;
+        repeated names (and the key's own principal) count once. Without it a
+        responder answers only for its own principal.
+        """
+
     def __init__(
         self,
         *,
         principal: _builtins.str = ...,
         roles: _abc.Iterable[Global___Role.ValueType] | None = ...,
         description: _builtins.str = ...,
+        responds_for: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "principal", b"principal", "roles", b"roles"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "principal", b"principal", "responds_for", b"responds_for", "roles", b"roles"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -132,7 +132,11 @@ class NotificationServiceServicer:
     def Acknowledge(self, request, context):
         """Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
         set) before its deadline. A retry by the same actor with the same outcome
-        returns the original settlement. Role: responder.
+        returns the original settlement. Roles: responder, for the notifications
+        of its own principal and of its key's responds_for; operator, for any.
+        Any other notification answers NOT_FOUND exactly like an unknown id. An
+        ACK_CONFLICT names the settling actor only to that actor, to callers whose
+        tenants include the actor's principal, and to operators.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -161,16 +165,20 @@ class NotificationServiceServicer:
         heartbeats that carry the current high-water sequence. Resume after any
         disconnect by sending the last sequence you saw as after_sequence: the
         stream continues with no gap and no repetition. On shutdown the server
-        ends the stream with UNAVAILABLE; reconnect and resume. Producers see
-        only their own notifications' events; operators see all.
+        ends the stream with UNAVAILABLE; reconnect and resume. A producer sees
+        only its own notifications' events, a responder also those of the
+        principals its key responds for, an operator all; the request's filters
+        narrow that, never widen it. Roles: producer, responder, operator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetNotification(self, request, context):
-        """Reads one notification. Producers may read only their own; any other id
-        answers NOT_FOUND. Roles: producer, responder, operator.
+        """Reads one notification. A producer may read only its own principal's, a
+        responder also those of the principals its key responds for, an operator
+        any; any other id answers NOT_FOUND, exactly like an unknown id. Roles:
+        producer, responder, operator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -178,7 +186,8 @@ class NotificationServiceServicer:
 
     def ListNotifications(self, request, context):
         """Lists notifications, newest first, with AIP-158 paging. Producers see
-        only their own. Roles: producer, operator.
+        only their own principal's (even with a responds_for on the same key).
+        Roles: producer, operator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -63,7 +63,11 @@ class NotificationServiceStub:
     Acknowledge: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.AcknowledgeRequest, _notification_service_pb2.AcknowledgeResponse]
     """Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
     set) before its deadline. A retry by the same actor with the same outcome
-    returns the original settlement. Role: responder.
+    returns the original settlement. Roles: responder, for the notifications
+    of its own principal and of its key's responds_for; operator, for any.
+    Any other notification answers NOT_FOUND exactly like an unknown id. An
+    ACK_CONFLICT names the settling actor only to that actor, to callers whose
+    tenants include the actor's principal, and to operators.
     """
     Replay: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.ReplayRequest, _notification_service_pb2.ReplayResponse]
     """Opens a new delivery cycle for a dead-lettered notification. With
@@ -80,16 +84,21 @@ class NotificationServiceStub:
     heartbeats that carry the current high-water sequence. Resume after any
     disconnect by sending the last sequence you saw as after_sequence: the
     stream continues with no gap and no repetition. On shutdown the server
-    ends the stream with UNAVAILABLE; reconnect and resume. Producers see
-    only their own notifications' events; operators see all.
+    ends the stream with UNAVAILABLE; reconnect and resume. A producer sees
+    only its own notifications' events, a responder also those of the
+    principals its key responds for, an operator all; the request's filters
+    narrow that, never widen it. Roles: producer, responder, operator.
     """
     GetNotification: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.GetNotificationRequest, _notification_service_pb2.GetNotificationResponse]
-    """Reads one notification. Producers may read only their own; any other id
-    answers NOT_FOUND. Roles: producer, responder, operator.
+    """Reads one notification. A producer may read only its own principal's, a
+    responder also those of the principals its key responds for, an operator
+    any; any other id answers NOT_FOUND, exactly like an unknown id. Roles:
+    producer, responder, operator.
     """
     ListNotifications: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.ListNotificationsRequest, _notification_service_pb2.ListNotificationsResponse]
     """Lists notifications, newest first, with AIP-158 paging. Producers see
-    only their own. Roles: producer, operator.
+    only their own principal's (even with a responds_for on the same key).
+    Roles: producer, operator.
     """
 
 @_typing.type_check_only
@@ -127,7 +136,11 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     Acknowledge: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.AcknowledgeRequest, _notification_service_pb2.AcknowledgeResponse]  # type: ignore[assignment]
     """Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
     set) before its deadline. A retry by the same actor with the same outcome
-    returns the original settlement. Role: responder.
+    returns the original settlement. Roles: responder, for the notifications
+    of its own principal and of its key's responds_for; operator, for any.
+    Any other notification answers NOT_FOUND exactly like an unknown id. An
+    ACK_CONFLICT names the settling actor only to that actor, to callers whose
+    tenants include the actor's principal, and to operators.
     """
     Replay: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.ReplayRequest, _notification_service_pb2.ReplayResponse]  # type: ignore[assignment]
     """Opens a new delivery cycle for a dead-lettered notification. With
@@ -144,16 +157,21 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     heartbeats that carry the current high-water sequence. Resume after any
     disconnect by sending the last sequence you saw as after_sequence: the
     stream continues with no gap and no repetition. On shutdown the server
-    ends the stream with UNAVAILABLE; reconnect and resume. Producers see
-    only their own notifications' events; operators see all.
+    ends the stream with UNAVAILABLE; reconnect and resume. A producer sees
+    only its own notifications' events, a responder also those of the
+    principals its key responds for, an operator all; the request's filters
+    narrow that, never widen it. Roles: producer, responder, operator.
     """
     GetNotification: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.GetNotificationRequest, _notification_service_pb2.GetNotificationResponse]  # type: ignore[assignment]
-    """Reads one notification. Producers may read only their own; any other id
-    answers NOT_FOUND. Roles: producer, responder, operator.
+    """Reads one notification. A producer may read only its own principal's, a
+    responder also those of the principals its key responds for, an operator
+    any; any other id answers NOT_FOUND, exactly like an unknown id. Roles:
+    producer, responder, operator.
     """
     ListNotifications: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.ListNotificationsRequest, _notification_service_pb2.ListNotificationsResponse]  # type: ignore[assignment]
     """Lists notifications, newest first, with AIP-158 paging. Producers see
-    only their own. Roles: producer, operator.
+    only their own principal's (even with a responds_for on the same key).
+    Roles: producer, operator.
     """
 
 class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -206,7 +224,11 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_notification_service_pb2.AcknowledgeResponse, _abc.Awaitable[_notification_service_pb2.AcknowledgeResponse]]:
         """Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
         set) before its deadline. A retry by the same actor with the same outcome
-        returns the original settlement. Role: responder.
+        returns the original settlement. Roles: responder, for the notifications
+        of its own principal and of its key's responds_for; operator, for any.
+        Any other notification answers NOT_FOUND exactly like an unknown id. An
+        ACK_CONFLICT names the settling actor only to that actor, to callers whose
+        tenants include the actor's principal, and to operators.
         """
 
     @_abc_1.abstractmethod
@@ -241,8 +263,10 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         heartbeats that carry the current high-water sequence. Resume after any
         disconnect by sending the last sequence you saw as after_sequence: the
         stream continues with no gap and no repetition. On shutdown the server
-        ends the stream with UNAVAILABLE; reconnect and resume. Producers see
-        only their own notifications' events; operators see all.
+        ends the stream with UNAVAILABLE; reconnect and resume. A producer sees
+        only its own notifications' events, a responder also those of the
+        principals its key responds for, an operator all; the request's filters
+        narrow that, never widen it. Roles: producer, responder, operator.
         """
 
     @_abc_1.abstractmethod
@@ -251,8 +275,10 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _notification_service_pb2.GetNotificationRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_notification_service_pb2.GetNotificationResponse, _abc.Awaitable[_notification_service_pb2.GetNotificationResponse]]:
-        """Reads one notification. Producers may read only their own; any other id
-        answers NOT_FOUND. Roles: producer, responder, operator.
+        """Reads one notification. A producer may read only its own principal's, a
+        responder also those of the principals its key responds for, an operator
+        any; any other id answers NOT_FOUND, exactly like an unknown id. Roles:
+        producer, responder, operator.
         """
 
     @_abc_1.abstractmethod
@@ -262,7 +288,8 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_notification_service_pb2.ListNotificationsResponse, _abc.Awaitable[_notification_service_pb2.ListNotificationsResponse]]:
         """Lists notifications, newest first, with AIP-158 paging. Producers see
-        only their own. Roles: producer, operator.
+        only their own principal's (even with a responds_for on the same key).
+        Roles: producer, operator.
         """
 
 def add_NotificationServiceServicer_to_server(servicer: NotificationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

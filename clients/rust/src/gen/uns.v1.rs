@@ -728,6 +728,10 @@ pub struct ApiKey {
     /// When the key was revoked; unset while the key is active.
     #[prost(message, optional, tag="7")]
     pub revoke_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// The other principals whose notifications the key may read and answer as
+    /// a responder, sorted; empty when it answers only for its own principal.
+    #[prost(string, repeated, tag="8")]
+    pub responds_for: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// CreateApiKeyRequest describes the key to create.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -742,6 +746,13 @@ pub struct CreateApiKeyRequest {
     /// Free text shown in listings, at most 255 characters.
     #[prost(string, tag="3")]
     pub description: ::prost::alloc::string::String,
+    /// Optional, only with ROLE_RESPONDER: the other principals whose
+    /// notifications the key may acknowledge, dismiss, get and watch, besides
+    /// its own principal. At most 100 names of at most 255 characters each;
+    /// repeated names (and the key's own principal) count once. Without it a
+    /// responder answers only for its own principal.
+    #[prost(string, repeated, tag="4")]
+    pub responds_for: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// CreateApiKeyResponse returns the new key.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -794,11 +805,15 @@ pub struct RevokeApiKeyResponse {
 pub enum Role {
     /// Never valid in a request and never returned by the server.
     Unspecified = 0,
-    /// May send notifications and read its own.
+    /// May send and simulate notifications, and get, list and watch those of
+    /// its own principal.
     Producer = 1,
-    /// May acknowledge or dismiss notifications.
+    /// May acknowledge or dismiss, get and watch the notifications of its own
+    /// principal and of the principals in its key's responds_for. Any other
+    /// notification answers NOT_FOUND, like an unknown id.
     Responder = 2,
-    /// May read everything and manage dead letters, policies and keys.
+    /// May read and acknowledge every principal's notifications, and manage dead
+    /// letters, policies and keys. The only role that crosses tenants.
     Operator = 3,
 }
 impl Role {

@@ -28,11 +28,15 @@ type Role int32
 const (
 	// Never valid in a request and never returned by the server.
 	Role_ROLE_UNSPECIFIED Role = 0
-	// May send notifications and read its own.
+	// May send and simulate notifications, and get, list and watch those of
+	// its own principal.
 	Role_ROLE_PRODUCER Role = 1
-	// May acknowledge or dismiss notifications.
+	// May acknowledge or dismiss, get and watch the notifications of its own
+	// principal and of the principals in its key's responds_for. Any other
+	// notification answers NOT_FOUND, like an unknown id.
 	Role_ROLE_RESPONDER Role = 2
-	// May read everything and manage dead letters, policies and keys.
+	// May read and acknowledge every principal's notifications, and manage dead
+	// letters, policies and keys. The only role that crosses tenants.
 	Role_ROLE_OPERATOR Role = 3
 )
 
@@ -95,7 +99,10 @@ type ApiKey struct {
 	// When the key was created.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the key was revoked; unset while the key is active.
-	RevokeTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	RevokeTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	// The other principals whose notifications the key may read and answer as
+	// a responder, sorted; empty when it answers only for its own principal.
+	RespondsFor   []string `protobuf:"bytes,8,rep,name=responds_for,json=respondsFor,proto3" json:"responds_for,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -179,6 +186,13 @@ func (x *ApiKey) GetRevokeTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ApiKey) GetRespondsFor() []string {
+	if x != nil {
+		return x.RespondsFor
+	}
+	return nil
+}
+
 // CreateApiKeyRequest describes the key to create.
 type CreateApiKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -188,7 +202,13 @@ type CreateApiKeyRequest struct {
 	// Required. At least one role; repeated roles count once.
 	Roles []Role `protobuf:"varint,2,rep,packed,name=roles,proto3,enum=uns.v1.Role" json:"roles,omitempty"`
 	// Free text shown in listings, at most 255 characters.
-	Description   string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// Optional, only with ROLE_RESPONDER: the other principals whose
+	// notifications the key may acknowledge, dismiss, get and watch, besides
+	// its own principal. At most 100 names of at most 255 characters each;
+	// repeated names (and the key's own principal) count once. Without it a
+	// responder answers only for its own principal.
+	RespondsFor   []string `protobuf:"bytes,4,rep,name=responds_for,json=respondsFor,proto3" json:"responds_for,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,6 +262,13 @@ func (x *CreateApiKeyRequest) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *CreateApiKeyRequest) GetRespondsFor() []string {
+	if x != nil {
+		return x.RespondsFor
+	}
+	return nil
 }
 
 // CreateApiKeyResponse returns the new key.
@@ -506,7 +533,7 @@ var File_uns_v1_key_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_key_service_proto_rawDesc = "" +
 	"\n" +
-	"\x18uns/v1/key_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x02\n" +
+	"\x18uns/v1/key_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x02\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1c\n" +
@@ -516,11 +543,13 @@ const file_uns_v1_key_service_proto_rawDesc = "" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vrevoke_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"revokeTime\"y\n" +
+	"revokeTime\x12!\n" +
+	"\fresponds_for\x18\b \x03(\tR\vrespondsFor\"\x9c\x01\n" +
 	"\x13CreateApiKeyRequest\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\"\n" +
 	"\x05roles\x18\x02 \x03(\x0e2\f.uns.v1.RoleR\x05roles\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"W\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12!\n" +
+	"\fresponds_for\x18\x04 \x03(\tR\vrespondsFor\"W\n" +
 	"\x14CreateApiKeyResponse\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12'\n" +
 	"\aapi_key\x18\x02 \x01(\v2\x0e.uns.v1.ApiKeyR\x06apiKey\"P\n" +

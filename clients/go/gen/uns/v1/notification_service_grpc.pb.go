@@ -61,7 +61,11 @@ type NotificationServiceClient interface {
 	Simulate(ctx context.Context, in *SimulateRequest, opts ...grpc.CallOption) (*SimulateResponse, error)
 	// Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
 	// set) before its deadline. A retry by the same actor with the same outcome
-	// returns the original settlement. Role: responder.
+	// returns the original settlement. Roles: responder, for the notifications
+	// of its own principal and of its key's responds_for; operator, for any.
+	// Any other notification answers NOT_FOUND exactly like an unknown id. An
+	// ACK_CONFLICT names the settling actor only to that actor, to callers whose
+	// tenants include the actor's principal, and to operators.
 	Acknowledge(ctx context.Context, in *AcknowledgeRequest, opts ...grpc.CallOption) (*AcknowledgeResponse, error)
 	// Opens a new delivery cycle for a dead-lettered notification. With
 	// validate_only, answers exactly what it would (the replayed notification or
@@ -75,14 +79,19 @@ type NotificationServiceClient interface {
 	// heartbeats that carry the current high-water sequence. Resume after any
 	// disconnect by sending the last sequence you saw as after_sequence: the
 	// stream continues with no gap and no repetition. On shutdown the server
-	// ends the stream with UNAVAILABLE; reconnect and resume. Producers see
-	// only their own notifications' events; operators see all.
+	// ends the stream with UNAVAILABLE; reconnect and resume. A producer sees
+	// only its own notifications' events, a responder also those of the
+	// principals its key responds for, an operator all; the request's filters
+	// narrow that, never widen it. Roles: producer, responder, operator.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
-	// Reads one notification. Producers may read only their own; any other id
-	// answers NOT_FOUND. Roles: producer, responder, operator.
+	// Reads one notification. A producer may read only its own principal's, a
+	// responder also those of the principals its key responds for, an operator
+	// any; any other id answers NOT_FOUND, exactly like an unknown id. Roles:
+	// producer, responder, operator.
 	GetNotification(ctx context.Context, in *GetNotificationRequest, opts ...grpc.CallOption) (*GetNotificationResponse, error)
 	// Lists notifications, newest first, with AIP-158 paging. Producers see
-	// only their own. Roles: producer, operator.
+	// only their own principal's (even with a responds_for on the same key).
+	// Roles: producer, operator.
 	ListNotifications(ctx context.Context, in *ListNotificationsRequest, opts ...grpc.CallOption) (*ListNotificationsResponse, error)
 }
 
@@ -215,7 +224,11 @@ type NotificationServiceServer interface {
 	Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error)
 	// Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
 	// set) before its deadline. A retry by the same actor with the same outcome
-	// returns the original settlement. Role: responder.
+	// returns the original settlement. Roles: responder, for the notifications
+	// of its own principal and of its key's responds_for; operator, for any.
+	// Any other notification answers NOT_FOUND exactly like an unknown id. An
+	// ACK_CONFLICT names the settling actor only to that actor, to callers whose
+	// tenants include the actor's principal, and to operators.
 	Acknowledge(context.Context, *AcknowledgeRequest) (*AcknowledgeResponse, error)
 	// Opens a new delivery cycle for a dead-lettered notification. With
 	// validate_only, answers exactly what it would (the replayed notification or
@@ -229,14 +242,19 @@ type NotificationServiceServer interface {
 	// heartbeats that carry the current high-water sequence. Resume after any
 	// disconnect by sending the last sequence you saw as after_sequence: the
 	// stream continues with no gap and no repetition. On shutdown the server
-	// ends the stream with UNAVAILABLE; reconnect and resume. Producers see
-	// only their own notifications' events; operators see all.
+	// ends the stream with UNAVAILABLE; reconnect and resume. A producer sees
+	// only its own notifications' events, a responder also those of the
+	// principals its key responds for, an operator all; the request's filters
+	// narrow that, never widen it. Roles: producer, responder, operator.
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
-	// Reads one notification. Producers may read only their own; any other id
-	// answers NOT_FOUND. Roles: producer, responder, operator.
+	// Reads one notification. A producer may read only its own principal's, a
+	// responder also those of the principals its key responds for, an operator
+	// any; any other id answers NOT_FOUND, exactly like an unknown id. Roles:
+	// producer, responder, operator.
 	GetNotification(context.Context, *GetNotificationRequest) (*GetNotificationResponse, error)
 	// Lists notifications, newest first, with AIP-158 paging. Producers see
-	// only their own. Roles: producer, operator.
+	// only their own principal's (even with a responds_for on the same key).
+	// Roles: producer, operator.
 	ListNotifications(context.Context, *ListNotificationsRequest) (*ListNotificationsResponse, error)
 	mustEmbedUnimplementedNotificationServiceServer()
 }
