@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOADS = ("drain", "pgbench", "echo", "accept", "deliver", "watch", "growth", "peer")
+WORKLOADS = (
+    "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "peer",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quick", action="store_true", help="small counts, under 2 minutes (default: full)"
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="token sizes, seconds per workload: checks that the bench runs (figures are noise)",
     )
     parser.add_argument(
         "--only",
@@ -40,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-install",
         action="store_true",
-        help="do not pip-install missing optional extras (bench/requirements.txt)",
+        help="do not install missing optional extras (bench/requirements.txt, ghz)",
     )
     return parser
 
@@ -66,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     options = Options(
         quick=args.quick,
+        smoke=args.smoke,
+        install=not args.no_install,
         workloads=selected,
         out_dir=args.out,
         profile=args.profile,

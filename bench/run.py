@@ -19,13 +19,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import capture, config, profiling, report
+from bench import capture, config, ghz, profiling, report
 from bench.baselines import echo, peer, pgbench
 from bench.cpu import CpuMeter
 from bench.harness import WEBHOOK_SECRET, Harness
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
-from bench.workloads import accept, deliver, drain, growth, watch
+from bench.workloads import accept, deliver, drain, growth, outside, watch
 
 MAIN_DATABASE = "uns_main"
 PGBENCH_DATABASE = "pgb"
@@ -38,6 +38,8 @@ class Options:
     out_dir: Path
     profile: bool = False
     fsync: bool = False
+    smoke: bool = False
+    install: bool = True
 
 
 def _log(message: str) -> None:
@@ -45,7 +47,7 @@ def _log(message: str) -> None:
 
 
 async def run(options: Options) -> int:
-    profile = config.QUICK if options.quick else config.FULL
+    profile = config.SMOKE if options.smoke else config.QUICK if options.quick else config.FULL
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     run_dir = options.out_dir / f"{stamp}-{profile.name}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -109,6 +111,13 @@ async def run(options: Options) -> int:
                 "uns", _uns(harness, receiver, profile, options, run_dir, tag), ([], None)
             )
             rows += main_rows
+        if "ghz" in want:
+            exe = ghz.locate(install=options.install)
+            if exe is not None:
+                rows += await phase("ghz", outside.run(harness, receiver, profile, tag, exe))
+            else:
+                meta["ghz"] = "not found: run scripts/install-tools.sh, or put go on PATH"
+                _log(f"ghz {meta['ghz']}; skipped")
         if "growth" in want:
             rows += await phase("growth", growth.run(harness, profile, tag))
         if "peer" in want:
@@ -224,6 +233,7 @@ async def _uns(
 _ORDER = (
     "accept", "grpc echo", "pgbench accept-tx", "pgbench single-row", "procrastinate defer",
     "deliver", "procrastinate process", "watch", "drain", "growth",
+    "ghz echo", "ghz accept", "ghz accept+log", "ghz accept+webhook", "aiohttp POST",
 )  # fmt: skip
 
 
