@@ -41,6 +41,7 @@ from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority, Status
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
+from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, PROVIDER, SETTLE, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.group_commit import GroupCommit
 from uns_server.store import audit, dispatch, notifications
@@ -212,6 +213,7 @@ class Dispatcher:
         task.add_done_callback(self._inflight.discard)
         task.add_done_callback(lambda _t: self._wake.set())
 
+    @phased(DISPATCH_LOOP)
     async def run(self) -> None:
         """Keep up to ``concurrency`` deliveries in flight until stopped (or cancelled)."""
         inflight = self._inflight
@@ -273,6 +275,7 @@ class Dispatcher:
             # The lease expires and another attempt recovers the row.
             log.exception("delivery failed", extra={"notification_id": claim.row["id"]})
 
+    @phased(CLAIM)
     async def claim(self, limit: int) -> list[Claim]:
         now = self._clock()
         claims: list[Claim] = []
@@ -288,6 +291,7 @@ class Dispatcher:
             await append(tx, new_events, now)
         return claims
 
+    @phased(ATTEMPT)
     async def deliver(self, claim: Claim) -> None:
         row = claim.row
         nid = row["id"]
@@ -324,6 +328,7 @@ class Dispatcher:
             finally:
                 self._metrics.attempt(outcome, time.monotonic() - started)
 
+    @phased(PROVIDER)
     async def _send(self, claim: Claim, channel_name: str) -> Attempt:
         nid = claim.row["id"]
         started = time.monotonic()
@@ -363,6 +368,7 @@ class Dispatcher:
         status, _batch_size = await self._settler.submit((claim, attempts))
         return status
 
+    @phased(SETTLE)
     async def _settle_many_durably(
         self, items: Sequence[tuple[Claim, Sequence[Attempt]]]
     ) -> list[Status | Exception | None]:
