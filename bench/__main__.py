@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="sample uns-server with py-spy during accept/deliver/watch; print hotspots",
     )
     parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="ghz workload: also account the UNS servers' CPU per pipeline phase "
+        "(UNS_PHASE_CPU=1, a few per cent of overhead) and print it per call",
+    )
+    parser.add_argument(
         "--fsync", action="store_true", help="PostgreSQL with fsync on (default off, as in tests)"
     )
     parser.add_argument(
@@ -78,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         workloads=selected,
         out_dir=args.out,
         profile=args.profile,
+        phases=args.phases,
         fsync=args.fsync,
     )
     try:

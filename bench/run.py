@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import capture, config, ghz, profiling, report
+from bench import phases as phase_cpu
 from bench.baselines import echo, peer, pgbench
 from bench.cpu import CpuMeter
 from bench.harness import WEBHOOK_SECRET, Harness
@@ -40,6 +41,7 @@ class Options:
     fsync: bool = False
     smoke: bool = False
     install: bool = True
+    phases: bool = False
 
 
 def _log(message: str) -> None:
@@ -114,7 +116,8 @@ async def run(options: Options) -> int:
         if "ghz" in want:
             exe = ghz.locate(install=options.install)
             if exe is not None:
-                rows += await phase("ghz", outside.run(harness, receiver, profile, tag, exe))
+                ghz_rows = outside.run(harness, receiver, profile, tag, exe, phases=options.phases)
+                rows += await phase("ghz", ghz_rows)
             else:
                 meta["ghz"] = "not found: run scripts/install-tools.sh, or put go on PATH"
                 _log(f"ghz {meta['ghz']}; skipped")
@@ -137,6 +140,9 @@ async def run(options: Options) -> int:
     meta["total_seconds"] = round(time.monotonic() - started, 1)
     results = report.Results(_ordered(rows))
     text = report.render(results, os.cpu_count())
+    phase_lines = phase_cpu.table(results.rows)
+    if phase_lines:
+        text += "\n\n" + "\n".join(phase_lines)
     print()
     print(text)
     if hotspots:

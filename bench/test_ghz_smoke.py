@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
-from bench import ghz, report
+from bench import ghz, phases, report
 from bench.baselines.post_loop import post_loop
 from bench.cpu import CpuMeter
 from bench.harness import TYPE_ACCEPT, WEBHOOK_SECRET
@@ -21,6 +21,7 @@ from bench.stats import Row
 from bench.workloads.outside import _wait_listening
 from tests.support.postgres import free_port
 from tests.toolchain.tools import find_tool
+from uns_server.observability.phases import PHASES
 
 
 @pytest.fixture
@@ -132,3 +133,20 @@ def test_ghz_ratios_and_targets() -> None:
     assert "0.400   0.600       1.200           1.500         0.200        1.50x     3.00x" in block
     assert "2.50x" in block
     assert report.ghz_targets(report.Results(rows[1:])) == []  # no echo row: no ghz targets
+
+
+def test_phase_table_per_call() -> None:
+    cpu = dict.fromkeys(PHASES, 0.0) | {"settle": 0.5, "accept (transaction)": 0.25}
+    rows = [
+        Row("uns", "ghz accept+log", "c=16", ops=500, seconds=1.0, server_cpu_s=0.8,
+            extra={"phase_cpu_s": cpu}),
+        Row("baseline", "ghz echo", "c=16", ops=500, seconds=1.0, server_cpu_s=0.2),
+    ]  # fmt: skip
+    lines = phases.table(rows)
+    assert "accept+log c=16" in lines[2] and "echo" not in lines[2]  # rows without phases left out
+    by_phase = {line.split("  ")[1].strip(): line.split()[-1] for line in lines[3:]}
+    assert by_phase["settle"] == "1.000"  # 0.5 s over 500 calls
+    assert by_phase["accept (transaction)"] == "0.500"
+    assert by_phase["sum of phases"] == "1.500"
+    assert by_phase["server CPU (/proc)"] == "1.600"
+    assert phases.table(rows[1:]) == []

@@ -17,6 +17,9 @@ measured server process's CPU from /proc over the window, per call. Rows, at eac
 
 Latency columns are ghz's accept latency (call start to answer), also for the
 accept+delivery rows; end-to-end delivery latency is the ``deliver`` workload's.
+
+With ``phases`` (``python -m bench --phases``) the UNS servers also account their CPU
+per pipeline phase (bench/phases.py); each UNS row then carries ``phase_cpu_s``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from bench import ghz
 from bench.config import Profile
 from bench.cpu import CpuMeter, Window
 from bench.harness import TYPE_ACCEPT, TYPE_DELIVER, WEBHOOK_SECRET, Harness, ServerChild
+from bench.phases import PhaseMeter
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
 from bench.workloads.common import wait_backlog
@@ -48,7 +52,8 @@ POST_MAX_OPS = 1_000_000  # the POST loop is bounded by its seconds
 class _Levels:
     """What every level shares: the ghz binary, the protoset, unique key prefixes."""
 
-    def __init__(self, exe: str, protoset: Path, profile: Profile, tag: str) -> None:
+    def __init__(self, exe: str, protoset: Path, profile: Profile, tag: str, phases: bool) -> None:
+        self.phases = phases
         self.exe = exe
         self.protoset = protoset
         self.profile = profile
@@ -79,6 +84,7 @@ def _row(
     concurrency: int,
     result: ghz.GhzResult,
     window: Window,
+    phase_cpu: dict[str, float] | None = None,
     *,
     ops: int | None = None,
     seconds: float | None = None,
@@ -97,14 +103,25 @@ def _row(
         db_cpu_s=window.db,
         client_cpu_s=result.cpu_s,
         note=note,
-        extra={"accepted": result.ops, "bench_process_cpu_s": window.client},
+        extra={
+            "accepted": result.ops,
+            "bench_process_cpu_s": window.client,
+            **({"phase_cpu_s": phase_cpu} if phase_cpu else {}),
+        },
     )
 
 
 async def run(
-    harness: Harness, receiver: WebhookReceiver, profile: Profile, tag: str, exe: str
+    harness: Harness,
+    receiver: WebhookReceiver,
+    profile: Profile,
+    tag: str,
+    exe: str,
+    *,
+    phases: bool = False,
 ) -> list[Row]:
-    levels = _Levels(exe, ghz.write_protoset(harness.run_dir / "uns.protoset"), profile, tag)
+    protoset = ghz.write_protoset(harness.run_dir / "uns.protoset")
+    levels = _Levels(exe, protoset, profile, tag, phases)
     rows = await _echo(harness, levels)
     rows += await _accept_dispatch_off(harness, levels)
     rows += await _accept_and_deliver(harness, receiver, levels)
@@ -148,25 +165,36 @@ async def _wait_listening(port: int) -> None:
 
 
 async def _uns_server(
-    harness: Harness, database: str, label: str, **settings: str
-) -> tuple[ServerChild, asyncpg.Connection]:
+    harness: Harness, levels: _Levels, database: str, label: str, **settings: str
+) -> tuple[ServerChild, asyncpg.Connection, PhaseMeter]:
+    """A UNS server on a fresh database, and the meter of its CPU (and phases)."""
     harness.create_database(database)
+    metrics_url = None
+    if levels.phases:
+        port = free_port()
+        settings |= {"phase_cpu": "1", "metrics_listen": f"127.0.0.1:{port}"}
+        metrics_url = f"http://127.0.0.1:{port}/metrics"
     server = harness.start_server(label, database, **settings)
     await server.wait_serving()
-    return server, await harness.sql(database)
+    meter = PhaseMeter(CpuMeter(lambda: server.pid, harness.postmaster), metrics_url)
+    return server, await harness.sql(database), meter
 
 
 async def _accept_dispatch_off(harness: Harness, levels: _Levels) -> list[Row]:
-    server, db = await _uns_server(harness, DATABASE_OFF, "ghz-off", dispatch_enabled="false")
-    meter = CpuMeter(lambda: server.pid, harness.postmaster)
+    server, db, meter = await _uns_server(
+        harness, levels, DATABASE_OFF, "ghz-off", dispatch_enabled="false"
+    )
     rows = []
     try:
         for c in levels.profile.ghz_concurrency:
             await levels.warm(server.target, TYPE_ACCEPT, c)
             await db.execute("ANALYZE uns_notifications")  # steady plans, as accept does
-            meter.start()
+            await meter.start()
             result = await levels.load(server.target, TYPE_ACCEPT, c, levels.prefix("off"))
-            rows.append(_row("uns", "ghz accept", c, result, meter.stop(), note="dispatch off"))
+            window, phase_cpu = await meter.stop()
+            rows.append(
+                _row("uns", "ghz accept", c, result, window, phase_cpu, note="dispatch off")
+            )
     finally:
         await db.close()
         await server.aclose()
@@ -178,35 +206,35 @@ async def _accept_and_deliver(
     harness: Harness, receiver: WebhookReceiver, levels: _Levels
 ) -> list[Row]:
     profile = levels.profile
-    server, db = await _uns_server(harness, DATABASE_ON, "ghz-on")
-    meter = CpuMeter(lambda: server.pid, harness.postmaster)
+    server, db, meter = await _uns_server(harness, levels, DATABASE_ON, "ghz-on")
     rows = []
     try:
         for c in profile.ghz_concurrency:
             await levels.warm(server.target, TYPE_ACCEPT, c)
             await wait_backlog(db, profile.ghz_drain_seconds)
             await db.execute("ANALYZE uns_notifications")
-            meter.start()
+            await meter.start()
             started = time.perf_counter()
             result = await levels.load(server.target, TYPE_ACCEPT, c, levels.prefix("log"))
             left, _waited = await wait_backlog(db, profile.ghz_drain_seconds)
-            window = meter.stop()
+            window, phase_cpu = await meter.stop()
             note = f"{left} not delivered in time" if left else ""
-            rows.append(_row("uns", "ghz accept+log", c, result, window, ops=result.ops - left,
+            rows.append(_row("uns", "ghz accept+log", c, result, window, phase_cpu,
+                             ops=result.ops - left,
                              seconds=time.perf_counter() - started, note=note))  # fmt: skip
 
         for c in profile.ghz_concurrency:
             await levels.warm(server.target, TYPE_DELIVER, c)
             await wait_backlog(db, profile.ghz_drain_seconds)
             prefix = levels.prefix("hook")
-            meter.start()
+            await meter.start()
             started = time.perf_counter()
             result = await levels.load(server.target, TYPE_DELIVER, c, prefix)
             arrived = await receiver.wait_for(prefix, result.ops, profile.ghz_drain_seconds)
-            window = meter.stop()
+            window, phase_cpu = await meter.stop()
             missing = result.ops - arrived
             note = f"{missing} not delivered in time" if missing > 0 else ""
-            rows.append(_row("uns", "ghz accept+webhook", c, result, window,
+            rows.append(_row("uns", "ghz accept+webhook", c, result, window, phase_cpu,
                              ops=min(arrived, result.ops),
                              seconds=time.perf_counter() - started, note=note))  # fmt: skip
     finally:
