@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and a peer queue (procrastinate), measured in one run on this machine.",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="small counts, under 2 minutes (default: full)"
+        "--quick", action="store_true", help="small counts, 2-3 minutes (default: full)"
     )
     parser.add_argument(
         "--smoke",
