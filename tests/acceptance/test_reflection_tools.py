@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import pytest
@@ -24,10 +23,11 @@ METHOD = "uns.v1.NotificationService.SendNotification"
 GHZ_REQUESTS = 24
 
 
-@pytest.fixture
-def quickstart(tmp_path: Path) -> Iterator[ServerProcess]:
-    """`uns-server` with no configuration at all (SQLite, a development key)."""
-    server = ServerProcess(tmp_path)
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """`uns-server` with no configuration at all (SQLite, a development key), shared by
+    this module's tests (none of them depends on what another one sent)."""
+    server = ServerProcess(tmp_path_factory.mktemp("quickstart"))
     try:
         server.wait_serving()
         yield server
@@ -65,9 +65,9 @@ def test_grpc_health_probe(quickstart: ServerProcess) -> None:
     assert unknown.returncode != 0  # NOT_FOUND for a service the server does not serve
 
 
-def test_ghz_sends_through_reflection(quickstart: ServerProcess, tmp_path: Path) -> None:
+def test_ghz_sends_through_reflection(quickstart: ServerProcess) -> None:
     ghz = find_tool("ghz")
-    key = (tmp_path / "uns-dev-key.txt").read_text().strip()
+    key = (quickstart.cwd / "uns-dev-key.txt").read_text().strip()
     request = {
         "notification_type": "demo.alert",
         "intent": "NOTIFICATION_INTENT_WARNING",
