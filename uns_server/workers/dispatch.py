@@ -268,6 +268,7 @@ class Dispatcher:
                 log.exception("next-due query failed")
         return await wait_event(self._wake, timeout)
 
+    @phased(ATTEMPT)  # the task of each spawned delivery
     async def _deliver_logged(self, claim: Claim) -> None:
         try:
             await self.deliver(claim)
@@ -291,7 +292,6 @@ class Dispatcher:
             await append(tx, new_events, now)
         return claims
 
-    @phased(ATTEMPT)
     async def deliver(self, claim: Claim) -> None:
         row = claim.row
         nid = row["id"]
