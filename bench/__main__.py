@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOADS = ("drain", "pgbench", "echo", "accept", "deliver", "watch", "growth", "peer")
+WORKLOADS = (
+    "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "peer",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,7 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and a peer queue (procrastinate), measured in one run on this machine.",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="small counts, under 2 minutes (default: full)"
+        "--quick", action="store_true", help="small counts, 2-3 minutes (default: full)"
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="token sizes, seconds per workload: checks that the bench runs (figures are noise)",
     )
     parser.add_argument(
         "--only",
@@ -35,12 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="sample uns-server with py-spy during accept/deliver/watch; print hotspots",
     )
     parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="ghz workload: also account the UNS servers' CPU per pipeline phase "
+        "(UNS_PHASE_CPU=1, a few per cent of overhead) and print it per call",
+    )
+    parser.add_argument(
         "--fsync", action="store_true", help="PostgreSQL with fsync on (default off, as in tests)"
     )
     parser.add_argument(
         "--no-install",
         action="store_true",
-        help="do not pip-install missing optional extras (bench/requirements.txt)",
+        help="do not install missing optional extras (bench/requirements.txt, ghz)",
     )
     return parser
 
@@ -66,9 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     options = Options(
         quick=args.quick,
+        smoke=args.smoke,
+        install=not args.no_install,
         workloads=selected,
         out_dir=args.out,
         profile=args.profile,
+        phases=args.phases,
         fsync=args.fsync,
     )
     try:

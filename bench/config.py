@@ -38,6 +38,12 @@ class Profile:
     # peer queue (procrastinate): jobs deferred then processed.
     peer_jobs: int
     peer_cap_seconds: float
+    # ghz (outside load generator) and the webhook baseline: levels, seconds per level,
+    # and the longest wait for a level's notifications to be delivered.
+    ghz_concurrency: tuple[int, ...] = (1, 16)
+    ghz_seconds: float = 2.5
+    ghz_warmup_seconds: float = 0.5
+    ghz_drain_seconds: float = 30.0
 
 
 QUICK = Profile(
@@ -82,4 +88,34 @@ FULL = Profile(
     growth_seconds=10.0,
     peer_jobs=5_000,
     peer_cap_seconds=60.0,
+    ghz_seconds=12.0,
+    ghz_warmup_seconds=1.0,
+    ghz_drain_seconds=120.0,
+)
+
+# Seconds, not minutes: every workload at a token size, to check that the bench runs
+# end to end (figures from it are noise).
+SMOKE = Profile(
+    name="smoke",
+    concurrency=(1, 16),
+    seconds=0.5,
+    warmup_seconds=0.1,
+    max_ops=500,
+    deliver_producers=4,
+    deliver_seconds=0.5,
+    deliver_max=100,
+    deliver_wait_seconds=10.0,
+    paced_rate=20.0,
+    paced_seconds=0.5,
+    watch_subscribers=(1, 10),
+    watch_events=4,
+    drain_backlog=100,
+    drain_cap_seconds=10.0,
+    growth_history=2_000,
+    growth_seconds=0.5,
+    peer_jobs=100,
+    peer_cap_seconds=10.0,
+    ghz_seconds=0.5,
+    ghz_warmup_seconds=0.1,
+    ghz_drain_seconds=10.0,
 )

@@ -59,9 +59,33 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def server_ms(row: Row | None) -> float | None:
+    """Milliseconds of the measured server process's CPU per operation."""
+    if row is None or row.server_cpu_s is None or row.ops == 0:
+        return None
+    return row.server_cpu_s * 1000 / row.ops
+
+
+GHZ_UNS = ("ghz accept", "ghz accept+log", "ghz accept+webhook")
+
+
+def _webhook_floor(res: Results, setting: str) -> float | None:
+    """Echo CPU per call plus POST-loop CPU per POST: what receiving a call and making
+    one webhook POST cost with nothing else in between."""
+    echo = server_ms(res.get(f"ghz echo {setting}"))
+    post = server_ms(res.get(f"aiohttp POST {setting}"))
+    return echo + post if echo is not None and post is not None else None
+
+
 def ratios(res: Results) -> dict[str, str]:
     """Row key -> 'UNS ÷ baseline' text for the table's last column."""
     out: dict[str, dict[str, float | None]] = {}
+    for name in GHZ_UNS:
+        for row in res.by_name(name):
+            c = row.setting
+            out[row.key] = {"echo-cpu": _div(server_ms(row), server_ms(res.get(f"ghz echo {c}")))}
+            if name == "ghz accept+webhook":
+                out[row.key]["echo+post-cpu"] = _div(server_ms(row), _webhook_floor(res, c))
     for row in res.by_name("accept"):
         c = row.setting
         out[row.key] = {
@@ -132,7 +156,56 @@ def targets(res: Results) -> list[Target]:
     if len(growth) == 2:
         ratio = _div(growth[1].pct(50), growth[0].pct(50))
         out.append(Target("growth p50: history / empty", "<= 1.25", ratio, 1.25, False, "x"))
-    return out
+    return out + ghz_targets(res)
+
+
+def ghz_targets(res: Results) -> list[Target]:
+    """Issue 24's CPU goals, measured with ghz: server CPU per call over echo's."""
+    if not res.by_name("ghz echo"):
+        return []
+
+    def ratio(name: str, c: str) -> float | None:
+        return _div(server_ms(res.get(f"{name} {c}")), server_ms(res.get(f"ghz echo {c}")))
+
+    return [
+        Target("ghz c=16: srv CPU/accept, dispatch off / echo", "<= 1.50",
+               ratio("ghz accept", "c=16"), 1.5, False, "x"),
+        Target("ghz c=16: srv CPU/delivered (log) / echo", "<= 2.50",
+               ratio("ghz accept+log", "c=16"), 2.5, False, "x"),
+        Target("ghz c=1: srv CPU/delivered (log) / echo", "<= 4.00",
+               ratio("ghz accept+log", "c=1"), 4.0, False, "x"),
+    ]  # fmt: skip
+
+
+def ghz_cpu(res: Results) -> list[str]:
+    """Server CPU per call at each ghz level, and the ratios the goals are stated in."""
+    settings = [r.setting for r in res.by_name("ghz echo")]
+    if not settings:
+        return []
+    names = ("ghz echo", *GHZ_UNS, "aiohttp POST")
+    header = ("setting", "echo", "accept", "accept+log", "accept+webhook", "aiohttp POST",
+              "accept/echo", "log/echo", "webhook/(echo+POST)")  # fmt: skip
+    lines: list[tuple[str, ...]] = [header]
+
+    def times(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}x"
+
+    for c in settings:
+        cpu = {name: server_ms(res.get(f"{name} {c}")) for name in names}
+        echo = cpu["ghz echo"]
+        lines.append((
+            c, *(_fmt(cpu[name], 3) for name in names),
+            times(_div(cpu["ghz accept"], echo)),
+            times(_div(cpu["ghz accept+log"], echo)),
+            times(_div(cpu["ghz accept+webhook"], _webhook_floor(res, c))),
+        ))  # fmt: skip
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+    return [
+        "Server CPU per call, ms (ghz drives SendNotification from its own process; the POST",
+        "loop is a bare aiohttp client; accept+log/+webhook count until every call is delivered):",
+        *(f"  {line}" for line in text),
+    ]
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -233,9 +306,9 @@ def watch_bound(res: Results) -> list[str]:
 
 
 def render(res: Results, cores: int | None = None) -> str:
-    lines = [table(res), "", "Targets (issue 7):"]
+    lines = [table(res), "", "Targets (issue 7; ghz: issue 24):"]
     lines += [t.line() for t in targets(res)]
-    for bound in (cpu_budget(res, cores), watch_bound(res)):
+    for bound in (ghz_cpu(res), cpu_budget(res, cores), watch_bound(res)):
         if bound:
             lines += ["", *bound]
     return "\n".join(lines)
@@ -267,6 +340,7 @@ CHART_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("deliver (accept -> webhook receiver)", ("deliver",)),
     ("watch (event -> subscriber)", ("watch",)),
     ("growth (accept, 1 producer)", ("growth",)),
+    ("ghz (accept latency)", ("ghz echo", *GHZ_UNS)),
 )
 
 
@@ -279,9 +353,11 @@ def write_chart(path: Path, res: Results, title: str) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(3, 2, figsize=(13, 13))
     styles = ("-", "--", ":", "-.")
-    for ax, (panel, names) in zip(axes.flat, CHART_PANELS, strict=True):
+    for extra in axes.flat[len(CHART_PANELS) :]:
+        extra.set_visible(False)
+    for ax, (panel, names) in zip(axes.flat, CHART_PANELS, strict=False):
         colors: dict[str, str] = {}  # one colour per setting, one line style per workload
         for row in res.rows:
             if row.name not in names or not row.latencies_ms:

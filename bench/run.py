@@ -19,13 +19,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import capture, config, profiling, report
+from bench import capture, config, ghz, profiling, report
+from bench import phases as phase_cpu
 from bench.baselines import echo, peer, pgbench
 from bench.cpu import CpuMeter
 from bench.harness import WEBHOOK_SECRET, Harness
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
-from bench.workloads import accept, deliver, drain, growth, watch
+from bench.workloads import accept, deliver, drain, growth, outside, watch
 
 MAIN_DATABASE = "uns_main"
 PGBENCH_DATABASE = "pgb"
@@ -38,6 +39,9 @@ class Options:
     out_dir: Path
     profile: bool = False
     fsync: bool = False
+    smoke: bool = False
+    install: bool = True
+    phases: bool = False
 
 
 def _log(message: str) -> None:
@@ -45,7 +49,7 @@ def _log(message: str) -> None:
 
 
 async def run(options: Options) -> int:
-    profile = config.QUICK if options.quick else config.FULL
+    profile = config.SMOKE if options.smoke else config.QUICK if options.quick else config.FULL
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     run_dir = options.out_dir / f"{stamp}-{profile.name}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -109,6 +113,14 @@ async def run(options: Options) -> int:
                 "uns", _uns(harness, receiver, profile, options, run_dir, tag), ([], None)
             )
             rows += main_rows
+        if "ghz" in want:
+            exe = ghz.locate(install=options.install)
+            if exe is not None:
+                ghz_rows = outside.run(harness, receiver, profile, tag, exe, phases=options.phases)
+                rows += await phase("ghz", ghz_rows)
+            else:
+                meta["ghz"] = "not found: run scripts/install-tools.sh, or put go on PATH"
+                _log(f"ghz {meta['ghz']}; skipped")
         if "growth" in want:
             rows += await phase("growth", growth.run(harness, profile, tag))
         if "peer" in want:
@@ -128,6 +140,9 @@ async def run(options: Options) -> int:
     meta["total_seconds"] = round(time.monotonic() - started, 1)
     results = report.Results(_ordered(rows))
     text = report.render(results, os.cpu_count())
+    phase_lines = phase_cpu.table(results.rows)
+    if phase_lines:
+        text += "\n\n" + "\n".join(phase_lines)
     print()
     print(text)
     if hotspots:
@@ -224,6 +239,7 @@ async def _uns(
 _ORDER = (
     "accept", "grpc echo", "pgbench accept-tx", "pgbench single-row", "procrastinate defer",
     "deliver", "procrastinate process", "watch", "drain", "growth",
+    "ghz echo", "ghz accept", "ghz accept+log", "ghz accept+webhook", "aiohttp POST",
 )  # fmt: skip
 
 

@@ -3,7 +3,7 @@
 #
 #   scripts/install-tools.sh [--quiet]
 #
-# Go and Rust plugins (and grpcurl) go to ${UNS_TOOLS_DIR:-$HOME/.cache/uns-tools}/bin;
+# Go and Rust plugins (and grpcurl, ghz, grpc-health-probe) go to ${UNS_TOOLS_DIR:-$HOME/.cache/uns-tools}/bin;
 # buf, grpcio-tools and mypy-protobuf are pip packages in the python
 # environment of $PYTHON (default: the repo's .venv when it exists, else
 # python3); their entry points are linked into the same bin directory so that
@@ -21,6 +21,8 @@ MYPY_PROTOBUF_VERSION=5.1.0        # pip; protoc-gen-mypy, protoc-gen-mypy_grpc
 PROTOC_GEN_GO_VERSION=v1.36.12     # google.golang.org/protobuf
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2  # google.golang.org/grpc/cmd/protoc-gen-go-grpc
 GRPCURL_VERSION=v1.9.4             # github.com/fullstorydev/grpcurl
+GHZ_VERSION=v0.120.0               # github.com/bojand/ghz (load generator: bench, reflection tests)
+GRPC_HEALTH_PROBE_VERSION=v0.4.62  # github.com/grpc-ecosystem/grpc-health-probe
 PROTOC_GEN_PROST_VERSION=0.5.0     # emits code for prost 0.14
 PROTOC_GEN_TONIC_VERSION=0.5.0     # emits code for tonic 0.14 + tonic-prost
 
@@ -124,8 +126,10 @@ if command -v go >/dev/null 2>&1; then
   go_install protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
   go_install protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
   go_install grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VERSION"
+  go_install ghz github.com/bojand/ghz/cmd/ghz "$GHZ_VERSION"
+  go_install grpc-health-probe github.com/grpc-ecosystem/grpc-health-probe "$GRPC_HEALTH_PROBE_VERSION"
 else
-  missing_toolchain go "protoc-gen-go, protoc-gen-go-grpc and grpcurl"
+  missing_toolchain go "protoc-gen-go, protoc-gen-go-grpc, grpcurl, ghz and grpc-health-probe"
 fi
 
 # --- Rust: protoc-gen-prost, protoc-gen-tonic --------------------------------

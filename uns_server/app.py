@@ -44,6 +44,7 @@ from uns_server.channels.config import load_channels_config
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.policy import ServerDefaults
+from uns_server.observability import phases
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth
 from uns_server.services.acks import Acks
@@ -98,6 +99,8 @@ class App:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
         self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
+        if phases.REQUESTED:
+            self.telemetry.metrics.observe_phases()
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -133,6 +136,8 @@ class App:
 
     async def start(self) -> None:
         s = self.settings
+        if phases.REQUESTED:  # before any task is created: they are the unit of account
+            phases.enable()
         # Every handler wrapped once here (spans, then the decode guard), not by
         # interceptors on every call. (Any: the generated functions are typed for a
         # grpc Server, and the registrar has only the two methods they call.)

@@ -6,6 +6,7 @@ import asyncio
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 
@@ -236,13 +237,34 @@ async def test_health_and_reflection(server: RunningServer) -> None:
                         reflection_pb2.ServerReflectionRequest(
                             file_containing_symbol="uns.v1.NotificationService"
                         ),
+                        # grpcurl describe and ghz ask for the method itself.
+                        reflection_pb2.ServerReflectionRequest(
+                            file_containing_symbol="uns.v1.NotificationService.SendNotification"
+                        ),
+                        reflection_pb2.ServerReflectionRequest(
+                            file_containing_symbol="grpc.health.v1.Health.Check"
+                        ),
+                        reflection_pb2.ServerReflectionRequest(
+                            file_containing_symbol="uns.v1.NotificationService.NoSuchMethod"
+                        ),
                     ]
                 )
             )
-            listed, described = [response async for response in call]
+            listed, described, method, health_method, missing = [
+                response async for response in call
+            ]
             names = {s.name for s in listed.list_services_response.service}
             assert {"uns.v1.NotificationService", "grpc.health.v1.Health"} <= names, name
             assert described.file_descriptor_response.file_descriptor_proto, name
+            for reply, file_name in (
+                (method, "uns/v1/notification_service.proto"),
+                (health_method, "grpc_health/v1/health.proto"),
+            ):
+                first = descriptor_pb2.FileDescriptorProto.FromString(
+                    reply.file_descriptor_response.file_descriptor_proto[0]
+                )
+                assert first.name == file_name, (name, reply)
+            assert missing.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0], name
 
 
 async def test_concurrent_identical_sends_create_one_row(server: RunningServer) -> None:

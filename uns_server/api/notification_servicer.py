@@ -17,6 +17,7 @@ from uns_server.api.handlers import streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.validation import validate_notification_id
+from uns_server.observability.phases import ACCEPT, phased
 from uns_server.services.acks import Acks
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.intake import Intake, SendResult
@@ -59,6 +60,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         self._committed.set()
         self._committed = asyncio.Event()
 
+    @phased(ACCEPT)
     @unary(Role.PRODUCER)
     async def SendNotification(
         self, request: pb.SendNotificationRequest, context: Ctx, principal: Principal

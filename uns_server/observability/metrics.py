@@ -27,6 +27,7 @@ Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_
 - ``uns_queue_depth{state=due|leased|scheduled}``, ``uns_queue_oldest_due_age_seconds``
 - ``uns_watch_streams``, ``uns_watch_lag{stat=max|sum}``, ``uns_watch_hub_lag``,
   ``uns_watch_overflows_total``
+- ``uns_phase_cpu_seconds_total{phase}``, only with UNS_PHASE_CPU=1 (``phases``)
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import Status
+from uns_server.observability import phases
 from uns_server.store import events
 from uns_server.store.tables import UtcDateTime
 from uns_server.store.tables import notifications as n
@@ -101,7 +103,7 @@ class Metrics:
     """The service's instruments, and one method per decided outcome."""
 
     def __init__(self, meter: Meter) -> None:
-        m = meter
+        m = self._meter = meter
         self._accepted = m.create_counter(
             "uns.notifications.accepted",
             unit="{notification}",
@@ -297,6 +299,16 @@ class Metrics:
             return []
         return [Observation(max(0, self.queue.high_water - self._hub.tail))]
 
+    def observe_phases(self) -> None:
+        """``uns_phase_cpu_seconds_total{phase}``, with UNS_PHASE_CPU=1 (observability.phases)."""
+        self._meter.create_observable_counter(
+            "uns.phase.cpu",
+            callbacks=[_observe_phases],
+            unit="s",
+            description="CPU of this process by pipeline phase since start "
+            "(UNS_PHASE_CPU=1 only; for benchmarks).",
+        )
+
     def _observe_streams(self, _options: CallbackOptions) -> Iterable[Observation]:
         return [] if self._hub is None else [Observation(self._hub.subscribers)]
 
@@ -440,3 +452,7 @@ class PrometheusEndpoint:
         if server is not None:
             await asyncio.to_thread(server.shutdown)  # waits for serve_forever's poll
             server.server_close()
+
+
+def _observe_phases(_options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(cpu, {"phase": name}) for name, cpu in phases.snapshot().items()]

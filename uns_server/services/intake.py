@@ -39,6 +39,7 @@ from uns_server.domain.requests import SendRequest
 from uns_server.domain.validation import validate_send
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
+from uns_server.observability.phases import ACCEPT_COMMIT, phased
 from uns_server.services.group_commit import GroupCommit
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Database
@@ -175,6 +176,7 @@ class Intake:
             },
         )
 
+    @phased(ACCEPT_COMMIT)
     async def _commit(self, items: Sequence[_Pending]) -> list[SendResult | Exception]:
         """Commit a group; if it lost a race, commit its items one by one.
 

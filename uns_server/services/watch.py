@@ -50,6 +50,7 @@ from uns_server.domain.errors import (
     ShuttingDown,
     TooManyStreams,
 )
+from uns_server.observability.phases import FAN_OUT, phased
 from uns_server.services.auth import Principal
 from uns_server.store import events, retention
 from uns_server.store.db import TOPIC_EVENTS, Database
@@ -255,6 +256,7 @@ class EventHub:
     def closing(self) -> bool:
         return self._closing.is_set()
 
+    @phased(FAN_OUT)
     async def _run(self) -> None:
         while True:
             await wait_event(self._wake, HUB_FALLBACK_POLL_SECONDS)

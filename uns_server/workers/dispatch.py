@@ -46,6 +46,7 @@ from uns_server.domain import lifecycle
 from uns_server.domain.enums import AckStatus, EventKind, Priority, Status
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
+from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, PROVIDER, SETTLE, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.group_commit import GroupCommit
 from uns_server.store import audit, dispatch, notifications
@@ -217,6 +218,7 @@ class Dispatcher:
         task.add_done_callback(self._inflight.discard)
         task.add_done_callback(lambda _t: self._wake.set())
 
+    @phased(DISPATCH_LOOP)
     async def run(self) -> None:
         """Keep up to ``concurrency`` deliveries in flight until stopped (or cancelled)."""
         inflight = self._inflight
@@ -271,6 +273,7 @@ class Dispatcher:
                 log.exception("next-due query failed")
         return await wait_event(self._wake, timeout)
 
+    @phased(ATTEMPT)  # the task of each spawned delivery
     async def _deliver_logged(self, claim: Claim) -> None:
         try:
             await self.deliver(claim)
@@ -278,6 +281,7 @@ class Dispatcher:
             # The lease expires and another attempt recovers the row.
             log.exception("delivery failed", extra={"notification_id": claim.row["id"]})
 
+    @phased(CLAIM)
     async def claim(self, limit: int) -> list[Claim]:
         now = self._clock()
         claims: list[Claim] = []
@@ -403,6 +407,7 @@ class Dispatcher:
             finally:
                 self._metrics.attempt(outcome, time.monotonic() - started)
 
+    @phased(PROVIDER)
     async def _send(self, claim: Claim, channel_name: str) -> Attempt:
         nid = claim.row["id"]
         started = time.monotonic()
@@ -442,6 +447,7 @@ class Dispatcher:
         status, _batch_size = await self._settler.submit((claim, attempts))
         return status
 
+    @phased(SETTLE)
     async def _settle_many_durably(
         self, items: Sequence[tuple[Claim, Sequence[Attempt]]]
     ) -> list[Status | Exception | None]:

@@ -1,0 +1,92 @@
+"""``--phases``: where the server's CPU goes, per phase, in the ghz workload.
+
+The ghz UNS servers then run with ``UNS_PHASE_CPU=1`` (uns_server.observability.phases)
+and a metrics endpoint; ``uns_phase_cpu_seconds_total{phase}`` is read just before and
+just after each measured window (outside it, so the scrape's own CPU is not in the
+window), and the difference per call is printed as one table. The accounting costs a
+few per cent of the server's CPU: quote the ratios from a run without ``--phases``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.cpu import CpuMeter, Window
+from bench.stats import Row
+from uns_server.observability.phases import PHASES
+
+METRIC = "uns_phase_cpu_seconds_total"
+SCRAPE_TIMEOUT_SECONDS = 10.0
+
+
+def _scrape(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_SECONDS) as reply:
+        text = reply.read().decode()
+    return {
+        s.labels["phase"]: float(s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == METRIC
+    }
+
+
+@dataclass
+class PhaseMeter:
+    """A CpuMeter, plus the server's per-phase CPU over the same window when
+    ``metrics_url`` is set."""
+
+    meter: CpuMeter
+    metrics_url: str | None = None
+    _before: dict[str, float] = field(default_factory=dict)
+
+    async def start(self) -> None:
+        if self.metrics_url:
+            self._before = await asyncio.to_thread(_scrape, self.metrics_url)
+        self.meter.start()
+
+    async def stop(self) -> tuple[Window, dict[str, float] | None]:
+        window = self.meter.stop()
+        if not self.metrics_url:
+            return window, None
+        after = await asyncio.to_thread(_scrape, self.metrics_url)
+        return window, {k: v - self._before.get(k, 0.0) for k, v in after.items()}
+
+
+def table(rows: list[Row]) -> list[str]:
+    """ms of server CPU per call by phase, one column per row that has them."""
+    measured = [r for r in rows if r.extra.get("phase_cpu_s") and r.ops]
+    if not measured:
+        return []
+    header = ("phase", *(f"{r.name.removeprefix('ghz ')} {r.setting}" for r in measured))
+    lines: list[tuple[str, ...]] = [header]
+    for phase in PHASES:
+        lines.append(
+            (phase, *(f"{r.extra['phase_cpu_s'].get(phase, 0.0) * 1000 / r.ops:.3f}"
+                      for r in measured))
+        )  # fmt: skip
+    lines.append(
+        ("sum of phases", *(f"{sum(r.extra['phase_cpu_s'].values()) * 1000 / r.ops:.3f}"
+                            for r in measured))
+    )  # fmt: skip
+    lines.append(
+        ("server CPU (/proc)",
+         *("-" if r.server_cpu_s is None else f"{r.server_cpu_s * 1000 / r.ops:.3f}"
+           for r in measured))
+    )  # fmt: skip
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in lines
+    ]
+    return [
+        "Server CPU per call by phase, ms (--phases: UNS_PHASE_CPU=1, which costs a few per cent;",
+        "each task step is charged to its phase; see uns_server/observability/phases.py):",
+        *(f"  {line}" for line in out),
+    ]

@@ -1,0 +1,283 @@
+"""ghz: server CPU per call with the load generator in a process of its own.
+
+The in-process load generator shares the bench's interpreter and cores with nothing
+measured, but its speed bounds the rate and its CPU competes with the server's on two
+cores. ghz (Go) drives SendNotification instead, and each row's server column is the
+measured server process's CPU from /proc over the window, per call. Rows, at each
+``ghz_concurrency`` level:
+
+``ghz echo``            the bare grpc.aio echo server: the Python gRPC floor per call
+``ghz accept``          UNS with dispatch off: the accept alone
+``ghz accept+log``      UNS with dispatch on, log channel; the window runs until every
+                        accepted notification is delivered, so it holds both halves
+``ghz accept+webhook``  the same, webhook channel to the loopback receiver; the window
+                        runs until the receiver has every notification
+``aiohttp POST``        a bare aiohttp client POSTing the same signed envelope to the same
+                        receiver (bench/baselines/post_loop.py): the HTTP floor per call
+
+Latency columns are ghz's accept latency (call start to answer), also for the
+accept+delivery rows; end-to-end delivery latency is the ``deliver`` workload's.
+
+With ``phases`` (``python -m bench --phases``) the UNS servers also account their CPU
+per pipeline phase (bench/phases.py); each UNS row then carries ``phase_cpu_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from bench import ghz
+from bench.config import Profile
+from bench.cpu import CpuMeter, Window
+from bench.harness import TYPE_ACCEPT, TYPE_DELIVER, WEBHOOK_SECRET, Harness, ServerChild
+from bench.phases import PhaseMeter
+from bench.receiver import WebhookReceiver
+from bench.stats import Row
+from bench.workloads.common import wait_backlog
+from tests.support.postgres import free_port
+
+DATABASE_OFF = "uns_ghz_off"
+DATABASE_ON = "uns_ghz_on"
+READY_TIMEOUT_SECONDS = 30.0
+POST_MAX_OPS = 1_000_000  # the POST loop is bounded by its seconds
+
+
+class _Levels:
+    """What every level shares: the ghz binary, the protoset, unique key prefixes."""
+
+    def __init__(self, exe: str, protoset: Path, profile: Profile, tag: str, phases: bool) -> None:
+        self.phases = phases
+        self.exe = exe
+        self.protoset = protoset
+        self.profile = profile
+        self.tag = tag
+        self._runs = 0
+
+    def prefix(self, label: str) -> str:
+        self._runs += 1
+        return f"{self.tag}-{label}-{self._runs}-"
+
+    async def warm(self, target: str, notification_type: str, concurrency: int) -> None:
+        if self.profile.ghz_warmup_seconds > 0:
+            request = ghz.send_request(notification_type, self.prefix("warm"))
+            await ghz.run(self.exe, target, self.protoset, request, concurrency=concurrency,
+                          seconds=self.profile.ghz_warmup_seconds)  # fmt: skip
+
+    async def load(
+        self, target: str, notification_type: str, concurrency: int, prefix: str
+    ) -> ghz.GhzResult:
+        request = ghz.send_request(notification_type, prefix)
+        return await ghz.run(self.exe, target, self.protoset, request, concurrency=concurrency,
+                             seconds=self.profile.ghz_seconds)  # fmt: skip
+
+
+def _row(
+    group: str,
+    name: str,
+    concurrency: int,
+    result: ghz.GhzResult,
+    window: Window,
+    phase_cpu: dict[str, float] | None = None,
+    *,
+    ops: int | None = None,
+    seconds: float | None = None,
+    note: str = "",
+) -> Row:
+    if result.errors:
+        note = f"{note}; {result.errors} errors ({result.first_error})".lstrip("; ")
+    return Row(
+        group=group,
+        name=name,
+        setting=f"c={concurrency}",
+        ops=result.ops if ops is None else ops,
+        seconds=result.seconds if seconds is None else seconds,
+        latencies_ms=result.latencies_ms,
+        server_cpu_s=window.server,
+        db_cpu_s=window.db,
+        client_cpu_s=result.cpu_s,
+        note=note,
+        extra={
+            "accepted": result.ops,
+            "bench_process_cpu_s": window.client,
+            **({"phase_cpu_s": phase_cpu} if phase_cpu else {}),
+        },
+    )
+
+
+async def run(
+    harness: Harness,
+    receiver: WebhookReceiver,
+    profile: Profile,
+    tag: str,
+    exe: str,
+    *,
+    phases: bool = False,
+) -> list[Row]:
+    protoset = ghz.write_protoset(harness.run_dir / "uns.protoset")
+    levels = _Levels(exe, protoset, profile, tag, phases)
+    rows = await _echo(harness, levels)
+    rows += await _accept_dispatch_off(harness, levels)
+    rows += await _accept_and_deliver(harness, receiver, levels)
+    rows += await _post_baseline(receiver, profile, tag)
+    return rows
+
+
+async def _echo(harness: Harness, levels: _Levels) -> list[Row]:
+    port = free_port()
+    proc = harness.spawn(
+        [sys.executable, "-m", "bench.baselines.echo_server", str(port)], "ghz-echo-server.log"
+    )
+    target = f"127.0.0.1:{port}"
+    meter = CpuMeter(lambda: proc.pid, None)
+    rows = []
+    try:
+        await _wait_listening(port)
+        for c in levels.profile.ghz_concurrency:
+            await levels.warm(target, TYPE_ACCEPT, c)
+            meter.start()
+            result = await levels.load(target, TYPE_ACCEPT, c, levels.prefix("echo"))
+            rows.append(_row("baseline", "ghz echo", c, result, meter.stop()))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return rows
+
+
+async def _wait_listening(port: int) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while True:
+        try:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nothing listens on port {port}") from None
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        return
+
+
+async def _uns_server(
+    harness: Harness, levels: _Levels, database: str, label: str, **settings: str
+) -> tuple[ServerChild, asyncpg.Connection, PhaseMeter]:
+    """A UNS server on a fresh database, and the meter of its CPU (and phases)."""
+    harness.create_database(database)
+    metrics_url = None
+    if levels.phases:
+        port = free_port()
+        settings |= {"phase_cpu": "1", "metrics_listen": f"127.0.0.1:{port}"}
+        metrics_url = f"http://127.0.0.1:{port}/metrics"
+    server = harness.start_server(label, database, **settings)
+    await server.wait_serving()
+    meter = PhaseMeter(CpuMeter(lambda: server.pid, harness.postmaster), metrics_url)
+    return server, await harness.sql(database), meter
+
+
+async def _accept_dispatch_off(harness: Harness, levels: _Levels) -> list[Row]:
+    server, db, meter = await _uns_server(
+        harness, levels, DATABASE_OFF, "ghz-off", dispatch_enabled="false"
+    )
+    rows = []
+    try:
+        for c in levels.profile.ghz_concurrency:
+            await levels.warm(server.target, TYPE_ACCEPT, c)
+            await db.execute("ANALYZE uns_notifications")  # steady plans, as accept does
+            await meter.start()
+            result = await levels.load(server.target, TYPE_ACCEPT, c, levels.prefix("off"))
+            window, phase_cpu = await meter.stop()
+            rows.append(
+                _row("uns", "ghz accept", c, result, window, phase_cpu, note="dispatch off")
+            )
+    finally:
+        await db.close()
+        await server.aclose()
+        await harness.drop_database(DATABASE_OFF)
+    return rows
+
+
+async def _accept_and_deliver(
+    harness: Harness, receiver: WebhookReceiver, levels: _Levels
+) -> list[Row]:
+    profile = levels.profile
+    server, db, meter = await _uns_server(harness, levels, DATABASE_ON, "ghz-on")
+    rows = []
+    try:
+        for c in profile.ghz_concurrency:
+            await levels.warm(server.target, TYPE_ACCEPT, c)
+            await wait_backlog(db, profile.ghz_drain_seconds)
+            await db.execute("ANALYZE uns_notifications")
+            await meter.start()
+            started = time.perf_counter()
+            result = await levels.load(server.target, TYPE_ACCEPT, c, levels.prefix("log"))
+            left, _waited = await wait_backlog(db, profile.ghz_drain_seconds)
+            window, phase_cpu = await meter.stop()
+            note = f"{left} not delivered in time" if left else ""
+            rows.append(_row("uns", "ghz accept+log", c, result, window, phase_cpu,
+                             ops=result.ops - left,
+                             seconds=time.perf_counter() - started, note=note))  # fmt: skip
+
+        for c in profile.ghz_concurrency:
+            await levels.warm(server.target, TYPE_DELIVER, c)
+            await wait_backlog(db, profile.ghz_drain_seconds)
+            prefix = levels.prefix("hook")
+            await meter.start()
+            started = time.perf_counter()
+            result = await levels.load(server.target, TYPE_DELIVER, c, prefix)
+            arrived = await receiver.wait_for(prefix, result.ops, profile.ghz_drain_seconds)
+            window, phase_cpu = await meter.stop()
+            missing = result.ops - arrived
+            note = f"{missing} not delivered in time" if missing > 0 else ""
+            rows.append(_row("uns", "ghz accept+webhook", c, result, window, phase_cpu,
+                             ops=min(arrived, result.ops),
+                             seconds=time.perf_counter() - started, note=note))  # fmt: skip
+    finally:
+        await db.close()
+        await server.aclose()
+        await harness.drop_database(DATABASE_ON)
+    return rows
+
+
+async def _post_baseline(receiver: WebhookReceiver, profile: Profile, tag: str) -> list[Row]:
+    rows = []
+    for c in profile.ghz_concurrency:
+        if profile.ghz_warmup_seconds > 0:
+            await _post_child(receiver, c, profile.ghz_warmup_seconds, f"{tag}-postwarm-{c}-")
+        result = await _post_child(receiver, c, profile.ghz_seconds, f"{tag}-post-{c}-")
+        note = f"{result['errors']} errors ({result['first_error']})" if result["errors"] else ""
+        rows.append(
+            Row(
+                group="baseline",
+                name="aiohttp POST",
+                setting=f"c={c}",
+                ops=result["ops"],
+                seconds=result["seconds"],
+                latencies_ms=result["latencies_ms"],
+                server_cpu_s=result["cpu_s"],  # the POSTing process is what is measured
+                note=(note + "; srv CPU = the POSTing client").lstrip("; "),
+            )
+        )
+    return rows
+
+
+async def _post_child(
+    receiver: WebhookReceiver, concurrency: int, seconds: float, prefix: str
+) -> dict[str, Any]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.baselines.post_loop", receiver.url(), WEBHOOK_SECRET,
+        str(concurrency), str(seconds), str(POST_MAX_OPS), prefix,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"post loop exited {proc.returncode}: {err.decode()[-800:]}")
+    result: dict[str, Any] = json.loads(out)
+    return result
