@@ -34,6 +34,7 @@ from uns.v1 import (
     policy_service_pb2_grpc,
 )
 from uns_server.api.audit_servicer import AuditServicer
+from uns_server.api.bind import bind_failure, reuse_port_option
 from uns_server.api.handlers import decode_guard
 from uns_server.api.key_servicer import KeyServicer
 from uns_server.api.notification_servicer import NotificationServicer
@@ -123,6 +124,7 @@ class App:
                 ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.max_pings_without_data", 0),
+                reuse_port_option(settings.reuse_port),
             ],
         )
         self._tasks: list[asyncio.Task[None]] = []
@@ -174,6 +176,7 @@ class App:
         )
         add_reflection(services, registrar)
         await self._set_health(serving=False)
+        creds: grpc.ServerCredentials | None = None
         if s.tls_enabled:
             assert s.tls_cert_file and s.tls_key_file
             creds = grpc.ssl_server_credentials(
@@ -183,11 +186,15 @@ class App:
                 ),
                 require_client_auth=s.tls_client_ca_file is not None,
             )
-            self.port = self.server.add_secure_port(s.listen, creds)
-        else:
-            self.port = self.server.add_insecure_port(s.listen)
+        try:
+            if creds is not None:
+                self.port = self.server.add_secure_port(s.listen, creds)
+            else:
+                self.port = self.server.add_insecure_port(s.listen)
+        except RuntimeError:  # grpc: "Failed to bind to address ..."
+            self.port = 0
         if self.port == 0:
-            raise SettingsError(f"cannot listen on {s.listen}")
+            raise SettingsError(bind_failure(s.listen, reuse_port=s.reuse_port))
         await self.server.start()
         if s.metrics_listen:
             try:
