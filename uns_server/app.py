@@ -14,7 +14,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from uns_server.services.queries import Queries
 from uns_server.services.watch import EventHub, Watch
 from uns_server.settings import Settings, SettingsError
 from uns_server.store import api_keys, migrate
+from uns_server.store.clock import DatabaseClock, host_clock
 from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
@@ -71,21 +72,21 @@ HEALTH_CHECK_SECONDS = 5.0
 NOTIFICATION_SERVICE = "uns.v1.NotificationService"
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class App:
     def __init__(
         self,
         settings: Settings,
         environ: dict[str, str] | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime] | None = None,
         tracer_provider: ApiTracerProvider | None = None,
     ) -> None:
-        """``tracer_provider`` replaces the one the settings describe (tests capture
-        spans in memory with it)."""
+        """``clock`` replaces the database's (``store.clock``; tests move time with it);
+        ``tracer_provider`` the one the settings describe (tests capture spans in
+        memory with it)."""
         self.settings = settings
+        self.db_clock = DatabaseClock(host_clock(environ)) if clock is None else None
+        clock = clock or self.db_clock
+        assert clock is not None
         self.clock = clock
         self.db = Database(
             settings.database_url, command_timeout=settings.db_command_timeout_seconds
@@ -227,6 +228,8 @@ class App:
                 if not await migrate.is_migrated(self.db):
                     log.error("database schema is not at head; run `uns-admin migrate`")
                 else:
+                    if self.db_clock is not None:
+                        await self.db_clock.sync(self.db)
                     await self._check_auth_setup()
                     break
             except SettingsError as exc:
@@ -242,6 +245,8 @@ class App:
                 )
             await asyncio.sleep(s.db_retry_seconds)
         await self.hub.start()
+        if self.db_clock is not None and self.db.is_postgres:
+            self._tasks.append(asyncio.create_task(self.db_clock.run(self.db)))
         if self.db.is_postgres:
             self._tasks.append(
                 asyncio.create_task(listen_forever(self.db, (TOPIC_EVENTS, TOPIC_WORK)))
