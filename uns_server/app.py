@@ -42,6 +42,7 @@ from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.api.reflection import add_reflection
 from uns_server.api.wrapping import WrappingRegistrar
 from uns_server.channels.config import load_channels_config
+from uns_server.channels.fingerprint import channel_fingerprint
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.policy import ServerDefaults
@@ -98,8 +99,11 @@ class App:
         channel_data: Any = {}
         if settings.channels_file:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
-        self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
+        channels_config = load_channels_config(channel_data, environ)
+        self.channels = ChannelRegistry.from_config(channels_config)
+        self.channel_fingerprint = channel_fingerprint(channels_config)
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
+        self.telemetry.metrics.channel_config(self.channel_fingerprint, self.channels.names())
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -204,6 +208,13 @@ class App:
                 raise SettingsError(f"cannot listen on {s.metrics_listen}: {exc}") from exc
             log.info("metrics", extra={"metrics_listen": s.metrics_listen, "port": metrics_port})
         log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
+        log.info(
+            "channels configured",
+            extra={
+                "channels": list(self.channels.names()),
+                "channel_fingerprint": self.channel_fingerprint,
+            },
+        )
         self._tasks.append(asyncio.create_task(self._become_ready()))
 
     async def failure(self) -> str | None:

@@ -183,6 +183,11 @@ class Dispatcher:
         self._reserved += granted
         return granted
 
+    def can_deliver(self, row: Row) -> bool:
+        """Is every channel of this leader configured here? (Work for a channel this
+        replica lacks is left to a replica that has it, never failed here.)"""
+        return all(ch in self._channels for ch in row["notification"]["effective"]["channels"])
+
     def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Claim, list[NewEvent]]:
         """Lease a leader about to be inserted, as a claim would: its first attempt.
         Sets the row's lease columns; returns the claim and the events to commit with
@@ -278,7 +283,9 @@ class Dispatcher:
         claims: list[Claim] = []
         async with self._db.write() as tx:
             self._signals_seen, self._last_claim = self._signals, time.monotonic()
-            leases = await dispatch.claim(tx.conn, now=now, limit=limit, lease=self._lease)
+            leases = await dispatch.claim(
+                tx.conn, now=now, limit=limit, lease=self._lease, channels=self._channels.names()
+            )
             new_events: list[NewEvent] = []
             for row, token in leases:
                 attempt, cycle_attempt = row["attempts"] + 1, row["cycle_attempts"] + 1
