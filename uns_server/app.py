@@ -33,6 +33,7 @@ from uns.v1 import (
     policy_service_pb2,
     policy_service_pb2_grpc,
 )
+from uns_server.aio import wait_event
 from uns_server.api.audit_servicer import AuditServicer
 from uns_server.api.bind import bind_failure, reuse_port_option
 from uns_server.api.handlers import decode_guard
@@ -62,6 +63,7 @@ from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.statistics import FirstAnalyze
+from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.server")
 
@@ -104,6 +106,8 @@ class App:
         self.channel_fingerprint = channel_fingerprint(channels_config)
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
         self.telemetry.metrics.channel_config(self.channel_fingerprint, self.channels.names())
+        # Repeated storage faults of the workers turn health NOT_SERVING (``_monitor``).
+        self.supervision = Supervision()
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -113,12 +117,13 @@ class App:
             concurrency=settings.dispatch_concurrency,
             idle_poll_seconds=settings.idle_poll_seconds,
             telemetry=self.telemetry,
+            supervision=self.supervision,
         )
         self.intake = Intake(
             self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
         )
         self.acks = Acks(self.db, clock, self.telemetry.metrics)
-        self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)
+        self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
@@ -321,19 +326,31 @@ class App:
         )
 
     async def _monitor(self) -> None:
-        serving = True
+        """Health follows the database (a ``SELECT 1`` every HEALTH_CHECK_SECONDS) and
+        the workers (``Supervision``: repeated storage faults in dispatch or the
+        expiry sweep, reported as they happen)."""
+        serving = reachable = True
+        changed = self.supervision.changed
         while True:
-            await asyncio.sleep(HEALTH_CHECK_SECONDS)
-            try:
-                async with asyncio.timeout(HEALTH_CHECK_SECONDS):
-                    await self.db.ping()
-                ok = True
-            except Exception:
-                ok = False
+            if not await wait_event(changed, HEALTH_CHECK_SECONDS):
+                was = reachable
+                try:
+                    async with asyncio.timeout(HEALTH_CHECK_SECONDS):
+                        await self.db.ping()
+                    reachable = True
+                except Exception:
+                    reachable = False
+                if reachable != was:
+                    log.warning("database %s", "reachable again" if reachable else "unreachable")
+            changed.clear()
+            failing = self.supervision.unhealthy
+            ok = reachable and not failing
             if ok != serving:
                 serving = ok
                 await self._set_health(serving=ok)
-                log.warning("database %s", "reachable again" if ok else "unreachable")
+                log.warning(
+                    "health %s", "SERVING" if ok else "NOT_SERVING", extra={"failing": failing}
+                )
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace

@@ -47,6 +47,7 @@ from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
 from uns_server.store.pg import Row
+from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.dispatch")
 Clock = Callable[[], datetime]
@@ -66,6 +67,8 @@ SETTLE_BATCH_MAX = 64
 # claims only if the last claim is this old. This bounds how late a retry that fell due
 # meanwhile is picked up while deliveries are in flight.
 QUIET_RECLAIM_SECONDS = 0.05
+# This worker's name in ``Supervision`` (repeated claim faults turn health NOT_SERVING).
+SUPERVISED_NAME = "dispatch"
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class Dispatcher:
         idle_poll_seconds: float,
         rand: Callable[[], float] = random.random,
         telemetry: Telemetry | None = None,
+        supervision: Supervision | None = None,
     ) -> None:
         self._db = db
         self._channels = channels
@@ -125,6 +129,7 @@ class Dispatcher:
         # While deliveries are in flight, claim again once this many slots are free.
         self._refill_at = max(1, min(batch_size, concurrency) // 2)
         self._rand = rand
+        self._supervision = supervision or Supervision()
         telemetry = telemetry or Telemetry.disabled()
         self._tracer, self._metrics = telemetry.tracer, telemetry.metrics
         self._wake = asyncio.Event()
@@ -237,8 +242,10 @@ class Dispatcher:
                     try:
                         claims = await self.claim(limit)
                         self._more_due = len(claims) == limit
+                        self._supervision.succeeded(SUPERVISED_NAME)
                     except Exception:
                         self._more_due = True
+                        self._supervision.failed(SUPERVISED_NAME)
                         log.exception("claim failed; retrying after the idle poll interval")
                 for c in claims:
                     self._spawn(c)
@@ -268,6 +275,7 @@ class Dispatcher:
                 if due is not None:
                     timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
             except Exception:
+                self._supervision.failed(SUPERVISED_NAME)
                 log.exception("next-due query failed")
         return await wait_event(self._wake, timeout)
 
