@@ -239,13 +239,13 @@ class App:
         s = self.settings
         while True:
             try:
+                if self.db_clock is not None and not self.db_clock.synced:
+                    await self.db_clock.sync(self.db)  # before anything is written
                 if s.auto_migrate:
                     await migrate.upgrade(self.db)
                 if not await migrate.is_migrated(self.db):
                     log.error("database schema is not at head; run `uns-admin migrate`")
                 else:
-                    if self.db_clock is not None:
-                        await self.db_clock.sync(self.db)
                     await self._check_auth_setup()
                     break
             except SettingsError as exc:
