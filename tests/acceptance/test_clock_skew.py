@@ -1,12 +1,14 @@
 """Leases on the database's clock: two ``uns-server`` processes on one PostgreSQL,
 their wall clocks 20 minutes apart (one 10 minutes behind, one 10 minutes ahead),
-deliver every notification with one attempt and one provider call. Judged on their
-own clocks, the one ahead would take over every lease the other holds, and the one
-behind would write leases already expired for the other."""
+deliver every notification with one attempt and one provider call, and both accept
+acknowledgements within a 5-minute deadline. Judged on their own clocks, the one
+ahead would take over every lease the other holds (and time acks out early), and the
+one behind would write leases and deadlines already past for the other."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,15 +20,22 @@ from tests.conftest import PostgresDatabases
 from tests.support.http_receiver import HttpReceiver, Reply
 from tests.support.policies import activate_policy
 from tests.support.process import ServerProcess
-from tests.support.server import KEYS, send_request, write_key_file
+from tests.support.server import KEYS, send_request
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
 from uns_server.store.clock import TEST_SKEW_ENV
 
+KEYS_FILE = [
+    # Its own principal's notifications: a responder of any tenant rule may ack them.
+    {"key": "uns_test_skew_alice", "principal": "alice", "roles": ["producer", "responder"]},
+    {"key": KEYS["oscar"], "principal": "oscar", "roles": ["operator"]},
+]
+
 SKEW_SECONDS = 600  # ten minutes, against a 60 s lease
 PER_REPLICA = 10
+ACK_TIMEOUT_MINUTES = 5  # less than the skew: judged on either clock, already past
 # Each provider call takes this long, so leases are held while the other replica polls.
 PROVIDER_DELAY_SECONDS = 1.0
 
@@ -39,7 +48,8 @@ async def receiver() -> AsyncIterator[HttpReceiver]:
 
 
 def auth(who: str) -> tuple[tuple[str, str]]:
-    return (("authorization", f"Bearer {KEYS[who]}"),)
+    key = KEYS["oscar"] if who == "oscar" else "uns_test_skew_alice"
+    return (("authorization", f"Bearer {key}"),)
 
 
 async def test_skewed_replicas_never_take_over_a_live_lease(
@@ -47,11 +57,17 @@ async def test_skewed_replicas_never_take_over_a_live_lease(
 ) -> None:
     url = await postgres.new()
     await activate_policy(
-        url, "ops.skew", channels=["hook"], delivery_mode=DeliveryMode.GUARANTEED, require_ack=False
+        url,
+        "ops.skew",
+        channels=["hook"],
+        delivery_mode=DeliveryMode.GUARANTEED,
+        require_ack=True,
+        ack_timeout_minutes=ACK_TIMEOUT_MINUTES,
     )
     channels = tmp_path / "channels.yaml"
     channels.write_text(f"hook:\n  type: webhook\n  url: {receiver.url('/hook')}\n  secret: s\n")
-    keys = write_key_file(tmp_path)
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(KEYS_FILE))
     servers = [
         ServerProcess(
             tmp_path,
@@ -107,6 +123,12 @@ async def test_skewed_replicas_never_take_over_a_live_lease(
                         if len(results) == len(ids):
                             break
             call.cancel()
+            # Every deadline is judged on the database's clock, on both replicas.
+            for i, nid in enumerate(ids):
+                acked = await stubs[i % 2].Acknowledge(
+                    pb.AcknowledgeRequest(notification_id=nid), metadata=auth("alice"), timeout=10
+                )
+                assert acked.notification.ack_state == t.ACK_STATE_ACKED
         finally:
             for c in channels_:
                 await c.close()
