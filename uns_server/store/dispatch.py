@@ -223,11 +223,13 @@ async def update_rows(conn: AsyncConnection, ids: Sequence[str], **values: Any) 
         await conn.execute(update(n).where(n.c.id.in_(ids)).values(**values))
 
 
-async def next_due_at(conn: AsyncConnection) -> datetime | None:
-    """When the earliest unleased pending leader becomes due (expired leases are
-    found by the idle poll)."""
-    q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None))
-    value = (await conn.execute(q)).scalar()
+async def next_due_at(conn: AsyncConnection, channels: Collection[str]) -> datetime | None:
+    """When the earliest unleased pending leader that ``claim`` would take (its
+    channels all among ``channels``) becomes due (expired leases are found by the idle
+    poll). Work for other channels is left out: it would look due for ever."""
+    served = _SERVED_PG if conn.dialect.name == "postgresql" else _SERVED_SQLITE
+    q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), served)
+    value = (await conn.execute(q, {"channels": sorted(channels)})).scalar()
     if isinstance(value, str):  # aggregates bypass the column type on SQLite
         value = datetime.fromisoformat(value)
     return UtcDateTime().process_result_value(value, conn.dialect)

@@ -271,7 +271,7 @@ class Dispatcher:
         if not busy:
             try:
                 async with self._db.read() as conn:
-                    due = await dispatch.next_due_at(conn)
+                    due = await dispatch.next_due_at(conn, self._channels.names())
                 if due is not None:
                     timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
             except Exception:
