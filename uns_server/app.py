@@ -14,7 +14,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,9 @@ from uns.v1 import (
     policy_service_pb2,
     policy_service_pb2_grpc,
 )
+from uns_server.aio import wait_event
 from uns_server.api.audit_servicer import AuditServicer
+from uns_server.api.bind import bind_failure, reuse_port_option
 from uns_server.api.handlers import decode_guard
 from uns_server.api.key_servicer import KeyServicer
 from uns_server.api.notification_servicer import NotificationServicer
@@ -41,6 +43,7 @@ from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.api.reflection import add_reflection
 from uns_server.api.wrapping import WrappingRegistrar
 from uns_server.channels.config import load_channels_config
+from uns_server.channels.fingerprint import channel_fingerprint
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.policy import ServerDefaults
@@ -55,11 +58,13 @@ from uns_server.services.queries import Queries
 from uns_server.services.watch import EventHub, Watch
 from uns_server.settings import Settings, SettingsError
 from uns_server.store import api_keys, migrate
+from uns_server.store.clock import DatabaseClock, host_clock
 from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.statistics import FirstAnalyze
+from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.server")
 
@@ -71,21 +76,21 @@ HEALTH_CHECK_SECONDS = 5.0
 NOTIFICATION_SERVICE = "uns.v1.NotificationService"
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class App:
     def __init__(
         self,
         settings: Settings,
         environ: dict[str, str] | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime] | None = None,
         tracer_provider: ApiTracerProvider | None = None,
     ) -> None:
-        """``tracer_provider`` replaces the one the settings describe (tests capture
-        spans in memory with it)."""
+        """``clock`` replaces the database's (``store.clock``; tests move time with it);
+        ``tracer_provider`` the one the settings describe (tests capture spans in
+        memory with it)."""
         self.settings = settings
+        self.db_clock = DatabaseClock(host_clock(environ)) if clock is None else None
+        clock = clock or self.db_clock
+        assert clock is not None
         self.clock = clock
         self.db = Database(
             settings.database_url, command_timeout=settings.db_command_timeout_seconds
@@ -97,10 +102,15 @@ class App:
         channel_data: Any = {}
         if settings.channels_file:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
-        self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
+        channels_config = load_channels_config(channel_data, environ)
+        self.channels = ChannelRegistry.from_config(channels_config)
+        self.channel_fingerprint = channel_fingerprint(channels_config)
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
         if phases.REQUESTED:
             self.telemetry.metrics.observe_phases()
+        self.telemetry.metrics.channel_config(self.channel_fingerprint, self.channels.names())
+        # Repeated storage faults of the workers turn health NOT_SERVING (``_monitor``).
+        self.supervision = Supervision()
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -110,12 +120,13 @@ class App:
             concurrency=settings.dispatch_concurrency,
             idle_poll_seconds=settings.idle_poll_seconds,
             telemetry=self.telemetry,
+            supervision=self.supervision,
         )
         self.intake = Intake(
             self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
         )
         self.acks = Acks(self.db, clock, self.telemetry.metrics)
-        self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)
+        self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
@@ -126,6 +137,7 @@ class App:
                 ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.max_pings_without_data", 0),
+                reuse_port_option(settings.reuse_port),
             ],
         )
         self._tasks: list[asyncio.Task[None]] = []
@@ -179,6 +191,7 @@ class App:
         )
         add_reflection(services, registrar)
         await self._set_health(serving=False)
+        creds: grpc.ServerCredentials | None = None
         if s.tls_enabled:
             assert s.tls_cert_file and s.tls_key_file
             creds = grpc.ssl_server_credentials(
@@ -188,11 +201,15 @@ class App:
                 ),
                 require_client_auth=s.tls_client_ca_file is not None,
             )
-            self.port = self.server.add_secure_port(s.listen, creds)
-        else:
-            self.port = self.server.add_insecure_port(s.listen)
+        try:
+            if creds is not None:
+                self.port = self.server.add_secure_port(s.listen, creds)
+            else:
+                self.port = self.server.add_insecure_port(s.listen)
+        except RuntimeError:  # grpc: "Failed to bind to address ..."
+            self.port = 0
         if self.port == 0:
-            raise SettingsError(f"cannot listen on {s.listen}")
+            raise SettingsError(bind_failure(s.listen, reuse_port=s.reuse_port))
         await self.server.start()
         if s.metrics_listen:
             try:
@@ -201,6 +218,13 @@ class App:
                 raise SettingsError(f"cannot listen on {s.metrics_listen}: {exc}") from exc
             log.info("metrics", extra={"metrics_listen": s.metrics_listen, "port": metrics_port})
         log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
+        log.info(
+            "channels configured",
+            extra={
+                "channels": list(self.channels.names()),
+                "channel_fingerprint": self.channel_fingerprint,
+            },
+        )
         self._tasks.append(asyncio.create_task(self._become_ready()))
 
     async def failure(self) -> str | None:
@@ -220,6 +244,8 @@ class App:
         s = self.settings
         while True:
             try:
+                if self.db_clock is not None and not self.db_clock.synced:
+                    await self.db_clock.sync(self.db)  # before anything is written
                 if s.auto_migrate:
                     await migrate.upgrade(self.db)
                 if not await migrate.is_migrated(self.db):
@@ -240,6 +266,8 @@ class App:
                 )
             await asyncio.sleep(s.db_retry_seconds)
         await self.hub.start()
+        if self.db_clock is not None and self.db.is_postgres:
+            self._tasks.append(asyncio.create_task(self.db_clock.run(self.db)))
         if self.db.is_postgres:
             self._tasks.append(
                 asyncio.create_task(listen_forever(self.db, (TOPIC_EVENTS, TOPIC_WORK)))
@@ -304,19 +332,31 @@ class App:
         )
 
     async def _monitor(self) -> None:
-        serving = True
+        """Health follows the database (a ``SELECT 1`` every HEALTH_CHECK_SECONDS) and
+        the workers (``Supervision``: repeated storage faults in dispatch or the
+        expiry sweep, reported as they happen)."""
+        serving = reachable = True
+        changed = self.supervision.changed
         while True:
-            await asyncio.sleep(HEALTH_CHECK_SECONDS)
-            try:
-                async with asyncio.timeout(HEALTH_CHECK_SECONDS):
-                    await self.db.ping()
-                ok = True
-            except Exception:
-                ok = False
+            if not await wait_event(changed, HEALTH_CHECK_SECONDS):
+                was = reachable
+                try:
+                    async with asyncio.timeout(HEALTH_CHECK_SECONDS):
+                        await self.db.ping()
+                    reachable = True
+                except Exception:
+                    reachable = False
+                if reachable != was:
+                    log.warning("database %s", "reachable again" if reachable else "unreachable")
+            changed.clear()
+            failing = self.supervision.unhealthy
+            ok = reachable and not failing
             if ok != serving:
                 serving = ok
                 await self._set_health(serving=ok)
-                log.warning("database %s", "reachable again" if ok else "unreachable")
+                log.warning(
+                    "health %s", "SERVING" if ok else "NOT_SERVING", extra={"failing": failing}
+                )
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace

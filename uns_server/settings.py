@@ -43,6 +43,10 @@ class Settings:
     auto_migrate: bool = True
     # Transport.
     listen: str = LISTEN_DEFAULT
+    # Share the listen port with other processes (SO_REUSEPORT: the kernel spreads
+    # connections between them). Off, a second server on a taken address exits with
+    # status 2 instead of silently taking part of the clients.
+    reuse_port: bool = False
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     # With a client CA, clients must present a certificate (mTLS).

@@ -58,8 +58,9 @@ async def serve(settings: Settings) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await app.start()
-    except (SettingsError, RuntimeError) as exc:  # grpc: "Failed to bind to address ..."
-        log.critical("cannot start: cannot listen on %s: %s", settings.listen, exc)
+    except SettingsError as exc:  # the address is taken, or cannot be bound
+        log.critical("cannot start: %s", exc)
+        print(f"uns-server: {exc}", file=sys.stderr, flush=True)
         await app.stop(grace=0)
         return 2
     _tune_gc()

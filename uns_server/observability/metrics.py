@@ -28,6 +28,8 @@ Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_
 - ``uns_watch_streams``, ``uns_watch_lag{stat=max|sum}``, ``uns_watch_hub_lag``,
   ``uns_watch_overflows_total``
 - ``uns_phase_cpu_seconds_total{phase}``, only with UNS_PHASE_CPU=1 (``phases``)
+- ``uns_channel_config_info{fingerprint,channels}`` (always 1: which channels this
+  replica can deliver, ``channels.fingerprint``)
 """
 
 from __future__ import annotations
@@ -221,12 +223,24 @@ class Metrics:
             description="Times a stream fell behind its buffer and went back to the table.",
         )
 
+        self._channel_config: tuple[str, str] | None = None
+        m.create_observable_gauge(
+            "uns.channel_config.info",
+            callbacks=[self._observe_channel_config],
+            description="Always 1, labelled with this replica's channel configuration: "
+            "fingerprint (of channel names and types) and channels (their names). "
+            "Replicas with different fingerprints can take different work.",
+        )
+
     @classmethod
     def noop(cls) -> Metrics:
         return cls(NoOpMeterProvider().get_meter(METER_NAME))
 
     def observe_watch(self, hub: EventHub) -> None:
         self._hub = hub
+
+    def channel_config(self, fingerprint: str, channels: Iterable[str]) -> None:
+        self._channel_config = (fingerprint, ",".join(sorted(channels)))
 
     # -- outcomes (called after the deciding transaction committed) -------------
 
@@ -320,6 +334,12 @@ class Metrics:
             Observation(max(lags, default=0), {"stat": "max"}),
             Observation(sum(lags), {"stat": "sum"}),
         ]
+
+    def _observe_channel_config(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if self._channel_config is None:
+            return []
+        fingerprint, channels = self._channel_config
+        return [Observation(1, {"fingerprint": fingerprint, "channels": channels})]
 
     def _observe_overflows(self, _options: CallbackOptions) -> Iterable[Observation]:
         return [] if self._hub is None else [Observation(self._hub.total_overflows)]

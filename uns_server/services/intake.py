@@ -92,6 +92,8 @@ class Handoff(Protocol):
     hands the due leaders it inserts already leased: they skip the claim transaction
     and the wake-up before it."""
 
+    def can_deliver(self, row: Row) -> bool: ...
+
     def reserve(self, wanted: int) -> int: ...
 
     def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Any, list[NewEvent]]: ...
@@ -230,8 +232,9 @@ class Intake:
                     except UnsError as exc:  # this item's refusal; it wrote nothing
                         results.append(exc)
                 if self._handoff is not None and group.due:
-                    reserved = self._handoff.reserve(len(group.due))
-                    for row in group.due[:reserved]:
+                    mine = [row for row in group.due if self._handoff.can_deliver(row)]
+                    reserved = self._handoff.reserve(len(mine))
+                    for row in mine[:reserved]:
                         claim, claim_events = self._handoff.lease_new(row, now)
                         claims.append(claim)
                         group.events += claim_events

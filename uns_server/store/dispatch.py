@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Boolean, any_, bindparam, func, select, update
+from sqlalchemy import ARRAY, Boolean, Text, any_, bindparam, func, select, text, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,14 +28,33 @@ from uns_server.store.tables import notifications as n
 
 _due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
 
-_CLAIM_DUE = (
-    select(n)
-    .where(_due, n.c.next_attempt <= bindparam("now", type_=UtcDateTime()))
-    .where(n.c.lease_until.is_(None) | (n.c.lease_until <= bindparam("now", type_=UtcDateTime())))
-    .order_by(n.c.priority.desc(), n.c.next_attempt)
-    .limit(bindparam("limit"))
-    .with_for_update(skip_locked=True)
-)
+# Only rows every one of whose channels the claiming replica has configured
+# (``channels``): a replica never takes, and fails, work it cannot do. Another replica
+# with the channel claims it (docs/deployment.md, channel fingerprints).
+_SERVED_PG = text(
+    "(notification -> 'effective' -> 'channels') <@ to_jsonb(CAST(:channels AS text[]))"
+).bindparams(bindparam("channels", type_=ARRAY(Text())))
+_SERVED_SQLITE = text(
+    "NOT EXISTS (SELECT 1 FROM json_each(notification, '$.effective.channels') "
+    "WHERE value NOT IN :channels)"
+).bindparams(bindparam("channels", expanding=True))
+
+
+def _claim_due(served: Any) -> Any:
+    return (
+        select(n)
+        .where(_due, n.c.next_attempt <= bindparam("now", type_=UtcDateTime()))
+        .where(
+            n.c.lease_until.is_(None) | (n.c.lease_until <= bindparam("now", type_=UtcDateTime()))
+        )
+        .where(served)
+        .order_by(n.c.priority.desc(), n.c.next_attempt)
+        .limit(bindparam("limit"))
+        .with_for_update(skip_locked=True)
+    )
+
+
+_CLAIM_DUE = _claim_due(_SERVED_SQLITE)
 _TAKE_LEASE = (
     update(n)
     .where(n.c.id == bindparam("b_id"))
@@ -62,7 +81,7 @@ _LEASED_MANY = (
 )
 # PostgreSQL claims and leases in one statement: the locked due rows (as they were
 # before the claim) joined to their update, each row's token made by the server.
-_claimed = _CLAIM_DUE.cte("claimed")
+_claimed = _claim_due(_SERVED_PG).cte("claimed")
 _CLAIM_PG = pg.Statement(
     update(n)
     .where(n.c.id == _claimed.c.id)
@@ -94,10 +113,16 @@ _settle_statements: dict[tuple[str, ...], tuple[Any, pg.Statement]] = {}
 
 
 async def claim(
-    conn: AsyncConnection, *, now: datetime, limit: int, lease: timedelta
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    limit: int,
+    lease: timedelta,
+    channels: Collection[str],
 ) -> list[tuple[pg.Row, str]]:
-    """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL) and
-    lease each under a new fencing token: (row, token) pairs.
+    """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL) whose
+    channels are all among ``channels`` (the caller's configured ones), and lease each
+    under a new fencing token: (row, token) pairs.
 
     Each row is as it was before the claim, so the caller can see an expired previous
     lease (``lease_token`` still set): that attempt's effect is unknown, and the row
@@ -106,9 +131,11 @@ async def claim(
     until = now + lease
     driver = pg.driver(conn)
     if driver is not None:
-        rows = await _CLAIM_PG.fetch(driver, {"now": now, "limit": limit, "until": until})
+        params = {"now": now, "limit": limit, "until": until, "channels": sorted(channels)}
+        rows = await _CLAIM_PG.fetch(driver, params)
         return [(row, row["claimed_token"]) for row in rows]
-    due = list((await conn.execute(_CLAIM_DUE, {"now": now, "limit": limit})).mappings())
+    params = {"now": now, "limit": limit, "channels": sorted(channels)}
+    due = list((await conn.execute(_CLAIM_DUE, params)).mappings())
     leases: list[tuple[pg.Row, str]] = [(row, str(uuid.uuid4())) for row in due]
     if leases:
         await conn.execute(
@@ -196,11 +223,13 @@ async def update_rows(conn: AsyncConnection, ids: Sequence[str], **values: Any) 
         await conn.execute(update(n).where(n.c.id.in_(ids)).values(**values))
 
 
-async def next_due_at(conn: AsyncConnection) -> datetime | None:
-    """When the earliest unleased pending leader becomes due (expired leases are
-    found by the idle poll)."""
-    q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None))
-    value = (await conn.execute(q)).scalar()
+async def next_due_at(conn: AsyncConnection, channels: Collection[str]) -> datetime | None:
+    """When the earliest unleased pending leader that ``claim`` would take (its
+    channels all among ``channels``) becomes due (expired leases are found by the idle
+    poll). Work for other channels is left out: it would look due for ever."""
+    served = _SERVED_PG if conn.dialect.name == "postgresql" else _SERVED_SQLITE
+    q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), served)
+    value = (await conn.execute(q, {"channels": sorted(channels)})).scalar()
     if isinstance(value, str):  # aggregates bypass the column type on SQLite
         value = datetime.fromisoformat(value)
     return UtcDateTime().process_result_value(value, conn.dialect)

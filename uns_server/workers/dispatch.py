@@ -53,6 +53,7 @@ from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
 from uns_server.store.pg import Row
+from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.dispatch")
 Clock = Callable[[], datetime]
@@ -72,6 +73,8 @@ SETTLE_BATCH_MAX = 64
 # claims only if the last claim is this old. This bounds how late a retry that fell due
 # meanwhile is picked up while deliveries are in flight.
 QUIET_RECLAIM_SECONDS = 0.05
+# This worker's name in ``Supervision`` (repeated claim faults turn health NOT_SERVING).
+SUPERVISED_NAME = "dispatch"
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class Dispatcher:
         idle_poll_seconds: float,
         rand: Callable[[], float] = random.random,
         telemetry: Telemetry | None = None,
+        supervision: Supervision | None = None,
     ) -> None:
         self._db = db
         self._channels = channels
@@ -131,6 +135,7 @@ class Dispatcher:
         # While deliveries are in flight, claim again once this many slots are free.
         self._refill_at = max(1, min(batch_size, concurrency) // 2)
         self._rand = rand
+        self._supervision = supervision or Supervision()
         telemetry = telemetry or Telemetry.disabled()
         self._tracer, self._metrics = telemetry.tracer, telemetry.metrics
         self._wake = asyncio.Event()
@@ -189,6 +194,11 @@ class Dispatcher:
         self._reserved += granted
         return granted
 
+    def can_deliver(self, row: Row) -> bool:
+        """Is every channel of this leader configured here? (Work for a channel this
+        replica lacks is left to a replica that has it, never failed here.)"""
+        return all(ch in self._channels for ch in row["notification"]["effective"]["channels"])
+
     def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Claim, list[NewEvent]]:
         """Lease a leader about to be inserted, as a claim would: its first attempt.
         Sets the row's lease columns; returns the claim and the events to commit with
@@ -239,8 +249,10 @@ class Dispatcher:
                     try:
                         claims = await self.claim(limit)
                         self._more_due = len(claims) == limit
+                        self._supervision.succeeded(SUPERVISED_NAME)
                     except Exception:
                         self._more_due = True
+                        self._supervision.failed(SUPERVISED_NAME)
                         log.exception("claim failed; retrying after the idle poll interval")
                 for c in claims:
                     self._spawn(c)
@@ -266,10 +278,11 @@ class Dispatcher:
         if not busy:
             try:
                 async with self._db.read() as conn:
-                    due = await dispatch.next_due_at(conn)
+                    due = await dispatch.next_due_at(conn, self._channels.names())
                 if due is not None:
                     timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
             except Exception:
+                self._supervision.failed(SUPERVISED_NAME)
                 log.exception("next-due query failed")
         return await wait_event(self._wake, timeout)
 
@@ -287,7 +300,9 @@ class Dispatcher:
         claims: list[Claim] = []
         async with self._db.write() as tx:
             self._signals_seen, self._last_claim = self._signals, time.monotonic()
-            leases = await dispatch.claim(tx.conn, now=now, limit=limit, lease=self._lease)
+            leases = await dispatch.claim(
+                tx.conn, now=now, limit=limit, lease=self._lease, channels=self._channels.names()
+            )
             new_events: list[NewEvent] = []
             exhausted: list[_Settled] = []
             for row, token in leases:
