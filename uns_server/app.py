@@ -44,6 +44,8 @@ from uns_server.channels.config import load_channels_config
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.policy import ServerDefaults
+from uns_server.http import health as http_health
+from uns_server.http.server import HttpServer
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth
 from uns_server.services.acks import Acks
@@ -130,6 +132,8 @@ class App:
         self.ready = asyncio.Event()
         self._fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.port = 0
+        self.http: HttpServer | None = None
+        self.http_port = 0
 
     async def start(self) -> None:
         s = self.settings
@@ -196,7 +200,34 @@ class App:
                 raise SettingsError(f"cannot listen on {s.metrics_listen}: {exc}") from exc
             log.info("metrics", extra={"metrics_listen": s.metrics_listen, "port": metrics_port})
         log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
+        if s.http_enabled:
+            await self._start_http()
         self._tasks.append(asyncio.create_task(self._become_ready()))
+
+    async def _start_http(self) -> None:
+        """The HTTP surface: same process, same database and services as gRPC."""
+        self.http = HttpServer(self.settings, self._http_routes())
+        await self.http.start()
+        self.http_port = self.http.port
+        log.info(
+            "http listening",
+            extra={
+                "http_listen": self.settings.http_listen,
+                "port": self.http_port,
+                "public_url": self.public_url,
+            },
+        )
+
+    def _http_routes(self) -> list[Any]:
+        return http_health.routes(self.ready)
+
+    @property
+    def public_url(self) -> str:
+        """The base of every link (``--public-url``, else the HTTP address as bound)."""
+        s = self.settings
+        if s.public_url or not s.http_listen.endswith(":0") or not self.http_port:
+            return s.base_url
+        return s.base_url.rpartition(":")[0] + f":{self.http_port}"
 
     async def failure(self) -> str | None:
         """Resolves with a message when the server cannot ever become ready."""
@@ -333,6 +364,8 @@ class App:
                 await task
         # Stops accepting at once, lets in-flight calls finish within the grace.
         await self.server.stop(grace)
+        if self.http is not None:
+            await self.http.stop()
         await self.channels.aclose()
         await self.db.dispose()
         await self.telemetry.aclose()
