@@ -56,6 +56,12 @@ class ChannelResult:
     ``metadata`` holds small, credential-free provider observations (HTTP status, SMTP
     code, provider error code, whether the provider may have acted despite the failure);
     it is always JSON-serializable.
+
+    ``reference`` (successes only) is what the provider handed back to find the message
+    again, plus whom it reached: ``type``, ``recipient`` (``slack:#alerts``,
+    ``email:a@example.com``, ...) and per provider ``slack_channel`` + ``slack_ts``,
+    ``email_message_id``, ``pagerduty_dedup_key`` or ``webhook_id``. It is kept on the
+    notification and used to update the message when the obligation ends.
     """
 
     success: bool
@@ -64,13 +70,18 @@ class ChannelResult:
     error: str | None = None
     retry_after_seconds: float | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    reference: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def delivered(
-        cls, message_id: str | None, *, metadata: Mapping[str, Any] | None = None
+        cls,
+        message_id: str | None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        reference: Mapping[str, str] | None = None,
     ) -> ChannelResult:
         """The provider explicitly accepted the message (``message_id`` is its id for it)."""
-        return cls(True, False, message_id, None, None, _copy(metadata))
+        return cls(True, False, message_id, None, None, _copy(metadata), dict(reference or {}))
 
     @classmethod
     def transient(

@@ -115,6 +115,8 @@ class EmailChannel:
         self.name = name
         self._config = config
         self._secrets = secret_variants(s for s in (config.password,) if s)
+        # One message reaches every configured address: together they are the recipient.
+        self.recipient = "email:" + ",".join(parseaddr(a)[1] or a for a in config.to)
 
     async def send(self, message: OutboundMessage) -> ChannelResult:
         return scrub_result(await self._send(message), self._secrets)
@@ -144,9 +146,15 @@ class EmailChannel:
                 )
         except (aiosmtplib.SMTPException, OSError, ValueError) as exc:
             return classify_smtp_error(exc)
+        message_id = str(email["Message-ID"])
         return ChannelResult.delivered(
-            str(email["Message-ID"]),
+            message_id,
             metadata={"smtp_reply": reply, "refused_recipients": sorted(refused)},
+            reference={
+                "type": "email",
+                "recipient": self.recipient,
+                "email_message_id": message_id,
+            },
         )
 
     async def aclose(self) -> None:

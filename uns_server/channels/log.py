@@ -45,7 +45,11 @@ class LogChannel:
         }
         line = json.dumps(record, default=str, ensure_ascii=False, sort_keys=True)
         logger.log(self._level, "uns notification %s", line, extra={"uns_notification": record})
-        return ChannelResult.delivered(message_id, metadata={"logger": LOGGER_NAME})
+        return ChannelResult.delivered(
+            message_id,
+            metadata={"logger": LOGGER_NAME},
+            reference={"type": "log", "recipient": f"log:{self.name}"},
+        )
 
     async def aclose(self) -> None:
         """Nothing to release."""

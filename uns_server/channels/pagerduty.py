@@ -78,8 +78,11 @@ class PagerDutyChannel(HttpChannel):
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        super().__init__(name, client, secrets=(config.routing_key,), on_close=on_close)
+        secrets = tuple(s for s in (config.routing_key, config.webhook_secret) if s)
+        super().__init__(name, client, secrets=secrets, on_close=on_close)
         self._config = config
+        # The routing key is a credential: the channel's name stands for the service.
+        self.recipient = f"pagerduty:{name}"
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         event = pagerduty_event(message, self._config.routing_key)
@@ -101,7 +104,13 @@ class PagerDutyChannel(HttpChannel):
         if reply.status != 202 or data is None or data.get("status") != "success":
             return unexpected_success(reply, 'HTTP 202 with JSON {"status": "success"}')
         returned = data.get("dedup_key")
+        key = returned if isinstance(returned, str) and returned else event["dedup_key"]
         return ChannelResult.delivered(
-            returned if isinstance(returned, str) and returned else event["dedup_key"],
+            key,
             metadata={"http_status": 202},
+            reference={
+                "type": "pagerduty",
+                "recipient": self.recipient,
+                "pagerduty_dedup_key": key,
+            },
         )

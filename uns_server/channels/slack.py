@@ -65,7 +65,7 @@ class SlackChannel(HttpChannel):
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        secrets = tuple(s for s in (config.token, config.webhook_url) if s)
+        secrets = tuple(s for s in (config.token, config.webhook_url, config.signing_secret) if s)
         if config.webhook_url:
             # The path is the credential (services/T.../B.../<secret>); mask it and its
             # last segment wherever they turn up, e.g. echoed back in an error body.
@@ -73,6 +73,8 @@ class SlackChannel(HttpChannel):
             secrets += (path, path.rpartition("/")[2])
         super().__init__(name, client, secrets=secrets, on_close=on_close)
         self._config = config
+        # Who the message reaches: the configured channel, or the webhook's own channel.
+        self.recipient = f"slack:{config.channel or name}"
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         if self._config.token is not None:
@@ -112,9 +114,17 @@ class SlackChannel(HttpChannel):
             return unexpected_success(reply, 'HTTP 200 with JSON {"ok": ...}')
         if data["ok"]:
             ts = data.get("ts")
+            ts = ts if isinstance(ts, str) and ts else None
+            channel = str(data.get("channel", ""))
             return ChannelResult.delivered(
-                ts if isinstance(ts, str) and ts else None,
-                metadata={"http_status": 200, "slack_channel": str(data.get("channel", ""))},
+                ts,
+                metadata={"http_status": 200, "slack_channel": channel},
+                reference={
+                    "type": "slack",
+                    "recipient": self.recipient,
+                    "slack_channel": channel,
+                    "slack_ts": ts or "",
+                },
             )
         code = data.get("error")
         code = code if isinstance(code, str) and code else "unknown_error"
@@ -148,5 +158,8 @@ class SlackChannel(HttpChannel):
         if reply.status != 200 or reply.body.strip() != b"ok":
             return unexpected_success(reply, "HTTP 200 with body 'ok'")
         return ChannelResult.delivered(
-            None, metadata={"http_status": 200, "slack_mode": "incoming_webhook"}
+            None,
+            metadata={"http_status": 200, "slack_mode": "incoming_webhook"},
+            # Slack returns no message reference here: such messages cannot be updated.
+            reference={"type": "slack", "recipient": self.recipient},
         )

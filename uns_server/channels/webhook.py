@@ -99,6 +99,8 @@ class WebhookChannel(HttpChannel):
         )
         self._config = config
         self._key = signing_key(config.secret)
+        # The URL may carry a credential: the channel's name stands for the receiver.
+        self.recipient = f"webhook:{name}"
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         now = self._now()
@@ -128,6 +130,7 @@ class WebhookChannel(HttpChannel):
         return ChannelResult.delivered(
             _receiver_message_id(reply) or msg_id,
             metadata={"http_status": reply.status, "webhook_id": msg_id},
+            reference={"type": "webhook", "recipient": self.recipient, "webhook_id": msg_id},
         )
 
 

@@ -476,6 +476,7 @@ class Dispatcher:
                             "error": a.result.error,
                             "metadata": dict(a.result.metadata),
                             "provider_observed_at": a.observed_at.isoformat(),
+                            **_reference_payload(claim, a),
                         },
                     )
                     for a in attempts
@@ -496,6 +497,9 @@ class Dispatcher:
                 else:
                     s.row = leased
                     values = self._decide(tx, leased, claim, attempts, s, now)
+                    refs = _provider_refs(leased, claim, attempts)
+                    if refs is not None:
+                        values["provider_refs"] = refs
                     updates.append((leased["id"], claim.token, values))
                     audits.append(
                         audit.delivery_record(
@@ -677,6 +681,33 @@ _ATTEMPT_LOG_LEVEL = {
     "failed": logging.WARNING,
     "lease_lost": logging.WARNING,
 }
+
+
+def _reference(claim: Claim, attempt: Attempt) -> dict[str, Any] | None:
+    """The provider reference of a successful channel attempt, with where it came from."""
+    if not attempt.result.success:
+        return None
+    return {
+        **attempt.result.reference,
+        "channel": attempt.channel,
+        "message_id": attempt.result.message_id or "",
+        "attempt": claim.attempt,
+        "cycle": claim.row["cycle"],
+        "at": attempt.observed_at.isoformat(),
+    }
+
+
+def _reference_payload(claim: Claim, attempt: Attempt) -> dict[str, Any]:
+    ref = _reference(claim, attempt)
+    return {} if ref is None else {"provider_reference": ref}
+
+
+def _provider_refs(row: Row, claim: Claim, attempts: Sequence[Attempt]) -> dict[str, Any] | None:
+    """The row's provider references with this attempt's successes; None if unchanged."""
+    new = {a.channel: ref for a in attempts if (ref := _reference(claim, a)) is not None}
+    if not new:
+        return None
+    return {**(row.get("provider_refs") or {}), **new}
 
 
 def _remaining_channels(row: Row) -> tuple[str, ...]:
