@@ -6,12 +6,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
 
 from tests.support.http_receiver import HttpReceiver
 from tests.support.policies import activate_policy
 from tests.support.providers import ProviderFakes, SmtpFake
-from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
+from tests.support.server import KEYS, RunningServer, ShiftableClock, send_request, start_server
+from uns.v1 import audit_service_pb2 as audit_pb
+from uns.v1 import audit_service_pb2_grpc as audit_grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
@@ -41,6 +44,17 @@ class Rig:
 
     async def deliver(self) -> int:
         return await self.server.app.dispatcher.run_once()
+
+    async def ack_records(self, notification_id: str) -> list[audit_pb.AckAuditRecord]:
+        channel = grpc.aio.insecure_channel(self.server.target)
+        try:
+            reply = await audit_grpc.AuditServiceStub(channel).ListAckAuditRecords(
+                audit_pb.ListAckAuditRecordsRequest(notification_id=notification_id),
+                metadata=(("authorization", f"Bearer {KEYS['oscar']}"),),
+            )
+        finally:
+            await channel.close()
+        return list(reply.records)
 
     async def get(self, notification_id: str) -> t.Notification:
         reply = await self.server.stub("oscar").GetNotification(

@@ -19,9 +19,20 @@ through :func:`uns_server.channels._redact.scrub_result` with their own secrets.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ActionLinks:
+    """Signed links (and their tokens) that let one recipient answer a notification:
+    each opens a page on the HTTP surface; the tokens also ride in Slack buttons."""
+
+    acknowledge_url: str
+    dismiss_url: str
+    acknowledge_token: str
+    dismiss_token: str
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,16 @@ class OutboundMessage:
     metadata: Mapping[str, Any]
     attempt: int
     idempotency_token: str
+    require_ack: bool = False
+    # recipient identity -> its links; None when the HTTP surface is off.
+    links: Callable[[str], ActionLinks] | None = field(default=None, compare=False, repr=False)
+
+    def action_links(self, recipient: str) -> ActionLinks | None:
+        """The Acknowledge/Dismiss links for ``recipient`` (``email:...``, ``slack:...``),
+        when the notification needs an answer and links can be made."""
+        if not self.require_ack or self.links is None:
+            return None
+        return self.links(recipient)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from uns_server.channels._http import (
     parse_retry_after,
     unexpected_success,
 )
-from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
 from uns_server.channels.config import SlackConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -52,6 +52,38 @@ def slack_text(message: OutboundMessage) -> str:
         _escape(part) for part in (message.priority, message.intent, message.source) if part
     )
     return f"*{_escape(message.title)}*\n{_escape(message.message)}\n_{context}_"
+
+
+ACK_ACTION_ID = "uns_ack"
+DISMISS_ACTION_ID = "uns_dismiss"
+
+
+def slack_blocks(
+    message: OutboundMessage, links: ActionLinks, *, interactive: bool
+) -> list[dict[str, Any]]:
+    """Block Kit: the text, then Acknowledge / Dismiss buttons. Interactive buttons
+    (the app has a signing secret) answer in Slack, as the Slack user who clicks; their
+    ``value`` is the link token, which binds the notification and the action. Without
+    interactivity the buttons open the action links."""
+
+    def button(label: str, action_id: str, token: str, url: str) -> dict[str, Any]:
+        element: dict[str, Any] = {
+            "type": "button",
+            "text": {"type": "plain_text", "text": label},
+            "action_id": action_id,
+            "value": token,
+        }
+        if not interactive:
+            element["url"] = url
+        return element
+
+    ack = button("Acknowledge", ACK_ACTION_ID, links.acknowledge_token, links.acknowledge_url)
+    ack["style"] = "primary"
+    dismiss = button("Dismiss", DISMISS_ACTION_ID, links.dismiss_token, links.dismiss_url)
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(message)}},
+        {"type": "actions", "block_id": "uns_answer", "elements": [ack, dismiss]},
+    ]
 
 
 class SlackChannel(HttpChannel):
@@ -89,6 +121,10 @@ class SlackChannel(HttpChannel):
             "unfurl_links": False,
             "unfurl_media": False,
         }
+        links = message.action_links(self.recipient)
+        if links is not None:
+            interactive = self._config.signing_secret is not None
+            payload["blocks"] = slack_blocks(message, links, interactive=interactive)
         body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
@@ -141,7 +177,11 @@ class SlackChannel(HttpChannel):
         return ChannelResult.permanent(f"slack error: {code}", metadata=metadata)
 
     async def _post_incoming_webhook(self, message: OutboundMessage, url: str) -> ChannelResult:
-        body = encode_json({"text": slack_text(message)})
+        payload: dict[str, Any] = {"text": slack_text(message)}
+        links = message.action_links(self.recipient)
+        if links is not None:
+            payload["blocks"] = slack_blocks(message, links, interactive=False)
+        body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
         reply = await self._post(

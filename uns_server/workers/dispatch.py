@@ -42,6 +42,7 @@ from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
 from uns_server.observability.telemetry import Telemetry
+from uns_server.services.action_links import ActionLinkService
 from uns_server.services.group_commit import GroupCommit
 from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
@@ -114,8 +115,10 @@ class Dispatcher:
         idle_poll_seconds: float,
         rand: Callable[[], float] = random.random,
         telemetry: Telemetry | None = None,
+        links: ActionLinkService | None = None,
     ) -> None:
         self._db = db
+        self._links = links  # Acknowledge/Dismiss links in messages (HTTP surface on)
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
@@ -345,7 +348,7 @@ class Dispatcher:
                     self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE
                 ):
                     result = await self._channels.get(channel_name).send(
-                        _message(claim, channel_name)
+                        _message(claim, channel_name, self._links, self._clock())
                     )
             except TimeoutError:
                 result = ChannelResult.transient("provider call timed out")
@@ -742,9 +745,15 @@ def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(row["id"], row["principal"], row["notification_type"], kind, payload)
 
 
-def _message(claim: Claim, channel: str) -> OutboundMessage:
+def _message(
+    claim: Claim, channel: str, links: ActionLinkService | None, now: datetime
+) -> OutboundMessage:
     row = claim.row
     doc = row["notification"]
+    make_links = None
+    if links is not None and row["require_ack"]:
+        minutes = int(doc["effective"]["ack_timeout_minutes"])
+        make_links = links.for_message(row["id"], minutes, now)
     return OutboundMessage(
         notification_id=row["id"],
         notification_type=row["notification_type"],
@@ -758,4 +767,6 @@ def _message(claim: Claim, channel: str) -> OutboundMessage:
         attempt=claim.attempt,
         # Stable across retries of one cycle, so providers can drop duplicates.
         idempotency_token=f"{row['id']}:{channel}:{row['cycle']}",
+        require_ack=bool(row["require_ack"]),
+        links=make_links,
     )
