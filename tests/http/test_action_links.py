@@ -112,11 +112,14 @@ async def test_forms_must_come_from_the_page(rig: Rig) -> None:
             data={"action": "ack", "nonce": nonce},
             headers={"Origin": "https://evil.example"},
         )
+        opaque = await http.post(
+            url, data={"action": "ack", "nonce": nonce}, headers={"Origin": "null"}
+        )
         no_nonce = await http.post(url, data={"action": "ack"})
         wrong_action = await http.post(url, data={"action": "dismiss", "nonce": nonce})
     async with httpx.AsyncClient() as other_browser:  # a nonce without its cookie
         stolen = await other_browser.post(url, data={"action": "ack", "nonce": nonce})
-    for refused in (cross_site, no_nonce, wrong_action, stolen):
+    for refused in (cross_site, opaque, no_nonce, wrong_action, stolen):
         assert refused.status_code == 403
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
 

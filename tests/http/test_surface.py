@@ -31,7 +31,7 @@ async def test_liveness_and_readiness_from_the_server_process(db_url: str, tmp_p
         assert missing.status_code == 404
         for response in (live, missing):
             assert response.headers["cache-control"] == "no-store"
-            assert response.headers["referrer-policy"] == "no-referrer"
+            assert response.headers["referrer-policy"] == "same-origin"
             assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     finally:
         await running.stop()

@@ -21,11 +21,13 @@ log = logging.getLogger("uns.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SHUTDOWN_TIMEOUT_SECONDS = 5.0
-# Action links are capabilities in the URL: never cached, never sent as a Referer,
-# never framed; pages run no script and load nothing from elsewhere.
+# Action links are capabilities in the URL: never cached, never sent as a Referer to
+# another site (same-origin, not no-referrer: with no-referrer browsers send
+# "Origin: null" on the page's own form, which the Origin check must refuse), never
+# framed; pages run no script and load nothing from elsewhere.
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "X-Robots-Tag": "noindex, nofollow",
