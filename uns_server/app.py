@@ -41,21 +41,23 @@ from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.api.reflection import add_reflection
 from uns_server.api.wrapping import WrappingRegistrar
-from uns_server.channels.config import load_channels_config
+from uns_server.channels.config import PagerDutyConfig, SlackConfig, load_channels_config
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.links import LinkSigner
 from uns_server.domain.policy import ServerDefaults
 from uns_server.http import health as http_health
+from uns_server.http import integrations as http_integrations
 from uns_server.http import links as http_links
 from uns_server.http.server import HttpServer
 from uns_server.observability.telemetry import Telemetry
-from uns_server.services import auth
+from uns_server.services import auth, message_updates
 from uns_server.services.acks import Acks
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.intake import Intake
 from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
+from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
 from uns_server.services.watch import EventHub, Watch
 from uns_server.settings import Settings, SettingsError
@@ -64,6 +66,7 @@ from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
+from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.statistics import FirstAnalyze
 
 log = logging.getLogger("uns.server")
@@ -102,7 +105,8 @@ class App:
         channel_data: Any = {}
         if settings.channels_file:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
-        self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
+        self.channels_config = load_channels_config(channel_data, environ)
+        self.channels = ChannelRegistry.from_config(self.channels_config)
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
         self.acks = Acks(self.db, clock, self.telemetry.metrics)
         self.links = self._link_service() if settings.http_enabled else None
@@ -121,6 +125,16 @@ class App:
             self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
         )
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)
+        # Sent messages show how the obligation ended (Slack chat.update, PagerDuty
+        # acknowledge/resolve): queued with every settlement, sent by this worker.
+        self.acks.settle_hooks.append(message_updates.queue_on_settle)
+        self.message_updater = MessageUpdater(
+            self.db,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            idle_poll_seconds=settings.idle_poll_seconds,
+        )
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
@@ -245,6 +259,20 @@ class App:
         routes = http_health.routes(self.ready)
         if self.links is not None:
             routes += http_links.routes(self.links, lambda: self.public_url)
+            configs = self.channels_config.channels.values()
+            routes += http_integrations.routes(
+                ProviderAnswers(self.db, self.acks, self.links, self.clock),
+                [
+                    c.signing_secret
+                    for c in configs
+                    if isinstance(c, SlackConfig) and c.signing_secret
+                ],
+                [
+                    c.webhook_secret
+                    for c in configs
+                    if isinstance(c, PagerDutyConfig) and c.webhook_secret
+                ],
+            )
         return routes
 
     @property
@@ -304,6 +332,7 @@ class App:
             self._writer_tasks = [
                 asyncio.create_task(self.dispatcher.run()),
                 asyncio.create_task(self.expiry.run()),
+                asyncio.create_task(self.message_updater.run()),
             ]
             self._tasks.extend(self._writer_tasks)
         self._tasks.append(asyncio.create_task(self._monitor()))
@@ -380,6 +409,7 @@ class App:
         # it; whatever is still running after the grace period is cancelled.
         self.dispatcher.stop()
         self.expiry.stop()
+        self.message_updater.stop()
         writers = [t for t in self._writer_tasks if not t.done()]
         if writers:
             await asyncio.wait(writers, timeout=grace)

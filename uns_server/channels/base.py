@@ -144,3 +144,41 @@ class Channel(Protocol):
     async def aclose(self) -> None:
         """Release what the adapter holds; safe to call more than once."""
         ...
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """How an obligation ended, to update the messages that announced it."""
+
+    state: str  # ACKED, DISMISSED, TIMED_OUT (or another terminal ack state)
+    actor: str
+    via: str
+    at: str  # ISO 8601
+    title: str
+    message: str
+    priority: str = ""
+    intent: str = ""
+    source: str = ""
+
+    @property
+    def summary(self) -> str:
+        """One line for people: who answered and when, or that nobody did."""
+        when = self.at.replace("T", " ")[:19] + " UTC"
+        if self.state == "ACKED":
+            return f"Acknowledged by {self.actor} at {when}"
+        if self.state == "DISMISSED":
+            return f"Dismissed by {self.actor} at {when}"
+        if self.state == "TIMED_OUT":
+            return f"Not answered in time ({when}); escalation required"
+        return f"{self.state.capitalize()} by {self.actor} at {when}"
+
+
+@runtime_checkable
+class UpdatableChannel(Protocol):
+    """A channel that can change a message it sent (``reference``, from its delivery)."""
+
+    name: str
+
+    async def update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+        """Show ``settlement`` on the sent message; classified like ``send``."""
+        ...

@@ -17,7 +17,7 @@ appears in results, and the HTTP library's logs are filtered for both while the 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -29,7 +29,7 @@ from uns_server.channels._http import (
     parse_retry_after,
     unexpected_success,
 )
-from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
+from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage, Settlement
 from uns_server.channels.config import SlackConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -46,12 +46,27 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def slack_text(message: OutboundMessage) -> str:
+def slack_text(message: OutboundMessage | Settlement) -> str:
     """Title in bold, the message, and a context line; producer text cannot inject mentions."""
     context = " · ".join(
         _escape(part) for part in (message.priority, message.intent, message.source) if part
     )
     return f"*{_escape(message.title)}*\n{_escape(message.message)}\n_{context}_"
+
+
+def settled_blocks(settlement: Settlement) -> list[dict[str, Any]]:
+    """The message once the obligation ended: the text, the outcome, no buttons."""
+    actor = settlement.actor
+    # A Slack user who answered is shown as a mention; anyone else as escaped text.
+    shown = f"<@{actor[6:]}>" if actor.startswith("slack:U") else _escape(actor)
+    outcome = _escape(settlement.summary).replace(_escape(actor), shown, 1)
+    icon = {"ACKED": ":white_check_mark:", "DISMISSED": ":no_entry_sign:"}.get(
+        settlement.state, ":alarm_clock:"
+    )
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(settlement)}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": f"{icon} {outcome}"}]},
+    ]
 
 
 ACK_ACTION_ID = "uns_ack"
@@ -175,6 +190,34 @@ class SlackChannel(HttpChannel):
                 f"slack error: {code}", retry_after_seconds=retry_after, metadata=metadata
             )
         return ChannelResult.permanent(f"slack error: {code}", metadata=metadata)
+
+    async def _update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+        """``chat.update`` of the message ``reference`` names (Web API mode only)."""
+        channel, ts = reference.get("slack_channel"), reference.get("slack_ts")
+        if self._config.token is None or not channel or not ts:
+            return ChannelResult.permanent("this Slack message cannot be updated (no channel/ts)")
+        body = encode_json(
+            {
+                "channel": channel,
+                "ts": ts,
+                "text": f"{slack_text(settlement)}\n{_escape(settlement.summary)}",
+                "blocks": settled_blocks(settlement),
+            }
+        )
+        if isinstance(body, ChannelResult):
+            return body
+        reply = await self._post(
+            f"{self._config.base_url}/chat.update",
+            content=body,
+            headers={
+                "authorization": f"Bearer {self._config.token}",
+                "content-type": "application/json; charset=utf-8",
+            },
+            timeout_seconds=self._config.timeout_seconds,
+        )
+        if isinstance(reply, ChannelResult):
+            return reply
+        return self._web_api_result(reply)
 
     async def _post_incoming_webhook(self, message: OutboundMessage, url: str) -> ChannelResult:
         payload: dict[str, Any] = {"text": slack_text(message)}
