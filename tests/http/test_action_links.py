@@ -9,7 +9,7 @@ from datetime import timedelta
 import httpx
 from google.protobuf import json_format
 
-from tests.http.conftest import Rig
+from tests.http.conftest import LINK_KEY, Rig
 from tests.http.helpers import click, email_links, form_nonce
 from tests.support.watching import events_until
 from uns.v1 import notification_service_pb2 as pb
@@ -186,3 +186,26 @@ async def test_late_answers_are_refused_like_acknowledge(rig: Rig) -> None:
         late = await http.post(url, data={"action": "ack", "nonce": nonce})
     assert late.status_code == 409 and "deadline has passed" in late.text
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
+
+
+async def test_an_operator_revokes_one_link_with_uns_admin(rig: Rig) -> None:
+    from tests.cli.test_admin import admin
+
+    nid = await rig.send("links-admin-revoke", notification_type="ops.mail")
+    await rig.deliver()
+    links = email_links(rig.smtp.messages[0])
+    url = rig.server.app.settings.database_url
+    no_keys = await admin(url, "links", "revoke", links["Acknowledge"])
+    assert no_keys.code == 2 and "--action-link-keys" in no_keys.err
+    revoked = await admin(
+        url, "links", "revoke", links["Acknowledge"], "--action-link-keys", LINK_KEY
+    )
+    assert revoked.code == 0, revoked
+    assert f"revoked the ack link of notification {nid} for {RECIPIENT}" in revoked.err
+    forged = await admin(
+        url, "links", "revoke", links["Acknowledge"] + "x", "--action-link-keys", LINK_KEY
+    )
+    assert forged.code == 1 and "nothing to revoke" in forged.err
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(links["Acknowledge"])).status_code == 404
+        assert (await http.get(links["Dismiss"])).status_code == 200  # only that one
