@@ -67,6 +67,9 @@ async def serve(settings: Settings) -> int:
         await app.stop(grace=0)
         return 2
     _tune_gc()
+    print(
+        f"uns-server listening on {settings.listen} (port {app.port})", file=sys.stderr, flush=True
+    )
     if app.http is not None:
         print(
             f"uns-server HTTP on {settings.http_listen} (port {app.http_port}), "
@@ -74,9 +77,6 @@ async def serve(settings: Settings) -> int:
             file=sys.stderr,
             flush=True,
         )
-    print(
-        f"uns-server listening on {settings.listen} (port {app.port})", file=sys.stderr, flush=True
-    )
     failed = asyncio.create_task(app.failure())
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({failed, stopped}, return_when=asyncio.FIRST_COMPLETED)
