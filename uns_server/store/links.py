@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import delete, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.store.tables import callback_receipts, revoked_links
@@ -35,14 +36,13 @@ async def seen_callback(conn: AsyncConnection, digest: str) -> bool:
 
 async def record_callback(conn: AsyncConnection, digest: str, provider: str, now: datetime) -> bool:
     """Remember an accepted callback; False if it was already there (a replay)."""
-    try:
-        async with conn.begin_nested():
-            await conn.execute(
-                insert(callback_receipts).values(digest=digest, provider=provider, received_at=now)
-            )
-    except IntegrityError:
-        return False
-    return True
+    dialect_insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    result = await conn.execute(
+        dialect_insert(callback_receipts)
+        .values(digest=digest, provider=provider, received_at=now)
+        .on_conflict_do_nothing(index_elements=["digest"])
+    )
+    return bool(result.rowcount == 1)
 
 
 async def prune_callbacks(conn: AsyncConnection, before: datetime) -> int:
