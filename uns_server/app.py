@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -42,18 +43,25 @@ from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.api.reflection import add_reflection
 from uns_server.api.wrapping import WrappingRegistrar
-from uns_server.channels.config import load_channels_config
+from uns_server.channels.config import PagerDutyConfig, SlackConfig, load_channels_config
 from uns_server.channels.fingerprint import channel_fingerprint
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
+from uns_server.domain.links import LinkSigner
 from uns_server.domain.policy import ServerDefaults
+from uns_server.http import health as http_health
+from uns_server.http import integrations as http_integrations
+from uns_server.http import links as http_links
+from uns_server.http.server import HttpServer
 from uns_server.observability import phases
 from uns_server.observability.telemetry import Telemetry
-from uns_server.services import auth
+from uns_server.services import auth, message_updates
 from uns_server.services.acks import Acks
+from uns_server.services.action_links import ActionLinkService
 from uns_server.services.intake import Intake
 from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
+from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
 from uns_server.services.watch import EventHub, Watch
 from uns_server.settings import Settings, SettingsError
@@ -63,6 +71,7 @@ from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
+from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.statistics import FirstAnalyze
 from uns_server.workers.supervision import Supervision
 
@@ -102,15 +111,17 @@ class App:
         channel_data: Any = {}
         if settings.channels_file:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
-        channels_config = load_channels_config(channel_data, environ)
-        self.channels = ChannelRegistry.from_config(channels_config)
-        self.channel_fingerprint = channel_fingerprint(channels_config)
+        self.channels_config = load_channels_config(channel_data, environ)
+        self.channels = ChannelRegistry.from_config(self.channels_config)
+        self.channel_fingerprint = channel_fingerprint(self.channels_config)
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
         if phases.REQUESTED:
             self.telemetry.metrics.observe_phases()
         self.telemetry.metrics.channel_config(self.channel_fingerprint, self.channels.names())
         # Repeated storage faults of the workers turn health NOT_SERVING (``_monitor``).
         self.supervision = Supervision()
+        self.acks = Acks(self.db, clock, self.telemetry.metrics)
+        self.links = self._link_service() if settings.http_enabled else None
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -121,12 +132,22 @@ class App:
             idle_poll_seconds=settings.idle_poll_seconds,
             telemetry=self.telemetry,
             supervision=self.supervision,
+            links=self.links,
         )
         self.intake = Intake(
             self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
         )
-        self.acks = Acks(self.db, clock, self.telemetry.metrics)
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
+        # Sent messages show how the obligation ended (Slack chat.update, PagerDuty
+        # acknowledge/resolve): queued with every settlement, sent by this worker.
+        self.acks.settle_hooks.append(message_updates.queue_on_settle)
+        self.message_updater = MessageUpdater(
+            self.db,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            idle_poll_seconds=settings.idle_poll_seconds,
+        )
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
@@ -145,6 +166,8 @@ class App:
         self.ready = asyncio.Event()
         self._fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.port = 0
+        self.http: HttpServer | None = None
+        self.http_port = 0
 
     async def start(self) -> None:
         s = self.settings
@@ -225,7 +248,68 @@ class App:
                 "channel_fingerprint": self.channel_fingerprint,
             },
         )
+        if s.http_enabled:
+            await self._start_http()
         self._tasks.append(asyncio.create_task(self._become_ready()))
+
+    async def _start_http(self) -> None:
+        """The HTTP surface: same process, same database and services as gRPC."""
+        self.http = HttpServer(self.settings, self._http_routes())
+        await self.http.start()
+        self.http_port = self.http.port
+        log.info(
+            "http listening",
+            extra={
+                "http_listen": self.settings.http_listen,
+                "port": self.http_port,
+                "public_url": self.public_url,
+            },
+        )
+
+    def _link_service(self) -> ActionLinkService:
+        keys = self.settings.link_keys
+        if not keys:  # loopback only (settings refuse it elsewhere)
+            keys = (secrets.token_urlsafe(32),)
+            log.warning(
+                "no --action-link-keys: links are signed with a random key and stop "
+                "working when this process exits"
+            )
+        return ActionLinkService(
+            self.db,
+            self.acks,
+            LinkSigner(keys),
+            lambda: self.public_url,
+            self.clock,
+            lease_seconds=self.settings.lease_seconds,
+        )
+
+    def _http_routes(self) -> list[Any]:
+        routes = http_health.routes(self.ready)
+        if self.links is not None:
+            routes += http_links.routes(self.links, lambda: self.public_url)
+            configs = self.channels_config.channels.values()
+            routes += http_integrations.routes(
+                ProviderAnswers(self.db, self.acks, self.links, self.clock),
+                [
+                    c.signing_secret
+                    for c in configs
+                    if isinstance(c, SlackConfig) and c.signing_secret
+                ],
+                [
+                    c.webhook_secret
+                    for c in configs
+                    if isinstance(c, PagerDutyConfig) and c.webhook_secret
+                ],
+            )
+        return routes
+
+    @property
+    def public_url(self) -> str:
+        """The base of every link (``--public-url``, else the HTTP address as bound)."""
+        s = self.settings
+        if s.public_url or not s.http_listen.endswith(":0") or not self.http_port:
+            return s.base_url
+        return s.base_url.rpartition(":")[0] + f":{self.http_port}"
 
     async def failure(self) -> str | None:
         """Resolves with a message when the server cannot ever become ready."""
@@ -280,6 +364,7 @@ class App:
             self._writer_tasks = [
                 asyncio.create_task(self.dispatcher.run()),
                 asyncio.create_task(self.expiry.run()),
+                asyncio.create_task(self.message_updater.run()),
             ]
             self._tasks.extend(self._writer_tasks)
         self._tasks.append(asyncio.create_task(self._monitor()))
@@ -369,6 +454,7 @@ class App:
         # it; whatever is still running after the grace period is cancelled.
         self.dispatcher.stop()
         self.expiry.stop()
+        self.message_updater.stop()
         writers = [t for t in self._writer_tasks if not t.done()]
         if writers:
             await asyncio.wait(writers, timeout=grace)
@@ -379,6 +465,8 @@ class App:
                 await task
         # Stops accepting at once, lets in-flight calls finish within the grace.
         await self.server.stop(grace)
+        if self.http is not None:
+            await self.http.stop()
         await self.channels.aclose()
         await self.db.dispose()
         await self.telemetry.aclose()

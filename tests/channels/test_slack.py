@@ -9,6 +9,7 @@ import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, assert_secret_absent, make_message
 from tests.support.http_receiver import HttpReceiver, RecordedRequest, Reply
+from uns_server.channels.base import ActionLinks
 from uns_server.channels.config import SlackConfig
 from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.slack import SlackChannel, slack_text
@@ -155,3 +156,31 @@ async def test_log_filter_is_installed_only_while_a_request_is_in_flight(
     assert caplog.records[-1].getMessage() == f"after {PLANTED_SECRET}"
     await channel.aclose()
     await channel.aclose()  # idempotent
+
+
+def _links(recipient: str) -> ActionLinks:
+    return ActionLinks(
+        f"https://uns.example/a/ack-{recipient}",
+        f"https://uns.example/a/dismiss-{recipient}",
+        f"ack-{recipient}",
+        f"dismiss-{recipient}",
+    )
+
+
+async def test_without_interactivity_buttons_open_the_links(
+    receiver: HttpReceiver, http_client: OutboundClient
+) -> None:
+    receiver.script(Reply.text("ok"))
+    message = make_message(require_ack=True, links=_links)
+    assert (await _hook(receiver, http_client).send(message)).success
+    [ack, dismiss] = receiver.requests[0].json()["blocks"][1]["elements"]
+    assert ack["url"] == "https://uns.example/a/ack-slack:slack-hook"
+    assert dismiss["url"] == "https://uns.example/a/dismiss-slack:slack-hook"
+
+
+async def test_no_buttons_when_no_answer_is_needed(
+    receiver: HttpReceiver, http_client: OutboundClient
+) -> None:
+    receiver.script(Reply.json({"ok": True, "channel": "C1", "ts": "1.2"}))
+    assert (await _api(receiver, http_client).send(make_message(links=_links))).success
+    assert "blocks" not in receiver.requests[0].json()

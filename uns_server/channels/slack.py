@@ -17,7 +17,7 @@ appears in results, and the HTTP library's logs are filtered for both while the 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -29,7 +29,7 @@ from uns_server.channels._http import (
     parse_retry_after,
     unexpected_success,
 )
-from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage, Settlement
 from uns_server.channels.config import SlackConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -46,12 +46,59 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def slack_text(message: OutboundMessage) -> str:
+def slack_text(message: OutboundMessage | Settlement) -> str:
     """Title in bold, the message, and a context line; producer text cannot inject mentions."""
     context = " · ".join(
         _escape(part) for part in (message.priority, message.intent, message.source) if part
     )
     return f"*{_escape(message.title)}*\n{_escape(message.message)}\n_{context}_"
+
+
+def settled_blocks(settlement: Settlement) -> list[dict[str, Any]]:
+    """The message once the obligation ended: the text, the outcome, no buttons."""
+    actor = settlement.actor
+    # A Slack user who answered is shown as a mention; anyone else as escaped text.
+    shown = f"<@{actor[6:]}>" if actor.startswith("slack:U") else _escape(actor)
+    outcome = _escape(settlement.summary).replace(_escape(actor), shown, 1)
+    icon = {"ACKED": ":white_check_mark:", "DISMISSED": ":no_entry_sign:"}.get(
+        settlement.state, ":alarm_clock:"
+    )
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(settlement)}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": f"{icon} {outcome}"}]},
+    ]
+
+
+ACK_ACTION_ID = "uns_ack"
+DISMISS_ACTION_ID = "uns_dismiss"
+
+
+def slack_blocks(
+    message: OutboundMessage, links: ActionLinks, *, interactive: bool
+) -> list[dict[str, Any]]:
+    """Block Kit: the text, then Acknowledge / Dismiss buttons. Interactive buttons
+    (the app has a signing secret) answer in Slack, as the Slack user who clicks; their
+    ``value`` is the link token, which binds the notification and the action. Without
+    interactivity the buttons open the action links."""
+
+    def button(label: str, action_id: str, token: str, url: str) -> dict[str, Any]:
+        element: dict[str, Any] = {
+            "type": "button",
+            "text": {"type": "plain_text", "text": label},
+            "action_id": action_id,
+            "value": token,
+        }
+        if not interactive:
+            element["url"] = url
+        return element
+
+    ack = button("Acknowledge", ACK_ACTION_ID, links.acknowledge_token, links.acknowledge_url)
+    ack["style"] = "primary"
+    dismiss = button("Dismiss", DISMISS_ACTION_ID, links.dismiss_token, links.dismiss_url)
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(message)}},
+        {"type": "actions", "block_id": "uns_answer", "elements": [ack, dismiss]},
+    ]
 
 
 class SlackChannel(HttpChannel):
@@ -65,7 +112,7 @@ class SlackChannel(HttpChannel):
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        secrets = tuple(s for s in (config.token, config.webhook_url) if s)
+        secrets = tuple(s for s in (config.token, config.webhook_url, config.signing_secret) if s)
         if config.webhook_url:
             # The path is the credential (services/T.../B.../<secret>); mask it and its
             # last segment wherever they turn up, e.g. echoed back in an error body.
@@ -73,6 +120,8 @@ class SlackChannel(HttpChannel):
             secrets += (path, path.rpartition("/")[2])
         super().__init__(name, client, secrets=secrets, on_close=on_close)
         self._config = config
+        # Who the message reaches: the configured channel, or the webhook's own channel.
+        self.recipient = f"slack:{config.channel or name}"
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         if self._config.token is not None:
@@ -87,6 +136,10 @@ class SlackChannel(HttpChannel):
             "unfurl_links": False,
             "unfurl_media": False,
         }
+        links = message.action_links(self.recipient)
+        if links is not None:
+            interactive = self._config.signing_secret is not None
+            payload["blocks"] = slack_blocks(message, links, interactive=interactive)
         body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
@@ -112,9 +165,17 @@ class SlackChannel(HttpChannel):
             return unexpected_success(reply, 'HTTP 200 with JSON {"ok": ...}')
         if data["ok"]:
             ts = data.get("ts")
+            ts = ts if isinstance(ts, str) and ts else None
+            channel = str(data.get("channel", ""))
             return ChannelResult.delivered(
-                ts if isinstance(ts, str) and ts else None,
-                metadata={"http_status": 200, "slack_channel": str(data.get("channel", ""))},
+                ts,
+                metadata={"http_status": 200, "slack_channel": channel},
+                reference={
+                    "type": "slack",
+                    "recipient": self.recipient,
+                    "slack_channel": channel,
+                    "slack_ts": ts or "",
+                },
             )
         code = data.get("error")
         code = code if isinstance(code, str) and code else "unknown_error"
@@ -130,8 +191,40 @@ class SlackChannel(HttpChannel):
             )
         return ChannelResult.permanent(f"slack error: {code}", metadata=metadata)
 
+    async def _update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+        """``chat.update`` of the message ``reference`` names (Web API mode only)."""
+        channel, ts = reference.get("slack_channel"), reference.get("slack_ts")
+        if self._config.token is None or not channel or not ts:
+            return ChannelResult.permanent("this Slack message cannot be updated (no channel/ts)")
+        body = encode_json(
+            {
+                "channel": channel,
+                "ts": ts,
+                "text": f"{slack_text(settlement)}\n{_escape(settlement.summary)}",
+                "blocks": settled_blocks(settlement),
+            }
+        )
+        if isinstance(body, ChannelResult):
+            return body
+        reply = await self._post(
+            f"{self._config.base_url}/chat.update",
+            content=body,
+            headers={
+                "authorization": f"Bearer {self._config.token}",
+                "content-type": "application/json; charset=utf-8",
+            },
+            timeout_seconds=self._config.timeout_seconds,
+        )
+        if isinstance(reply, ChannelResult):
+            return reply
+        return self._web_api_result(reply)
+
     async def _post_incoming_webhook(self, message: OutboundMessage, url: str) -> ChannelResult:
-        body = encode_json({"text": slack_text(message)})
+        payload: dict[str, Any] = {"text": slack_text(message)}
+        links = message.action_links(self.recipient)
+        if links is not None:
+            payload["blocks"] = slack_blocks(message, links, interactive=False)
+        body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
         reply = await self._post(
@@ -148,5 +241,8 @@ class SlackChannel(HttpChannel):
         if reply.status != 200 or reply.body.strip() != b"ok":
             return unexpected_success(reply, "HTTP 200 with body 'ok'")
         return ChannelResult.delivered(
-            None, metadata={"http_status": 200, "slack_mode": "incoming_webhook"}
+            None,
+            metadata={"http_status": 200, "slack_mode": "incoming_webhook"},
+            # Slack returns no message reference here: such messages cannot be updated.
+            reference={"type": "slack", "recipient": self.recipient},
         )

@@ -1,5 +1,5 @@
-"""``uns-admin``: schema migrations, API keys, policies and retention, directly on the
-database.
+"""``uns-admin``: schema migrations, API keys, policies, retention and action-link
+revocation, directly on the database.
 
 Policies go through the same service as ``uns.v1.PolicyService``
 (``uns_server.services.policies``), so validation and defaults are identical.
@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import unquote
 
 import yaml
 
@@ -28,6 +29,7 @@ from uns_server.cli import remote
 from uns_server.domain import retention as retention_rules
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import InvalidRequest, NotFound
+from uns_server.domain.links import LinkSigner, token_hash
 from uns_server.services import auth
 from uns_server.services import keys as key_service
 from uns_server.services.policies import (
@@ -38,6 +40,7 @@ from uns_server.services.policies import (
 )
 from uns_server.services.retention import Report, Retention
 from uns_server.settings import DATABASE_URL_DEFAULT
+from uns_server.store import links as links_store
 from uns_server.store import migrate
 from uns_server.store.db import Database
 
@@ -125,6 +128,23 @@ def build_parser() -> argparse.ArgumentParser:
         "list", parents=[connection], help="list a type's revisions, newest first"
     )
     listing.add_argument("notification_type", metavar="TYPE")
+
+    links_parser = commands.add_parser("links", help="signed action links").add_subparsers(
+        dest="links_command", required=True, metavar="COMMAND"
+    )
+    revoke_link = links_parser.add_parser(
+        "revoke",
+        help="revoke an action link (its URL or token): it answers 404 from then on",
+        description="Revokes one Acknowledge/Dismiss link on every replica at once. Only the "
+        "SHA-256 of its token is stored. To revoke every outstanding link, rotate the "
+        "signing keys instead (docs/deployment.md).",
+    )
+    revoke_link.add_argument("link", metavar="URL_OR_TOKEN")
+    revoke_link.add_argument(
+        "--action-link-keys",
+        default=os.environ.get("UNS_ACTION_LINK_KEYS", ""),
+        help="[UNS_ACTION_LINK_KEYS] the server's signing keys, to verify the link",
+    )
 
     maintain = commands.add_parser(
         "maintain",
@@ -263,6 +283,26 @@ async def cmd_keys_revoke(db: Database, args: argparse.Namespace) -> None:
     )
 
 
+async def cmd_links_revoke(db: Database, args: argparse.Namespace) -> None:
+    keys = [k.strip() for k in args.action_link_keys.split(",") if k.strip()]
+    if not keys:
+        raise UsageError("give the server's --action-link-keys (or UNS_ACTION_LINK_KEYS)")
+    token = unquote(args.link.strip().rstrip("/").rpartition("/")[2])
+    claims = LinkSigner(keys).verify(token, utcnow())
+    if claims is None:
+        raise Failure("not a valid, unexpired link of these keys: nothing to revoke")
+    await _require_schema(db)
+    async with db.write() as tx:
+        await links_store.revoke(
+            tx.conn, token_hash(token), claims.notification_id, actor=PROG, now=utcnow()
+        )
+    print(
+        f"revoked the {'/'.join(claims.actions)} link of notification "
+        f"{claims.notification_id} for {claims.recipient}",
+        file=sys.stderr,
+    )
+
+
 def load_policy_file(path: Path) -> tuple[list[PolicyInput], bool]:
     """Read and validate a policy file before touching the database: (inputs, is_list)."""
     try:
@@ -374,6 +414,7 @@ COMMANDS: dict[tuple[str, str | None], Command] = {
     ("policies", "show"): cmd_policies_show,
     ("policies", "list"): cmd_policies_list,
     ("maintain", None): cmd_maintain,
+    ("links", "revoke"): cmd_links_revoke,
 }
 
 

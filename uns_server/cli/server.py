@@ -67,6 +67,13 @@ async def serve(settings: Settings) -> int:
     print(
         f"uns-server listening on {settings.listen} (port {app.port})", file=sys.stderr, flush=True
     )
+    if app.http is not None:
+        print(
+            f"uns-server HTTP on {settings.http_listen} (port {app.http_port}), "
+            f"links at {app.public_url}",
+            file=sys.stderr,
+            flush=True,
+        )
     failed = asyncio.create_task(app.failure())
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({failed, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -1,0 +1,132 @@
+"""Answers that arrive as provider callbacks: a Slack button, a PagerDuty incident change.
+
+The transport (``http.integrations``) has verified the provider's signature; this
+service finds the notification, then settles it through ``Acks.answer`` (the same
+decision as Acknowledge) as the person the provider names: ``slack:<user id>``,
+``pagerduty:<user id>``. Slack buttons carry an action-link token (it binds the
+notification and the action); PagerDuty incidents are found by their ``incident_key``,
+which is the dedup_key UNS triggered them with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
+from uns_server.domain.links import ACK, DISMISS
+from uns_server.domain.validation import validate_notification_id
+from uns_server.services.acks import Acks
+from uns_server.services.action_links import ActionLinkService
+from uns_server.store import links, notifications
+from uns_server.store.db import Database
+
+log = logging.getLogger("uns.callbacks")
+VIA_SLACK = "slack"
+VIA_PAGERDUTY = "pagerduty"
+SLACK_ACTIONS = {"uns_ack": ACK, "uns_dismiss": DISMISS}
+PAGERDUTY_EVENTS = frozenset({"incident.acknowledged", "incident.resolved"})
+
+
+def receipt_digest(provider: str, proof: bytes) -> str:
+    return hashlib.sha256(provider.encode() + b"|" + proof).hexdigest()
+
+
+class ProviderAnswers:
+    def __init__(
+        self,
+        db: Database,
+        acks: Acks,
+        links_service: ActionLinkService,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._db = db
+        self._acks = acks
+        self._links = links_service
+        self._clock = clock
+
+    async def replayed(self, digest: str) -> bool:
+        async with self._db.read() as conn:
+            return await links.seen_callback(conn, digest)
+
+    async def remember(self, digest: str, provider: str) -> None:
+        async with self._db.write() as tx:
+            await links.record_callback(tx.conn, digest, provider, self._clock())
+
+    async def slack_action(self, action_id: str, token: str, user: Mapping[str, Any]) -> str:
+        """One Block Kit button press; returns what happened (for the log and tests)."""
+        action = SLACK_ACTIONS.get(action_id)
+        claims = await self._links.verify(token) if action else None
+        if action is None or claims is None or action not in claims.actions:
+            return "invalid"
+        user_id = str(user.get("id") or "")
+        if not user_id:
+            return "invalid"
+        metadata = {
+            k: str(v)
+            for k, v in (
+                ("slack_user_name", user.get("username") or user.get("name")),
+                ("slack_team_id", user.get("team_id")),
+                ("recipient", claims.recipient),
+            )
+            if v
+        }
+        return await self._settle(
+            claims.notification_id, f"slack:{user_id}", VIA_SLACK, action == DISMISS, metadata
+        )
+
+    async def pagerduty_event(self, event: Mapping[str, Any]) -> str:
+        """One v3 webhook event; ``incident.acknowledged``/``resolved`` settle as ACKED."""
+        if event.get("event_type") not in PAGERDUTY_EVENTS:
+            return "ignored"
+        data = event.get("data") or {}
+        incident_key = data.get("incident_key") if isinstance(data, Mapping) else None
+        if not isinstance(incident_key, str) or not incident_key:
+            return "ignored"
+        try:  # UNS triggers with "<notification id>:<channel>:<cycle>"
+            nid = validate_notification_id(incident_key.split(":", 1)[0])
+        except Exception:
+            return "ignored"
+        async with self._db.read() as conn:
+            row = await notifications.by_id(conn, nid)
+        refs = (row.get("provider_refs") or {}) if row is not None else {}
+        if not any(r.get("pagerduty_dedup_key") == incident_key for r in refs.values()):
+            return "ignored"  # not an incident UNS triggered
+        agent = event.get("agent") or {}
+        agent_id = str(agent.get("id") or "") if isinstance(agent, Mapping) else ""
+        actor = f"pagerduty:{agent_id}" if agent_id else "pagerduty:unknown"
+        metadata = {
+            k: str(v)
+            for k, v in (
+                ("pagerduty_event", event.get("event_type")),
+                ("pagerduty_incident", data.get("id")),
+                (
+                    "pagerduty_user_name",
+                    agent.get("summary") if isinstance(agent, Mapping) else None,
+                ),
+            )
+            if v
+        }
+        return await self._settle(nid, actor, VIA_PAGERDUTY, False, metadata)
+
+    async def _settle(
+        self, nid: str, actor: str, via: str, dismiss: bool, metadata: dict[str, str]
+    ) -> str:
+        try:
+            _row, repeat = await self._acks.answer(
+                nid, actor=actor, via=via, dismiss=dismiss, metadata=metadata
+            )
+        except AckConflict:
+            return "conflict"
+        except AckDeadlinePassed:
+            return "deadline_passed"
+        except (AckNotPending, NotFound):
+            return "not_pending"
+        log.info(
+            "answered from a provider",
+            extra={"notification_id": nid, "actor": actor, "via": via, "repeat": repeat},
+        )
+        return "repeat" if repeat else "settled"
