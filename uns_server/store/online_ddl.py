@@ -1,0 +1,67 @@
+"""Index changes a migration can make while the service runs (used by ``migrations/``).
+
+On PostgreSQL a plain ``CREATE INDEX`` holds off every write to the table for the whole
+build, and ``DROP INDEX`` every read too, until the migration's transaction commits.
+So indexes are built and dropped ``CONCURRENTLY``, outside the migration's transaction
+(Alembic's autocommit block): writers go on meanwhile. Each step is idempotent, so a
+migration interrupted anywhere (a killed replica, a cancelled statement) finishes when
+it runs again:
+
+* a new definition is built under a temporary name; an invalid index that a failed
+  concurrent build left there is dropped first (``IF NOT EXISTS`` alone would keep it);
+* the old index is dropped (``IF EXISTS``) only once the new one is valid, and the new
+  one renamed into place (a rename takes no lock that blocks reads or writes), so the
+  queries it serves always have one of the two.
+
+SQLite keeps the plain statements: its writers are serialised anyway, and it has no
+concurrent builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+TEMPORARY_SUFFIX = "_new"
+
+
+def replace_index(
+    name: str, table: str, columns: Sequence[str], *, where: str | None = None
+) -> None:
+    """Make ``name`` the index of ``table`` on ``columns`` (SQL, e.g. ``"priority DESC"``),
+    partial on ``where``, whatever index of that name was there before."""
+    if op.get_bind().dialect.name != "postgresql":
+        op.drop_index(name, table_name=table, if_exists=True)
+        predicate = sa.text(where) if where else None
+        op.create_index(
+            name, table, [sa.text(c) for c in columns], sqlite_where=predicate, if_not_exists=True
+        )
+        return
+    temporary = name + TEMPORARY_SUFFIX
+    with op.get_context().autocommit_block():
+        _drop_if_invalid(temporary)
+        partial = f" WHERE {where}" if where else ""
+        op.execute(
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {temporary}"
+            f" ON {table} ({', '.join(columns)}){partial}"
+        )
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        op.execute(f"ALTER INDEX IF EXISTS {temporary} RENAME TO {name}")
+
+
+def _drop_if_invalid(name: str) -> None:
+    invalid = (
+        op.get_bind()
+        .execute(
+            sa.text(
+                "SELECT NOT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                " WHERE c.relname = :name AND c.relnamespace = current_schema()::regnamespace"
+            ),
+            {"name": name},
+        )
+        .scalar()
+    )
+    if invalid:
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
