@@ -16,6 +16,7 @@ issues ``NOTIFY`` so that other server processes wake too (``store.listen``).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -45,14 +46,49 @@ PG_IDLE_IN_TRANSACTION_MS = 5_000
 # use still fails its statement, which is marked a disconnect (UNAVAILABLE, retry).
 PG_PING_AFTER_IDLE_SECONDS = 1.0
 
+# URL options SQLAlchemy's asyncpg adapter consumes itself (asyncpg.connect refuses them).
+_SQLALCHEMY_ONLY_PARAMS = (
+    "prepared_statement_cache_size",
+    "prepared_statement_name_func",
+    "async_fallback",
+    "async_creator_fn",
+)
+
 # NOTIFY channels (PostgreSQL) / in-process topics.
 TOPIC_EVENTS = "uns_events"
 TOPIC_WORK = "uns_work"
 
 
+# libpq's several-hosts form: ``scheme://[user[:password]@]host1:port1,host2:port2/db``.
+_MULTI_HOST = re.compile(
+    r"^(?P<scheme>[A-Za-z0-9+.-]+)://(?P<userinfo>[^@/?]*@)?(?P<hosts>[^/?@]*,[^/?@]*)"
+    r"(?P<path>/[^?]*)?(?:\?(?P<query>.*))?$"
+)
+_HOST_PORT = re.compile(r"^(?P<name>\[[^\]]*\]|[^:\[\]]+)(?::(?P<port>\d+))?$")
+PG_DEFAULT_PORT = 5432
+
+
+def _multi_host_query(url: str) -> str:
+    """Rewrite libpq's ``host1:port1,host2:port2`` into the ``?host=h:p&host=h:p`` query
+    SQLAlchemy's asyncpg dialect reads (it needs every port spelled out)."""
+    m = _MULTI_HOST.match(url)
+    if m is None:
+        return url
+    hosts = []
+    for host in m["hosts"].split(","):
+        spec = _HOST_PORT.match(host)
+        if spec is None:
+            raise ValueError(f"cannot read host {host!r} in the database URL")
+        hosts.append(f"host={spec['name']}:{spec['port'] or PG_DEFAULT_PORT}")
+    query = "&".join([*hosts, *([m["query"]] if m["query"] else [])])
+    return f"{m['scheme']}://{m['userinfo'] or ''}{m['path'] or '/'}?{query}"
+
+
 def normalize_url(url: str) -> str:
-    """Accept plain ``postgresql://`` / ``sqlite://`` URLs and pick the async drivers."""
-    u = make_url(url)
+    """Accept plain ``postgresql://`` / ``sqlite://`` URLs and pick the async drivers;
+    several PostgreSQL hosts may be listed libpq's way (``h1:p1,h2:p2``), typically with
+    ``target_session_attrs=read-write`` so that only the current primary is used."""
+    u = make_url(_multi_host_query(url))
     if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         u = u.set(drivername="postgresql+asyncpg")
     elif u.drivername in ("sqlite", "sqlite+pysqlite"):
@@ -156,6 +192,17 @@ class Database:
     @property
     def is_postgres(self) -> bool:
         return self.dialect == "postgresql"
+
+    def asyncpg_connect_args(self) -> dict[str, Any]:
+        """``asyncpg.connect`` keywords for a connection of its own (LISTEN) to the same
+        database as the pool's: every host of a multi-host URL, ``target_session_attrs``
+        and the other URL options, read the way SQLAlchemy's dialect reads them."""
+        _args, params = self.writer.dialect.create_connect_args(make_url(self.url))
+        for name in _SQLALCHEMY_ONLY_PARAMS:
+            params.pop(name, None)
+        if self.command_timeout:
+            params["timeout"] = self.command_timeout
+        return dict(params)
 
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` (must not block) after commits that signalled ``topic``."""
@@ -270,9 +317,10 @@ def _classify_lost_connection(context: Any) -> None:
 
 
 def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
-    """SQLAlchemy's documented pessimistic ping, only for connections that sat idle: a
-    failed ping raises DisconnectionError, so the pool drops that connection and checks
-    out another (a fresh one after a database restart)."""
+    """SQLAlchemy's documented pessimistic ping, only for connections that sat idle (and
+    a free check of every connection's socket state): a failed check raises
+    DisconnectionError, so the pool drops that connection and checks out another (a
+    fresh one after a database restart or failover)."""
     pool = engine.sync_engine.pool
 
     @event.listens_for(pool, "checkin")
@@ -281,6 +329,10 @@ def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
 
     @event.listens_for(pool, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        # A connection whose server already closed it (a restart, a failover: the old
+        # primary's sessions all end at once) is known dead without a round trip.
+        if dbapi_connection._connection.is_closed():
+            raise DisconnectionError("pooled connection was closed by the server")
         idle_since = record.info.get("idle_since")
         if idle_since is None or time.monotonic() - idle_since < idle_seconds:
             return
