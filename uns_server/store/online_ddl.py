@@ -32,7 +32,8 @@ def replace_index(
 ) -> None:
     """Make ``name`` the index of ``table`` on ``columns`` (SQL, e.g. ``"priority DESC"``),
     partial on ``where``, whatever index of that name was there before."""
-    if op.get_bind().dialect.name != "postgresql":
+    context = op.get_context()
+    if context.dialect.name != "postgresql":
         op.drop_index(name, table_name=table, if_exists=True)
         predicate = sa.text(where) if where else None
         op.create_index(
@@ -40,8 +41,11 @@ def replace_index(
         )
         return
     temporary = name + TEMPORARY_SUFFIX
-    with op.get_context().autocommit_block():
-        _drop_if_invalid(temporary)
+    with context.autocommit_block():
+        if context.as_sql:  # a script for later (``alembic upgrade --sql``): no catalog
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {temporary}")
+        else:
+            _drop_if_invalid(temporary)
         partial = f" WHERE {where}" if where else ""
         op.execute(
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {temporary}"
