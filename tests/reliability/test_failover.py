@@ -1,7 +1,8 @@
 """PostgreSQL fails over under load: the primary (with a synchronous streaming standby)
 is killed and the standby promoted, while producers keep sending to a UNS server on
 the pair's multi-host URL (``target_session_attrs=read-write``). The same server
-process reconnects by itself, and nothing a producer was answered OK for is lost."""
+process reconnects by itself, and nothing a producer was answered OK for is lost.
+Also: the connections the old primary closed are never handed out again."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from tests.reliability.harness import (
     write_channels,
 )
 from tests.support.http_receiver import Reply
+from tests.support.postgres import PostgresProcess
 from tests.support.standby import ReplicatedPostgres
+from uns_server.store import db as db_module
 from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 
@@ -120,3 +123,32 @@ async def test_primary_killed_standby_promoted_nothing_acknowledged_is_lost(
     assert report.acknowledged >= SENDS // 2
     codes = {code for _at, code in producers.errors}
     assert codes <= {"UNAVAILABLE"}, f"sends failed with {codes} (expected only UNAVAILABLE)"
+
+
+async def test_connections_the_server_closed_are_never_handed_out(
+    pg: PostgresProcess, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pooled connection ends at once when the primary goes (here: a restart).
+    The pool knows which ones the server closed without a round trip, so the next
+    transactions get fresh connections, even those that were idle too briefly to be
+    pinged."""
+    monkeypatch.setattr(db_module, "PG_PING_AFTER_IDLE_SECONDS", 3600.0)  # never ping
+    db = Database(database_url)
+    try:
+
+        async def one_transaction() -> int:
+            async with db.write() as tx:
+                return int((await tx.conn.execute(text("SELECT 1"))).scalar_one())
+
+        async def holding(entered: asyncio.Barrier) -> None:
+            async with db.write() as tx:
+                await tx.conn.execute(text("SELECT 1"))
+                await entered.wait()  # all four are checked out at once
+
+        entered = asyncio.Barrier(4)
+        await asyncio.gather(*(holding(entered) for _ in range(4)))  # four pooled
+        await asyncio.to_thread(pg.stop, "fast")
+        await asyncio.to_thread(pg.start)
+        assert await asyncio.gather(*(one_transaction() for _ in range(4))) == [1] * 4
+    finally:
+        await db.dispose()

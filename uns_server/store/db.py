@@ -331,7 +331,7 @@ def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
         # A connection whose server already closed it (a restart, a failover: the old
         # primary's sessions all end at once) is known dead without a round trip.
-        if dbapi_connection._connection.is_closed():
+        if dbapi_connection.driver_connection.is_closed():
             raise DisconnectionError("pooled connection was closed by the server")
         idle_since = record.info.get("idle_since")
         if idle_since is None or time.monotonic() - idle_since < idle_seconds:
