@@ -1,14 +1,19 @@
 """PostgreSQL fails over under load: the primary (with a synchronous streaming standby)
-is killed and the standby promoted, while producers keep sending to a UNS server on
-the pair's multi-host URL (``target_session_attrs=read-write``). The same server
+goes away and the standby is promoted, while producers keep sending to a UNS server
+on the pair's multi-host URL (``target_session_attrs=read-write``). The same server
 process reconnects by itself, and nothing a producer was answered OK for is lost.
+
+The primary goes away in two ways: *killed* (its connections close, as when the
+process dies or the host reboots) and *vanished* (nothing closes: a crashed machine
+or a partition; a TCP proxy in front of it goes silent). In the second case the dead
+host is listed first, so every new connection would try it first.
 Also: the connections the old primary closed are never handed out again."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +31,7 @@ from tests.reliability.harness import (
     webhook_policy,
     write_channels,
 )
+from tests.reliability.tcp_proxy import TcpProxy
 from tests.support.http_receiver import Reply
 from tests.support.postgres import PostgresProcess
 from tests.support.standby import ReplicatedPostgres
@@ -34,9 +40,12 @@ from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 
 SENDS = 300
+# The servers' bound on a statement or connection attempt: how long a vanished host
+# can hold a request.
+COMMAND_TIMEOUT_SECONDS = 2.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster() -> Iterator[ReplicatedPostgres]:
     pair = ReplicatedPostgres()
     try:
@@ -45,57 +54,66 @@ def cluster() -> Iterator[ReplicatedPostgres]:
         pair.destroy()
 
 
-@pytest.fixture
-async def pair_url(cluster: ReplicatedPostgres) -> str:
-    """A fresh migrated database on the primary, reached through both hosts."""
+async def new_database(cluster: ReplicatedPostgres) -> str:
+    """A fresh migrated database on the primary, visible on the standby too."""
     url = await PostgresDatabases(cluster.primary.url()).new()
     await asyncio.to_thread(cluster.wait_replayed)
-    return cluster.url(url.rsplit("/", 1)[1])
+    return url.rsplit("/", 1)[1]
 
 
-@pytest.fixture
-async def listener(pair_url: str) -> AsyncIterator[asyncio.Event]:
-    """A LISTEN connection of another process on the same URL: set on every wake-up."""
-    db = Database(pair_url)
-    woken = asyncio.Event()
-    db.on_commit(TOPIC_WORK, woken.set)
-    task = asyncio.create_task(listen_forever(db, (TOPIC_WORK,)))
-    try:
-        yield woken
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await db.dispose()
-
-
-async def test_primary_killed_standby_promoted_nothing_acknowledged_is_lost(
-    tmp_path: Path, cluster: ReplicatedPostgres, pair_url: str, listener: asyncio.Event
+@pytest.mark.parametrize("how", ["killed", "vanished"])
+async def test_failover_under_load_loses_nothing_acknowledged(
+    tmp_path: Path, cluster: ReplicatedPostgres, how: str
 ) -> None:
-    ntype = "rel.failover"
-    await webhook_policy(pair_url, ntype)
+    name = await new_database(cluster)
+    proxy = TcpProxy("127.0.0.1", cluster.primary.port)
+    await proxy.start()
+    if how == "vanished":
+        url = cluster.url(name, primary_port=proxy.port, primary_first=True)
+    else:
+        url = cluster.url(name)
+    ntype = f"rel.failover.{how}"
+    await webhook_policy(url, ntype)
+
+    # Another process's LISTEN connection on the same URL: it must follow the primary.
+    other = Database(url, command_timeout=COMMAND_TIMEOUT_SECONDS)
+    woken = asyncio.Event()
+    other.on_commit(TOPIC_WORK, woken.set)
+    listening = asyncio.create_task(listen_forever(other, (TOPIC_WORK,)))
+
     async with Provider(lambda _r: Reply(delay_seconds=0.05)) as provider:
-        servers = ServerFactory(tmp_path, pair_url, lease_seconds=3)
-        producers = Producers(History(), ntype, "failover", "", call_timeout=5)
+        servers = ServerFactory(
+            tmp_path,
+            url,
+            lease_seconds=3,
+            extra=("--db-command-timeout-seconds", str(COMMAND_TIMEOUT_SECONDS)),
+        )
+        producers = Producers(History(), ntype, f"failover-{how}", "", call_timeout=5)
         try:
             server = await servers.start(channels_file=write_channels(tmp_path, provider.url()))
             producers.target = server.target
             async with producers.steady(concurrency=3, pause=0.02, limit=SENDS):
                 await producers.wait_acknowledged(SENDS // 4, within=60)
                 killed = time.monotonic()
+                if how == "vanished":
+                    proxy.blackhole()
                 await asyncio.to_thread(cluster.fail_over)
                 promoted = time.monotonic()
                 before = len(producers.history.acknowledged)
                 await producers.wait_acknowledged(before + 1, within=60)
                 writing_again = time.monotonic()
                 await producers.wait_acknowledged(before + SENDS // 4, within=60)
-            # The other process's LISTEN connection followed the primary too.
-            listener.clear()
+            woken.clear()
             await producers.send(3, concurrency=1)
-            await asyncio.wait_for(listener.wait(), 30)
+            await asyncio.wait_for(woken.wait(), 30)
 
             await wait_settled(lambda: server.target, ntype, producers.history, within=60)
             report = await run_checker(
-                server.target, ntype, producers.history, provider.receipts, label="failover"
+                server.target,
+                ntype,
+                producers.history,
+                provider.receipts,
+                label=f"failover-{how}",
             )
             assert server.proc.poll() is None, "the server did not survive the failover"
             # Replication is synchronous: no warning at start (store/durability.py).
@@ -103,20 +121,24 @@ async def test_primary_killed_standby_promoted_nothing_acknowledged_is_lost(
         finally:
             await producers.close()
             servers.stop_all()
-    db = Database(pair_url)
+            listening.cancel()
+            await asyncio.gather(listening, return_exceptions=True)
+            await other.dispose()
+            await proxy.stop()
+    db = Database(cluster.url(name))
     try:
         async with db.read() as conn:
             in_recovery = (await conn.execute(text("SELECT pg_is_in_recovery()"))).scalar()
     finally:
         await db.dispose()
-    assert in_recovery is False  # the URL now leads to the promoted standby
+    assert in_recovery is False  # the standby was promoted, and is the one written to
     outage = writing_again - killed
     print(
-        f"\n[failover] promote took {promoted - killed:.1f}s, first acknowledged send "
-        f"{outage:.1f}s after the kill; codes {dict(producers.history.codes)}"
+        f"\n[failover-{how}] promote took {promoted - killed:.1f}s, first acknowledged send "
+        f"{outage:.1f}s after the primary went; codes {dict(producers.history.codes)}"
     )
     reliability_report.note(
-        "failover", promote_seconds=promoted - killed, writing_again_seconds=outage
+        f"failover-{how}", promote_seconds=promoted - killed, writing_again_seconds=outage
     )
     report.assert_ok()
     assert not report.lost and not report.unexpected

@@ -31,7 +31,7 @@ def test_multi_host_urls_name_every_host(
 ) -> None:
     normalized = normalize_url(url)
     assert normalize_url(normalized) == normalized
-    args = Database(url).asyncpg_connect_args()
+    args = Database(url).driver_params()
     assert (args["host"], args["port"], args["database"]) == (hosts, ports, "uns")
     assert {k: args[k] for k in extra} == extra
     if "p%40ss" in url:

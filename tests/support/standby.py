@@ -117,13 +117,26 @@ class ReplicatedPostgres:
             time.sleep(0.1)
         raise RuntimeError("the standby never became synchronous")
 
-    def url(self, database: str = "postgres") -> str:
+    def url(
+        self,
+        database: str = "postgres",
+        *,
+        primary_port: int | None = None,
+        primary_first: bool = False,
+    ) -> str:
         """UNS's URL for the pair: both hosts, and only a writable one will do. The
-        standby is listed first, so the primary is found by its attributes, not by luck
-        of order."""
+        standby is listed first unless ``primary_first``, so the primary is found by its
+        attributes, not by luck of order. ``primary_port`` reaches the primary another
+        way (a fault-injecting proxy)."""
+        hosts = [
+            f"127.0.0.1:{self.standby.port}",
+            f"127.0.0.1:{primary_port or self.primary.port}",
+        ]
+        if primary_first:
+            hosts.reverse()
         return (
-            f"postgresql+asyncpg://postgres@127.0.0.1:{self.standby.port},"
-            f"127.0.0.1:{self.primary.port}/{database}?target_session_attrs=read-write"
+            f"postgresql+asyncpg://postgres@{','.join(hosts)}/{database}"
+            "?target_session_attrs=read-write"
         )
 
     def fail_over(self, *, detection_seconds: float = 1.0) -> None:

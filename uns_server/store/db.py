@@ -133,6 +133,61 @@ def is_unreachable(exc: BaseException) -> bool:
     )
 
 
+# asyncpg's own default bound on connecting.
+PG_CONNECT_TIMEOUT_DEFAULT = 60.0
+
+
+class WritableHostConnector:
+    """``asyncpg.connect`` for a URL that lists several hosts (a primary and its
+    standbys), in SQLAlchemy's adapter as its ``async_creator_fn``.
+
+    asyncpg tries the hosts in order under *one* connect timeout: a host that vanished
+    without a trace (a crashed machine, a partition: nothing refuses the connection)
+    used all of it, so the next host was never tried and UNS stayed down after a
+    failover. Here each host gets the whole timeout, and the host that accepted last
+    (the current primary) is tried first, so only the first connections after a
+    failover wait for the vanished one.
+    """
+
+    def __init__(self) -> None:
+        self.preferred: tuple[str, int] | None = None
+
+    async def __call__(
+        self,
+        *,
+        host: Any = None,
+        port: Any = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (asyncpg.connect's own parameter)
+        **kw: Any,
+    ) -> Any:
+        import asyncpg
+
+        timeout = timeout or PG_CONNECT_TIMEOUT_DEFAULT
+        if not isinstance(host, list):
+            return await asyncpg.connect(host=host, port=port, timeout=timeout, **kw)
+        addresses = list(zip(host, port, strict=True))
+        if self.preferred in addresses:
+            addresses.remove(self.preferred)
+            addresses.insert(0, self.preferred)
+        failure: BaseException | None = None
+        for address in addresses:
+            try:
+                conn = await asyncpg.connect(
+                    host=address[0], port=address[1], timeout=timeout, **kw
+                )
+            except (  # this host will not do now: try the next (as asyncpg itself does)
+                OSError,  # refused, unreachable, timed out
+                asyncpg.TargetServerAttributeNotMatched,  # e.g. a standby for read-write
+                asyncpg.CannotConnectNowError,  # starting up, shutting down
+            ) as exc:
+                failure = exc
+                continue
+            self.preferred = address
+            return conn
+        assert failure is not None
+        raise failure
+
+
 class Database:
     def __init__(
         self,
@@ -152,6 +207,7 @@ class Database:
         # dispatcher and the hub a second time, for nothing.
         self.origin = uuid.uuid4().hex
         self._listeners: dict[str, list[Callable[[], None]]] = {}
+        self.connector = WritableHostConnector()  # PostgreSQL: shared by every connection
         if self.dialect == "sqlite":
             self.writer = _sqlite_engine(self.url, immediate=True, pool_size=1)
             self.reader = _sqlite_engine(self.url, immediate=False, pool_size=4)
@@ -169,16 +225,9 @@ class Database:
                 # at 1 producer (docs/PERFORMANCE.md). Nothing here inserts RETURNING.
                 use_insertmanyvalues=False,
                 json_serializer=jsontext.dumps,
-                connect_args={
-                    "server_settings": {
-                        "idle_in_transaction_session_timeout": str(PG_IDLE_IN_TRANSACTION_MS)
-                    },
-                    **(
-                        {"command_timeout": command_timeout, "timeout": command_timeout}
-                        if command_timeout
-                        else {}
-                    ),
-                },
+                connect_args=self.pg_connect_args(
+                    idle_in_transaction_session_timeout=str(PG_IDLE_IN_TRANSACTION_MS)
+                ),
             )
             event.listen(self.writer.sync_engine, "handle_error", _classify_lost_connection)
             _ping_after_idle(self.writer, PG_PING_AFTER_IDLE_SECONDS)
@@ -193,16 +242,37 @@ class Database:
     def is_postgres(self) -> bool:
         return self.dialect == "postgresql"
 
-    def asyncpg_connect_args(self) -> dict[str, Any]:
-        """``asyncpg.connect`` keywords for a connection of its own (LISTEN) to the same
-        database as the pool's: every host of a multi-host URL, ``target_session_attrs``
-        and the other URL options, read the way SQLAlchemy's dialect reads them."""
+    def pg_connect_args(
+        self, *, bound_statements: bool = True, **server_settings: str
+    ) -> dict[str, Any]:
+        """``connect_args`` for a SQLAlchemy engine on this database: the connect bound,
+        the statement bound unless ``bound_statements`` is off (migrations: an index
+        build may take minutes), ``server_settings``, and the connector that finds the
+        writable host of a multi-host URL."""
+        args: dict[str, Any] = {
+            "server_settings": server_settings,
+            # SQLAlchemy's asyncpg adapter calls this instead of asyncpg.connect, with
+            # the URL's parameters (what its public ``async_creator`` would not pass).
+            "async_creator_fn": self.connector,
+            "timeout": self.command_timeout or PG_CONNECT_TIMEOUT_DEFAULT,
+        }
+        if self.command_timeout and bound_statements:
+            args["command_timeout"] = self.command_timeout
+        return args
+
+    def driver_params(self) -> dict[str, Any]:
+        """``asyncpg.connect`` keywords for this database: every host of a multi-host URL,
+        ``target_session_attrs`` and the other URL options, read the way SQLAlchemy's
+        dialect reads them."""
         _args, params = self.writer.dialect.create_connect_args(make_url(self.url))
         for name in _SQLALCHEMY_ONLY_PARAMS:
             params.pop(name, None)
-        if self.command_timeout:
-            params["timeout"] = self.command_timeout
+        params["timeout"] = self.command_timeout or PG_CONNECT_TIMEOUT_DEFAULT
         return dict(params)
+
+    async def connect_driver(self) -> Any:
+        """A bare asyncpg connection of its own (LISTEN), to the host the pool uses."""
+        return await self.connector(**self.driver_params())
 
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` (must not block) after commits that signalled ``topic``."""

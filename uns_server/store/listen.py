@@ -19,8 +19,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
-
 from uns_server.store.db import Database
 
 log = logging.getLogger("uns.listen")
@@ -37,7 +35,7 @@ async def listen_forever(db: Database, topics: Sequence[str]) -> None:
     while True:
         conn: Any = None
         try:
-            conn = await asyncpg.connect(**db.asyncpg_connect_args())
+            conn = await db.connect_driver()
             lost = asyncio.Event()
             conn.add_termination_listener(lambda _c, lost=lost: lost.set())
 

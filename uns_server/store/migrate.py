@@ -69,7 +69,9 @@ async def upgrade(db: Database, revision: str = "head") -> None:
     engine = create_async_engine(
         db.url,
         poolclass=NullPool,
-        connect_args={"server_settings": {"application_name": MIGRATION_APPLICATION_NAME}},
+        connect_args=db.pg_connect_args(
+            bound_statements=False, application_name=MIGRATION_APPLICATION_NAME
+        ),
     )
     try:
         async with engine.connect() as conn:
