@@ -174,3 +174,24 @@ async def test_connections_the_server_closed_are_never_handed_out(
         assert await asyncio.gather(*(one_transaction() for _ in range(4))) == [1] * 4
     finally:
         await db.dispose()
+
+
+async def test_a_server_whose_host_is_a_standby_answers_unavailable(
+    tmp_path: Path, cluster: ReplicatedPostgres
+) -> None:
+    """A URL whose one host is a standby now (a DNS name the failover has not moved yet,
+    or a URL without ``target_session_attrs``): PostgreSQL refuses every write as a
+    read-only transaction. Producers get UNAVAILABLE (retry: the outcome is known not
+    to have happened), never INTERNAL, and the connection is dropped so that the next
+    one may reach the primary."""
+    name = await new_database(cluster)
+    servers = ServerFactory(tmp_path, cluster.standby.url(name))
+    producers = Producers(History(), "rel.standby", "standby", "")
+    try:
+        server = await servers.start()
+        producers.target = server.target
+        await producers.send(3, concurrency=1)
+    finally:
+        await producers.close()
+        servers.stop_all()
+    assert [code for _at, code in producers.errors] == ["UNAVAILABLE"] * 3

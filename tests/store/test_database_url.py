@@ -17,12 +17,17 @@ from uns_server.store.db import Database, normalize_url
             [5433, 5434],
             {"target_session_attrs": "read-write"},
         ),
-        ("postgres://u:p%40ss@db-a,db-b:6000/uns", ["db-a", "db-b"], [5432, 6000], {}),
+        (  # of several hosts only the primary will do, unless the URL says otherwise
+            "postgres://u:p%40ss@db-a,db-b:6000/uns",
+            ["db-a", "db-b"],
+            [5432, 6000],
+            {"target_session_attrs": "read-write"},
+        ),
         (  # SQLAlchemy's own spelling passes through unchanged
-            "postgresql+asyncpg://u@/uns?host=db-a:1&host=db-b:2",
+            "postgresql+asyncpg://u@/uns?host=db-a:1&host=db-b:2&target_session_attrs=any",
             ["db-a", "db-b"],
             [1, 2],
-            {},
+            {"target_session_attrs": "any"},
         ),
     ],
 )

@@ -86,9 +86,14 @@ def _multi_host_query(url: str) -> str:
 
 def normalize_url(url: str) -> str:
     """Accept plain ``postgresql://`` / ``sqlite://`` URLs and pick the async drivers;
-    several PostgreSQL hosts may be listed libpq's way (``h1:p1,h2:p2``), typically with
-    ``target_session_attrs=read-write`` so that only the current primary is used."""
+    several PostgreSQL hosts may be listed libpq's way (``h1:p1,h2:p2``), and then only
+    the current primary is used (``target_session_attrs=read-write`` unless the URL
+    says otherwise)."""
     u = make_url(_multi_host_query(url))
+    hosts = u.query.get("host")
+    if isinstance(hosts, tuple) and len(hosts) > 1 and "target_session_attrs" not in u.query:
+        # UNS writes on every connection: of several hosts, only the primary will do.
+        u = u.update_query_dict({"target_session_attrs": "read-write"})
     if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         u = u.set(drivername="postgresql+asyncpg")
     elif u.drivername in ("sqlite", "sqlite+pysqlite"):
@@ -325,9 +330,9 @@ def _lost_connection(exc: BaseException | None) -> bool:
     """Does this asyncpg failure mean the connection (or the server) is gone?
 
     SQLAlchemy's asyncpg dialect only recognises "connection is closed"; a server that is
-    shutting down (57P01/57P02/57P03), a session it ended (25P03) or a connection dropped
-    mid-operation (class 08) surfaced as a plain DBAPIError, which callers could not tell
-    from a bug.
+    shutting down (57P01/57P02/57P03), a session it ended (25P03), a connection dropped
+    mid-operation (class 08) or a host that is no longer the primary (25006) surfaced as
+    a plain DBAPIError, which callers could not tell from a bug.
     """
     import asyncpg.exceptions as pg
 
@@ -337,6 +342,10 @@ def _lost_connection(exc: BaseException | None) -> bool:
         pg.CrashShutdownError,
         pg.CannotConnectNowError,
         pg.IdleInTransactionSessionTimeoutError,  # 25P03: the server ended our session
+        # 25006 on a write: this host is a standby (now). Nothing was written; the
+        # connection is dropped so the next one may reach the primary (a DNS name that
+        # a failover moves, a promoted standby).
+        pg.ReadOnlySQLTransactionError,
         # The protocol in a state it cannot leave: seen when the server's termination
         # notice arrives between two statements. The connection is unusable either way.
         pg.InternalClientError,
