@@ -88,7 +88,7 @@ async def test_failover_under_load_loses_nothing_acknowledged(
             lease_seconds=3,
             extra=("--db-command-timeout-seconds", str(COMMAND_TIMEOUT_SECONDS)),
         )
-        producers = Producers(History(), ntype, f"failover-{how}", "", call_timeout=5)
+        producers = Producers(History(), ntype, f"failover-{how}", "", call_timeout=10)
         try:
             server = await servers.start(channels_file=write_channels(tmp_path, provider.url()))
             producers.target = server.target

@@ -234,8 +234,11 @@ class Database:
                     idle_in_transaction_session_timeout=str(PG_IDLE_IN_TRANSACTION_MS)
                 ),
             )
-            event.listen(self.writer.sync_engine, "handle_error", _classify_lost_connection)
-            _ping_after_idle(self.writer, PG_PING_AFTER_IDLE_SECONDS)
+            self._losses = _Losses()
+            event.listen(
+                self.writer.sync_engine, "handle_error", _classify_lost_connection(self._losses)
+            )
+            _check_at_checkout(self.writer, PG_PING_AFTER_IDLE_SECONDS, self._losses)
             self.reader = self.writer
             self._write_lock = None
             # The same pool; SQLAlchemy leaves BEGIN/COMMIT to ``_pg_transaction``.
@@ -291,7 +294,10 @@ class Database:
     async def write(self) -> AsyncIterator[WriteTx]:
         """A write transaction; commits on success, rolls back on any exception."""
         if self.is_postgres:
-            async with self._transactional.connect() as conn, _pg_transaction(conn) as driver:
+            async with (
+                self._transactional.connect() as conn,
+                _pg_transaction(conn, self._losses) as driver,
+            ):
                 tx = WriteTx(conn, self.origin)
                 yield tx
                 unsent = tx.topics - tx.notified
@@ -310,7 +316,7 @@ class Database:
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         if self.is_postgres:
-            async with self._transactional.connect() as conn, _pg_transaction(conn):
+            async with self._transactional.connect() as conn, _pg_transaction(conn, self._losses):
                 yield conn
         else:
             async with self.reader.connect() as conn, conn.begin():
@@ -361,46 +367,75 @@ def _lost_connection(exc: BaseException | None) -> bool:
     return False
 
 
+@dataclass
+class _Losses:
+    """When a pooled connection was last found dead. Its siblings, opened before, most
+    likely went with it: to a server that vanished without closing them (a crashed
+    host, a partition), each would hold one more request for the whole statement
+    timeout. So they are replaced at their next checkout instead. (A statement that
+    merely ran past the timeout on a live server costs the pool a round of
+    reconnects: rare, and cheap next to the alternative.)"""
+
+    at: float = float("-inf")
+
+    def mark(self) -> None:
+        self.at = time.monotonic()
+
+
 @asynccontextmanager
-async def _pg_transaction(conn: AsyncConnection) -> AsyncIterator[Any]:
+async def _pg_transaction(conn: AsyncConnection, losses: _Losses) -> AsyncIterator[Any]:
     """A transaction begun on ``conn``'s asyncpg connection, which it yields. Committed
     on success, rolled back on any exception; a connection that broke (or whose
-    rollback failed) is invalidated, so the pool replaces it."""
+    rollback failed) is invalidated, so the pool replaces it. One whose statement ran
+    past the client-side timeout is not asked to roll back (the server may be gone:
+    that would wait for the timeout again); closing it ends the transaction as well."""
     driver: Any = (await conn.get_raw_connection()).driver_connection
     transaction = driver.transaction()
     try:
         await transaction.start()
         yield driver
     except BaseException as exc:
-        broken = driver.is_closed() or _lost_connection(exc)
+        broken = driver.is_closed() or _lost_connection(exc) or isinstance(exc, TimeoutError)
         if not broken:
             try:
                 await transaction.rollback()
             except BaseException:
                 broken = True
         if broken:
+            losses.mark()
             await conn.invalidate()
         raise
     try:
         await transaction.commit()
     except BaseException:
+        losses.mark()
         await conn.invalidate()
         raise
 
 
-def _classify_lost_connection(context: Any) -> None:
-    # A disconnect invalidates the pooled connection and marks the raised DBAPIError
-    # ``connection_invalidated``: the API answers UNAVAILABLE (retry), not UNKNOWN.
-    if not context.is_disconnect and _lost_connection(context.original_exception):
-        context.is_disconnect = True
+def _classify_lost_connection(losses: _Losses) -> Callable[[Any], None]:
+    def classify(context: Any) -> None:
+        # A disconnect invalidates the pooled connection and marks the raised DBAPIError
+        # ``connection_invalidated``: the API answers UNAVAILABLE (retry), not UNKNOWN.
+        if not context.is_disconnect and _lost_connection(context.original_exception):
+            context.is_disconnect = True
+        if context.is_disconnect:
+            losses.mark()
+
+    return classify
 
 
-def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
-    """SQLAlchemy's documented pessimistic ping, only for connections that sat idle (and
-    a free check of every connection's socket state): a failed check raises
-    DisconnectionError, so the pool drops that connection and checks out another (a
-    fresh one after a database restart or failover)."""
+def _check_at_checkout(engine: AsyncEngine, idle_seconds: float, losses: _Losses) -> None:
+    """Free checks of a pooled connection at checkout (its socket state; whether it is
+    older than a connection found dead), then SQLAlchemy's documented pessimistic ping
+    only for connections that sat idle. A failed check raises DisconnectionError, so the
+    pool drops that connection and checks out another (a fresh one after a database
+    restart or failover)."""
     pool = engine.sync_engine.pool
+
+    @event.listens_for(pool, "connect")
+    def _on_connect(_dbapi_connection: Any, record: Any) -> None:
+        record.info["opened_at"] = time.monotonic()
 
     @event.listens_for(pool, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
@@ -412,6 +447,8 @@ def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
         # primary's sessions all end at once) is known dead without a round trip.
         if dbapi_connection.driver_connection.is_closed():
             raise DisconnectionError("pooled connection was closed by the server")
+        if record.info.get("opened_at", float("-inf")) < losses.at:
+            raise DisconnectionError("pooled connection is older than one found dead")
         idle_since = record.info.get("idle_since")
         if idle_since is None or time.monotonic() - idle_since < idle_seconds:
             return
