@@ -277,3 +277,27 @@ async def test_replicas_migrating_at_once_take_turns(postgres: PostgresDatabases
     finally:
         for db in dbs:
             await db.dispose()
+
+
+async def test_a_leftover_index_of_another_definition_is_not_installed(
+    postgres: PostgresDatabases,
+) -> None:
+    """A valid index already sits under the temporary name while the old one still
+    exists (another run interrupted between its build and its swap, e.g. a downgrade):
+    it may be any definition, so the migration rebuilds instead of renaming it in."""
+    url = await _new_database(postgres, "0002")
+    dsn = _dsn(url)
+    expected = await _index_definitions(_dsn(await _new_database(postgres, "0003")))
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "CREATE INDEX ix_uns_notifications_due_new ON uns_notifications (created_at)"
+        )
+    finally:
+        await conn.close()
+    db = Database(url)
+    try:
+        await migrate.upgrade(db, "0003")
+    finally:
+        await db.dispose()
+    assert await _index_definitions(dsn) == expected

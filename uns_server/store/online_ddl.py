@@ -8,7 +8,9 @@ migration interrupted anywhere (a killed replica, a cancelled statement) finishe
 it runs again:
 
 * a new definition is built under a temporary name; an invalid index that a failed
-  concurrent build left there is dropped first (``IF NOT EXISTS`` alone would keep it);
+  concurrent build left there is dropped first (``IF NOT EXISTS`` alone would keep it),
+  and so is a valid one while the old index still exists (it may be another
+  definition's);
 * the old index is dropped (``IF EXISTS``) only once the new one is valid, and the new
   one renamed into place (a rename takes no lock that blocks reads or writes), so the
   queries it serves always have one of the two.
@@ -42,10 +44,9 @@ def replace_index(
         return
     temporary = name + TEMPORARY_SUFFIX
     with context.autocommit_block():
-        if context.as_sql:  # a script for later (``alembic upgrade --sql``): no catalog
+        # A script for later (``alembic upgrade --sql``) cannot read the catalog.
+        if context.as_sql or _stale(temporary, name):
             op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {temporary}")
-        else:
-            _drop_if_invalid(temporary)
         partial = f" WHERE {where}" if where else ""
         op.execute(
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {temporary}"
@@ -55,17 +56,21 @@ def replace_index(
         op.execute(f"ALTER INDEX IF EXISTS {temporary} RENAME TO {name}")
 
 
-def _drop_if_invalid(name: str) -> None:
-    invalid = (
+def _stale(temporary: str, name: str) -> bool:
+    """Must an index left under the temporary name be dropped before building? Yes when
+    a failed concurrent build left it invalid; also when the old index still exists
+    beside it, since it may then come from another definition (an interrupted downgrade,
+    say): rebuilding costs one more build, keeping it could install the wrong one. Only
+    once the old index is gone is it certainly this run's own, waiting to be renamed."""
+    row = (
         op.get_bind()
         .execute(
             sa.text(
-                "SELECT NOT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-                " WHERE c.relname = :name AND c.relnamespace = current_schema()::regnamespace"
+                "SELECT i.indisvalid, to_regclass(:name) IS NOT NULL AS old_exists"
+                " FROM pg_index i WHERE i.indexrelid = to_regclass(:temporary)"
             ),
-            {"name": name},
+            {"temporary": temporary, "name": name},
         )
-        .scalar()
+        .first()
     )
-    if invalid:
-        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+    return row is not None and (not row.indisvalid or row.old_exists)
