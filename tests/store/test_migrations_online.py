@@ -17,16 +17,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import asyncpg
 import pytest
+from alembic.operations import Operations
+from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import make_url
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.conftest import PostgresDatabases
-from uns_server.store import migrate
-from uns_server.store.db import Database
+from uns_server.store import migrate, online_ddl
+from uns_server.store.db import Database, normalize_url
 
 PREFILL_ROWS = 30_000
 WRITERS = 3
@@ -301,3 +307,58 @@ async def test_a_leftover_index_of_another_definition_is_not_installed(
     finally:
         await db.dispose()
     assert await _index_definitions(dsn) == expected
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+async def test_expand_and_contract_helpers_add_and_drop_an_index(
+    postgres: PostgresDatabases, tmp_path: Path, dialect: str
+) -> None:
+    """``online_ddl.create_index`` / ``drop_index``, as a later migration would call them,
+    on both dialects (concurrently on PostgreSQL), and again (idempotent)."""
+    if dialect == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'uns.db'}"
+        db = Database(url)
+        await migrate.upgrade(db)
+        await db.dispose()
+    else:
+        url = await postgres.new()
+    engine = create_async_engine(normalize_url(url))
+
+    def migrate_with(change: Callable[[], None]) -> Callable[[Connection], None]:
+        def run(conn: Connection) -> None:
+            context = MigrationContext.configure(conn, opts={"transaction_per_migration": True})
+            with Operations.context(context), context.begin_transaction(_per_migration=True):
+                change()
+
+        return run
+
+    def names(conn: Connection) -> set[str]:
+        return {i["name"] for i in inspect(conn).get_indexes("uns_notifications")}
+
+    try:
+        for _ in range(2):
+            async with engine.connect() as conn:
+                await conn.run_sync(
+                    migrate_with(
+                        lambda: online_ddl.create_index(
+                            "ix_uns_notifications_source", "uns_notifications", ["source"]
+                        )
+                    )
+                )
+                await conn.commit()
+            async with engine.connect() as conn:
+                assert "ix_uns_notifications_source" in await conn.run_sync(names)
+        for _ in range(2):
+            async with engine.connect() as conn:
+                await conn.run_sync(
+                    migrate_with(
+                        lambda: online_ddl.drop_index(
+                            "ix_uns_notifications_source", "uns_notifications"
+                        )
+                    )
+                )
+                await conn.commit()
+            async with engine.connect() as conn:
+                assert "ix_uns_notifications_source" not in await conn.run_sync(names)
+    finally:
+        await engine.dispose()

@@ -74,3 +74,21 @@ def _stale(temporary: str, name: str) -> bool:
         .first()
     )
     return row is not None and (not row.indisvalid or row.old_exists)
+
+
+def create_index(
+    name: str, table: str, columns: Sequence[str], *, where: str | None = None
+) -> None:
+    """Add an index (expand) without holding off writers: ``replace_index`` with
+    nothing to replace."""
+    replace_index(name, table, columns, where=where)
+
+
+def drop_index(name: str, table: str) -> None:
+    """Drop an index (contract) without holding off readers or writers."""
+    context = op.get_context()
+    if context.dialect.name != "postgresql":
+        op.drop_index(name, table_name=table, if_exists=True)
+        return
+    with context.autocommit_block():
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
