@@ -4,10 +4,11 @@ Each step (``down_revision`` -> ``revision``) runs while writers keep inserting 
 updating notifications, the way a replica starting under ``auto_migrate`` meets the
 database. A sampler watches the migration's backend (``application_name``
 ``uns-migrate``): the check is on locks, not on timing, so a loaded machine cannot make
-it flake. While the migration builds or drops an index it must hold no table lock that
-conflicts with a writer's (``CONCURRENTLY``), and no writer may be seen waiting on a lock
-it holds during an index statement, nor for a second or more on any of its locks.
-The longest write latency and lock wait are reported, not asserted.
+it flake. While the migration builds or drops an index of the writers' table it must
+hold no lock on it that conflicts with a writer's (``CONCURRENTLY``), and no writer may
+be seen waiting on a lock it holds then, nor for a second or more on any of its locks
+(a brief ``ADD COLUMN`` lock is fine). The longest write latency and lock wait are
+reported; the only bound asserted is on a lock wait.
 
 A build interrupted half-way leaves an invalid index behind; the rerun must clean it up.
 """
@@ -43,6 +44,7 @@ BLOCKS_WRITERS = frozenset(
     {"ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"}
 )
 WRITER_APP = "uns-test-writer"
+WATCHED = "uns_notifications"
 INDEX_STATEMENT = ("CREATE INDEX", "CREATE UNIQUE INDEX", "DROP INDEX", "REINDEX")
 
 
@@ -133,7 +135,9 @@ async def _sampler(dsn: str, stop: asyncio.Event, seen: Observed) -> None:
             seen.samples += 1
             for row in rows:
                 query = " ".join(row["query"].split())
-                index_ddl = query.upper().startswith(INDEX_STATEMENT)
+                # Index statements on the writers' table (by name or by the naming
+                # convention of its indexes); those on a table just created are free.
+                index_ddl = query.upper().startswith(INDEX_STATEMENT) and WATCHED in query
                 strong = sorted(set(row["modes"]) & BLOCKS_WRITERS)
                 if index_ddl and strong:
                     seen.strong_locks_during_index_ddl.append((query[:80], strong))
