@@ -25,6 +25,11 @@ def _run(connection: Connection) -> None:
         # SQLite cannot ALTER most things: batch mode rebuilds tables instead.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        # One transaction per migration, so a migration may step out of it for
+        # ``CREATE INDEX CONCURRENTLY`` (``uns_server.store.online_ddl``) and what ran
+        # before stays committed. (Inside a caller's transaction, as on SQLite, the
+        # caller's transaction holds them all.)
+        transaction_per_migration=True,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -65,7 +65,7 @@ from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
 from uns_server.services.watch import EventHub, Watch
 from uns_server.settings import Settings, SettingsError
-from uns_server.store import api_keys, migrate
+from uns_server.store import api_keys, durability, migrate
 from uns_server.store.clock import DatabaseClock, host_clock
 from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
@@ -336,6 +336,9 @@ class App:
                     log.error("database schema is not at head; run `uns-admin migrate`")
                 else:
                     await self._check_auth_setup()
+                    risk = await durability.failover_risk(self.db)
+                    if risk:
+                        log.warning("database failover may lose data: %s", risk)
                     break
             except SettingsError as exc:
                 self._fatal.set_result(str(exc))

@@ -5,8 +5,9 @@ indexing those NULLs cost two index entries per insert, and two more per update 
 a row (settling changes ``status``, which other indexes hold, so no update is HOT).
 Every query on these columns compares them with values (``=``, ``IN``), which both
 PostgreSQL and SQLite prove imply ``IS NOT NULL``: the partial indexes serve them.
-Rebuilding them reads the table once and holds off writes meanwhile (seconds per
-million rows): upgrade in a quiet moment.
+On PostgreSQL they are rebuilt concurrently (``uns_server.store.online_ddl``): the
+build reads the table twice (seconds per million rows) while writes go on; rerunning
+after an interruption finishes it.
 
 Revision ID: 0004
 Revises: 0003
@@ -17,8 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-from alembic import op
+from uns_server.store.online_ddl import replace_index
 
 revision: str = "0004"
 down_revision: str | None = "0003"
@@ -30,11 +30,11 @@ _COLUMNS = ("dedup_owner_id", "dedup_successor_id")
 
 def _recreate(*, partial: bool) -> None:
     for column in _COLUMNS:
-        name = f"ix_uns_notifications_{column}"
-        where = sa.text(f"{column} IS NOT NULL") if partial else None
-        op.drop_index(name, table_name="uns_notifications")
-        op.create_index(
-            name, "uns_notifications", [column], postgresql_where=where, sqlite_where=where
+        replace_index(
+            f"ix_uns_notifications_{column}",
+            "uns_notifications",
+            [column],
+            where=f"{column} IS NOT NULL" if partial else None,
         )
 
 

@@ -16,6 +16,7 @@ issues ``NOTIFY`` so that other server processes wake too (``store.listen``).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -45,14 +46,54 @@ PG_IDLE_IN_TRANSACTION_MS = 5_000
 # use still fails its statement, which is marked a disconnect (UNAVAILABLE, retry).
 PG_PING_AFTER_IDLE_SECONDS = 1.0
 
+# URL options SQLAlchemy's asyncpg adapter consumes itself (asyncpg.connect refuses them).
+_SQLALCHEMY_ONLY_PARAMS = (
+    "prepared_statement_cache_size",
+    "prepared_statement_name_func",
+    "async_fallback",
+    "async_creator_fn",
+)
+
 # NOTIFY channels (PostgreSQL) / in-process topics.
 TOPIC_EVENTS = "uns_events"
 TOPIC_WORK = "uns_work"
 
 
+# libpq's several-hosts form: ``scheme://[user[:password]@]host1:port1,host2:port2/db``.
+_MULTI_HOST = re.compile(
+    r"^(?P<scheme>[A-Za-z0-9+.-]+)://(?P<userinfo>[^@/?]*@)?(?P<hosts>[^/?@]*,[^/?@]*)"
+    r"(?P<path>/[^?]*)?(?:\?(?P<query>.*))?$"
+)
+_HOST_PORT = re.compile(r"^(?P<name>\[[^\]]*\]|[^:\[\]]+)(?::(?P<port>\d+))?$")
+PG_DEFAULT_PORT = 5432
+
+
+def _multi_host_query(url: str) -> str:
+    """Rewrite libpq's ``host1:port1,host2:port2`` into the ``?host=h:p&host=h:p`` query
+    SQLAlchemy's asyncpg dialect reads (it needs every port spelled out)."""
+    m = _MULTI_HOST.match(url)
+    if m is None:
+        return url
+    hosts = []
+    for host in m["hosts"].split(","):
+        spec = _HOST_PORT.match(host)
+        if spec is None:
+            raise ValueError(f"cannot read host {host!r} in the database URL")
+        hosts.append(f"host={spec['name']}:{spec['port'] or PG_DEFAULT_PORT}")
+    query = "&".join([*hosts, *([m["query"]] if m["query"] else [])])
+    return f"{m['scheme']}://{m['userinfo'] or ''}{m['path'] or '/'}?{query}"
+
+
 def normalize_url(url: str) -> str:
-    """Accept plain ``postgresql://`` / ``sqlite://`` URLs and pick the async drivers."""
-    u = make_url(url)
+    """Accept plain ``postgresql://`` / ``sqlite://`` URLs and pick the async drivers;
+    several PostgreSQL hosts may be listed libpq's way (``h1:p1,h2:p2``), and then only
+    the current primary is used (``target_session_attrs=read-write`` unless the URL
+    says otherwise)."""
+    u = make_url(_multi_host_query(url))
+    hosts = u.query.get("host")
+    if isinstance(hosts, tuple) and len(hosts) > 1 and "target_session_attrs" not in u.query:
+        # UNS writes on every connection: of several hosts, only the primary will do.
+        u = u.update_query_dict({"target_session_attrs": "read-write"})
     if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         u = u.set(drivername="postgresql+asyncpg")
     elif u.drivername in ("sqlite", "sqlite+pysqlite"):
@@ -97,6 +138,61 @@ def is_unreachable(exc: BaseException) -> bool:
     )
 
 
+# asyncpg's own default bound on connecting.
+PG_CONNECT_TIMEOUT_DEFAULT = 60.0
+
+
+class WritableHostConnector:
+    """``asyncpg.connect`` for a URL that lists several hosts (a primary and its
+    standbys), in SQLAlchemy's adapter as its ``async_creator_fn``.
+
+    asyncpg tries the hosts in order under *one* connect timeout: a host that vanished
+    without a trace (a crashed machine, a partition: nothing refuses the connection)
+    used all of it, so the next host was never tried and UNS stayed down after a
+    failover. Here each host gets the whole timeout, and the host that accepted last
+    (the current primary) is tried first, so only the first connections after a
+    failover wait for the vanished one.
+    """
+
+    def __init__(self) -> None:
+        self.preferred: tuple[str, int] | None = None
+
+    async def __call__(
+        self,
+        *,
+        host: Any = None,
+        port: Any = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (asyncpg.connect's own parameter)
+        **kw: Any,
+    ) -> Any:
+        import asyncpg
+
+        timeout = timeout or PG_CONNECT_TIMEOUT_DEFAULT
+        if not isinstance(host, list):
+            return await asyncpg.connect(host=host, port=port, timeout=timeout, **kw)
+        addresses = list(zip(host, port, strict=True))
+        if self.preferred in addresses:
+            addresses.remove(self.preferred)
+            addresses.insert(0, self.preferred)
+        failure: BaseException | None = None
+        for address in addresses:
+            try:
+                conn = await asyncpg.connect(
+                    host=address[0], port=address[1], timeout=timeout, **kw
+                )
+            except (  # this host will not do now: try the next (as asyncpg itself does)
+                OSError,  # refused, unreachable, timed out
+                asyncpg.TargetServerAttributeNotMatched,  # e.g. a standby for read-write
+                asyncpg.CannotConnectNowError,  # starting up, shutting down
+            ) as exc:
+                failure = exc
+                continue
+            self.preferred = address
+            return conn
+        assert failure is not None
+        raise failure
+
+
 class Database:
     def __init__(
         self,
@@ -116,6 +212,7 @@ class Database:
         # dispatcher and the hub a second time, for nothing.
         self.origin = uuid.uuid4().hex
         self._listeners: dict[str, list[Callable[[], None]]] = {}
+        self.connector = WritableHostConnector()  # PostgreSQL: shared by every connection
         if self.dialect == "sqlite":
             self.writer = _sqlite_engine(self.url, immediate=True, pool_size=1)
             self.reader = _sqlite_engine(self.url, immediate=False, pool_size=4)
@@ -133,19 +230,15 @@ class Database:
                 # at 1 producer (docs/PERFORMANCE.md). Nothing here inserts RETURNING.
                 use_insertmanyvalues=False,
                 json_serializer=jsontext.dumps,
-                connect_args={
-                    "server_settings": {
-                        "idle_in_transaction_session_timeout": str(PG_IDLE_IN_TRANSACTION_MS)
-                    },
-                    **(
-                        {"command_timeout": command_timeout, "timeout": command_timeout}
-                        if command_timeout
-                        else {}
-                    ),
-                },
+                connect_args=self.pg_connect_args(
+                    idle_in_transaction_session_timeout=str(PG_IDLE_IN_TRANSACTION_MS)
+                ),
             )
-            event.listen(self.writer.sync_engine, "handle_error", _classify_lost_connection)
-            _ping_after_idle(self.writer, PG_PING_AFTER_IDLE_SECONDS)
+            self._losses = _Losses()
+            event.listen(
+                self.writer.sync_engine, "handle_error", _classify_lost_connection(self._losses)
+            )
+            _check_at_checkout(self.writer, PG_PING_AFTER_IDLE_SECONDS, self._losses)
             self.reader = self.writer
             self._write_lock = None
             # The same pool; SQLAlchemy leaves BEGIN/COMMIT to ``_pg_transaction``.
@@ -156,6 +249,38 @@ class Database:
     @property
     def is_postgres(self) -> bool:
         return self.dialect == "postgresql"
+
+    def pg_connect_args(
+        self, *, bound_statements: bool = True, **server_settings: str
+    ) -> dict[str, Any]:
+        """``connect_args`` for a SQLAlchemy engine on this database: the connect bound,
+        the statement bound unless ``bound_statements`` is off (migrations: an index
+        build may take minutes), ``server_settings``, and the connector that finds the
+        writable host of a multi-host URL."""
+        args: dict[str, Any] = {
+            "server_settings": server_settings,
+            # SQLAlchemy's asyncpg adapter calls this instead of asyncpg.connect, with
+            # the URL's parameters (what its public ``async_creator`` would not pass).
+            "async_creator_fn": self.connector,
+            "timeout": self.command_timeout or PG_CONNECT_TIMEOUT_DEFAULT,
+        }
+        if self.command_timeout and bound_statements:
+            args["command_timeout"] = self.command_timeout
+        return args
+
+    def driver_params(self) -> dict[str, Any]:
+        """``asyncpg.connect`` keywords for this database: every host of a multi-host URL,
+        ``target_session_attrs`` and the other URL options, read the way SQLAlchemy's
+        dialect reads them."""
+        _args, params = self.writer.dialect.create_connect_args(make_url(self.url))
+        for name in _SQLALCHEMY_ONLY_PARAMS:
+            params.pop(name, None)
+        params["timeout"] = self.command_timeout or PG_CONNECT_TIMEOUT_DEFAULT
+        return dict(params)
+
+    async def connect_driver(self) -> Any:
+        """A bare asyncpg connection of its own (LISTEN), to the host the pool uses."""
+        return await self.connector(**self.driver_params())
 
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` (must not block) after commits that signalled ``topic``."""
@@ -169,7 +294,10 @@ class Database:
     async def write(self) -> AsyncIterator[WriteTx]:
         """A write transaction; commits on success, rolls back on any exception."""
         if self.is_postgres:
-            async with self._transactional.connect() as conn, _pg_transaction(conn) as driver:
+            async with (
+                self._transactional.connect() as conn,
+                _pg_transaction(conn, self._losses) as driver,
+            ):
                 tx = WriteTx(conn, self.origin)
                 yield tx
                 unsent = tx.topics - tx.notified
@@ -188,7 +316,7 @@ class Database:
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         if self.is_postgres:
-            async with self._transactional.connect() as conn, _pg_transaction(conn):
+            async with self._transactional.connect() as conn, _pg_transaction(conn, self._losses):
                 yield conn
         else:
             async with self.reader.connect() as conn, conn.begin():
@@ -208,9 +336,9 @@ def _lost_connection(exc: BaseException | None) -> bool:
     """Does this asyncpg failure mean the connection (or the server) is gone?
 
     SQLAlchemy's asyncpg dialect only recognises "connection is closed"; a server that is
-    shutting down (57P01/57P02/57P03), a session it ended (25P03) or a connection dropped
-    mid-operation (class 08) surfaced as a plain DBAPIError, which callers could not tell
-    from a bug.
+    shutting down (57P01/57P02/57P03), a session it ended (25P03), a connection dropped
+    mid-operation (class 08) or a host that is no longer the primary (25006) surfaced as
+    a plain DBAPIError, which callers could not tell from a bug.
     """
     import asyncpg.exceptions as pg
 
@@ -220,6 +348,10 @@ def _lost_connection(exc: BaseException | None) -> bool:
         pg.CrashShutdownError,
         pg.CannotConnectNowError,
         pg.IdleInTransactionSessionTimeoutError,  # 25P03: the server ended our session
+        # 25006 on a write: this host is a standby (now). Nothing was written; the
+        # connection is dropped so the next one may reach the primary (a DNS name that
+        # a failover moves, a promoted standby).
+        pg.ReadOnlySQLTransactionError,
         # The protocol in a state it cannot leave: seen when the server's termination
         # notice arrives between two statements. The connection is unusable either way.
         pg.InternalClientError,
@@ -235,45 +367,75 @@ def _lost_connection(exc: BaseException | None) -> bool:
     return False
 
 
+@dataclass
+class _Losses:
+    """When a pooled connection was last found dead. Its siblings, opened before, most
+    likely went with it: to a server that vanished without closing them (a crashed
+    host, a partition), each would hold one more request for the whole statement
+    timeout. So they are replaced at their next checkout instead. (A statement that
+    merely ran past the timeout on a live server costs the pool a round of
+    reconnects: rare, and cheap next to the alternative.)"""
+
+    at: float = float("-inf")
+
+    def mark(self) -> None:
+        self.at = time.monotonic()
+
+
 @asynccontextmanager
-async def _pg_transaction(conn: AsyncConnection) -> AsyncIterator[Any]:
+async def _pg_transaction(conn: AsyncConnection, losses: _Losses) -> AsyncIterator[Any]:
     """A transaction begun on ``conn``'s asyncpg connection, which it yields. Committed
     on success, rolled back on any exception; a connection that broke (or whose
-    rollback failed) is invalidated, so the pool replaces it."""
+    rollback failed) is invalidated, so the pool replaces it. One whose statement ran
+    past the client-side timeout is not asked to roll back (the server may be gone:
+    that would wait for the timeout again); closing it ends the transaction as well."""
     driver: Any = (await conn.get_raw_connection()).driver_connection
     transaction = driver.transaction()
     try:
         await transaction.start()
         yield driver
     except BaseException as exc:
-        broken = driver.is_closed() or _lost_connection(exc)
+        broken = driver.is_closed() or _lost_connection(exc) or isinstance(exc, TimeoutError)
         if not broken:
             try:
                 await transaction.rollback()
             except BaseException:
                 broken = True
         if broken:
+            losses.mark()
             await conn.invalidate()
         raise
     try:
         await transaction.commit()
     except BaseException:
+        losses.mark()
         await conn.invalidate()
         raise
 
 
-def _classify_lost_connection(context: Any) -> None:
-    # A disconnect invalidates the pooled connection and marks the raised DBAPIError
-    # ``connection_invalidated``: the API answers UNAVAILABLE (retry), not UNKNOWN.
-    if not context.is_disconnect and _lost_connection(context.original_exception):
-        context.is_disconnect = True
+def _classify_lost_connection(losses: _Losses) -> Callable[[Any], None]:
+    def classify(context: Any) -> None:
+        # A disconnect invalidates the pooled connection and marks the raised DBAPIError
+        # ``connection_invalidated``: the API answers UNAVAILABLE (retry), not UNKNOWN.
+        if not context.is_disconnect and _lost_connection(context.original_exception):
+            context.is_disconnect = True
+        if context.is_disconnect:
+            losses.mark()
+
+    return classify
 
 
-def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
-    """SQLAlchemy's documented pessimistic ping, only for connections that sat idle: a
-    failed ping raises DisconnectionError, so the pool drops that connection and checks
-    out another (a fresh one after a database restart)."""
+def _check_at_checkout(engine: AsyncEngine, idle_seconds: float, losses: _Losses) -> None:
+    """Free checks of a pooled connection at checkout (its socket state; whether it is
+    older than a connection found dead), then SQLAlchemy's documented pessimistic ping
+    only for connections that sat idle. A failed check raises DisconnectionError, so the
+    pool drops that connection and checks out another (a fresh one after a database
+    restart or failover)."""
     pool = engine.sync_engine.pool
+
+    @event.listens_for(pool, "connect")
+    def _on_connect(_dbapi_connection: Any, record: Any) -> None:
+        record.info["opened_at"] = time.monotonic()
 
     @event.listens_for(pool, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
@@ -281,6 +443,12 @@ def _ping_after_idle(engine: AsyncEngine, idle_seconds: float) -> None:
 
     @event.listens_for(pool, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        # A connection whose server already closed it (a restart, a failover: the old
+        # primary's sessions all end at once) is known dead without a round trip.
+        if dbapi_connection.driver_connection.is_closed():
+            raise DisconnectionError("pooled connection was closed by the server")
+        if record.info.get("opened_at", float("-inf")) < losses.at:
+            raise DisconnectionError("pooled connection is older than one found dead")
         idle_since = record.info.get("idle_since")
         if idle_since is None or time.monotonic() - idle_since < idle_seconds:
             return

@@ -3,8 +3,12 @@
 Writers ``NOTIFY`` in their transaction (``store.db``); PostgreSQL delivers at commit.
 The listener turns each notification into the same in-process signal a local commit
 fires, so subscribers and idle workers on every replica wake without polling.
-The connection is re-established with backoff if it drops; callers keep a slow
-fallback poll for the moments in between.
+
+The connection is re-established with backoff if it drops, to whichever host of a
+multi-host URL is writable now (after a failover: the promoted standby; NOTIFY is sent
+only on the primary, and LISTEN is refused on a standby). A connection whose server
+vanished without closing it (a crashed host, a partition) is found by a periodic
+round trip. Callers keep a slow fallback poll for the moments in between.
 """
 
 from __future__ import annotations
@@ -15,25 +19,23 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
-from sqlalchemy.engine import make_url
-
 from uns_server.store.db import Database
 
 log = logging.getLogger("uns.listen")
+RECONNECT_SECONDS_MIN = 0.5
 RECONNECT_SECONDS_MAX = 10.0
-
-
-def asyncpg_dsn(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+# How often an otherwise silent LISTEN connection proves it is alive, and how long the
+# proof may take.
+KEEPALIVE_SECONDS = 5.0
+KEEPALIVE_TIMEOUT_SECONDS = 5.0
 
 
 async def listen_forever(db: Database, topics: Sequence[str]) -> None:
-    delay = 0.5
+    delay = RECONNECT_SECONDS_MIN
     while True:
         conn: Any = None
         try:
-            conn = await asyncpg.connect(asyncpg_dsn(db.url))
+            conn = await db.connect_driver()
             lost = asyncio.Event()
             conn.add_termination_listener(lambda _c, lost=lost: lost.set())
 
@@ -43,11 +45,15 @@ async def listen_forever(db: Database, topics: Sequence[str]) -> None:
 
             for topic in topics:
                 await conn.add_listener(topic, notified)
-            delay = 0.5
+            delay = RECONNECT_SECONDS_MIN
             # Anything committed while we were not listening: wake everyone once.
             for topic in topics:
                 db.fire(topic)
-            await lost.wait()
+            while not lost.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(lost.wait(), KEEPALIVE_SECONDS)
+                if not lost.is_set():
+                    await conn.fetchval("SELECT 1", timeout=KEEPALIVE_TIMEOUT_SECONDS)
             log.warning("LISTEN connection lost; reconnecting")
         except asyncio.CancelledError:
             raise

@@ -1,11 +1,23 @@
 """Alembic, driven from inside the server and the admin CLI.
 
-``upgrade`` holds a PostgreSQL advisory lock for its transaction so that several
-replicas starting at once migrate one after another instead of racing.
+On PostgreSQL the migrations run on a connection of their own (``application_name``
+``uns-migrate``, no statement timeout: an index build may take minutes), one
+transaction per migration, so that a migration may leave its transaction for
+``CREATE INDEX CONCURRENTLY`` (``store.online_ddl``). Several replicas starting at once
+take turns through a session-level advisory lock, held across those commits. A
+replica waiting for its turn polls (``pg_try_advisory_lock``) instead of blocking in a
+statement: a blocked statement holds a snapshot, which the running migration's
+concurrent index build would wait for while the waiter waits for the migration.
+
+SQLite runs every pending migration in one write transaction (its single writer
+serialises processes anyway).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -14,13 +26,20 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from uns_server.store.db import Database
+
+log = logging.getLogger("uns.migrate")
 
 # ``uns_server/migrations`` links to the repository's ``migrations/`` (the layout the
 # spec names); through the link, package data puts the scripts in the wheel.
 MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 _MIGRATION_LOCK_ID = 0x554E53_0001  # "UNS" + 1
+# Names the migrating session in pg_stat_activity (and to the tests that watch it).
+MIGRATION_APPLICATION_NAME = "uns-migrate"
+LOCK_POLL_SECONDS = 0.5
 
 
 def alembic_config(url: str) -> Config:
@@ -40,22 +59,51 @@ async def upgrade(db: Database, revision: str = "head") -> None:
     cfg = alembic_config(db.url)
 
     def run(conn: Connection) -> None:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
-    if db.command_timeout is None:
+    if not db.is_postgres:
         async with db.write() as tx:
             await tx.conn.run_sync(run)
         return
-    # A migration may legitimately run longer than any per-statement bound.
-    unbounded = Database(db.url)
+    engine = create_async_engine(
+        db.url,
+        poolclass=NullPool,
+        connect_args=db.pg_connect_args(
+            bound_statements=False, application_name=MIGRATION_APPLICATION_NAME
+        ),
+    )
     try:
-        async with unbounded.write() as tx:
-            await tx.conn.run_sync(run)
+        async with engine.connect() as conn:
+            await _take_turn(conn)
+            try:
+                # Not in a transaction: env.py gives each migration its own.
+                await conn.run_sync(run)
+                await conn.commit()
+            finally:
+                with contextlib.suppress(Exception):
+                    await conn.rollback()
+                    await conn.execute(text("SELECT pg_advisory_unlock(:id)"), _LOCK)
+                    await conn.commit()
     finally:
-        await unbounded.dispose()
+        await engine.dispose()
+
+
+_LOCK = {"id": _MIGRATION_LOCK_ID}
+
+
+async def _take_turn(conn: AsyncConnection) -> None:
+    """Take the migration lock (for the session), polling while another process has it."""
+    waiting = False
+    while True:
+        taken = (await conn.execute(text("SELECT pg_try_advisory_lock(:id)"), _LOCK)).scalar_one()
+        await conn.commit()  # end the polling statement's transaction (and its snapshot)
+        if taken:
+            return
+        if not waiting:
+            log.info("another process is migrating the database; waiting for it")
+            waiting = True
+        await asyncio.sleep(LOCK_POLL_SECONDS)
 
 
 async def current_revision(db: Database) -> str | None:
