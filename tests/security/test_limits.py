@@ -451,6 +451,7 @@ async def test_concurrent_watch_streams_per_principal(
         )
         assert refused.error is not None
         assert refused.error.metadata == {
+            "scope": "principal",
             "principal": "alice",
             "open_streams": str(STREAM_LIMIT),
             "limit": str(STREAM_LIMIT),
