@@ -3,7 +3,8 @@ same retries, the same typed errors. Both return the generated ``uns.v1`` messag
 
 Retries follow the table in ``_retry``: SendNotification repeats its idempotency key
 (generated before the first attempt when the caller gives none), reads and Acknowledge
-retry UNAVAILABLE, Replay and ResolveFailure never retry.
+retry UNAVAILABLE, Replay and ResolveFailure retry only RATE_LIMITED (shed before the
+server acted), after the delay its RetryInfo gives.
 """
 
 # ruff: noqa: ASYNC109 -- ``timeout`` is the gRPC deadline sent to the server with each
@@ -28,9 +29,9 @@ from uns_clients._config import ClientConfig
 from uns_clients._convert import EventKindLike, SendFields
 from uns_clients._errors import UnsError, error_from_rpc
 from uns_clients._retry import (
-    NO_RETRY,
     SAFE_RETRY_ON,
     SEND_RETRY_ON,
+    SHED_ONLY_RETRY_ON,
     async_retrying,
     sync_retrying,
 )
@@ -200,7 +201,7 @@ class AsyncClient:
             "Replay",
             self._stub.Replay,
             pb.ReplayRequest(notification_id=notification_id, reason=reason),
-            NO_RETRY,
+            SHED_ONLY_RETRY_ON,
             timeout,
         )
         return response.notification
@@ -214,7 +215,7 @@ class AsyncClient:
             "ResolveFailure",
             self._stub.ResolveFailure,
             pb.ResolveFailureRequest(notification_id=notification_id, reason=reason),
-            NO_RETRY,
+            SHED_ONLY_RETRY_ON,
             timeout,
         )
         return response.notification
@@ -414,7 +415,7 @@ class Client:
             "Replay",
             self._stub.Replay,
             pb.ReplayRequest(notification_id=notification_id, reason=reason),
-            NO_RETRY,
+            SHED_ONLY_RETRY_ON,
             timeout,
         ).notification
 
@@ -426,7 +427,7 @@ class Client:
             "ResolveFailure",
             self._stub.ResolveFailure,
             pb.ResolveFailureRequest(notification_id=notification_id, reason=reason),
-            NO_RETRY,
+            SHED_ONLY_RETRY_ON,
             timeout,
         ).notification
 
