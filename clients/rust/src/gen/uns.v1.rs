@@ -1079,6 +1079,9 @@ pub struct ListNotificationsRequest {
     /// comparisons on state (e.g. FAILED), ack_state, dead_letter (true/false),
     /// notification_type, source, principal and dedup_owner_id. Example:
     /// `state = FAILED AND dead_letter = true` lists the dead-letter queue.
+    /// A value is a bare word (\[A-Za-z0-9_.:-\]+) or a double-quoted string, which
+    /// may hold anything (AND included) with \" and \\ escaped. At most 4096
+    /// characters.
     #[prost(string, tag="1")]
     pub filter: ::prost::alloc::string::String,
     /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
