@@ -245,6 +245,24 @@ def cases() -> Iterator[tuple[str, str, str, Callable[[], Message]]]:
         ),
     )
     yield (
+        "key-create-roles",
+        k,
+        "CreateApiKey",
+        lambda: kpb.CreateApiKeyRequest(principal="p", roles=[kpb.ROLE_PRODUCER] * (LIMIT // 2)),
+    )
+    yield (
+        "get-long-id",
+        n,
+        "GetNotification",
+        lambda: pb.GetNotificationRequest(notification_id=fill(LIMIT - 64, "a")),
+    )
+    yield (
+        "replay-long-reason",
+        n,
+        "Replay",
+        lambda: pb.ReplayRequest(notification_id=str(uuid.uuid4()), reason=fill(LIMIT - 64, "r")),
+    )
+    yield (
         "key-create-description",
         k,
         "CreateApiKey",
@@ -261,6 +279,7 @@ STUBS = {
     "keys": kpb_grpc.KeyServiceStub,
 }
 CALLER = {"Acknowledge": "rita", "PutPolicyRevision": "oscar", "ListPolicyRevisions": "oscar"}
+CALLER |= {"Replay": "oscar"}
 CALLER |= {"ListAckAuditRecords": "oscar", "CreateApiKey": "oscar"}
 
 

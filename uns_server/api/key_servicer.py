@@ -33,12 +33,14 @@ _FROM_WIRE = {int(v): k for k, v in _TO_WIRE.items()}
 
 
 def roles_from_wire(values: list[int]) -> list[Role]:
-    """Domain roles; INVALID_REQUEST on ROLE_UNSPECIFIED or an unknown number."""
+    """Domain roles; INVALID_REQUEST on ROLE_UNSPECIFIED or an unknown number. Each
+    distinct value is checked once (repeats count once, and a 1 MiB request holds
+    ~500k of them)."""
     roles: list[Role] = []
-    for i, value in enumerate(values):
+    for value in dict.fromkeys(values):
         role = _FROM_WIRE.get(int(value))
         if role is None:
-            field = f"roles[{i}]"
+            field = f"roles[{values.index(value)}]"
             raise InvalidRequest(
                 f"{field}: not a role: {value}",
                 metadata={"fields": field},
