@@ -101,6 +101,11 @@ class App:
             ),
         )
         self._key_file = key_file
+        channel_data: Any = {}
+        if settings.channels_file:
+            channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
+        self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
+        self.telemetry = Telemetry.from_settings(settings, tracer_provider)
         self.admission = Admission(
             self.authenticator,
             TokenBuckets(
@@ -109,12 +114,8 @@ class App:
                 settings.principal_rate_limits(),
             ),
             settings.max_concurrent_rpcs,
+            self.telemetry.metrics,
         )
-        channel_data: Any = {}
-        if settings.channels_file:
-            channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
-        self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
-        self.telemetry = Telemetry.from_settings(settings, tracer_provider)
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,

@@ -23,6 +23,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import event
 
+from tests.observability.helpers import scrape
 from tests.security.rpcs import OK, Callers, Outcome, refusal
 from tests.support.server import RunningServer, send_request, start_server
 from uns.v1 import notification_service_pb2 as pb
@@ -95,7 +96,13 @@ async def test_a_principal_over_its_budget_is_told_when_to_retry(
 
 
 async def test_calls_beyond_the_concurrency_cap_are_shed(db_url: str, tmp_path: Path) -> None:
-    server = await start_server(db_url, tmp_path, dispatch_enabled=False, max_concurrent_rpcs=1)
+    server = await start_server(
+        db_url,
+        tmp_path,
+        dispatch_enabled=False,
+        max_concurrent_rpcs=1,
+        metrics_listen="127.0.0.1:0",
+    )
     try:
         callers = Callers(server)
         alice = callers("alice")
@@ -113,6 +120,11 @@ async def test_calls_beyond_the_concurrency_cap_are_shed(db_url: str, tmp_path: 
                 await asyncio.sleep(0.01)
         shed = await callers("bob").call(LIST, pb.ListNotificationsRequest())
         assert rate_limited(shed, "concurrent_rpcs"), shed
+        # Operators see shedding in the metrics.
+        shed_total = (await scrape(server)).value(
+            "uns_requests_shed_total", limit="concurrent_rpcs"
+        )
+        assert shed_total == 1
         # Health checks are never shed (orchestrators must see the server alive).
         async with grpc.aio.insecure_channel(server.target) as channel:
             health = await health_pb2_grpc.HealthStub(channel).Check(

@@ -27,6 +27,7 @@ import grpc
 from uns_server.api.errors import to_grpc_status
 from uns_server.api.handlers import ADMITTED, GUARDED_PREFIX, credentials
 from uns_server.domain.errors import RateLimited, Unauthenticated
+from uns_server.observability.metrics import Metrics
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.rate_limits import TokenBuckets
 
@@ -53,9 +54,11 @@ class Admission:
         authenticator: Authenticator,
         principals: TokenBuckets,
         max_concurrent_rpcs: int,
+        metrics: Metrics | None = None,
     ) -> None:
         self._auth = authenticator
         self._principals = principals
+        self._metrics = metrics or Metrics.noop()
         self._max_concurrent = max_concurrent_rpcs
         self.in_flight = 0
 
@@ -76,7 +79,7 @@ class Admission:
     def _unary(self, inner: Any) -> Any:
         async def unary(request: Any, context: Ctx) -> Any:
             if self.in_flight >= self._max_concurrent:
-                await _abort(
+                await self._abort(
                     context,
                     RateLimited(
                         f"the server is at its limit of {self._max_concurrent} concurrent "
@@ -112,12 +115,12 @@ class Admission:
                 *credentials(context), address=address
             )
         except (Unauthenticated, RateLimited) as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         except Exception:
             return
         delay = await self._principals.take(principal.name)
         if delay is not None:
-            await _abort(
+            await self._abort(
                 context,
                 RateLimited(
                     f"{principal.name} is over its request budget; retry after the RetryInfo delay",
@@ -127,6 +130,7 @@ class Admission:
             )
         ADMITTED.set(principal)
 
-
-async def _abort(context: Ctx, error: RateLimited | Unauthenticated) -> None:
-    await context.abort_with_status(to_grpc_status(error))
+    async def _abort(self, context: Ctx, error: RateLimited | Unauthenticated) -> None:
+        if isinstance(error, RateLimited):
+            self._metrics.shed(error.metadata.get("limit", ""))
+        await context.abort_with_status(to_grpc_status(error))

@@ -27,6 +27,8 @@ Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_
 - ``uns_queue_depth{state=due|leased|scheduled}``, ``uns_queue_oldest_due_age_seconds``
 - ``uns_watch_streams``, ``uns_watch_lag{stat=max|sum}``, ``uns_watch_hub_lag``,
   ``uns_watch_overflows_total``
+- ``uns_requests_shed_total{limit=principal|concurrent_rpcs|failed_authentications}``
+  (calls refused with RATE_LIMITED before the server acted on them)
 """
 
 from __future__ import annotations
@@ -178,6 +180,11 @@ class Metrics:
             unit="{acknowledgement}",
             description="Pending acknowledgements the expiry sweep moved to TIMED_OUT.",
         )
+        self._shed = m.create_counter(
+            "uns.requests.shed",
+            unit="{request}",
+            description="Calls refused with RATE_LIMITED before the server acted (limit).",
+        )
         self.queue = QueueStats()
         self._hub: EventHub | None = None
         m.create_observable_gauge(
@@ -276,6 +283,9 @@ class Metrics:
     def ack_timeouts(self, count: int) -> None:
         if count:
             self._ack_timeouts.add(count)
+
+    def shed(self, limit: str) -> None:
+        self._shed.add(1, {"limit": limit})
 
     # -- observations (collection time: in-memory reads only) -------------------
 
