@@ -6,8 +6,9 @@ A real ``uns-server`` process runs with asyncio's debug mode and
 N seconds" for every callback that blocked it longer. Each case sends one large or
 hostile request of an RPC whose input can be large (Send with wide, deep or long
 metadata and strings, Simulate, Acknowledge, ListNotifications with huge filters and
-page tokens, WatchEvents filters, policy and key writes), lets what it set off finish
-(a send is dispatched too), and collects the warnings logged meanwhile.
+page tokens, WatchEvents filters, policy and key writes) or whose answer can be
+(ListNotifications of many notifications at their size limits), lets what it set off
+finish (a send is dispatched too), and collects the warnings logged meanwhile.
 
 This is the issue's bound on the server's blocking, not a speed assertion on the test
 machine. On a loaded two-core machine a callback can be descheduled mid-run and look
@@ -50,6 +51,8 @@ ATTEMPTS = 3
 # Time for what a request set off (dispatch, events, the watch hub) to run and log.
 SETTLE_SECONDS = 0.3
 LIMIT = MAX_RECEIVE_MESSAGE_BYTES_DEFAULT
+# ~2 MB of notifications: a page of all of them took 170+ ms to read and encode.
+LARGE_NOTIFICATIONS = 60
 PREAMBLE = f"""
 import asyncio.base_events
 asyncio.base_events.BaseEventLoop.slow_callback_duration = {SLOW_CALLBACK_SECONDS}
@@ -154,6 +157,12 @@ def cases() -> Iterator[tuple[str, str, str, Callable[[], Message]]]:
             "ListNotifications",
             lambda unit=unit: pb.ListNotificationsRequest(filter=fill(LIMIT - 64, unit)),
         )
+    yield (
+        "list-large-page",  # a small request for a large answer (see ``seed_large``)
+        n,
+        "ListNotifications",
+        lambda: pb.ListNotificationsRequest(page_size=1000),
+    )
     yield (
         "list-page-token-garbage",
         n,
@@ -344,10 +353,28 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         proc.stop()
 
 
+def seed_large(channel: grpc.Channel, count: int = LARGE_NOTIFICATIONS) -> None:
+    """Notifications at their size limits (~33 kB of documents each), for List."""
+    stub = pb_grpc.NotificationServiceStub(channel)
+    metadata = (("authorization", f"Bearer {KEYS['alice']}"),)
+    for i in range(count):
+        stub.SendNotification(
+            send_request(
+                idempotency_key=f"large-{i}", message="m" * 16_000, metadata=accepted_metadata()
+            ),
+            metadata=metadata,
+            timeout=30,
+        )
+
+
 def test_no_request_blocks_the_event_loop(server: ServerProcess) -> None:
-    options = [("grpc.max_send_message_length", 2 * LIMIT)]
+    options = [
+        ("grpc.max_send_message_length", 2 * LIMIT),
+        ("grpc.max_receive_message_length", 64 * LIMIT),
+    ]
     with grpc.insecure_channel(server.target, options=options) as channel:
-        time.sleep(1.0)  # start-up work (migrations, first reads) is not a request's
+        seed_large(channel)
+        time.sleep(1.0)  # start-up work and the seeds' dispatch are not a request's
         _, seen = slow_callbacks(server, 0)
         offenders: dict[str, list[str]] = {}
         answers: dict[str, str] = {}

@@ -4,8 +4,10 @@ id they may not see answers NOT_FOUND exactly like an unknown one."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy.engine import RowMapping
 
 from uns_server.domain import filters, paging
@@ -46,6 +48,13 @@ def _enum_value(cls: type[Status] | type[AckStatus], value: str, prefix: str, fi
         ) from None
 
 
+# A ListNotifications page stops growing at this size (it always holds one row).
+PAGE_BYTES_MAX = 1024 * 1024
+# Rows read per query while a page is filled.
+LIST_CHUNK_ROWS = 50
+ROW_OVERHEAD_BYTES = 1024
+
+
 class Queries:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -78,18 +87,54 @@ class Queries:
                     "page_token", "the token belongs to a different filter"
                 )
             after = (created_at, last_id)
-        async with self._db.read() as conn:
-            rows = await notifications.list_page(
-                conn, conditions=conditions, after=after, limit=limit + 1
-            )
+        rows, more = await read_page(self._db, conditions, after, limit)
         next_token = ""
-        if len(rows) > limit:
-            rows = rows[:limit]
+        if more:
             last = rows[-1]
             next_token = notifications.encode_page_token(
                 last["created_at"], last["id"], filter_text
             )
         return rows, next_token
+
+
+async def read_page(
+    db: Database,
+    conditions: list[tuple[str, Any]],
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> tuple[list[RowMapping], bool]:
+    """Up to ``limit`` rows after ``after``, and whether more may follow. Read in
+    chunks, and cut short once the page holds ``PAGE_BYTES_MAX`` (AIP-158 allows a
+    shorter page): a thousand notifications at their size limits are ~30 MB, and
+    decoding and encoding them at once held the event loop for seconds."""
+    rows: list[RowMapping] = []
+    size = 0
+    async with db.read() as conn:
+        while True:
+            want = min(LIST_CHUNK_ROWS, limit + 1 - len(rows))
+            chunk = await notifications.list_page(
+                conn, conditions=conditions, after=after, limit=want
+            )
+            for row in chunk:
+                if len(rows) == limit:
+                    return rows, True  # the extra row: another page exists
+                rows.append(row)
+                size += row_bytes(row)
+                if size >= PAGE_BYTES_MAX:
+                    return rows, True
+            if len(chunk) < want:
+                return rows, False
+            after = (chunk[-1]["created_at"], chunk[-1]["id"])
+
+
+def row_bytes(row: RowMapping) -> int:
+    """Roughly what a notification costs to send: its documents (the request with its
+    message and metadata, the outcome, the response metadata) as compact JSON."""
+    return ROW_OVERHEAD_BYTES + sum(
+        len(orjson.dumps(row[column], default=str))
+        for column in ("notification", "outcome", "response_metadata")
+        if row[column] is not None
+    )
 
 
 def visible(principal: Principal, row: RowMapping) -> bool:

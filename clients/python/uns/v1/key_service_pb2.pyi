@@ -117,7 +117,9 @@ class CreateApiKeyRequest(_message.Message):
     """Free text shown in listings, at most 255 characters."""
     @_builtins.property
     def roles(self) -> _containers.RepeatedScalarFieldContainer[Global___Role.ValueType]:
-        """Required. At least one role; repeated roles count once."""
+        """Required. At least one role; repeated roles count once. At most 64
+        entries.
+        """
 
     def __init__(
         self,

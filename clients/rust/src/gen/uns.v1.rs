@@ -732,7 +732,8 @@ pub struct CreateApiKeyRequest {
     /// characters.
     #[prost(string, tag="1")]
     pub principal: ::prost::alloc::string::String,
-    /// Required. At least one role; repeated roles count once.
+    /// Required. At least one role; repeated roles count once. At most 64
+    /// entries.
     #[prost(enumeration="Role", repeated, tag="2")]
     pub roles: ::prost::alloc::vec::Vec<i32>,
     /// Free text shown in listings, at most 255 characters.
