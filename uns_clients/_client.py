@@ -29,9 +29,9 @@ from uns_clients._config import ClientConfig
 from uns_clients._convert import EventKindLike, SendFields
 from uns_clients._errors import UnsError, error_from_rpc
 from uns_clients._retry import (
+    NO_RETRY,
     SAFE_RETRY_ON,
     SEND_RETRY_ON,
-    SHED_ONLY_RETRY_ON,
     async_retrying,
     sync_retrying,
 )
@@ -201,7 +201,7 @@ class AsyncClient:
             "Replay",
             self._stub.Replay,
             pb.ReplayRequest(notification_id=notification_id, reason=reason),
-            SHED_ONLY_RETRY_ON,
+            NO_RETRY,
             timeout,
         )
         return response.notification
@@ -215,7 +215,7 @@ class AsyncClient:
             "ResolveFailure",
             self._stub.ResolveFailure,
             pb.ResolveFailureRequest(notification_id=notification_id, reason=reason),
-            SHED_ONLY_RETRY_ON,
+            NO_RETRY,
             timeout,
         )
         return response.notification
@@ -415,7 +415,7 @@ class Client:
             "Replay",
             self._stub.Replay,
             pb.ReplayRequest(notification_id=notification_id, reason=reason),
-            SHED_ONLY_RETRY_ON,
+            NO_RETRY,
             timeout,
         ).notification
 
@@ -427,7 +427,7 @@ class Client:
             "ResolveFailure",
             self._stub.ResolveFailure,
             pb.ResolveFailureRequest(notification_id=notification_id, reason=reason),
-            SHED_ONLY_RETRY_ON,
+            NO_RETRY,
             timeout,
         ).notification
 

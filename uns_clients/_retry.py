@@ -40,8 +40,9 @@ log = logging.getLogger("uns_clients")
 
 SEND_RETRY_ON: tuple[type[UnsError], ...] = (Unavailable, DeadlineExceeded, RateLimited)
 SAFE_RETRY_ON: tuple[type[UnsError], ...] = (Unavailable, RateLimited)
-# A RATE_LIMITED call was refused before the server acted: even these may repeat it.
-SHED_ONLY_RETRY_ON: tuple[type[UnsError], ...] = (RateLimited,)
+# Calls that are not safe to repeat retry nothing but RATE_LIMITED: the server refused
+# that one before acting on it.
+NO_RETRY: tuple[type[UnsError], ...] = (RateLimited,)
 # Waits the server asks for are stretched by up to this share, never shortened, so
 # clients shed together do not all come back at the same instant.
 RETRY_DELAY_JITTER = 0.2

@@ -74,6 +74,12 @@ def test_refuses(text: str, problem: str) -> None:
     assert error.metadata == {"fields": "filter"}
 
 
+def test_a_refused_field_names_its_replacement_when_hinted() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse("status = FAILED", FIELDS, hints={"status": "state"})
+    assert "unknown field 'status' (use `state`, e.g. `state = FAILED`)" in caught.value.message
+
+
 def test_an_error_quotes_only_a_bounded_part_of_the_input() -> None:
     with pytest.raises(InvalidRequest) as caught:
         parse("state = x " + "y" * 4000, FIELDS)

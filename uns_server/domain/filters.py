@@ -21,7 +21,7 @@ Pure: the caller says which fields exist; checking values against their columns
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from uns_server.domain.errors import InvalidRequest
@@ -111,10 +111,11 @@ class _Scanner:
         raise _invalid(f"the quoted value opened at character {start + 1} is not closed")
 
 
-def parse(text: str, fields: Collection[str]) -> list[Term]:
+def parse(text: str, fields: Collection[str], hints: Mapping[str, str] | None = None) -> list[Term]:
     """``a = x AND b = "y"`` -> [Term(a, x), Term(b, y)]; INVALID_REQUEST (BadRequest
     field ``filter``) on anything else, on a field not in ``fields``, on NUL, and on
-    text longer than ``FILTER_MAX_CHARS`` characters."""
+    text longer than ``FILTER_MAX_CHARS`` characters. ``hints`` maps a field a caller
+    may mistakenly try to the one to use instead (named in the refusal)."""
     if len(text) > FILTER_MAX_CHARS:
         raise _invalid(f"must be at most {FILTER_MAX_CHARS} characters (got {len(text)})")
     if "\x00" in text:  # PostgreSQL cannot even compare a text value holding NUL
@@ -129,7 +130,13 @@ def parse(text: str, fields: Collection[str]) -> list[Term]:
         if not name:
             raise s.error("a field name")
         if name not in fields:
-            raise _invalid(f"unknown field {echo(name)}; filterable: " + ", ".join(sorted(fields)))
+            hint = (hints or {}).get(name)
+            raise _invalid(
+                f"unknown field {echo(name)}"
+                + (f" (use `{hint}`, e.g. `{hint} = FAILED`)" if hint else "")
+                + "; filterable: "
+                + ", ".join(sorted(fields))
+            )
         s.skip_space()
         if s.text.startswith("=", s.pos):
             s.pos += 1

@@ -164,12 +164,12 @@ class Authenticator:
         await self._guard_lookup(address)
         async with self._db.read() as conn:
             row = await api_keys.active_by_hash(conn, digest)
-        if row is None and self._failed_lookups is not None:
-            await self._failed_lookups.take(address)
         principal = Principal(row["principal"], parse_roles(row["roles"])) if row else None
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[digest] = (now, principal)
+        if principal is None and self._failed_lookups is not None:
+            await self._failed_lookups.take(address)
         return principal
 
     async def _guard_lookup(self, address: str) -> None:
