@@ -215,6 +215,9 @@ class Harness:
             "UNS_API_KEYS_FILE": str(self.keys_file),
             "UNS_CHANNELS_FILE": str(self.channels_file),
             "UNS_DEV_KEY_FILE": str(self.run_dir / "dev-key.txt"),
+            # Throughput is measured, not request budgets: a run must never be shed.
+            "UNS_RATE_LIMIT_PER_SECOND": "0",
+            "UNS_MAX_CONCURRENT_RPCS": "100000",
         }
         env.update({f"UNS_{k.upper()}": v for k, v in settings.items()})
         server = ServerChild(label, self.run_dir, env)

@@ -3,7 +3,8 @@ same retries, the same typed errors. Both return the generated ``uns.v1`` messag
 
 Retries follow the table in ``_retry``: SendNotification repeats its idempotency key
 (generated before the first attempt when the caller gives none), reads and Acknowledge
-retry UNAVAILABLE, Replay and ResolveFailure never retry.
+retry UNAVAILABLE, Replay and ResolveFailure retry only RATE_LIMITED (shed before the
+server acted), after the delay its RetryInfo gives.
 """
 
 # ruff: noqa: ASYNC109 -- ``timeout`` is the gRPC deadline sent to the server with each

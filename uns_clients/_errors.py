@@ -3,9 +3,10 @@
 The server answers every refusal with a ``google.rpc.Status`` carrying exactly one
 ``ErrorInfo`` (domain ``uns.v1``) and, for field problems, a ``BadRequest``; the reason is
 the stable API (SPEC §1). ``error_from_rpc`` reads those details out of the
-``grpc-status-details-bin`` trailer and picks the class from one table, by reason first and
-by status code for errors the transport made up itself (connection refused, deadline,
-message too large), whose ``reason`` is then the status code's name.
+``grpc-status-details-bin`` trailer (a ``RetryInfo`` becomes ``retry_delay``) and picks
+the class from one table, by reason first and by status code for errors the transport
+made up itself (connection refused, deadline, message too large), whose ``reason`` is
+then the status code's name.
 
 The class docstring is the default message.
 """
@@ -39,6 +40,7 @@ class UnsError(Exception):
         domain: str = "",
         metadata: Mapping[str, str] | None = None,
         violations: Mapping[str, str] | None = None,
+        retry_delay: float | None = None,
     ) -> None:
         self.message: str = message or (type(self).__doc__ or "").strip().splitlines()[0]
         """The server's human-readable message (``grpc.Call.details()``)."""
@@ -53,6 +55,9 @@ class UnsError(Exception):
         """``ErrorInfo.metadata``: every dynamic value of the message."""
         self.violations: dict[str, str] = dict(violations or {})
         """``BadRequest`` field violations: field path -> description."""
+        self.retry_delay: float | None = retry_delay
+        """``google.rpc.RetryInfo.retry_delay`` in seconds, when the server said when to
+        try again (``RateLimited``); the client's retries wait at least that long."""
         super().__init__(self.message)
 
     def __str__(self) -> str:
@@ -142,6 +147,16 @@ class TooManyStreams(UnsError):
     """This principal holds as many WatchEvents streams as the server allows; close one."""
 
 
+class RateLimited(UnsError):
+    """The server shed the call before acting on it: the principal's request budget is
+    spent (``metadata["limit"] == "principal"``), the server is at its limit of
+    concurrent calls (``"concurrent_rpcs"``), or too many unknown keys came from this
+    address (``"failed_authentications"``). Retry after ``retry_delay`` seconds; every
+    call is safe to repeat, since nothing was done."""
+
+    retryable = True
+
+
 class Internal(UnsError):
     """The server failed unexpectedly; the call's outcome is unknown (``metadata`` has a
     reference to the server's log). Retry only idempotent calls."""
@@ -168,6 +183,7 @@ ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "HISTORY_COMPACTED": HistoryCompacted,
     "UNIMPLEMENTED": Unimplemented,
     "TOO_MANY_STREAMS": TooManyStreams,
+    "RATE_LIMITED": RateLimited,
     "INTERNAL": Internal,
 }
 
@@ -200,11 +216,14 @@ def error_from_rpc(error: grpc.RpcError) -> UnsError:
     status = _status_details(error)
     info = error_details_pb2.ErrorInfo()
     bad = error_details_pb2.BadRequest()
+    retry = error_details_pb2.RetryInfo()
     for detail in status.details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR) and not info.reason:
             detail.Unpack(info)
         elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
             detail.Unpack(bad)
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            detail.Unpack(retry)
     reason = info.reason or code.name
     cls = error_class(reason, code)
     return cls(
@@ -214,6 +233,11 @@ def error_from_rpc(error: grpc.RpcError) -> UnsError:
         domain=info.domain,
         metadata=dict(info.metadata),
         violations={v.field: v.description for v in bad.field_violations},
+        retry_delay=(
+            retry.retry_delay.ToTimedelta().total_seconds()
+            if retry.HasField("retry_delay")
+            else None
+        ),
     )
 
 

@@ -9,10 +9,13 @@ SendNotification        the same idempotency_key on every attempt  UNAVAILABLE,
                                                                    DEADLINE_EXCEEDED
 Simulate, Get, List     reads                                      UNAVAILABLE
 Acknowledge             same actor + same outcome is idempotent    UNAVAILABLE
-Replay, ResolveFailure  not idempotent                             never
+Replay, ResolveFailure  not idempotent                             RATE_LIMITED only
 ======================  =========================================  =====================
 
 ``UNAVAILABLE`` includes the service's own ``STORAGE_UNAVAILABLE`` (its database is down).
+Every call also retries ``RATE_LIMITED`` (RESOURCE_EXHAUSTED): the server shed it before
+acting, so repeating it is safe, and it waits the ``google.rpc.RetryInfo`` delay the
+server gave instead of its own backoff. Attempts are bounded by ``retry_max_attempts``.
 """
 
 from __future__ import annotations
@@ -31,13 +34,18 @@ from tenacity import (
 )
 
 from uns_clients._config import ClientConfig
-from uns_clients._errors import DeadlineExceeded, Unavailable, UnsError
+from uns_clients._errors import DeadlineExceeded, RateLimited, Unavailable, UnsError
 
 log = logging.getLogger("uns_clients")
 
-SEND_RETRY_ON: tuple[type[UnsError], ...] = (Unavailable, DeadlineExceeded)
-SAFE_RETRY_ON: tuple[type[UnsError], ...] = (Unavailable,)
-NO_RETRY: tuple[type[UnsError], ...] = ()
+SEND_RETRY_ON: tuple[type[UnsError], ...] = (Unavailable, DeadlineExceeded, RateLimited)
+SAFE_RETRY_ON: tuple[type[UnsError], ...] = (Unavailable, RateLimited)
+# Calls that are not safe to repeat retry nothing but RATE_LIMITED: the server refused
+# that one before acting on it.
+NO_RETRY: tuple[type[UnsError], ...] = (RateLimited,)
+# Waits the server asks for are stretched by up to this share, never shortened, so
+# clients shed together do not all come back at the same instant.
+RETRY_DELAY_JITTER = 0.2
 
 
 def backoff_seconds(
@@ -54,6 +62,12 @@ def backoff_seconds(
     return ceiling * (rand or random).uniform(0.5, 1.0)
 
 
+def retry_delay_seconds(server_delay: float, rand: random.Random | None = None) -> float:
+    """The wait before retrying a call the server answered with a RetryInfo: at least
+    what it asked for (a token is back by then), stretched by a little jitter."""
+    return server_delay * (rand or random).uniform(1.0, 1.0 + RETRY_DELAY_JITTER)
+
+
 def _retry_kwargs(
     config: ClientConfig,
     rpc: str,
@@ -63,6 +77,9 @@ def _retry_kwargs(
     suffix = "".join(f"; {k}={v}" for k, v in context.items())
 
     def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, UnsError) and error.retry_delay is not None:
+            return retry_delay_seconds(error.retry_delay)
         return backoff_seconds(config, state.attempt_number)
 
     def before_sleep(state: RetryCallState) -> None:

@@ -8,8 +8,10 @@ it yielded, or a later heartbeat's high-water mark. After UNAVAILABLE (server sh
 database outage, lost connection, keepalive timeout) or an unexpected end of stream, it
 waits (exponential backoff with jitter) and calls WatchEvents again with
 ``after_sequence=cursor``: the server then sends every matching event committed after
-it, so the caller sees no gap and no repetition. Any other error (permission denied,
-history compacted, unimplemented, ...) ends the iteration by raising it.
+it, so the caller sees no gap and no repetition. RATE_LIMITED (the server shed the
+stream's start) is retried the same way, after the RetryInfo delay. Any other error
+(permission denied, history compacted, unimplemented, ...) ends the iteration by
+raising it.
 
 One caveat belongs to the protocol: a stream opened "from now" (``after_sequence=0``
 without ``replay_history``) has no position until its first event or heartbeat; a
@@ -35,8 +37,8 @@ from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_clients._config import ClientConfig
-from uns_clients._errors import Unavailable, UnsError, error_from_rpc
-from uns_clients._retry import backoff_seconds
+from uns_clients._errors import RateLimited, Unavailable, UnsError, error_from_rpc
+from uns_clients._retry import backoff_seconds, retry_delay_seconds
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -98,13 +100,16 @@ class _Position:
     def _backoff(self, error: UnsError, cause: BaseException | None) -> float:
         """Seconds to wait before reconnecting; raises ``error`` unless it is
         UNAVAILABLE within the configured number of attempts."""
-        if not isinstance(error, Unavailable):
+        if not isinstance(error, Unavailable | RateLimited):
             raise error from cause
         self._failures += 1
         limit = self._config.watch_max_reconnect_attempts
         if limit is not None and self._failures > limit:
             raise error from cause
-        delay = backoff_seconds(self._config, self._failures)
+        if error.retry_delay is not None:  # shed (RATE_LIMITED): wait what it asked
+            delay = retry_delay_seconds(error.retry_delay)
+        else:
+            delay = backoff_seconds(self._config, self._failures)
         log.warning(
             "WatchEvents interrupted (%s); reconnecting in %.2fs after sequence %d",
             error,

@@ -35,6 +35,7 @@ from uns.v1 import (
     policy_service_pb2_grpc,
 )
 from uns_server.aio import wait_event
+from uns_server.api.admission import Admission
 from uns_server.api.audit_servicer import AuditServicer
 from uns_server.api.bind import bind_failure, reuse_port_option
 from uns_server.api.handlers import decode_guard
@@ -63,6 +64,7 @@ from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
 from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
+from uns_server.services.rate_limits import TokenBuckets
 from uns_server.services.watch import EventHub, Watch
 from uns_server.settings import Settings, SettingsError
 from uns_server.store import api_keys, durability, migrate
@@ -106,7 +108,13 @@ class App:
         )
         self.health = health.aio.HealthServicer()
         key_file = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else None
-        self.authenticator = auth.Authenticator(self.db, key_file)
+        self.authenticator = auth.Authenticator(
+            self.db,
+            key_file,
+            failed_lookups=TokenBuckets(
+                settings.auth_failures_per_second, settings.auth_failure_burst
+            ),
+        )
         self._key_file = key_file
         channel_data: Any = {}
         if settings.channels_file:
@@ -122,6 +130,16 @@ class App:
         self.supervision = Supervision()
         self.acks = Acks(self.db, clock, self.telemetry.metrics)
         self.links = self._link_service() if settings.http_enabled else None
+        self.admission = Admission(
+            self.authenticator,
+            TokenBuckets(
+                settings.rate_limit_per_second,
+                settings.rate_limit_burst,
+                settings.principal_rate_limits(),
+            ),
+            settings.max_concurrent_rpcs,
+            self.telemetry.metrics,
+        )
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -148,7 +166,7 @@ class App:
             lease_seconds=settings.lease_seconds,
             idle_poll_seconds=settings.idle_poll_seconds,
         )
-        self.hub = EventHub(self.db, settings.watch_queue_max)
+        self.hub = EventHub(self.db, settings.watch_queue_max, settings.watch_queue_max_bytes)
         self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
             options=[
@@ -173,10 +191,12 @@ class App:
         s = self.settings
         if phases.REQUESTED:  # before any task is created: they are the unit of account
             phases.enable()
-        # Every handler wrapped once here (spans, then the decode guard), not by
+        # Every handler wrapped once here (spans, load shedding, then the decode guard), not by
         # interceptors on every call. (Any: the generated functions are typed for a
         # grpc Server, and the registrar has only the two methods they call.)
-        registrar: Any = WrappingRegistrar(self.server, [self.telemetry.rpc_wrapper, decode_guard])
+        registrar: Any = WrappingRegistrar(
+            self.server, [self.telemetry.rpc_wrapper, self.admission.wrap, decode_guard]
+        )
         notification_service_pb2_grpc.add_NotificationServiceServicer_to_server(
             NotificationServicer(
                 self.db,
@@ -191,6 +211,7 @@ class App:
                     s.watch_heartbeat_seconds,
                     self.clock,
                     s.watch_streams_per_principal,
+                    s.watch_streams_max,
                 ),
             ),
             registrar,

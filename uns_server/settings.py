@@ -23,6 +23,13 @@ EXPIRY_POLL_SECONDS_DEFAULT = 5.0
 WATCH_HEARTBEAT_SECONDS_DEFAULT = 10.0
 WATCH_QUEUE_MAX_DEFAULT = 10_000
 WATCH_STREAMS_PER_PRINCIPAL_DEFAULT = 100
+WATCH_STREAMS_MAX_DEFAULT = 5_000
+WATCH_QUEUE_MAX_BYTES_DEFAULT = 8 * 1024 * 1024
+RATE_LIMIT_PER_SECOND_DEFAULT = 200.0
+RATE_LIMIT_BURST_DEFAULT = 400
+MAX_CONCURRENT_RPCS_DEFAULT = 1_000
+AUTH_FAILURES_PER_SECOND_DEFAULT = 2.0
+AUTH_FAILURE_BURST_DEFAULT = 20
 SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
 MAX_RECEIVE_MESSAGE_BYTES_DEFAULT = 1024 * 1024
 DB_RETRY_SECONDS_DEFAULT = 2.0
@@ -75,12 +82,31 @@ class Settings:
     idle_poll_seconds: float = IDLE_POLL_SECONDS_DEFAULT
     expiry_poll_seconds: float = EXPIRY_POLL_SECONDS_DEFAULT
     watch_heartbeat_seconds: float = WATCH_HEARTBEAT_SECONDS_DEFAULT
-    # Events buffered per live subscriber; one that falls further behind is served
-    # from the table again (bounded memory per stream).
+    # Events buffered per live subscriber, and their bytes (payload sizes); one that
+    # falls further behind either bound is served from the table again (bounded memory
+    # per stream, however large the events).
     watch_queue_max: int = WATCH_QUEUE_MAX_DEFAULT
+    watch_queue_max_bytes: int = WATCH_QUEUE_MAX_BYTES_DEFAULT
     # Concurrent WatchEvents streams one principal may hold open; more are refused with
     # RESOURCE_EXHAUSTED / TOO_MANY_STREAMS (bounds the memory and fan-out one caller costs).
     watch_streams_per_principal: int = WATCH_STREAMS_PER_PRINCIPAL_DEFAULT
+    # WatchEvents streams the whole server holds open; more are refused the same way.
+    watch_streams_max: int = WATCH_STREAMS_MAX_DEFAULT
+    # Load shedding (docs/deployment.md). Each principal has a token bucket: requests
+    # (a stream's start counts once) take a token, refilled at rate_limit_per_second up
+    # to rate_limit_burst; an empty bucket answers RESOURCE_EXHAUSTED / RATE_LIMITED with
+    # a RetryInfo. 0 turns the limit off. rate_limits overrides it per principal:
+    # "PRINCIPAL=RATE/BURST,..." (e.g. "batch-importer=1000/2000,ci=0" — 0: unlimited).
+    rate_limit_per_second: float = RATE_LIMIT_PER_SECOND_DEFAULT
+    rate_limit_burst: int = RATE_LIMIT_BURST_DEFAULT
+    rate_limits: str = ""
+    # Unary calls in progress across the server; more are shed with RATE_LIMITED.
+    max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS_DEFAULT
+    # Key lookups that find nothing, per client address (a bucket like the above): past
+    # it, the address's keys are refused before they are looked up, so unknown keys
+    # cannot force unbounded database reads (key-file and cached keys are unaffected).
+    auth_failures_per_second: float = AUTH_FAILURES_PER_SECOND_DEFAULT
+    auth_failure_burst: int = AUTH_FAILURE_BURST_DEFAULT
     db_retry_seconds: float = DB_RETRY_SECONDS_DEFAULT
     # Client-side bound on each PostgreSQL statement and connection attempt: a
     # silently partitioned database answers UNAVAILABLE instead of hanging callers.
@@ -175,13 +201,22 @@ class Settings:
             "dispatch_batch_size",
             "max_receive_message_bytes",
             "watch_queue_max",
+            "watch_queue_max_bytes",
             "watch_streams_per_principal",
+            "watch_streams_max",
+            "max_concurrent_rpcs",
+            "rate_limit_burst",
+            "auth_failure_burst",
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be at least 1")
         for name in ("lease_seconds", "idle_poll_seconds", "watch_heartbeat_seconds"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be positive")
+        for name in ("rate_limit_per_second", "auth_failures_per_second"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must not be negative (0 turns the limit off)")
+        self.principal_rate_limits()  # raises on a malformed mapping
         if self.log_format not in ("json", "text"):
             raise SettingsError("log_format must be 'json' or 'text'")
         if self.metrics_listen:
@@ -201,6 +236,26 @@ class Settings:
                 "network in clear text. Configure --tls-cert-file/--tls-key-file, bind a "
                 "loopback address, or pass --allow-insecure if a proxy terminates TLS."
             )
+
+    def principal_rate_limits(self) -> dict[str, tuple[float, int]]:
+        """``rate_limits`` as principal -> (per second, burst); rate 0 means unlimited."""
+        limits: dict[str, tuple[float, int]] = {}
+        for entry in self.rate_limits.split(","):
+            if not entry.strip():
+                continue
+            principal, eq, value = entry.rpartition("=")
+            rate, slash, burst = value.partition("/")
+            try:
+                parsed = (float(rate), int(burst) if slash else self.rate_limit_burst)
+            except ValueError:
+                parsed = (-1.0, 0)
+            if not eq or not principal.strip() or parsed[0] < 0 or parsed[1] < 1:
+                raise SettingsError(
+                    f"rate_limits: cannot read {entry.strip()!r}; use PRINCIPAL=RATE/BURST "
+                    "(rate per second, 0 for unlimited; burst at least 1), comma-separated"
+                )
+            limits[principal.strip()] = parsed
+        return limits
 
     def _validate_http(self) -> None:
         if not self.http_listen:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -97,3 +98,25 @@ def test_producer_reports_auth_errors(quickstart: ServerProcess, tmp_path: Path)
     )
     assert proc.returncode == 2
     assert "Unauthenticated" in proc.stderr or "UNAUTHENTICATED" in proc.stderr
+
+
+@pytest.mark.parametrize(("lang", "build"), [("go", go_producer), ("rust", rust_producer)])
+def test_producer_waits_the_delay_a_rate_limited_answer_gives(
+    tmp_path: Path, lang: str, build: Callable[[Path], list[str]]
+) -> None:
+    """One token every half second and a burst of one: the send takes it, the read-back
+    is shed with RATE_LIMITED and a RetryInfo, and the producer retries it after at
+    least that delay instead of failing."""
+    command = build(tmp_path)
+    server = ServerProcess(tmp_path, "--rate-limit-per-second", "2", "--rate-limit-burst", "1")
+    try:
+        server.wait_serving()
+        key = (server.cwd / "uns-dev-key.txt").read_text().strip()
+        proc = run([*command, "--addr", server.target, "--api-key", key])
+    finally:
+        server.stop()
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["notification_id"]
+    waits = re.findall(r"RATE_LIMITED.*retrying in ([0-9.]+)(ms|s)", proc.stderr)
+    assert waits, proc.stderr
+    for amount, unit in waits:
+        assert float(amount) / (1000 if unit == "ms" else 1) >= 0.5, proc.stderr

@@ -15,6 +15,7 @@ from tests.support.server import RunningServer, send_request
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
+from uns_server.services.queries import PAGE_BYTES_MAX
 from uns_server.store import events
 from uns_server.store.db import Database
 
@@ -207,6 +208,31 @@ async def test_list_pages_newest_first_with_filter(server: RunningServer) -> Non
         await alice.ListNotifications(pb.ListNotificationsRequest(filter="status = FAILED"))
     assert rich_error(exc.value).reason == "INVALID_REQUEST"
     assert "the API calls it `state`" in (exc.value.details() or "")
+
+
+async def test_a_page_of_large_notifications_stops_at_a_megabyte(server: RunningServer) -> None:
+    """AIP-158 lets a page be shorter than page_size: one of notifications at their size
+    limits stops near PAGE_BYTES_MAX, and the pages still list each one exactly once."""
+    alice = server.stub("alice")
+    large = {"message": "m" * 16_000, "metadata": {f"k{j:04d}": "v" * 8 for j in range(700)}}
+    ids = []
+    for i in range(60):  # ~2 MB of documents, read in chunks of LIST_CHUNK_ROWS
+        fields = large if i % 3 else {}
+        sent = await alice.SendNotification(send_request(idempotency_key=f"big{i}", **fields))
+        ids.append(sent.notification_id)
+    pages: list[list[str]] = []
+    token = ""
+    while True:
+        page = await alice.ListNotifications(
+            pb.ListNotificationsRequest(page_size=1000, page_token=token)
+        )
+        pages.append([n.id for n in page.notifications])
+        assert page.ByteSize() < 2 * PAGE_BYTES_MAX
+        token = page.next_page_token
+        if not token:
+            break
+    assert len(pages) >= 2 and 0 < len(pages[0]) < 60
+    assert [i for p in pages for i in p] == list(reversed(ids))
 
 
 async def test_oversized_message_is_refused(server: RunningServer) -> None:

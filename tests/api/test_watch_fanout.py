@@ -98,6 +98,27 @@ async def test_a_full_queue_overflows_to_the_table() -> None:
     assert hub.total_overflows == 1  # kept after the stream ends
 
 
+async def test_a_queue_is_bounded_in_bytes_too() -> None:
+    """Large events overflow a slow subscriber's queue long before its event count."""
+    hub = EventHub(_NoDatabase(), queue_max=1000, queue_max_bytes=3000)  # type: ignore[arg-type]
+    sub = hub.subscribe(_filter("alice"), 60)
+    try:
+        small = _item(1, "alice")
+        hub.publish(small)
+        assert sub.queued_bytes == small.size
+        hub.publish(_item(2, "alice"))
+        assert _sequences(sub) == [1, 2]
+        sub.pop()
+        assert sub.queued_bytes == small.size  # what leaves the queue stops counting
+        big = _item(3, "alice")
+        big.size = 2500
+        hub.publish(big)
+        assert sub.overflowed and not sub.queue and sub.queued_bytes == 0
+    finally:
+        hub.unsubscribe(sub)
+    assert hub.total_overflows == 1
+
+
 async def test_filtered_stream_gets_heartbeats_while_other_events_flow(
     db_url: str, tmp_path: Path
 ) -> None:

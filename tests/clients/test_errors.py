@@ -150,6 +150,7 @@ SPEC_REASONS = {
     "HISTORY_COMPACTED": "HistoryCompacted",
     "UNIMPLEMENTED": "Unimplemented",
     "TOO_MANY_STREAMS": "TooManyStreams",
+    "RATE_LIMITED": "RateLimited",
     "INTERNAL": "Internal",
 }
 

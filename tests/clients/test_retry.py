@@ -126,6 +126,8 @@ async def call_with_fake(
         grpc.StatusCode.DEADLINE_EXCEEDED,
         grpc.StatusCode.INTERNAL,
         grpc.StatusCode.ABORTED,
+        # Without ErrorInfo RATE_LIMITED (e.g. grpc's own "message too large"): final.
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
     ],
 )
 async def test_which_calls_retry_which_errors(
@@ -215,3 +217,37 @@ async def test_send_survives_server_restart_with_the_same_key(
     assert len(retries) >= 2
     assert {getattr(r, "idempotency_key", None) for r in retries} == {key}
     assert {getattr(r, "reason", None) for r in retries} == {"UNAVAILABLE"}
+
+
+@pytest.mark.parametrize("flavor", ["async", "sync"])
+async def test_rate_limited_calls_wait_the_delay_the_server_gives(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, flavor: str
+) -> None:
+    """Over its budget, a principal is answered RATE_LIMITED with a RetryInfo; the client
+    waits at least that long and retries, even Replay (the server did nothing)."""
+    caplog.set_level(logging.WARNING, logger="uns_clients")
+    server = await start_server(
+        db_url, tmp_path, dispatch_enabled=False, rate_limit_per_second=4, rate_limit_burst=1
+    )
+    config = config_for(server.target, "oscar", retry_max_attempts=20)
+    unknown = str(uuid.uuid4())
+    outcomes: list[Any] = []
+    try:
+        for _ in range(3):  # the first takes the only token; the others must wait for one
+            try:
+                if flavor == "async":
+                    async with AsyncClient(config) as aclient:
+                        outcomes.append(await aclient.replay(unknown))
+                else:
+                    with Client(config) as client:
+                        outcomes.append(await asyncio.to_thread(client.replay, unknown))
+            except UnsError as exc:
+                outcomes.append(exc)
+    finally:
+        await server.stop()
+    assert [o.reason for o in outcomes] == ["NOT_FOUND"] * 3  # never RATE_LIMITED
+    retries = [r for r in caplog.records if r.name == "uns_clients" and "retrying" in r.message]
+    assert retries and {getattr(r, "reason", None) for r in retries} == {"RATE_LIMITED"}
+    for record in retries:  # "retrying in N.NNs": at least the server's 1 / 4 s
+        waited = float(record.getMessage().split("retrying in ")[1].split("s")[0])
+        assert waited >= 0.25

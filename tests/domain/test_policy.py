@@ -114,6 +114,8 @@ def test_build_keeps_explicit_values_and_dedups_channels_in_order() -> None:
         ({"channels": ["a" * 65]}, "spec.channels[0]"),
         ({"channels": ["has space"]}, "spec.channels[0]"),
         ({"channels": ["dots.no"]}, "spec.channels[0]"),
+        ({"channels": ["log"] * 65}, "spec.channels"),  # at most 64, repeats included
+        ({"channels": ["Bad!"] * 100_000}, "spec.channels"),  # one violation, not 100k
         ({"delivery_mode": None}, "spec.delivery_mode"),
         ({"ack_timeout_minutes": -1}, "spec.ack_timeout_minutes"),
         ({"ack_timeout_minutes": 10081}, "spec.ack_timeout_minutes"),

@@ -155,6 +155,9 @@ class ServerFactory:
             "1",
             "--log-format",
             "text",
+            # Faults are the subject here, not request budgets: never shed a producer.
+            "--rate-limit-per-second",
+            "0",
             *self.extra,
         ]
         if channels_file is not None:

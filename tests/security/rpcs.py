@@ -59,6 +59,7 @@ SPEC_REASONS: dict[str, grpc.StatusCode] = {
     # Beyond the SPEC table: WatchEvents resume below retention, and the stream limit.
     "HISTORY_COMPACTED": grpc.StatusCode.OUT_OF_RANGE,
     "TOO_MANY_STREAMS": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "RATE_LIMITED": grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 OK = "OK"

@@ -514,6 +514,14 @@ filter_values = st.one_of(
 )
 
 
+# Long runs of what makes filter parsers backtrack (whitespace, quotes, backslashes,
+# parentheses, operators, the keyword), around and far past the 4096-character cap.
+FILTER_PIECES = [" ", "\t", '"', "\\", '\\"', "(", ")", "=", "!=", "AND", " AND ", "state = x"]
+filter_runs = st.lists(
+    st.tuples(st.sampled_from(FILTER_PIECES), st.integers(1, 20_000)), min_size=1, max_size=4
+).map(lambda runs: "".join(piece * count for piece, count in runs))
+
+
 def _list(data: st.DataObject, world: Fuzz) -> Message:
     terms = data.draw(
         st.lists(
@@ -524,7 +532,7 @@ def _list(data: st.DataObject, world: Fuzz) -> Message:
         )
     )
     joiner = data.draw(st.sampled_from([" AND ", " and ", "AND", "  AND  "]))
-    filter_text = data.draw(st.one_of(st.just(joiner.join(terms)), text))
+    filter_text = data.draw(st.one_of(st.just(joiner.join(terms)), text, filter_runs))
     return pb.ListNotificationsRequest(
         filter=filter_text,
         page_size=data.draw(page_size),
@@ -891,6 +899,25 @@ def corpus(world: Fuzz) -> list[tuple[str, Message]]:
         cases.append(
             ("NotificationService/ListNotifications", pb.ListNotificationsRequest(filter=hostile))
         )
+    # Runs of one hostile piece up to the message-size limit (issue 20: the regex
+    # parser was quadratic on some), and metadata as wide as a request can carry.
+    for unit in (" \t", '"', "\\", '\\"', "((", "= != ", " AND ", "state = x AND ", 'source = "'):
+        hostile_filter = unit * ((MAX_RECEIVE_MESSAGE_BYTES_DEFAULT - 64) // len(unit))
+        cases.append(
+            (
+                "NotificationService/ListNotifications",
+                pb.ListNotificationsRequest(filter=hostile_filter),
+            )
+        )
+    wide_send = send_request()
+    wide_send.metadata.update({f"k{i:06d}": "v" for i in range(60_000)})
+    wide_ack = pb.AcknowledgeRequest(notification_id=pending_ack)
+    wide_ack.metadata.update({f"k{i:06d}": 1.5 for i in range(45_000)})
+    cases += [
+        ("NotificationService/SendNotification", wide_send),
+        ("NotificationService/Simulate", pb.SimulateRequest(request=wide_send)),
+        ("NotificationService/Acknowledge", wide_ack),
+    ]
     # Every filterable column compared with values it can never hold.
     for name in FILTER_FIELDS:
         for value in ('"not-a-uuid"', '"' + "x" * 300 + '"', '"\u00e9\U0001f642"', "-1"):

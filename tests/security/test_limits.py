@@ -10,6 +10,7 @@
   no NUL: INVALID_REQUEST; reserved routing keys: RESERVED_METADATA_KEY. Nesting past
   protobuf's recursion limit cannot be decoded: INVALID_REQUEST on field ``request``.
 - page_size of every List RPC: 0-1000 (0 means 50): INVALID_REQUEST.
+- ListNotifications filter: 4096 characters: INVALID_REQUEST on ``filter``.
 - WatchEvents: at most 1000 distinct notification_ids, after_sequence >= 0:
   INVALID_REQUEST; duplicate ids and kinds count once.
 - concurrent WatchEvents streams per principal: ``watch_streams_per_principal``
@@ -45,6 +46,7 @@ from uns.v1 import audit_service_pb2 as apb
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import policy_service_pb2 as ppb
 from uns.v1 import types_pb2 as t
+from uns_server.domain.filters import FILTER_MAX_CHARS
 from uns_server.settings import Settings, SettingsError
 
 WIDE = "\U0001d11e"  # MUSICAL SYMBOL G CLEF: one character, four UTF-8 bytes
@@ -338,6 +340,28 @@ async def test_page_size_bounds(server: RunningServer, callers: Callers) -> None
             assert refused.error is not None and refused.error.metadata["fields"] == "page_size"
 
 
+async def test_list_filter_length_and_quoting(server: RunningServer, callers: Callers) -> None:
+    alice = callers("alice")
+    rpc = "NotificationService/ListNotifications"
+    sent = await alice.call(
+        rpc.replace("ListNotifications", "SendNotification"),
+        send_request(source='say "AND" \\ then'),
+    )
+    assert sent.reason == OK
+    # A quoted value holds AND, escaped quotes and backslashes.
+    found = await alice.call(
+        rpc, pb.ListNotificationsRequest(filter='source = "say \\"AND\\" \\\\ then"')
+    )
+    assert found.reason == OK
+    assert [n.source for n in found.response.notifications] == ['say "AND" \\ then']
+    at_limit = 'source = "' + WIDE * (FILTER_MAX_CHARS - 11) + '"'
+    assert len(at_limit) == FILTER_MAX_CHARS
+    assert (await alice.call(rpc, pb.ListNotificationsRequest(filter=at_limit))).reason == OK
+    past = await alice.call(rpc, pb.ListNotificationsRequest(filter=at_limit + " "))
+    assert invalid(past, "filter")
+    assert past.error is not None and str(FILTER_MAX_CHARS) in past.error.message
+
+
 # --- WatchEvents filters -------------------------------------------------------------
 
 
@@ -451,6 +475,7 @@ async def test_concurrent_watch_streams_per_principal(
         )
         assert refused.error is not None
         assert refused.error.metadata == {
+            "scope": "principal",
             "principal": "alice",
             "open_streams": str(STREAM_LIMIT),
             "limit": str(STREAM_LIMIT),

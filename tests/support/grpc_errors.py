@@ -1,4 +1,4 @@
-"""Read the rich status (ErrorInfo, BadRequest) out of a grpc.aio error."""
+"""Read the rich status (ErrorInfo, BadRequest, RetryInfo) out of a grpc.aio error."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ class RichError:
     domain: str
     metadata: dict[str, str]
     violations: dict[str, str]
+    retry_delay: float | None = None  # google.rpc.RetryInfo, seconds
 
 
 def rich_error(err: grpc.aio.AioRpcError) -> RichError:
@@ -27,6 +28,7 @@ def rich_error(err: grpc.aio.AioRpcError) -> RichError:
             status.MergeFromString(value)
     info = error_details_pb2.ErrorInfo()
     bad = error_details_pb2.BadRequest()
+    retry: float | None = None
     infos = 0
     for detail in status.details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
@@ -34,6 +36,10 @@ def rich_error(err: grpc.aio.AioRpcError) -> RichError:
             infos += 1
         elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
             detail.Unpack(bad)
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info_retry = error_details_pb2.RetryInfo()
+            detail.Unpack(info_retry)
+            retry = info_retry.retry_delay.ToTimedelta().total_seconds()
     assert infos == 1, f"expected exactly one ErrorInfo, got {infos}: {err}"
     return RichError(
         code=err.code(),
@@ -42,4 +48,5 @@ def rich_error(err: grpc.aio.AioRpcError) -> RichError:
         domain=info.domain,
         metadata=dict(info.metadata),
         violations={v.field: v.description for v in bad.field_violations},
+        retry_delay=retry,
     )

@@ -18,7 +18,10 @@ SERVING_TIMEOUT_SECONDS = 60.0
 
 
 class ServerProcess:
-    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, cwd: Path, *args: str, env: dict[str, str] | None = None, preamble: str = ""
+    ) -> None:
+        """``preamble``: Python statements the child runs before ``main()``."""
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.cwd = cwd
@@ -26,7 +29,7 @@ class ServerProcess:
         command = [
             sys.executable,
             "-c",
-            "from uns_server.cli.server import main; main()",
+            f"{preamble}\nfrom uns_server.cli.server import main; main()",
             "--listen",
             self.target,
             *args,

@@ -110,6 +110,10 @@ async def start_server(
         "dev_key_file": str(tmp_path / "dev-key.txt"),
         "idle_poll_seconds": 0.5,
         "log_format": "text",
+        # Request budgets are tested where they are the subject (tests/security/
+        # test_load_shedding.py); elsewhere tests send as fast as they like.
+        "rate_limit_per_second": 0,
+        "auth_failures_per_second": 0,
     }
     if "api_keys_file" not in overrides:
         defaults["api_keys_file"] = str(write_key_file(tmp_path))

@@ -26,10 +26,13 @@ from uns_server.domain.enums import (
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.requests import AutonomyContext, SendRequest
-from uns_server.domain.validation import validate_send
+from uns_server.domain.validation import METADATA_MAX_BYTES, validate_send
 from uns_server.services.watch import WatchItem
 
 E = TypeVar("E", bound=StrEnum)
+# A Struct's wire form is at most ~6x its compact JSON (a number in a list: 2 JSON bytes,
+# 11 on the wire), so one larger than this is over METADATA_MAX_BYTES for certain.
+STRUCT_WIRE_MAX_BYTES = 8 * METADATA_MAX_BYTES
 
 _PREFIX = {
     Intent: ("NOTIFICATION_INTENT_", t.NotificationIntent),
@@ -82,7 +85,13 @@ def enum_to_wire(value: StrEnum | str | None, cls: type[StrEnum]) -> Any:
 
 def struct_to_dict(s: struct_pb2.Struct, field: str = "metadata") -> dict[str, Any]:
     """A request Struct as JSON-like values; INVALID_REQUEST for NaN or infinite numbers,
-    which a Struct can carry but JSON (and so the stored document) cannot."""
+    which a Struct can carry but JSON (and so the stored document) cannot. A Struct
+    whose wire size alone proves it over the metadata limit is refused before it is
+    converted: converting ~1 MiB of small fields held the event loop for 100+ ms."""
+    if s.ByteSize() > STRUCT_WIRE_MAX_BYTES:
+        raise InvalidRequest.of_field(
+            field, f"must be at most {METADATA_MAX_BYTES} bytes serialized (is far larger)"
+        )
     try:
         return json_format.MessageToDict(s)
     except (ValueError, json_format.Error):

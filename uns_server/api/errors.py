@@ -1,13 +1,17 @@
 """The one table from domain errors to gRPC status, and the rich-status builder.
 
 Every non-OK answer the service produces carries exactly one ``google.rpc.ErrorInfo``
-(domain ``uns.v1``) and, for field problems, a ``google.rpc.BadRequest``.
+(domain ``uns.v1``) and, for field problems, a ``google.rpc.BadRequest``; RATE_LIMITED
+also carries a ``google.rpc.RetryInfo`` saying when to try again.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -34,6 +38,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.HistoryCompacted: grpc.StatusCode.OUT_OF_RANGE,
     e.ShuttingDown: grpc.StatusCode.UNAVAILABLE,
     e.TooManyStreams: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    e.RateLimited: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 
@@ -59,12 +64,16 @@ def to_grpc_status(error: e.UnsError) -> grpc.Status:
             ]
         )
         details.append(_pack(bad))
+    if isinstance(error, e.RateLimited):
+        delay = duration_pb2.Duration()
+        delay.FromTimedelta(timedelta(seconds=error.retry_delay_seconds))
+        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     status = status_pb2.Status(code=_code_value(code), message=error.message, details=details)
     result: grpc.Status = rpc_status.to_status(status)
     return result
 
 
-def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -> any_pb2.Any:
+def _pack(message: Message) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
     return packed

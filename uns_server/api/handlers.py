@@ -7,6 +7,7 @@ import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 import grpc
@@ -49,12 +50,25 @@ def _certificate_cn(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
     return None
 
 
-async def authenticate(self: HasAuth, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
+def credentials(context: grpc.aio.ServicerContext[Any, Any]) -> tuple[str | None, str | None]:
+    """The call's (authorization metadata, verified client certificate common name)."""
     authorization = _authorization(context)
     # A certificate only counts without an API key, and reading the TLS auth context
     # builds a dict per call: skip it when a key came.
     certificate_cn = None if authorization else _certificate_cn(context)
-    return await self.auth.authenticate(authorization, certificate_cn)
+    return authorization, certificate_cn
+
+
+# The principal ``api.admission`` authenticated for this call (each call runs in its
+# own task, so the value never reaches another call).
+ADMITTED: ContextVar[Principal | None] = ContextVar("uns_admitted", default=None)
+
+
+async def authenticate(self: HasAuth, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
+    admitted = ADMITTED.get()
+    if admitted is not None:
+        return admitted
+    return await self.auth.authenticate(*credentials(context))
 
 
 def _as_uns_error(exc: Exception) -> UnsError | None:

@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import grpc
+from sqlalchemy.engine import RowMapping
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
+from uns.v1 import types_pb2 as t
 from uns_server.aio import wait_event
 from uns_server.api import convert
 from uns_server.api.handlers import streaming, unary
@@ -23,7 +25,7 @@ from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
 from uns_server.services.queries import Queries
-from uns_server.services.watch import Heartbeat, Watch
+from uns_server.services.watch import NOTIFICATION_IDS_MAX, Heartbeat, Watch
 from uns_server.store import notifications
 from uns_server.store.db import TOPIC_EVENTS, Database
 
@@ -31,6 +33,8 @@ Ctx = grpc.aio.ServicerContext[Any, Any]
 # wait_for_first_attempt returns this long before the caller's deadline at the latest.
 DEADLINE_MARGIN_SECONDS = 0.2
 WAIT_FOR_ATTEMPT_MAX_SECONDS = 30.0
+# A ListNotifications page with more rows is converted to protobuf in a worker thread.
+CONVERT_INLINE_ROWS = 20
 
 
 class NotificationServicer(pb_grpc.NotificationServiceServicer):
@@ -124,9 +128,13 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         rows, token = await self.queries.list(
             principal, request.filter, request.page_size, request.page_token
         )
-        return pb.ListNotificationsResponse(
-            notifications=[convert.notification(r) for r in rows], next_page_token=token
-        )
+        if len(rows) > CONVERT_INLINE_ROWS:
+            # Up to a megabyte of documents into protobuf: tens of milliseconds of CPU,
+            # done beside the event loop rather than on it.
+            notifications = await asyncio.to_thread(_notifications, rows)
+        else:
+            notifications = _notifications(rows)
+        return pb.ListNotificationsResponse(notifications=notifications, next_page_token=token)
 
     @unary(Role.RESPONDER, Role.OPERATOR)
     async def Acknowledge(
@@ -175,15 +183,27 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
                 "after_sequence must not be negative",
                 violations=[FieldViolation("after_sequence", "must be >= 0")],
             )
+        # Each distinct value is checked once, and ids are counted before they are: a
+        # 1 MiB request holds ~350k kinds or ~25k ids, and checking every entry one by
+        # one held the event loop for 100+ ms.
+        distinct_ids = list(dict.fromkeys(request.notification_ids))
+        if len(distinct_ids) > NOTIFICATION_IDS_MAX:
+            raise InvalidRequest.of_field(
+                "notification_ids", f"must hold at most {NOTIFICATION_IDS_MAX} distinct ids"
+            )
         ids = [
             validate_notification_id(v, f"notification_ids[{i}]")
-            for i, v in enumerate(request.notification_ids)
+            for i, v in enumerate(distinct_ids)
         ]
-        kinds = [
-            kind.value
-            for i, k in enumerate(request.kinds)
-            if (kind := convert.enum_from_wire(EventKind, k, f"kinds[{i}]")) is not None
-        ]
+        kinds = []
+        for k in dict.fromkeys(request.kinds):
+            try:
+                kind = convert.enum_from_wire(EventKind, k, "kinds")
+            except InvalidRequest:  # name the entry's position in the request
+                convert.enum_from_wire(EventKind, k, f"kinds[{list(request.kinds).index(k)}]")
+                raise
+            if kind is not None:
+                kinds.append(kind.value)
         cursor = await self.watch.start_cursor(request.after_sequence, request.replay_history)
         async for item in self.watch.stream(
             principal,
@@ -201,6 +221,10 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
                 )
             else:
                 yield convert.watch_event(item)
+
+
+def _notifications(rows: list[RowMapping]) -> list[t.Notification]:
+    return [convert.notification(r) for r in rows]
 
 
 def utcnow() -> datetime:

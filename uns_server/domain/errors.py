@@ -150,6 +150,22 @@ class TooManyStreams(UnsError):
     reason = "TOO_MANY_STREAMS"
 
 
+class RateLimited(UnsError):
+    """The request budget is spent; retry after the delay the RetryInfo detail gives."""
+
+    reason = "RATE_LIMITED"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        retry_delay_seconds: float,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.retry_delay_seconds = retry_delay_seconds
+
+
 class ShuttingDown(UnsError):
     """The server is shutting down; reconnect (to any replica) and resume."""
 

@@ -15,6 +15,9 @@ from uns_server.domain.errors import InvalidRequest
 
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 1000
+# Tokens this server makes stay far below this (the longest carries a capped filter,
+# ``filters.FILTER_MAX_CHARS``): anything longer is refused before it is decoded.
+TOKEN_MAX_CHARS = 64 * 1024
 
 
 def page_limit(page_size: int) -> int:
@@ -31,6 +34,8 @@ def encode_token(*fields: object) -> str:
 
 def decode_token(token: str, length: int) -> list[Any]:
     """The ``length`` fields of a token ``encode_token`` made; ValueError on anything else."""
+    if len(token) > TOKEN_MAX_CHARS:
+        raise ValueError("not a page token")
     try:
         fields = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (ValueError, RecursionError):  # bad base64, UTF-8 or JSON; JSON nested deep

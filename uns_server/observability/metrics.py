@@ -30,6 +30,8 @@ Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_
 - ``uns_phase_cpu_seconds_total{phase}``, only with UNS_PHASE_CPU=1 (``phases``)
 - ``uns_channel_config_info{fingerprint,channels}`` (always 1: which channels this
   replica can deliver, ``channels.fingerprint``)
+- ``uns_requests_shed_total{limit=principal|concurrent_rpcs|failed_authentications}``
+  (calls refused with RATE_LIMITED before the server acted on them)
 """
 
 from __future__ import annotations
@@ -182,6 +184,11 @@ class Metrics:
             unit="{acknowledgement}",
             description="Pending acknowledgements the expiry sweep moved to TIMED_OUT.",
         )
+        self._shed = m.create_counter(
+            "uns.requests.shed",
+            unit="{request}",
+            description="Calls refused with RATE_LIMITED before the server acted (limit).",
+        )
         self.queue = QueueStats()
         self._hub: EventHub | None = None
         m.create_observable_gauge(
@@ -292,6 +299,9 @@ class Metrics:
     def ack_timeouts(self, count: int) -> None:
         if count:
             self._ack_timeouts.add(count)
+
+    def shed(self, limit: str) -> None:
+        self._shed.add(1, {"limit": limit})
 
     # -- observations (collection time: in-memory reads only) -------------------
 

@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from uns_server.domain.enums import Role
-from uns_server.domain.errors import PermissionDenied, Unauthenticated
+from uns_server.domain.errors import PermissionDenied, RateLimited, Unauthenticated
+from uns_server.services.rate_limits import TokenBuckets
 from uns_server.store import api_keys
 from uns_server.store.db import Database
 
@@ -174,15 +175,19 @@ class Authenticator:
         db: Database,
         key_file: KeyFile | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        failed_lookups: TokenBuckets | None = None,
     ) -> None:
+        """``failed_lookups``: per client address, the budget of key lookups that found
+        nothing; an address that spent it is refused before the database is read."""
         self._db = db
+        self._failed_lookups = failed_lookups
         self._file_keys = dict(key_file.keys) if key_file else {}
         self._certificates = dict(key_file.certificates) if key_file else {}
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._monotonic = monotonic
 
     async def authenticate(
-        self, authorization: str | None, certificate_cn: str | None = None
+        self, authorization: str | None, certificate_cn: str | None = None, address: str = ""
     ) -> Principal:
         """An API key wins; otherwise a verified client certificate (mTLS) whose common
         name the key file maps to a principal. Key lookups go by SHA-256 of the secret,
@@ -203,16 +208,17 @@ class Authenticator:
         digest = hash_key(secret.strip())
         principal = self._file_keys.get(digest)
         if principal is None:
-            principal = await self._lookup(digest)
+            principal = await self._lookup(digest, address)
         if principal is None:
             raise Unauthenticated("unknown or revoked API key")
         return principal
 
-    async def _lookup(self, digest: str) -> Principal | None:
+    async def _lookup(self, digest: str, address: str = "") -> Principal | None:
         now = self._monotonic()
         cached = self._cache.get(digest)
         if cached is not None and now - cached[0] < CACHE_SECONDS:
             return cached[1]
+        await self._guard_lookup(address)
         async with self._db.read() as conn:
             row = await api_keys.active_by_hash(conn, digest)
         principal = (
@@ -227,4 +233,20 @@ class Authenticator:
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[digest] = (now, principal)
+        if principal is None and self._failed_lookups is not None:
+            await self._failed_lookups.take(address)
         return principal
+
+    async def _guard_lookup(self, address: str) -> None:
+        """Unknown keys cannot force unbounded database reads: each distinct one misses
+        the cache, so an address whose lookups keep finding nothing is refused first."""
+        if self._failed_lookups is None:
+            return
+        delay = self._failed_lookups.empty(address)
+        if delay is not None:
+            raise RateLimited(
+                "too many unknown API keys from this address; retry after the RetryInfo "
+                "delay with a valid key",
+                retry_delay_seconds=delay,
+                metadata={"limit": "failed_authentications"},
+            )

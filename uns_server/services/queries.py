@@ -6,12 +6,13 @@ operator everyone's (a responder answers by id; it has no queue to browse)."""
 
 from __future__ import annotations
 
-import re
+from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy.engine import RowMapping
 
-from uns_server.domain import paging
+from uns_server.domain import filters, paging
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.domain.validation import validate_notification_id
@@ -19,56 +20,26 @@ from uns_server.services.auth import Principal
 from uns_server.store import notifications
 from uns_server.store.db import Database
 
-# Input quoted back in an error message: a whole filter (up to the 1 MiB request) would
-# make the status trailers too large for the client to read the error at all.
-ECHO_MAX_CHARS = 64
-_TERM = re.compile(r'^\s*([a-z_]+)\s*=\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_.:\-]+)\s*$')
-
-
-def _echo(value: str) -> str:
-    """``value`` quoted for an error message, cut to ``ECHO_MAX_CHARS`` characters."""
-    if len(value) <= ECHO_MAX_CHARS:
-        return repr(value)
-    return repr(value[:ECHO_MAX_CHARS]) + f"... ({len(value)} characters)"
-
-
 # Database column names (the seed's) that a caller may try, and their wire names (AIP-216).
 _WIRE_NAME = {"status": "state", "ack_status": "ack_state"}
 
 
 def parse_filter(text: str) -> list[tuple[str, Any]]:
-    """``a = x AND b = "y"`` -> [(a, x), (b, y)] with enum and boolean values checked."""
-    if not text.strip():
-        return []
-    if "\x00" in text:  # PostgreSQL cannot even compare a text value holding NUL
-        raise InvalidRequest.of_field("filter", "must not contain NUL characters")
+    """``a = x AND b = "y"`` -> [(a, x), (b, y)] with enum and boolean values checked
+    (the syntax is ``domain.filters``': linear, capped in length)."""
     conditions: list[tuple[str, Any]] = []
-    for term in re.split(r"\s+AND\s+", text.strip()):
-        m = _TERM.match(term)
-        if not m:
-            raise InvalidRequest.of_field(
-                "filter", f"cannot parse {_echo(term)}; use `field = value [AND ...]`"
-            )
-        field, raw = m.group(1), m.group(2)
-        value: Any = raw[1:-1].replace('\\"', '"') if raw.startswith('"') else raw
-        if field not in notifications.FILTERABLE_FIELDS:
-            hint = _WIRE_NAME.get(field)
-            raise InvalidRequest.of_field(
-                "filter",
-                f"unknown field {_echo(field)}"
-                + (f" (the API calls it `{hint}`, e.g. `{hint} = FAILED`)" if hint else "")
-                + "; filterable: "
-                + ", ".join(notifications.FILTERABLE_FIELDS),
-            )
+    for term in filters.parse(text, notifications.FILTERABLE_FIELDS, hints=_WIRE_NAME):
+        field, value = term.field, term.value
+        checked: Any = value
         if field == "state":
-            value = _enum_value(Status, value, "NOTIFICATION_STATE_", field)
+            checked = _enum_value(Status, value, "NOTIFICATION_STATE_", field)
         elif field == "ack_state":
-            value = _enum_value(AckStatus, value, "ACK_STATE_", field)
+            checked = _enum_value(AckStatus, value, "ACK_STATE_", field)
         elif field == "dead_letter":
             if value.lower() not in ("true", "false"):
                 raise InvalidRequest.of_field("filter", "dead_letter must be true or false")
-            value = value.lower() == "true"
-        conditions.append((field, value))
+            checked = value.lower() == "true"
+        conditions.append((field, checked))
     return conditions
 
 
@@ -77,7 +48,16 @@ def _enum_value(cls: type[Status] | type[AckStatus], value: str, prefix: str, fi
     try:
         return cls(name).value
     except ValueError:
-        raise InvalidRequest.of_field("filter", f"{field}: unknown value {_echo(value)}") from None
+        raise InvalidRequest.of_field(
+            "filter", f"{field}: unknown value {filters.echo(value)}"
+        ) from None
+
+
+# A ListNotifications page stops growing at this size (it always holds one row).
+PAGE_BYTES_MAX = 1024 * 1024
+# Rows read per query while a page is filled.
+LIST_CHUNK_ROWS = 50
+ROW_OVERHEAD_BYTES = 1024
 
 
 class Queries:
@@ -112,18 +92,54 @@ class Queries:
                     "page_token", "the token belongs to a different filter"
                 )
             after = (created_at, last_id)
-        async with self._db.read() as conn:
-            rows = await notifications.list_page(
-                conn, conditions=conditions, after=after, limit=limit + 1
-            )
+        rows, more = await read_page(self._db, conditions, after, limit)
         next_token = ""
-        if len(rows) > limit:
-            rows = rows[:limit]
+        if more:
             last = rows[-1]
             next_token = notifications.encode_page_token(
                 last["created_at"], last["id"], filter_text
             )
         return rows, next_token
+
+
+async def read_page(
+    db: Database,
+    conditions: list[tuple[str, Any]],
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> tuple[list[RowMapping], bool]:
+    """Up to ``limit`` rows after ``after``, and whether more may follow. Read in
+    chunks, and cut short once the page holds ``PAGE_BYTES_MAX`` (AIP-158 allows a
+    shorter page): a thousand notifications at their size limits are ~30 MB, and
+    decoding and encoding them at once held the event loop for seconds."""
+    rows: list[RowMapping] = []
+    size = 0
+    async with db.read() as conn:
+        while True:
+            want = min(LIST_CHUNK_ROWS, limit + 1 - len(rows))
+            chunk = await notifications.list_page(
+                conn, conditions=conditions, after=after, limit=want
+            )
+            for row in chunk:
+                if len(rows) == limit:
+                    return rows, True  # the extra row: another page exists
+                rows.append(row)
+                size += row_bytes(row)
+                if size >= PAGE_BYTES_MAX:
+                    return rows, True
+            if len(chunk) < want:
+                return rows, False
+            after = (chunk[-1]["created_at"], chunk[-1]["id"])
+
+
+def row_bytes(row: RowMapping) -> int:
+    """Roughly what a notification costs to send: its documents (the request with its
+    message and metadata, the outcome, the response metadata) as compact JSON."""
+    return ROW_OVERHEAD_BYTES + sum(
+        len(orjson.dumps(row[column], default=str))
+        for column in ("notification", "outcome", "response_metadata")
+        if row[column] is not None
+    )
 
 
 def visible(principal: Principal, row: RowMapping) -> bool:

@@ -23,9 +23,14 @@ sequence. A subscriber that falls too far behind (its queue overflows) drops the
 queue and catches up from the database again, from its own cursor.
 
 Each principal may hold at most ``streams_per_principal`` streams open at once (setting
-``watch_streams_per_principal``); one more is refused with TOO_MANY_STREAMS. The count
-is taken when a stream starts and given back in ``finally``, however the stream ends
-(client cancel, deadline, error, shutdown).
+``watch_streams_per_principal``), and the server at most ``streams_max`` (setting
+``watch_streams_max``); one more is refused with TOO_MANY_STREAMS. The counts are taken
+when a stream starts and given back in ``finally``, however the stream ends (client
+cancel, deadline, error, shutdown).
+
+A subscriber's queue is bounded in events (``watch_queue_max``) and in bytes
+(``watch_queue_max_bytes``, counted from each event's stored payload): a slow reader of
+large events overflows as early as one of many small ones.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
+import orjson
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -61,6 +67,10 @@ T = TypeVar("T")
 HUB_BATCH = 1000
 CATCH_UP_BATCH = 500
 QUEUE_MAX = 10_000
+QUEUE_MAX_BYTES = 8 * 1024 * 1024
+# What an event costs besides its payload (row, item, protobuf message), in bytes.
+EVENT_OVERHEAD_BYTES = 512
+STREAMS_MAX_DEFAULT = 5_000
 # Safety net if a wake-up is ever lost (e.g. while LISTEN reconnects).
 HUB_FALLBACK_POLL_SECONDS = 5.0
 # With no stream open, the hub moves its tail at most this often: following every
@@ -88,6 +98,7 @@ class WatchItem:
         "principal",
         "row",
         "sequence",
+        "size",
     )
 
     def __init__(self, row: RowMapping) -> None:
@@ -98,6 +109,15 @@ class WatchItem:
         self.kind: str = row["kind"]
         self.notification_type: str = row["notification_type"]
         self.encoded: object | None = None  # the API layer's cache; never mutated once set
+        self.size = EVENT_OVERHEAD_BYTES + payload_bytes(row["payload"])
+
+
+def payload_bytes(payload: object) -> int:
+    """Roughly the bytes of a stored event payload (its JSON text; a decoded document
+    is measured by its compact JSON, which the hub pays once per event)."""
+    if isinstance(payload, str | bytes):
+        return len(payload)
+    return len(orjson.dumps(payload, default=str))
 
 
 @dataclass(frozen=True)
@@ -130,10 +150,13 @@ class Subscription:
         queue_max: int,
         heartbeat_seconds: float,
         loop: asyncio.AbstractEventLoop,
+        queue_max_bytes: int = QUEUE_MAX_BYTES,
     ) -> None:
         self.filter = flt
         self.queue: deque[WatchItem] = deque()
         self.queue_max = queue_max
+        self.queue_max_bytes = queue_max_bytes
+        self.queued_bytes = 0  # of the items in ``queue``
         self.overflowed = False
         self.overflows = 0  # times this subscriber fell behind and went back to the table
         self.heartbeat_due = False
@@ -148,13 +171,23 @@ class Subscription:
     def offer(self, item: WatchItem) -> None:
         if self.overflowed:
             return
-        if len(self.queue) >= self.queue_max:
+        if (
+            len(self.queue) >= self.queue_max
+            or self.queued_bytes + item.size > self.queue_max_bytes
+        ):
             self.queue.clear()
+            self.queued_bytes = 0
             self.overflowed = True
             self.overflows += 1
         else:
             self.queue.append(item)
+            self.queued_bytes += item.size
         self.wake()
+
+    def pop(self) -> WatchItem:
+        item = self.queue.popleft()
+        self.queued_bytes -= item.size
+        return item
 
     def wake(self) -> None:
         waiter = self._waiter
@@ -197,9 +230,12 @@ class Heartbeat:
 
 
 class EventHub:
-    def __init__(self, db: Database, queue_max: int = QUEUE_MAX) -> None:
+    def __init__(
+        self, db: Database, queue_max: int = QUEUE_MAX, queue_max_bytes: int = QUEUE_MAX_BYTES
+    ) -> None:
         self._db = db
         self._queue_max = queue_max
+        self._queue_max_bytes = queue_max_bytes
         self._subs: set[Subscription] = set()
         # Fan-out index: principal (None: operators, who see every principal) ->
         # distinct filter -> its subscriptions. An event is matched once per distinct
@@ -341,7 +377,13 @@ class EventHub:
                             sub.offer(item)
 
     def subscribe(self, flt: WatchFilter, heartbeat_seconds: float) -> Subscription:
-        sub = Subscription(flt, self._queue_max, heartbeat_seconds, asyncio.get_running_loop())
+        sub = Subscription(
+            flt,
+            self._queue_max,
+            heartbeat_seconds,
+            asyncio.get_running_loop(),
+            self._queue_max_bytes,
+        )
         self._subs.add(sub)
         for key in _index_keys(flt):
             self._index.setdefault(key, {}).setdefault(flt, set()).add(sub)
@@ -377,6 +419,7 @@ class Watch:
         heartbeat_seconds: float,
         clock: Callable[[], datetime],
         streams_per_principal: int = STREAMS_PER_PRINCIPAL_DEFAULT,
+        streams_max: int = STREAMS_MAX_DEFAULT,
     ) -> None:
         self._db = db
         self._hub = hub
@@ -384,26 +427,37 @@ class Watch:
         self._clock = clock
         self._streams_max = streams_per_principal
         self._streams: dict[str, int] = {}
+        self._server_streams_max = streams_max
+        self.open_total = 0  # streams open across the server
 
     def open_streams(self, principal: str) -> int:
         """Streams ``principal`` holds open right now."""
         return self._streams.get(principal, 0)
 
     def _acquire(self, principal: str) -> None:
+        if self.open_total >= self._server_streams_max:
+            raise TooManyStreams(
+                f"the server holds its limit of {self._server_streams_max} WatchEvents "
+                "streams; retry later, or against another replica",
+                metadata={"scope": "server", "limit": str(self._server_streams_max)},
+            )
         held = self._streams.get(principal, 0)
         if held >= self._streams_max:
             raise TooManyStreams(
                 f"{principal} already holds {held} WatchEvents streams (limit "
                 f"{self._streams_max}); close one, or filter one stream instead of opening many",
                 metadata={
+                    "scope": "principal",
                     "principal": principal,
                     "open_streams": str(held),
                     "limit": str(self._streams_max),
                 },
             )
         self._streams[principal] = held + 1
+        self.open_total += 1
 
     def _release(self, principal: str) -> None:
+        self.open_total -= 1
         held = self._streams.get(principal, 0) - 1
         if held > 0:
             self._streams[principal] = held
@@ -521,7 +575,7 @@ class Watch:
                     if self._hub.closing:
                         raise ShuttingDown(metadata={"resume_after_sequence": str(cursor)})
                     if queue:
-                        item = queue.popleft()
+                        item = sub.pop()
                         if item.sequence > cursor:  # else the catch-up already sent it
                             cursor = item.sequence
                             sub.sent()

@@ -6,8 +6,10 @@
 // It is the reference Go producer: a plaintext gRPC connection, the API key as
 // `authorization: Bearer <key>` metadata, and an idempotency key per logical
 // notification, so that re-running it with the same --idempotency-key is safe.
-// SendNotification is retried on UNAVAILABLE and DEADLINE_EXCEEDED only, with
-// that same key.
+// SendNotification is retried on UNAVAILABLE and DEADLINE_EXCEEDED, with that
+// same key, and every call on RATE_LIMITED (RESOURCE_EXHAUSTED: the server shed
+// it before acting) after the google.rpc.RetryInfo delay the server gave, within
+// the same bounded number of attempts.
 //
 // With --wait-ack it sends with require_ack and then waits, over WatchEvents,
 // for the notification's terminal ack event (ACKED, DISMISSED or TIMED_OUT),
@@ -155,10 +157,11 @@ func (o options) sendRequest() (*unsv1.SendNotificationRequest, error) {
 	return req, nil
 }
 
-// send calls SendNotification, retrying UNAVAILABLE and DEADLINE_EXCEEDED only,
-// with the same request, and so the same idempotency_key, every time: if an
-// earlier attempt was committed after all, the server answers with the
-// original notification and idempotent_replay=true instead of a duplicate.
+// send calls SendNotification, retrying UNAVAILABLE, DEADLINE_EXCEEDED and
+// RATE_LIMITED only, with the same request, and so the same idempotency_key,
+// every time: if an earlier attempt was committed after all, the server answers
+// with the original notification and idempotent_replay=true instead of a
+// duplicate.
 func (p *producer) send(ctx context.Context, req *unsv1.SendNotificationRequest) (*unsv1.SendNotificationResponse, error) {
 	for attempt := 1; ; attempt++ {
 		callCtx, cancel := p.callContext(ctx)
@@ -167,7 +170,7 @@ func (p *producer) send(ctx context.Context, req *unsv1.SendNotificationRequest)
 		if err == nil || attempt == sendAttempts || !retryable(err) {
 			return resp, err
 		}
-		delay := retryDelay(attempt)
+		delay := waitBefore(err, attempt)
 		p.log.Printf("SendNotification: %s; retrying in %v with the same idempotency key", describe(err), delay.Round(time.Millisecond))
 		if err := sleep(ctx, delay); err != nil {
 			return nil, err
@@ -183,8 +186,38 @@ func retryable(err error) bool {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
 	default:
-		return false
+		return rateLimited(err)
 	}
+}
+
+// rateLimited: the server shed the call before acting on it (RESOURCE_EXHAUSTED
+// with ErrorInfo reason RATE_LIMITED), so any call may be repeated after the
+// delay its RetryInfo gives. RESOURCE_EXHAUSTED without it (e.g. a message over
+// the size limit, TOO_MANY_STREAMS) is final.
+func rateLimited(err error) bool {
+	info := errorInfo(err)
+	return status.Code(err) == codes.ResourceExhausted && info != nil && info.GetReason() == "RATE_LIMITED"
+}
+
+// serverDelay is the google.rpc.RetryInfo delay the error carries, if any.
+func serverDelay(err error) (time.Duration, bool) {
+	for _, detail := range status.Convert(err).Details() {
+		if info, ok := detail.(*errdetails.RetryInfo); ok && info.GetRetryDelay() != nil {
+			return info.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 0, false
+}
+
+// waitBefore is the wait before the next attempt after `failures` consecutive
+// failures, the last one err: the server's RetryInfo delay when it gave one
+// (stretched by up to a fifth, never shortened, so clients shed together do
+// not return together), else retryDelay's backoff.
+func waitBefore(err error, failures int) time.Duration {
+	if d, ok := serverDelay(err); ok {
+		return d + rand.N(d/5+1)
+	}
+	return retryDelay(failures)
 }
 
 // errorInfo is the google.rpc.ErrorInfo the service attaches to every error
@@ -229,14 +262,25 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// get reads a notification back, retrying RATE_LIMITED only (a read that was
+// shed), after the server's delay.
 func (p *producer) get(ctx context.Context, id string) (*unsv1.Notification, error) {
-	ctx, cancel := p.callContext(ctx)
-	defer cancel()
-	resp, err := p.client.GetNotification(ctx, &unsv1.GetNotificationRequest{NotificationId: id})
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		callCtx, cancel := p.callContext(ctx)
+		resp, err := p.client.GetNotification(callCtx, &unsv1.GetNotificationRequest{NotificationId: id})
+		cancel()
+		if err == nil {
+			return resp.GetNotification(), nil
+		}
+		if attempt == sendAttempts || !rateLimited(err) {
+			return nil, err
+		}
+		delay := waitBefore(err, attempt)
+		p.log.Printf("GetNotification: %s; retrying in %v", describe(err), delay.Round(time.Millisecond))
+		if err := sleep(ctx, delay); err != nil {
+			return nil, err
+		}
 	}
-	return resp.GetNotification(), nil
 }
 
 // dial opens a lazy client connection. Keepalive pings notice a dead

@@ -127,7 +127,7 @@ func (p *producer) position(ctx context.Context) (int64, error) {
 		if err == nil || attempt == sendAttempts || !retryableWatch(err) {
 			return pos, err
 		}
-		if err := sleep(ctx, retryDelay(attempt)); err != nil {
+		if err := sleep(ctx, waitBefore(err, attempt)); err != nil {
 			return 0, err
 		}
 	}
@@ -175,7 +175,7 @@ func (p *producer) waitForAck(ctx context.Context, id string, cur *cursor) (*uns
 			failures = 0
 		}
 		failures++
-		delay := retryDelay(failures)
+		delay := waitBefore(err, failures)
 		p.log.Printf("watch interrupted (%s); reconnecting in %v after sequence %d",
 			describe(err), delay.Round(time.Millisecond), cur.sequence)
 		if err := sleep(ctx, delay); err != nil {
@@ -256,7 +256,8 @@ func ackSettled(state unsv1.AckState) bool {
 // stream broken by the transport, without a status from the service
 // (INTERNAL or UNKNOWN with no ErrorInfo, e.g. a reset connection). The
 // service's own refusals (UNAUTHENTICATED, PERMISSION_DENIED,
-// HISTORY_COMPACTED, INVALID_REQUEST, ...) are final.
+// HISTORY_COMPACTED, INVALID_REQUEST, ...) are final, except RATE_LIMITED:
+// the stream's start was shed, so it is opened again after the server's delay.
 func retryableWatch(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable:
@@ -264,7 +265,7 @@ func retryableWatch(err error) bool {
 	case codes.Internal, codes.Unknown:
 		return errorInfo(err) == nil
 	default:
-		return false
+		return rateLimited(err)
 	}
 }
 

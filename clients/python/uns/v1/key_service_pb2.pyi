@@ -140,7 +140,9 @@ class CreateApiKeyRequest(_message.Message):
     """Free text shown in listings, at most 255 characters."""
     @_builtins.property
     def roles(self) -> _containers.RepeatedScalarFieldContainer[Global___Role.ValueType]:
-        """Required. At least one role; repeated roles count once."""
+        """Required. At least one role; repeated roles count once. At most 64
+        entries.
+        """
 
     @_builtins.property
     def responds_for(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

@@ -40,7 +40,11 @@ class NotificationServiceStub:
     from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
     resync from metadata resync_from_sequence), TOO_MANY_STREAMS
     (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
-    principal) and INTERNAL (an unexpected failure; metadata reference points
+    principal, or for the server: metadata scope), RATE_LIMITED
+    (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo: the call was shed before
+    the server acted on it, because the principal's request budget is spent or
+    the server is at a limit, metadata limit; any call may be retried after
+    retry_delay) and INTERNAL (an unexpected failure; metadata reference points
     at the server's log).
     """
 
@@ -116,7 +120,11 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
     resync from metadata resync_from_sequence), TOO_MANY_STREAMS
     (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
-    principal) and INTERNAL (an unexpected failure; metadata reference points
+    principal, or for the server: metadata scope), RATE_LIMITED
+    (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo: the call was shed before
+    the server acted on it, because the principal's request budget is spent or
+    the server is at a limit, metadata limit; any call may be retried after
+    retry_delay) and INTERNAL (an unexpected failure; metadata reference points
     at the server's log).
     """
 
@@ -188,7 +196,11 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
     from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
     resync from metadata resync_from_sequence), TOO_MANY_STREAMS
     (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
-    principal) and INTERNAL (an unexpected failure; metadata reference points
+    principal, or for the server: metadata scope), RATE_LIMITED
+    (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo: the call was shed before
+    the server acted on it, because the principal's request budget is spent or
+    the server is at a limit, metadata limit; any call may be retried after
+    retry_delay) and INTERNAL (an unexpected failure; metadata reference points
     at the server's log).
     """
 

@@ -8,8 +8,10 @@
 //! It is the reference Rust producer: a plaintext gRPC channel, the API key as
 //! `authorization: Bearer <key>` metadata, and an idempotency key per logical
 //! notification, so that re-running it with the same `--idempotency-key` is
-//! safe. SendNotification is retried on UNAVAILABLE and DEADLINE_EXCEEDED
-//! only, with that same key.
+//! safe. SendNotification is retried on UNAVAILABLE and DEADLINE_EXCEEDED,
+//! with that same key, and every call on RATE_LIMITED (RESOURCE_EXHAUSTED:
+//! the server shed it before acting) after the `google.rpc.RetryInfo` delay
+//! the server gave, within the same bounded number of attempts.
 //!
 //! With `--wait-ack` it sends with `require_ack` and then waits, over
 //! WatchEvents, for the notification's terminal ack event (ACKED, DISMISSED
@@ -215,7 +217,8 @@ fn send_request(args: &Args, idempotency_key: &str) -> SendNotificationRequest {
     }
 }
 
-/// Calls SendNotification, retrying UNAVAILABLE and DEADLINE_EXCEEDED only,
+/// Calls SendNotification, retrying UNAVAILABLE, DEADLINE_EXCEEDED and
+/// RATE_LIMITED only,
 /// with the same request, and so the same idempotency_key, every time: if an
 /// earlier attempt was committed after all, the server answers with the
 /// original notification and `idempotent_replay = true` instead of a
@@ -229,7 +232,7 @@ async fn send(
         match client.send_notification(request.clone()).await {
             Ok(response) => return Ok(response.into_inner()),
             Err(status) if attempt < SEND_ATTEMPTS && retryable(&status) => {
-                let delay = retry_delay(attempt);
+                let delay = wait_before(&status, attempt);
                 eprintln!(
                     "uns-producer: SendNotification: {}; retrying in {}ms with the same idempotency key",
                     describe(&status),
@@ -252,7 +255,30 @@ fn retryable(status: &Status) -> bool {
         Code::Unavailable | Code::DeadlineExceeded => true,
         // tonic reports its own client-side deadline as CANCELLED.
         Code::Cancelled => status.message() == TimeoutExpired(()).to_string(),
-        _ => false,
+        _ => rate_limited(status),
+    }
+}
+
+/// The server shed the call before acting on it (RESOURCE_EXHAUSTED with
+/// ErrorInfo reason RATE_LIMITED), so any call may be repeated after the
+/// delay its RetryInfo gives. RESOURCE_EXHAUSTED without it (a message over
+/// the size limit, TOO_MANY_STREAMS) is final.
+fn rate_limited(status: &Status) -> bool {
+    status.code() == Code::ResourceExhausted
+        && error_info(status).is_some_and(|info| info.reason == "RATE_LIMITED")
+}
+
+/// The wait before the next attempt after `failures` consecutive failures,
+/// the last one `status`: the server's RetryInfo delay when it gave one
+/// (stretched by up to a fifth, never shortened, so clients shed together do
+/// not return together), else `retry_delay`'s backoff.
+fn wait_before(status: &Status, failures: u32) -> Duration {
+    match status
+        .get_details_retry_info()
+        .and_then(|info| info.retry_delay)
+    {
+        Some(delay) => delay.mul_f64(1.0 + jitter() / 5.0),
+        None => retry_delay(failures),
     }
 }
 
@@ -263,11 +289,29 @@ fn error_info(status: &Status) -> Option<ErrorInfo> {
     status.get_details_error_info()
 }
 
+/// Reads a notification back, retrying RATE_LIMITED only (a read that was
+/// shed), after the server's delay.
 async fn get(client: &mut Client, notification_id: &str) -> Result<Notification, Status> {
     let request = GetNotificationRequest {
         notification_id: notification_id.to_owned(),
     };
-    let response = client.get_notification(request).await?.into_inner();
+    let mut attempt = 1;
+    let response = loop {
+        match client.get_notification(request.clone()).await {
+            Ok(response) => break response.into_inner(),
+            Err(status) if attempt < SEND_ATTEMPTS && rate_limited(&status) => {
+                let delay = wait_before(&status, attempt);
+                eprintln!(
+                    "uns-producer: GetNotification: {}; retrying in {}ms",
+                    describe(&status),
+                    delay.as_millis()
+                );
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            Err(status) => return Err(status),
+        }
+    };
     response
         .notification
         .ok_or_else(|| Status::internal("GetNotification returned no notification"))
@@ -446,7 +490,7 @@ async fn position(client: &mut Client, timeout: Duration) -> Result<i64, Status>
     loop {
         match position_once(client, timeout).await {
             Err(status) if attempt < SEND_ATTEMPTS && retryable_watch(&status) => {
-                tokio::time::sleep(retry_delay(attempt)).await;
+                tokio::time::sleep(wait_before(&status, attempt)).await;
                 attempt += 1;
             }
             result => return result,
@@ -511,7 +555,7 @@ async fn wait_for_ack(
             return Err(status.into());
         }
         failures += 1;
-        let delay = retry_delay(failures);
+        let delay = wait_before(&status, failures);
         eprintln!(
             "uns-producer: watch interrupted ({}); reconnecting in {}ms after sequence {}",
             describe(&status),
@@ -593,12 +637,13 @@ async fn watch_once(
 /// the transport, without a status from the service (INTERNAL or UNKNOWN
 /// with no ErrorInfo, e.g. a reset connection). The service's own refusals
 /// (UNAUTHENTICATED, PERMISSION_DENIED, HISTORY_COMPACTED, INVALID_REQUEST,
-/// ...) are final.
+/// ...) are final, except RATE_LIMITED: the stream's start was shed, so it is
+/// opened again after the server's delay.
 fn retryable_watch(status: &Status) -> bool {
     match status.code() {
         Code::Unavailable => true,
         Code::Internal | Code::Unknown => error_info(status).is_none(),
-        _ => false,
+        _ => rate_limited(status),
     }
 }
 
@@ -680,9 +725,14 @@ impl Cursor {
 fn retry_delay(failures: u32) -> Duration {
     let ceiling = (Duration::from_millis(100) * 2u32.pow(failures.saturating_sub(1).min(6)))
         .min(Duration::from_secs(5));
-    // std has no RNG; a new RandomState is randomly keyed, enough for jitter.
+    ceiling.mul_f64(0.5 + jitter() / 2.0)
+}
+
+/// A random number in [0, 1): std has no RNG, but a new RandomState is
+/// randomly keyed, enough for jitter.
+fn jitter() -> f64 {
     let random = RandomState::new().build_hasher().finish();
-    ceiling.mul_f64(0.5 + (random % 1024) as f64 / 2048.0)
+    (random % 1024) as f64 / 1024.0
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {

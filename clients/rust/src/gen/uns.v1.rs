@@ -800,7 +800,8 @@ pub struct CreateApiKeyRequest {
     /// characters.
     #[prost(string, tag="1")]
     pub principal: ::prost::alloc::string::String,
-    /// Required. At least one role; repeated roles count once.
+    /// Required. At least one role; repeated roles count once. At most 64
+    /// entries.
     #[prost(enumeration="Role", repeated, tag="2")]
     pub roles: ::prost::alloc::vec::Vec<i32>,
     /// Free text shown in listings, at most 255 characters.
@@ -1170,6 +1171,9 @@ pub struct ListNotificationsRequest {
     /// comparisons on state (e.g. FAILED), ack_state, dead_letter (true/false),
     /// notification_type, source, principal and dedup_owner_id. Example:
     /// `state = FAILED AND dead_letter = true` lists the dead-letter queue.
+    /// A value is a bare word (\[A-Za-z0-9_.:-\]+) or a double-quoted string, which
+    /// may hold anything (AND included) with \" and \\ escaped. At most 4096
+    /// characters.
     #[prost(string, tag="1")]
     pub filter: ::prost::alloc::string::String,
     /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).

@@ -199,7 +199,8 @@ type CreateApiKeyRequest struct {
 	// Required. The name of the caller the key authenticates, at most 255
 	// characters.
 	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
-	// Required. At least one role; repeated roles count once.
+	// Required. At least one role; repeated roles count once. At most 64
+	// entries.
 	Roles []Role `protobuf:"varint,2,rep,packed,name=roles,proto3,enum=uns.v1.Role" json:"roles,omitempty"`
 	// Free text shown in listings, at most 255 characters.
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`

@@ -1197,6 +1197,9 @@ type ListNotificationsRequest struct {
 	// comparisons on state (e.g. FAILED), ack_state, dead_letter (true/false),
 	// notification_type, source, principal and dedup_owner_id. Example:
 	// `state = FAILED AND dead_letter = true` lists the dead-letter queue.
+	// A value is a bare word ([A-Za-z0-9_.:-]+) or a double-quoted string, which
+	// may hold anything (AND included) with \" and \\ escaped. At most 4096
+	// characters.
 	Filter string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
 	// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`

@@ -46,7 +46,11 @@ const (
 // from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
 // resync from metadata resync_from_sequence), TOO_MANY_STREAMS
 // (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
-// principal) and INTERNAL (an unexpected failure; metadata reference points
+// principal, or for the server: metadata scope), RATE_LIMITED
+// (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo: the call was shed before
+// the server acted on it, because the principal's request budget is spent or
+// the server is at a limit, metadata limit; any call may be retried after
+// retry_delay) and INTERNAL (an unexpected failure; metadata reference points
 // at the server's log).
 type NotificationServiceClient interface {
 	// Accepts an obligation durably and then dispatches it. Idempotent on
@@ -209,7 +213,11 @@ func (c *notificationServiceClient) ListNotifications(ctx context.Context, in *L
 // from metadata resume_after_sequence), HISTORY_COMPACTED (OUT_OF_RANGE:
 // resync from metadata resync_from_sequence), TOO_MANY_STREAMS
 // (RESOURCE_EXHAUSTED: too many concurrent WatchEvents streams for one
-// principal) and INTERNAL (an unexpected failure; metadata reference points
+// principal, or for the server: metadata scope), RATE_LIMITED
+// (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo: the call was shed before
+// the server acted on it, because the principal's request budget is spent or
+// the server is at a limit, metadata limit; any call may be retried after
+// retry_delay) and INTERNAL (an unexpected failure; metadata reference points
 // at the server's log).
 type NotificationServiceServer interface {
 	// Accepts an obligation durably and then dispatches it. Idempotent on

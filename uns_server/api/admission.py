@@ -1,0 +1,136 @@
+"""Load shedding at the door of every ``uns.v1`` call (docs/deployment.md).
+
+Before a servicer runs, in this order:
+
+1. **Concurrency**: at most ``max_concurrent_rpcs`` unary calls run at once across the
+   server; one more is refused at once. (WatchEvents streams are long-lived and have
+   their own caps, per principal and server-wide, in ``services.watch``.)
+2. **Authentication**, with the client's address: an address whose key lookups keep
+   finding nothing is refused before the database is read again, so unknown keys
+   cannot force unbounded database reads (``services.auth``; keys from the key file
+   and cached lookups cost no read and are never refused this way).
+3. **The principal's request budget** (``services.rate_limits``).
+
+Every refusal is RESOURCE_EXHAUSTED with ErrorInfo reason ``RATE_LIMITED`` (metadata
+``limit`` says which one) and a ``google.rpc.RetryInfo``: clients back off and retry.
+The principal authenticated here is handed to the servicer (``handlers.ADMITTED``), so
+a call is authenticated once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from uns_server.api.errors import to_grpc_status
+from uns_server.api.handlers import ADMITTED, GUARDED_PREFIX, credentials
+from uns_server.domain.errors import RateLimited, Unauthenticated
+from uns_server.observability.metrics import Metrics
+from uns_server.services.auth import Authenticator, Principal
+from uns_server.services.rate_limits import TokenBuckets
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+    Ctx = grpc.aio.ServicerContext[Any, Any]
+
+# How long a call shed for concurrency is told to wait: in-flight calls take tens of
+# milliseconds, so a slot is free again well within it.
+CONCURRENCY_RETRY_SECONDS = 0.2
+
+
+def peer_address(peer: str) -> str:
+    """The client's address without its port: ``ipv4:10.0.0.1:5000`` -> ``ipv4:10.0.0.1``."""
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        return f"{kind}:{rest.rpartition(':')[0]}"
+    return peer  # unix sockets and the like: the whole string
+
+
+class Admission:
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        principals: TokenBuckets,
+        max_concurrent_rpcs: int,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._auth = authenticator
+        self._principals = principals
+        self._metrics = metrics or Metrics.noop()
+        self._max_concurrent = max_concurrent_rpcs
+        self.in_flight = 0
+
+    def wrap(self, method: str, handler: Handler) -> Handler:
+        """A ``WrappingRegistrar`` wrapper: ``uns.v1`` unary and server-streaming calls."""
+        if not method.startswith(GUARDED_PREFIX) or handler.request_streaming:
+            return handler
+        if handler.response_streaming:
+            wrapped: Handler = handler._replace(  # type: ignore[attr-defined]
+                unary_stream=self._streaming(handler.unary_stream)
+            )
+        else:
+            wrapped = handler._replace(  # type: ignore[attr-defined]
+                unary_unary=self._unary(handler.unary_unary)
+            )
+        return wrapped
+
+    def _unary(self, inner: Any) -> Any:
+        async def unary(request: Any, context: Ctx) -> Any:
+            if self.in_flight >= self._max_concurrent:
+                await self._abort(
+                    context,
+                    RateLimited(
+                        f"the server is at its limit of {self._max_concurrent} concurrent "
+                        "calls; retry after the RetryInfo delay",
+                        retry_delay_seconds=CONCURRENCY_RETRY_SECONDS,
+                        metadata={"limit": "concurrent_rpcs"},
+                    ),
+                )
+            self.in_flight += 1
+            try:
+                await self._admit(context)
+                return await inner(request, context)
+            finally:
+                self.in_flight -= 1
+
+        return unary
+
+    def _streaming(self, inner: Any) -> Any:
+        async def streaming(request: Any, context: Ctx) -> AsyncIterator[Any]:
+            await self._admit(context)
+            async for item in inner(request, context):
+                yield item
+
+        return streaming
+
+    async def _admit(self, context: Ctx) -> None:
+        """Authenticates and charges the principal's budget; aborts the call on a
+        refusal. Anything else that goes wrong (a database fault) is left to the
+        servicer, which authenticates again and reports it."""
+        address = peer_address(context.peer() or "")
+        try:
+            principal: Principal = await self._auth.authenticate(
+                *credentials(context), address=address
+            )
+        except (Unauthenticated, RateLimited) as exc:
+            await self._abort(context, exc)
+        except Exception:
+            return
+        delay = await self._principals.take(principal.name)
+        if delay is not None:
+            await self._abort(
+                context,
+                RateLimited(
+                    f"{principal.name} is over its request budget; retry after the RetryInfo delay",
+                    retry_delay_seconds=delay,
+                    metadata={"limit": "principal", "principal": principal.name},
+                ),
+            )
+        ADMITTED.set(principal)
+
+    async def _abort(self, context: Ctx, error: RateLimited | Unauthenticated) -> None:
+        if isinstance(error, RateLimited):
+            self._metrics.shed(error.metadata.get("limit", ""))
+        await context.abort_with_status(to_grpc_status(error))
