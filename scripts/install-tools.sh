@@ -11,7 +11,8 @@
 #
 # Idempotent: a tool whose pinned version is already installed is skipped, so a
 # second run takes about a second. A missing `go` or `cargo` skips that
-# language's tools with a message, unless UNS_REQUIRE_TOOLCHAINS=1.
+# language's tools with a message, unless UNS_REQUIRE_TOOLCHAINS=1. Chromium (for
+# the action-link browser test) comes from apt-get when it is missing and we may.
 set -euo pipefail
 
 # --- pinned versions (bump here; then run scripts/generate.sh and commit) ---
@@ -29,7 +30,7 @@ for arg in "$@"; do
   case "$arg" in
     -q | --quiet) QUIET=1 ;;
     -h | --help)
-      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -149,6 +150,21 @@ if ((${#cargo_wanted[@]})); then
   else
     missing_toolchain cargo "protoc-gen-prost and protoc-gen-tonic"
   fi
+fi
+
+# --- Chromium for the browser test of action links (tests/http/test_browser.py) ---
+# Debian's package, driven by Playwright (pip, dev extra) through executable_path:
+# no browser download. Installed with apt-get when we may (root or passwordless sudo).
+if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+  say "ok   chromium (found on PATH)"
+elif command -v apt-get >/dev/null 2>&1 && { [[ $(id -u) == 0 ]] || sudo -n true 2>/dev/null; }; then
+  act "apt-get install chromium (the browser test of action links)"
+  sudo_=""; [[ $(id -u) == 0 ]] || sudo_="sudo -n"
+  $sudo_ apt-get install -y -qq chromium >/dev/null || {
+    $sudo_ apt-get update -qq >/dev/null && $sudo_ apt-get install -y -qq chromium >/dev/null
+  } || missing_toolchain chromium "the browser test (apt-get install chromium failed)"
+else
+  missing_toolchain chromium "the browser test (install Debian's chromium package)"
 fi
 
 say "done; tools are in $BIN"

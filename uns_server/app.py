@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -43,10 +44,15 @@ from uns_server.api.wrapping import WrappingRegistrar
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
+from uns_server.domain.links import LinkSigner
 from uns_server.domain.policy import ServerDefaults
+from uns_server.http import health as http_health
+from uns_server.http import links as http_links
+from uns_server.http.server import HttpServer
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth
 from uns_server.services.acks import Acks
+from uns_server.services.action_links import ActionLinkService
 from uns_server.services.intake import Intake
 from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
@@ -98,6 +104,8 @@ class App:
             channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
         self.channels = ChannelRegistry.from_config(load_channels_config(channel_data, environ))
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
+        self.acks = Acks(self.db, clock, self.telemetry.metrics)
+        self.links = self._link_service() if settings.http_enabled else None
         self.dispatcher = Dispatcher(
             self.db,
             self.channels,
@@ -107,11 +115,11 @@ class App:
             concurrency=settings.dispatch_concurrency,
             idle_poll_seconds=settings.idle_poll_seconds,
             telemetry=self.telemetry,
+            links=self.links,
         )
         self.intake = Intake(
             self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
         )
-        self.acks = Acks(self.db, clock, self.telemetry.metrics)
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
@@ -130,6 +138,8 @@ class App:
         self.ready = asyncio.Event()
         self._fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.port = 0
+        self.http: HttpServer | None = None
+        self.http_port = 0
 
     async def start(self) -> None:
         s = self.settings
@@ -196,7 +206,54 @@ class App:
                 raise SettingsError(f"cannot listen on {s.metrics_listen}: {exc}") from exc
             log.info("metrics", extra={"metrics_listen": s.metrics_listen, "port": metrics_port})
         log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
+        if s.http_enabled:
+            await self._start_http()
         self._tasks.append(asyncio.create_task(self._become_ready()))
+
+    async def _start_http(self) -> None:
+        """The HTTP surface: same process, same database and services as gRPC."""
+        self.http = HttpServer(self.settings, self._http_routes())
+        await self.http.start()
+        self.http_port = self.http.port
+        log.info(
+            "http listening",
+            extra={
+                "http_listen": self.settings.http_listen,
+                "port": self.http_port,
+                "public_url": self.public_url,
+            },
+        )
+
+    def _link_service(self) -> ActionLinkService:
+        keys = self.settings.link_keys
+        if not keys:  # loopback only (settings refuse it elsewhere)
+            keys = (secrets.token_urlsafe(32),)
+            log.warning(
+                "no --action-link-keys: links are signed with a random key and stop "
+                "working when this process exits"
+            )
+        return ActionLinkService(
+            self.db,
+            self.acks,
+            LinkSigner(keys),
+            lambda: self.public_url,
+            self.clock,
+            lease_seconds=self.settings.lease_seconds,
+        )
+
+    def _http_routes(self) -> list[Any]:
+        routes = http_health.routes(self.ready)
+        if self.links is not None:
+            routes += http_links.routes(self.links, lambda: self.public_url)
+        return routes
+
+    @property
+    def public_url(self) -> str:
+        """The base of every link (``--public-url``, else the HTTP address as bound)."""
+        s = self.settings
+        if s.public_url or not s.http_listen.endswith(":0") or not self.http_port:
+            return s.base_url
+        return s.base_url.rpartition(":")[0] + f":{self.http_port}"
 
     async def failure(self) -> str | None:
         """Resolves with a message when the server cannot ever become ready."""
@@ -333,6 +390,8 @@ class App:
                 await task
         # Stops accepting at once, lets in-flight calls finish within the grace.
         await self.server.stop(grace)
+        if self.http is not None:
+            await self.http.stop()
         await self.channels.aclose()
         await self.db.dispose()
         await self.telemetry.aclose()

@@ -30,6 +30,10 @@ DB_COMMAND_TIMEOUT_SECONDS_DEFAULT = 10.0
 DEV_KEY_FILE_DEFAULT = "uns-dev-key.txt"
 METRICS_POLL_SECONDS_DEFAULT = 15.0
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
+# HTTP surface (action links, provider callbacks): bounds per request, like RPCs.
+HTTP_MAX_BODY_BYTES_DEFAULT = 64 * 1024
+HTTP_REQUEST_TIMEOUT_SECONDS_DEFAULT = 10.0
+ACTION_LINK_KEY_MIN_CHARS = 32
 
 
 class SettingsError(ValueError):
@@ -89,6 +93,19 @@ class Settings:
     # unset (no network by default). The OTEL_EXPORTER_OTLP_* variables still apply.
     otlp_endpoint: str | None = None
     otlp_protocol: str = "grpc"  # or "http/protobuf" (port 4318)
+    # HTTP surface (docs/deployment.md "Answering from messages"): action links and
+    # provider callbacks, HOST:PORT; off when empty (scripts/serve turns it on, loopback).
+    # TLS uses the same --tls-cert-file/--tls-key-file as gRPC.
+    http_listen: str = ""
+    # The base of every link in a message, e.g. https://uns.example.com (a proxy may
+    # terminate TLS in front). Default: http(s)://<http_listen>.
+    public_url: str = ""
+    http_max_body_bytes: int = HTTP_MAX_BODY_BYTES_DEFAULT
+    http_request_timeout_seconds: float = HTTP_REQUEST_TIMEOUT_SECONDS_DEFAULT
+    # Action-link signing keys, comma-separated, newest first: links are signed with the
+    # first and verified with any (rotation: prepend a new key, drop the old one once its
+    # links have expired). Empty: a random key per process (links die with it; loopback only).
+    action_link_keys: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
@@ -122,6 +139,25 @@ class Settings:
     def tls_enabled(self) -> bool:
         return self.tls_cert_file is not None
 
+    @property
+    def http_enabled(self) -> bool:
+        return bool(self.http_listen)
+
+    @property
+    def link_keys(self) -> tuple[str, ...]:
+        """The action-link keys, newest (signing) first."""
+        return tuple(k.strip() for k in self.action_link_keys.split(",") if k.strip())
+
+    @property
+    def base_url(self) -> str:
+        """Where links point: ``public_url``, else the HTTP listen address itself."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host, _, port = self.http_listen.rpartition(":")
+        if host in ("0.0.0.0", "::", "[::]"):
+            host = "localhost"
+        return f"{'https' if self.tls_enabled else 'http'}://{host}:{port}"
+
     def validate(self) -> None:
         host, sep, port = self.listen.rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -150,6 +186,7 @@ class Settings:
                 raise SettingsError(
                     f"metrics_listen must be HOST:PORT, got {self.metrics_listen!r}"
                 )
+        self._validate_http()
         if self.metrics_poll_seconds <= 0:
             raise SettingsError("metrics_poll_seconds must be positive")
         if self.otlp_protocol not in OTLP_PROTOCOLS:
@@ -160,6 +197,45 @@ class Settings:
                 "network in clear text. Configure --tls-cert-file/--tls-key-file, bind a "
                 "loopback address, or pass --allow-insecure if a proxy terminates TLS."
             )
+
+    def _validate_http(self) -> None:
+        if not self.http_listen:
+            return
+        h_host, h_sep, h_port = self.http_listen.rpartition(":")
+        if not h_sep or not h_host or not h_port.isdigit():
+            raise SettingsError(f"http_listen must be HOST:PORT, got {self.http_listen!r}")
+        if self.public_url and not self.public_url.startswith(("https://", "http://")):
+            raise SettingsError(f"public_url must be an http(s) URL, got {self.public_url!r}")
+        if self.http_max_body_bytes < 1:
+            raise SettingsError("http_max_body_bytes must be at least 1")
+        if self.http_request_timeout_seconds <= 0:
+            raise SettingsError("http_request_timeout_seconds must be positive")
+        if any(len(k) < ACTION_LINK_KEY_MIN_CHARS for k in self.link_keys):
+            raise SettingsError(
+                f"every action_link_keys entry needs at least {ACTION_LINK_KEY_MIN_CHARS} "
+                "characters (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+            )
+        h_loopback = _is_loopback_host(h_host.strip("[]"))
+        if not self.link_keys and not (h_loopback and self.is_loopback):
+            raise SettingsError(
+                "the HTTP surface on a non-loopback address needs --action-link-keys "
+                "(links must survive restarts and verify on every replica)"
+            )
+        if not h_loopback and not self.tls_enabled and not self.allow_insecure:
+            raise SettingsError(
+                f"refusing to serve HTTP on {self.http_listen} without TLS: action links are "
+                "capabilities. Configure --tls-cert-file/--tls-key-file, bind a loopback "
+                "address, or pass --allow-insecure if a proxy terminates TLS."
+            )
+
+
+def _is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _parse(name: str, raw: str, type_: Any) -> Any:

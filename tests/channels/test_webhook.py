@@ -57,6 +57,7 @@ async def test_request_carries_standard_webhooks_headers_and_json_body(
         "correlation_id": "corr-42",
         "metadata": {"cell": 7, "tags": ["arm", "torque"]},
         "attempt": 1,
+        "require_ack": False,
     }
     assert PLANTED_SECRET.encode() not in request.body
     assert all(PLANTED_SECRET not in v for v in request.headers.values())

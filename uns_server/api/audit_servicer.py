@@ -89,6 +89,7 @@ def ack_record(row: RowMapping) -> pb.AckAuditRecord:
         old_state=_enum(row["old_status"], AckStatus),
         new_state=_enum(row["new_status"], AckStatus),
         acked_by=row["acked_by"],
+        via=row.get("via") or "",
     )
     if row["ack_metadata"] is not None:
         msg.ack_metadata.CopyFrom(convert.dict_to_struct(row["ack_metadata"]))

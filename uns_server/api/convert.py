@@ -218,6 +218,8 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         )
     if row["response_metadata"] is not None:
         msg.response_metadata.CopyFrom(dict_to_struct(row["response_metadata"]))
+    refs = row.get("provider_refs") or {}
+    msg.provider_references.extend(provider_reference(refs[name]) for name in sorted(refs))
     for field, column in (
         ("next_attempt_time", "next_attempt"),
         ("lease_expire_time", "lease_until"),
@@ -230,6 +232,26 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         ts = timestamp(row[column])
         if ts is not None:
             getattr(msg, field).CopyFrom(ts)
+    return msg
+
+
+def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
+    """A stored provider reference (``workers.dispatch._reference``) on the wire."""
+    msg = t.ProviderReference(
+        channel=ref.get("channel", ""),
+        channel_type=ref.get("type", ""),
+        recipient=ref.get("recipient", ""),
+        message_id=ref.get("message_id", ""),
+        attempt=int(ref.get("attempt", 0)),
+        cycle=int(ref.get("cycle", 0)),
+        slack_channel=ref.get("slack_channel", ""),
+        slack_ts=ref.get("slack_ts", ""),
+        email_message_id=ref.get("email_message_id", ""),
+        pagerduty_dedup_key=ref.get("pagerduty_dedup_key", ""),
+        webhook_id=ref.get("webhook_id", ""),
+    )
+    if ref.get("at"):
+        msg.accept_time.FromDatetime(datetime.fromisoformat(ref["at"]))
     return msg
 
 

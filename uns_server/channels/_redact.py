@@ -69,7 +69,8 @@ def _scrub_value(value: Any, secrets: tuple[str, ...]) -> Any:
 
 
 def scrub_result(result: ChannelResult, secrets: tuple[str, ...]) -> ChannelResult:
-    """The same result with secrets masked in ``error``, ``message_id`` and ``metadata``."""
+    """The same result with secrets masked in ``error``, ``message_id``, ``metadata``
+    and ``reference``."""
     if not secrets:
         return result
     return replace(
@@ -77,6 +78,7 @@ def scrub_result(result: ChannelResult, secrets: tuple[str, ...]) -> ChannelResu
         error=None if result.error is None else redact(result.error, secrets),
         message_id=None if result.message_id is None else redact(result.message_id, secrets),
         metadata=_scrub_value(dict(result.metadata), secrets),
+        reference=_scrub_value(dict(result.reference), secrets),
     )
 
 

@@ -19,9 +19,20 @@ through :func:`uns_server.channels._redact.scrub_result` with their own secrets.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ActionLinks:
+    """Signed links (and their tokens) that let one recipient answer a notification:
+    each opens a page on the HTTP surface; the tokens also ride in Slack buttons."""
+
+    acknowledge_url: str
+    dismiss_url: str
+    acknowledge_token: str
+    dismiss_token: str
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,16 @@ class OutboundMessage:
     metadata: Mapping[str, Any]
     attempt: int
     idempotency_token: str
+    require_ack: bool = False
+    # recipient identity -> its links; None when the HTTP surface is off.
+    links: Callable[[str], ActionLinks] | None = field(default=None, compare=False, repr=False)
+
+    def action_links(self, recipient: str) -> ActionLinks | None:
+        """The Acknowledge/Dismiss links for ``recipient`` (``email:...``, ``slack:...``),
+        when the notification needs an answer and links can be made."""
+        if not self.require_ack or self.links is None:
+            return None
+        return self.links(recipient)
 
 
 @dataclass(frozen=True)
@@ -56,6 +77,12 @@ class ChannelResult:
     ``metadata`` holds small, credential-free provider observations (HTTP status, SMTP
     code, provider error code, whether the provider may have acted despite the failure);
     it is always JSON-serializable.
+
+    ``reference`` (successes only) is what the provider handed back to find the message
+    again, plus whom it reached: ``type``, ``recipient`` (``slack:#alerts``,
+    ``email:a@example.com``, ...) and per provider ``slack_channel`` + ``slack_ts``,
+    ``email_message_id``, ``pagerduty_dedup_key`` or ``webhook_id``. It is kept on the
+    notification and used to update the message when the obligation ends.
     """
 
     success: bool
@@ -64,13 +91,18 @@ class ChannelResult:
     error: str | None = None
     retry_after_seconds: float | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    reference: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def delivered(
-        cls, message_id: str | None, *, metadata: Mapping[str, Any] | None = None
+        cls,
+        message_id: str | None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        reference: Mapping[str, str] | None = None,
     ) -> ChannelResult:
         """The provider explicitly accepted the message (``message_id`` is its id for it)."""
-        return cls(True, False, message_id, None, None, _copy(metadata))
+        return cls(True, False, message_id, None, None, _copy(metadata), dict(reference or {}))
 
     @classmethod
     def transient(

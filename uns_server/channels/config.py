@@ -16,6 +16,7 @@ Format (the mapping a YAML/JSON settings file holds, name -> options)::
       type: slack
       token_env: UNS_SLACK_BOT_TOKEN          # Web API chat.postMessage ...
       channel: "#alerts"
+      signing_secret_env: UNS_SLACK_SIGNING_SECRET  # buttons answer in Slack (optional)
     legacy-slack:
       type: slack
       webhook_url_env: UNS_SLACK_WEBHOOK_URL  # ... or incoming-webhook mode
@@ -31,6 +32,7 @@ Format (the mapping a YAML/JSON settings file holds, name -> options)::
     pager:
       type: pagerduty
       routing_key_env: UNS_PD_ROUTING_KEY
+      webhook_secret_env: UNS_PD_WEBHOOK_SECRET     # v3 webhooks settle acks (optional)
 
 A ``log`` channel named ``"log"`` is always present unless the file defines that name.
 Unknown options are refused (a typo must not silently disable TLS or a header).
@@ -111,7 +113,7 @@ class SlackConfig(_ReprHidesSecrets):
     """Slack, either Web API ``chat.postMessage`` (``token``) or an incoming webhook."""
 
     type: ClassVar[str] = "slack"
-    _secret_fields = frozenset({"token", "webhook_url"})
+    _secret_fields = frozenset({"token", "webhook_url", "signing_secret"})
     _url_fields = frozenset({"base_url"})
 
     token: str | None = None
@@ -119,6 +121,9 @@ class SlackConfig(_ReprHidesSecrets):
     webhook_url: str | None = None
     base_url: str = SLACK_API_BASE_URL_DEFAULT
     timeout_seconds: float = TIMEOUT_SECONDS_DEFAULT
+    signing_secret: str | None = None
+    """The Slack app's signing secret: with it (Web API mode) messages carry interactive
+    buttons answered at ``/integrations/slack/interactions``; without, link buttons."""
 
     @property
     def uses_web_api(self) -> bool:
@@ -154,12 +159,15 @@ class PagerDutyConfig(_ReprHidesSecrets):
     """PagerDuty Events API v2 (``POST {base_url}/v2/enqueue``)."""
 
     type: ClassVar[str] = "pagerduty"
-    _secret_fields = frozenset({"routing_key"})
+    _secret_fields = frozenset({"routing_key", "webhook_secret"})
     _url_fields = frozenset({"base_url"})
 
     routing_key: str
     base_url: str = PAGERDUTY_BASE_URL_DEFAULT
     timeout_seconds: float = TIMEOUT_SECONDS_DEFAULT
+    webhook_secret: str | None = None
+    """The secret of the PagerDuty v3 webhook subscription that posts to
+    ``/integrations/pagerduty/webhook`` (incident acknowledged/resolved settle the ack)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -327,7 +335,10 @@ def _slack(o: _Options) -> SlackConfig:
         webhook_url=o.url("webhook_url", secret=True, default=None),
         base_url=o.url("base_url", default=SLACK_API_BASE_URL_DEFAULT).rstrip("/"),
         timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
+        signing_secret=o.secret("signing_secret", default=None),
     )
+    if config.signing_secret is not None and config.token is None:
+        raise o.fail("'signing_secret' (interactive buttons) needs Web API mode ('token')")
     if (config.token is None) == (config.webhook_url is None):
         raise o.fail("set exactly one of 'token' (Web API) or 'webhook_url' (incoming webhook)")
     if config.token is not None and config.channel is None:
@@ -372,6 +383,7 @@ def _pagerduty(o: _Options) -> PagerDutyConfig:
         routing_key=o.secret("routing_key"),
         base_url=o.url("base_url", default=PAGERDUTY_BASE_URL_DEFAULT).rstrip("/"),
         timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
+        webhook_secret=o.secret("webhook_secret", default=None),
     )
 
 

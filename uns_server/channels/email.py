@@ -14,6 +14,7 @@ SMTP offers to receiving systems. The password never reaches results or logs.
 from __future__ import annotations
 
 import asyncio
+import email.policy
 import hashlib
 import json
 import ssl
@@ -24,8 +25,13 @@ from typing import Any
 import aiosmtplib
 
 from uns_server.channels._redact import scrub_result, secret_variants
-from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
 from uns_server.channels.config import EmailConfig
+
+# Lines up to RFC 5322's limit: a link is one long word, and folding one into RFC 2047
+# encoded-words would make the link headers unreadable to people and to tools.
+_POLICY = email.policy.default.clone(max_line_length=998)
+_WIRE_POLICY = email.policy.SMTP.clone(max_line_length=998)
 
 
 def _one_line(text: str) -> str:
@@ -39,9 +45,12 @@ def message_id_for(token: str, from_addr: str) -> str:
     return f"<{hashlib.sha256(token.encode()).hexdigest()[:32]}.uns@{domain}>"
 
 
-def compose(message: OutboundMessage, config: EmailConfig) -> EmailMessage:
-    """The email for one notification: plain text, UNS identifiers in ``X-UNS-*`` headers."""
-    email = EmailMessage()
+def compose(
+    message: OutboundMessage, config: EmailConfig, links: ActionLinks | None = None
+) -> EmailMessage:
+    """The email for one notification: plain text, UNS identifiers in ``X-UNS-*`` headers,
+    and with ``links`` the Acknowledge/Dismiss links in the body and in headers."""
+    email = EmailMessage(policy=_POLICY)
     email["From"] = config.from_addr
     email["To"] = ", ".join(config.to)
     email["Subject"] = _one_line(f"[{message.priority}] {message.title}")
@@ -52,6 +61,15 @@ def compose(message: OutboundMessage, config: EmailConfig) -> EmailMessage:
     email["X-UNS-Priority"] = _one_line(message.priority)
     if message.correlation_id:
         email["X-UNS-Correlation-Id"] = _one_line(message.correlation_id)
+    answer = ""
+    if links is not None:
+        email["X-UNS-Acknowledge-URL"] = links.acknowledge_url
+        email["X-UNS-Dismiss-URL"] = links.dismiss_url
+        answer = (
+            "An answer is needed. Open a link to see the request and answer it:\n"
+            f"  Acknowledge: {links.acknowledge_url}\n"
+            f"  Dismiss:     {links.dismiss_url}\n\n"
+        )
     details = [
         f"Intent: {message.intent}",
         f"Priority: {message.priority}",
@@ -62,7 +80,7 @@ def compose(message: OutboundMessage, config: EmailConfig) -> EmailMessage:
         details.append(f"Correlation: {message.correlation_id}")
     if message.metadata:
         details.append("Metadata: " + json.dumps(dict(message.metadata), default=str))
-    email.set_content(f"{message.message}\n\n-- \n" + "\n".join(details) + "\n")
+    email.set_content(f"{message.message}\n\n{answer}-- \n" + "\n".join(details) + "\n")
     return email
 
 
@@ -115,6 +133,8 @@ class EmailChannel:
         self.name = name
         self._config = config
         self._secrets = secret_variants(s for s in (config.password,) if s)
+        # One message reaches every configured address: together they are the recipient.
+        self.recipient = "email:" + ",".join(parseaddr(a)[1] or a for a in config.to)
 
     async def send(self, message: OutboundMessage) -> ChannelResult:
         return scrub_result(await self._send(message), self._secrets)
@@ -122,13 +142,14 @@ class EmailChannel:
     async def _send(self, message: OutboundMessage) -> ChannelResult:
         config = self._config
         try:
-            email = compose(message, config)
+            email = compose(message, config, message.action_links(self.recipient))
         except (TypeError, ValueError) as exc:
             return ChannelResult.permanent(f"message cannot be encoded ({type(exc).__name__})")
         try:
             async with asyncio.timeout(config.timeout_seconds):
                 refused, reply = await aiosmtplib.send(
-                    email,
+                    # Flattened here: aiosmtplib's own flattening folds at 78 columns.
+                    email.as_bytes(policy=_WIRE_POLICY),
                     sender=parseaddr(config.from_addr)[1],
                     recipients=list(config.to),
                     hostname=config.host,
@@ -144,9 +165,15 @@ class EmailChannel:
                 )
         except (aiosmtplib.SMTPException, OSError, ValueError) as exc:
             return classify_smtp_error(exc)
+        message_id = str(email["Message-ID"])
         return ChannelResult.delivered(
-            str(email["Message-ID"]),
+            message_id,
             metadata={"smtp_reply": reply, "refused_recipients": sorted(refused)},
+            reference={
+                "type": "email",
+                "recipient": self.recipient,
+                "email_message_id": message_id,
+            },
         )
 
     async def aclose(self) -> None:

@@ -43,9 +43,16 @@ class LogChannel:
             "metadata": dict(message.metadata),
             "attempt": message.attempt,
         }
+        links = message.action_links(f"log:{self.name}")
+        if links is not None:  # local use: the links to click are in the log
+            record["links"] = {"acknowledge": links.acknowledge_url, "dismiss": links.dismiss_url}
         line = json.dumps(record, default=str, ensure_ascii=False, sort_keys=True)
         logger.log(self._level, "uns notification %s", line, extra={"uns_notification": record})
-        return ChannelResult.delivered(message_id, metadata={"logger": LOGGER_NAME})
+        return ChannelResult.delivered(
+            message_id,
+            metadata={"logger": LOGGER_NAME},
+            reference={"type": "log", "recipient": f"log:{self.name}"},
+        )
 
     async def aclose(self) -> None:
         """Nothing to release."""

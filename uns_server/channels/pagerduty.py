@@ -23,7 +23,7 @@ from uns_server.channels._http import (
     encode_json,
     unexpected_success,
 )
-from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
 from uns_server.channels.config import PagerDutyConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -40,10 +40,13 @@ def dedup_key(token: str) -> str:
     )
 
 
-def pagerduty_event(message: OutboundMessage, routing_key: str) -> dict[str, Any]:
-    """The Events v2 trigger for one notification."""
+def pagerduty_event(
+    message: OutboundMessage, routing_key: str, links: ActionLinks | None = None
+) -> dict[str, Any]:
+    """The Events v2 trigger for one notification; with ``links``, PagerDuty shows the
+    Acknowledge/Dismiss links on the alert."""
     summary = " ".join((message.title or message.message).split()) or message.notification_type
-    return {
+    event: dict[str, Any] = {
         "routing_key": routing_key,
         "event_action": "trigger",
         "dedup_key": dedup_key(message.idempotency_token),
@@ -65,6 +68,12 @@ def pagerduty_event(message: OutboundMessage, routing_key: str) -> dict[str, Any
             },
         },
     }
+    if links is not None:
+        event["links"] = [
+            {"href": links.acknowledge_url, "text": "Acknowledge in UNS"},
+            {"href": links.dismiss_url, "text": "Dismiss in UNS"},
+        ]
+    return event
 
 
 class PagerDutyChannel(HttpChannel):
@@ -78,11 +87,16 @@ class PagerDutyChannel(HttpChannel):
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        super().__init__(name, client, secrets=(config.routing_key,), on_close=on_close)
+        secrets = tuple(s for s in (config.routing_key, config.webhook_secret) if s)
+        super().__init__(name, client, secrets=secrets, on_close=on_close)
         self._config = config
+        # The routing key is a credential: the channel's name stands for the service.
+        self.recipient = f"pagerduty:{name}"
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
-        event = pagerduty_event(message, self._config.routing_key)
+        event = pagerduty_event(
+            message, self._config.routing_key, message.action_links(self.recipient)
+        )
         body = encode_json(event)
         if isinstance(body, ChannelResult):
             return body
@@ -101,7 +115,13 @@ class PagerDutyChannel(HttpChannel):
         if reply.status != 202 or data is None or data.get("status") != "success":
             return unexpected_success(reply, 'HTTP 202 with JSON {"status": "success"}')
         returned = data.get("dedup_key")
+        key = returned if isinstance(returned, str) and returned else event["dedup_key"]
         return ChannelResult.delivered(
-            returned if isinstance(returned, str) and returned else event["dedup_key"],
+            key,
             metadata={"http_status": 202},
+            reference={
+                "type": "pagerduty",
+                "recipient": self.recipient,
+                "pagerduty_dedup_key": key,
+            },
         )

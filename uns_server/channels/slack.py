@@ -29,7 +29,7 @@ from uns_server.channels._http import (
     parse_retry_after,
     unexpected_success,
 )
-from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
 from uns_server.channels.config import SlackConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -54,6 +54,38 @@ def slack_text(message: OutboundMessage) -> str:
     return f"*{_escape(message.title)}*\n{_escape(message.message)}\n_{context}_"
 
 
+ACK_ACTION_ID = "uns_ack"
+DISMISS_ACTION_ID = "uns_dismiss"
+
+
+def slack_blocks(
+    message: OutboundMessage, links: ActionLinks, *, interactive: bool
+) -> list[dict[str, Any]]:
+    """Block Kit: the text, then Acknowledge / Dismiss buttons. Interactive buttons
+    (the app has a signing secret) answer in Slack, as the Slack user who clicks; their
+    ``value`` is the link token, which binds the notification and the action. Without
+    interactivity the buttons open the action links."""
+
+    def button(label: str, action_id: str, token: str, url: str) -> dict[str, Any]:
+        element: dict[str, Any] = {
+            "type": "button",
+            "text": {"type": "plain_text", "text": label},
+            "action_id": action_id,
+            "value": token,
+        }
+        if not interactive:
+            element["url"] = url
+        return element
+
+    ack = button("Acknowledge", ACK_ACTION_ID, links.acknowledge_token, links.acknowledge_url)
+    ack["style"] = "primary"
+    dismiss = button("Dismiss", DISMISS_ACTION_ID, links.dismiss_token, links.dismiss_url)
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(message)}},
+        {"type": "actions", "block_id": "uns_answer", "elements": [ack, dismiss]},
+    ]
+
+
 class SlackChannel(HttpChannel):
     """Posts one message per notification to a configured Slack channel."""
 
@@ -65,7 +97,7 @@ class SlackChannel(HttpChannel):
         *,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        secrets = tuple(s for s in (config.token, config.webhook_url) if s)
+        secrets = tuple(s for s in (config.token, config.webhook_url, config.signing_secret) if s)
         if config.webhook_url:
             # The path is the credential (services/T.../B.../<secret>); mask it and its
             # last segment wherever they turn up, e.g. echoed back in an error body.
@@ -73,6 +105,8 @@ class SlackChannel(HttpChannel):
             secrets += (path, path.rpartition("/")[2])
         super().__init__(name, client, secrets=secrets, on_close=on_close)
         self._config = config
+        # Who the message reaches: the configured channel, or the webhook's own channel.
+        self.recipient = f"slack:{config.channel or name}"
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         if self._config.token is not None:
@@ -87,6 +121,10 @@ class SlackChannel(HttpChannel):
             "unfurl_links": False,
             "unfurl_media": False,
         }
+        links = message.action_links(self.recipient)
+        if links is not None:
+            interactive = self._config.signing_secret is not None
+            payload["blocks"] = slack_blocks(message, links, interactive=interactive)
         body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
@@ -112,9 +150,17 @@ class SlackChannel(HttpChannel):
             return unexpected_success(reply, 'HTTP 200 with JSON {"ok": ...}')
         if data["ok"]:
             ts = data.get("ts")
+            ts = ts if isinstance(ts, str) and ts else None
+            channel = str(data.get("channel", ""))
             return ChannelResult.delivered(
-                ts if isinstance(ts, str) and ts else None,
-                metadata={"http_status": 200, "slack_channel": str(data.get("channel", ""))},
+                ts,
+                metadata={"http_status": 200, "slack_channel": channel},
+                reference={
+                    "type": "slack",
+                    "recipient": self.recipient,
+                    "slack_channel": channel,
+                    "slack_ts": ts or "",
+                },
             )
         code = data.get("error")
         code = code if isinstance(code, str) and code else "unknown_error"
@@ -131,7 +177,11 @@ class SlackChannel(HttpChannel):
         return ChannelResult.permanent(f"slack error: {code}", metadata=metadata)
 
     async def _post_incoming_webhook(self, message: OutboundMessage, url: str) -> ChannelResult:
-        body = encode_json({"text": slack_text(message)})
+        payload: dict[str, Any] = {"text": slack_text(message)}
+        links = message.action_links(self.recipient)
+        if links is not None:
+            payload["blocks"] = slack_blocks(message, links, interactive=False)
+        body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
         reply = await self._post(
@@ -148,5 +198,8 @@ class SlackChannel(HttpChannel):
         if reply.status != 200 or reply.body.strip() != b"ok":
             return unexpected_success(reply, "HTTP 200 with body 'ok'")
         return ChannelResult.delivered(
-            None, metadata={"http_status": 200, "slack_mode": "incoming_webhook"}
+            None,
+            metadata={"http_status": 200, "slack_mode": "incoming_webhook"},
+            # Slack returns no message reference here: such messages cannot be updated.
+            reference={"type": "slack", "recipient": self.recipient},
         )

@@ -26,7 +26,7 @@ from uns_server.channels._http import (
     encode_json,
 )
 from uns_server.channels._signing import signing_key
-from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
 from uns_server.channels.config import WebhookConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -39,9 +39,12 @@ def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
 
 
-def webhook_payload(message: OutboundMessage, now: float) -> dict[str, Any]:
-    """The JSON body: a Standard Webhooks envelope around the notification's own fields."""
-    return {
+def webhook_payload(
+    message: OutboundMessage, now: float, links: ActionLinks | None = None
+) -> dict[str, Any]:
+    """The JSON body: a Standard Webhooks envelope around the notification's own fields;
+    ``data.links`` holds the Acknowledge/Dismiss links when an answer is needed."""
+    payload: dict[str, Any] = {
         "type": EVENT_TYPE,
         "timestamp": datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z"),
         "data": {
@@ -55,8 +58,15 @@ def webhook_payload(message: OutboundMessage, now: float) -> dict[str, Any]:
             "correlation_id": message.correlation_id,
             "metadata": dict(message.metadata),
             "attempt": message.attempt,
+            "require_ack": message.require_ack,
         },
     }
+    if links is not None:
+        payload["data"]["links"] = {
+            "acknowledge": links.acknowledge_url,
+            "dismiss": links.dismiss_url,
+        }
+    return payload
 
 
 class WebhookChannel(HttpChannel):
@@ -78,10 +88,12 @@ class WebhookChannel(HttpChannel):
         )
         self._config = config
         self._key = signing_key(config.secret)
+        # The URL may carry a credential: the channel's name stands for the receiver.
+        self.recipient = f"webhook:{name}"
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         now = self._now()
-        body = encode_json(webhook_payload(message, now))
+        body = encode_json(webhook_payload(message, now, message.action_links(self.recipient)))
         if isinstance(body, ChannelResult):
             return body
         msg_id = message.idempotency_token
@@ -107,6 +119,7 @@ class WebhookChannel(HttpChannel):
         return ChannelResult.delivered(
             _receiver_message_id(reply) or msg_id,
             metadata={"http_status": reply.status, "webhook_id": msg_id},
+            reference={"type": "webhook", "recipient": self.recipient, "webhook_id": msg_id},
         )
 
 

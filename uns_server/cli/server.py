@@ -58,11 +58,22 @@ async def serve(settings: Settings) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await app.start()
-    except (SettingsError, RuntimeError) as exc:  # grpc: "Failed to bind to address ..."
+    except SettingsError as exc:
+        log.critical("cannot start: %s", exc)
+        await app.stop(grace=0)
+        return 2
+    except RuntimeError as exc:  # grpc: "Failed to bind to address ..."
         log.critical("cannot start: cannot listen on %s: %s", settings.listen, exc)
         await app.stop(grace=0)
         return 2
     _tune_gc()
+    if app.http is not None:
+        print(
+            f"uns-server HTTP on {settings.http_listen} (port {app.http_port}), "
+            f"links at {app.public_url}",
+            file=sys.stderr,
+            flush=True,
+        )
     print(
         f"uns-server listening on {settings.listen} (port {app.port})", file=sys.stderr, flush=True
     )

@@ -11,7 +11,7 @@ sweep has run (late human acks are refused, never raced against the worker).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,37 @@ from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent
 
 TIMEOUT_ACTOR = "uns-timeout-worker"
+# Where an answer came from (``via`` on the audit record and the event payload).
+VIA_GRPC = "grpc"
+VIA_EXPIRY = "expiry"
+# ``hook(tx, row, outcome, actor, via, now)``, run inside every settling transaction
+# (``Acks.settle_hooks``): queues follow-up work such as message updates (an outbox).
+SettleHook = Callable[[WriteTx, RowMapping, AckStatus, str, str, datetime], Awaitable[None]]
+
+
+def decide(row: RowMapping, outcome: AckStatus, actor: str, now: datetime) -> bool:
+    """The acknowledgement decision, for every path an answer can take: True for a
+    same-actor, same-outcome repeat (return the original settlement), False when the
+    pending ack may be settled now; raises the refusal otherwise."""
+    nid = row["id"]
+    status = row["ack_status"]
+    info = {"notification_id": nid, "ack_state": status or "NONE"}
+    if status is None:
+        raise AckNotPending(
+            "the notification has no pending acknowledgement "
+            f"(state {row['status']}, require_ack {row['require_ack']})",
+            metadata={**info, "state": row["status"]},
+        )
+    if status == AckStatus.TIMED_OUT or (status == AckStatus.PENDING and row["deadline"] <= now):
+        raise AckDeadlinePassed(metadata={**info, "deadline": row["deadline"].isoformat()})
+    if status != AckStatus.PENDING:
+        if row["actor"] == actor and status == outcome:
+            return True
+        raise AckConflict(
+            f"already {status} by {row['actor']}",
+            metadata={**info, "actor": row["actor"] or ""},
+        )
+    return False
 
 
 class Acks:
@@ -36,6 +67,7 @@ class Acks:
         self._db = db
         self._clock = clock
         self._metrics = metrics or Metrics.noop()
+        self.settle_hooks: list[SettleHook] = []
 
     async def acknowledge(
         self,
@@ -54,27 +86,48 @@ class Acks:
             row = await notifications.by_id(tx.conn, nid, for_update=True)
             if row is None:
                 raise NotFound(metadata={"notification_id": nid})
-            status = row["ack_status"]
-            info = {"notification_id": nid, "ack_state": status or "NONE"}
-            if status is None:
-                raise AckNotPending(
-                    "the notification has no pending acknowledgement "
-                    f"(state {row['status']}, require_ack {row['require_ack']})",
-                    metadata={**info, "state": row["status"]},
-                )
-            if status == AckStatus.TIMED_OUT or (
-                status == AckStatus.PENDING and row["deadline"] <= now
-            ):
-                raise AckDeadlinePassed(metadata={**info, "deadline": row["deadline"].isoformat()})
-            if status != AckStatus.PENDING:
-                if row["actor"] == principal.name and status == outcome:
-                    return row, True
-                raise AckConflict(
-                    f"already {status} by {row['actor']}",
-                    metadata={**info, "actor": row["actor"] or ""},
-                )
-            await settle(tx, row, outcome, principal.name, dict(metadata), now)
+            if decide(row, outcome, principal.name, now):
+                return row, True
+            await settle(
+                tx,
+                row,
+                outcome,
+                principal.name,
+                dict(metadata),
+                now,
+                via=VIA_GRPC,
+                hooks=self.settle_hooks,
+            )
             settled = await notifications.by_id(tx.conn, nid)
+        assert settled is not None
+        self._metrics.acknowledged(outcome.value)
+        return settled, False
+
+    async def answer(
+        self,
+        notification_id: str,
+        *,
+        actor: str,
+        via: str,
+        dismiss: bool,
+        metadata: Mapping[str, Any],
+    ) -> tuple[RowMapping, bool]:
+        """An answer from outside gRPC (a signed link, a provider callback) by ``actor``,
+        the recipient identity the link or callback carries: the same decision as
+        ``acknowledge``, recorded with the channel it came ``via``. The caller has
+        already proven the right to answer (a verified token or provider signature)."""
+        outcome = AckStatus.DISMISSED if dismiss else AckStatus.ACKED
+        now = self._clock()
+        async with self._db.write() as tx:
+            row = await notifications.by_id(tx.conn, notification_id, for_update=True)
+            if row is None:
+                raise NotFound(metadata={"notification_id": notification_id})
+            if decide(row, outcome, actor, now):
+                return row, True
+            await settle(
+                tx, row, outcome, actor, dict(metadata), now, via=via, hooks=self.settle_hooks
+            )
+            settled = await notifications.by_id(tx.conn, notification_id)
         assert settled is not None
         self._metrics.acknowledged(outcome.value)
         return settled, False
@@ -86,7 +139,14 @@ class Acks:
             rows = await acks.due_deadlines(tx.conn, now, limit)
             for row in rows:
                 await settle(
-                    tx, row, AckStatus.TIMED_OUT, TIMEOUT_ACTOR, {"escalation_required": True}, now
+                    tx,
+                    row,
+                    AckStatus.TIMED_OUT,
+                    TIMEOUT_ACTOR,
+                    {"escalation_required": True},
+                    now,
+                    via=VIA_EXPIRY,
+                    hooks=self.settle_hooks,
                 )
         self._metrics.ack_timeouts(len(rows))
         return len(rows)
@@ -99,6 +159,9 @@ async def settle(
     actor: str,
     metadata: dict[str, Any],
     now: datetime,
+    *,
+    via: str = VIA_GRPC,
+    hooks: Sequence[SettleHook] = (),
 ) -> None:
     ok = await acks.settle_pending(
         tx.conn, row["id"], status=outcome, actor=actor, metadata=metadata, now=now
@@ -113,7 +176,10 @@ async def settle(
         actor=actor,
         metadata=metadata,
         now=now,
+        via=via,
     )
+    for hook in hooks:
+        await hook(tx, row, outcome, actor, via, now)
     await events.append(
         tx,
         [
@@ -122,7 +188,7 @@ async def settle(
                 row["principal"],
                 row["notification_type"],
                 EventKind(outcome.value),
-                {"actor": actor, "metadata": metadata},
+                {"actor": actor, "metadata": metadata, "via": via},
             )
         ],
         now,

@@ -503,6 +503,7 @@ def _row(
         "actor": None,
         "responded_at": None,
         "response_metadata": None,
+        "provider_refs": None,
         "created_at": now,
         "updated_at": now,
     }

@@ -71,9 +71,11 @@ async def record_ack(
     actor: str,
     metadata: Mapping[str, Any] | None,
     now: datetime,
+    via: str | None = None,
 ) -> None:
     await conn.execute(
         insert(ack_audit_records).values(
+            via=via,
             id=str(uuid.uuid4()),
             notification_id=notification_id,
             old_status=old_status,

@@ -112,6 +112,9 @@ notifications = Table(
     Column("response_metadata", Json),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("updated_at", UtcDateTime(), nullable=False),
+    # Per channel, what the provider handed back for the latest accepted message
+    # (``channels.base.ChannelResult.reference``); message updates use it.
+    Column("provider_refs", Json),
     # Pending acks only: the expiry worker's sweep.
     Index(
         "ix_uns_notifications_ack_deadline",
@@ -205,6 +208,8 @@ ack_audit_records = Table(
     Column("acked_at", UtcDateTime(), nullable=False),
     Column("ack_metadata", Json),
     Column("created_at", UtcDateTime(), nullable=False),
+    # The channel the answer came from: grpc, link, slack, pagerduty, expiry.
+    Column("via", String(64)),
 )
 
 policies = Table(
@@ -255,4 +260,51 @@ maintenance = Table(
     # may have lost events, so WatchEvents refuses it (HISTORY_COMPACTED).
     Column("compacted_sequence", BigInteger, nullable=False),
     Column("updated_at", UtcDateTime(), nullable=False),
+)
+
+# Follow-up work on sent messages when an obligation ends (Slack chat.update,
+# PagerDuty acknowledge/resolve): an outbox claimed with a lease and a fencing token
+# like deliveries, written in the transaction that settles the ack, never blocking it.
+message_updates = Table(
+    "uns_message_updates",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("notification_id", String(36), nullable=False, index=True),
+    Column("channel", String(64), nullable=False),
+    Column("reference", Json, nullable=False),  # the provider reference to update
+    Column("outcome", Json, nullable=False),  # what to show: state, actor, via, at
+    Column("status", String(16), nullable=False),  # PENDING -> DONE | FAILED
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt", UtcDateTime(), nullable=False),
+    Column("lease_until", UtcDateTime()),
+    Column("lease_token", String(36)),
+    Column("last_error", Text),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Index(
+        "ix_uns_message_updates_due",
+        "next_attempt",
+        postgresql_where=text("status = 'PENDING'"),
+        sqlite_where=text("status = 'PENDING'"),
+    ),
+)
+
+# Revoked action links, by SHA-256 of the token: the tokens themselves are never stored.
+revoked_links = Table(
+    "uns_revoked_links",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("notification_id", String(36), nullable=False),
+    Column("revoked_by", String(255), nullable=False),
+    Column("revoked_at", UtcDateTime(), nullable=False),
+)
+
+# Provider callbacks already accepted (digest of provider + signature): a replayed
+# request is refused even inside its signature's freshness window.
+callback_receipts = Table(
+    "uns_callback_receipts",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("provider", String(32), nullable=False),
+    Column("received_at", UtcDateTime(), nullable=False, index=True),
 )

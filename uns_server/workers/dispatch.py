@@ -47,6 +47,7 @@ from uns_server.domain.enums import AckStatus, EventKind, Priority, Status
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
 from uns_server.observability.telemetry import Telemetry
+from uns_server.services.action_links import ActionLinkService
 from uns_server.services.group_commit import GroupCommit
 from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
@@ -119,8 +120,10 @@ class Dispatcher:
         idle_poll_seconds: float,
         rand: Callable[[], float] = random.random,
         telemetry: Telemetry | None = None,
+        links: ActionLinkService | None = None,
     ) -> None:
         self._db = db
+        self._links = links  # Acknowledge/Dismiss links in messages (HTTP surface on)
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
@@ -424,7 +427,7 @@ class Dispatcher:
                     self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE
                 ):
                     result = await self._channels.get(channel_name).send(
-                        _message(claim, channel_name)
+                        _message(claim, channel_name, self._links, self._clock())
                     )
             except TimeoutError:
                 result = ChannelResult.transient("provider call timed out")
@@ -555,6 +558,7 @@ class Dispatcher:
                             "error": a.result.error,
                             "metadata": dict(a.result.metadata),
                             "provider_observed_at": a.observed_at.isoformat(),
+                            **_reference_payload(claim, a),
                         },
                     )
                     for a in attempts
@@ -575,6 +579,9 @@ class Dispatcher:
                 else:
                     s.row = leased
                     values = self._decide(tx, leased, claim, attempts, s, now)
+                    refs = _provider_refs(leased, claim, attempts)
+                    if refs is not None:
+                        values["provider_refs"] = refs
                     updates.append((leased["id"], claim.token, values))
                     audits.append(
                         audit.delivery_record(
@@ -783,6 +790,33 @@ _ATTEMPT_LOG_LEVEL = {
 }
 
 
+def _reference(claim: Claim, attempt: Attempt) -> dict[str, Any] | None:
+    """The provider reference of a successful channel attempt, with where it came from."""
+    if not attempt.result.success:
+        return None
+    return {
+        **attempt.result.reference,
+        "channel": attempt.channel,
+        "message_id": attempt.result.message_id or "",
+        "attempt": claim.attempt,
+        "cycle": claim.row["cycle"],
+        "at": attempt.observed_at.isoformat(),
+    }
+
+
+def _reference_payload(claim: Claim, attempt: Attempt) -> dict[str, Any]:
+    ref = _reference(claim, attempt)
+    return {} if ref is None else {"provider_reference": ref}
+
+
+def _provider_refs(row: Row, claim: Claim, attempts: Sequence[Attempt]) -> dict[str, Any] | None:
+    """The row's provider references with this attempt's successes; None if unchanged."""
+    new = {a.channel: ref for a in attempts if (ref := _reference(claim, a)) is not None}
+    if not new:
+        return None
+    return {**(row.get("provider_refs") or {}), **new}
+
+
 def _remaining_channels(row: Row) -> tuple[str, ...]:
     done = set(row["outcome"].get("channels_succeeded", []))
     return tuple(ch for ch in row["notification"]["effective"]["channels"] if ch not in done)
@@ -815,9 +849,15 @@ def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(row["id"], row["principal"], row["notification_type"], kind, payload)
 
 
-def _message(claim: Claim, channel: str) -> OutboundMessage:
+def _message(
+    claim: Claim, channel: str, links: ActionLinkService | None, now: datetime
+) -> OutboundMessage:
     row = claim.row
     doc = row["notification"]
+    make_links = None
+    if links is not None and row["require_ack"]:
+        minutes = int(doc["effective"]["ack_timeout_minutes"])
+        make_links = links.for_message(row["id"], minutes, now)
     return OutboundMessage(
         notification_id=row["id"],
         notification_type=row["notification_type"],
@@ -831,4 +871,6 @@ def _message(claim: Claim, channel: str) -> OutboundMessage:
         attempt=claim.attempt,
         # Stable across retries of one cycle, so providers can drop duplicates.
         idempotency_token=f"{row['id']}:{channel}:{row['cycle']}",
+        require_ack=bool(row["require_ack"]),
+        links=make_links,
     )

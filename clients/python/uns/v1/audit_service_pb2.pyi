@@ -151,6 +151,7 @@ class AckAuditRecord(_message.Message):
     ACK_TIME_FIELD_NUMBER: _builtins.int
     ACK_METADATA_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
+    VIA_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The UUID of this audit record (column id)."""
     notification_id: _builtins.str
@@ -168,6 +169,12 @@ class AckAuditRecord(_message.Message):
     acked_by: _builtins.str
     """Who made the transition: the responder's principal, or
     "uns-timeout-worker" for a deadline that passed (column acked_by).
+    """
+    via: _builtins.str
+    """The channel the answer came from (column via): "grpc" (Acknowledge),
+    "link" (a signed action link), "slack" (Slack interactivity),
+    "pagerduty" (a PagerDuty webhook) or "expiry" (the timeout worker).
+    Empty for records written before this field existed.
     """
     @_builtins.property
     def ack_time(self) -> _timestamp_pb2.Timestamp:
@@ -194,10 +201,11 @@ class AckAuditRecord(_message.Message):
         ack_time: _timestamp_pb2.Timestamp | None = ...,
         ack_metadata: _struct_pb2.Struct | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
+        via: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ack_metadata", b"ack_metadata", "ack_time", b"ack_time", "create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_metadata", b"ack_metadata", "ack_time", b"ack_time", "acked_by", b"acked_by", "create_time", b"create_time", "id", b"id", "new_state", b"new_state", "notification_id", b"notification_id", "old_state", b"old_state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_metadata", b"ack_metadata", "ack_time", b"ack_time", "acked_by", b"acked_by", "create_time", b"create_time", "id", b"id", "new_state", b"new_state", "notification_id", b"notification_id", "old_state", b"old_state", "via", b"via"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -271,7 +271,8 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     EVENT_KIND_CHANNEL_ATTEMPT_RESULT: _EventKind.ValueType  # 5
     """What one channel adapter observed. Kept even when the lease was lost
     afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
-    success, message_id, error, retryable, provider_observed_at.
+    success, message_id, error, retryable, provider_observed_at, and on
+    success provider_reference (the fields of ProviderReference, snake_case).
     """
     EVENT_KIND_LEASE_LOST: _EventKind.ValueType  # 6
     """The worker's lease expired; its settlement was refused. Payload:
@@ -302,12 +303,16 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     previous_owner_id, owner_id, generation.
     """
     EVENT_KIND_ACKED: _EventKind.ValueType  # 12
-    """Acknowledged before the deadline. Payload: actor, metadata."""
+    """Acknowledged before the deadline. Payload: actor, metadata, via (the
+    channel the answer came from: "grpc", "link", "slack", "pagerduty").
+    Answers from a link or a provider carry the recipient identity as actor
+    ("email:oncall@example.com", "slack:U0123", "pagerduty:P0123").
+    """
     EVENT_KIND_DISMISSED: _EventKind.ValueType  # 13
-    """Dismissed before the deadline. Payload: actor, metadata."""
+    """Dismissed before the deadline. Payload: actor, metadata, via."""
     EVENT_KIND_TIMED_OUT: _EventKind.ValueType  # 14
     """The ack deadline passed. Payload: actor ("uns-timeout-worker"),
-    metadata.escalation_required (true).
+    metadata.escalation_required (true), via ("expiry").
     """
     EVENT_KIND_REPLAY_REQUESTED: _EventKind.ValueType  # 15
     """An operator opened a new delivery cycle. Payload: actor, cycle,
@@ -347,7 +352,8 @@ provider_effect_may_have_occurred.
 EVENT_KIND_CHANNEL_ATTEMPT_RESULT: EventKind.ValueType  # 5
 """What one channel adapter observed. Kept even when the lease was lost
 afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
-success, message_id, error, retryable, provider_observed_at.
+success, message_id, error, retryable, provider_observed_at, and on
+success provider_reference (the fields of ProviderReference, snake_case).
 """
 EVENT_KIND_LEASE_LOST: EventKind.ValueType  # 6
 """The worker's lease expired; its settlement was refused. Payload:
@@ -378,12 +384,16 @@ EVENT_KIND_DEDUP_RELINKED: EventKind.ValueType  # 11
 previous_owner_id, owner_id, generation.
 """
 EVENT_KIND_ACKED: EventKind.ValueType  # 12
-"""Acknowledged before the deadline. Payload: actor, metadata."""
+"""Acknowledged before the deadline. Payload: actor, metadata, via (the
+channel the answer came from: "grpc", "link", "slack", "pagerduty").
+Answers from a link or a provider carry the recipient identity as actor
+("email:oncall@example.com", "slack:U0123", "pagerduty:P0123").
+"""
 EVENT_KIND_DISMISSED: EventKind.ValueType  # 13
-"""Dismissed before the deadline. Payload: actor, metadata."""
+"""Dismissed before the deadline. Payload: actor, metadata, via."""
 EVENT_KIND_TIMED_OUT: EventKind.ValueType  # 14
 """The ack deadline passed. Payload: actor ("uns-timeout-worker"),
-metadata.escalation_required (true).
+metadata.escalation_required (true), via ("expiry").
 """
 EVENT_KIND_REPLAY_REQUESTED: EventKind.ValueType  # 15
 """An operator opened a new delivery cycle. Payload: actor, cycle,
@@ -533,6 +543,84 @@ class DeliveryOutcome(_message.Message):
 Global___DeliveryOutcome: _TypeAlias = DeliveryOutcome  # noqa: Y015
 
 @_typing.final
+class ProviderReference(_message.Message):
+    """ProviderReference is what a provider handed back for one accepted message,
+    and whom the message reached. UNS uses it to update the message when the
+    obligation ends (Slack chat.update, PagerDuty acknowledge/resolve).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    CHANNEL_TYPE_FIELD_NUMBER: _builtins.int
+    RECIPIENT_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    CYCLE_FIELD_NUMBER: _builtins.int
+    ACCEPT_TIME_FIELD_NUMBER: _builtins.int
+    SLACK_CHANNEL_FIELD_NUMBER: _builtins.int
+    SLACK_TS_FIELD_NUMBER: _builtins.int
+    EMAIL_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    PAGERDUTY_DEDUP_KEY_FIELD_NUMBER: _builtins.int
+    WEBHOOK_ID_FIELD_NUMBER: _builtins.int
+    channel: _builtins.str
+    """The configured channel name, e.g. "alerts-slack"."""
+    channel_type: _builtins.str
+    """The channel type: "slack", "email", "pagerduty", "webhook" or "log"."""
+    recipient: _builtins.str
+    """The recipient identity the message (and its action links) was addressed
+    to: "slack:#alerts", "email:oncall@example.com", "pagerduty:<channel>",
+    "webhook:<channel>", "log:<channel>".
+    """
+    message_id: _builtins.str
+    """The provider's id for the message (the CHANNEL_ATTEMPT_RESULT
+    message_id).
+    """
+    attempt: _builtins.int
+    """The dispatch attempt that delivered it (over all cycles)."""
+    cycle: _builtins.int
+    """The delivery cycle that delivered it."""
+    slack_channel: _builtins.str
+    """Slack: the channel id chat.postMessage answered (e.g. "C0123")."""
+    slack_ts: _builtins.str
+    """Slack: the message timestamp ("ts"), Slack's id for the message. Empty
+    for incoming-webhook channels, which return none.
+    """
+    email_message_id: _builtins.str
+    """Email: the Message-ID header, angle brackets included."""
+    pagerduty_dedup_key: _builtins.str
+    """PagerDuty: the Events API v2 dedup_key (the incident's incident_key)."""
+    webhook_id: _builtins.str
+    """Webhook: the webhook-id header (stable across retries)."""
+    @_builtins.property
+    def accept_time(self) -> _timestamp_pb2.Timestamp:
+        """When the provider accepted it."""
+
+    def __init__(
+        self,
+        *,
+        channel: _builtins.str = ...,
+        channel_type: _builtins.str = ...,
+        recipient: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+        cycle: _builtins.int = ...,
+        accept_time: _timestamp_pb2.Timestamp | None = ...,
+        slack_channel: _builtins.str = ...,
+        slack_ts: _builtins.str = ...,
+        email_message_id: _builtins.str = ...,
+        pagerduty_dedup_key: _builtins.str = ...,
+        webhook_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time", "attempt", b"attempt", "channel", b"channel", "channel_type", b"channel_type", "cycle", b"cycle", "email_message_id", b"email_message_id", "message_id", b"message_id", "pagerduty_dedup_key", b"pagerduty_dedup_key", "recipient", b"recipient", "slack_channel", b"slack_channel", "slack_ts", b"slack_ts", "webhook_id", b"webhook_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProviderReference: _TypeAlias = ProviderReference  # noqa: Y015
+
+@_typing.final
 class Notification(_message.Message):
     """Notification is one durable obligation as the server stores it."""
 
@@ -570,6 +658,7 @@ class Notification(_message.Message):
     RESPONSE_METADATA_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    PROVIDER_REFERENCES_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Server-assigned UUID."""
     principal: _builtins.str
@@ -658,6 +747,12 @@ class Notification(_message.Message):
     def update_time(self) -> _timestamp_pb2.Timestamp:
         """When the notification last changed."""
 
+    @_builtins.property
+    def provider_references(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProviderReference]:
+        """Per channel that accepted the notification, the provider's reference for
+        the latest accepted message, in channel name order.
+        """
+
     def __init__(
         self,
         *,
@@ -693,10 +788,11 @@ class Notification(_message.Message):
         response_metadata: _struct_pb2.Struct | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        provider_references: _abc.Iterable[Global___ProviderReference] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

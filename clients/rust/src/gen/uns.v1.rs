@@ -66,6 +66,52 @@ pub struct DeliveryOutcome {
     #[prost(string, tag="4")]
     pub error_message: ::prost::alloc::string::String,
 }
+/// ProviderReference is what a provider handed back for one accepted message,
+/// and whom the message reached. UNS uses it to update the message when the
+/// obligation ends (Slack chat.update, PagerDuty acknowledge/resolve).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ProviderReference {
+    /// The configured channel name, e.g. "alerts-slack".
+    #[prost(string, tag="1")]
+    pub channel: ::prost::alloc::string::String,
+    /// The channel type: "slack", "email", "pagerduty", "webhook" or "log".
+    #[prost(string, tag="2")]
+    pub channel_type: ::prost::alloc::string::String,
+    /// The recipient identity the message (and its action links) was addressed
+    /// to: "slack:#alerts", "email:oncall@example.com", "pagerduty:<channel>",
+    /// "webhook:<channel>", "log:<channel>".
+    #[prost(string, tag="3")]
+    pub recipient: ::prost::alloc::string::String,
+    /// The provider's id for the message (the CHANNEL_ATTEMPT_RESULT
+    /// message_id).
+    #[prost(string, tag="4")]
+    pub message_id: ::prost::alloc::string::String,
+    /// The dispatch attempt that delivered it (over all cycles).
+    #[prost(int32, tag="5")]
+    pub attempt: i32,
+    /// The delivery cycle that delivered it.
+    #[prost(int32, tag="6")]
+    pub cycle: i32,
+    /// When the provider accepted it.
+    #[prost(message, optional, tag="7")]
+    pub accept_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Slack: the channel id chat.postMessage answered (e.g. "C0123").
+    #[prost(string, tag="8")]
+    pub slack_channel: ::prost::alloc::string::String,
+    /// Slack: the message timestamp ("ts"), Slack's id for the message. Empty
+    /// for incoming-webhook channels, which return none.
+    #[prost(string, tag="9")]
+    pub slack_ts: ::prost::alloc::string::String,
+    /// Email: the Message-ID header, angle brackets included.
+    #[prost(string, tag="10")]
+    pub email_message_id: ::prost::alloc::string::String,
+    /// PagerDuty: the Events API v2 dedup_key (the incident's incident_key).
+    #[prost(string, tag="11")]
+    pub pagerduty_dedup_key: ::prost::alloc::string::String,
+    /// Webhook: the webhook-id header (stable across retries).
+    #[prost(string, tag="12")]
+    pub webhook_id: ::prost::alloc::string::String,
+}
 /// Notification is one durable obligation as the server stores it.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Notification {
@@ -165,6 +211,10 @@ pub struct Notification {
     /// When the notification last changed.
     #[prost(message, optional, tag="32")]
     pub update_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Per channel that accepted the notification, the provider's reference for
+    /// the latest accepted message, in channel name order.
+    #[prost(message, repeated, tag="50")]
+    pub provider_references: ::prost::alloc::vec::Vec<ProviderReference>,
 }
 /// Event is one entry of a notification's append-only timeline.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -467,7 +517,8 @@ pub enum EventKind {
     ChannelAttemptStarted = 4,
     /// What one channel adapter observed. Kept even when the lease was lost
     /// afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
-    /// success, message_id, error, retryable, provider_observed_at.
+    /// success, message_id, error, retryable, provider_observed_at, and on
+    /// success provider_reference (the fields of ProviderReference, snake_case).
     ChannelAttemptResult = 5,
     /// The worker's lease expired; its settlement was refused. Payload:
     /// lease_token, attempt, provider_effect_may_have_occurred.
@@ -491,12 +542,15 @@ pub enum EventKind {
     /// A pending follower was relinked to the promoted leader. Payload:
     /// previous_owner_id, owner_id, generation.
     DedupRelinked = 11,
-    /// Acknowledged before the deadline. Payload: actor, metadata.
+    /// Acknowledged before the deadline. Payload: actor, metadata, via (the
+    /// channel the answer came from: "grpc", "link", "slack", "pagerduty").
+    /// Answers from a link or a provider carry the recipient identity as actor
+    /// ("email:oncall@example.com", "slack:U0123", "pagerduty:P0123").
     Acked = 12,
-    /// Dismissed before the deadline. Payload: actor, metadata.
+    /// Dismissed before the deadline. Payload: actor, metadata, via.
     Dismissed = 13,
     /// The ack deadline passed. Payload: actor ("uns-timeout-worker"),
-    /// metadata.escalation_required (true).
+    /// metadata.escalation_required (true), via ("expiry").
     TimedOut = 14,
     /// An operator opened a new delivery cycle. Payload: actor, cycle,
     /// cumulative_attempts, reason.
@@ -655,6 +709,12 @@ pub struct AckAuditRecord {
     /// When the record was written (column created_at).
     #[prost(message, optional, tag="8")]
     pub create_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// The channel the answer came from (column via): "grpc" (Acknowledge),
+    /// "link" (a signed action link), "slack" (Slack interactivity),
+    /// "pagerduty" (a PagerDuty webhook) or "expiry" (the timeout worker).
+    /// Empty for records written before this field existed.
+    #[prost(string, tag="9")]
+    pub via: ::prost::alloc::string::String,
 }
 /// ListDeliveryAuditRecordsRequest pages through one notification's delivery
 /// audit records.

@@ -239,7 +239,12 @@ type AckAuditRecord struct {
 	// {"escalation_required": true} for a timeout (column ack_metadata).
 	AckMetadata *structpb.Struct `protobuf:"bytes,7,opt,name=ack_metadata,json=ackMetadata,proto3" json:"ack_metadata,omitempty"`
 	// When the record was written (column created_at).
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The channel the answer came from (column via): "grpc" (Acknowledge),
+	// "link" (a signed action link), "slack" (Slack interactivity),
+	// "pagerduty" (a PagerDuty webhook) or "expiry" (the timeout worker).
+	// Empty for records written before this field existed.
+	Via           string `protobuf:"bytes,9,opt,name=via,proto3" json:"via,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,6 +333,13 @@ func (x *AckAuditRecord) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *AckAuditRecord) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
 }
 
 // ListDeliveryAuditRecordsRequest pages through one notification's delivery
@@ -593,7 +605,7 @@ const file_uns_v1_audit_service_proto_rawDesc = "" +
 	"\x12policy_config_hash\x18\x0e \x01(\tR\x10policyConfigHash\x12=\n" +
 	"\fdeliver_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\x12;\n" +
 	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xf2\x02\n" +
+	"createTime\"\x84\x03\n" +
 	"\x0eAckAuditRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fnotification_id\x18\x02 \x01(\tR\x0enotificationId\x12-\n" +
@@ -603,7 +615,8 @@ const file_uns_v1_audit_service_proto_rawDesc = "" +
 	"\back_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aackTime\x12:\n" +
 	"\fack_metadata\x18\a \x01(\v2\x17.google.protobuf.StructR\vackMetadata\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\x86\x01\n" +
+	"createTime\x12\x10\n" +
+	"\x03via\x18\t \x01(\tR\x03via\"\x86\x01\n" +
 	"\x1fListDeliveryAuditRecordsRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +

@@ -420,7 +420,8 @@ const (
 	EventKind_EVENT_KIND_CHANNEL_ATTEMPT_STARTED EventKind = 4
 	// What one channel adapter observed. Kept even when the lease was lost
 	// afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
-	// success, message_id, error, retryable, provider_observed_at.
+	// success, message_id, error, retryable, provider_observed_at, and on
+	// success provider_reference (the fields of ProviderReference, snake_case).
 	EventKind_EVENT_KIND_CHANNEL_ATTEMPT_RESULT EventKind = 5
 	// The worker's lease expired; its settlement was refused. Payload:
 	// lease_token, attempt, provider_effect_may_have_occurred.
@@ -444,12 +445,15 @@ const (
 	// A pending follower was relinked to the promoted leader. Payload:
 	// previous_owner_id, owner_id, generation.
 	EventKind_EVENT_KIND_DEDUP_RELINKED EventKind = 11
-	// Acknowledged before the deadline. Payload: actor, metadata.
+	// Acknowledged before the deadline. Payload: actor, metadata, via (the
+	// channel the answer came from: "grpc", "link", "slack", "pagerduty").
+	// Answers from a link or a provider carry the recipient identity as actor
+	// ("email:oncall@example.com", "slack:U0123", "pagerduty:P0123").
 	EventKind_EVENT_KIND_ACKED EventKind = 12
-	// Dismissed before the deadline. Payload: actor, metadata.
+	// Dismissed before the deadline. Payload: actor, metadata, via.
 	EventKind_EVENT_KIND_DISMISSED EventKind = 13
 	// The ack deadline passed. Payload: actor ("uns-timeout-worker"),
-	// metadata.escalation_required (true).
+	// metadata.escalation_required (true), via ("expiry").
 	EventKind_EVENT_KIND_TIMED_OUT EventKind = 14
 	// An operator opened a new delivery cycle. Payload: actor, cycle,
 	// cumulative_attempts, reason.
@@ -799,6 +803,157 @@ func (x *DeliveryOutcome) GetErrorMessage() string {
 	return ""
 }
 
+// ProviderReference is what a provider handed back for one accepted message,
+// and whom the message reached. UNS uses it to update the message when the
+// obligation ends (Slack chat.update, PagerDuty acknowledge/resolve).
+type ProviderReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The configured channel name, e.g. "alerts-slack".
+	Channel string `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	// The channel type: "slack", "email", "pagerduty", "webhook" or "log".
+	ChannelType string `protobuf:"bytes,2,opt,name=channel_type,json=channelType,proto3" json:"channel_type,omitempty"`
+	// The recipient identity the message (and its action links) was addressed
+	// to: "slack:#alerts", "email:oncall@example.com", "pagerduty:<channel>",
+	// "webhook:<channel>", "log:<channel>".
+	Recipient string `protobuf:"bytes,3,opt,name=recipient,proto3" json:"recipient,omitempty"`
+	// The provider's id for the message (the CHANNEL_ATTEMPT_RESULT
+	// message_id).
+	MessageId string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The dispatch attempt that delivered it (over all cycles).
+	Attempt int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The delivery cycle that delivered it.
+	Cycle int32 `protobuf:"varint,6,opt,name=cycle,proto3" json:"cycle,omitempty"`
+	// When the provider accepted it.
+	AcceptTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=accept_time,json=acceptTime,proto3" json:"accept_time,omitempty"`
+	// Slack: the channel id chat.postMessage answered (e.g. "C0123").
+	SlackChannel string `protobuf:"bytes,8,opt,name=slack_channel,json=slackChannel,proto3" json:"slack_channel,omitempty"`
+	// Slack: the message timestamp ("ts"), Slack's id for the message. Empty
+	// for incoming-webhook channels, which return none.
+	SlackTs string `protobuf:"bytes,9,opt,name=slack_ts,json=slackTs,proto3" json:"slack_ts,omitempty"`
+	// Email: the Message-ID header, angle brackets included.
+	EmailMessageId string `protobuf:"bytes,10,opt,name=email_message_id,json=emailMessageId,proto3" json:"email_message_id,omitempty"`
+	// PagerDuty: the Events API v2 dedup_key (the incident's incident_key).
+	PagerdutyDedupKey string `protobuf:"bytes,11,opt,name=pagerduty_dedup_key,json=pagerdutyDedupKey,proto3" json:"pagerduty_dedup_key,omitempty"`
+	// Webhook: the webhook-id header (stable across retries).
+	WebhookId     string `protobuf:"bytes,12,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderReference) Reset() {
+	*x = ProviderReference{}
+	mi := &file_uns_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderReference) ProtoMessage() {}
+
+func (x *ProviderReference) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderReference.ProtoReflect.Descriptor instead.
+func (*ProviderReference) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProviderReference) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetChannelType() string {
+	if x != nil {
+		return x.ChannelType
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetRecipient() string {
+	if x != nil {
+		return x.Recipient
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ProviderReference) GetCycle() int32 {
+	if x != nil {
+		return x.Cycle
+	}
+	return 0
+}
+
+func (x *ProviderReference) GetAcceptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcceptTime
+	}
+	return nil
+}
+
+func (x *ProviderReference) GetSlackChannel() string {
+	if x != nil {
+		return x.SlackChannel
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetSlackTs() string {
+	if x != nil {
+		return x.SlackTs
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetEmailMessageId() string {
+	if x != nil {
+		return x.EmailMessageId
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetPagerdutyDedupKey() string {
+	if x != nil {
+		return x.PagerdutyDedupKey
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetWebhookId() string {
+	if x != nil {
+		return x.WebhookId
+	}
+	return ""
+}
+
 // Notification is one durable obligation as the server stores it.
 type Notification struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -865,14 +1020,17 @@ type Notification struct {
 	// When the notification was accepted.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the notification last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Per channel that accepted the notification, the provider's reference for
+	// the latest accepted message, in channel name order.
+	ProviderReferences []*ProviderReference `protobuf:"bytes,50,rep,name=provider_references,json=providerReferences,proto3" json:"provider_references,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1042,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1055,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Notification) GetId() string {
@@ -1124,6 +1282,13 @@ func (x *Notification) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Notification) GetProviderReferences() []*ProviderReference {
+	if x != nil {
+		return x.ProviderReferences
+	}
+	return nil
+}
+
 // Event is one entry of a notification's append-only timeline.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1147,7 +1312,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1324,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1337,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Event) GetId() string {
@@ -1244,7 +1409,24 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
 	"\x0fchannels_failed\x18\x03 \x03(\tR\x0echannelsFailed\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xce\v\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xb3\x03\n" +
+	"\x11ProviderReference\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12!\n" +
+	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x1c\n" +
+	"\trecipient\x18\x03 \x01(\tR\trecipient\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x04 \x01(\tR\tmessageId\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05cycle\x18\x06 \x01(\x05R\x05cycle\x12;\n" +
+	"\vaccept_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"acceptTime\x12#\n" +
+	"\rslack_channel\x18\b \x01(\tR\fslackChannel\x12\x19\n" +
+	"\bslack_ts\x18\t \x01(\tR\aslackTs\x12(\n" +
+	"\x10email_message_id\x18\n" +
+	" \x01(\tR\x0eemailMessageId\x12.\n" +
+	"\x13pagerduty_dedup_key\x18\v \x01(\tR\x11pagerdutyDedupKey\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\f \x01(\tR\twebhookId\"\x9a\f\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -1281,7 +1463,8 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\vcreate_time\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18  \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xe2\x01\n" +
+	"updateTime\x12J\n" +
+	"\x13provider_references\x182 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\"\xe2\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12'\n" +
@@ -1358,7 +1541,7 @@ func file_uns_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationIntent)(0),       // 0: uns.v1.NotificationIntent
 	(AutonomyMode)(0),             // 1: uns.v1.AutonomyMode
@@ -1370,38 +1553,41 @@ var file_uns_v1_types_proto_goTypes = []any{
 	(*AutonomyContext)(nil),       // 7: uns.v1.AutonomyContext
 	(*EffectivePolicy)(nil),       // 8: uns.v1.EffectivePolicy
 	(*DeliveryOutcome)(nil),       // 9: uns.v1.DeliveryOutcome
-	(*Notification)(nil),          // 10: uns.v1.Notification
-	(*Event)(nil),                 // 11: uns.v1.Event
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
+	(*ProviderReference)(nil),     // 10: uns.v1.ProviderReference
+	(*Notification)(nil),          // 11: uns.v1.Notification
+	(*Event)(nil),                 // 12: uns.v1.Event
 	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
 }
 var file_uns_v1_types_proto_depIdxs = []int32{
 	1,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
 	2,  // 1: uns.v1.EffectivePolicy.delivery_mode:type_name -> uns.v1.DeliveryMode
 	3,  // 2: uns.v1.EffectivePolicy.priority:type_name -> uns.v1.Priority
-	0,  // 3: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
-	7,  // 4: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
-	12, // 5: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
-	8,  // 6: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
-	4,  // 7: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
-	9,  // 8: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
-	13, // 9: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
-	13, // 10: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
-	13, // 11: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
-	5,  // 12: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
-	13, // 13: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
-	13, // 14: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
-	12, // 15: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
-	13, // 16: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
-	13, // 17: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 18: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	13, // 19: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	12, // 20: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	13, // 3: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
+	0,  // 4: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
+	7,  // 5: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
+	14, // 6: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
+	8,  // 7: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
+	4,  // 8: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
+	9,  // 9: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
+	13, // 10: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
+	13, // 11: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
+	13, // 12: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
+	5,  // 13: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
+	13, // 14: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
+	13, // 15: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
+	14, // 16: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
+	13, // 17: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
+	13, // 18: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
+	10, // 19: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
+	6,  // 20: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	13, // 21: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	14, // 22: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
@@ -1415,7 +1601,7 @@ func file_uns_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_types_proto_rawDesc), len(file_uns_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,137 @@
+"""``GET /a/{token}`` shows an action page and changes nothing (mail scanners and link
+previews fetch it); ``POST /a/{token}`` answers as the link's recipient.
+
+The POST must come from the page itself: the form carries a nonce bound to the token
+and to a ``SameSite=Strict`` cookie set with the page, and a browser's ``Origin`` must
+be the public URL's. Success redirects to the page (POST/redirect/GET), which then
+shows the outcome.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from uns_server.domain.enums import AckStatus
+from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
+from uns_server.domain.links import ACK, FORM_NONCE_MAX_AGE_SECONDS
+from uns_server.http.pages import not_found, render
+from uns_server.services.action_links import ActionLinkService, LinkView
+
+COOKIE = "uns_form"
+_LABELS = {ACK: "Acknowledge", "dismiss": "Dismiss"}
+_OUTCOME_WORDS = {
+    AckStatus.ACKED.value: "Acknowledged",
+    AckStatus.DISMISSED.value: "Dismissed",
+}
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else ""
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[web.RouteDef]:
+    def page(
+        request: web.Request,
+        view: LinkView,
+        *,
+        status: int = 200,
+        problem: str = "",
+    ) -> web.Response:
+        row = view.row
+        doc = row["notification"]
+        ack = row["ack_status"]
+        now = service.now()
+        outcome, bad = "", False
+        pending = ack == AckStatus.PENDING.value and row["deadline"] > now
+        if ack in _OUTCOME_WORDS:
+            outcome = f"{_OUTCOME_WORDS[ack]} by {row['actor']} at {_when(row['responded_at'])}"
+        elif (ack == AckStatus.PENDING.value and not pending) or ack == AckStatus.TIMED_OUT.value:
+            outcome, bad = f"Not answered in time (deadline {_when(row['deadline'])}).", True
+        elif ack is None:
+            outcome = "This notification is not waiting for an answer."
+        elif ack != AckStatus.PENDING.value:
+            outcome, bad = f"No longer waiting for an answer ({ack.lower()}).", True
+        browser = request.cookies.get(COOKIE) or secrets.token_urlsafe(24)
+        actions = (
+            [{"value": a, "label": _LABELS[a]} for a in view.claims.actions] if pending else []
+        )
+        response = render(
+            "action.html",
+            status=status,
+            title=doc["title"],
+            message=doc["message"],
+            notification_type=row["notification_type"],
+            priority=doc["effective"]["priority"],
+            source=row["source"],
+            recipient=view.claims.recipient,
+            deadline=_when(row["deadline"]) if pending else "",
+            problem=problem,
+            outcome=outcome,
+            outcome_bad=bad,
+            actions=actions,
+            nonce=service.signer.form_nonce(view.token, browser, now),
+        )
+        if request.cookies.get(COOKIE) != browser:
+            response.set_cookie(
+                COOKIE,
+                browser,
+                path="/a/",
+                max_age=FORM_NONCE_MAX_AGE_SECONDS,
+                httponly=True,
+                samesite="Strict",
+                secure=public_url().startswith("https://"),
+            )
+        return response
+
+    async def show(request: web.Request) -> web.Response:
+        view = await service.view(request.match_info["token"])
+        return not_found() if view is None else page(request, view)
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        token = request.match_info["token"]
+        view = await service.view(token)
+        if view is None:
+            return not_found()
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != _origin(public_url()):
+            return render("refused.html", status=403, reason="This form was sent from elsewhere.")
+        form: Any = await request.post()
+        action, nonce = form.get("action"), form.get("nonce")
+        browser = request.cookies.get(COOKIE, "")
+        if (
+            not isinstance(action, str)
+            or action not in view.claims.actions
+            or not isinstance(nonce, str)
+            or not service.signer.check_form_nonce(nonce, token, browser, service.now())
+        ):
+            return render(
+                "refused.html", status=403, reason="This page has expired: open the link again."
+            )
+        try:
+            await service.answer(view, action)
+        except AckConflict:
+            problem = "Someone else answered first."
+        except AckDeadlinePassed:
+            problem = "The deadline has passed: answers are no longer accepted."
+        except (AckNotPending, NotFound):
+            problem = "This notification is not waiting for an answer."
+        else:
+            raise web.HTTPSeeOther(location=request.path)
+        fresh = await service.view(token)
+        return not_found() if fresh is None else page(request, fresh, status=409, problem=problem)
+
+    return [
+        web.get("/a/{token}", show, allow_head=False),
+        web.post("/a/{token}", answer),
+    ]

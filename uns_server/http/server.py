@@ -1,0 +1,114 @@
+"""The aiohttp web server that runs next to the gRPC server, in the same process.
+
+Every request is bounded like an RPC: its body by ``http_max_body_bytes`` (413 past
+it) and its handling by ``http_request_timeout_seconds`` (503 past it). Every answer
+carries headers that keep capability URLs out of caches, referrers and frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from aiohttp import web
+
+from uns_server.settings import Settings, SettingsError
+
+log = logging.getLogger("uns.http")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SHUTDOWN_TIMEOUT_SECONDS = 5.0
+# Action links are capabilities in the URL: never cached, never sent as a Referer to
+# another site (same-origin, not no-referrer: with no-referrer browsers send
+# "Origin: null" on the page's own form, which the Origin check must refuse), never
+# framed; pages run no script and load nothing from elsewhere.
+SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "X-Robots-Tag": "noindex, nofollow",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+}
+
+
+def _bounded(timeout_seconds: float) -> Any:  # aiohttp's own middleware type
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                response = await handler(request)
+        except TimeoutError:
+            log.warning("http request timed out", extra={"path": request.path})
+            response = web.Response(status=503, text="Service busy, try again.\n")
+        except web.HTTPException as exc:  # 404, 405, 413, redirects: answered, not raised
+            response = web.Response(
+                status=exc.status, reason=exc.reason, text=exc.text, headers=exc.headers
+            )
+        except Exception:
+            log.exception("http handler failed", extra={"path": request.path})
+            response = web.Response(status=500, text="Internal error.\n")
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    return middleware
+
+
+def _server_ssl(settings: Settings) -> ssl.SSLContext | None:
+    if not settings.tls_enabled:
+        return None
+    assert settings.tls_cert_file and settings.tls_key_file
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    return ctx
+
+
+class HttpServer:
+    """Owns the aiohttp application and its listening socket."""
+
+    def __init__(self, settings: Settings, routes: Iterable[web.RouteDef]) -> None:
+        self._settings = settings
+        self.app = web.Application(
+            client_max_size=settings.http_max_body_bytes,
+            middlewares=[_bounded(settings.http_request_timeout_seconds)],
+        )
+        self.app.add_routes(list(routes))
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        s = self._settings
+        host, _, port = s.http_listen.rpartition(":")
+        try:
+            ssl_context = _server_ssl(s)
+        except (OSError, ssl.SSLError) as exc:
+            raise SettingsError(f"cannot load the TLS certificate for HTTP: {exc}") from exc
+        self._runner = web.AppRunner(
+            self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS
+        )
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner, host.strip("[]"), int(port), ssl_context=ssl_context, backlog=256
+        )
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise SettingsError(f"cannot listen on {s.http_listen}: {exc}") from exc
+        server = site._server  # the bound port, when HOST:0 asked for any
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else int(port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

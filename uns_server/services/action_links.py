@@ -1,0 +1,115 @@
+"""Action links: issued into messages by dispatch, opened and answered over HTTP.
+
+Opening a link (``view``) changes nothing; answering (``answer``) goes through
+``Acks.answer``, the same decision as the ``Acknowledge`` RPC, with the link's
+recipient identity as the actor and ``via="link"``. Tampered, expired, revoked and
+unknown links are all the same ``None``: the caller answers one plain 404.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import quote
+
+from sqlalchemy.engine import RowMapping
+
+from uns_server.channels.base import ActionLinks
+from uns_server.domain.links import ACK, DISMISS, LinkClaims, LinkSigner, token_hash
+from uns_server.services.acks import Acks
+from uns_server.store import links, notifications
+from uns_server.store.db import Database
+
+VIA_LINK = "link"
+LINK_PATH = "/a/"
+
+
+@dataclass(frozen=True)
+class LinkView:
+    """What an action page shows: the verified claims and the notification now."""
+
+    token: str
+    claims: LinkClaims
+    row: RowMapping
+
+
+class ActionLinkService:
+    def __init__(
+        self,
+        db: Database,
+        acks: Acks,
+        signer: LinkSigner,
+        base_url: Callable[[], str],
+        clock: Callable[[], datetime],
+        *,
+        lease_seconds: float,
+    ) -> None:
+        self._db = db
+        self._acks = acks
+        self.signer = signer
+        self._base_url = base_url
+        self._clock = clock
+        self._lease = timedelta(seconds=lease_seconds)
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def url(self, token: str) -> str:
+        return f"{self._base_url()}{LINK_PATH}{quote(token, safe='')}"
+
+    def for_message(
+        self, notification_id: str, ack_timeout_minutes: int, now: datetime
+    ) -> Callable[[str], ActionLinks]:
+        """Link maker for one message: the ack deadline is set when the delivery
+        settles, within the lease, so links expire at most one lease after it."""
+        expires_at = now + timedelta(minutes=ack_timeout_minutes) + self._lease
+
+        def make(recipient: str) -> ActionLinks:
+            ack, dismiss = (
+                self.signer.issue(LinkClaims(notification_id, (action,), recipient, expires_at))
+                for action in (ACK, DISMISS)
+            )
+            return ActionLinks(self.url(ack), self.url(dismiss), ack, dismiss)
+
+        return make
+
+    async def verify(self, token: str) -> LinkClaims | None:
+        """Valid, unexpired, unrevoked claims; None otherwise."""
+        claims = self.signer.verify(token, self._clock())
+        if claims is None:
+            return None
+        async with self._db.read() as conn:
+            if await links.is_revoked(conn, token_hash(token)):
+                return None
+        return claims
+
+    async def view(self, token: str) -> LinkView | None:
+        claims = await self.verify(token)
+        if claims is None:
+            return None
+        async with self._db.read() as conn:
+            row = await notifications.by_id(conn, claims.notification_id)
+        return None if row is None else LinkView(token, claims, row)
+
+    async def answer(self, view: LinkView, action: str) -> tuple[RowMapping, bool]:
+        """Settle as the link's recipient; raises the same refusals as Acknowledge."""
+        assert action in view.claims.actions
+        return await self._acks.answer(
+            view.claims.notification_id,
+            actor=view.claims.recipient,
+            via=VIA_LINK,
+            dismiss=action == DISMISS,
+            metadata={},
+        )
+
+    async def revoke(self, token: str, *, actor: str) -> LinkClaims | None:
+        """Revoke a link that still verifies; None if it does not (nothing to revoke)."""
+        claims = self.signer.verify(token, self._clock())
+        if claims is None:
+            return None
+        async with self._db.write() as tx:
+            await links.revoke(
+                tx.conn, token_hash(token), claims.notification_id, actor=actor, now=self._clock()
+            )
+        return claims
