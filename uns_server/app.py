@@ -15,7 +15,7 @@ import os
 import secrets
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,10 @@ from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.links import LinkSigner
 from uns_server.domain.policy import ServerDefaults
+from uns_server.http import console as http_console
 from uns_server.http import health as http_health
 from uns_server.http import links as http_links
+from uns_server.http.console.sessions import Sessions
 from uns_server.http.server import HttpServer
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth
@@ -242,10 +244,39 @@ class App:
         )
 
     def _http_routes(self) -> list[Any]:
-        routes = http_health.routes(self.ready)
+        routes: list[Any] = list(http_health.routes(self.ready))
         if self.links is not None:
             routes += http_links.routes(self.links, lambda: self.public_url)
+        routes += http_console.routes(self._console())
         return routes
+
+    def _console(self) -> http_console.Console:
+        """The operator console (/console/): the gRPC API's services, one more Watch
+        on the same EventHub for its live views."""
+        s = self.settings
+        return http_console.Console(
+            db=self.db,
+            sessions=Sessions(
+                self.db,
+                self.authenticator,
+                self.clock,
+                idle=timedelta(minutes=s.console_session_idle_minutes),
+                absolute=timedelta(hours=s.console_session_absolute_hours),
+            ),
+            queries=Queries(self.db),
+            operations=Operations(self.db, self.clock),
+            acks=self.acks,
+            policies=PolicyService(self.db, self.clock),
+            watch=Watch(
+                self.db,
+                self.hub,
+                s.watch_heartbeat_seconds,
+                self.clock,
+                s.watch_streams_per_principal,
+            ),
+            clock=self.clock,
+            public_url=lambda: self.public_url,
+        )
 
     @property
     def public_url(self) -> str:
