@@ -223,6 +223,7 @@ class App:
                 "http_listen": self.settings.http_listen,
                 "port": self.http_port,
                 "public_url": self.public_url,
+                "console": self.public_url + "/console/",
             },
         )
 
