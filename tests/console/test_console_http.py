@@ -16,7 +16,8 @@ from tests.support.server import KEYS
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 
-pytestmark = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+# Sessions and expiry run on both dialects; the rest on SQLite (same code above the store).
+SQLITE = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 async def events_of(rig: ConsoleRig, nid: str) -> list[t.Event]:
@@ -59,6 +60,7 @@ async def test_sign_in_needs_an_operator_key_and_sets_a_strict_cookie(console: C
         assert (await stale.get(console.url("/console/"))).status_code == 303
 
 
+@SQLITE
 async def test_a_post_without_the_csrf_token_or_from_elsewhere_is_refused(
     console: ConsoleRig,
 ) -> None:
@@ -98,6 +100,7 @@ async def test_an_expired_session_is_refused(console: ConsoleRig) -> None:
     assert (await console.get(nid)).dead_letter
 
 
+@SQLITE
 async def test_the_absolute_expiry_ends_even_a_busy_session(console: ConsoleRig) -> None:
     async with httpx.AsyncClient() as http:
         await console.sign_in(http)
@@ -110,6 +113,7 @@ async def test_the_absolute_expiry_ends_even_a_busy_session(console: ConsoleRig)
         assert served == 12 * 60 // 25 + 1
 
 
+@SQLITE
 async def test_a_reason_and_a_confirmation_are_required(console: ConsoleRig) -> None:
     [nid] = await console.dead_letters("reason", 1, "ops.hook")
     async with httpx.AsyncClient() as http:
@@ -128,6 +132,7 @@ async def test_a_reason_and_a_confirmation_are_required(console: ConsoleRig) -> 
     assert n.state == t.NOTIFICATION_STATE_FAILED and not n.dead_letter
 
 
+@SQLITE
 async def test_bulk_preview_says_what_would_be_refused_and_changes_nothing(
     console: ConsoleRig,
 ) -> None:
@@ -202,3 +207,21 @@ async def test_the_event_stream_pushes_new_events(console: ConsoleRig) -> None:
             event = await asyncio.wait_for(next_event(), 5)
             assert (event["kind"], event["notification_id"]) == ("REPLAY_REQUESTED", nid)
             assert "via console" in str(event["summary"])
+
+
+@SQLITE
+async def test_signing_out_ends_the_open_event_streams_of_the_session(console: ConsoleRig) -> None:
+    async with httpx.AsyncClient(timeout=10) as http:
+        csrf = await console.sign_in(http)
+        async with http.stream("GET", console.url("/console/events")) as s:
+            out = await http.post(console.url("/console/sign-out"), data={"csrf": csrf})
+            assert out.status_code == 303
+            console.clock.advance(seconds=61)  # the stream re-checks its session each minute
+
+            async def drained() -> None:
+                async for _ in s.aiter_lines():
+                    pass
+
+            await asyncio.wait_for(drained(), 5)  # the server closed it
+        again = await http.get(console.url("/console/events"))
+        assert again.status_code == 303  # the reconnect is sent to sign in

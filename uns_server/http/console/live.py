@@ -2,7 +2,9 @@
 
 Fed by the same in-process ``EventHub`` as WatchEvents (through ``Watch.stream``):
 an idle console costs no queries, only its heartbeat comment every
-``watch_heartbeat_seconds``. ``after`` (or the browser's ``Last-Event-ID`` on a
+``watch_heartbeat_seconds`` and, at most once every ``SESSION_RECHECK_SECONDS``, one
+primary-key read to end the stream when its session has ended (sign-out elsewhere,
+expiry, a revoked key). ``after`` (or the browser's ``Last-Event-ID`` on a
 reconnect) resumes gap-free after the last event the page already shows.
 """
 
@@ -15,9 +17,11 @@ from aiohttp import web
 from uns_server.domain.errors import ShuttingDown, TooManyStreams, UnsError
 from uns_server.http.console.context import Console
 from uns_server.http.console.notifications import summary
-from uns_server.http.console.sessions import Session
+from uns_server.http.console.sessions import COOKIE, Session
 from uns_server.http.server import DEADLINE_KEY, SECURITY_HEADERS
 from uns_server.services.watch import Heartbeat
+
+SESSION_RECHECK_SECONDS = 60.0
 
 
 async def stream(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
@@ -51,10 +55,15 @@ async def stream(request: web.Request, session: Session, c: Console) -> web.Stre
         return web.Response(status=429, text=exc.message)
     await response.prepare(request)
     await response.write(b"retry: 3000\n\n")
+    checked = c.clock()
     try:
         item = first
         while True:
             if isinstance(item, Heartbeat):
+                if (c.clock() - checked).total_seconds() >= SESSION_RECHECK_SECONDS:
+                    checked = c.clock()
+                    if await c.sessions.load(request.cookies.get(COOKIE), touch=False) is None:
+                        break  # the browser reconnects, is refused, and says so
                 await response.write(f": heartbeat {item.high_water_sequence}\n\n".encode())
             else:
                 row = item.row

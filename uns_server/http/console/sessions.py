@@ -84,9 +84,10 @@ class Sessions:
             )
         return session_id, Session(_digest(session_id), principal, csrf, expires)
 
-    async def load(self, session_id: str | None) -> Session | None:
+    async def load(self, session_id: str | None, *, touch: bool = True) -> Session | None:
         """The live session for a cookie value, or None (and the row is gone if it
-        expired). Refreshes the idle clock."""
+        expired). Refreshes the idle clock unless ``touch`` is false (a live stream
+        re-checking its session is not the operator doing something)."""
         if not session_id or len(session_id) > 128:
             return None
         id_hash = _digest(session_id)
@@ -104,7 +105,7 @@ class Sessions:
         ):
             await self.sign_out(session_id)
             return None
-        if now - row["last_seen_at"] >= TOUCH_EVERY:
+        if touch and now - row["last_seen_at"] >= TOUCH_EVERY:
             async with self._db.write() as tx:
                 await console_sessions.touch(tx.conn, id_hash, now)
         return Session(id_hash, principal, row["csrf_token"], row["expires_at"])

@@ -45,7 +45,12 @@
     const seen = new Set();
     target.querySelectorAll("[data-seq]").forEach(function (el) { seen.add(el.getAttribute("data-seq")); });
     source.addEventListener("open", function () { if (status) status.textContent = "Live"; });
-    source.addEventListener("error", function () { if (status) status.textContent = "Reconnecting…"; });
+    source.addEventListener("error", function () {
+      if (!status) return;
+      status.textContent = source.readyState === EventSource.CLOSED
+        ? "Disconnected: reload the page (your session may have ended)."
+        : "Reconnecting…";
+    });
     source.addEventListener("uns", function (msg) {
       const ev = JSON.parse(msg.data);
       const seq = String(ev.sequence);
