@@ -150,6 +150,15 @@ Index(
     sqlite_where=text("status = 'PENDING' AND dedup_owner_id IS NULL"),
 )
 
+# Dead letters only (few among many FAILED rows), newest first: the console's
+# "needs action" bucket and count (migration 0010).
+Index(
+    "ix_uns_notifications_dead_letters",
+    notifications.c.created_at,
+    postgresql_where=text("status = 'FAILED' AND dead_letter"),
+    sqlite_where=text("status = 'FAILED' AND dead_letter"),
+)
+
 events = Table(
     "uns_events",
     metadata,
