@@ -223,8 +223,13 @@ class App:
                 "http_listen": self.settings.http_listen,
                 "port": self.http_port,
                 "public_url": self.public_url,
-                "console": self.public_url + "/console/",
             },
+        )
+        console_url = self.public_url + "/console/"
+        log.info(
+            "operator console at %s (sign in with an operator API key)",
+            console_url,
+            extra={"console_url": console_url},
         )
 
     def _link_service(self) -> ActionLinkService:

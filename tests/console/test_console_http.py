@@ -225,3 +225,14 @@ async def test_signing_out_ends_the_open_event_streams_of_the_session(console: C
             await asyncio.wait_for(drained(), 5)  # the server closed it
         again = await http.get(console.url("/console/events"))
         assert again.status_code == 303  # the reconnect is sent to sign in
+
+
+@SQLITE
+async def test_signing_in_again_replaces_the_browsers_session(console: ConsoleRig) -> None:
+    async with httpx.AsyncClient() as http:
+        await console.sign_in(http)
+        first = http.cookies["uns_console"]
+        await console.sign_in(http)
+        assert http.cookies["uns_console"] != first
+    async with httpx.AsyncClient(cookies={"uns_console": first}) as old:
+        assert (await old.get(console.url("/console/"))).status_code == 303

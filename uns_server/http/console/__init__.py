@@ -56,6 +56,9 @@ def routes(c: Console) -> list[web.AbstractRouteDef]:
         target = _safe_next(form.get("next"))
         if not same_origin(request, c.public_url()):
             return render(request, "refused.html", status=403, reason="Sign-in from elsewhere.")
+        previous = request.cookies.get(COOKIE)
+        if previous:  # a new sign-in replaces this browser's session, never adds one
+            await c.sessions.sign_out(previous)
         try:
             session_id, session = await c.sessions.sign_in(str(form.get("api_key", "")))
         except UnsError as exc:
