@@ -112,6 +112,7 @@ async def console(db_url: str, tmp_path: Path) -> AsyncIterator[ConsoleRig]:
             dispatch_enabled=False,
             http_listen="127.0.0.1:0",
             watch_heartbeat_seconds=1.0,
+            http_request_timeout_seconds=2.0,  # event streams must outlive it
         )
         try:
             yield ConsoleRig(server, receiver, clock)

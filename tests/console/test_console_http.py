@@ -236,3 +236,18 @@ async def test_signing_in_again_replaces_the_browsers_session(console: ConsoleRi
         assert http.cookies["uns_console"] != first
     async with httpx.AsyncClient(cookies={"uns_console": first}) as old:
         assert (await old.get(console.url("/console/"))).status_code == 303
+
+
+@SQLITE
+async def test_an_event_stream_outlives_the_request_timeout_on_heartbeats(
+    console: ConsoleRig,
+) -> None:
+    async with httpx.AsyncClient(timeout=10) as http:
+        await console.sign_in(http)
+        heartbeats = 0
+        async with http.stream("GET", console.url("/console/events")) as s:
+            async for line in s.aiter_lines():
+                heartbeats += line.startswith(": heartbeat")
+                if heartbeats == 4:  # one a second, past the 2-second request timeout
+                    break
+        assert heartbeats == 4

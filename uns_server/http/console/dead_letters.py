@@ -9,6 +9,7 @@ preview accepted (anything that changed since is refused again, by the same rule
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +21,22 @@ from uns_server.http.console.context import VIA, Console
 from uns_server.http.console.render import render
 from uns_server.http.console.sessions import Session
 from uns_server.http.console.triage import error_class, group_by, row_error
+from uns_server.http.server import DEADLINE_KEY
 from uns_server.services.operations import validate_reason
 from uns_server.store import console
 
+
+def _allow_bulk_time(request: web.Request) -> None:
+    deadline = request.get(DEADLINE_KEY)
+    if deadline is not None:
+        deadline.reschedule(asyncio.get_running_loop().time() + BULK_SECONDS)
+
+
 BUCKET_MAX = 500
 BULK_MAX = 500
+# A bulk action is up to BULK_MAX transactions: more time than one page, bounded still
+# (stopping half-way would leave the operator guessing what was done).
+BULK_SECONDS = 120.0
 BUCKETS = {"needs-action": True, "resolved": False}
 OPS = {"replay": "Replay", "resolve": "Resolve"}
 
@@ -109,6 +121,7 @@ async def preview(
         problem = "Nothing selected: tick some notifications or use a group's button."
     elif len(ids) > BULK_MAX:
         problem = f"At most {BULK_MAX} notifications per bulk action ({len(ids)} chosen)."
+    _allow_bulk_time(request)
     checked = [] if problem else await _check(c, session, op, ids)
     return render(
         request,
@@ -144,6 +157,7 @@ async def apply(
         validate_reason(reason)
     except UnsError as exc:
         return render(request, "error.html", status=400, title="Not applied", reason=exc.message)
+    _allow_bulk_time(request)
     results = []
     for nid in ids:
         try:
