@@ -19,7 +19,8 @@ from tests.console.conftest import ConsoleRig, channels_yaml
 from tests.support.http_receiver import HttpReceiver, Reply
 from tests.support.policies import activate_policy
 from tests.support.server import KEYS, ShiftableClock, start_server
-from uns_server.domain.enums import DeliveryMode
+from uns_server.domain.enums import DeliveryMode, Role
+from uns_server.services import keys
 from uns_server.store import migrate
 from uns_server.store.db import Database
 
@@ -42,6 +43,11 @@ async def seed(rig: ConsoleRig) -> str:
     await rig.deliver()
     await rig.send("ack", "ops.ack", title="Approve the database failover")
     await rig.deliver()
+    db, now = rig.server.app.db, rig.clock()
+    await keys.create(db, "deploy-bot", [Role.PRODUCER], "CI deploys", now)
+    await keys.create(db, "oncall", [Role.RESPONDER, Role.OPERATOR], "on-call rota", now)
+    _, old = await keys.create(db, "legacy-cron", [Role.PRODUCER], "retired host", now)
+    await keys.revoke(db, old.id, now)
     return dead[0]
 
 

@@ -50,6 +50,7 @@ async def test_an_operator_replays_a_group_and_watches_it_deliver_live(
         await expect(timeline).to_contain_text("REPLAY_REQUESTED")
         await expect(timeline).to_contain_text("by oscar via console: receiver fixed")
         await expect(page.locator("#tail-status")).to_have_text("Live")
+        await expect(page.locator("#stale")).to_be_hidden()
         # Times are shown in the viewer's zone, with UTC on hover.
         assert "UTC" in (await timeline.locator("time").first.get_attribute("title") or "")
 
@@ -59,4 +60,5 @@ async def test_an_operator_replays_a_group_and_watches_it_deliver_live(
             ["CHANNEL_ATTEMPT_RESULT", "DELIVERY_RESULT"]
         )
         await expect(fresh.last).to_contain_text("DELIVERED")
+        await expect(page.locator("#stale")).to_be_visible()  # fields are out of date now
     assert (await console.get(batch[0])).state == t.NOTIFICATION_STATE_DELIVERED

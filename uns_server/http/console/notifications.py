@@ -94,9 +94,9 @@ async def detail(
     except UnsError as exc:
         return render(request, "error.html", status=404, title="Not found", reason=exc.message)
     async with c.db.read() as conn:
+        high_water = await event_store.high_water(conn)
         timeline = await console.notification_events(conn, row["id"], TIMELINE_MAX)
         ack_records = await audit.ack_records(conn, row["id"], offset=0, limit=100)
-        high_water = await event_store.high_water(conn)
     attempts = [e for e in timeline if e["kind"] == EventKind.CHANNEL_ATTEMPT_RESULT]
     doc = row["notification"]
     dead = row["status"] == Status.FAILED and row["dead_letter"]
@@ -117,7 +117,9 @@ async def detail(
         ack_records=ack_records,
         error_class=error_class(row_error(row)) if row["status"] == Status.FAILED else "",
         actions=[(a, ACTIONS[a]) for a in actions],
-        after=max([high_water, *(e["sequence"] for e in timeline)]),
+        # The live timeline resumes after the last event shown (sequences are allocated
+        # in commit order, so nothing of this notification's can fall in between).
+        after=max((e["sequence"] for e in timeline), default=high_water),
         problem=problem,
         done=request.query.get("done", ""),
     )

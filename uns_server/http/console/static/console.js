@@ -28,6 +28,12 @@
 
   document.querySelectorAll("time[datetime]").forEach(localTime);
 
+  // Events after which a notification's fields and actions on the page are out of date.
+  const CHANGES_STATE = new Set([
+    "DELIVERY_RESULT", "REPLAY_REQUESTED", "FAILURE_RESOLVED", "ACKED", "DISMISSED",
+    "TIMED_OUT", "DEDUP_SATISFIED", "OBLIGATION_HANDED_OFF",
+  ]);
+
   // Actions ask once more before they change anything.
   document.querySelectorAll("form[data-confirm]").forEach(function (form) {
     form.addEventListener("submit", function (ev) {
@@ -87,6 +93,8 @@
         w.textContent = ev.summary;
         item.append(t, " ", k, " ", w);
       }
+      const stale = document.getElementById("stale");
+      if (stale && CHANGES_STATE.has(ev.kind)) stale.hidden = false;
       item.setAttribute("data-seq", seq);
       item.className = "new";
       if (append) target.appendChild(item); else target.insertBefore(item, target.firstChild);
