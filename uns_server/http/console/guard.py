@@ -58,8 +58,9 @@ def action(console: Console, handler: ActionHandler) -> Callable[[web.Request], 
             )
         request[SESSION_KEY] = session
         form = await request.post()
+        token = form.get("csrf")
         if not same_origin(request, console.public_url()) or not session.csrf_ok(
-            form.get("csrf") if isinstance(form.get("csrf"), str) else None  # type: ignore[arg-type]
+            token if isinstance(token, str) else None
         ):
             return render(
                 request,
