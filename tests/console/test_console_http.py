@@ -251,3 +251,29 @@ async def test_an_event_stream_outlives_the_request_timeout_on_heartbeats(
                 if heartbeats == 4:  # one a second, past the 2-second request timeout
                     break
         assert heartbeats == 4
+
+
+@SQLITE
+async def test_the_list_filters_pages_and_explains_a_bad_filter(console: ConsoleRig) -> None:
+    [dead] = await console.dead_letters("list-dead", 1, "ops.batch")
+    ids = [await console.send(f"list-{i}", "ops.hook", title=f"Item {i}") for i in range(3)]
+    async with httpx.AsyncClient() as http:
+        await console.sign_in(http)
+        url = console.url("/console/notifications")
+        first = await http.get(url, params={"filter": "state = PENDING", "page_size": "2"})
+        assert first.status_code == 200
+        assert f"/console/notifications/{ids[2]}" in first.text  # newest first
+        assert f"/console/notifications/{ids[0]}" not in first.text
+        assert dead not in first.text
+        nxt = re.search(r'href="([^"]+)" rel="next"', first.text)
+        assert nxt
+        second = await http.get(console.base_url + nxt.group(1).replace("&amp;", "&"))
+        assert f"/console/notifications/{ids[0]}" in second.text
+        assert 'rel="next"' not in second.text
+        quick = await http.get(url, params={"filter": "state = FAILED AND dead_letter = true"})
+        assert dead in quick.text and ids[0] not in quick.text
+        bad = await http.get(url, params={"filter": "status = FAILED"})
+        assert bad.status_code == 400
+        assert "the API calls it `state`" in bad.text.replace("&#96;", "`")
+        empty = await http.get(url, params={"filter": 'notification_type = "nope"'})
+        assert "No notifications match this filter." in empty.text

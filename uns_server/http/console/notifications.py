@@ -60,10 +60,12 @@ def summary(kind: str, payload: Any) -> str:
 async def list_page(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
     filter_text = request.query.get("filter", "")
     token = request.query.get("page_token", "")
+    raw_size = request.query.get("page_size", "")
+    size = int(raw_size) if raw_size.isdigit() else PAGE_SIZE  # the service caps it
     rows: list[Any] = []
     next_token, problem = "", ""
     try:
-        rows, next_token = await c.queries.list(session.principal, filter_text, PAGE_SIZE, token)
+        rows, next_token = await c.queries.list(session.principal, filter_text, size, token)
     except UnsError as exc:
         problem = exc.message
     return render(
@@ -74,6 +76,7 @@ async def list_page(request: web.Request, session: Session, c: Console) -> web.S
         rows=rows,
         filter_text=filter_text,
         next_token=next_token,
+        page_size=size,
         first_page=not token,
         problem=problem,
         quick_filters=QUICK_FILTERS,
