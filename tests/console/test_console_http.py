@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from google.protobuf import json_format
+from sqlalchemy import event
 
 from tests.console.conftest import ConsoleRig, csrf_of
 from tests.support.server import KEYS
@@ -277,3 +279,43 @@ async def test_the_list_filters_pages_and_explains_a_bad_filter(console: Console
         assert "the API calls it `state`" in bad.text.replace("&#96;", "`")
         empty = await http.get(url, params={"filter": 'notification_type = "nope"'})
         assert "No notifications match this filter." in empty.text
+
+
+@SQLITE
+async def test_an_idle_console_costs_no_queries_but_its_heartbeat(console: ConsoleRig) -> None:
+    """While nothing happens, open consoles send heartbeats and run no query of their
+    own: whatever SQL runs is the process-wide event hub's shared safety-net read."""
+    db = console.server.app.db
+    engines = {db.writer.sync_engine, db.reader.sync_engine}
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        await console.sign_in(http)
+        async with (
+            http.stream("GET", console.url("/console/events")) as overview,
+            http.stream("GET", console.url("/console/events")) as tail,
+        ):
+            streams = [overview.aiter_lines(), tail.aiter_lines()]
+
+            async def heartbeat(lines: AsyncIterator[str]) -> None:
+                async for line in lines:
+                    if line.startswith(": heartbeat"):
+                        return
+
+            for lines in streams:  # both positioned: their catch-up is done
+                await asyncio.wait_for(heartbeat(lines), 5)
+            for engine in engines:
+                event.listen(engine, "before_cursor_execute", record)
+            try:
+                for _ in range(3):  # three more heartbeats on each, ~3 s of idling
+                    for lines in streams:
+                        await asyncio.wait_for(heartbeat(lines), 5)
+            finally:
+                for engine in engines:
+                    event.remove(engine, "before_cursor_execute", record)
+    assert all("FROM uns_events" in s and "uns_notifications" not in s for s in statements), (
+        statements
+    )
