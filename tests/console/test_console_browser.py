@@ -28,6 +28,8 @@ async def test_an_operator_replays_a_group_and_watches_it_deliver_live(
         await page.get_by_label("Operator API key").fill(KEYS["oscar"])
         await page.locator("#sign-in").click()
         await expect(page.locator("#counts")).to_contain_text("Failed, needs action")
+        await page.keyboard.press("Tab")  # keyboard users start at "Skip to content"
+        await expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
 
         await page.get_by_role("link", name="Dead letters").click()
         group = page.locator("section.group", has_text="ops.batch")
