@@ -319,3 +319,34 @@ async def test_an_idle_console_costs_no_queries_but_its_heartbeat(console: Conso
     assert all("FROM uns_events" in s and "uns_notifications" not in s for s in statements), (
         statements
     )
+
+
+@SQLITE
+async def test_the_overview_counts_states_and_shows_channel_health(console: ConsoleRig) -> None:
+    await console.dead_letters("overview", 2, "ops.batch")
+    await console.send("waiting", "ops.ack")
+    await console.deliver()  # delivered, its ack now pending (30 minutes)
+    await console.send("queued", "ops.hook")  # due, not dispatched
+    async with httpx.AsyncClient() as http:
+        await console.sign_in(http)
+        page = (await http.get(console.url("/console/"))).text
+    cards = dict(
+        (label, int(n))
+        for n, label in re.findall(
+            r'<span class="n">(\d+)</span>\s*<span class="label">([^<]+)</span>', page
+        )
+    )
+    assert cards == {
+        "Due now": 1,
+        "In flight": 0,
+        "Scheduled (retry later)": 0,
+        "Delivered (24 h)": 1,
+        "Failed, needs action": 2,
+        "Failed, resolved": 0,
+        "Acks pending": 1,
+        "Acks due within the hour": 1,
+    }
+    health = page[page.index('id="channels"') :]
+    assert '<th scope="row">hook</th><td>3</td><td>33%</td>' in health
+    assert "HTTP 400: bad request" in health
+    assert page.count("<svg") == 2
