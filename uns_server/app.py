@@ -15,7 +15,7 @@ import os
 import secrets
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +50,11 @@ from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Role
 from uns_server.domain.links import LinkSigner
 from uns_server.domain.policy import ServerDefaults
+from uns_server.http import console as http_console
 from uns_server.http import health as http_health
 from uns_server.http import integrations as http_integrations
 from uns_server.http import links as http_links
+from uns_server.http.console.sessions import Sessions
 from uns_server.http.server import HttpServer
 from uns_server.observability import phases
 from uns_server.observability.telemetry import Telemetry
@@ -168,6 +170,15 @@ class App:
         )
         self.hub = EventHub(self.db, settings.watch_queue_max, settings.watch_queue_max_bytes)
         self.telemetry.observe(self.hub)
+        # One Watch for gRPC and the console: its stream caps count both.
+        self.watch = Watch(
+            self.db,
+            self.hub,
+            settings.watch_heartbeat_seconds,
+            clock,
+            settings.watch_streams_per_principal,
+            settings.watch_streams_max,
+        )
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
@@ -205,14 +216,7 @@ class App:
                 Queries(self.db),
                 self.acks,
                 Operations(self.db, self.clock),
-                Watch(
-                    self.db,
-                    self.hub,
-                    s.watch_heartbeat_seconds,
-                    self.clock,
-                    s.watch_streams_per_principal,
-                    s.watch_streams_max,
-                ),
+                self.watch,
             ),
             registrar,
         )
@@ -286,6 +290,12 @@ class App:
                 "public_url": self.public_url,
             },
         )
+        console_url = self.public_url + "/console/"
+        log.info(
+            "operator console at %s (sign in with an operator API key)",
+            console_url,
+            extra={"console_url": console_url},
+        )
 
     def _link_service(self) -> ActionLinkService:
         keys = self.settings.link_keys
@@ -305,7 +315,7 @@ class App:
         )
 
     def _http_routes(self) -> list[Any]:
-        routes = http_health.routes(self.ready)
+        routes: list[Any] = list(http_health.routes(self.ready))
         if self.links is not None:
             routes += http_links.routes(self.links, lambda: self.public_url)
             configs = self.channels_config.channels.values()
@@ -322,7 +332,30 @@ class App:
                     if isinstance(c, PagerDutyConfig) and c.webhook_secret
                 ],
             )
+        routes += http_console.routes(self._console())
         return routes
+
+    def _console(self) -> http_console.Console:
+        """The operator console (/console/): the gRPC API's services, one more Watch
+        on the same EventHub for its live views."""
+        s = self.settings
+        return http_console.Console(
+            db=self.db,
+            sessions=Sessions(
+                self.db,
+                self.authenticator,
+                self.clock,
+                idle=timedelta(minutes=s.console_session_idle_minutes),
+                absolute=timedelta(hours=s.console_session_absolute_hours),
+            ),
+            queries=Queries(self.db),
+            operations=Operations(self.db, self.clock),
+            acks=self.acks,
+            policies=PolicyService(self.db, self.clock),
+            watch=self.watch,
+            clock=self.clock,
+            public_url=lambda: self.public_url,
+        )
 
     @property
     def public_url(self) -> str:

@@ -136,6 +136,10 @@ class Settings:
     # first and verified with any (rotation: prepend a new key, drop the old one once its
     # links have expired). Empty: a random key per process (links die with it; loopback only).
     action_link_keys: str = ""
+    # Operator console (/console/ on the HTTP listener, docs/console.md): a session
+    # ends after this long without a request, and this long after sign-in whatever.
+    console_session_idle_minutes: float = 30.0
+    console_session_absolute_hours: float = 12.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> Settings:
@@ -269,6 +273,8 @@ class Settings:
             raise SettingsError("http_max_body_bytes must be at least 1")
         if self.http_request_timeout_seconds <= 0:
             raise SettingsError("http_request_timeout_seconds must be positive")
+        if self.console_session_idle_minutes <= 0 or self.console_session_absolute_hours <= 0:
+            raise SettingsError("console session idle and absolute expiry must be positive")
         if any(len(k) < ACTION_LINK_KEY_MIN_CHARS for k in self.link_keys):
             raise SettingsError(
                 f"every action_link_keys entry needs at least {ACTION_LINK_KEY_MIN_CHARS} "

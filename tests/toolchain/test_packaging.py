@@ -49,6 +49,10 @@ def test_wheel_migrates_a_database_without_the_source_tree(tmp_path: Path) -> No
     names = zipfile.ZipFile(wheel).namelist()
     assert "uns_server/migrations/env.py" in names
     assert "uns_server/migrations/versions/0001_initial_schema.py" in names
+    # The operator console's pages and its script and stylesheet.
+    assert "uns_server/http/console/templates/overview.html" in names
+    assert "uns_server/http/console/static/console.js" in names
+    assert "uns_server/http/console/static/console.css" in names
 
     site = tmp_path / "site"
     subprocess.run(

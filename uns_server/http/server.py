@@ -21,6 +21,8 @@ log = logging.getLogger("uns.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SHUTDOWN_TIMEOUT_SECONDS = 5.0
+# The request's ``asyncio.Timeout``: a streaming handler reschedules it to None.
+DEADLINE_KEY = web.RequestKey("uns.deadline", asyncio.Timeout)
 # Action links are capabilities in the URL: never cached, never sent as a Referer to
 # another site (same-origin, not no-referrer: with no-referrer browsers send
 # "Origin: null" on the page's own form, which the Origin check must refuse), never
@@ -42,7 +44,9 @@ def _bounded(timeout_seconds: float) -> Any:  # aiohttp's own middleware type
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            async with asyncio.timeout(timeout_seconds):
+            async with asyncio.timeout(timeout_seconds) as deadline:
+                # A long-lived stream (the console's Server-Sent Events) lifts it.
+                request[DEADLINE_KEY] = deadline
                 response = await handler(request)
         except TimeoutError:
             log.warning("http request timed out", extra={"path": request.path})
@@ -74,7 +78,7 @@ def _server_ssl(settings: Settings) -> ssl.SSLContext | None:
 class HttpServer:
     """Owns the aiohttp application and its listening socket."""
 
-    def __init__(self, settings: Settings, routes: Iterable[web.RouteDef]) -> None:
+    def __init__(self, settings: Settings, routes: Iterable[web.AbstractRouteDef]) -> None:
         self._settings = settings
         self.app = web.Application(
             client_max_size=settings.http_max_body_bytes,

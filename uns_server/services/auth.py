@@ -205,12 +205,18 @@ class Authenticator:
         scheme, _, secret = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():
             raise Unauthenticated("malformed authorization metadata: use 'Bearer <api key>'")
-        digest = hash_key(secret.strip())
+        principal = await self.by_digest(hash_key(secret.strip()), address)
+        if principal is None:
+            raise Unauthenticated("unknown or revoked API key")
+        return principal
+
+    async def by_digest(self, digest: str, address: str = "") -> Principal | None:
+        """The principal of the active key with this SHA-256, from the key file or the
+        database (cached as above); None for an unknown or revoked key. The console
+        re-checks its session's key with it, so revoking a key ends its sessions."""
         principal = self._file_keys.get(digest)
         if principal is None:
             principal = await self._lookup(digest, address)
-        if principal is None:
-            raise Unauthenticated("unknown or revoked API key")
         return principal
 
     async def _lookup(self, digest: str, address: str = "") -> Principal | None:

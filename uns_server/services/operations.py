@@ -76,8 +76,10 @@ class Operations:
         reason: str = "",
         *,
         validate_only: bool = False,
+        via: str | None = None,
     ) -> Mapping[Any, Any]:
-        """The replayed notification; with ``validate_only``, as it would be."""
+        """The replayed notification; with ``validate_only``, as it would be. ``via``
+        (e.g. ``console``) names where the request came from in the event payload."""
         reason = validate_reason(reason)
         now = self._clock()
         if validate_only:
@@ -103,6 +105,7 @@ class Operations:
                             "cycle": values["cycle"],
                             "cumulative_attempts": row["attempts"],
                             "reason": reason,
+                            **({"via": via} if via else {}),
                         },
                     )
                 ],
@@ -120,6 +123,7 @@ class Operations:
         reason: str = "",
         *,
         validate_only: bool = False,
+        via: str | None = None,
     ) -> Mapping[Any, Any]:
         """The resolved notification; with ``validate_only``, as it would be."""
         reason = validate_reason(reason)
@@ -139,7 +143,11 @@ class Operations:
                         row["principal"],
                         row["notification_type"],
                         EventKind.FAILURE_RESOLVED,
-                        {"actor": principal.name, "reason": reason},
+                        {
+                            "actor": principal.name,
+                            "reason": reason,
+                            **({"via": via} if via else {}),
+                        },
                     )
                 ],
                 now,

@@ -150,6 +150,15 @@ Index(
     sqlite_where=text("status = 'PENDING' AND dedup_owner_id IS NULL"),
 )
 
+# Dead letters only (few among many FAILED rows), newest first: the console's
+# "needs action" bucket and count (migration 0010).
+Index(
+    "ix_uns_notifications_dead_letters",
+    notifications.c.created_at,
+    postgresql_where=text("status = 'FAILED' AND dead_letter"),
+    sqlite_where=text("status = 'FAILED' AND dead_letter"),
+)
+
 events = Table(
     "uns_events",
     metadata,
@@ -309,4 +318,21 @@ callback_receipts = Table(
     Column("digest", String(64), primary_key=True),
     Column("provider", String(32), nullable=False),
     Column("received_at", UtcDateTime(), nullable=False, index=True),
+)
+
+# Operator console sign-ins (uns_server/http/console): a table, so every replica
+# behind a load balancer knows every session. Only SHA-256 of the session id is
+# stored; the CSRF token is bound to the session. ``key_hash`` is the API key the
+# operator signed in with, re-checked on each request so a revoked key ends its
+# sessions too.
+console_sessions = Table(
+    "uns_console_sessions",
+    metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("principal", String(255), nullable=False),
+    Column("key_hash", String(64), nullable=False),
+    Column("csrf_token", String(64), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("last_seen_at", UtcDateTime(), nullable=False),
+    Column("expires_at", UtcDateTime(), nullable=False, index=True),  # absolute expiry
 )

@@ -1,0 +1,52 @@
+"""The console's pure helpers: error classes, the policy diff, chart buckets."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from uns_server.http.console.charts import Series, bar_chart, minute_buckets
+from uns_server.http.console.diff import side_by_side
+from uns_server.http.console.triage import NO_ERROR, error_class, group_by
+
+
+def test_the_same_failure_on_many_notifications_is_one_error_class() -> None:
+    a = error_class("hook: HTTP 503: unavailable; mail: 421 try later")
+    b = error_class("hook: HTTP 502: unavailable")
+    assert a == b == "hook: HTTP N: unavailable"
+    assert error_class("slack: ratelimited, retry after 30.5 s") == (
+        "slack: ratelimited, retry after N s"
+    )
+    assert error_class("webhook-id deadbeefcafe01 refused") == "webhook-id N refused"
+    assert error_class(None) == error_class("  ") == NO_ERROR
+
+
+def test_groups_are_largest_first() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [
+        {"id": str(i), "notification_type": t, "outcome": {"error_message": e}, "created_at": now}
+        for i, (t, e) in enumerate([("a", "hook: HTTP 500"), ("b", "hook: HTTP 503"), ("b", None)])
+    ]
+    assert [(g.key, g.ids) for g in group_by(rows, "type")] == [("b", ["1", "2"]), ("a", ["0"])]
+    by_error = group_by(rows, "error")
+    assert [(g.key, len(g.ids)) for g in by_error] == [("hook: HTTP N", 2), (NO_ERROR, 1)]
+
+
+def test_the_diff_pairs_changed_lines_side_by_side() -> None:
+    rows = side_by_side(["{", "  a: 1,", "  b: 2", "}"], ["{", "  a: 1,", "  b: 3,", "  c: 4", "}"])
+    assert [(r.tag, r.left, r.right) for r in rows] == [
+        ("equal", "{", "{"),
+        ("equal", "  a: 1,", "  a: 1,"),
+        ("replace", "  b: 2", "  b: 3,"),
+        ("replace", "", "  c: 4"),
+        ("equal", "}", "}"),
+    ]
+
+
+def test_minute_buckets_and_an_escaped_svg() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    points = [(now - timedelta(minutes=59, seconds=30), 1.0), (now, 2.0), (now, 3.0)]
+    points.append((now - timedelta(hours=2), 9.0))  # outside the hour
+    buckets = minute_buckets(points, now)
+    assert len(buckets) == 60 and buckets[0] == [1.0] and buckets[-1] == [2.0, 3.0]
+    svg = bar_chart(Series("<b>rate</b>", [1.0, 2.0], "x"), "t")
+    assert "<b>" not in svg and "&lt;b&gt;" in svg and "style=" not in svg

@@ -1,0 +1,43 @@
+"""What every console handler uses: the same services the gRPC API calls."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from uns_server.http.console.sessions import Session, Sessions
+from uns_server.services.acks import Acks
+from uns_server.services.operations import Operations
+from uns_server.services.policies import PolicyService
+from uns_server.services.queries import Queries
+from uns_server.services.watch import Watch
+from uns_server.store.db import Database
+
+VIA = "console"
+audit_log = logging.getLogger("uns.console.audit")
+
+
+@dataclass(frozen=True)
+class Console:
+    db: Database
+    sessions: Sessions
+    queries: Queries
+    operations: Operations
+    acks: Acks
+    policies: PolicyService
+    watch: Watch
+    clock: Callable[[], datetime]
+    public_url: Callable[[], str]
+
+    @property
+    def secure(self) -> bool:
+        return self.public_url().startswith("https://")
+
+    def audit(self, session: Session, action: str, **fields: object) -> None:
+        """Every state change made from the console, with its operator and ``via``."""
+        audit_log.info(
+            "console action",
+            extra={"operator": session.principal.name, "via": VIA, "action": action, **fields},
+        )

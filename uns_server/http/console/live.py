@@ -1,0 +1,88 @@
+"""Server-Sent Events: the live tail and a notification's live timeline.
+
+Fed by the same in-process ``EventHub`` as WatchEvents (through ``Watch.stream``):
+an idle console costs no queries, only its heartbeat comment every
+``watch_heartbeat_seconds`` and, at most once every ``SESSION_RECHECK_SECONDS``, one
+primary-key read to end the stream when its session has ended (sign-out elsewhere,
+expiry, a revoked key). ``after`` (or the browser's ``Last-Event-ID`` on a
+reconnect) resumes gap-free after the last event the page already shows.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+
+from uns_server.domain.errors import ShuttingDown, TooManyStreams, UnsError
+from uns_server.http.console.context import Console
+from uns_server.http.console.notifications import summary
+from uns_server.http.console.sessions import COOKIE, Session
+from uns_server.http.server import DEADLINE_KEY, SECURITY_HEADERS
+from uns_server.services.watch import Heartbeat
+
+SESSION_RECHECK_SECONDS = 60.0
+
+
+async def stream(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
+    nid = request.query.get("notification_id", "")
+    raw = request.headers.get("Last-Event-ID") or request.query.get("after", "0")
+    try:
+        after = int(raw)
+        cursor = await c.watch.start_cursor(after if after > 0 else 0, replay_history=False)
+    except (ValueError, UnsError):
+        cursor = await c.watch.start_cursor(0, replay_history=False)
+    response = web.StreamResponse(
+        headers={
+            **SECURITY_HEADERS,
+            "Content-Type": "text/event-stream",
+            "X-Accel-Buffering": "no",  # no proxy buffering of a live stream
+        }
+    )
+    deadline = request.get(DEADLINE_KEY)
+    if deadline is not None:
+        deadline.reschedule(None)
+    events = c.watch.stream(
+        session.principal,
+        cursor=cursor,
+        notification_ids=[nid] if nid else [],
+        kinds=[],
+        notification_type="",
+    )
+    try:
+        first = await anext(events)
+    except TooManyStreams as exc:
+        return web.Response(status=429, text=exc.message)
+    await response.prepare(request)
+    await response.write(b"retry: 3000\n\n")
+    checked = c.clock()
+    try:
+        item = first
+        while True:
+            if isinstance(item, Heartbeat):
+                if (c.clock() - checked).total_seconds() >= SESSION_RECHECK_SECONDS:
+                    checked = c.clock()
+                    if await c.sessions.load(request.cookies.get(COOKIE), touch=False) is None:
+                        break  # the browser reconnects, is refused, and says so
+                await response.write(f": heartbeat {item.high_water_sequence}\n\n".encode())
+            else:
+                row = item.row
+                data = {
+                    "sequence": row["sequence"],
+                    "kind": row["kind"],
+                    "notification_id": row["notification_id"],
+                    "notification_type": row["notification_type"],
+                    "at": row["at"].isoformat(),
+                    "summary": summary(row["kind"], row["payload"]),
+                }
+                await response.write(
+                    f"id: {row['sequence']}\nevent: uns\ndata: {json.dumps(data)}\n\n".encode()
+                )
+            item = await anext(events)
+    except (ShuttingDown, ConnectionResetError, StopAsyncIteration):
+        pass
+    finally:
+        close = getattr(events, "aclose", None)  # an async generator: release its stream
+        if close is not None:
+            await close()
+    return response

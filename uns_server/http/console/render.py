@@ -1,0 +1,59 @@
+"""Console pages: Jinja2 templates from this package, always autoescaped.
+
+Times are rendered as ``<time>`` in UTC (also in ``title``); ``static/console.js``
+rewrites the text into the viewer's zone, so without script the page still reads.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import jinja2
+from aiohttp import web
+from markupsafe import Markup, escape
+
+from uns_server.http.console.sessions import SESSION_KEY
+
+# Scripts and styles only from our own files: no inline script, no inline style.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+def when(value: datetime | str | None) -> Markup:
+    if value is None or value == "":
+        return Markup('<span class="muted">—</span>')
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return Markup(escape(value))
+    utc = value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    iso = value.isoformat()
+    return Markup(f'<time datetime="{escape(iso)}" title="{escape(utc)}">{escape(utc)}</time>')
+
+
+_env = jinja2.Environment(
+    loader=jinja2.PackageLoader("uns_server.http.console", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+_env.filters["when"] = when
+
+
+def render(
+    request: web.Request, template: str, *, status: int = 200, **context: Any
+) -> web.Response:
+    session = request.get(SESSION_KEY)
+    context.setdefault("title", "Refused" if status == 403 else "UNS")
+    body = _env.get_template(template).render(
+        session=session,
+        csrf=session.csrf_token if session is not None else "",
+        path=request.path,
+        **context,
+    )
+    response = web.Response(status=status, text=body, content_type="text/html", charset="utf-8")
+    response.headers["Content-Security-Policy"] = CSP
+    return response

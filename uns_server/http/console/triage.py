@@ -1,0 +1,49 @@
+"""Dead-letter triage: group failed notifications by type and by error class."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_VARYING = re.compile(r"\b[0-9a-f]{8,}\b|\d+(\.\d+)?")
+ERROR_CLASS_MAX_CHARS = 80
+NO_ERROR = "(no error recorded)"
+
+
+def error_class(message: str | None) -> str:
+    """A dead letter's error, with what varies between occurrences taken out, so the
+    same failure on many notifications falls into one group: the first channel's
+    error (``hook: HTTP 503 ...; mail: ...`` -> ``hook: HTTP N ...``), numbers and
+    hex ids replaced by ``N``."""
+    if not message or not message.strip():
+        return NO_ERROR
+    first = message.strip().split(";")[0].strip()
+    cls = _VARYING.sub("N", first)
+    return cls[:ERROR_CLASS_MAX_CHARS]
+
+
+def row_error(row: Mapping[Any, Any]) -> str | None:
+    outcome = row.get("outcome") or {}
+    value = outcome.get("error_message") if isinstance(outcome, Mapping) else None
+    return str(value) if value else None
+
+
+@dataclass
+class Group:
+    key: str
+    ids: list[str] = field(default_factory=list)
+    newest: Any = None
+
+
+def group_by(rows: Iterable[Mapping[Any, Any]], by: str) -> list[Group]:
+    """Groups (largest first) of ``rows`` by ``type`` or by ``error`` class."""
+    groups: dict[str, Group] = {}
+    for row in rows:
+        key = row["notification_type"] if by == "type" else error_class(row_error(row))
+        g = groups.setdefault(key, Group(key))
+        g.ids.append(row["id"])
+        if g.newest is None or row["created_at"] > g.newest:
+            g.newest = row["created_at"]
+    return sorted(groups.values(), key=lambda g: (-len(g.ids), g.key))
