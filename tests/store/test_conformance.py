@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
 
 from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.retention import holds_work
@@ -227,7 +228,37 @@ async def test_concurrent_claimers_never_share_a_row(db_url: str, db: Database) 
         assert (await fetch(db, nid))["attempts"] == 1
 
 
-# --- fenced settlement ------------------------------------------------------------
+async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(db: Database) -> None:
+    """Intake leases a new leader in the transaction that inserts it (its first attempt
+    starts without a claim): no claimer takes it until that lease expires."""
+    token = str(uuid.uuid4())
+    [nid] = await insert(
+        db, row(lease_token=token, lease_until=NOW + LEASE, attempts=1, cycle_attempts=1)
+    )
+
+    assert await claim(db, now=NOW + LEASE / 2) == []
+    async with db.write() as tx:
+        assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW)) == {nid}
+    [(before, _)] = await claim(db, now=NOW + LEASE)
+    assert before["lease_token"] == token
+    assert (await fetch(db, nid))["attempts"] == 2
+
+
+async def test_pending_followers_in_promotion_order(db: Database) -> None:
+    leader = row()
+    t = NOW - timedelta(minutes=5)
+    _, first, second, third, _delivered, _other = await insert(
+        db,
+        leader,
+        row(dedup_owner_id=leader["id"], created_at=t + timedelta(seconds=1)),
+        row(dedup_owner_id=leader["id"], created_at=t),
+        row(dedup_owner_id=leader["id"], created_at=t + timedelta(seconds=2)),
+        row(dedup_owner_id=leader["id"], created_at=t, status=Status.DEDUPLICATED.value),
+        row(dedup_owner_id=str(uuid.uuid4()), created_at=t),
+    )
+    async with db.write() as tx:
+        followers = await DISPATCH.pending_followers(tx.conn, leader["id"])
+    assert [f["id"] for f in followers] == [second, first, third]
 
 
 def _delivered() -> dict[str, Any]:
@@ -442,6 +473,87 @@ async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Data
         every = [e["sequence"] for e in await EVENTS.read_after(conn, 0, limit=100)]
     assert len(every) == 24
     assert seen == every  # nothing skipped, nothing out of order
+
+
+# --- idempotency keys and dedup windows -------------------------------------------
+
+
+def _unique_violation(exc: BaseException) -> bool:
+    """As intake recognises a lost race (SQLAlchemy's wrapper or asyncpg's own)."""
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", "")
+    return isinstance(exc, IntegrityError) or str(sqlstate).startswith("23")
+
+
+async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
+    """Run ``body(tx, i)`` in ``count`` concurrent write transactions on separate
+    connections, each holding its transaction open a moment after ``body``."""
+    writers = [Database(db_url) for _ in range(count)]
+
+    async def one(writer: Database, i: int) -> Any:
+        async with writer.write() as tx:
+            result = await body(tx, i)
+            await asyncio.sleep(0.01)
+        return result
+
+    try:
+        return await asyncio.gather(
+            *(one(w, i) for i, w in enumerate(writers)), return_exceptions=True
+        )
+    finally:
+        for w in writers:
+            await w.dispose()
+
+
+async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) -> None:
+    rows = [row(key="k" * 64) for _ in range(3)]
+
+    async def insert_one(tx: Any, i: int) -> str:
+        await NOTIFICATIONS.insert_notifications(tx.conn, [rows[i]])
+        return str(rows[i]["id"])
+
+    results = await _race(db_url, 3, insert_one)
+
+    won = [r for r in results if isinstance(r, str)]
+    assert len(won) == 1
+    assert all(_unique_violation(r) for r in results if not isinstance(r, str))
+    async with db.read() as conn:
+        held = await NOTIFICATIONS.by_keys(conn, ["k" * 64, "absent"])
+    assert {k: v["id"] for k, v in held.items()} == {"k" * 64: won[0]}
+
+
+async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
+    db_url: str, db: Database
+) -> None:
+    until = NOW + timedelta(minutes=5)
+
+    async def open_window(tx: Any, i: int) -> str:
+        owner = f"owner-{i}"
+        await NOTIFICATIONS.insert_dedup_window(
+            tx.conn, "d", owner_id=owner, generation=1, until=until
+        )
+        return owner
+
+    opened = await _race(db_url, 3, open_window)
+    [first_owner] = [r for r in opened if isinstance(r, str)]
+    assert all(_unique_violation(r) for r in opened if not isinstance(r, str))
+
+    async def lead_next(tx: Any, i: int) -> int:
+        window = await NOTIFICATIONS.dedup_window(tx.conn, "d")  # locked until commit
+        assert window is not None
+        generation = int(window["generation"]) + 1
+        await NOTIFICATIONS.update_dedup_window(
+            tx.conn, "d", owner_id=f"next-{i}", generation=generation
+        )
+        return generation
+
+    generations = await _race(db_url, 4, lead_next)
+
+    assert sorted(generations) == [2, 3, 4, 5]  # no two transactions led the same one
+    async with db.read() as conn:
+        window = await NOTIFICATIONS.dedup_window(conn, "d")
+    assert window is not None and window["generation"] == 5
+    assert window["owner_id"] == f"next-{generations.index(5)}"
+    assert first_owner.startswith("owner-")
 
 
 # --- retention --------------------------------------------------------------------

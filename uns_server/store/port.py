@@ -18,6 +18,9 @@ place that says what it must do:
   ``domain.retention.holds_work`` says must stay.
 - ``Events.append``/``read_after``: sequences ascend in commit order; read-after is
   exclusive of its cursor and oldest first.
+- ``Notifications``: one row per idempotency key and one dedup window per key (a
+  concurrent duplicate fails as a unique violation); the window is locked while read,
+  so concurrent new generations of one key serialise.
 
 Rows are ``Row`` (read by column name): typed records replace them in a later step.
 """
@@ -73,6 +76,10 @@ class Dispatch(Protocol):
         self, conn: AsyncConnection, tokens: Collection[tuple[str, str]]
     ) -> set[str]:
         """Of these (id, token), the tokens whose settlement has committed."""
+        ...
+
+    async def pending_followers(self, conn: AsyncConnection, owner_id: str) -> Sequence[Row]:
+        """The owner's PENDING followers in promotion order (oldest first), locked."""
         ...
 
 
@@ -160,13 +167,33 @@ class Notifications(Protocol):
 
     async def insert_notifications(
         self, conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]
-    ) -> None: ...
+    ) -> None:
+        """Insert complete rows (a leader may come leased: intake's first attempt)."""
+        ...
 
     async def by_id(
         self, conn: AsyncConnection, notification_id: str, *, for_update: bool = False
-    ) -> Row | None: ...
+    ) -> Row | None:
+        """One row, optionally locked."""
+        ...
 
-    async def by_keys(self, conn: AsyncConnection, keys: Collection[str]) -> Mapping[str, Row]: ...
+    async def by_keys(self, conn: AsyncConnection, keys: Collection[str]) -> Mapping[str, Row]:
+        """The rows holding any of these idempotency keys (unique), by key."""
+        ...
+
+    async def dedup_window(self, conn: AsyncConnection, key: str) -> Row | None:
+        """The coalescing window of ``key``, locked until commit (one row per key)."""
+        ...
+
+    async def insert_dedup_window(
+        self, conn: AsyncConnection, key: str, *, owner_id: str, generation: int, until: datetime
+    ) -> None:
+        """Open the first window of ``key``; a concurrent first window fails (unique)."""
+        ...
+
+    async def update_dedup_window(self, conn: AsyncConnection, key: str, **values: Any) -> None:
+        """Hand the locked window to a new owner or generation."""
+        ...
 
 
 if TYPE_CHECKING:  # the SQL modules implement the port (checked by mypy, not imported)
