@@ -120,6 +120,26 @@ async def claim(
     return [(dict(r), token) for r, token in leases]
 
 
+async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
+    """Run ``body(tx, i)`` in ``count`` concurrent write transactions on separate
+    connections, each holding its transaction open a moment after ``body``."""
+    writers = [Database(db_url) for _ in range(count)]
+
+    async def one(writer: Database, i: int) -> Any:
+        async with writer.write() as tx:
+            result = await body(tx, i)
+            await asyncio.sleep(0.01)
+        return result
+
+    try:
+        return await asyncio.gather(
+            *(one(w, i) for i, w in enumerate(writers)), return_exceptions=True
+        )
+    finally:
+        for w in writers:
+            await w.dispose()
+
+
 # --- claim ------------------------------------------------------------------------
 
 
@@ -386,6 +406,31 @@ async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first
         assert [r["id"] for r in await ACKS.due_deadlines(tx.conn, NOW, 1)] == [late]
 
 
+async def test_concurrent_expiry_sweeps_take_each_due_ack_once(db_url: str, db: Database) -> None:
+    ids = await insert(
+        db,
+        *(
+            row(ack_status=AckStatus.PENDING.value, deadline=NOW - timedelta(seconds=i))
+            for i in range(6)
+        ),
+    )
+
+    async def sweep(tx: Any, _i: int) -> list[str]:
+        due = await ACKS.due_deadlines(tx.conn, NOW, 2)
+        for r in due:
+            settled = await ACKS.settle_pending(
+                tx.conn, r["id"], status=AckStatus.TIMED_OUT, actor="expiry", metadata=None, now=NOW
+            )
+            assert settled
+        return [r["id"] for r in due]
+
+    swept = await _race(db_url, 3, sweep)
+
+    assert all(isinstance(s, list) for s in swept), swept
+    taken = [nid for s in swept for nid in s]
+    assert sorted(taken) == sorted(ids)  # each once: none skipped, none timed out twice
+
+
 # --- the event timeline -----------------------------------------------------------
 
 
@@ -447,6 +492,9 @@ async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Data
         for i in range(8):
             async with writer.write() as tx:
                 await EVENTS.append(tx, [_event(nid, EventKind.ACCEPTED, {"w": w, "i": i})], NOW)
+                # Commit late, by a different delay each time: without the ordering
+                # rule a later sequence would commit first.
+                await asyncio.sleep(0.002 * ((w + i) % 3))
 
     async def follow() -> None:
         cursor = 0
@@ -482,26 +530,6 @@ def _unique_violation(exc: BaseException) -> bool:
     """As intake recognises a lost race (SQLAlchemy's wrapper or asyncpg's own)."""
     sqlstate = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", "")
     return isinstance(exc, IntegrityError) or str(sqlstate).startswith("23")
-
-
-async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
-    """Run ``body(tx, i)`` in ``count`` concurrent write transactions on separate
-    connections, each holding its transaction open a moment after ``body``."""
-    writers = [Database(db_url) for _ in range(count)]
-
-    async def one(writer: Database, i: int) -> Any:
-        async with writer.write() as tx:
-            result = await body(tx, i)
-            await asyncio.sleep(0.01)
-        return result
-
-    try:
-        return await asyncio.gather(
-            *(one(w, i) for i, w in enumerate(writers)), return_exceptions=True
-        )
-    finally:
-        for w in writers:
-            await w.dispose()
 
 
 async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) -> None:
