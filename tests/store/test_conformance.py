@@ -26,6 +26,7 @@ from uns_server.domain.retention import holds_work
 from uns_server.store import acks, dispatch, events, notifications, port, retention
 from uns_server.store.db import Database
 from uns_server.store.events import NewEvent
+from uns_server.store.tables import dedup as dedup_table
 from uns_server.store.tables import events as events_table
 from uns_server.store.tables import notifications as notifications_table
 
@@ -587,6 +588,7 @@ async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
 # --- retention --------------------------------------------------------------------
 
 CUTOFF = NOW - timedelta(days=30)
+WEEK = timedelta(days=7)
 
 # One generated row: its states, whether it went quiet before the cutoff, whether an
 # event came after it.
@@ -612,10 +614,13 @@ _rows = st.lists(
 async def test_retention_selects_exactly_the_rows_the_domain_lets_go(
     db: Database, generated: list[tuple[Status, bool, AckStatus | None, bool, bool]]
 ) -> None:
+    """Every retention query that asks "is this row settled?" agrees with
+    ``domain.retention.holds_work``: rows, their old events, their dedup windows,
+    their idempotency keys."""
     async with db.write() as tx:  # one database for every example: start empty
-        await tx.conn.execute(delete(events_table))
-        await tx.conn.execute(delete(notifications_table))
-    rows, late_events, expected = [], [], set()
+        for table in (events_table, dedup_table, notifications_table):
+            await tx.conn.execute(delete(table))
+    rows, late_events, old_events, expected = [], [], [], set()
     for status, dead_letter, ack_status, quiet, late_event in generated:
         updated = CUTOFF - timedelta(days=1) if quiet else CUTOFF + timedelta(seconds=1)
         r = row(
@@ -626,26 +631,44 @@ async def test_retention_selects_exactly_the_rows_the_domain_lets_go(
             updated_at=updated,
         )
         rows.append(r)
+        old_events.append(_event(r["id"], EventKind.ACCEPTED, {}))
         if late_event:
             late_events.append(_event(r["id"], EventKind.ACCEPTED, {}))
         if quiet and not late_event and not holds_work(status, dead_letter, r["ack_status"]):
             expected.add(r["id"])
+    settled = {
+        r["id"] for r in rows if not holds_work(r["status"], r["dead_letter"], r["ack_status"])
+    }
     await insert(db, *rows)
+    async with db.write() as tx:
+        for r in rows:  # each row owns a window that ended long ago
+            await NOTIFICATIONS.insert_dedup_window(
+                tx.conn, f"w-{r['id']}", owner_id=r["id"], generation=1, until=CUTOFF - WEEK
+            )
+        await EVENTS.append(tx, old_events, CUTOFF - WEEK)
     async with db.write() as tx:
         await EVENTS.append(tx, late_events, CUTOFF)  # at the cutoff: not before it
 
     async with db.read() as conn:
         selected = {r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 100)}
+        stale, _ = await RETENTION.stale_events(conn, CUTOFF, [])
+        windows = set(await RETENTION.expired_windows(conn, CUTOFF))
     assert selected == expected
+    assert stale == len(settled)  # each row's one old event, when the row is settled
+    assert windows == {f"w-{nid}" for nid in settled}
+    async with db.write() as tx:
+        assert await RETENTION.expire_keys(tx.conn, CUTOFF) == len(settled)
+    for r in rows:
+        expired = (await fetch(db, r["id"]))["key"] != r["key"]
+        assert expired == (r["id"] in settled)
     # The delete repeats the guard: asked to delete everything, it keeps every row
     # that holds work.
     async with db.write() as tx:
         deleted = await RETENTION.delete_notifications(tx.conn, [r["id"] for r in rows])
     async with db.read() as conn:
-        kept = set(await retention.existing_ids(conn, [r["id"] for r in rows]))
-    holding = {r["id"] for r in rows if holds_work(r["status"], r["dead_letter"], r["ack_status"])}
-    assert kept == holding
-    assert deleted == len(rows) - len(holding)
+        kept = await RETENTION.existing_ids(conn, [r["id"] for r in rows])
+    assert kept == {r["id"] for r in rows} - settled
+    assert deleted == len(settled)
 
 
 async def test_retention_selects_oldest_first_up_to_the_limit(db: Database) -> None:

@@ -14,8 +14,9 @@ place that says what it must do:
 - ``Dispatch.leased_many`` + ``Dispatch.settle_many``: settlement is fenced by the
   lease token; a stale token changes nothing, and ``settle_many`` says so by its count.
 - ``Acks.settle_pending``: only a PENDING ack settles; a second settle reports False.
-- ``Retention.settled_before``/``delete_notifications``: never a row that
-  ``domain.retention.holds_work`` says must stay.
+- ``Retention``: every query that asks "is this row settled?" (candidates, the
+  guarded delete, old events, expired windows, idempotency keys) agrees with
+  ``domain.retention.holds_work``.
 - ``Events.append``/``read_after``: sequences ascend in commit order; read-after is
   exclusive of its cursor and oldest first.
 - ``Notifications``: one row per idempotency key and one dedup window per key (a
@@ -159,6 +160,26 @@ class Retention(Protocol):
 
     async def delete_notifications(self, conn: AsyncConnection, ids: Sequence[str]) -> int:
         """Delete those of ``ids`` that still hold no work; how many went."""
+        ...
+
+    async def existing_ids(self, conn: AsyncConnection, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that exist."""
+        ...
+
+    async def stale_events(
+        self, conn: AsyncConnection, cutoff: datetime, exclude: Sequence[str]
+    ) -> tuple[int, int]:
+        """(count, highest sequence) of events before ``cutoff`` of rows holding no work."""
+        ...
+
+    async def expired_windows(self, conn: AsyncConnection, cutoff: datetime) -> Sequence[str]:
+        """Keys of dedup windows ended before ``cutoff`` whose owner holds no work (or
+        is gone)."""
+        ...
+
+    async def expire_keys(self, conn: AsyncConnection, cutoff: datetime) -> int:
+        """Tombstone the idempotency keys of rows created before ``cutoff`` that hold
+        no work; how many."""
         ...
 
 
