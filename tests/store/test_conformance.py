@@ -325,6 +325,7 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Databa
             tx.conn,
             [
                 (a, leases[a], _delivered()),
+                (a, leases[a], _delivered()),  # the first cleared the token: stale now
                 (b, str(uuid.uuid4()), _delivered()),  # never this row's token
                 (c, leases[c], retry),  # another set of columns: another statement
             ],
