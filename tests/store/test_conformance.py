@@ -93,6 +93,8 @@ def row(**overrides: Any) -> dict[str, Any]:
         "updated_at": NOW - timedelta(minutes=1),
         "provider_refs": None,
     }
+    for column in notifications_table.c:  # a column added later: NULL unless given
+        values.setdefault(column.name, None)
     return values | overrides
 
 
