@@ -178,9 +178,11 @@ async def leased_many(
 
 async def settle_many(
     conn: AsyncConnection, settlements: Sequence[tuple[str, str, Mapping[str, Any]]]
-) -> None:
-    """``settle`` for many (notification id, token, values): one fenced executemany per
-    distinct set of assigned columns."""
+) -> int:
+    """Assign ``values`` to each row still leased under ``token``, for many (notification
+    id, token, values): one fenced executemany per distinct set of assigned columns.
+    Returns how many settlements changed their row; one whose token no longer holds
+    the lease changes nothing and is not counted."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for notification_id, token, values in settlements:
         columns = tuple(sorted(values))
@@ -188,12 +190,14 @@ async def settle_many(
         params |= {"b_id": notification_id, "b_token": token}
         groups.setdefault(columns, []).append(params)
     driver = pg.driver(conn)
+    changed = 0
     for columns, params_list in groups.items():
         stmt, stmt_pg = _settle_statement(columns)
-        if driver is not None:
-            await stmt_pg.executemany(driver, params_list)
+        if driver is not None:  # asyncpg's executemany reports no row counts
+            changed += len(await stmt_pg.fetchmany(driver, params_list))
         else:
-            await conn.execute(stmt, params_list)
+            changed += (await conn.execute(stmt, params_list)).rowcount
+    return changed
 
 
 def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
@@ -204,7 +208,7 @@ def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
             .where(n.c.id == bindparam("b_id"), n.c.lease_token == bindparam("b_token"))
             .values({c: bindparam(f"v_{c}", type_=n.c[c].type) for c in columns})
         )
-        found = _settle_statements[columns] = (stmt, pg.Statement(stmt))
+        found = _settle_statements[columns] = (stmt, pg.Statement(stmt.returning(n.c.id)))
     return found
 
 

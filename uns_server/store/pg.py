@@ -77,6 +77,11 @@ class Statement:
     async def executemany(self, driver: Any, params: Iterable[Mapping[str, Any]]) -> None:
         await driver.executemany(self.sql, [self.args(p) for p in params])
 
+    async def fetchmany(self, driver: Any, params: Iterable[Mapping[str, Any]]) -> list[Row]:
+        """``executemany`` that returns every execution's rows (RETURNING), in order."""
+        rows: list[Row] = await driver.fetchmany(self.sql, [self.args(p) for p in params])
+        return rows
+
 
 class Insert:
     """A multi-row INSERT of ``columns`` (default: all but an autoincrement key) as

@@ -358,7 +358,7 @@ class Dispatcher:
             "lease_until": None,
             "updated_at": now,
         }
-        await dispatch.settle_many(tx.conn, [(row["id"], claim.token, values)])
+        _check_fenced(await dispatch.settle_many(tx.conn, [(row["id"], claim.token, values)]), 1)
         await self._after_settle(tx, s, now)
         await audit.insert_deliveries(
             tx.conn,
@@ -614,7 +614,7 @@ class Dispatcher:
                         )
                     )
                 settled.append(s)
-            await dispatch.settle_many(tx.conn, updates)
+            _check_fenced(await dispatch.settle_many(tx.conn, updates), len(updates))
             for s in settled:
                 if s.row is not None and s.status is not None:
                     await self._after_settle(tx, s, now)
@@ -809,6 +809,14 @@ _ATTEMPT_LOG_LEVEL = {
     "failed": logging.WARNING,
     "lease_lost": logging.WARNING,
 }
+
+
+def _check_fenced(changed: int, expected: int) -> None:
+    """Every settlement's row is locked under its lease (claimed, or ``leased_many``),
+    so each must change it; if one did not, roll back rather than record events for a
+    settlement that did not happen (its lease expires and is recovered)."""
+    if changed != expected:
+        raise RuntimeError(f"fenced settlement changed {changed} of {expected} rows")
 
 
 def _reference(claim: Claim, attempt: Attempt) -> dict[str, Any] | None:

@@ -1,0 +1,689 @@
+"""The store port's conformance suite (``uns_server.store.port``): every outbox
+operation called directly, no server, on SQLite and on PostgreSQL (``db_url``).
+
+The two claim algorithms are the two dialects' paths of ``dispatch.claim``: on
+PostgreSQL one UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING; on
+SQLite a SELECT then an executemany UPDATE, made exclusive by BEGIN IMMEDIATE. Each
+test names the rule of the port it pins down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
+
+from uns_server.domain.enums import AckStatus, EventKind, Status
+from uns_server.domain.retention import holds_work
+from uns_server.store import acks, dispatch, events, notifications, port, retention
+from uns_server.store.db import Database
+from uns_server.store.events import NewEvent
+from uns_server.store.tables import dedup as dedup_table
+from uns_server.store.tables import events as events_table
+from uns_server.store.tables import notifications as notifications_table
+
+# The implementations, seen through the port: the suite exercises the contract.
+DISPATCH: port.Dispatch = dispatch
+ACKS: port.Acks = acks
+EVENTS: port.Events = events
+RETENTION: port.Retention = retention
+NOTIFICATIONS: port.Notifications = notifications
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+WEBHOOK = ("webhook",)
+
+
+@pytest.fixture
+async def db(db_url: str) -> AsyncIterator[Database]:
+    database = Database(db_url)
+    try:
+        yield database
+    finally:
+        await database.dispose()
+
+
+def row(**overrides: Any) -> dict[str, Any]:
+    """A complete ``uns_notifications`` row: a due, unleased PENDING leader on the
+    webhook channel unless ``overrides`` say otherwise (``channels`` sets its
+    effective channels)."""
+    nid = str(uuid.uuid4())
+    channels = list(overrides.pop("channels", WEBHOOK))
+    values: dict[str, Any] = {
+        "id": nid,
+        "key": uuid.uuid4().hex + uuid.uuid4().hex,
+        "fingerprint": "f" * 64,
+        "principal": "alice",
+        "notification_type": "conformance",
+        "source": "tests",
+        "notification": {"effective": {"channels": channels}},
+        "status": Status.PENDING.value,
+        "priority": 2,
+        "delivery_mode": "IMMEDIATE",
+        "require_ack": False,
+        "max_attempts": 4,
+        "outcome": {},
+        "attempts": 0,
+        "cycle": 1,
+        "cycle_attempts": 0,
+        "dedup_key": None,
+        "dedup_owner_id": None,
+        "dedup_generation": None,
+        "dedup_successor_id": None,
+        "next_attempt": NOW - timedelta(seconds=1),
+        "lease_until": None,
+        "lease_token": None,
+        "provider_effect_may_have_occurred": False,
+        "dead_letter": False,
+        "delivered_at": None,
+        "deadline": None,
+        "ack_status": None,
+        "actor": None,
+        "responded_at": None,
+        "response_metadata": None,
+        "created_at": NOW - timedelta(minutes=1),
+        "updated_at": NOW - timedelta(minutes=1),
+        "provider_refs": None,
+    }
+    for column in notifications_table.c:  # a column added later: NULL unless given
+        values.setdefault(column.name, None)
+    return values | overrides
+
+
+async def insert(db: Database, *rows: dict[str, Any]) -> list[str]:
+    async with db.write() as tx:
+        await NOTIFICATIONS.insert_notifications(tx.conn, rows)
+    return [r["id"] for r in rows]
+
+
+async def fetch(db: Database, nid: str) -> dict[str, Any]:
+    async with db.read() as conn:
+        found = await NOTIFICATIONS.by_id(conn, nid)
+    assert found is not None
+    return dict(found)
+
+
+async def claim(
+    db: Database,
+    *,
+    now: datetime = NOW,
+    limit: int = 10,
+    channels: Sequence[str] = WEBHOOK,
+) -> list[tuple[dict[str, Any], str]]:
+    async with db.write() as tx:
+        leases = await DISPATCH.claim(tx.conn, now=now, limit=limit, lease=LEASE, channels=channels)
+    return [(dict(r), token) for r, token in leases]
+
+
+async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
+    """Run ``body(tx, i)`` in ``count`` concurrent write transactions on separate
+    connections, each holding its transaction open a moment after ``body``."""
+    writers = [Database(db_url) for _ in range(count)]
+
+    async def one(writer: Database, i: int) -> Any:
+        async with writer.write() as tx:
+            result = await body(tx, i)
+            await asyncio.sleep(0.01)
+        return result
+
+    try:
+        return await asyncio.gather(
+            *(one(w, i) for i, w in enumerate(writers)), return_exceptions=True
+        )
+    finally:
+        for w in writers:
+            await w.dispose()
+
+
+# --- claim ------------------------------------------------------------------------
+
+
+async def test_claim_takes_highest_priority_then_earliest_due(db: Database) -> None:
+    t = NOW - timedelta(minutes=5)
+    wanted = [  # in claim order
+        row(priority=4, next_attempt=t + timedelta(seconds=2)),
+        row(priority=3, next_attempt=t),
+        row(priority=3, next_attempt=t + timedelta(seconds=1)),
+        row(priority=2, next_attempt=t),
+        row(priority=0, next_attempt=NOW),  # due exactly now
+    ]
+    never = [
+        row(priority=5, next_attempt=NOW + timedelta(seconds=1)),  # not yet due
+        row(priority=5, status=Status.DELIVERED.value),
+        row(priority=5, status=Status.FAILED.value, dead_letter=True),
+        row(priority=5, dedup_owner_id=str(uuid.uuid4())),  # a follower: its leader sends
+        row(priority=5, lease_token=str(uuid.uuid4()), lease_until=NOW + LEASE),  # leased
+    ]
+    await insert(db, *reversed(wanted), *never)
+
+    # Several at once take the best ones (RETURNING order is not the claim order).
+    first = await claim(db, limit=2)
+    assert {r["id"] for r, _ in first} == {wanted[0]["id"], wanted[1]["id"]}
+    # One at a time shows the whole order; then nothing is left.
+    rest = [await claim(db, limit=1) for _ in range(4)]
+    assert [[r["id"] for r, _ in c] for c in rest] == [[w["id"]] for w in wanted[2:]] + [[]]
+
+
+async def test_claim_leases_under_a_new_token_and_counts_the_attempt(db: Database) -> None:
+    [nid] = await insert(db, row(attempts=2, cycle_attempts=1))
+
+    [(before, token)] = await claim(db)
+
+    # The row as it was before the claim; the stored one under the new lease.
+    assert (before["id"], before["attempts"], before["lease_token"]) == (nid, 2, None)
+    stored = await fetch(db, nid)
+    assert stored["lease_token"] == token
+    assert uuid.UUID(token)
+    assert stored["lease_until"] == NOW + LEASE
+    assert (stored["attempts"], stored["cycle_attempts"]) == (3, 2)
+    assert stored["provider_effect_may_have_occurred"] is False
+    assert stored["updated_at"] == NOW
+    assert await claim(db, now=NOW + LEASE - timedelta(milliseconds=1)) == []
+
+
+async def test_expired_lease_is_claimed_again_and_flagged(db: Database) -> None:
+    [nid] = await insert(db, row())
+    [(_, first)] = await claim(db)
+
+    [(before, second)] = await claim(db, now=NOW + LEASE)  # expires at lease_until
+
+    assert second != first
+    assert before["lease_token"] == first  # the caller sees the interrupted attempt
+    stored = await fetch(db, nid)
+    assert stored["lease_token"] == second
+    assert stored["lease_until"] == NOW + 2 * LEASE
+    assert (stored["attempts"], stored["cycle_attempts"]) == (2, 2)
+    assert stored["provider_effect_may_have_occurred"] is True
+
+
+async def test_claim_takes_only_rows_whose_channels_it_serves(db: Database) -> None:
+    webhook, slack, both = await insert(
+        db,
+        row(channels=["webhook"]),
+        row(channels=["slack"], priority=3),
+        row(channels=["webhook", "slack"], priority=4),
+    )
+
+    async with db.read() as conn:
+        assert await DISPATCH.next_due_at(conn, []) is None
+        assert await DISPATCH.next_due_at(conn, ["email"]) is None
+        assert await DISPATCH.next_due_at(conn, ["webhook"]) == NOW - timedelta(seconds=1)
+    assert await claim(db, channels=[]) == []
+    assert await claim(db, channels=["email"]) == []
+    assert [r["id"] for r, _ in await claim(db, channels=["webhook", "email"])] == [webhook]
+    rest = await claim(db, channels=["slack", "webhook"])
+    assert {r["id"] for r, _ in rest} == {slack, both}
+
+
+async def test_concurrent_claimers_never_share_a_row(db_url: str, db: Database) -> None:
+    ids = await insert(db, *(row(priority=i % 3) for i in range(40)))
+    claimers = [Database(db_url) for _ in range(4)]  # separate connections (and engines)
+
+    async def drain(claimer: Database) -> list[str]:
+        taken: list[str] = []
+        while True:
+            async with claimer.write() as tx:
+                leases = await DISPATCH.claim(
+                    tx.conn, now=NOW, limit=3, lease=LEASE, channels=WEBHOOK
+                )
+                await asyncio.sleep(0.005)  # hold the locks while the others claim
+            if not leases:
+                return taken
+            taken += [r["id"] for r, _ in leases]
+
+    try:
+        taken = await asyncio.gather(*(drain(c) for c in claimers))
+    finally:
+        for c in claimers:
+            await c.dispose()
+
+    every = [nid for t in taken for nid in t]
+    assert sorted(every) == sorted(ids)  # each row exactly once
+    for nid in ids:
+        assert (await fetch(db, nid))["attempts"] == 1
+
+
+async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(db: Database) -> None:
+    """Intake leases a new leader in the transaction that inserts it (its first attempt
+    starts without a claim): no claimer takes it until that lease expires."""
+    token = str(uuid.uuid4())
+    [nid] = await insert(
+        db, row(lease_token=token, lease_until=NOW + LEASE, attempts=1, cycle_attempts=1)
+    )
+
+    assert await claim(db, now=NOW + LEASE / 2) == []
+    async with db.write() as tx:
+        assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW)) == {nid}
+    [(before, _)] = await claim(db, now=NOW + LEASE)
+    assert before["lease_token"] == token
+    assert (await fetch(db, nid))["attempts"] == 2
+
+
+async def test_pending_followers_in_promotion_order(db: Database) -> None:
+    leader = row()
+    t = NOW - timedelta(minutes=5)
+    _, first, second, third, _delivered, _other = await insert(
+        db,
+        leader,
+        row(dedup_owner_id=leader["id"], created_at=t + timedelta(seconds=1)),
+        row(dedup_owner_id=leader["id"], created_at=t),
+        row(dedup_owner_id=leader["id"], created_at=t + timedelta(seconds=2)),
+        row(dedup_owner_id=leader["id"], created_at=t, status=Status.DEDUPLICATED.value),
+        row(dedup_owner_id=str(uuid.uuid4()), created_at=t),
+    )
+    async with db.write() as tx:
+        followers = await DISPATCH.pending_followers(tx.conn, leader["id"])
+    assert [f["id"] for f in followers] == [second, first, third]
+
+
+def _delivered() -> dict[str, Any]:
+    return {
+        "status": Status.DELIVERED.value,
+        "delivered_at": NOW,
+        "lease_token": None,
+        "lease_until": None,
+        "updated_at": NOW,
+    }
+
+
+async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
+    [nid] = await insert(db, row())
+    [(_, stale)] = await claim(db)
+    [(_, current)] = await claim(db, now=NOW + LEASE)  # the lease expired and moved on
+    before = await fetch(db, nid)
+    later = NOW + LEASE + timedelta(seconds=1)
+
+    async with db.write() as tx:
+        assert await DISPATCH.leased_many(tx.conn, [(nid, stale)], later) == {}
+        assert await DISPATCH.settle_many(tx.conn, [(nid, stale, _delivered())]) == 0
+    assert await fetch(db, nid) == before
+
+    async with db.write() as tx:
+        leased = await DISPATCH.leased_many(tx.conn, [(nid, stale), (nid, current)], later)
+        assert {k: v["lease_token"] for k, v in leased.items()} == {nid: current}
+        assert await DISPATCH.settle_many(tx.conn, [(nid, current, _delivered())]) == 1
+    stored = await fetch(db, nid)
+    assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
+    # Settled: the token holds nothing any more.
+    async with db.write() as tx:
+        assert await DISPATCH.settle_many(tx.conn, [(nid, current, _delivered())]) == 0
+
+
+async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Database) -> None:
+    a, b, c = await insert(db, row(), row(), row())
+    leases = {r["id"]: token for r, token in await claim(db)}
+    retry = {"next_attempt": NOW + timedelta(minutes=1), "lease_token": None, "lease_until": None}
+
+    async with db.write() as tx:
+        changed = await DISPATCH.settle_many(
+            tx.conn,
+            [
+                (a, leases[a], _delivered()),
+                (a, leases[a], _delivered()),  # the first cleared the token: stale now
+                (b, str(uuid.uuid4()), _delivered()),  # never this row's token
+                (c, leases[c], retry),  # another set of columns: another statement
+            ],
+        )
+    assert changed == 2
+    assert (await fetch(db, a))["status"] == Status.DELIVERED.value
+    assert (await fetch(db, b))["lease_token"] == leases[b]
+    assert (await fetch(db, c))["next_attempt"] == NOW + timedelta(minutes=1)
+
+
+async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:
+    [nid] = await insert(db, row())
+    [(_, token)] = await claim(db)
+
+    async with db.write() as tx:
+        assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW + LEASE / 2)) == {nid}
+        assert await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW + LEASE) == {}
+        assert await DISPATCH.leased_many(tx.conn, [], NOW) == {}
+
+
+async def test_results_recorded_for_finds_committed_settlements(db: Database) -> None:
+    a, b = await insert(db, row(), row())
+    leases = {r["id"]: token for r, token in await claim(db)}
+    async with db.write() as tx:
+        await EVENTS.append(
+            tx,
+            [_event(a, EventKind.CHANNEL_ATTEMPT_RESULT, {"lease_token": leases[a]})],
+            NOW,
+        )
+    async with db.read() as conn:
+        found = await DISPATCH.results_recorded_for(conn, [(a, leases[a]), (b, leases[b])])
+        assert found == {leases[a]}
+        # The token must be this row's: another row's recorded token does not count.
+        assert await DISPATCH.results_recorded_for(conn, [(b, leases[a])]) == set()
+
+
+# --- acknowledgements -------------------------------------------------------------
+
+
+async def test_only_a_pending_ack_settles_and_only_once(db: Database) -> None:
+    pending, none, acked = await insert(
+        db,
+        row(ack_status=AckStatus.PENDING.value, deadline=NOW + timedelta(hours=1)),
+        row(),
+        row(ack_status=AckStatus.ACKED.value, actor="bob"),
+    )
+
+    async def settle(nid: str, status: AckStatus, actor: str) -> bool:
+        async with db.write() as tx:
+            return await ACKS.settle_pending(
+                tx.conn, nid, status=status, actor=actor, metadata={"via": actor}, now=NOW
+            )
+
+    assert await settle(pending, AckStatus.ACKED, "carol") is True
+    first = await fetch(db, pending)
+    assert (first["ack_status"], first["actor"], first["responded_at"]) == ("ACKED", "carol", NOW)
+    assert first["response_metadata"] == {"via": "carol"}
+    assert await settle(pending, AckStatus.DISMISSED, "dave") is False
+    assert await fetch(db, pending) == first
+    for nid in (none, acked):
+        before = await fetch(db, nid)
+        assert await settle(nid, AckStatus.TIMED_OUT, "expiry") is False
+        assert await fetch(db, nid) == before
+    assert await settle(str(uuid.uuid4()), AckStatus.ACKED, "carol") is False
+
+
+async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first(
+    db: Database,
+) -> None:
+    pending = AckStatus.PENDING.value
+    late, later, _future, _settled = await insert(
+        db,
+        row(ack_status=pending, deadline=NOW - timedelta(minutes=2)),
+        row(ack_status=pending, deadline=NOW),
+        row(ack_status=pending, deadline=NOW + timedelta(seconds=1)),
+        row(ack_status=AckStatus.ACKED.value, deadline=NOW - timedelta(hours=1)),
+    )
+    async with db.write() as tx:
+        assert [r["id"] for r in await ACKS.due_deadlines(tx.conn, NOW, 10)] == [late, later]
+        assert [r["id"] for r in await ACKS.due_deadlines(tx.conn, NOW, 1)] == [late]
+
+
+async def test_concurrent_expiry_sweeps_take_each_due_ack_once(db_url: str, db: Database) -> None:
+    ids = await insert(
+        db,
+        *(
+            row(ack_status=AckStatus.PENDING.value, deadline=NOW - timedelta(seconds=i))
+            for i in range(6)
+        ),
+    )
+
+    async def sweep(tx: Any, _i: int) -> list[str]:
+        due = await ACKS.due_deadlines(tx.conn, NOW, 2)
+        for r in due:
+            settled = await ACKS.settle_pending(
+                tx.conn, r["id"], status=AckStatus.TIMED_OUT, actor="expiry", metadata=None, now=NOW
+            )
+            assert settled
+        return [r["id"] for r in due]
+
+    swept = await _race(db_url, 3, sweep)
+
+    assert all(isinstance(s, list) for s in swept), swept
+    taken = [nid for s in swept for nid in s]
+    assert sorted(taken) == sorted(ids)  # each once: none skipped, none timed out twice
+
+
+# --- the event timeline -----------------------------------------------------------
+
+
+def _event(
+    nid: str, kind: EventKind, payload: dict[str, Any], principal: str = "alice"
+) -> NewEvent:
+    return NewEvent(nid, principal, "conformance", kind, payload)
+
+
+async def test_events_read_after_a_cursor_oldest_first(db: Database) -> None:
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    async with db.read() as conn:
+        assert await EVENTS.high_water(conn) == 0
+    async with db.write() as tx:
+        await EVENTS.append(
+            tx,
+            [
+                _event(a, EventKind.ACCEPTED, {"n": 1}),
+                _event(b, EventKind.ACCEPTED, {"n": 2}, principal="bob"),
+            ],
+            NOW,
+        )
+    async with db.write() as tx:
+        await EVENTS.append(tx, [_event(a, EventKind.DELIVERY_RESULT, {"n": 3})], NOW)
+    async with db.write() as tx:
+        await EVENTS.append(tx, [], NOW)  # nothing to append: no sequence taken
+
+    async with db.read() as conn:
+        every = await EVENTS.read_after(conn, 0, limit=10)
+        sequences = [e["sequence"] for e in every]
+        assert [e["payload"]["n"] for e in every] == [1, 2, 3]
+        assert sequences == sorted(sequences) and len(set(sequences)) == 3
+        assert await EVENTS.high_water(conn) == sequences[-1]
+        after_first = await EVENTS.read_after(conn, sequences[0], limit=10)
+        assert [e["sequence"] for e in after_first] == sequences[1:]  # the cursor excluded
+        assert [e["sequence"] for e in await EVENTS.read_after(conn, 0, limit=2)] == sequences[:2]
+        assert await EVENTS.read_after(conn, sequences[-1], limit=10) == []
+        mine = await EVENTS.read_after(conn, 0, limit=10, principals=["alice"])
+        assert [e["payload"]["n"] for e in mine] == [1, 3]
+        assert await EVENTS.read_after(conn, 0, limit=10, principals=[]) == []
+        results = await EVENTS.read_after(
+            conn, 0, limit=10, kinds=[EventKind.DELIVERY_RESULT.value]
+        )
+        assert [e["notification_id"] for e in results] == [a]
+        of_b = await EVENTS.read_after(conn, 0, limit=10, notification_ids=[b])
+        assert [e["payload"]["n"] for e in of_b] == [2]
+        assert [e["payload"]["n"] for e in await EVENTS.for_notification(conn, a)] == [1, 3]
+
+
+async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Database) -> None:
+    """A reader that has seen sequence N never later finds an event below N: sequences
+    are handed out in commit order (the advisory lock on PostgreSQL)."""
+    writers = [Database(db_url) for _ in range(3)]
+    nid = str(uuid.uuid4())
+    seen: list[int] = []
+    done = asyncio.Event()
+
+    async def write(writer: Database, w: int) -> None:
+        for i in range(8):
+            async with writer.write() as tx:
+                await EVENTS.append(tx, [_event(nid, EventKind.ACCEPTED, {"w": w, "i": i})], NOW)
+                # Commit late, by a different delay each time: without the ordering
+                # rule a later sequence would commit first.
+                await asyncio.sleep(0.002 * ((w + i) % 3))
+
+    async def follow() -> None:
+        cursor = 0
+        while True:
+            finished = done.is_set()
+            async with db.read() as conn:
+                batch = await EVENTS.read_after(conn, cursor, limit=100)
+            seen.extend(e["sequence"] for e in batch)
+            cursor = seen[-1] if seen else cursor
+            if finished:
+                return
+            await asyncio.sleep(0)
+
+    try:
+        follower = asyncio.create_task(follow())
+        await asyncio.gather(*(write(w, i) for i, w in enumerate(writers)))
+        done.set()
+        await follower
+    finally:
+        for w in writers:
+            await w.dispose()
+
+    async with db.read() as conn:
+        every = [e["sequence"] for e in await EVENTS.read_after(conn, 0, limit=100)]
+    assert len(every) == 24
+    assert seen == every  # nothing skipped, nothing out of order
+
+
+# --- idempotency keys and dedup windows -------------------------------------------
+
+
+def _unique_violation(exc: BaseException) -> bool:
+    """As intake recognises a lost race (SQLAlchemy's wrapper or asyncpg's own)."""
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", "")
+    return isinstance(exc, IntegrityError) or str(sqlstate).startswith("23")
+
+
+async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) -> None:
+    rows = [row(key="k" * 64) for _ in range(3)]
+
+    async def insert_one(tx: Any, i: int) -> str:
+        await NOTIFICATIONS.insert_notifications(tx.conn, [rows[i]])
+        return str(rows[i]["id"])
+
+    results = await _race(db_url, 3, insert_one)
+
+    won = [r for r in results if isinstance(r, str)]
+    assert len(won) == 1
+    assert all(_unique_violation(r) for r in results if not isinstance(r, str))
+    async with db.read() as conn:
+        held = await NOTIFICATIONS.by_keys(conn, ["k" * 64, "absent"])
+    assert {k: v["id"] for k, v in held.items()} == {"k" * 64: won[0]}
+
+
+async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
+    db_url: str, db: Database
+) -> None:
+    until = NOW + timedelta(minutes=5)
+
+    async def open_window(tx: Any, i: int) -> str:
+        owner = f"owner-{i}"
+        await NOTIFICATIONS.insert_dedup_window(
+            tx.conn, "d", owner_id=owner, generation=1, until=until
+        )
+        return owner
+
+    opened = await _race(db_url, 3, open_window)
+    [first_owner] = [r for r in opened if isinstance(r, str)]
+    assert all(_unique_violation(r) for r in opened if not isinstance(r, str))
+
+    async def lead_next(tx: Any, i: int) -> int:
+        window = await NOTIFICATIONS.dedup_window(tx.conn, "d")  # locked until commit
+        assert window is not None
+        generation = int(window["generation"]) + 1
+        await NOTIFICATIONS.update_dedup_window(
+            tx.conn, "d", owner_id=f"next-{i}", generation=generation
+        )
+        return generation
+
+    generations = await _race(db_url, 4, lead_next)
+
+    assert sorted(generations) == [2, 3, 4, 5]  # no two transactions led the same one
+    async with db.read() as conn:
+        window = await NOTIFICATIONS.dedup_window(conn, "d")
+    assert window is not None and window["generation"] == 5
+    assert window["owner_id"] == f"next-{generations.index(5)}"
+    assert first_owner.startswith("owner-")
+
+
+# --- retention --------------------------------------------------------------------
+
+CUTOFF = NOW - timedelta(days=30)
+WEEK = timedelta(days=7)
+
+# One generated row: its states, whether it went quiet before the cutoff, whether an
+# event came after it.
+_rows = st.lists(
+    st.tuples(
+        st.sampled_from(list(Status)),
+        st.booleans(),
+        st.sampled_from([None, *AckStatus]),
+        st.booleans(),
+        st.booleans(),
+    ),
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(generated=_rows)
+async def test_retention_selects_exactly_the_rows_the_domain_lets_go(
+    db: Database, generated: list[tuple[Status, bool, AckStatus | None, bool, bool]]
+) -> None:
+    """Every retention query that asks "is this row settled?" agrees with
+    ``domain.retention.holds_work``: rows, their old events, their dedup windows,
+    their idempotency keys."""
+    async with db.write() as tx:  # one database for every example: start empty
+        for table in (events_table, dedup_table, notifications_table):
+            await tx.conn.execute(delete(table))
+    rows, late_events, old_events, expected = [], [], [], set()
+    for status, dead_letter, ack_status, quiet, late_event in generated:
+        updated = CUTOFF - timedelta(days=1) if quiet else CUTOFF + timedelta(seconds=1)
+        r = row(
+            status=status.value,
+            dead_letter=dead_letter,
+            ack_status=None if ack_status is None else ack_status.value,
+            created_at=min(updated, CUTOFF - timedelta(days=2)),
+            updated_at=updated,
+        )
+        rows.append(r)
+        old_events.append(_event(r["id"], EventKind.ACCEPTED, {}))
+        if late_event:
+            late_events.append(_event(r["id"], EventKind.ACCEPTED, {}))
+        if quiet and not late_event and not holds_work(status, dead_letter, r["ack_status"]):
+            expected.add(r["id"])
+    settled = {
+        r["id"] for r in rows if not holds_work(r["status"], r["dead_letter"], r["ack_status"])
+    }
+    await insert(db, *rows)
+    async with db.write() as tx:
+        for r in rows:  # each row owns a window that ended long ago
+            await NOTIFICATIONS.insert_dedup_window(
+                tx.conn, f"w-{r['id']}", owner_id=r["id"], generation=1, until=CUTOFF - WEEK
+            )
+        await EVENTS.append(tx, old_events, CUTOFF - WEEK)
+    async with db.write() as tx:
+        await EVENTS.append(tx, late_events, CUTOFF)  # at the cutoff: not before it
+
+    async with db.read() as conn:
+        selected = {r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 100)}
+        stale, _ = await RETENTION.stale_events(conn, CUTOFF, [])
+        windows = set(await RETENTION.expired_windows(conn, CUTOFF))
+    assert selected == expected
+    assert stale == len(settled)  # each row's one old event, when the row is settled
+    assert windows == {f"w-{nid}" for nid in settled}
+    async with db.write() as tx:
+        assert await RETENTION.expire_keys(tx.conn, CUTOFF) == len(settled)
+    for r in rows:
+        expired = (await fetch(db, r["id"]))["key"] != r["key"]
+        assert expired == (r["id"] in settled)
+    # The delete repeats the guard: asked to delete everything, it keeps every row
+    # that holds work.
+    async with db.write() as tx:
+        deleted = await RETENTION.delete_notifications(tx.conn, [r["id"] for r in rows])
+    async with db.read() as conn:
+        kept = await RETENTION.existing_ids(conn, [r["id"] for r in rows])
+    assert kept == {r["id"] for r in rows} - settled
+    assert deleted == len(settled)
+
+
+async def test_retention_selects_oldest_first_up_to_the_limit(db: Database) -> None:
+    settled = {"status": Status.DELIVERED.value, "created_at": CUTOFF - timedelta(days=9)}
+    old, older, oldest = await insert(
+        db,
+        row(**settled, updated_at=CUTOFF - timedelta(days=1)),
+        row(**settled, updated_at=CUTOFF - timedelta(days=2)),
+        row(**settled, updated_at=CUTOFF - timedelta(days=3)),
+    )
+    async with db.read() as conn:
+        ordered = [r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 10)]
+        assert ordered == [oldest, older, old]
+        assert [r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 2)] == ordered[:2]
+        assert await RETENTION.settled_before(conn, CUTOFF - timedelta(days=3), 10) == []

@@ -1,0 +1,227 @@
+"""The store port: the outbox operations the workers and services rely on, as Protocols.
+
+Each Protocol is the contract of one SQL module (the module itself is the
+implementation; mypy checks that it conforms, at the bottom of this file). One
+suite, ``tests/store/test_conformance.py``, runs every operation directly on SQLite
+and on PostgreSQL, so a second implementation (or a rewrite of a query) has one
+place that says what it must do:
+
+- ``Dispatch.claim``: due, unleased (or lease-expired) PENDING leaders whose channels
+  the caller serves, highest priority first, then earliest ``next_attempt``; each
+  leased under a new token, ``attempts``/``cycle_attempts`` counted, a recovered
+  lease flagged ``provider_effect_may_have_occurred``; concurrent claimers never
+  share a row.
+- ``Dispatch.leased_many`` + ``Dispatch.settle_many``: settlement is fenced by the
+  lease token; a stale token changes nothing, and ``settle_many`` says so by its count.
+- ``Acks.settle_pending``: only a PENDING ack settles; a second settle reports False.
+- ``Retention``: every query that asks "is this row settled?" (candidates, the
+  guarded delete, old events, expired windows, idempotency keys) agrees with
+  ``domain.retention.holds_work``.
+- ``Events.append``/``read_after``: sequences ascend in commit order; read-after is
+  exclusive of its cursor and oldest first.
+- ``Notifications``: one row per idempotency key and one dedup window per key (a
+  concurrent duplicate fails as a unique violation); the window is locked while read,
+  so concurrent new generations of one key serialise.
+
+Rows are ``Row`` (read by column name): typed records replace them in a later step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from uns_server.domain.enums import AckStatus
+from uns_server.store.db import WriteTx
+from uns_server.store.events import NewEvent
+from uns_server.store.pg import Row
+
+
+class Dispatch(Protocol):
+    """Claim, lease and fenced settlement of deliveries (``store.dispatch``)."""
+
+    async def claim(
+        self,
+        conn: AsyncConnection,
+        *,
+        now: datetime,
+        limit: int,
+        lease: timedelta,
+        channels: Collection[str],
+    ) -> Sequence[tuple[Row, str]]:
+        """Lease up to ``limit`` due leaders: (row as before the claim, new token)."""
+        ...
+
+    async def leased_many(
+        self, conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
+    ) -> Mapping[str, Row]:
+        """Lock the rows still leased (unexpired) under one of these (id, token)."""
+        ...
+
+    async def settle_many(
+        self, conn: AsyncConnection, settlements: Sequence[tuple[str, str, Mapping[str, Any]]]
+    ) -> int:
+        """Apply (id, token, values) where ``token`` still holds the row; how many did."""
+        ...
+
+    async def next_due_at(
+        self, conn: AsyncConnection, channels: Collection[str]
+    ) -> datetime | None:
+        """When the earliest unleased leader ``claim`` would take becomes due."""
+        ...
+
+    async def results_recorded_for(
+        self, conn: AsyncConnection, tokens: Collection[tuple[str, str]]
+    ) -> set[str]:
+        """Of these (id, token), the tokens whose settlement has committed."""
+        ...
+
+    async def pending_followers(self, conn: AsyncConnection, owner_id: str) -> Sequence[Row]:
+        """The owner's PENDING followers in promotion order (oldest first), locked."""
+        ...
+
+
+class Acks(Protocol):
+    """Acknowledgement settlement, guarded on the current ``ack_status`` (``store.acks``)."""
+
+    async def settle_pending(
+        self,
+        conn: AsyncConnection,
+        notification_id: str,
+        *,
+        status: AckStatus,
+        actor: str,
+        metadata: dict[str, Any] | None,
+        now: datetime,
+    ) -> bool:
+        """PENDING -> ``status``; False (and nothing changed) when it was not PENDING."""
+        ...
+
+    async def due_deadlines(
+        self, conn: AsyncConnection, now: datetime, limit: int
+    ) -> Sequence[Row]:
+        """PENDING acks whose deadline has passed, earliest first, locked (SKIP LOCKED)."""
+        ...
+
+
+class Events(Protocol):
+    """The append-only timeline (``store.events``)."""
+
+    async def append(self, tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
+        """Append in commit order (the last write of the transaction)."""
+        ...
+
+    async def read_after(
+        self,
+        conn: AsyncConnection,
+        after_sequence: int,
+        *,
+        limit: int,
+        principals: Collection[str] | None = None,
+        notification_ids: Sequence[str] = (),
+        kinds: Sequence[str] = (),
+        notification_type: str = "",
+    ) -> Sequence[Row]:
+        """Matching events with sequence > ``after_sequence``, oldest first."""
+        ...
+
+    async def high_water(self, conn: AsyncConnection) -> int:
+        """The greatest committed sequence (0 for an empty timeline)."""
+        ...
+
+    async def for_notification(self, conn: AsyncConnection, notification_id: str) -> Sequence[Row]:
+        """One notification's events, oldest first."""
+        ...
+
+
+class Retention(Protocol):
+    """Candidate selection and guarded deletion of settled history (``store.retention``)."""
+
+    async def settled_before(
+        self, conn: AsyncConnection, cutoff: datetime, limit: int
+    ) -> Sequence[Row]:
+        """Rows holding no work, quiet (no update, no event) since ``cutoff``."""
+        ...
+
+    async def linked_to(
+        self, conn: AsyncConnection, ids: Sequence[str]
+    ) -> Sequence[tuple[str, str]]:
+        """(row, target) for every row whose dedup owner or successor is in ``ids``."""
+        ...
+
+    async def live_window_owners(
+        self, conn: AsyncConnection, ids: Sequence[str], now: datetime
+    ) -> set[str]:
+        """Those of ``ids`` owning a dedup window that can still coalesce."""
+        ...
+
+    async def delete_notifications(self, conn: AsyncConnection, ids: Sequence[str]) -> int:
+        """Delete those of ``ids`` that still hold no work; how many went."""
+        ...
+
+    async def existing_ids(self, conn: AsyncConnection, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that exist."""
+        ...
+
+    async def stale_events(
+        self, conn: AsyncConnection, cutoff: datetime, exclude: Sequence[str]
+    ) -> tuple[int, int]:
+        """(count, highest sequence) of events before ``cutoff`` of rows holding no work."""
+        ...
+
+    async def expired_windows(self, conn: AsyncConnection, cutoff: datetime) -> Sequence[str]:
+        """Keys of dedup windows ended before ``cutoff`` whose owner holds no work (or
+        is gone)."""
+        ...
+
+    async def expire_keys(self, conn: AsyncConnection, cutoff: datetime) -> int:
+        """Tombstone the idempotency keys of rows created before ``cutoff`` that hold
+        no work; how many."""
+        ...
+
+
+class Notifications(Protocol):
+    """The rows the send path writes and everything reads (``store.notifications``)."""
+
+    async def insert_notifications(
+        self, conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Insert complete rows (a leader may come leased: intake's first attempt)."""
+        ...
+
+    async def by_id(
+        self, conn: AsyncConnection, notification_id: str, *, for_update: bool = False
+    ) -> Row | None:
+        """One row, optionally locked."""
+        ...
+
+    async def by_keys(self, conn: AsyncConnection, keys: Collection[str]) -> Mapping[str, Row]:
+        """The rows holding any of these idempotency keys (unique), by key."""
+        ...
+
+    async def dedup_window(self, conn: AsyncConnection, key: str) -> Row | None:
+        """The coalescing window of ``key``, locked until commit (one row per key)."""
+        ...
+
+    async def insert_dedup_window(
+        self, conn: AsyncConnection, key: str, *, owner_id: str, generation: int, until: datetime
+    ) -> None:
+        """Open the first window of ``key``; a concurrent first window fails (unique)."""
+        ...
+
+    async def update_dedup_window(self, conn: AsyncConnection, key: str, **values: Any) -> None:
+        """Hand the locked window to a new owner or generation."""
+        ...
+
+
+if TYPE_CHECKING:  # the SQL modules implement the port (checked by mypy, not imported)
+    from uns_server.store import acks, dispatch, events, notifications, retention
+
+    _dispatch: Dispatch = dispatch
+    _acks: Acks = acks
+    _events: Events = events
+    _retention: Retention = retention
+    _notifications: Notifications = notifications
