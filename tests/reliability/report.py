@@ -125,12 +125,19 @@ def note(label: str, **measured: Any) -> None:
     )
 
 
-def record(label: str, report: Any = None, codes: dict[str, int] | None = None) -> None:
+def record(
+    label: str,
+    report: Any = None,
+    codes: dict[str, int] | None = None,
+    *,
+    database: str = "postgresql",
+) -> None:
     """Append ``label``'s line (``report``: the checker's Report, if the test has one)."""
     _append(
         {
             "kind": "fault",
             "label": label,
+            "database": database,
             "test": _current_test(),
             **FAULTS.get(label, {}),
             "counts": report.counts() if report is not None else None,
