@@ -60,7 +60,7 @@ async def test_sigkill_mid_dispatch_then_restart(tmp_path: Path, any_db_url: str
             server = await servers.start(channels_file=channels)
             producers.target = server.target
             first_kill = 0.0
-            async with producers.steady(concurrency=3, pause=0.02, limit=2 * target):
+            async with producers.steady(concurrency=3, pause=0.02, limit=3 * target + 600):
                 for k in range(kills):
                     await requests_in_flight(provider, 20)
                     server.proc.kill()  # sends and deliveries in flight
@@ -107,7 +107,7 @@ async def test_sigstop_past_lease_then_sigcont(tmp_path: Path, any_db_url: str) 
         try:
             server = await servers.start(channels_file=write_channels(tmp_path, provider.url()))
             producers.target = server.target
-            async with producers.steady(concurrency=3, pause=0.02, limit=2 * target):
+            async with producers.steady(concurrency=3, pause=0.02, limit=3 * target + 600):
                 for p in range(pauses):
                     await requests_in_flight(provider, 8)
                     server.proc.send_signal(signal.SIGSTOP)
