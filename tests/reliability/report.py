@@ -265,7 +265,7 @@ def _duplicates(counts: dict[str, int]) -> str:
     if not repeats:
         return "0"
     why = ", ".join(f"{name} {counts[key]}" for key, name in EXPLANATIONS if counts.get(key))
-    return f"{repeats} ({why}; unexplained **{unexplained}**)"
+    return f"{repeats} ({why + '; ' if why else ''}unexplained **{unexplained}**)"
 
 
 def render(
@@ -324,8 +324,8 @@ def render(
         "`recovery_may_repeat_provider_effect`), *effect possible* (it failed after the "
         "provider may have acted, e.g. a timeout).",
         "",
-        "| Database | Fault | Result | Sends (calls) | OK | Recovered | Unresolved | Lost "
-        "| Unexpected | Unattributed | Duplicates |",
+        "| Database | Fault | Result | Sends (calls) | Acknowledged OK | Recovered "
+        "| Unresolved | Lost | Unexpected | Unattributed | Duplicates |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in merged:
