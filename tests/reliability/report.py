@@ -260,6 +260,20 @@ def _merge(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+# The test's own count of fault injections, under the first of these it noted.
+INJECTION_NOTES = ("kills", "pauses", "rounds", "restarts", "resets", "blips", "server_restarts")
+
+
+def _injections(measured: dict[str, Any]) -> int:
+    for key in INJECTION_NOTES:
+        if isinstance(measured.get(key), int):
+            return int(measured[key])
+    faults = measured.get("injected_faults")
+    if isinstance(faults, dict):
+        return sum(int(v) for v in faults.values())
+    return 1
+
+
 def _duplicates(counts: dict[str, int]) -> str:
     repeats, unexplained = counts.get("repeats", 0), counts.get("duplicated_unexplained", 0)
     if not repeats:
@@ -308,8 +322,10 @@ def render(
         "",
         "## Results",
         "",
-        "*Sends*: idempotency keys used (SendNotification calls, retries included, in "
-        "brackets). *OK*: sends acknowledged. *Recovered*: a call ended with an unknown "
+        "*Injected*: how many times the fault was injected (for the flapping provider: "
+        "faulty answers). *Sends*: idempotency keys used (SendNotification calls, "
+        "retries included, in brackets). *Acknowledged OK*: sends answered OK. "
+        "*Recovered*: a call ended with an unknown "
         "outcome (UNAVAILABLE, DEADLINE_EXCEEDED, a reset connection), the producer "
         "retried with the same key and the send was delivered exactly once (or, never "
         "acknowledged, was found committed and delivered). *Unresolved*: never "
@@ -325,24 +341,25 @@ def render(
         "`recovery_may_repeat_provider_effect`), *effect possible* (it failed after the "
         "provider may have acted, e.g. a timeout).",
         "",
-        "| Database | Fault | Result | Sends (calls) | Acknowledged OK | Recovered "
-        "| Unresolved | Lost | Unexpected | Unattributed | Duplicates |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Database | Fault | Injected | Result | Sends (calls) | Acknowledged OK "
+        "| Recovered | Unresolved | Lost | Unexpected | Unattributed | Duplicates |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in merged:
         counts = m.get("counts")
         outcome = outcomes.get(m["test"], "not recorded")
         name = f"[{m['label']}](#{m.get('database', 'postgresql')}-{m['label']})"
+        injected = str(_injections(m.get("measured") or {}))
         if counts is None:
             errors = ", ".join(f"{k} {v}" for k, v in sorted(m["send_errors"].items()))
             out.append(
-                f"| {m.get('database', 'postgresql')} | {name} | {outcome} | single call: "
-                f"{errors} | | | | | | | |"
+                f"| {m.get('database', 'postgresql')} | {name} | {injected} | {outcome} "
+                f"| single call: {errors} | | | | | | | |"
             )
             continue
         unresolved = counts.get("unknown", 0) - counts.get("committed_unknown", 0)
         out.append(
-            f"| {m.get('database', 'postgresql')} | {name} | {outcome} "
+            f"| {m.get('database', 'postgresql')} | {name} | {injected} | {outcome} "
             f"| {counts['sends']} ({counts['calls']}) | {counts['acknowledged']} "
             f"| {counts['recovered']} | {unresolved} | **{counts['lost']}** "
             f"| **{counts['unexpected']}** | **{counts['unattributed']}** "

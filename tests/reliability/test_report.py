@@ -33,7 +33,7 @@ def test_rows_per_database_and_fault_add_up_repeated_runs() -> None:
     rows = [
         r for r in text.splitlines() if r.startswith("| postgresql |") or r.startswith("| sqlite |")
     ]
-    assert rows[0].split(" | ")[3:8] == ["15 (17)", "15", "2", "2", "**0**"]
+    assert rows[0].split(" | ")[4:9] == ["15 (17)", "15", "2", "2", "**0**"]
     assert rows[1].startswith("| sqlite |") and "| **1** |" in rows[1]
     assert "## What was not tested" in text
 

@@ -131,7 +131,7 @@ async def test_watch_resumes_exactly_once_in_order(tmp_path: Path, database_url:
                 # SIGTERM: streams end UNAVAILABLE with their resume cursor.
                 # SIGKILL: streams just break.
                 restartable = await restart(servers, restartable, targets, sig)
-            await producers.wait_acknowledged(target * 4 // 5, within=60)
+            await producers.wait_acknowledged(target, within=60)
         await wait_settled(lambda: second.target, ntype, history)
         expected = await replay_events(second.target, ntype)
         deadline = time.monotonic() + 30
