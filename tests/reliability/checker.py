@@ -12,29 +12,41 @@ notifications (ListNotifications / GetNotification), the full event timeline
 (:class:`Receipt`, keyed by the webhook's ``webhook-id`` =
 ``<notification_id>:<channel>:<cycle>``).
 
-:func:`check` classifies, per notification:
+Producers retry a send whose outcome they did not learn with the same idempotency
+key (as a careful client must), so one *send* (one key) may take several calls.
+
+:func:`check` classifies, per send and per notification:
 
 * **lost** — acknowledged, but missing, or not DELIVERED / DEDUPLICATED / FAILED
   with a recorded error / PENDING with a future attempt (or a live lease);
-* **recovered** — the producer never learned the outcome, yet it was delivered;
-* **unexpected** — a provider (or the store) saw a notification nobody sent;
+* **recovered** — a call for the key ended with an unknown outcome, yet the send
+  was delivered: acknowledged by a retry with the same key (one notification, the
+  same id), or found committed although no call ever answered OK;
+* **unexpected** — a provider (or the store) saw a notification nobody sent, or the
+  store holds two notifications for one idempotency key;
+* **unattributed** — a provider request the checker cannot tie to a committed
+  CHANNEL_ATTEMPT_STARTED of the same notification, channel, cycle and attempt (the
+  webhook body carries the attempt number): claim before I/O, checked per request;
 * **duplicated** — a provider *accepted* (answered 2xx to) the same webhook-id more
-  than once. Allowed only when the timeline admits the provider effect may repeat:
-  a recovered attempt (ATTEMPT_STARTED ``recovery_may_repeat_provider_effect``), a
-  LEASE_LOST, or a failed CHANNEL_ATTEMPT_RESULT whose metadata says
-  ``provider_effect_possible`` (a timeout after the provider may have acted).
-  CHANNEL_ATTEMPT_STARTED carries ``provider_effect_may_have_occurred: true`` on
-  *every* attempt by design, so it alone explains nothing.
+  than once. Each repeat is explained only by the attempt whose acceptance it
+  repeats (the earlier accepted attempt): that attempt was fenced (LEASE_LOST,
+  ``provider_effect_may_have_occurred``), left unsettled so the next attempt was
+  claimed with ``recovery_may_repeat_provider_effect``, or ended in a failed
+  CHANNEL_ATTEMPT_RESULT whose metadata says ``provider_effect_possible`` (the
+  provider may have acted before the client gave up). Flags elsewhere in the
+  notification's history explain nothing, and neither does CHANNEL_ATTEMPT_STARTED's
+  ``provider_effect_may_have_occurred`` (true on *every* attempt by design). Two
+  acceptances from one attempt are never explained.
 
 and checks that each timeline is a legal walk of the state machines (seed 000 §1,
-event catalog §3) that ends in the state the API reports; that every provider request
-was preceded by a committed CHANNEL_ATTEMPT_STARTED (claim before I/O); and that a
-DELIVERED notification was really accepted by its provider.
+event catalog §3) that ends in the state the API reports, and that a DELIVERED
+notification was really accepted by its provider.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,7 +81,16 @@ class SendRecord:
 
     @property
     def unknown(self) -> bool:
+        """Never answered OK, and some call may have committed."""
         return not self.acknowledged and any(c in UNKNOWN_OUTCOME_CODES for c in self.codes)
+
+    @property
+    def ok_after_unknown(self) -> bool:
+        """Answered OK by a retry after a call whose outcome was unknown."""
+        if not self.acknowledged:
+            return False
+        first_ok = self.codes.index("OK")
+        return any(c in UNKNOWN_OUTCOME_CODES for c in self.codes[:first_ok])
 
 
 class History:
@@ -103,6 +124,14 @@ class History:
     @property
     def unknown_keys(self) -> set[str]:
         return {k for k, r in self.sends.items() if r.unknown}
+
+    @property
+    def ok_after_unknown_keys(self) -> set[str]:
+        return {k for k, r in self.sends.items() if r.ok_after_unknown}
+
+    @property
+    def calls(self) -> int:
+        return sum(self.codes.values())
 
 
 # ----------------------------------------------------------------------- observations
@@ -192,6 +221,7 @@ class Receipt:
     webhook_id: str
     accepted: bool
     path: str = ""
+    attempt: int | None = None  # the body's ``data.attempt`` (None: not readable)
 
     def parts(self) -> tuple[str, str, int] | None:
         nid, sep1, rest = self.webhook_id.partition(":")
@@ -386,21 +416,42 @@ def timeline_problems(
     return problems
 
 
-def repeat_explained(events: Iterable[EventView]) -> bool:
-    """Does the timeline admit that a provider effect may have happened twice?"""
+# Why an attempt's provider effect may have happened without the server knowing it
+# succeeded (the only reasons a later attempt may repeat it), strongest first.
+FENCED, ABANDONED, EFFECT_POSSIBLE = "lease_lost", "abandoned", "effect_possible"
+
+
+def attempt_flags(events: Iterable[EventView]) -> dict[tuple[int, str], str]:
+    """(attempt, channel) -> why that attempt's effect on the channel may have gone
+    unrecorded; ``channel`` is ``"*"`` when the flag covers every channel of the attempt.
+    ``events`` are one notification's timeline."""
+    flags: dict[tuple[int, str], str] = {}
     for e in events:
         p = e.payload
-        if e.kind == "LEASE_LOST":
-            return True
-        if e.kind == "ATTEMPT_STARTED" and p.get("recovery_may_repeat_provider_effect") is True:
-            return True
-        if (
+        attempt = p.get("attempt")
+        if not isinstance(attempt, int):
+            continue
+        if e.kind == "LEASE_LOST" and p.get("provider_effect_may_have_occurred") is True:
+            flags[(attempt, "*")] = FENCED
+        elif e.kind == "ATTEMPT_STARTED" and p.get("recovery_may_repeat_provider_effect") is True:
+            flags.setdefault((attempt - 1, "*"), ABANDONED)
+        elif (
             e.kind == "CHANNEL_ATTEMPT_RESULT"
             and p.get("success") is False
             and (p.get("metadata") or {}).get("provider_effect_possible") is True
         ):
-            return True
-    return False
+            flags.setdefault((attempt, str(p.get("channel"))), EFFECT_POSSIBLE)
+    return flags
+
+
+def repeat_explanation(
+    flags: Mapping[tuple[int, str], str], channel: str, earlier: int, later: int
+) -> str | None:
+    """Why attempt ``later`` may repeat the provider effect of attempt ``earlier`` on
+    ``channel`` (None: nothing explains it). Only the earlier attempt's own flag counts."""
+    if later <= earlier:
+        return None  # one attempt accepted twice: no server decision explains that
+    return flags.get((earlier, "*")) or flags.get((earlier, channel))
 
 
 # ----------------------------------------------------------------------------- check
@@ -408,19 +459,24 @@ def repeat_explained(events: Iterable[EventView]) -> bool:
 
 @dataclass
 class Report:
+    sends: int = 0  # distinct idempotency keys the producers used
+    calls: int = 0  # SendNotification calls, retries included
     acknowledged: int = 0
-    unknown: int = 0
-    committed_unknown: int = 0  # unknown-outcome sends that did commit
+    unknown: int = 0  # never answered OK, may have committed
+    committed_unknown: int = 0  # ... and did commit
+    ok_after_unknown: int = 0  # answered OK by a retry after an unknown outcome
     recovered: list[str] = field(default_factory=list)
     lost: dict[str, str] = field(default_factory=dict)  # id -> why
     unexpected: list[str] = field(default_factory=list)
+    unattributed: list[str] = field(default_factory=list)  # provider requests, see module doc
     duplicated: list[str] = field(default_factory=list)  # webhook ids accepted twice or more
+    repeats: int = 0  # acceptances beyond the first, over all duplicated webhook ids
+    explained: Counter[str] = field(default_factory=Counter)  # repeats, by explanation
     duplicated_unexplained: list[str] = field(default_factory=list)
     resent: int = 0  # provider requests beyond the first per webhook-id (retries included)
-    # Provider requests with no CHANNEL_ATTEMPT_RESULT recorded for them: expected only
-    # when the sending process died; otherwise a provider observation was dropped.
+    # Provider requests with no CHANNEL_ATTEMPT_RESULT recorded for their attempt:
+    # expected only when the sending process died; otherwise an observation was dropped.
     unrecorded_observations: list[str] = field(default_factory=list)
-    untracked_sends: list[str] = field(default_factory=list)
     false_delivered: list[str] = field(default_factory=list)
     illegal: dict[str, list[str]] = field(default_factory=dict)
     stream: list[str] = field(default_factory=list)
@@ -434,8 +490,8 @@ class Report:
         return not (
             self.lost
             or self.unexpected
+            or self.unattributed
             or self.duplicated_unexplained
-            or self.untracked_sends
             or self.false_delivered
             or self.illegal
             or self.stream
@@ -443,17 +499,22 @@ class Report:
 
     def counts(self) -> dict[str, int]:
         return {
+            "sends": self.sends,
+            "calls": self.calls,
             "acknowledged": self.acknowledged,
             "unknown": self.unknown,
             "committed_unknown": self.committed_unknown,
+            "ok_after_unknown": self.ok_after_unknown,
             "lost": len(self.lost),
             "recovered": len(self.recovered),
             "unexpected": len(self.unexpected),
+            "unattributed": len(self.unattributed),
             "duplicated": len(self.duplicated),
+            "repeats": self.repeats,
+            **{f"explained_{k}": v for k, v in sorted(self.explained.items())},
             "duplicated_unexplained": len(self.duplicated_unexplained),
             "resent": self.resent,
             "unrecorded_observations": len(self.unrecorded_observations),
-            "untracked_sends": len(self.untracked_sends),
             "false_delivered": len(self.false_delivered),
             "illegal_timelines": len(self.illegal),
             "lease_lost": self.lease_lost,
@@ -470,8 +531,8 @@ class Report:
         for title, items in (
             ("lost", [f"{k}: {v}" for k, v in self.lost.items()]),
             ("unexpected", self.unexpected),
+            ("unattributed", self.unattributed),
             ("duplicated_unexplained", self.duplicated_unexplained),
-            ("untracked_sends", self.untracked_sends),
             ("false_delivered", self.false_delivered),
             ("illegal", [f"{k}: {v}" for k, v in self.illegal.items()]),
             ("stream", self.stream),
@@ -498,14 +559,32 @@ def check(
     request the ``receipts`` cover (DELIVERED on them must show an accepted receipt)."""
     report = Report()
     views = {n.id: n for n in notifications}
-    by_key = {n.idempotency_key: n for n in views.values() if n.idempotency_key}
+    by_key: dict[str, NotificationView] = {}
+    for n in sorted(views.values(), key=lambda n: n.id):
+        if not n.idempotency_key:
+            continue
+        if n.idempotency_key in by_key and n.idempotency_key in history.sends:
+            report.unexpected.append(
+                f"{n.id}: a second notification for idempotency key {n.idempotency_key!r} "
+                f"(first {by_key[n.idempotency_key].id})"
+            )
+            continue
+        by_key.setdefault(n.idempotency_key, n)
     acked = history.acknowledged
     unknown = history.unknown_keys
+    report.sends = len(history.sends)
+    report.calls = history.calls
     report.acknowledged = len(acked)
     report.unknown = len(unknown)
     committed_unknown = {by_key[k].id for k in unknown if k in by_key}
     report.committed_unknown = len(committed_unknown)
+    retried = {history.sends[k].notification_id for k in history.ok_after_unknown_keys}
+    report.ok_after_unknown = len(retried)
     known_ids = set(acked) | committed_unknown
+    for nid, key in acked.items():
+        stored = by_key.get(key)
+        if stored is not None and stored.id != nid:
+            report.unexpected.append(f"{stored.id}: stored for key {key!r}, acknowledged {nid}")
 
     # The stream itself: strictly increasing sequences, each event once.
     seen_ids: set[str] = set()
@@ -547,54 +626,71 @@ def check(
         problems = timeline_problems(timelines.get(nid, []), view)
         if problems:
             report.illegal[nid] = problems
-        if nid in committed_unknown and view.state in (DELIVERED, DEDUPLICATED):
+        if (nid in committed_unknown or nid in retried) and view.state in (
+            DELIVERED,
+            DEDUPLICATED,
+        ):
             report.recovered.append(nid)
 
-    # What the providers saw.
-    started: Counter[tuple[str, str, int]] = Counter()
-    observed: Counter[tuple[str, str, int]] = Counter()
+    # What the providers saw: every request belongs to a committed attempt.
+    started: dict[tuple[str, str, int], int] = {}  # (id, channel, attempt) -> cycle
+    observed: set[tuple[str, str, int]] = set()
     for e in events:
-        key = (e.notification_id, e.payload.get("channel"), _cycle_of(e))
+        attempt = e.payload.get("attempt")
+        if not isinstance(attempt, int):
+            continue
+        key = (e.notification_id, str(e.payload.get("channel")), attempt)
         if e.kind == "CHANNEL_ATTEMPT_STARTED":
-            started[key] += 1
+            started[key] = _cycle_of(e)
         elif e.kind == "CHANNEL_ATTEMPT_RESULT":
-            observed[key] += 1
-    received: Counter[tuple[str, str, int]] = Counter()
-    accepted: Counter[str] = Counter()
-    receipts = list(receipts)
+            observed.add(key)
+    received: Counter[str] = Counter()
+    accepted_in: dict[str, list[int]] = defaultdict(list)  # webhook-id -> attempts
     for r in receipts:
         parts = r.parts()
         if parts is None or parts[0] not in known_ids:
             report.unexpected.append(f"provider saw {r.webhook_id!r}, never accepted")
             continue
-        received[parts] += 1
+        nid, channel, cycle = parts
+        if r.attempt is None or started.get((nid, channel, r.attempt)) != cycle:
+            report.unattributed.append(
+                f"{r.webhook_id} attempt {r.attempt}: no CHANNEL_ATTEMPT_STARTED committed "
+                "for that notification, channel, cycle and attempt"
+            )
+            continue
+        received[r.webhook_id] += 1
+        if (nid, channel, r.attempt) not in observed:
+            report.unrecorded_observations.append(f"{r.webhook_id} attempt {r.attempt}")
         if r.accepted:
-            accepted[r.webhook_id] += 1
-    for parts, count in received.items():
-        report.resent += count - 1
-        if count > observed[parts]:
-            report.unrecorded_observations.append(
-                f"{':'.join(map(str, parts))}: provider saw {count} requests, "
-                f"{observed[parts]} CHANNEL_ATTEMPT_RESULT recorded"
-            )
-        if count > started[parts]:
-            report.untracked_sends.append(
-                f"{':'.join(map(str, parts))}: provider saw {count} requests, "
-                f"{started[parts]} CHANNEL_ATTEMPT_STARTED committed"
-            )
-    for webhook_id, count in sorted(accepted.items()):
-        if count > 1:
-            report.duplicated.append(webhook_id)
-            nid = webhook_id.split(":", 1)[0]
-            if not repeat_explained(timelines.get(nid, [])):
-                report.duplicated_unexplained.append(f"{webhook_id} accepted {count} times")
+            accepted_in[r.webhook_id].append(r.attempt)
+    report.resent = sum(count - 1 for count in received.values())
+    flags_of: dict[str, dict[tuple[int, str], str]] = {}
+    for webhook_id, attempts in sorted(accepted_in.items()):
+        if len(attempts) < 2:
+            continue
+        report.duplicated.append(webhook_id)
+        nid, channel, _cycle = Receipt(webhook_id, True).parts() or ("", "", 0)
+        if nid not in flags_of:
+            flags_of[nid] = attempt_flags(timelines.get(nid, []))
+        ordered = sorted(attempts)
+        for earlier, later in itertools.pairwise(ordered):
+            report.repeats += 1
+            why = repeat_explanation(flags_of[nid], channel, earlier, later)
+            if why is None:
+                report.duplicated_unexplained.append(
+                    f"{webhook_id}: attempt {later} repeated attempt {earlier}'s acceptance, "
+                    f"and attempt {earlier} is not flagged"
+                )
+            else:
+                report.explained[why] += 1
     watched = set(provider_channels)
+    accepted = {w for w, attempts in accepted_in.items() if attempts}
     for nid in sorted(known_ids):
         view = views.get(nid)
         if view is None or view.state != DELIVERED:
             continue
         for channel in watched & set(view.channels):
-            if not accepted[f"{nid}:{channel}:{view.cycle}"]:
+            if f"{nid}:{channel}:{view.cycle}" not in accepted:
                 report.false_delivered.append(f"{nid}: DELIVERED, {channel} never accepted it")
     return report
 

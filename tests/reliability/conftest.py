@@ -1,15 +1,19 @@
 """Each reliability module owns its PostgreSQL server (so tests may stop, restart or
-partition it without touching anyone else's) and gets a fresh database per test."""
+partition it without touching anyone else's) and gets a fresh database per test;
+``any_db_url`` runs a scenario that makes sense on both dialects on each."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import PostgresDatabases
 from tests.reliability.report import pytest_runtest_logreport  # noqa: F401 (report hook)
 from tests.support.postgres import PostgresProcess
+from uns_server.store import migrate
+from uns_server.store.db import Database
 
 
 @pytest.fixture(scope="module")
@@ -30,3 +34,19 @@ def databases(pg: PostgresProcess) -> PostgresDatabases:
 @pytest.fixture
 async def database_url(databases: PostgresDatabases) -> str:
     return await databases.new()
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+async def any_db_url(
+    request: pytest.FixtureRequest, tmp_path: Path, databases: PostgresDatabases
+) -> str:
+    """A fresh, migrated database on each dialect (SQLite: one file, one server at a time)."""
+    if request.param == "postgresql":
+        return await databases.new()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'uns.db'}"
+    db = Database(url)
+    try:
+        await migrate.upgrade(db)
+    finally:
+        await db.dispose()
+    return url

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,31 @@ CHANNEL = "hook"
 PRODUCER, OPERATOR = "alice", "oscar"
 # How long a converging test may wait for every obligation to settle.
 CONVERGE_SECONDS = 90.0
+# The report run (scripts/reliability-report) sizes the scenarios up: at least this many
+# acknowledged sends per scenario, faults injected again and again meanwhile. The test
+# suite leaves it unset and runs each scenario at its small default size.
+SENDS_ENV = "UNS_RELIABILITY_SENDS"
+# How long a producer keeps retrying one send whose outcome it did not learn.
+RETRY_UNKNOWN_SECONDS = 60.0
+# What a producer retries, with the same request (docs/producers.md); a reset
+# connection surfaces as UNAVAILABLE. Other unknown outcomes (UNKNOWN, INTERNAL) would be
+# server bugs: they are not retried and stay unresolved in the report.
+RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+
+
+def dialect(database_url: str) -> str:
+    """``postgresql`` or ``sqlite``: the report's database column."""
+    return "sqlite" if database_url.startswith("sqlite") else "postgresql"
+
+
+def scaled(default: int) -> int:
+    """A scenario's acknowledged-send target: ``default``, or the report run's size."""
+    return max(default, int(os.environ.get(SENDS_ENV) or 0))
+
+
+def rounds(target: int, per_round: int) -> int:
+    """How many times to inject a fault while ``target`` sends are acknowledged."""
+    return max(1, target // per_round)
 
 
 def metadata(who: str) -> tuple[tuple[str, str], ...]:
@@ -63,7 +89,9 @@ class Provider:
     def _respond(self, request: RecordedRequest) -> Reply:
         reply = self.decide(request)
         ok = reply.action == "respond" and 200 <= reply.status < 300
-        self.receipts.append(Receipt(request.headers.get("webhook-id", ""), ok, request.path))
+        self.receipts.append(
+            Receipt(request.headers.get("webhook-id", ""), ok, request.path, _attempt(request))
+        )
         return reply
 
     def url(self, path: str = "/hook") -> str:
@@ -81,6 +109,15 @@ class Provider:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.rx.stop()
+
+
+def _attempt(request: RecordedRequest) -> int | None:
+    """The attempt number the webhook body carries (``data.attempt``), if readable."""
+    try:
+        value = request.json()["data"]["attempt"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) else None
 
 
 def write_channels(directory: Path, url: str, *, timeout_seconds: float = 2.0) -> Path:
@@ -209,6 +246,7 @@ class Producers:
     prefix: str
     target: str
     call_timeout: float = 5.0
+    retry_unknown_seconds: float = RETRY_UNKNOWN_SECONDS
     _next: int = 0
     _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
     errors: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, code)
@@ -224,7 +262,7 @@ class Producers:
         return f"{self.prefix}-{self._next:05d}"
 
     async def send_one(self, key: str | None = None) -> str | None:
-        """One SendNotification; the notification id on OK, else None."""
+        """One SendNotification call; the notification id on OK, else None."""
         key = key or self._key()
         request = send_request(
             notification_type=self.notification_type,
@@ -244,6 +282,25 @@ class Producers:
         self.history.ok(key, reply.notification_id)
         return str(reply.notification_id)
 
+    async def send_until_known(self, key: str | None = None) -> str | None:
+        """Send, and while the outcome is unknown (UNAVAILABLE, DEADLINE_EXCEEDED, a
+        reset connection) retry with the same idempotency key, as docs/producers.md
+        asks; gives up after :data:`RETRY_UNKNOWN_SECONDS` (the outcome stays unknown).
+        The notification id on OK, else None."""
+        key = key or self._key()
+        give_up = time.monotonic() + self.retry_unknown_seconds
+        delay = 0.1
+        while True:
+            nid = await self.send_one(key)
+            if nid is not None:
+                return nid
+            if self.history.sends[key].codes[-1] not in RETRIED_CODES:
+                return None  # a definite refusal (or a server bug: not retried)
+            if time.monotonic() + delay > give_up:
+                return None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
     async def send(self, count: int, concurrency: int = 4) -> None:
         """Send ``count`` notifications, ``concurrency`` at a time."""
         keys = [self._key() for _ in range(count)]
@@ -251,7 +308,7 @@ class Producers:
 
         async def worker() -> None:
             for key in queue:
-                await self.send_one(key)
+                await self.send_until_known(key)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
@@ -263,8 +320,10 @@ class Producers:
         stop = asyncio.Event()
 
         async def worker() -> None:
+            # A send in progress is finished (retried until its outcome is known or the
+            # retry budget is spent) even after the block ends.
             while not stop.is_set() and self._next < limit:
-                if await self.send_one() is None:
+                if await self.send_until_known() is None:
                     await asyncio.sleep(0.2)  # back off a little while the server is sick
                 else:
                     await asyncio.sleep(pause)
@@ -431,6 +490,7 @@ async def run_checker(
     receipts: Sequence[Receipt],
     *,
     label: str,
+    database: str = "postgresql",
     provider_channels: Sequence[str] = (CHANNEL,),
 ) -> Report:
     """Read everything back through the public API (as operator) and check it."""
@@ -450,8 +510,8 @@ async def run_checker(
         now=dt.datetime.now(dt.UTC),
         provider_channels=provider_channels,
     )
-    print(f"\n[checker] {label}: {report.summary()} codes={dict(history.codes)}")
-    reliability_report.record(label, report, dict(history.codes))
+    print(f"\n[checker] {database} {label}: {report.summary()} codes={dict(history.codes)}")
+    reliability_report.record(label, report, dict(history.codes), database=database)
     return report
 
 

@@ -75,6 +75,10 @@ def history(*nids: str) -> History:
     return h
 
 
+def rc(webhook_id: str, accepted: bool = True, attempt: int = 1) -> Receipt:
+    return Receipt(webhook_id, accepted, attempt=attempt)
+
+
 def run(h: History, views: list[NotificationView], events: list[EventView], receipts=()):  # type: ignore[no-untyped-def]
     events = sorted(events, key=lambda e: e.sequence)
     return check(h, views, events, receipts, now=NOW, provider_channels=["hook"])
@@ -86,7 +90,7 @@ def test_a_clean_history_passes() -> None:
         history("a", "b"),
         [view("a"), view("b")],
         events,
-        [Receipt("a:hook:1", True), Receipt("b:hook:1", True)],
+        [rc("a:hook:1"), rc("b:hook:1")],
     )
     report.assert_ok()
     assert report.counts()["state_delivered"] == 2
@@ -94,9 +98,7 @@ def test_a_clean_history_passes() -> None:
 
 def test_catches_a_lost_notification() -> None:
     # "b" was acknowledged to the producer, but the store has never heard of it.
-    report = run(
-        history("a", "b"), [view("a")], delivered_timeline("a"), [Receipt("a:hook:1", True)]
-    )
+    report = run(history("a", "b"), [view("a")], delivered_timeline("a"), [rc("a:hook:1")])
     assert list(report.lost) == ["b"]
     assert not report.ok
 
@@ -129,7 +131,7 @@ def test_catches_an_unexpected_delivery() -> None:
         history("a"),
         [view("a")],
         delivered_timeline("a"),
-        [Receipt("a:hook:1", True), Receipt("zzz:hook:1", True), Receipt("garbage", True)],
+        [rc("a:hook:1"), rc("zzz:hook:1"), rc("garbage")],
     )
     assert len(report.unexpected) == 2
     assert not report.ok
@@ -144,7 +146,7 @@ def test_unknown_outcome_that_committed_is_recovered_not_unexpected() -> None:
         h,
         [view("a"), view("u")],
         events,
-        [Receipt("a:hook:1", True), Receipt("u:hook:1", True)],
+        [rc("a:hook:1"), rc("u:hook:1")],
     )
     report.assert_ok()
     assert report.recovered == ["u"] and report.unknown == 2 and report.committed_unknown == 1
@@ -158,7 +160,7 @@ def test_catches_an_illegal_timeline() -> None:
         *attempt("a", 1, success=True, status="DELIVERED"),
         ev("a", "DELIVERY_RESULT", attempt=1, cycle=1, status="DELIVERED"),
     ]
-    report = run(history("a"), [view("a")], bad, [Receipt("a:hook:1", True)])
+    report = run(history("a"), [view("a")], bad, [rc("a:hook:1")])
     assert "a" in report.illegal
     text = " ".join(report.illegal["a"])
     assert "never started" in text and "already settled" in text
@@ -303,33 +305,182 @@ def test_duplicates_need_an_explanation() -> None:
         *attempt("c", 2, success=True, status="DELIVERED"),
     ]
     receipts = [
-        Receipt("a:hook:1", True),
-        Receipt("a:hook:1", True),
-        Receipt("b:hook:1", True),
-        Receipt("b:hook:1", True),
-        Receipt("c:hook:1", False),
-        Receipt("c:hook:1", True),
+        rc("a:hook:1"),
+        rc("a:hook:1"),
+        rc("b:hook:1", attempt=1),
+        rc("b:hook:1", attempt=2),
+        rc("c:hook:1", False, attempt=1),
+        rc("c:hook:1", attempt=2),
     ]
     views = [view("a"), view("b", attempts=2), view("c", attempts=2)]
     report = run(history("a", "b", "c"), views, events, receipts)
     assert sorted(report.duplicated) == ["a:hook:1", "b:hook:1"]
-    assert [d.split(" ")[0] for d in report.duplicated_unexplained] == ["a:hook:1"]
-    # "a" was also sent more often than attempts were committed: not claimed first.
-    assert [u.split(":")[0] for u in report.untracked_sends] == ["a"]
-    # A request with no recorded provider observation: "a" (never claimed), "b" (its
-    # first worker died before settling).
-    assert [u.split(":")[0] for u in report.unrecorded_observations] == ["a", "b"]
+    assert [d.split(":")[0] for d in report.duplicated_unexplained] == ["a"]
+    assert report.explained == {"abandoned": 1} and report.repeats == 2
+    # "b"'s first worker died before it recorded the provider's answer.
+    assert report.unrecorded_observations == ["b:hook:1 attempt 1"]
     assert report.resent == 3
+    assert not report.ok
+
+
+def dup_timeline(nid: str, flag_on: int) -> list[EventView]:
+    """Three attempts, the third delivers; only attempt ``flag_on`` failed in a way that
+    says the provider may have acted (a timeout), the other failure is a clean 400."""
+    events = [accepted(nid)]
+    for n in (1, 2):
+        events += attempt(
+            nid,
+            n,
+            success=False,
+            status="PENDING",
+            provider_effect_possible=n == flag_on,
+            http_status=None if n == flag_on else 400,
+        )
+    return events + attempt(nid, 3, success=True, status="DELIVERED")
+
+
+def test_a_duplicate_is_explained_only_by_the_attempt_it_repeats() -> None:
+    # Attempts 2 and 3 were both accepted: attempt 3 repeats attempt 2's effect. "ok"
+    # flags attempt 2 (its client timed out after the provider acted): explained. "bad"
+    # flags attempt 1, which the provider never accepted: a flag elsewhere in the
+    # history must not explain attempt 2's repeat.
+    events = dup_timeline("ok", flag_on=2) + dup_timeline("bad", flag_on=1)
+    receipts = [
+        rc(f"{nid}:hook:1", accepted=n > 1, attempt=n) for nid in ("ok", "bad") for n in (1, 2, 3)
+    ]
+    views = [view("ok", attempts=3), view("bad", attempts=3)]
+    report = run(history("ok", "bad"), views, events, receipts)
+    assert sorted(report.duplicated) == ["bad:hook:1", "ok:hook:1"]
+    assert report.explained == {"effect_possible": 1}
+    assert [d.split(":")[0] for d in report.duplicated_unexplained] == ["bad"]
+    assert not report.ok
+
+
+def test_a_fenced_attempt_explains_the_repeat_of_its_own_acceptance() -> None:
+    # Attempt 1 was fenced (LEASE_LOST), attempt 2 recovered it: the provider accepting
+    # both is explained.
+    head = accepted("x")
+    first = attempt("x", 1, success=True, status="DELIVERED")
+    events = [
+        head,
+        *first[:2],
+        *attempt("x", 2, success=True, status="DELIVERED", recovered=True),
+        ev("x", "CHANNEL_ATTEMPT_RESULT", **first[2].payload),
+        ev(
+            "x",
+            "LEASE_LOST",
+            attempt=1,
+            lease_token="tok-x-1",
+            provider_effect_may_have_occurred=True,
+        ),
+    ]
+    fenced = run(
+        history("x"),
+        [view("x", attempts=2)],
+        events,
+        [rc("x:hook:1", attempt=1), rc("x:hook:1", attempt=2)],
+    )
+    fenced.assert_ok()
+    assert fenced.explained == {"lease_lost": 1}
+    # Attempt 1 (the fenced one) accepted twice: its flag explains a later attempt
+    # repeating it, not a second acceptance of its own single request.
+    twice = run(
+        history("x"),
+        [view("x", attempts=2)],
+        events,
+        [rc("x:hook:1", attempt=1), rc("x:hook:1", attempt=1), rc("x:hook:1", attempt=2)],
+    )
+    assert twice.explained == {"lease_lost": 1}
+    assert len(twice.duplicated_unexplained) == 1
+    assert "attempt 1 repeated attempt 1" in twice.duplicated_unexplained[0]
+
+
+def retried_timeline(nid: str) -> list[EventView]:
+    head = accepted(nid)
+    return [
+        head,
+        *attempt(nid, 1, success=False, status="PENDING", http_status=500),
+        *attempt(nid, 2, success=True, status="DELIVERED"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("receipt", "attributed"),
+    [
+        (rc("a:hook:1", attempt=2), True),
+        (rc("a:hook:1", attempt=3), False),  # no attempt 3 was ever started
+        (Receipt("a:hook:1", True), False),  # the request does not say which attempt
+        (rc("a:hook:2", attempt=2), False),  # attempt 2 ran in cycle 1, not 2
+        (rc("a:other:1", attempt=2), False),  # attempt 2 never started that channel
+    ],
+)
+def test_a_provider_request_no_attempt_accounts_for_fails_the_run(
+    receipt: Receipt, attributed: bool
+) -> None:
+    # Two attempts were committed and the provider saw two requests, but the second
+    # request must belong to attempt 2 (counting requests against attempts is not enough).
+    report = run(
+        history("a"),
+        [view("a", attempts=2)],
+        retried_timeline("a"),
+        [rc("a:hook:1", False, attempt=1), receipt],
+    )
+    assert report.ok is attributed
+    assert len(report.unattributed) == (0 if attributed else 1)
+
+
+def test_a_provider_request_for_no_accepted_send_fails_the_run() -> None:
+    # "q" is in the store, but its send was refused outright (a definite answer): the
+    # provider must never see it.
+    h = history("a")
+    h.error("k-q", "INVALID_ARGUMENT")
+    views = [view("a"), view("q")]
+    events = delivered_timeline("a") + delivered_timeline("q")
+    report = run(h, views, events, [rc("a:hook:1"), rc("q:hook:1")])
+    assert any(u.startswith("provider saw 'q:hook:1'") for u in report.unexpected)
+    assert not report.ok
+
+
+def test_a_retried_unknown_outcome_is_recovered_once() -> None:
+    # "r": the first call timed out, the retry with the same key answered OK -> recovered.
+    # "s": answered OK first time -> not recovered.
+    h = History()
+    h.error("k-r", "DEADLINE_EXCEEDED")
+    h.ok("k-r", "r")
+    h.ok("k-s", "s")
+    events = delivered_timeline("r") + delivered_timeline("s")
+    report = run(h, [view("r"), view("s")], events, [rc("r:hook:1"), rc("s:hook:1")])
+    report.assert_ok()
+    assert report.recovered == ["r"] and report.ok_after_unknown == 1
+    assert report.sends == 2 and report.calls == 3 and report.unknown == 0
+
+
+def test_two_notifications_for_one_idempotency_key_are_unexpected() -> None:
+    # The retry after an unknown outcome created a second notification instead of
+    # answering the first one's id.
+    h = History()
+    h.error("k-r", "UNAVAILABLE")
+    h.ok("k-r", "r2")
+    events = delivered_timeline("r1") + delivered_timeline("r2")
+    views = [
+        NotificationView(
+            id=i, idempotency_key="k-r", state="DELIVERED", attempts=1, channels=("hook",)
+        )
+        for i in ("r1", "r2")
+    ]
+    report = run(h, views, events, [rc("r1:hook:1"), rc("r2:hook:1")])
+    assert any("second notification for idempotency key" in u for u in report.unexpected)
+    assert not report.ok
 
 
 def test_delivered_without_provider_acceptance_is_flagged() -> None:
-    report = run(history("a"), [view("a")], delivered_timeline("a"), [Receipt("a:hook:1", False)])
+    report = run(history("a"), [view("a")], delivered_timeline("a"), [rc("a:hook:1", False)])
     assert report.false_delivered and not report.ok
 
 
 def test_stream_order_and_exactly_once() -> None:
     events = delivered_timeline("a")
     shuffled = [events[0], events[2], events[1], *events[3:], events[-1]]
-    report = check(history("a"), [view("a")], shuffled, [Receipt("a:hook:1", True)], now=NOW)
+    report = check(history("a"), [view("a")], shuffled, [rc("a:hook:1")], now=NOW)
     assert any("after" in s for s in report.stream)
     assert any("twice" in s for s in report.stream)

@@ -20,7 +20,9 @@ from tests.reliability.harness import (
     Producers,
     Provider,
     ServerFactory,
+    rounds,
     run_checker,
+    scaled,
     wait_health,
     wait_settled,
     webhook_policy,
@@ -47,36 +49,45 @@ async def test_postgres_restart_under_load(
     INTERNAL), health turns NOT_SERVING; when it is back, health is SERVING again and
     nothing that was acknowledged is lost."""
     ntype = f"rel.pg.{mode}"
+    target = scaled(60)
+    restarts = rounds(target, 250)
     await webhook_policy(database_url, ntype)
     async with Provider(lambda _r: Reply(delay_seconds=0.1)) as provider:
         servers = ServerFactory(tmp_path, database_url, lease_seconds=3)
         producers = Producers(History(), ntype, f"pg-{mode}", "", call_timeout=5)
+        downtimes: list[float] = []
+        recoveries: list[float] = []
         try:
             server = await servers.start(channels_file=write_channels(tmp_path, provider.url()))
             producers.target = server.target
-            async with producers.steady(concurrency=3, pause=0.05, limit=600):
-                await producers.wait_acknowledged(30)
-                down = time.monotonic()
-                await asyncio.to_thread(pg.stop, mode)
-                try:
-                    await wait_health(server, NOT_SERVING, within=20)
-                    await wait_until(
-                        lambda: any(at > down for at, _code in producers.errors),
-                        10,
-                        "a send to fail while the database is down",
-                    )
-                finally:
-                    await asyncio.to_thread(pg.start)
-                back = time.monotonic()
-                recovery = await wait_health(server, SERVING, within=30)
+            async with producers.steady(concurrency=3, pause=0.05, limit=3 * target + 600):
+                for r in range(restarts):
+                    await producers.wait_acknowledged(30 + target * r // restarts, within=120)
+                    down = time.monotonic()
+                    await asyncio.to_thread(pg.stop, mode)
+                    try:
+                        await wait_health(server, NOT_SERVING, within=20)
+                        await wait_until(
+                            lambda: any(at > down for at, _code in producers.errors),  # noqa: B023
+                            10,
+                            "a send to fail while the database is down",
+                        )
+                    finally:
+                        await asyncio.to_thread(pg.start)
+                    downtimes.append(time.monotonic() - down)
+                    recoveries.append(await wait_health(server, SERVING, within=30))
                 before = len(producers.history.acknowledged)
-                await producers.wait_acknowledged(before + 30, within=30)
+                await producers.wait_acknowledged(max(before + 30, target), within=120)
             print(
-                f"\n[pg-{mode}] down {back - down:.1f}s, SERVING again {recovery:.1f}s after "
-                f"restart, send errors {dict(producers.history.codes)}"
+                f"\n[pg-{mode}] {restarts} restarts, down {max(downtimes):.1f}s at most, "
+                f"SERVING again {max(recoveries):.1f}s after restart at most, "
+                f"send errors {dict(producers.history.codes)}"
             )
             reliability_report.note(
-                f"pg-{mode}", database_down_seconds=back - down, serving_again_seconds=recovery
+                f"pg-{mode}",
+                restarts=restarts,
+                database_down_at_most_seconds=max(downtimes),
+                serving_again_at_most_seconds=max(recoveries),
             )
             await wait_settled(lambda: server.target, ntype, producers.history)
             report = await run_checker(
@@ -114,9 +125,12 @@ async def proxy(pg: PostgresProcess) -> AsyncIterator[TcpProxy]:
 async def test_connections_reset_under_load(
     tmp_path: Path, database_url: str, proxy: TcpProxy
 ) -> None:
-    """Every server-to-database connection is reset, three times, while producers keep
-    sending: calls fail UNAVAILABLE at worst, the pool reconnects, nothing is lost."""
+    """Every server-to-database connection is reset, three times (more in the report
+    run), while producers keep sending: calls fail UNAVAILABLE at worst, the pool
+    reconnects, nothing is lost."""
     ntype = "rel.reset"
+    target = scaled(60)
+    cuts = max(3, target // 100)
     await webhook_policy(database_url, ntype)
     async with Provider(lambda _r: Reply(delay_seconds=0.1)) as provider:
         servers = ServerFactory(tmp_path, via(proxy, database_url), lease_seconds=3)
@@ -125,16 +139,17 @@ async def test_connections_reset_under_load(
         try:
             server = await servers.start(channels_file=write_channels(tmp_path, provider.url()))
             producers.target = server.target
-            async with producers.steady(concurrency=3, pause=0.02, limit=300):
+            async with producers.steady(concurrency=3, pause=0.02, limit=3 * target + 600):
                 await producers.wait_acknowledged(20)
                 first_cut = time.monotonic()
-                for _ in range(3):
+                for _ in range(cuts):
                     cut += proxy.reset()
                     before = len(producers.history.acknowledged)
-                    await producers.wait_acknowledged(before + 20, within=30)
+                    await producers.wait_acknowledged(before + target // cuts, within=60)
             await wait_settled(lambda: server.target, ntype, producers.history)
             reliability_report.note(
                 "reset",
+                resets=cuts,
                 connections_cut=cut,
                 all_delivered_after_first_cut_seconds=time.monotonic() - first_cut,
             )
@@ -145,7 +160,7 @@ async def test_connections_reset_under_load(
             await producers.close()
             servers.stop_all()
     print(f"[reset] connections cut: {cut}")
-    assert cut >= 3
+    assert cut >= cuts
     report.assert_ok()
     codes = {code for _at, code in producers.errors}
     assert codes <= {"UNAVAILABLE"}, f"sends failed with {codes} (expected only UNAVAILABLE)"
@@ -176,7 +191,7 @@ async def test_blackholed_database_another_server_takes_over(
                 channels_file=write_channels(tmp_path, provider.url("/a")),
             )
             producers.target = cut_off.target
-            async with producers.steady(concurrency=3, pause=0.02, limit=600):
+            async with producers.steady(concurrency=3, pause=0.02, limit=600 + 2 * scaled(0)):
                 await producers.wait_acknowledged(30)
                 seen = len(provider.receipts)
                 await wait_until(
@@ -193,7 +208,9 @@ async def test_blackholed_database_another_server_takes_over(
                     )
                     producers.target = other.target
                     before = len(producers.history.acknowledged)
-                    await producers.wait_acknowledged(before + 20, within=60)
+                    await producers.wait_acknowledged(
+                        max(before + 20, scaled(0)), within=60 + scaled(0) / 5
+                    )
                 finally:
                     stalled = proxy.blackholed  # keep the partition until the checks below
             try:
@@ -269,23 +286,33 @@ async def test_provider_observations_survive_a_database_blip(
     tmp_path: Path, pg: PostgresProcess, database_url: str
 ) -> None:
     """The provider answers while PostgreSQL is briefly down: once it is back, every
-    answer the provider gave is in the timeline (recorded late, or fenced as LEASE_LOST)."""
+    answer the provider gave is in the timeline (recorded late, or fenced as LEASE_LOST).
+    (The report run repeats the blip, a batch of sends each time.)"""
     ntype = "rel.blip"
+    target = scaled(8)
+    blips = rounds(target, 100)
     await webhook_policy(database_url, ntype)
     async with Provider(lambda _r: Reply(delay_seconds=1.5)) as provider:
-        servers = ServerFactory(tmp_path, database_url, lease_seconds=3)
+        servers = ServerFactory(tmp_path, database_url, lease_seconds=3, concurrency=32)
         producers = Producers(History(), ntype, "blip", "")
         try:
             server = await servers.start(channels_file=write_channels(tmp_path, provider.url()))
             producers.target = server.target
-            await producers.send(8, concurrency=4)
-            await wait_until(lambda: len(provider.receipts) >= 4, 10, "attempts in flight")
-            await asyncio.to_thread(pg.stop, "fast")
-            try:
-                await asyncio.sleep(2.5)  # fault duration: the provider answers meanwhile
-            finally:
-                await asyncio.to_thread(pg.start)
-            await wait_settled(lambda: server.target, ntype, producers.history)
+            for _ in range(blips):
+                seen = len(provider.receipts)
+                await producers.send(target // blips, concurrency=4)
+                await wait_until(
+                    lambda: len(provider.receipts) >= seen + 4,  # noqa: B023
+                    10,
+                    "attempts in flight",
+                )
+                await asyncio.to_thread(pg.stop, "fast")
+                try:
+                    await asyncio.sleep(2.5)  # fault duration: the provider answers meanwhile
+                finally:
+                    await asyncio.to_thread(pg.start)
+                await wait_settled(lambda: server.target, ntype, producers.history)
+            reliability_report.note("blip", blips=blips)
             report = await run_checker(
                 server.target, ntype, producers.history, provider.receipts, label="blip"
             )

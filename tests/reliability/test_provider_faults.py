@@ -14,7 +14,9 @@ from tests.reliability.harness import (
     Producers,
     Provider,
     ServerFactory,
+    dialect,
     run_checker,
+    scaled,
     wait_settled,
     webhook_policy,
     write_channels,
@@ -40,10 +42,11 @@ def schedule(webhook_id: str) -> list[str]:
     return [KINDS[b % len(KINDS)] for b in digest[1 : 1 + digest[0] % 4]]
 
 
-async def test_flapping_provider_converges(tmp_path: Path, database_url: str) -> None:
+async def test_flapping_provider_converges(tmp_path: Path, any_db_url: str) -> None:
     flaky, doomed = "rel.flap", "rel.flap.doomed"
-    await webhook_policy(database_url, flaky, max_attempts=10)
-    await webhook_policy(database_url, doomed, max_attempts=2)
+    target = scaled(60)
+    await webhook_policy(any_db_url, flaky, max_attempts=10)
+    await webhook_policy(any_db_url, doomed, max_attempts=2)
     attempts: Counter[str] = Counter()
     injected: Counter[str] = Counter()
 
@@ -61,7 +64,7 @@ async def test_flapping_provider_converges(tmp_path: Path, database_url: str) ->
         return Reply()
 
     async with Provider(decide) as provider:
-        servers = ServerFactory(tmp_path, database_url, lease_seconds=10)
+        servers = ServerFactory(tmp_path, any_db_url, lease_seconds=10, concurrency=32)
         history = History()
         producers = Producers(history, flaky, "flap", "")
         failing = Producers(history, doomed, "doomed", "")
@@ -73,16 +76,23 @@ async def test_flapping_provider_converges(tmp_path: Path, database_url: str) ->
             )
             producers.target = failing.target = server.target
             sending = time.monotonic()
-            await producers.send(60, concurrency=4)
+            await producers.send(target, concurrency=4)
             await failing.send(5, concurrency=1)
-            await wait_settled(lambda: server.target, [flaky, doomed], history, within=90)
+            await wait_settled(
+                lambda: server.target, [flaky, doomed], history, within=90 + target / 5
+            )
             reliability_report.note(
                 "flapping",
                 all_settled_seconds=time.monotonic() - sending,
                 injected_faults=dict(injected),
             )
             report = await run_checker(
-                server.target, [flaky, doomed], history, provider.receipts, label="flapping"
+                server.target,
+                [flaky, doomed],
+                history,
+                provider.receipts,
+                label="flapping",
+                database=dialect(any_db_url),
             )
         finally:
             await producers.close()
@@ -90,6 +100,6 @@ async def test_flapping_provider_converges(tmp_path: Path, database_url: str) ->
             servers.stop_all()
     print(f"[provider] injected faults: {dict(injected)}")
     report.assert_ok()
-    assert report.counts()["state_delivered"] == 60
+    assert report.counts()["state_delivered"] == target
     assert report.counts()["state_failed"] == 5  # dead-lettered, with the provider's error
     assert set(injected) == set(KINDS), injected

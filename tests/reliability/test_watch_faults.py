@@ -25,6 +25,7 @@ from tests.reliability.harness import (
     metadata,
     replay_events,
     run_checker,
+    scaled,
     wait_settled,
 )
 from tests.support.process import ServerProcess
@@ -115,10 +116,13 @@ async def test_watch_resumes_exactly_once_in_order(tmp_path: Path, database_url:
         subscriber = Subscriber(ntype, targets, random.Random(8))
         producers.target = second.target
         subscriber_task = asyncio.create_task(subscriber.run(stop))
-        async with producers.steady(concurrency=2, pause=0.02, limit=250):
+        target = scaled(250)
+        signals = [signal.SIGTERM, signal.SIGKILL] * 2 * max(1, target // 500)
+        step = target * 4 // 5 // len(signals)
+        async with producers.steady(concurrency=2, pause=0.02, limit=target):
             restartable = first
-            for round_, sig in enumerate([signal.SIGTERM, signal.SIGKILL] * 2, start=1):
-                await producers.wait_acknowledged(40 * round_)
+            for round_, sig in enumerate(signals, start=1):
+                await producers.wait_acknowledged(step * round_, within=60)
                 # Cut the subscriber off from the server side: stop the server it reads.
                 deadline = time.monotonic() + 10
                 while subscriber.current != restartable.target:
@@ -127,7 +131,7 @@ async def test_watch_resumes_exactly_once_in_order(tmp_path: Path, database_url:
                 # SIGTERM: streams end UNAVAILABLE with their resume cursor.
                 # SIGKILL: streams just break.
                 restartable = await restart(servers, restartable, targets, sig)
-            await producers.wait_acknowledged(200)
+            await producers.wait_acknowledged(target, within=60)
         await wait_settled(lambda: second.target, ntype, history)
         expected = await replay_events(second.target, ntype)
         deadline = time.monotonic() + 30
@@ -138,6 +142,7 @@ async def test_watch_resumes_exactly_once_in_order(tmp_path: Path, database_url:
         await asyncio.wait_for(subscriber_task, 15)
         reliability_report.note(
             "watch",
+            server_restarts=len(signals),
             events_received=len(subscriber.received),
             connections=subscriber.connections,
             cuts=dict(subscriber.cuts),
@@ -161,9 +166,9 @@ async def test_watch_resumes_exactly_once_in_order(tmp_path: Path, database_url:
     assert got == sorted(got), "events out of order"
     # Exactly the committed history, nothing missing (compare ids, not just sequences).
     assert [e.id for e in subscriber.received] == [e.id for e in expected]
-    # Four restarts under the open stream; one may race the subscriber's own cut.
+    # Restarts under the open stream; one may race the subscriber's own cut.
     server_cuts = sum(n for cause, n in subscriber.cuts.items() if cause != "client")
-    assert subscriber.cuts["client"] >= 10 and server_cuts >= 3
+    assert subscriber.cuts["client"] >= 10 and server_cuts >= len(signals) - 1
     report.assert_ok()
 
 
