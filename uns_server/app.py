@@ -72,6 +72,7 @@ from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.message_updates import MessageUpdater
+from uns_server.workers.queue_sampler import QueueSampler
 from uns_server.workers.statistics import FirstAnalyze
 from uns_server.workers.supervision import Supervision
 
@@ -150,6 +151,12 @@ class App:
         )
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
+        # The queue gauges' query loop, only when some exporter would read it.
+        self.queue_sampler = (
+            QueueSampler(self.db, self.telemetry.metrics.queue, clock, self.telemetry.poll_seconds)
+            if self.telemetry.metrics_enabled
+            else None
+        )
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
@@ -368,9 +375,8 @@ class App:
             ]
             self._tasks.extend(self._writer_tasks)
         self._tasks.append(asyncio.create_task(self._monitor()))
-        sampler = self.telemetry.queue_sampler(self.db, self.clock)
-        if sampler is not None:
-            self._tasks.append(asyncio.create_task(sampler.run()))
+        if self.queue_sampler is not None:
+            self._tasks.append(asyncio.create_task(self.queue_sampler.run()))
 
     async def _check_auth_setup(self) -> None:
         async with self.db.read() as conn:
