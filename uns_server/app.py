@@ -58,6 +58,7 @@ from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth, message_updates
 from uns_server.services.acks import Acks
 from uns_server.services.action_links import ActionLinkService
+from uns_server.services.audit import AuditTrail
 from uns_server.services.intake import Intake
 from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
@@ -206,7 +207,7 @@ class App:
             PolicyServicer(self.authenticator, PolicyService(self.db, self.clock)), registrar
         )
         audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
-            AuditServicer(self.db, self.authenticator), registrar
+            AuditServicer(AuditTrail(self.db), self.authenticator), registrar
         )
         key_service_pb2_grpc.add_KeyServiceServicer_to_server(
             KeyServicer(self.authenticator, self.db, self.clock), registrar
