@@ -187,7 +187,6 @@ class App:
         registrar: Any = WrappingRegistrar(self.server, [self.telemetry.rpc_wrapper, decode_guard])
         notification_service_pb2_grpc.add_NotificationServiceServicer_to_server(
             NotificationServicer(
-                self.db,
                 self.authenticator,
                 self.intake,
                 Queries(self.db),

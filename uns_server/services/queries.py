@@ -6,18 +6,20 @@ operator everyone's (a responder answers by id; it has no queue to browse)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from uns_server.aio import wait_event
 from uns_server.domain import paging
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.store import notifications
-from uns_server.store.db import Database
+from uns_server.store.db import TOPIC_EVENTS, Database
 
 # Input quoted back in an error message: a whole filter (up to the 1 MiB request) would
 # make the status trailers too large for the client to read the error at all.
@@ -83,6 +85,30 @@ def _enum_value(cls: type[Status] | type[AckStatus], value: str, prefix: str, fi
 class Queries:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # Replaced on every commit: a waiter that took the current one before reading
+        # the database cannot miss a commit that lands between its read and its wait.
+        self._committed = asyncio.Event()
+        db.on_commit(TOPIC_EVENTS, self._notify_commit)
+
+    def _notify_commit(self) -> None:
+        self._committed.set()
+        self._committed = asyncio.Event()
+
+    async def wait_first_attempt(self, notification_id: str, seconds: float) -> Status:
+        """The state of a just-accepted notification once its first attempt settled, it
+        left PENDING, or ``seconds`` passed (SendNotification ``wait_for_first_attempt``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            committed = self._committed
+            async with self._db.read() as conn:
+                row = await notifications.by_id(conn, notification_id)
+            assert row is not None
+            settled = row["attempts"] > 0 and row["lease_token"] is None
+            left = deadline - loop.time()
+            if row["status"] != Status.PENDING or settled or left <= 0:
+                return Status(row["status"])
+            await wait_event(committed, min(left, 1.0))
 
     async def get(self, principal: Principal, notification_id: str) -> RowMapping:
         nid = validate_notification_id(notification_id)
