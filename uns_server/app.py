@@ -60,6 +60,7 @@ from uns_server.services.acks import Acks
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.audit import AuditTrail
 from uns_server.services.intake import Intake
+from uns_server.services.keys import KeyService
 from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
 from uns_server.services.provider_answers import ProviderAnswers
@@ -209,7 +210,7 @@ class App:
             AuditServicer(AuditTrail(self.db), self.authenticator), registrar
         )
         key_service_pb2_grpc.add_KeyServiceServicer_to_server(
-            KeyServicer(self.authenticator, self.db, self.clock), registrar
+            KeyServicer(self.authenticator, KeyService(self.db, self.clock)), registrar
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, registrar)
         services = (
