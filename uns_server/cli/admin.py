@@ -17,7 +17,7 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -25,13 +25,15 @@ from urllib.parse import unquote
 
 import yaml
 
+from uns_server.cli import keys as key_commands
 from uns_server.cli import remote
+from uns_server.cli.errors import UsageError
+from uns_server.cli.keys import when
 from uns_server.domain import retention as retention_rules
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.domain.links import LinkSigner, token_hash
-from uns_server.services import auth
-from uns_server.services import keys as key_service
+from uns_server.services.keys import KeyInfo, KeyService
 from uns_server.services.policies import (
     PolicyInput,
     PolicyService,
@@ -48,10 +50,6 @@ PROG = "uns-admin"
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad input from the command line or a file: exit 2."""
 
 
 class Failure(Exception):
@@ -217,70 +215,37 @@ async def cmd_migrate(db: Database, args: argparse.Namespace) -> None:
     print(await migrate.current_revision(db))
 
 
-async def cmd_keys_create(db: Database, args: argparse.Namespace) -> None:
-    principal = args.principal.strip()
-    if not principal:
-        raise UsageError("--principal must not be empty")
-    roles = [r for r in args.roles.split(",") if r.strip()]
-    if not roles:
-        raise UsageError("--roles needs at least one of producer, responder, operator")
-    try:
-        role_set = auth.parse_roles(roles)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    responds_for = sorted(auth.parse_responds_for(args.responds_for))
-    if responds_for and Role.RESPONDER not in role_set:
-        raise UsageError("--responds-for needs the responder role in --roles")
-    await _require_schema(db)
-    secret, key = await key_service.create(
-        db, principal, role_set, args.description, utcnow(), responds_for=responds_for
-    )
-    print(secret, flush=True)
-    print(
-        f"created key {key.id} (prefix {key.prefix}) for {principal} with roles "
-        f"{','.join(r.value for r in key.roles)}{remote.responds_for_note(key.responds_for)}. "
-        "The secret above is shown only once: store it now. "
-        "Clients send it as 'authorization: Bearer <key>'.",
-        file=sys.stderr,
-    )
+class DatabaseKeys:
+    """``cli.keys.Keys`` on the database: ``KeyService`` once the schema is at head."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._service = KeyService(db, utcnow)
+
+    async def create(
+        self,
+        principal: str,
+        roles: Iterable[Role],
+        description: str,
+        responds_for: Iterable[str] = (),
+    ) -> tuple[str, KeyInfo]:
+        await _require_schema(self._db)
+        return await self._service.create(principal, roles, description, responds_for)
+
+    async def list_all(self) -> list[KeyInfo]:
+        await _require_schema(self._db)
+        return await self._service.list_all()
+
+    async def revoke(self, key: str) -> KeyInfo:
+        await _require_schema(self._db)
+        return await self._service.revoke(key)
 
 
-async def cmd_keys_list(db: Database, args: argparse.Namespace) -> None:
-    await _require_schema(db)
-    found = await key_service.list_all(db)
-    header = ("ID", "PREFIX", "PRINCIPAL", "ROLES", "RESPONDS_FOR", "CREATED", "REVOKED")
-    table = [header] + [
-        (
-            k.id,
-            k.prefix,
-            k.principal,
-            ",".join(r.value for r in k.roles),
-            ",".join(k.responds_for) or "-",
-            _when(k.created_at),
-            _when(k.revoked_at) if k.revoked_at else "-",
-        )
-        for k in found
-    ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+def _keys(command: key_commands.Command) -> Command:
+    async def run(db: Database, args: argparse.Namespace) -> None:
+        await command(DatabaseKeys(db), args)
 
-
-def _when(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def cmd_keys_revoke(db: Database, args: argparse.Namespace) -> None:
-    target = args.key.strip()
-    if not target:
-        raise UsageError("give a key id or prefix")
-    await _require_schema(db)
-    key = await key_service.revoke(db, target, utcnow())
-    print(
-        f"revoked key {key.id} (prefix {key.prefix}, principal {key.principal}); "
-        f"servers stop accepting it within {auth.CACHE_SECONDS:g} s",
-        file=sys.stderr,
-    )
+    return run
 
 
 async def cmd_links_revoke(db: Database, args: argparse.Namespace) -> None:
@@ -381,8 +346,8 @@ def _print_report(report: Report) -> None:
     )
     cut = report.cutoffs
     print(
-        f"cutoffs: terminal {_when(cut.terminal)}, events {_when(cut.events)}, "
-        f"dedup {_when(cut.dedup)}, idempotency {_when(cut.idempotency)}"
+        f"cutoffs: terminal {when(cut.terminal)}, events {when(cut.events)}, "
+        f"dedup {when(cut.dedup)}, idempotency {when(cut.idempotency)}"
     )
     print(f"history horizon: sequence {report.compacted_sequence}")
     if report.kept_for_dedup_groups:
@@ -406,9 +371,7 @@ Command = Callable[[Database, argparse.Namespace], Awaitable[None]]
 
 COMMANDS: dict[tuple[str, str | None], Command] = {
     ("migrate", None): cmd_migrate,
-    ("keys", "create"): cmd_keys_create,
-    ("keys", "list"): cmd_keys_list,
-    ("keys", "revoke"): cmd_keys_revoke,
+    **{("keys", name): _keys(command) for name, command in key_commands.COMMANDS.items()},
     ("policies", "put"): cmd_policies_put,
     ("policies", "activate"): cmd_policies_activate,
     ("policies", "show"): cmd_policies_show,

@@ -44,6 +44,8 @@ import os
 import sys
 
 from uns_clients import AsyncClient, ClientConfig, InvalidRequest, UnsError
+from uns_server.cli import keys as key_commands
+from uns_server.cli.errors import UsageError
 from uns_server.cli.remote.acks import cmd_ack
 from uns_server.cli.remote.arguments import COMMANDS, add_arguments, check_usage
 from uns_server.cli.remote.connection import (
@@ -55,18 +57,13 @@ from uns_server.cli.remote.connection import (
     wants_remote,
 )
 from uns_server.cli.remote.dlq import cmd_dlq_bulk, cmd_dlq_list
-from uns_server.cli.remote.keys import (
-    cmd_keys_create,
-    cmd_keys_list,
-    cmd_keys_revoke,
-    responds_for_note,
-)
+from uns_server.cli.remote.keys import RemoteKeys
 from uns_server.cli.remote.output import (
     EXIT_FAILURE,
+    EXIT_OK,
     EXIT_USAGE,
     PROG,
     Stop,
-    UsageError,
     describe,
     fatal_message,
 )
@@ -84,15 +81,11 @@ __all__ = [
     "add_arguments",
     "connection_parent",
     "main",
-    "responds_for_note",
     "wants_remote",
 ]
 
 
 _ADMIN = {
-    ("keys", "create"): cmd_keys_create,
-    ("keys", "list"): cmd_keys_list,
-    ("keys", "revoke"): cmd_keys_revoke,
     ("policies", "put"): cmd_policies_put,
     ("policies", "activate"): cmd_policies_activate,
     ("policies", "show"): cmd_policies_show,
@@ -101,6 +94,10 @@ _ADMIN = {
 
 
 async def _run(args: argparse.Namespace, config: ClientConfig) -> int:
+    if args.command == "keys":
+        async with open_channel(config) as channel:
+            await key_commands.COMMANDS[args.keys_command](RemoteKeys(channel, config), args)
+        return EXIT_OK
     if args.command in LOCAL_OR_REMOTE:
         command = _ADMIN[(args.command, getattr(args, f"{args.command}_command"))]
         async with open_channel(config) as channel:

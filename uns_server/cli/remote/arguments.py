@@ -8,8 +8,8 @@ import re
 import uuid
 from typing import Any
 
+from uns_server.cli.errors import UsageError
 from uns_server.cli.remote.connection import connection_arguments
-from uns_server.cli.remote.output import UsageError
 
 COMMANDS = frozenset({"dlq", "show", "ack"})
 REASON_MAX_CHARS = 1024  # the server's limit (uns_server.services.operations)

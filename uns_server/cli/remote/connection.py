@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 
 from uns_clients import ClientConfig
 from uns_clients._errors import error_from_rpc
-from uns_server.cli.remote.output import UsageError
+from uns_server.cli.errors import UsageError
 
 TARGET_DEFAULT = "127.0.0.1:50051"
 TIMEOUT_SECONDS_DEFAULT = 30.0

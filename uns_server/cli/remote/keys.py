@@ -1,22 +1,20 @@
-"""``uns-admin keys`` over ``uns.v1.KeyService`` (the remote mode)."""
+"""``uns-admin keys`` over ``uns.v1.KeyService`` (the remote mode): the ``cli.keys.Keys``
+the shared commands call, answering with the same ``KeyInfo`` as the database mode."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
+from collections.abc import Iterable
 from datetime import UTC
 from typing import Any
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from uns.v1 import key_service_pb2 as key_pb
 from uns.v1 import key_service_pb2_grpc as key_grpc
 from uns_clients import ClientConfig
 from uns_server.cli.remote.connection import call
-from uns_server.cli.remote.output import EXIT_OK, UsageError, table
 from uns_server.domain.enums import Role
-from uns_server.services import auth
+from uns_server.services.keys import KeyInfo
 
 _ROLE_TO_WIRE: dict[str, Any] = {
     "producer": key_pb.ROLE_PRODUCER,
@@ -29,87 +27,55 @@ def _role_name(value: int) -> str:
     return key_pb.Role.Name(value).removeprefix("ROLE_").lower()  # type: ignore[arg-type]
 
 
-def responds_for_note(responds_for: Sequence[str]) -> str:
-    """``, answering also for a,b`` for the key-created message (both modes)."""
-    return f", answering also for {','.join(responds_for)}" if responds_for else ""
-
-
-def _key_when(ts: Timestamp) -> str:
-    """The database mode's format: seconds, Z."""
-    return ts.ToDatetime(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def cmd_keys_create(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
-    principal = args.principal.strip()
-    if not principal:
-        raise UsageError("--principal must not be empty")
-    try:
-        roles = sorted(auth.parse_roles(args.roles.split(",")))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if not roles:
-        raise UsageError("--roles needs at least one of producer, responder, operator")
-    responds_for = sorted(auth.parse_responds_for(args.responds_for))
-    if responds_for and Role.RESPONDER not in roles:
-        raise UsageError("--responds-for needs the responder role in --roles")
-    request = key_pb.CreateApiKeyRequest(
-        principal=principal,
-        roles=[_ROLE_TO_WIRE[r.value] for r in roles],
-        description=args.description,
-        responds_for=responds_for,
-    )
-    reply = await call(config, key_grpc.KeyServiceStub(channel).CreateApiKey, request)
-    key = reply.api_key
-    print(reply.secret, flush=True)
-    print(
-        f"created key {key.id} (prefix {key.prefix}) for {key.principal} with roles "
-        f"{','.join(_role_name(r) for r in key.roles)}"
-        f"{responds_for_note(list(key.responds_for))}. The secret above is shown only "
-        "once: store it now. Clients send it as 'authorization: Bearer <key>'.",
-        file=sys.stderr,
-    )
-    return EXIT_OK
-
-
-async def cmd_keys_list(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
-    stub = key_grpc.KeyServiceStub(channel)
-    found: list[key_pb.ApiKey] = []
-    token = ""
-    while True:
-        request = key_pb.ListApiKeysRequest(page_size=1000, page_token=token)
-        reply = await call(config, stub.ListApiKeys, request)
-        found += reply.api_keys
-        token = reply.next_page_token
-        if not token:
-            break
-    table(
-        ("ID", "PREFIX", "PRINCIPAL", "ROLES", "RESPONDS_FOR", "CREATED", "REVOKED"),
-        (
-            (
-                k.id,
-                k.prefix,
-                k.principal,
-                ",".join(_role_name(r) for r in k.roles),
-                ",".join(k.responds_for) or "-",
-                _key_when(k.create_time),
-                _key_when(k.revoke_time) if k.HasField("revoke_time") else "-",
-            )
-            for k in found
+def key_info(wire: key_pb.ApiKey) -> KeyInfo:
+    """The database mode's view of a key (roles in the server's order)."""
+    return KeyInfo(
+        id=wire.id,
+        prefix=wire.prefix,
+        principal=wire.principal,
+        roles=tuple(Role(_role_name(r)) for r in wire.roles),
+        responds_for=tuple(wire.responds_for),
+        description=wire.description,
+        created_at=wire.create_time.ToDatetime(tzinfo=UTC),
+        revoked_at=(
+            wire.revoke_time.ToDatetime(tzinfo=UTC) if wire.HasField("revoke_time") else None
         ),
     )
-    return EXIT_OK
 
 
-async def cmd_keys_revoke(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
-    target = args.key.strip()
-    if not target:
-        raise UsageError("give a key id or prefix")
-    request = key_pb.RevokeApiKeyRequest(key=target)
-    reply = await call(config, key_grpc.KeyServiceStub(channel).RevokeApiKey, request)
-    key = reply.api_key
-    print(
-        f"revoked key {key.id} (prefix {key.prefix}, principal {key.principal}); "
-        f"servers stop accepting it within {auth.CACHE_SECONDS:g} s",
-        file=sys.stderr,
-    )
-    return EXIT_OK
+class RemoteKeys:
+    def __init__(self, channel: grpc.aio.Channel, config: ClientConfig) -> None:
+        self._stub = key_grpc.KeyServiceStub(channel)
+        self._config = config
+
+    async def create(
+        self,
+        principal: str,
+        roles: Iterable[Role],
+        description: str,
+        responds_for: Iterable[str] = (),
+    ) -> tuple[str, KeyInfo]:
+        request = key_pb.CreateApiKeyRequest(
+            principal=principal,
+            roles=[_ROLE_TO_WIRE[r.value] for r in sorted(roles)],
+            description=description,
+            responds_for=list(responds_for),
+        )
+        reply = await call(self._config, self._stub.CreateApiKey, request)
+        return reply.secret, key_info(reply.api_key)
+
+    async def list_all(self) -> list[KeyInfo]:
+        found: list[KeyInfo] = []
+        token = ""
+        while True:
+            request = key_pb.ListApiKeysRequest(page_size=1000, page_token=token)
+            reply = await call(self._config, self._stub.ListApiKeys, request)
+            found += [key_info(k) for k in reply.api_keys]
+            token = reply.next_page_token
+            if not token:
+                return found
+
+    async def revoke(self, key: str) -> KeyInfo:
+        request = key_pb.RevokeApiKeyRequest(key=key)
+        reply = await call(self._config, self._stub.RevokeApiKey, request)
+        return key_info(reply.api_key)

@@ -1,5 +1,5 @@
 """Output of the remote commands: tables, timestamps and JSON, the one-line
-description of a server refusal, and the exit codes and errors of ``uns-admin``.
+description of a server refusal, and the exit codes of ``uns-admin``.
 """
 
 from __future__ import annotations
@@ -30,10 +30,6 @@ _REQUIRED_ROLE = {
     "keys": "operator",
     "policies": "operator",
 }
-
-
-class UsageError(Exception):
-    """Bad command-line input: exit 2."""
 
 
 class Stop(Exception):
