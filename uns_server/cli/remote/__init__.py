@@ -45,6 +45,7 @@ import sys
 
 from uns_clients import AsyncClient, ClientConfig, InvalidRequest, UnsError
 from uns_server.cli import keys as key_commands
+from uns_server.cli import policies as policy_commands
 from uns_server.cli.errors import UsageError
 from uns_server.cli.remote.acks import cmd_ack
 from uns_server.cli.remote.arguments import COMMANDS, add_arguments, check_usage
@@ -67,12 +68,7 @@ from uns_server.cli.remote.output import (
     describe,
     fatal_message,
 )
-from uns_server.cli.remote.policies import (
-    cmd_policies_activate,
-    cmd_policies_list,
-    cmd_policies_put,
-    cmd_policies_show,
-)
+from uns_server.cli.remote.policies import RemotePolicies
 from uns_server.cli.remote.show import cmd_show
 
 __all__ = [
@@ -85,23 +81,16 @@ __all__ = [
 ]
 
 
-_ADMIN = {
-    ("policies", "put"): cmd_policies_put,
-    ("policies", "activate"): cmd_policies_activate,
-    ("policies", "show"): cmd_policies_show,
-    ("policies", "list"): cmd_policies_list,
-}
-
-
 async def _run(args: argparse.Namespace, config: ClientConfig) -> int:
     if args.command == "keys":
         async with open_channel(config) as channel:
             await key_commands.COMMANDS[args.keys_command](RemoteKeys(channel, config), args)
         return EXIT_OK
-    if args.command in LOCAL_OR_REMOTE:
-        command = _ADMIN[(args.command, getattr(args, f"{args.command}_command"))]
+    if args.command == "policies":
+        command = policy_commands.COMMANDS[args.policies_command]
         async with open_channel(config) as channel:
-            return await command(channel, config, args)
+            await command(RemotePolicies(channel, config), args)
+        return EXIT_OK
     async with AsyncClient(config) as client:
         if args.command == "dlq":
             if args.dlq_command == "list":

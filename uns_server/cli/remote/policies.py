@@ -1,10 +1,11 @@
-"""``uns-admin policies`` over ``uns.v1.PolicyService`` (the remote mode)."""
+"""``uns-admin policies`` over ``uns.v1.PolicyService`` (the remote mode): the
+``cli.policies.Policies`` the shared commands call, answering with the same
+``PolicyRevision`` values as the database mode."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from datetime import UTC
-from typing import Any
 
 import grpc
 
@@ -12,15 +13,15 @@ from uns.v1 import policy_service_pb2 as policy_pb
 from uns.v1 import policy_service_pb2_grpc as policy_grpc
 from uns_clients import ClientConfig
 from uns_server.api.policy_servicer import spec_from_wire, spec_to_wire
+from uns_server.cli.policies import PAGE_SIZE
 from uns_server.cli.remote.connection import call
-from uns_server.cli.remote.output import EXIT_OK
 from uns_server.domain.policy import PolicyRevision
-from uns_server.services.policies import PolicyInput, revision_to_json
+from uns_server.services.policies import PolicyInput
 
 
-def _revision(wire: policy_pb.PolicyRevision) -> dict[str, Any]:
-    """The database mode's JSON view of a revision."""
-    revision = PolicyRevision(
+def _revision(wire: policy_pb.PolicyRevision) -> PolicyRevision:
+    """The database mode's view of a revision."""
+    return PolicyRevision(
         policy_id=wire.policy_id,
         notification_type=wire.notification_type,
         revision=wire.revision,
@@ -33,57 +34,49 @@ def _revision(wire: policy_pb.PolicyRevision) -> dict[str, Any]:
             wire.activate_time.ToDatetime(tzinfo=UTC) if wire.HasField("activate_time") else None
         ),
     )
-    return revision_to_json(revision)
 
 
-async def cmd_policies_put(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
-    items: list[PolicyInput]
-    items, is_list = args.policy_inputs
-    stub = policy_grpc.PolicyServiceStub(channel)
-    out = []
-    for item in items:
-        request = policy_pb.PutPolicyRevisionRequest(
-            notification_type=item.notification_type,
-            spec=spec_to_wire(item.spec),
-            activate=args.activate,
+class RemotePolicies:
+    def __init__(self, channel: grpc.aio.Channel, config: ClientConfig) -> None:
+        self._stub = policy_grpc.PolicyServiceStub(channel)
+        self._config = config
+
+    async def put_many(
+        self, items: Sequence[PolicyInput], *, activate: bool
+    ) -> list[PolicyRevision]:
+        """One call per revision: the API writes one at a time."""
+        out = []
+        for item in items:
+            request = policy_pb.PutPolicyRevisionRequest(
+                notification_type=item.notification_type,
+                spec=spec_to_wire(item.spec),
+                activate=activate,
+            )
+            reply = await call(self._config, self._stub.PutPolicyRevision, request)
+            out.append(_revision(reply.revision))
+        return out
+
+    async def activate(self, notification_type: str, revision: int) -> PolicyRevision:
+        request = policy_pb.ActivatePolicyRevisionRequest(
+            notification_type=notification_type, revision=revision
         )
-        reply = await call(config, stub.PutPolicyRevision, request)
-        out.append(_revision(reply.revision))
-    print(json.dumps(out if is_list else out[0], indent=2))
-    return EXIT_OK
+        reply = await call(self._config, self._stub.ActivatePolicyRevision, request)
+        return _revision(reply.revision)
 
+    async def get(self, notification_type: str, revision: int) -> PolicyRevision:
+        request = policy_pb.GetPolicyRequest(notification_type=notification_type, revision=revision)
+        reply = await call(self._config, self._stub.GetPolicy, request)
+        return _revision(reply.revision)
 
-async def cmd_policies_activate(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
-    request = policy_pb.ActivatePolicyRevisionRequest(
-        notification_type=args.notification_type, revision=args.revision
-    )
-    stub = policy_grpc.PolicyServiceStub(channel)
-    reply = await call(config, stub.ActivatePolicyRevision, request)
-    print(json.dumps(_revision(reply.revision), indent=2))
-    return EXIT_OK
-
-
-async def cmd_policies_show(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
-    request = policy_pb.GetPolicyRequest(
-        notification_type=args.notification_type, revision=args.revision
-    )
-    reply = await call(config, policy_grpc.PolicyServiceStub(channel).GetPolicy, request)
-    print(json.dumps(_revision(reply.revision), indent=2))
-    return EXIT_OK
-
-
-async def cmd_policies_list(channel: grpc.aio.Channel, config: ClientConfig, args: Any) -> int:
-    stub = policy_grpc.PolicyServiceStub(channel)
-    revisions: list[dict[str, Any]] = []
-    token = ""
-    while True:
-        request = policy_pb.ListPolicyRevisionsRequest(
-            notification_type=args.notification_type, page_size=1000, page_token=token
-        )
-        reply = await call(config, stub.ListPolicyRevisions, request)
-        revisions += [_revision(r) for r in reply.revisions]
-        token = reply.next_page_token
-        if not token:
-            break
-    print(json.dumps(revisions, indent=2))
-    return EXIT_OK
+    async def list_all(self, notification_type: str) -> list[PolicyRevision]:
+        revisions: list[PolicyRevision] = []
+        token = ""
+        while True:
+            request = policy_pb.ListPolicyRevisionsRequest(
+                notification_type=notification_type, page_size=PAGE_SIZE, page_token=token
+            )
+            reply = await call(self._config, self._stub.ListPolicyRevisions, request)
+            revisions += [_revision(r) for r in reply.revisions]
+            token = reply.next_page_token
+            if not token:
+                return revisions
