@@ -61,7 +61,9 @@ from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth, message_updates
 from uns_server.services.acks import Acks
 from uns_server.services.action_links import ActionLinkService
+from uns_server.services.audit import AuditTrail
 from uns_server.services.intake import Intake
+from uns_server.services.keys import KeyService
 from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
 from uns_server.services.provider_answers import ProviderAnswers
@@ -76,6 +78,7 @@ from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.message_updates import MessageUpdater
+from uns_server.workers.queue_sampler import QueueSampler
 from uns_server.workers.statistics import FirstAnalyze
 from uns_server.workers.supervision import Supervision
 
@@ -179,6 +182,12 @@ class App:
             settings.watch_streams_per_principal,
             settings.watch_streams_max,
         )
+        # The queue gauges' query loop, only when some exporter would read it.
+        self.queue_sampler = (
+            QueueSampler(self.db, self.telemetry.metrics.queue, clock, self.telemetry.poll_seconds)
+            if self.telemetry.metrics_enabled
+            else None
+        )
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
@@ -210,7 +219,6 @@ class App:
         )
         notification_service_pb2_grpc.add_NotificationServiceServicer_to_server(
             NotificationServicer(
-                self.db,
                 self.authenticator,
                 self.intake,
                 Queries(self.db),
@@ -224,10 +232,10 @@ class App:
             PolicyServicer(self.authenticator, PolicyService(self.db, self.clock)), registrar
         )
         audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
-            AuditServicer(self.db, self.authenticator), registrar
+            AuditServicer(AuditTrail(self.db), self.authenticator), registrar
         )
         key_service_pb2_grpc.add_KeyServiceServicer_to_server(
-            KeyServicer(self.authenticator, self.db, self.clock), registrar
+            KeyServicer(self.authenticator, KeyService(self.db, self.clock)), registrar
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, registrar)
         services = (
@@ -425,9 +433,8 @@ class App:
             ]
             self._tasks.extend(self._writer_tasks)
         self._tasks.append(asyncio.create_task(self._monitor()))
-        sampler = self.telemetry.queue_sampler(self.db, self.clock)
-        if sampler is not None:
-            self._tasks.append(asyncio.create_task(sampler.run()))
+        if self.queue_sampler is not None:
+            self._tasks.append(asyncio.create_task(self.queue_sampler.run()))
 
     async def _check_auth_setup(self) -> None:
         async with self.db.read() as conn:

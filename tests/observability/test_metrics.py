@@ -113,8 +113,8 @@ async def test_counters_move_by_the_outcomes_of_real_traffic(rig: Rig) -> None:
     await rig.send("ops.ack", "ack2")
 
     # The queue gauges come from the sampler's one query, not from each scrape.
-    assert app.telemetry.sampler is not None
-    await app.telemetry.sampler.run_once()
+    assert app.queue_sampler is not None
+    await app.queue_sampler.run_once()
     queued = await scrape(rig.server)
     assert queued.value("uns_queue_depth", state="due") == 6  # the follower waits
     assert queued.value("uns_queue_depth", state="leased") == 0
@@ -185,7 +185,7 @@ async def test_counters_move_by_the_outcomes_of_real_traffic(rig: Rig) -> None:
     assert len([r for r in rig.receiver.requests if r.path == "/ok"]) == 6
 
     # The queue is empty again once sampled.
-    await app.telemetry.sampler.run_once()
+    await app.queue_sampler.run_once()
     drained = await scrape(rig.server)
     assert drained.value("uns_queue_depth", state="due") == 0
     assert drained.value("uns_queue_oldest_due_age_seconds") == 0

@@ -1,57 +1,22 @@
 """``uns.v1.AuditService``: the append-only audit trail of one notification (seed 000
-§2.4), operator only. Protobuf in, one store read, protobuf out.
-
-A notification has a handful of records (one per settled attempt, one per ack
-transition), so a page is an OFFSET/LIMIT slice of the notification's records in write
-order (ties broken by id), and the page token carries the notification id and the
-offset. Records are never updated or deleted while the notification exists, so the
-offset of a record never moves.
-"""
+§2.4), operator only. Protobuf in, one page from ``services.audit``, protobuf out."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns.v1 import audit_service_pb2 as pb
 from uns.v1 import audit_service_pb2_grpc as pb_grpc
 from uns_server.api import convert
 from uns_server.api.handlers import unary
-from uns_server.domain import paging
 from uns_server.domain.enums import AckStatus, AutonomyMode, DeliveryMode, Intent, Role, Status
-from uns_server.domain.errors import InvalidRequest
-from uns_server.domain.validation import validate_notification_id
+from uns_server.services.audit import AuditTrail
 from uns_server.services.auth import Authenticator, Principal
-from uns_server.store import audit
-from uns_server.store.db import Database
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
-
-
-class Reader(Protocol):
-    def __call__(
-        self, conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
-    ) -> Awaitable[list[RowMapping]]: ...
-
-
-def _encode_token(notification_id: str, offset: int) -> str:
-    return paging.encode_token(notification_id, offset)
-
-
-def _decode_token(token: str, notification_id: str) -> int:
-    try:
-        owner, offset = paging.decode_token(token, 2)
-        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < 2**31:
-            raise ValueError(offset)
-    except ValueError:
-        raise InvalidRequest.of_field("page_token", "not a token from this server") from None
-    if owner != notification_id:
-        raise InvalidRequest.of_field("page_token", "the token belongs to a different notification")
-    return offset
 
 
 def _enum(value: str | None, cls: Any) -> Any:
@@ -101,27 +66,16 @@ def ack_record(row: RowMapping) -> pb.AckAuditRecord:
 
 
 class AuditServicer(pb_grpc.AuditServiceServicer):
-    def __init__(self, db: Database, auth: Authenticator) -> None:
-        self.db = db
+    def __init__(self, trail: AuditTrail, auth: Authenticator) -> None:
+        self.trail = trail
         self.auth = auth
-
-    async def _page(
-        self, read: Reader, notification_id: str, page_size: int, page_token: str
-    ) -> tuple[Sequence[RowMapping], str]:
-        nid = validate_notification_id(notification_id)
-        limit = paging.page_limit(page_size)
-        offset = _decode_token(page_token, nid) if page_token else 0
-        async with self.db.read() as conn:
-            rows = await read(conn, nid, offset=offset, limit=limit + 1)  # one more: a next page?
-        end = offset + limit
-        return rows[:limit], _encode_token(nid, end) if len(rows) > limit else ""
 
     @unary(Role.OPERATOR)
     async def ListDeliveryAuditRecords(
         self, request: pb.ListDeliveryAuditRecordsRequest, context: Ctx, principal: Principal
     ) -> pb.ListDeliveryAuditRecordsResponse:
-        rows, token = await self._page(
-            audit.delivery_records, request.notification_id, request.page_size, request.page_token
+        rows, token = await self.trail.delivery_records(
+            request.notification_id, request.page_size, request.page_token
         )
         return pb.ListDeliveryAuditRecordsResponse(
             records=[delivery_record(r) for r in rows], next_page_token=token
@@ -131,8 +85,8 @@ class AuditServicer(pb_grpc.AuditServiceServicer):
     async def ListAckAuditRecords(
         self, request: pb.ListAckAuditRecordsRequest, context: Ctx, principal: Principal
     ) -> pb.ListAckAuditRecordsResponse:
-        rows, token = await self._page(
-            audit.ack_records, request.notification_id, request.page_size, request.page_token
+        rows, token = await self.trail.ack_records(
+            request.notification_id, request.page_size, request.page_token
         )
         return pb.ListAckAuditRecordsResponse(
             records=[ack_record(r) for r in rows], next_page_token=token

@@ -23,7 +23,7 @@ from uns_server.domain.errors import (
     UnsError,
 )
 from uns_server.services.auth import Authenticator, Principal
-from uns_server.store.db import is_unreachable
+from uns_server.services.availability import storage_unavailable
 
 log = logging.getLogger("uns.api")
 
@@ -74,7 +74,7 @@ async def authenticate(self: HasAuth, context: grpc.aio.ServicerContext[Any, Any
 def _as_uns_error(exc: Exception) -> UnsError | None:
     if isinstance(exc, UnsError):
         return exc
-    if is_unreachable(exc):
+    if storage_unavailable(exc):
         log.warning("storage unavailable: %s", type(exc).__name__)
         return StorageUnavailable()
     return None

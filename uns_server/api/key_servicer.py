@@ -6,8 +6,6 @@ CreateApiKey carries a secret.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import grpc
@@ -20,7 +18,6 @@ from uns_server.domain.enums import Role
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.services import keys
 from uns_server.services.auth import Authenticator, Principal
-from uns_server.store.db import Database
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 
@@ -72,10 +69,9 @@ def key_to_wire(key: keys.KeyInfo) -> pb.ApiKey:
 
 
 class KeyServicer(pb_grpc.KeyServiceServicer):
-    def __init__(self, auth: Authenticator, db: Database, clock: Callable[[], datetime]) -> None:
+    def __init__(self, auth: Authenticator, service: keys.KeyService) -> None:
         self.auth = auth
-        self.db = db
-        self.clock = clock
+        self.service = service
 
     @unary(Role.OPERATOR)
     async def CreateApiKey(
@@ -86,12 +82,10 @@ class KeyServicer(pb_grpc.KeyServiceServicer):
                 "roles", f"must hold at most {ROLES_MAX_ENTRIES} entries (there are 3 roles)"
             )
         roles = roles_from_wire(list(request.roles))
-        secret, key = await keys.create(
-            self.db,
+        secret, key = await self.service.create(
             request.principal,
             roles,
             request.description,
-            self.clock(),
             responds_for=list(request.responds_for),
         )
         return pb.CreateApiKeyResponse(secret=secret, api_key=key_to_wire(key))
@@ -100,7 +94,7 @@ class KeyServicer(pb_grpc.KeyServiceServicer):
     async def ListApiKeys(
         self, request: pb.ListApiKeysRequest, context: Ctx, principal: Principal
     ) -> pb.ListApiKeysResponse:
-        page, token = await keys.list_page(self.db, request.page_size, request.page_token)
+        page, token = await self.service.list_page(request.page_size, request.page_token)
         return pb.ListApiKeysResponse(
             api_keys=[key_to_wire(k) for k in page], next_page_token=token
         )
@@ -109,5 +103,5 @@ class KeyServicer(pb_grpc.KeyServiceServicer):
     async def RevokeApiKey(
         self, request: pb.RevokeApiKeyRequest, context: Ctx, principal: Principal
     ) -> pb.RevokeApiKeyResponse:
-        key = await keys.revoke(self.db, request.key, self.clock())
+        key = await self.service.revoke(request.key)
         return pb.RevokeApiKeyResponse(api_key=key_to_wire(key))

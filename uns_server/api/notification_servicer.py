@@ -13,7 +13,6 @@ from sqlalchemy.engine import RowMapping
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
-from uns_server.aio import wait_event
 from uns_server.api import convert
 from uns_server.api.handlers import streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
@@ -26,8 +25,6 @@ from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
 from uns_server.services.queries import Queries
 from uns_server.services.watch import NOTIFICATION_IDS_MAX, Heartbeat, Watch
-from uns_server.store import notifications
-from uns_server.store.db import TOPIC_EVENTS, Database
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 # wait_for_first_attempt returns this long before the caller's deadline at the latest.
@@ -40,7 +37,6 @@ CONVERT_INLINE_ROWS = 20
 class NotificationServicer(pb_grpc.NotificationServiceServicer):
     def __init__(
         self,
-        db: Database,
         auth: Authenticator,
         intake: Intake,
         queries: Queries,
@@ -48,21 +44,12 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         operations: Operations,
         watch: Watch,
     ) -> None:
-        self.db = db
         self.auth = auth
         self.intake = intake
         self.queries = queries
         self.acks = acks
         self.operations = operations
         self.watch = watch
-        # Replaced on every commit: a waiter that took the current one before reading
-        # the database cannot miss a commit that lands between its read and its wait.
-        self._committed = asyncio.Event()
-        db.on_commit(TOPIC_EVENTS, self._notify_commit)
-
-    def _notify_commit(self) -> None:
-        self._committed.set()
-        self._committed = asyncio.Event()
 
     @phased(ACCEPT)
     @unary(Role.PRODUCER)
@@ -86,17 +73,9 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
     async def _wait_first_attempt(self, result: SendResult, context: Ctx) -> Status:
         remaining = context.time_remaining()
         budget = WAIT_FOR_ATTEMPT_MAX_SECONDS if remaining is None else remaining
-        deadline = asyncio.get_running_loop().time() + budget - DEADLINE_MARGIN_SECONDS
-        while True:
-            committed = self._committed
-            async with self.db.read() as conn:
-                row = await notifications.by_id(conn, result.notification_id)
-            assert row is not None
-            settled = row["attempts"] > 0 and row["lease_token"] is None
-            left = deadline - asyncio.get_running_loop().time()
-            if row["status"] != Status.PENDING or settled or left <= 0:
-                return Status(row["status"])
-            await wait_event(committed, min(left, 1.0))
+        return await self.queries.wait_first_attempt(
+            result.notification_id, budget - DEADLINE_MARGIN_SECONDS
+        )
 
     @unary(Role.PRODUCER)
     async def Simulate(

@@ -1,8 +1,10 @@
 """``uns-admin``: schema migrations, API keys, policies, retention and action-link
 revocation, directly on the database.
 
-Policies go through the same service as ``uns.v1.PolicyService``
-(``uns_server.services.policies``), so validation and defaults are identical.
+``keys`` and ``policies`` have one implementation each (``cli.keys``, ``cli.policies``)
+that runs here on ``services.keys`` / ``services.policies`` (the services behind
+``uns.v1.KeyService`` / ``uns.v1.PolicyService``, so validation and defaults are
+identical) or, with ``--target``, on a server (``cli.remote``).
 
 Exit codes: 0 ok; 2 usage or validation error (one line on stderr); 1 any other failure.
 Secrets are printed only by ``keys create``, once, alone on stdout. ``maintain`` is a
@@ -17,27 +19,24 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import unquote
 
-import yaml
-
+from uns_server.cli import keys as key_commands
+from uns_server.cli import policies as policy_commands
 from uns_server.cli import remote
+from uns_server.cli.errors import UsageError, describe
+from uns_server.cli.keys import when
 from uns_server.domain import retention as retention_rules
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.domain.links import LinkSigner, token_hash
-from uns_server.services import auth
-from uns_server.services import keys as key_service
-from uns_server.services.policies import (
-    PolicyInput,
-    PolicyService,
-    inputs_from_document,
-    revision_to_json,
-)
+from uns_server.domain.policy import PolicyRevision
+from uns_server.services.keys import KeyInfo, KeyService
+from uns_server.services.policies import PolicyInput, PolicyService
 from uns_server.services.retention import Report, Retention
 from uns_server.settings import DATABASE_URL_DEFAULT
 from uns_server.store import links as links_store
@@ -48,10 +47,6 @@ PROG = "uns-admin"
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad input from the command line or a file: exit 2."""
 
 
 class Failure(Exception):
@@ -203,12 +198,6 @@ def _actor() -> str:
     return f"uns-admin:{user}"
 
 
-def _describe(error: InvalidRequest) -> str:
-    if error.violations:
-        return "; ".join(f"{v.field}: {v.description}" for v in error.violations)
-    return error.message
-
-
 # --- commands -----------------------------------------------------------------------
 
 
@@ -217,70 +206,37 @@ async def cmd_migrate(db: Database, args: argparse.Namespace) -> None:
     print(await migrate.current_revision(db))
 
 
-async def cmd_keys_create(db: Database, args: argparse.Namespace) -> None:
-    principal = args.principal.strip()
-    if not principal:
-        raise UsageError("--principal must not be empty")
-    roles = [r for r in args.roles.split(",") if r.strip()]
-    if not roles:
-        raise UsageError("--roles needs at least one of producer, responder, operator")
-    try:
-        role_set = auth.parse_roles(roles)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    responds_for = sorted(auth.parse_responds_for(args.responds_for))
-    if responds_for and Role.RESPONDER not in role_set:
-        raise UsageError("--responds-for needs the responder role in --roles")
-    await _require_schema(db)
-    secret, key = await key_service.create(
-        db, principal, role_set, args.description, utcnow(), responds_for=responds_for
-    )
-    print(secret, flush=True)
-    print(
-        f"created key {key.id} (prefix {key.prefix}) for {principal} with roles "
-        f"{','.join(r.value for r in key.roles)}{remote.responds_for_note(key.responds_for)}. "
-        "The secret above is shown only once: store it now. "
-        "Clients send it as 'authorization: Bearer <key>'.",
-        file=sys.stderr,
-    )
+class DatabaseKeys:
+    """``cli.keys.Keys`` on the database: ``KeyService`` once the schema is at head."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._service = KeyService(db, utcnow)
+
+    async def create(
+        self,
+        principal: str,
+        roles: Iterable[Role],
+        description: str,
+        responds_for: Iterable[str] = (),
+    ) -> tuple[str, KeyInfo]:
+        await _require_schema(self._db)
+        return await self._service.create(principal, roles, description, responds_for)
+
+    async def list_all(self) -> list[KeyInfo]:
+        await _require_schema(self._db)
+        return await self._service.list_all()
+
+    async def revoke(self, key: str) -> KeyInfo:
+        await _require_schema(self._db)
+        return await self._service.revoke(key)
 
 
-async def cmd_keys_list(db: Database, args: argparse.Namespace) -> None:
-    await _require_schema(db)
-    found = await key_service.list_all(db)
-    header = ("ID", "PREFIX", "PRINCIPAL", "ROLES", "RESPONDS_FOR", "CREATED", "REVOKED")
-    table = [header] + [
-        (
-            k.id,
-            k.prefix,
-            k.principal,
-            ",".join(r.value for r in k.roles),
-            ",".join(k.responds_for) or "-",
-            _when(k.created_at),
-            _when(k.revoked_at) if k.revoked_at else "-",
-        )
-        for k in found
-    ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+def _keys(command: key_commands.Command) -> Command:
+    async def run(db: Database, args: argparse.Namespace) -> None:
+        await command(DatabaseKeys(db), args)
 
-
-def _when(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def cmd_keys_revoke(db: Database, args: argparse.Namespace) -> None:
-    target = args.key.strip()
-    if not target:
-        raise UsageError("give a key id or prefix")
-    await _require_schema(db)
-    key = await key_service.revoke(db, target, utcnow())
-    print(
-        f"revoked key {key.id} (prefix {key.prefix}, principal {key.principal}); "
-        f"servers stop accepting it within {auth.CACHE_SECONDS:g} s",
-        file=sys.stderr,
-    )
+    return run
 
 
 async def cmd_links_revoke(db: Database, args: argparse.Namespace) -> None:
@@ -303,54 +259,46 @@ async def cmd_links_revoke(db: Database, args: argparse.Namespace) -> None:
     )
 
 
-def load_policy_file(path: Path) -> tuple[list[PolicyInput], bool]:
-    """Read and validate a policy file before touching the database: (inputs, is_list)."""
-    try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        document = yaml.safe_load(text)  # JSON is YAML
-    except yaml.YAMLError as exc:
-        problem = " ".join(str(exc).split())
-        raise UsageError(f"{path}: not valid YAML or JSON: {problem}") from None
-    try:
-        return inputs_from_document(document), isinstance(document, list)
-    except InvalidRequest as exc:
-        raise UsageError(f"{path}: invalid policy: {_describe(exc)}") from None
+class DatabasePolicies:
+    """``cli.policies.Policies`` on the database: ``PolicyService`` once the schema is at
+    head; revisions written by this operating-system user (``_actor``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._service = PolicyService(db, utcnow)
+
+    async def put_many(
+        self, items: Sequence[PolicyInput], *, activate: bool
+    ) -> list[PolicyRevision]:
+        await _require_schema(self._db)
+        return await self._service.put_many(_actor(), items, activate=activate)
+
+    async def activate(self, notification_type: str, revision: int) -> PolicyRevision:
+        await _require_schema(self._db)
+        return await self._service.activate(notification_type, revision)
+
+    async def get(self, notification_type: str, revision: int) -> PolicyRevision:
+        await _require_schema(self._db)
+        return await self._service.get(notification_type, revision)
+
+    async def list_all(self, notification_type: str) -> list[PolicyRevision]:
+        await _require_schema(self._db)
+        revisions: list[PolicyRevision] = []
+        token = ""
+        while True:
+            page, token = await self._service.list(
+                notification_type, policy_commands.PAGE_SIZE, token
+            )
+            revisions += page
+            if not token:
+                return revisions
 
 
-async def cmd_policies_put(db: Database, args: argparse.Namespace) -> None:
-    items, is_list = args.policy_inputs
-    await _require_schema(db)
-    written = await PolicyService(db, utcnow).put_many(_actor(), items, activate=args.activate)
-    out = [revision_to_json(r) for r in written]
-    _print_json(out if is_list else out[0])
+def _policies(command: policy_commands.Command) -> Command:
+    async def run(db: Database, args: argparse.Namespace) -> None:
+        await command(DatabasePolicies(db), args)
 
-
-async def cmd_policies_activate(db: Database, args: argparse.Namespace) -> None:
-    await _require_schema(db)
-    revision = await PolicyService(db, utcnow).activate(args.notification_type, args.revision)
-    _print_json(revision_to_json(revision))
-
-
-async def cmd_policies_show(db: Database, args: argparse.Namespace) -> None:
-    await _require_schema(db)
-    revision = await PolicyService(db, utcnow).get(args.notification_type, args.revision)
-    _print_json(revision_to_json(revision))
-
-
-async def cmd_policies_list(db: Database, args: argparse.Namespace) -> None:
-    await _require_schema(db)
-    service = PolicyService(db, utcnow)
-    revisions: list[dict[str, Any]] = []
-    token = ""
-    while True:
-        page, token = await service.list(args.notification_type, 1000, token)
-        revisions += [revision_to_json(r) for r in page]
-        if not token:
-            break
-    _print_json(revisions)
+    return run
 
 
 async def cmd_maintain(db: Database, args: argparse.Namespace) -> None:
@@ -381,8 +329,8 @@ def _print_report(report: Report) -> None:
     )
     cut = report.cutoffs
     print(
-        f"cutoffs: terminal {_when(cut.terminal)}, events {_when(cut.events)}, "
-        f"dedup {_when(cut.dedup)}, idempotency {_when(cut.idempotency)}"
+        f"cutoffs: terminal {when(cut.terminal)}, events {when(cut.events)}, "
+        f"dedup {when(cut.dedup)}, idempotency {when(cut.idempotency)}"
     )
     print(f"history horizon: sequence {report.compacted_sequence}")
     if report.kept_for_dedup_groups:
@@ -406,13 +354,8 @@ Command = Callable[[Database, argparse.Namespace], Awaitable[None]]
 
 COMMANDS: dict[tuple[str, str | None], Command] = {
     ("migrate", None): cmd_migrate,
-    ("keys", "create"): cmd_keys_create,
-    ("keys", "list"): cmd_keys_list,
-    ("keys", "revoke"): cmd_keys_revoke,
-    ("policies", "put"): cmd_policies_put,
-    ("policies", "activate"): cmd_policies_activate,
-    ("policies", "show"): cmd_policies_show,
-    ("policies", "list"): cmd_policies_list,
+    **{("keys", name): _keys(command) for name, command in key_commands.COMMANDS.items()},
+    **{("policies", name): _policies(c) for name, c in policy_commands.COMMANDS.items()},
     ("maintain", None): cmd_maintain,
     ("links", "revoke"): cmd_links_revoke,
 }
@@ -442,14 +385,14 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(remote.main(args))
     try:
         if args.command == "policies" and args.policies_command == "put":
-            args.policy_inputs = load_policy_file(args.file)
+            args.policy_inputs = policy_commands.load_policy_file(args.file)
         if remote.wants_remote(args):  # keys, policies with --target: over gRPC
             raise SystemExit(remote.main(args))
         asyncio.run(run(args))
     except UsageError as exc:
         _fail(EXIT_USAGE, str(exc))
     except InvalidRequest as exc:
-        _fail(EXIT_USAGE, _describe(exc))
+        _fail(EXIT_USAGE, describe(exc))
     except (Failure, NotFound) as exc:
         _fail(EXIT_FAILURE, str(exc))
     except KeyboardInterrupt:

@@ -6,7 +6,8 @@ never re-reads the database for a metric. Two kinds of value are *observed* inst
 
 - the queue (depth by state, age of the oldest due item, WatchEvents hub lag) comes
   from one cheap aggregate over the partial index ``ix_uns_notifications_due``, run by
-  ``QueueSampler`` every ``metrics_poll_seconds`` — never per call, never per scrape;
+  ``workers.queue_sampler`` every ``metrics_poll_seconds`` — never per call, never per
+  scrape — which hands the numbers to ``QueueStats``;
 - WatchEvents streams and their lag are read from the in-process ``EventHub`` at
   collection time (no I/O).
 
@@ -37,29 +38,19 @@ Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeterProvider, Observation
 from prometheus_client import CollectorRegistry
-from sqlalchemy import case, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import Status
 from uns_server.observability import phases
-from uns_server.store import events
-from uns_server.store.tables import UtcDateTime
-from uns_server.store.tables import notifications as n
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
-
-    from uns_server.services.watch import EventHub
-    from uns_server.store.db import Database
 
 log = logging.getLogger("uns.metrics")
 
@@ -101,6 +92,29 @@ ATTEMPT_BUCKETS_SECONDS = (
 
 # Calls per intake transaction: bounded by the group commit's largest group (128).
 GROUP_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class WatchStream(Protocol):
+    """What the lag gauges read of one live WatchEvents stream."""
+
+    @property
+    def queue(self) -> Sequence[object]: ...
+    @property
+    def queue_max(self) -> int: ...
+    @property
+    def overflowed(self) -> bool: ...
+
+
+class EventHub(Protocol):
+    """What the watch gauges read of the in-process hub (``services.watch.EventHub``)."""
+
+    @property
+    def subscribers(self) -> int: ...
+    @property
+    def tail(self) -> int: ...
+    @property
+    def total_overflows(self) -> int: ...
+    def subscriptions(self) -> Sequence[WatchStream]: ...
 
 
 class Metrics:
@@ -376,82 +390,6 @@ class QueueStats:
     scheduled: int = 0
     oldest_due_age_seconds: float = 0.0
     high_water: int | None = None
-
-
-class QueueSampler:
-    """Refreshes ``QueueStats`` with one aggregate query every ``poll_seconds``."""
-
-    def __init__(
-        self,
-        db: Database,
-        stats: QueueStats,
-        clock: Callable[[], datetime],
-        poll_seconds: float,
-    ) -> None:
-        self._db = db
-        self._stats = stats
-        self._clock = clock
-        self._poll = poll_seconds
-
-    async def run_once(self) -> None:
-        now = self._clock()
-        async with self._db.read() as conn:
-            due, leased, scheduled, oldest = await queue_stats(conn, now)
-            high_water = await events.high_water(conn)
-        s = self._stats
-        s.due, s.leased, s.scheduled = due, leased, scheduled
-        s.oldest_due_age_seconds = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
-        s.high_water = high_water
-        s.sampled = True
-
-    async def run(self) -> None:
-        failing = False
-        while True:
-            try:
-                await self.run_once()
-                failing = False
-            except Exception as exc:
-                if not failing:  # once per outage, not every poll
-                    log.warning(
-                        "queue metrics query failed; keeping the last sample",
-                        extra={"error": f"{type(exc).__name__}: {exc}"},
-                    )
-                failing = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.sleep(self._poll)
-
-
-async def queue_stats(
-    conn: AsyncConnection, now: datetime
-) -> tuple[int, int, int, datetime | None]:
-    """(due, leased, scheduled, oldest due ``next_attempt``) over pending leaders.
-
-    The WHERE clause is the predicate of the partial index ``ix_uns_notifications_due``,
-    so this reads only pending leaders (the backlog), never the notification history.
-    """
-    leased = n.c.lease_until > now
-    due = (n.c.next_attempt <= now) & (n.c.lease_until.is_(None) | (n.c.lease_until <= now))
-    scheduled = (n.c.next_attempt > now) & (n.c.lease_until.is_(None) | (n.c.lease_until <= now))
-
-    def count(cond: Any) -> Any:
-        return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
-
-    q = select(
-        count(due),
-        count(leased),
-        count(scheduled),
-        func.min(case((due, n.c.next_attempt), else_=None)),
-    ).where(n.c.status == Status.PENDING.value, n.c.dedup_owner_id.is_(None))
-    row = (await conn.execute(q)).one()
-    oldest: Any = row[3]
-    if isinstance(oldest, str):  # aggregates bypass the column type on SQLite
-        oldest = datetime.fromisoformat(oldest)
-    return (
-        int(row[0]),
-        int(row[1]),
-        int(row[2]),
-        UtcDateTime().process_result_value(oldest, conn.dialect),
-    )
 
 
 # -- the Prometheus endpoint ------------------------------------------------------

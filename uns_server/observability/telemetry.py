@@ -1,7 +1,8 @@
 """The composition root's handle on observability: providers, instruments, exporters.
 
 Built from settings without touching the network; ``serve_metrics()`` opens the
-Prometheus port and ``sampler()`` is the queue query loop, both started by ``App``.
+Prometheus port (started by ``App``, which also runs the queue query loop,
+``workers.queue_sampler``, when ``metrics_enabled``).
 Providers are owned, never installed as the process-global ones, so several servers
 in one process (tests) keep separate metrics and spans.
 """
@@ -9,8 +10,6 @@ in one process (tests) keep separate metrics and spans.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from opentelemetry.metrics import MeterProvider as ApiMeterProvider
@@ -28,17 +27,10 @@ from opentelemetry.trace import TracerProvider as ApiTracerProvider
 from prometheus_client import CollectorRegistry
 
 from uns_server.observability import tracing
-from uns_server.observability.metrics import (
-    METER_NAME,
-    Metrics,
-    PrometheusEndpoint,
-    QueueSampler,
-)
+from uns_server.observability.metrics import METER_NAME, EventHub, Metrics, PrometheusEndpoint
 
 if TYPE_CHECKING:
-    from uns_server.services.watch import EventHub
     from uns_server.settings import Settings
-    from uns_server.store.db import Database
 
 SERVICE_NAME = "uns-server"
 SHUTDOWN_FLUSH_MILLIS = 5_000
@@ -65,8 +57,7 @@ class Telemetry:
             if registry is not None and metrics_listen
             else None
         )
-        self._poll_seconds = poll_seconds
-        self.sampler: QueueSampler | None = None
+        self.poll_seconds = poll_seconds  # of the queue sampler (workers.queue_sampler)
 
     @classmethod
     def from_settings(
@@ -123,13 +114,6 @@ class Telemetry:
     def serve_metrics(self) -> int:
         """Open the Prometheus endpoint, if configured; returns its port (0: off)."""
         return self._endpoint.start() if self._endpoint is not None else 0
-
-    def queue_sampler(self, db: Database, clock: Callable[[], datetime]) -> QueueSampler | None:
-        """The periodic queue query, only when some exporter would read it."""
-        if not self.metrics_enabled:
-            return None
-        self.sampler = QueueSampler(db, self.metrics.queue, clock, self._poll_seconds)
-        return self.sampler
 
     async def aclose(self) -> None:
         """Stop the endpoint, flush and stop the exporters.

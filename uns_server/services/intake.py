@@ -5,7 +5,7 @@ transaction that decides idempotency and dedup and appends the ACCEPTED event.
 A refused request writes nothing: every refusal happens before its writes, and a
 failed transaction rolls back.
 
-Concurrent requests share that transaction (group commit, ``services.group_commit``):
+Concurrent requests share that transaction (group commit, ``uns_server.batching``):
 each is decided in arrival order, one refusal does not affect the others, and a
 group that loses a race (a unique index, a deadlock) is retried request by request.
 
@@ -31,6 +31,7 @@ from opentelemetry import trace
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.batching import GroupCommit
 from uns_server.domain import digests, lifecycle
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.errors import IdempotencyConflict, UnsError
@@ -40,7 +41,6 @@ from uns_server.domain.validation import validate_send
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
-from uns_server.services.group_commit import GroupCommit
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.events import NewEvent
@@ -52,7 +52,7 @@ Clock = Callable[[], datetime]
 # Concurrent first sends of one key (or one dedup window) race on a unique index;
 # the loser retries and then sees the winner's committed row.
 _INSERT_RACE_RETRIES = 5
-# Requests committed together at most (see services.group_commit).
+# Requests committed together at most (see uns_server.batching).
 MAX_BATCH_DEFAULT = 128
 
 

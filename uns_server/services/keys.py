@@ -7,7 +7,7 @@ here ever returns a hash, and a secret only from ``create``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -191,3 +191,34 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
         created_at=row["created_at"],
         revoked_at=now,
     )
+
+
+class KeyService:
+    """The key operations on one database with one clock: what ``uns.v1.KeyService``
+    and ``uns-admin keys`` (database mode) call."""
+
+    def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
+        self.db = db
+        self.clock = clock
+
+    async def create(
+        self,
+        principal: str,
+        roles: Iterable[Role],
+        description: str,
+        responds_for: Iterable[str] = (),
+    ) -> tuple[str, KeyInfo]:
+        return await create(
+            self.db, principal, roles, description, self.clock(), responds_for=responds_for
+        )
+
+    async def list_all(self) -> list[KeyInfo]:
+        return await list_all(self.db)
+
+    async def list_page(
+        self, page_size: int = 0, page_token: str = ""
+    ) -> tuple[list[KeyInfo], str]:
+        return await list_page(self.db, page_size, page_token)
+
+    async def revoke(self, key: str) -> KeyInfo:
+        return await revoke(self.db, key, self.clock())

@@ -6,19 +6,21 @@ operator everyone's (a responder answers by id; it has no queue to browse)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
 import orjson
 from sqlalchemy.engine import RowMapping
 
+from uns_server.aio import wait_event
 from uns_server.domain import filters, paging
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.store import notifications
-from uns_server.store.db import Database
+from uns_server.store.db import TOPIC_EVENTS, Database
 
 # Database column names (the seed's) that a caller may try, and their wire names (AIP-216).
 _WIRE_NAME = {"status": "state", "ack_status": "ack_state"}
@@ -63,6 +65,30 @@ ROW_OVERHEAD_BYTES = 1024
 class Queries:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # Replaced on every commit: a waiter that took the current one before reading
+        # the database cannot miss a commit that lands between its read and its wait.
+        self._committed = asyncio.Event()
+        db.on_commit(TOPIC_EVENTS, self._notify_commit)
+
+    def _notify_commit(self) -> None:
+        self._committed.set()
+        self._committed = asyncio.Event()
+
+    async def wait_first_attempt(self, notification_id: str, seconds: float) -> Status:
+        """The state of a just-accepted notification once its first attempt settled, it
+        left PENDING, or ``seconds`` passed (SendNotification ``wait_for_first_attempt``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            committed = self._committed
+            async with self._db.read() as conn:
+                row = await notifications.by_id(conn, notification_id)
+            assert row is not None
+            settled = row["attempts"] > 0 and row["lease_token"] is None
+            left = deadline - loop.time()
+            if row["status"] != Status.PENDING or settled or left <= 0:
+                return Status(row["status"])
+            await wait_event(committed, min(left, 1.0))
 
     async def get(self, principal: Principal, notification_id: str) -> RowMapping:
         nid = validate_notification_id(notification_id)

@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from uns_server.aio import wait_event
+from uns_server.batching import GroupCommit
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import lifecycle
@@ -49,7 +50,6 @@ from uns_server.observability import tracing
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, PROVIDER, SETTLE, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
-from uns_server.services.group_commit import GroupCommit
 from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
