@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,17 +14,12 @@ import pytest
 
 from tests.support.grpc_errors import rich_error
 from tests.support.policies import activate_policy
+from tests.support.ports import closed_port
 from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
 from tests.support.watching import events_until, has_kind, kinds
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

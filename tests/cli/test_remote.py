@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.policies import activate_policy
+from tests.support.ports import closed_port
 from tests.support.server import KEYS, RunningServer, ShiftableClock, send_request, start_server
 from tests.support.watching import events_until, has_kind, kinds
 from uns.v1 import notification_service_pb2 as pb
@@ -33,12 +33,6 @@ class Result:
     code: int
     out: str
     err: str
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def start_broken(db_url: str, tmp_path: Path, **overrides: object) -> RunningServer:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from tests.clients.helpers import send_fields
+from tests.clients.helpers import config_for, send_fields
 from tests.support.policies import activate_policy
-from tests.support.server import RunningServer
+from tests.support.ports import closed_port
+from tests.support.server import RunningServer, start_server
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_clients import (
@@ -97,28 +99,44 @@ async def test_replay_and_resolve_failure_refuse_what_is_not_dead_lettered(
 
 
 async def test_validate_only_previews_without_changing_anything(
-    server: RunningServer, db_url: str, async_client: AsyncClients, sync_client: SyncClients
+    db_url: str, tmp_path: Path
 ) -> None:
-    await activate_policy(
-        db_url,
-        "ops.nowhere",
-        channels=["nowhere"],  # not configured: a permanent failure
-        delivery_mode=DeliveryMode.GUARANTEED,
-        require_ack=False,
-        max_attempts=1,
+    # A `broken` webhook channel (nothing listens): a replica claims only work whose
+    # channels it has, so the dead letter needs a configured channel that fails.
+    channels = tmp_path / "channels.yaml"
+    channels.write_text(
+        f"broken:\n  type: webhook\n  url: http://127.0.0.1:{closed_port()}/hook\n"
+        "  secret: test-secret\n  timeout_seconds: 2\n"
     )
-    sent = await async_client("alice").send(
-        **send_fields(notification_type="ops.nowhere", wait_for_first_attempt=True)
-    )
-    oscar = async_client("oscar")
-    nid = sent.notification_id
-    before = await oscar.get(nid)
-    assert before.state == t.NOTIFICATION_STATE_FAILED and before.dead_letter
+    server = await start_server(db_url, tmp_path, channels_file=str(channels))
+    alice = AsyncClient(config_for(server.target, "alice"))
+    oscar = AsyncClient(config_for(server.target, "oscar"))
+    oscar_sync = Client(config_for(server.target, "oscar"))
+    try:
+        await activate_policy(
+            db_url,
+            "ops.broken",
+            channels=["broken"],
+            delivery_mode=DeliveryMode.GUARANTEED,
+            require_ack=False,
+            max_attempts=1,
+        )
+        sent = await alice.send(
+            **send_fields(notification_type="ops.broken", wait_for_first_attempt=True)
+        )
+        nid = sent.notification_id
+        before = await oscar.get(nid)
+        assert before.state == t.NOTIFICATION_STATE_FAILED and before.dead_letter
 
-    would = await asyncio.to_thread(
-        sync_client("oscar").replay, nid, reason="preview", validate_only=True
-    )
-    assert would.state == t.NOTIFICATION_STATE_PENDING and would.cycle == 2
-    resolved = await oscar.resolve_failure(nid, validate_only=True)
-    assert resolved.state == t.NOTIFICATION_STATE_FAILED and not resolved.dead_letter
-    assert await oscar.get(nid) == before
+        would = await asyncio.to_thread(
+            oscar_sync.replay, nid, reason="preview", validate_only=True
+        )
+        assert would.state == t.NOTIFICATION_STATE_PENDING and would.cycle == 2
+        resolved = await oscar.resolve_failure(nid, validate_only=True)
+        assert resolved.state == t.NOTIFICATION_STATE_FAILED and not resolved.dead_letter
+        assert await oscar.get(nid) == before
+    finally:
+        oscar_sync.close()
+        await alice.close()
+        await oscar.close()
+        await server.stop()

@@ -65,7 +65,9 @@ async def server(db_url: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
 
 
 @pytest.fixture
-def callers(server: RunningServer) -> Callers:
+async def callers(server: RunningServer) -> Callers:
+    # Async so that the channel binds to the running loop, whatever an earlier test did
+    # to the thread's default loop (asyncio.run() leaves none behind).
     return Callers(server)
 
 
