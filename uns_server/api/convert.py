@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar, cast
 
@@ -122,6 +122,12 @@ def send_request(req: pb.SendNotificationRequest) -> SendRequest:
     except InvalidRequest as exc:
         unreadable.extend(exc.violations)
         metadata = {}
+    schedule = None
+    if req.HasField("schedule_time"):
+        try:
+            schedule = req.schedule_time.ToDatetime(tzinfo=UTC)
+        except (ValueError, OverflowError):
+            unreadable.append(FieldViolation("schedule_time", "is not a valid timestamp"))
     ctx = None
     if req.HasField("autonomy_context"):
         ctx = AutonomyContext(
@@ -144,6 +150,7 @@ def send_request(req: pb.SendNotificationRequest) -> SendRequest:
         delivery_mode=enum(DeliveryMode, req.delivery_mode, "delivery_mode"),
         require_ack=req.require_ack if req.HasField("require_ack") else None,
         priority=enum(Priority, req.priority, "priority"),
+        schedule_time=schedule,
     )
     if unreadable:
         # Validated here only to list the other fields' problems in the same answer; a
@@ -230,6 +237,8 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         ts = timestamp(row[column])
         if ts is not None:
             getattr(msg, field).CopyFrom(ts)
+    if doc.get("schedule_time"):
+        msg.schedule_time.FromDatetime(datetime.fromisoformat(doc["schedule_time"]))
     return msg
 
 

@@ -94,6 +94,7 @@ class SendNotificationRequest(_message.Message):
     REQUIRE_ACK_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
     WAIT_FOR_FIRST_ATTEMPT_FIELD_NUMBER: _builtins.int
+    SCHEDULE_TIME_FIELD_NUMBER: _builtins.int
     notification_type: _builtins.str
     """Required. Dotted type name that selects the policy, e.g.
     "trading.circuit_breaker". 1-255 characters of [A-Za-z0-9._:-].
@@ -146,6 +147,18 @@ class SendNotificationRequest(_message.Message):
         policy and server configuration, never in payloads.
         """
 
+    @_builtins.property
+    def schedule_time(self) -> _timestamp_pb2.Timestamp:
+        """Optional. When to make the first delivery attempt (a scheduled send, as
+        Cloud Tasks names it). The notification is accepted now (idempotency,
+        dedup and the policy are decided and frozen at the call) and stays
+        PENDING with next_attempt_time = schedule_time until then; it can be read
+        and withdrawn meanwhile. Unset or in the past means now; more than 90
+        days ahead fails with INVALID_REQUEST (field schedule_time). Part of the
+        idempotency fingerprint. The policy's quiet hours may hold the attempt
+        further.
+        """
+
     def __init__(
         self,
         *,
@@ -163,10 +176,11 @@ class SendNotificationRequest(_message.Message):
         require_ack: _builtins.bool | None = ...,
         priority: _types_pb2.Priority.ValueType = ...,
         wait_for_first_attempt: _builtins.bool = ...,
+        schedule_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack", "autonomy_context", b"autonomy_context", "metadata", b"metadata", "require_ack", b"require_ack"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack", "autonomy_context", b"autonomy_context", "metadata", b"metadata", "require_ack", b"require_ack", "schedule_time", b"schedule_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "dedup_key", b"dedup_key", "delivery_mode", b"delivery_mode", "idempotency_key", b"idempotency_key", "intent", b"intent", "message", b"message", "metadata", b"metadata", "notification_type", b"notification_type", "priority", b"priority", "require_ack", b"require_ack", "source", b"source", "title", b"title", "wait_for_first_attempt", b"wait_for_first_attempt"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "dedup_key", b"dedup_key", "delivery_mode", b"delivery_mode", "idempotency_key", b"idempotency_key", "intent", b"intent", "message", b"message", "metadata", b"metadata", "notification_type", b"notification_type", "priority", b"priority", "require_ack", b"require_ack", "schedule_time", b"schedule_time", "source", b"source", "title", b"title", "wait_for_first_attempt", b"wait_for_first_attempt"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__require_ack: _TypeAlias = _typing.Literal["require_ack"]  # noqa: Y015
     _WhichOneofArgType__require_ack: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack"]  # noqa: Y015

@@ -165,6 +165,11 @@ pub struct Notification {
     /// When the notification last changed.
     #[prost(message, optional, tag="32")]
     pub update_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// The producer's requested first attempt time (SendNotificationRequest
+    /// schedule_time), as sent; unset when the request had none.
+    /// deliver_time stays the time of delivery.
+    #[prost(message, optional, tag="33")]
+    pub schedule_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// Event is one entry of a notification's append-only timeline.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -898,6 +903,16 @@ pub struct SendNotificationRequest {
     /// the idempotency fingerprint.
     #[prost(bool, tag="14")]
     pub wait_for_first_attempt: bool,
+    /// Optional. When to make the first delivery attempt (a scheduled send, as
+    /// Cloud Tasks names it). The notification is accepted now (idempotency,
+    /// dedup and the policy are decided and frozen at the call) and stays
+    /// PENDING with next_attempt_time = schedule_time until then; it can be read
+    /// and withdrawn meanwhile. Unset or in the past means now; more than 90
+    /// days ahead fails with INVALID_REQUEST (field schedule_time). Part of the
+    /// idempotency fingerprint. The policy's quiet hours may hold the attempt
+    /// further.
+    #[prost(message, optional, tag="15")]
+    pub schedule_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// SendNotificationResponse is the state of the obligation when the call
 /// returned.

@@ -136,8 +136,17 @@ type SendNotificationRequest struct {
 	// By default the call returns right after the durable commit. Not part of
 	// the idempotency fingerprint.
 	WaitForFirstAttempt bool `protobuf:"varint,14,opt,name=wait_for_first_attempt,json=waitForFirstAttempt,proto3" json:"wait_for_first_attempt,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Optional. When to make the first delivery attempt (a scheduled send, as
+	// Cloud Tasks names it). The notification is accepted now (idempotency,
+	// dedup and the policy are decided and frozen at the call) and stays
+	// PENDING with next_attempt_time = schedule_time until then; it can be read
+	// and withdrawn meanwhile. Unset or in the past means now; more than 90
+	// days ahead fails with INVALID_REQUEST (field schedule_time). Part of the
+	// idempotency fingerprint. The policy's quiet hours may hold the attempt
+	// further.
+	ScheduleTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=schedule_time,json=scheduleTime,proto3" json:"schedule_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendNotificationRequest) Reset() {
@@ -266,6 +275,13 @@ func (x *SendNotificationRequest) GetWaitForFirstAttempt() bool {
 		return x.WaitForFirstAttempt
 	}
 	return false
+}
+
+func (x *SendNotificationRequest) GetScheduleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduleTime
+	}
+	return nil
 }
 
 // SendNotificationResponse is the state of the obligation when the call
@@ -1317,7 +1333,7 @@ var File_uns_v1_notification_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\n" +
-	"!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xfc\x04\n" +
+	"!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xbd\x05\n" +
 	"\x17SendNotificationRequest\x12+\n" +
 	"\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x122\n" +
 	"\x06intent\x18\x02 \x01(\x0e2\x1a.uns.v1.NotificationIntentR\x06intent\x12\x14\n" +
@@ -1334,7 +1350,8 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\vrequire_ack\x18\f \x01(\bH\x00R\n" +
 	"requireAck\x88\x01\x01\x12,\n" +
 	"\bpriority\x18\r \x01(\x0e2\x10.uns.v1.PriorityR\bpriority\x123\n" +
-	"\x16wait_for_first_attempt\x18\x0e \x01(\bR\x13waitForFirstAttemptB\x0e\n" +
+	"\x16wait_for_first_attempt\x18\x0e \x01(\bR\x13waitForFirstAttempt\x12?\n" +
+	"\rschedule_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTimeB\x0e\n" +
 	"\f_require_ack\"\xd0\x02\n" +
 	"\x18SendNotificationResponse\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12/\n" +
@@ -1456,12 +1473,12 @@ var file_uns_v1_notification_service_proto_goTypes = []any{
 	(*structpb.Struct)(nil),           // 20: google.protobuf.Struct
 	(DeliveryMode)(0),                 // 21: uns.v1.DeliveryMode
 	(Priority)(0),                     // 22: uns.v1.Priority
-	(NotificationState)(0),            // 23: uns.v1.NotificationState
-	(*EffectivePolicy)(nil),           // 24: uns.v1.EffectivePolicy
-	(*Notification)(nil),              // 25: uns.v1.Notification
-	(EventKind)(0),                    // 26: uns.v1.EventKind
-	(*Event)(nil),                     // 27: uns.v1.Event
-	(*timestamppb.Timestamp)(nil),     // 28: google.protobuf.Timestamp
+	(*timestamppb.Timestamp)(nil),     // 23: google.protobuf.Timestamp
+	(NotificationState)(0),            // 24: uns.v1.NotificationState
+	(*EffectivePolicy)(nil),           // 25: uns.v1.EffectivePolicy
+	(*Notification)(nil),              // 26: uns.v1.Notification
+	(EventKind)(0),                    // 27: uns.v1.EventKind
+	(*Event)(nil),                     // 28: uns.v1.Event
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
 	18, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
@@ -1469,43 +1486,44 @@ var file_uns_v1_notification_service_proto_depIdxs = []int32{
 	20, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
 	21, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
 	22, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	23, // 5: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	21, // 6: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	1,  // 7: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	24, // 8: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	21, // 9: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	0,  // 10: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
-	20, // 11: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	25, // 12: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	25, // 13: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	25, // 14: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	26, // 15: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	27, // 16: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	13, // 17: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	28, // 18: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	25, // 19: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	25, // 20: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	1,  // 21: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	3,  // 22: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	5,  // 23: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	7,  // 24: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	9,  // 25: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	11, // 26: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	14, // 27: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	16, // 28: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	2,  // 29: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	4,  // 30: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	6,  // 31: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	8,  // 32: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	10, // 33: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	12, // 34: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	15, // 35: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	17, // 36: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	23, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
+	24, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	21, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	1,  // 8: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
+	25, // 9: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	21, // 10: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	0,  // 11: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
+	20, // 12: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	26, // 13: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	26, // 14: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	26, // 15: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	27, // 16: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	28, // 17: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	13, // 18: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	23, // 19: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	26, // 20: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	26, // 21: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	1,  // 22: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	3,  // 23: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	5,  // 24: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	7,  // 25: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	9,  // 26: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	11, // 27: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	14, // 28: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	16, // 29: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	2,  // 30: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	4,  // 31: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	6,  // 32: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	8,  // 33: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	10, // 34: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	12, // 35: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	15, // 36: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	17, // 37: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }

@@ -865,7 +865,11 @@ type Notification struct {
 	// When the notification was accepted.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the notification last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The producer's requested first attempt time (SendNotificationRequest
+	// schedule_time), as sent; unset when the request had none.
+	// deliver_time stays the time of delivery.
+	ScheduleTime  *timestamppb.Timestamp `protobuf:"bytes,33,opt,name=schedule_time,json=scheduleTime,proto3" json:"schedule_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1124,6 +1128,13 @@ func (x *Notification) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Notification) GetScheduleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduleTime
+	}
+	return nil
+}
+
 // Event is one entry of a notification's append-only timeline.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1244,7 +1255,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
 	"\x0fchannels_failed\x18\x03 \x03(\tR\x0echannelsFailed\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xce\v\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x8f\f\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -1281,7 +1292,8 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\vcreate_time\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18  \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xe2\x01\n" +
+	"updateTime\x12?\n" +
+	"\rschedule_time\x18! \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTime\"\xe2\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12'\n" +
@@ -1394,14 +1406,15 @@ var file_uns_v1_types_proto_depIdxs = []int32{
 	12, // 15: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
 	13, // 16: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
 	13, // 17: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 18: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	13, // 19: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	12, // 20: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	13, // 18: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	6,  // 19: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	13, // 20: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	12, // 21: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
