@@ -52,6 +52,7 @@ from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
 from uns_server.services.queries import Queries
 from uns_server.services.watch import EventHub, Watch
+from uns_server.services.withdrawal import Withdrawals
 from uns_server.settings import Settings, SettingsError
 from uns_server.store import api_keys, migrate
 from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
@@ -152,6 +153,7 @@ class App:
                     self.clock,
                     s.watch_streams_per_principal,
                 ),
+                Withdrawals(self.db, self.clock),
             ),
             registrar,
         )

@@ -215,6 +215,8 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         dedup_successor_id=row["dedup_successor_id"] or "",
         ack_state=enum_to_wire(row["ack_status"], AckStatus),
         ack_actor=row["actor"] or "",
+        withdraw_actor=row["withdrawn_by"] or "",
+        withdraw_reason=row["withdraw_reason"] or "",
     )
     if ctx:
         msg.autonomy_context.CopyFrom(
@@ -233,6 +235,7 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         ("respond_time", "responded_at"),
         ("create_time", "created_at"),
         ("update_time", "updated_at"),
+        ("withdraw_time", "withdrawn_at"),
     ):
         ts = timestamp(row[column])
         if ts is not None:

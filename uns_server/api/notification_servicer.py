@@ -23,6 +23,7 @@ from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
 from uns_server.services.queries import Queries
 from uns_server.services.watch import Heartbeat, Watch
+from uns_server.services.withdrawal import Withdrawals
 from uns_server.store import notifications
 from uns_server.store.db import TOPIC_EVENTS, Database
 
@@ -42,6 +43,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         acks: Acks,
         operations: Operations,
         watch: Watch,
+        withdrawals: Withdrawals,
     ) -> None:
         self.db = db
         self.auth = auth
@@ -50,6 +52,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         self.acks = acks
         self.operations = operations
         self.watch = watch
+        self.withdrawals = withdrawals
         # Replaced on every commit: a waiter that took the current one before reading
         # the database cannot miss a commit that lands between its read and its wait.
         self._committed = asyncio.Event()
@@ -163,6 +166,13 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             validate_only=request.validate_only,
         )
         return pb.ResolveFailureResponse(notification=convert.notification(row))
+
+    @unary(Role.PRODUCER, Role.OPERATOR)
+    async def WithdrawNotification(
+        self, request: pb.WithdrawNotificationRequest, context: Ctx, principal: Principal
+    ) -> pb.WithdrawNotificationResponse:
+        row = await self.withdrawals.withdraw(principal, request.notification_id, request.reason)
+        return pb.WithdrawNotificationResponse(notification=convert.notification(row))
 
     @streaming(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)
     async def WatchEvents(

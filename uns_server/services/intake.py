@@ -512,4 +512,12 @@ def _row(
         "response_metadata": None,
         "created_at": now,
         "updated_at": now,
+        "withdrawn_at": None,
+        "withdrawn_by": None,
+        "withdraw_reason": None,
+        "followup_at": None,
+        "followup_lease_token": None,
+        "followup_lease_until": None,
+        "reminders_sent": 0,
+        "escalations_sent": 0,
     }

@@ -504,6 +504,61 @@ class ResolveFailureResponse(_message.Message):
 Global___ResolveFailureResponse: _TypeAlias = ResolveFailureResponse  # noqa: Y015
 
 @_typing.final
+class WithdrawNotificationRequest(_message.Message):
+    """WithdrawNotificationRequest names the obligation that no longer stands."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    notification_id: _builtins.str
+    """Required. The notification to withdraw."""
+    reason: _builtins.str
+    """Optional. Why, free text of at most 1024 characters. Recorded as
+    `reason` in the WITHDRAWN event payload and as withdraw_reason.
+    """
+    def __init__(
+        self,
+        *,
+        notification_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WithdrawNotificationRequest: _TypeAlias = WithdrawNotificationRequest  # noqa: Y015
+
+@_typing.final
+class WithdrawNotificationResponse(_message.Message):
+    """WithdrawNotificationResponse returns the withdrawn notification."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTIFICATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def notification(self) -> _types_pb2.Notification:
+        """The notification: state WITHDRAWN, or ack_state WITHDRAWN when it was
+        already delivered, with withdraw_time, withdraw_actor and
+        withdraw_reason.
+        """
+
+    def __init__(
+        self,
+        *,
+        notification: _types_pb2.Notification | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["notification", b"notification"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification", b"notification"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WithdrawNotificationResponse: _TypeAlias = WithdrawNotificationResponse  # noqa: Y015
+
+@_typing.final
 class WatchEventsRequest(_message.Message):
     """WatchEventsRequest selects and positions an event stream. Filters combine
     with AND; an empty filter matches everything the caller may see.

@@ -179,14 +179,20 @@ class _NotificationStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Not
     """
     NOTIFICATION_STATE_DEDUPLICATED: _NotificationState.ValueType  # 4
     """Coalesced: the dedup leader of the same window delivered on its behalf."""
+    NOTIFICATION_STATE_WITHDRAWN: _NotificationState.ValueType  # 5
+    """Withdrawn before delivery (WithdrawNotification): the obligation no longer
+    stands and no provider call starts after the withdrawal committed. Final.
+    """
 
 class NotificationState(_NotificationState, metaclass=_NotificationStateEnumTypeWrapper):
     """NotificationState is the delivery lifecycle of an obligation (database
     column `status`). Who moves a notification out of each state:
     PENDING -> dispatch workers (DELIVERED, FAILED, or PENDING again for a
-    retry) or the dedup settlement of its leader (DEDUPLICATED);
-    FAILED with dead_letter -> an operator (Replay, ResolveFailure).
-    DELIVERED and DEDUPLICATED are final.
+    retry), the dedup settlement of its leader (DEDUPLICATED), or
+    WithdrawNotification (WITHDRAWN);
+    FAILED with dead_letter -> an operator (Replay, ResolveFailure) or
+    WithdrawNotification (WITHDRAWN).
+    DELIVERED, DEDUPLICATED and WITHDRAWN are final.
     """
 
 NOTIFICATION_STATE_UNSPECIFIED: NotificationState.ValueType  # 0
@@ -203,6 +209,10 @@ operator still has to act.
 """
 NOTIFICATION_STATE_DEDUPLICATED: NotificationState.ValueType  # 4
 """Coalesced: the dedup leader of the same window delivered on its behalf."""
+NOTIFICATION_STATE_WITHDRAWN: NotificationState.ValueType  # 5
+"""Withdrawn before delivery (WithdrawNotification): the obligation no longer
+stands and no provider call starts after the withdrawal committed. Final.
+"""
 Global___NotificationState: _TypeAlias = NotificationState  # noqa: Y015
 
 class _AckState:
@@ -223,6 +233,11 @@ class _AckStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AckState.Val
     """Dismissed by a responder before the deadline. Final."""
     ACK_STATE_TIMED_OUT: _AckState.ValueType  # 4
     """The deadline passed without an answer; escalation is required. Final."""
+    ACK_STATE_WITHDRAWN: _AckState.ValueType  # 5
+    """Withdrawn by its producer or an operator while PENDING
+    (WithdrawNotification): nobody has to answer any more; reminders and
+    escalation steps stop. Final.
+    """
 
 class AckState(_AckState, metaclass=_AckStateEnumTypeWrapper):
     """AckState is the acknowledgement lifecycle (database column `ack_status`).
@@ -241,6 +256,11 @@ ACK_STATE_DISMISSED: AckState.ValueType  # 3
 """Dismissed by a responder before the deadline. Final."""
 ACK_STATE_TIMED_OUT: AckState.ValueType  # 4
 """The deadline passed without an answer; escalation is required. Final."""
+ACK_STATE_WITHDRAWN: AckState.ValueType  # 5
+"""Withdrawn by its producer or an operator while PENDING
+(WithdrawNotification): nobody has to answer any more; reminders and
+escalation steps stop. Final.
+"""
 Global___AckState: _TypeAlias = AckState  # noqa: Y015
 
 class _EventKind:
@@ -319,6 +339,11 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     """Retention maintenance pruned history. Payload: operator, cutoff,
     deleted_rows, notification_ids, dedup_keys. Never pruned itself.
     """
+    EVENT_KIND_WITHDRAWN: _EventKind.ValueType  # 18
+    """The obligation was withdrawn (WithdrawNotification). Payload: actor,
+    reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
+    and for a pending follower withdrawn with its dedup leader, with_owner_id.
+    """
 
 class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper):
     """EventKind is the kind of an entry in a notification's event timeline
@@ -394,6 +419,11 @@ EVENT_KIND_FAILURE_RESOLVED: EventKind.ValueType  # 16
 EVENT_KIND_RETENTION_APPLIED: EventKind.ValueType  # 17
 """Retention maintenance pruned history. Payload: operator, cutoff,
 deleted_rows, notification_ids, dedup_keys. Never pruned itself.
+"""
+EVENT_KIND_WITHDRAWN: EventKind.ValueType  # 18
+"""The obligation was withdrawn (WithdrawNotification). Payload: actor,
+reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
+and for a pending follower withdrawn with its dedup leader, with_owner_id.
 """
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
 
@@ -570,6 +600,9 @@ class Notification(_message.Message):
     RESPONSE_METADATA_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    WITHDRAW_TIME_FIELD_NUMBER: _builtins.int
+    WITHDRAW_ACTOR_FIELD_NUMBER: _builtins.int
+    WITHDRAW_REASON_FIELD_NUMBER: _builtins.int
     SCHEDULE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Server-assigned UUID."""
@@ -611,6 +644,10 @@ class Notification(_message.Message):
     """Acknowledgement lifecycle state."""
     ack_actor: _builtins.str
     """Who settled the acknowledgement ("uns-timeout-worker" on timeout)."""
+    withdraw_actor: _builtins.str
+    """Who withdrew it: the producer's principal or the operator."""
+    withdraw_reason: _builtins.str
+    """The reason given to WithdrawNotification."""
     @_builtins.property
     def autonomy_context(self) -> Global___AutonomyContext:
         """The producing agent, if any."""
@@ -660,6 +697,10 @@ class Notification(_message.Message):
         """When the notification last changed."""
 
     @_builtins.property
+    def withdraw_time(self) -> _timestamp_pb2.Timestamp:
+        """When the notification (or its pending ack) was withdrawn; unset if never."""
+
+    @_builtins.property
     def schedule_time(self) -> _timestamp_pb2.Timestamp:
         """The producer's requested first attempt time (SendNotificationRequest
         schedule_time), as sent; unset when the request had none.
@@ -701,11 +742,14 @@ class Notification(_message.Message):
         response_metadata: _struct_pb2.Struct | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        withdraw_time: _timestamp_pb2.Timestamp | None = ...,
+        withdraw_actor: _builtins.str = ...,
+        withdraw_reason: _builtins.str = ...,
         schedule_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "update_time", b"update_time", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -165,6 +165,15 @@ pub struct Notification {
     /// When the notification last changed.
     #[prost(message, optional, tag="32")]
     pub update_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// When the notification (or its pending ack) was withdrawn; unset if never.
+    #[prost(message, optional, tag="34")]
+    pub withdraw_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Who withdrew it: the producer's principal or the operator.
+    #[prost(string, tag="35")]
+    pub withdraw_actor: ::prost::alloc::string::String,
+    /// The reason given to WithdrawNotification.
+    #[prost(string, tag="36")]
+    pub withdraw_reason: ::prost::alloc::string::String,
     /// The producer's requested first attempt time (SendNotificationRequest
     /// schedule_time), as sent; unset when the request had none.
     /// deliver_time stays the time of delivery.
@@ -362,9 +371,11 @@ impl Priority {
 /// NotificationState is the delivery lifecycle of an obligation (database
 /// column `status`). Who moves a notification out of each state:
 /// PENDING -> dispatch workers (DELIVERED, FAILED, or PENDING again for a
-/// retry) or the dedup settlement of its leader (DEDUPLICATED);
-/// FAILED with dead_letter -> an operator (Replay, ResolveFailure).
-/// DELIVERED and DEDUPLICATED are final.
+/// retry), the dedup settlement of its leader (DEDUPLICATED), or
+/// WithdrawNotification (WITHDRAWN);
+/// FAILED with dead_letter -> an operator (Replay, ResolveFailure) or
+/// WithdrawNotification (WITHDRAWN).
+/// DELIVERED, DEDUPLICATED and WITHDRAWN are final.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
 pub enum NotificationState {
@@ -380,6 +391,9 @@ pub enum NotificationState {
     Failed = 3,
     /// Coalesced: the dedup leader of the same window delivered on its behalf.
     Deduplicated = 4,
+    /// Withdrawn before delivery (WithdrawNotification): the obligation no longer
+    /// stands and no provider call starts after the withdrawal committed. Final.
+    Withdrawn = 5,
 }
 impl NotificationState {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -393,6 +407,7 @@ impl NotificationState {
             Self::Delivered => "NOTIFICATION_STATE_DELIVERED",
             Self::Failed => "NOTIFICATION_STATE_FAILED",
             Self::Deduplicated => "NOTIFICATION_STATE_DEDUPLICATED",
+            Self::Withdrawn => "NOTIFICATION_STATE_WITHDRAWN",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -403,6 +418,7 @@ impl NotificationState {
             "NOTIFICATION_STATE_DELIVERED" => Some(Self::Delivered),
             "NOTIFICATION_STATE_FAILED" => Some(Self::Failed),
             "NOTIFICATION_STATE_DEDUPLICATED" => Some(Self::Deduplicated),
+            "NOTIFICATION_STATE_WITHDRAWN" => Some(Self::Withdrawn),
             _ => None,
         }
     }
@@ -423,6 +439,10 @@ pub enum AckState {
     Dismissed = 3,
     /// The deadline passed without an answer; escalation is required. Final.
     TimedOut = 4,
+    /// Withdrawn by its producer or an operator while PENDING
+    /// (WithdrawNotification): nobody has to answer any more; reminders and
+    /// escalation steps stop. Final.
+    Withdrawn = 5,
 }
 impl AckState {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -436,6 +456,7 @@ impl AckState {
             Self::Acked => "ACK_STATE_ACKED",
             Self::Dismissed => "ACK_STATE_DISMISSED",
             Self::TimedOut => "ACK_STATE_TIMED_OUT",
+            Self::Withdrawn => "ACK_STATE_WITHDRAWN",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -446,6 +467,7 @@ impl AckState {
             "ACK_STATE_ACKED" => Some(Self::Acked),
             "ACK_STATE_DISMISSED" => Some(Self::Dismissed),
             "ACK_STATE_TIMED_OUT" => Some(Self::TimedOut),
+            "ACK_STATE_WITHDRAWN" => Some(Self::Withdrawn),
             _ => None,
         }
     }
@@ -511,6 +533,10 @@ pub enum EventKind {
     /// Retention maintenance pruned history. Payload: operator, cutoff,
     /// deleted_rows, notification_ids, dedup_keys. Never pruned itself.
     RetentionApplied = 17,
+    /// The obligation was withdrawn (WithdrawNotification). Payload: actor,
+    /// reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
+    /// and for a pending follower withdrawn with its dedup leader, with_owner_id.
+    Withdrawn = 18,
 }
 impl EventKind {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -537,6 +563,7 @@ impl EventKind {
             Self::ReplayRequested => "EVENT_KIND_REPLAY_REQUESTED",
             Self::FailureResolved => "EVENT_KIND_FAILURE_RESOLVED",
             Self::RetentionApplied => "EVENT_KIND_RETENTION_APPLIED",
+            Self::Withdrawn => "EVENT_KIND_WITHDRAWN",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -560,6 +587,7 @@ impl EventKind {
             "EVENT_KIND_REPLAY_REQUESTED" => Some(Self::ReplayRequested),
             "EVENT_KIND_FAILURE_RESOLVED" => Some(Self::FailureResolved),
             "EVENT_KIND_RETENTION_APPLIED" => Some(Self::RetentionApplied),
+            "EVENT_KIND_WITHDRAWN" => Some(Self::Withdrawn),
             _ => None,
         }
     }
@@ -1045,6 +1073,26 @@ pub struct ResolveFailureRequest {
 pub struct ResolveFailureResponse {
     /// The notification, FAILED with dead_letter=false (with validate_only: as it
     /// would be; nothing was written).
+    #[prost(message, optional, tag="1")]
+    pub notification: ::core::option::Option<Notification>,
+}
+/// WithdrawNotificationRequest names the obligation that no longer stands.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WithdrawNotificationRequest {
+    /// Required. The notification to withdraw.
+    #[prost(string, tag="1")]
+    pub notification_id: ::prost::alloc::string::String,
+    /// Optional. Why, free text of at most 1024 characters. Recorded as
+    /// `reason` in the WITHDRAWN event payload and as withdraw_reason.
+    #[prost(string, tag="2")]
+    pub reason: ::prost::alloc::string::String,
+}
+/// WithdrawNotificationResponse returns the withdrawn notification.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct WithdrawNotificationResponse {
+    /// The notification: state WITHDRAWN, or ack_state WITHDRAWN when it was
+    /// already delivered, with withdraw_time, withdraw_actor and
+    /// withdraw_reason.
     #[prost(message, optional, tag="1")]
     pub notification: ::core::option::Option<Notification>,
 }

@@ -883,6 +883,110 @@ func (x *ResolveFailureResponse) GetNotification() *Notification {
 	return nil
 }
 
+// WithdrawNotificationRequest names the obligation that no longer stands.
+type WithdrawNotificationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The notification to withdraw.
+	NotificationId string `protobuf:"bytes,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
+	// Optional. Why, free text of at most 1024 characters. Recorded as
+	// `reason` in the WITHDRAWN event payload and as withdraw_reason.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WithdrawNotificationRequest) Reset() {
+	*x = WithdrawNotificationRequest{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WithdrawNotificationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WithdrawNotificationRequest) ProtoMessage() {}
+
+func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WithdrawNotificationRequest.ProtoReflect.Descriptor instead.
+func (*WithdrawNotificationRequest) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WithdrawNotificationRequest) GetNotificationId() string {
+	if x != nil {
+		return x.NotificationId
+	}
+	return ""
+}
+
+func (x *WithdrawNotificationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// WithdrawNotificationResponse returns the withdrawn notification.
+type WithdrawNotificationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The notification: state WITHDRAWN, or ack_state WITHDRAWN when it was
+	// already delivered, with withdraw_time, withdraw_actor and
+	// withdraw_reason.
+	Notification  *Notification `protobuf:"bytes,1,opt,name=notification,proto3" json:"notification,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WithdrawNotificationResponse) Reset() {
+	*x = WithdrawNotificationResponse{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WithdrawNotificationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WithdrawNotificationResponse) ProtoMessage() {}
+
+func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WithdrawNotificationResponse.ProtoReflect.Descriptor instead.
+func (*WithdrawNotificationResponse) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WithdrawNotificationResponse) GetNotification() *Notification {
+	if x != nil {
+		return x.Notification
+	}
+	return nil
+}
+
 // WatchEventsRequest selects and positions an event stream. Filters combine
 // with AND; an empty filter matches everything the caller may see.
 type WatchEventsRequest struct {
@@ -908,7 +1012,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1024,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1037,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchEventsRequest) GetNotificationIds() []string {
@@ -987,7 +1091,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1103,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1116,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchEventsResponse) GetResponse() isWatchEventsResponse_Response {
@@ -1072,7 +1176,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1188,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1201,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Heartbeat) GetHighWaterSequence() int64 {
@@ -1125,7 +1229,7 @@ type GetNotificationRequest struct {
 
 func (x *GetNotificationRequest) Reset() {
 	*x = GetNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1241,7 @@ func (x *GetNotificationRequest) String() string {
 func (*GetNotificationRequest) ProtoMessage() {}
 
 func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1254,7 @@ func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationRequest.ProtoReflect.Descriptor instead.
 func (*GetNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetNotificationRequest) GetNotificationId() string {
@@ -1171,7 +1275,7 @@ type GetNotificationResponse struct {
 
 func (x *GetNotificationResponse) Reset() {
 	*x = GetNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1287,7 @@ func (x *GetNotificationResponse) String() string {
 func (*GetNotificationResponse) ProtoMessage() {}
 
 func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1300,7 @@ func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationResponse.ProtoReflect.Descriptor instead.
 func (*GetNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetNotificationResponse) GetNotification() *Notification {
@@ -1225,7 +1329,7 @@ type ListNotificationsRequest struct {
 
 func (x *ListNotificationsRequest) Reset() {
 	*x = ListNotificationsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1341,7 @@ func (x *ListNotificationsRequest) String() string {
 func (*ListNotificationsRequest) ProtoMessage() {}
 
 func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1354,7 @@ func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListNotificationsRequest) GetFilter() string {
@@ -1287,7 +1391,7 @@ type ListNotificationsResponse struct {
 
 func (x *ListNotificationsResponse) Reset() {
 	*x = ListNotificationsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1403,7 @@ func (x *ListNotificationsResponse) String() string {
 func (*ListNotificationsResponse) ProtoMessage() {}
 
 func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1416,7 @@ func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNotificationsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListNotificationsResponse) GetNotifications() []*Notification {
@@ -1391,6 +1495,11 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
 	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"R\n" +
 	"\x16ResolveFailureResponse\x128\n" +
+	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"^\n" +
+	"\x1bWithdrawNotificationRequest\x12'\n" +
+	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"X\n" +
+	"\x1cWithdrawNotificationResponse\x128\n" +
 	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"\xe3\x01\n" +
 	"\x12WatchEventsRequest\x12)\n" +
 	"\x10notification_ids\x18\x01 \x03(\tR\x0fnotificationIds\x12'\n" +
@@ -1424,13 +1533,14 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\"SIMULATE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12)\n" +
 	"%SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT\x10\x03\x12\x1e\n" +
 	"\x1aSIMULATE_OUTCOME_COALESCED\x10\x04\x12!\n" +
-	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x052\xf5\x04\n" +
+	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x052\xd8\x05\n" +
 	"\x13NotificationService\x12U\n" +
 	"\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n" +
 	"\bSimulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12F\n" +
 	"\vAcknowledge\x12\x1a.uns.v1.AcknowledgeRequest\x1a\x1b.uns.v1.AcknowledgeResponse\x127\n" +
 	"\x06Replay\x12\x15.uns.v1.ReplayRequest\x1a\x16.uns.v1.ReplayResponse\x12O\n" +
-	"\x0eResolveFailure\x12\x1d.uns.v1.ResolveFailureRequest\x1a\x1e.uns.v1.ResolveFailureResponse\x12H\n" +
+	"\x0eResolveFailure\x12\x1d.uns.v1.ResolveFailureRequest\x1a\x1e.uns.v1.ResolveFailureResponse\x12a\n" +
+	"\x14WithdrawNotification\x12#.uns.v1.WithdrawNotificationRequest\x1a$.uns.v1.WithdrawNotificationResponse\x12H\n" +
 	"\vWatchEvents\x12\x1a.uns.v1.WatchEventsRequest\x1a\x1b.uns.v1.WatchEventsResponse0\x01\x12R\n" +
 	"\x0fGetNotification\x12\x1e.uns.v1.GetNotificationRequest\x1a\x1f.uns.v1.GetNotificationResponse\x12X\n" +
 	"\x11ListNotifications\x12 .uns.v1.ListNotificationsRequest\x1a!.uns.v1.ListNotificationsResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
@@ -1448,82 +1558,87 @@ func file_uns_v1_notification_service_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_uns_v1_notification_service_proto_goTypes = []any{
-	(SimulateOutcome)(0),              // 0: uns.v1.SimulateOutcome
-	(*SendNotificationRequest)(nil),   // 1: uns.v1.SendNotificationRequest
-	(*SendNotificationResponse)(nil),  // 2: uns.v1.SendNotificationResponse
-	(*SimulateRequest)(nil),           // 3: uns.v1.SimulateRequest
-	(*SimulateResponse)(nil),          // 4: uns.v1.SimulateResponse
-	(*AcknowledgeRequest)(nil),        // 5: uns.v1.AcknowledgeRequest
-	(*AcknowledgeResponse)(nil),       // 6: uns.v1.AcknowledgeResponse
-	(*ReplayRequest)(nil),             // 7: uns.v1.ReplayRequest
-	(*ReplayResponse)(nil),            // 8: uns.v1.ReplayResponse
-	(*ResolveFailureRequest)(nil),     // 9: uns.v1.ResolveFailureRequest
-	(*ResolveFailureResponse)(nil),    // 10: uns.v1.ResolveFailureResponse
-	(*WatchEventsRequest)(nil),        // 11: uns.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),       // 12: uns.v1.WatchEventsResponse
-	(*Heartbeat)(nil),                 // 13: uns.v1.Heartbeat
-	(*GetNotificationRequest)(nil),    // 14: uns.v1.GetNotificationRequest
-	(*GetNotificationResponse)(nil),   // 15: uns.v1.GetNotificationResponse
-	(*ListNotificationsRequest)(nil),  // 16: uns.v1.ListNotificationsRequest
-	(*ListNotificationsResponse)(nil), // 17: uns.v1.ListNotificationsResponse
-	(NotificationIntent)(0),           // 18: uns.v1.NotificationIntent
-	(*AutonomyContext)(nil),           // 19: uns.v1.AutonomyContext
-	(*structpb.Struct)(nil),           // 20: google.protobuf.Struct
-	(DeliveryMode)(0),                 // 21: uns.v1.DeliveryMode
-	(Priority)(0),                     // 22: uns.v1.Priority
-	(*timestamppb.Timestamp)(nil),     // 23: google.protobuf.Timestamp
-	(NotificationState)(0),            // 24: uns.v1.NotificationState
-	(*EffectivePolicy)(nil),           // 25: uns.v1.EffectivePolicy
-	(*Notification)(nil),              // 26: uns.v1.Notification
-	(EventKind)(0),                    // 27: uns.v1.EventKind
-	(*Event)(nil),                     // 28: uns.v1.Event
+	(SimulateOutcome)(0),                 // 0: uns.v1.SimulateOutcome
+	(*SendNotificationRequest)(nil),      // 1: uns.v1.SendNotificationRequest
+	(*SendNotificationResponse)(nil),     // 2: uns.v1.SendNotificationResponse
+	(*SimulateRequest)(nil),              // 3: uns.v1.SimulateRequest
+	(*SimulateResponse)(nil),             // 4: uns.v1.SimulateResponse
+	(*AcknowledgeRequest)(nil),           // 5: uns.v1.AcknowledgeRequest
+	(*AcknowledgeResponse)(nil),          // 6: uns.v1.AcknowledgeResponse
+	(*ReplayRequest)(nil),                // 7: uns.v1.ReplayRequest
+	(*ReplayResponse)(nil),               // 8: uns.v1.ReplayResponse
+	(*ResolveFailureRequest)(nil),        // 9: uns.v1.ResolveFailureRequest
+	(*ResolveFailureResponse)(nil),       // 10: uns.v1.ResolveFailureResponse
+	(*WithdrawNotificationRequest)(nil),  // 11: uns.v1.WithdrawNotificationRequest
+	(*WithdrawNotificationResponse)(nil), // 12: uns.v1.WithdrawNotificationResponse
+	(*WatchEventsRequest)(nil),           // 13: uns.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),          // 14: uns.v1.WatchEventsResponse
+	(*Heartbeat)(nil),                    // 15: uns.v1.Heartbeat
+	(*GetNotificationRequest)(nil),       // 16: uns.v1.GetNotificationRequest
+	(*GetNotificationResponse)(nil),      // 17: uns.v1.GetNotificationResponse
+	(*ListNotificationsRequest)(nil),     // 18: uns.v1.ListNotificationsRequest
+	(*ListNotificationsResponse)(nil),    // 19: uns.v1.ListNotificationsResponse
+	(NotificationIntent)(0),              // 20: uns.v1.NotificationIntent
+	(*AutonomyContext)(nil),              // 21: uns.v1.AutonomyContext
+	(*structpb.Struct)(nil),              // 22: google.protobuf.Struct
+	(DeliveryMode)(0),                    // 23: uns.v1.DeliveryMode
+	(Priority)(0),                        // 24: uns.v1.Priority
+	(*timestamppb.Timestamp)(nil),        // 25: google.protobuf.Timestamp
+	(NotificationState)(0),               // 26: uns.v1.NotificationState
+	(*EffectivePolicy)(nil),              // 27: uns.v1.EffectivePolicy
+	(*Notification)(nil),                 // 28: uns.v1.Notification
+	(EventKind)(0),                       // 29: uns.v1.EventKind
+	(*Event)(nil),                        // 30: uns.v1.Event
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
-	18, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
-	19, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
-	20, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
-	21, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
-	22, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	23, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
-	24, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	21, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	20, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
+	21, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
+	22, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
+	23, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
+	24, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
+	25, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
+	26, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	23, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	1,  // 8: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	25, // 9: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	21, // 10: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	27, // 9: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	23, // 10: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	0,  // 11: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
-	20, // 12: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	26, // 13: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	26, // 14: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	26, // 15: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	27, // 16: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	28, // 17: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	13, // 18: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	23, // 19: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	26, // 20: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	26, // 21: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	1,  // 22: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	3,  // 23: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	5,  // 24: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	7,  // 25: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	9,  // 26: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	11, // 27: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	14, // 28: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	16, // 29: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	2,  // 30: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	4,  // 31: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	6,  // 32: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	8,  // 33: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	10, // 34: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	12, // 35: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	15, // 36: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	17, // 37: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	22, // 12: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	28, // 13: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	28, // 14: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	28, // 15: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	28, // 16: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
+	29, // 17: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	30, // 18: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	15, // 19: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	25, // 20: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	28, // 21: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	28, // 22: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	1,  // 23: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	3,  // 24: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	5,  // 25: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	7,  // 26: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	9,  // 27: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	11, // 28: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
+	13, // 29: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	16, // 30: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	18, // 31: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	2,  // 32: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	4,  // 33: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	6,  // 34: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	8,  // 35: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	10, // 36: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	12, // 37: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
+	14, // 38: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	17, // 39: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	19, // 40: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	32, // [32:41] is the sub-list for method output_type
+	23, // [23:32] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }
@@ -1533,7 +1648,7 @@ func file_uns_v1_notification_service_proto_init() {
 	}
 	file_uns_v1_types_proto_init()
 	file_uns_v1_notification_service_proto_msgTypes[0].OneofWrappers = []any{}
-	file_uns_v1_notification_service_proto_msgTypes[11].OneofWrappers = []any{
+	file_uns_v1_notification_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*WatchEventsResponse_Event)(nil),
 		(*WatchEventsResponse_Heartbeat)(nil),
 	}
@@ -1543,7 +1658,7 @@ func file_uns_v1_notification_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_notification_service_proto_rawDesc), len(file_uns_v1_notification_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -270,9 +270,11 @@ func (Priority) EnumDescriptor() ([]byte, []int) {
 // NotificationState is the delivery lifecycle of an obligation (database
 // column `status`). Who moves a notification out of each state:
 // PENDING -> dispatch workers (DELIVERED, FAILED, or PENDING again for a
-// retry) or the dedup settlement of its leader (DEDUPLICATED);
-// FAILED with dead_letter -> an operator (Replay, ResolveFailure).
-// DELIVERED and DEDUPLICATED are final.
+// retry), the dedup settlement of its leader (DEDUPLICATED), or
+// WithdrawNotification (WITHDRAWN);
+// FAILED with dead_letter -> an operator (Replay, ResolveFailure) or
+// WithdrawNotification (WITHDRAWN).
+// DELIVERED, DEDUPLICATED and WITHDRAWN are final.
 type NotificationState int32
 
 const (
@@ -288,6 +290,9 @@ const (
 	NotificationState_NOTIFICATION_STATE_FAILED NotificationState = 3
 	// Coalesced: the dedup leader of the same window delivered on its behalf.
 	NotificationState_NOTIFICATION_STATE_DEDUPLICATED NotificationState = 4
+	// Withdrawn before delivery (WithdrawNotification): the obligation no longer
+	// stands and no provider call starts after the withdrawal committed. Final.
+	NotificationState_NOTIFICATION_STATE_WITHDRAWN NotificationState = 5
 )
 
 // Enum value maps for NotificationState.
@@ -298,6 +303,7 @@ var (
 		2: "NOTIFICATION_STATE_DELIVERED",
 		3: "NOTIFICATION_STATE_FAILED",
 		4: "NOTIFICATION_STATE_DEDUPLICATED",
+		5: "NOTIFICATION_STATE_WITHDRAWN",
 	}
 	NotificationState_value = map[string]int32{
 		"NOTIFICATION_STATE_UNSPECIFIED":  0,
@@ -305,6 +311,7 @@ var (
 		"NOTIFICATION_STATE_DELIVERED":    2,
 		"NOTIFICATION_STATE_FAILED":       3,
 		"NOTIFICATION_STATE_DEDUPLICATED": 4,
+		"NOTIFICATION_STATE_WITHDRAWN":    5,
 	}
 )
 
@@ -351,6 +358,10 @@ const (
 	AckState_ACK_STATE_DISMISSED AckState = 3
 	// The deadline passed without an answer; escalation is required. Final.
 	AckState_ACK_STATE_TIMED_OUT AckState = 4
+	// Withdrawn by its producer or an operator while PENDING
+	// (WithdrawNotification): nobody has to answer any more; reminders and
+	// escalation steps stop. Final.
+	AckState_ACK_STATE_WITHDRAWN AckState = 5
 )
 
 // Enum value maps for AckState.
@@ -361,6 +372,7 @@ var (
 		2: "ACK_STATE_ACKED",
 		3: "ACK_STATE_DISMISSED",
 		4: "ACK_STATE_TIMED_OUT",
+		5: "ACK_STATE_WITHDRAWN",
 	}
 	AckState_value = map[string]int32{
 		"ACK_STATE_UNSPECIFIED": 0,
@@ -368,6 +380,7 @@ var (
 		"ACK_STATE_ACKED":       2,
 		"ACK_STATE_DISMISSED":   3,
 		"ACK_STATE_TIMED_OUT":   4,
+		"ACK_STATE_WITHDRAWN":   5,
 	}
 )
 
@@ -459,6 +472,10 @@ const (
 	// Retention maintenance pruned history. Payload: operator, cutoff,
 	// deleted_rows, notification_ids, dedup_keys. Never pruned itself.
 	EventKind_EVENT_KIND_RETENTION_APPLIED EventKind = 17
+	// The obligation was withdrawn (WithdrawNotification). Payload: actor,
+	// reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
+	// and for a pending follower withdrawn with its dedup leader, with_owner_id.
+	EventKind_EVENT_KIND_WITHDRAWN EventKind = 18
 )
 
 // Enum value maps for EventKind.
@@ -482,6 +499,7 @@ var (
 		15: "EVENT_KIND_REPLAY_REQUESTED",
 		16: "EVENT_KIND_FAILURE_RESOLVED",
 		17: "EVENT_KIND_RETENTION_APPLIED",
+		18: "EVENT_KIND_WITHDRAWN",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":             0,
@@ -502,6 +520,7 @@ var (
 		"EVENT_KIND_REPLAY_REQUESTED":        15,
 		"EVENT_KIND_FAILURE_RESOLVED":        16,
 		"EVENT_KIND_RETENTION_APPLIED":       17,
+		"EVENT_KIND_WITHDRAWN":               18,
 	}
 )
 
@@ -866,6 +885,12 @@ type Notification struct {
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the notification last changed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// When the notification (or its pending ack) was withdrawn; unset if never.
+	WithdrawTime *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=withdraw_time,json=withdrawTime,proto3" json:"withdraw_time,omitempty"`
+	// Who withdrew it: the producer's principal or the operator.
+	WithdrawActor string `protobuf:"bytes,35,opt,name=withdraw_actor,json=withdrawActor,proto3" json:"withdraw_actor,omitempty"`
+	// The reason given to WithdrawNotification.
+	WithdrawReason string `protobuf:"bytes,36,opt,name=withdraw_reason,json=withdrawReason,proto3" json:"withdraw_reason,omitempty"`
 	// The producer's requested first attempt time (SendNotificationRequest
 	// schedule_time), as sent; unset when the request had none.
 	// deliver_time stays the time of delivery.
@@ -1128,6 +1153,27 @@ func (x *Notification) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Notification) GetWithdrawTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WithdrawTime
+	}
+	return nil
+}
+
+func (x *Notification) GetWithdrawActor() string {
+	if x != nil {
+		return x.WithdrawActor
+	}
+	return ""
+}
+
+func (x *Notification) GetWithdrawReason() string {
+	if x != nil {
+		return x.WithdrawReason
+	}
+	return ""
+}
+
 func (x *Notification) GetScheduleTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ScheduleTime
@@ -1255,7 +1301,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
 	"\x0fchannels_failed\x18\x03 \x03(\tR\x0echannelsFailed\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x8f\f\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xa0\r\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -1293,6 +1339,9 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18  \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12?\n" +
+	"\rwithdraw_time\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\fwithdrawTime\x12%\n" +
+	"\x0ewithdraw_actor\x18# \x01(\tR\rwithdrawActor\x12'\n" +
+	"\x0fwithdraw_reason\x18$ \x01(\tR\x0ewithdrawReason\x12?\n" +
 	"\rschedule_time\x18! \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTime\"\xe2\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -1323,19 +1372,21 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\fPRIORITY_LOW\x10\x01\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x02\x12\x11\n" +
 	"\rPRIORITY_HIGH\x10\x03\x12\x15\n" +
-	"\x11PRIORITY_CRITICAL\x10\x04*\xbd\x01\n" +
+	"\x11PRIORITY_CRITICAL\x10\x04*\xdf\x01\n" +
 	"\x11NotificationState\x12\"\n" +
 	"\x1eNOTIFICATION_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aNOTIFICATION_STATE_PENDING\x10\x01\x12 \n" +
 	"\x1cNOTIFICATION_STATE_DELIVERED\x10\x02\x12\x1d\n" +
 	"\x19NOTIFICATION_STATE_FAILED\x10\x03\x12#\n" +
-	"\x1fNOTIFICATION_STATE_DEDUPLICATED\x10\x04*\x83\x01\n" +
+	"\x1fNOTIFICATION_STATE_DEDUPLICATED\x10\x04\x12 \n" +
+	"\x1cNOTIFICATION_STATE_WITHDRAWN\x10\x05*\x9c\x01\n" +
 	"\bAckState\x12\x19\n" +
 	"\x15ACK_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ACK_STATE_PENDING\x10\x01\x12\x13\n" +
 	"\x0fACK_STATE_ACKED\x10\x02\x12\x17\n" +
 	"\x13ACK_STATE_DISMISSED\x10\x03\x12\x17\n" +
-	"\x13ACK_STATE_TIMED_OUT\x10\x04*\xbf\x04\n" +
+	"\x13ACK_STATE_TIMED_OUT\x10\x04\x12\x17\n" +
+	"\x13ACK_STATE_WITHDRAWN\x10\x05*\xd9\x04\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_KIND_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -1355,7 +1406,8 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x14EVENT_KIND_TIMED_OUT\x10\x0e\x12\x1f\n" +
 	"\x1bEVENT_KIND_REPLAY_REQUESTED\x10\x0f\x12\x1f\n" +
 	"\x1bEVENT_KIND_FAILURE_RESOLVED\x10\x10\x12 \n" +
-	"\x1cEVENT_KIND_RETENTION_APPLIED\x10\x11B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
+	"\x1cEVENT_KIND_RETENTION_APPLIED\x10\x11\x12\x18\n" +
+	"\x14EVENT_KIND_WITHDRAWN\x10\x12B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
 
 var (
 	file_uns_v1_types_proto_rawDescOnce sync.Once
@@ -1406,15 +1458,16 @@ var file_uns_v1_types_proto_depIdxs = []int32{
 	12, // 15: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
 	13, // 16: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
 	13, // 17: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	13, // 18: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
-	6,  // 19: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	13, // 20: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	12, // 21: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	13, // 18: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
+	13, // 19: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	6,  // 20: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	13, // 21: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	12, // 22: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
