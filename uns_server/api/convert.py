@@ -26,6 +26,7 @@ from uns_server.domain.enums import (
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.requests import AutonomyContext, SendRequest
+from uns_server.domain.schedule import QuietHours
 from uns_server.domain.validation import validate_send
 from uns_server.services.watch import WatchItem
 
@@ -166,6 +167,12 @@ def send_request(req: pb.SendNotificationRequest) -> SendRequest:
     return request
 
 
+def quiet_hours(q: QuietHours | None) -> t.QuietHours | None:
+    if q is None:
+        return None
+    return t.QuietHours(**q.to_json())
+
+
 def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
     return t.EffectivePolicy(
         channels=list(e.channels),
@@ -179,6 +186,7 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
         policy_revision=e.policy_revision,
         policy_hash=e.policy_hash or "",
         effective_hash=e.effective_hash,
+        quiet_hours=quiet_hours(e.quiet_hours),
     )
 
 

@@ -27,6 +27,7 @@ ends the window at the jump, and on a fall-back day at the first of the two read
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -148,22 +149,24 @@ def is_quiet(t: datetime, quiet: QuietHours) -> bool:
     return wall >= quiet.start or wall < quiet.end
 
 
-def _first_instant_reading(day: date, wall: time, zone: ZoneInfo) -> datetime:
-    """The first instant whose local wall time on ``day`` reads ``wall`` or later."""
+def _first_instant_reading(day: date, wall: time, zone: ZoneInfo, after: datetime) -> datetime:
+    """The first instant after ``after`` at which the local clock on ``day`` reads
+    ``wall`` (or jumps past it)."""
     early = datetime.combine(day, wall.replace(fold=0), tzinfo=zone).astimezone(UTC)
     late = datetime.combine(day, wall.replace(fold=1), tzinfo=zone).astimezone(UTC)
-    if early <= late:  # the wall time exists (once, or twice: the first reading wins)
-        return early
-    # Inside a spring-forward gap: the answer is the jump, between the two readings.
+    if early <= late:  # the wall time exists (once, or twice on a fall-back day)
+        return early if early > after else late
+    # Inside a spring-forward gap: the answer is the jump, between the two readings
+    # (zone transitions fall on whole seconds, so bisect over seconds).
     target = datetime.combine(day, wall)
-    lo, hi = late, early
-    while hi - lo > timedelta(seconds=1):
-        mid = lo + (hi - lo) / 2
-        if mid.astimezone(zone).replace(tzinfo=None) >= target:
+    lo, hi = math.floor(late.timestamp()), math.ceil(early.timestamp())
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if datetime.fromtimestamp(mid, zone).replace(tzinfo=None) >= target:
             hi = mid
         else:
             lo = mid
-    return hi.replace(microsecond=0) + (timedelta(seconds=1) if hi.microsecond else timedelta(0))
+    return datetime.fromtimestamp(hi, UTC)
 
 
 def next_allowed(t: datetime, quiet: QuietHours | None, intent: str | None) -> datetime:
@@ -180,7 +183,7 @@ def next_allowed(t: datetime, quiet: QuietHours | None, intent: str | None) -> d
         day = local.date()
         if quiet.start > quiet.end and _wall(t, zone) >= quiet.start:
             day += timedelta(days=1)
-        t = max(t, _first_instant_reading(day, quiet.end, zone))
+        t = max(t, _first_instant_reading(day, quiet.end, zone, t))
     return t
 
 

@@ -286,7 +286,9 @@ class Intake:
                     conn, d.dedup_key, owner_id=notification_id, generation=generation, until=until
                 )
         owner_id = owner["id"] if owner is not None else None
-        first_attempt = schedule.first_attempt_at(now, req.schedule_time)
+        first_attempt = schedule.first_attempt_at(
+            now, req.schedule_time, effective.quiet_hours, req.intent
+        )
         row = _row(
             notification_id,
             principal,

@@ -454,6 +454,46 @@ class AutonomyContext(_message.Message):
 Global___AutonomyContext: _TypeAlias = AutonomyContext  # noqa: Y015
 
 @_typing.final
+class QuietHours(_message.Message):
+    """QuietHours is a daily window of local wall-clock time, in an IANA time
+    zone, during which deliveries, reminders and escalation steps that would
+    fall inside are held until the window ends (their next_attempt_time shows
+    it), except for notifications with intent SAFETY or ESCALATION. Daylight
+    saving changes follow the zone: the window ends at the first instant the
+    local clock reads `end` or later.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIME_ZONE_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    time_zone: _builtins.str
+    """Required. An IANA time zone name, e.g. "Europe/Paris" or
+    "America/New_York".
+    """
+    start: _builtins.str
+    """Required. Local start of the window, "HH:MM" (24-hour), inclusive."""
+    end: _builtins.str
+    """Required. Local end of the window, "HH:MM", exclusive. Earlier than
+    start means the window wraps midnight (e.g. 22:00 to 07:00).
+    """
+    def __init__(
+        self,
+        *,
+        time_zone: _builtins.str = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "start", b"start", "time_zone", b"time_zone"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuietHours: _TypeAlias = QuietHours  # noqa: Y015
+
+@_typing.final
 class EffectivePolicy(_message.Message):
     """EffectivePolicy is the delivery policy resolved for one notification: the
     ACTIVE policy revision of its notification_type, or the server defaults
@@ -473,6 +513,7 @@ class EffectivePolicy(_message.Message):
     POLICY_REVISION_FIELD_NUMBER: _builtins.int
     POLICY_HASH_FIELD_NUMBER: _builtins.int
     EFFECTIVE_HASH_FIELD_NUMBER: _builtins.int
+    QUIET_HOURS_FIELD_NUMBER: _builtins.int
     delivery_mode: Global___DeliveryMode.ValueType
     """What happens after the last failed attempt."""
     require_ack: _builtins.bool
@@ -499,6 +540,10 @@ class EffectivePolicy(_message.Message):
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Channels the notification is delivered through, e.g. "log", "webhook"."""
 
+    @_builtins.property
+    def quiet_hours(self) -> Global___QuietHours:
+        """The policy's quiet hours; unset when none."""
+
     def __init__(
         self,
         *,
@@ -513,10 +558,11 @@ class EffectivePolicy(_message.Message):
         policy_revision: _builtins.int = ...,
         policy_hash: _builtins.str = ...,
         effective_hash: _builtins.str = ...,
+        quiet_hours: Global___QuietHours | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "require_ack", b"require_ack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "quiet_hours", b"quiet_hours", "require_ack", b"require_ack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

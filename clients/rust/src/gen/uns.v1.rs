@@ -10,6 +10,26 @@ pub struct AutonomyContext {
     #[prost(string, tag="2")]
     pub agent_id: ::prost::alloc::string::String,
 }
+/// QuietHours is a daily window of local wall-clock time, in an IANA time
+/// zone, during which deliveries, reminders and escalation steps that would
+/// fall inside are held until the window ends (their next_attempt_time shows
+/// it), except for notifications with intent SAFETY or ESCALATION. Daylight
+/// saving changes follow the zone: the window ends at the first instant the
+/// local clock reads `end` or later.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct QuietHours {
+    /// Required. An IANA time zone name, e.g. "Europe/Paris" or
+    /// "America/New_York".
+    #[prost(string, tag="1")]
+    pub time_zone: ::prost::alloc::string::String,
+    /// Required. Local start of the window, "HH:MM" (24-hour), inclusive.
+    #[prost(string, tag="2")]
+    pub start: ::prost::alloc::string::String,
+    /// Required. Local end of the window, "HH:MM", exclusive. Earlier than
+    /// start means the window wraps midnight (e.g. 22:00 to 07:00).
+    #[prost(string, tag="3")]
+    pub end: ::prost::alloc::string::String,
+}
 /// EffectivePolicy is the delivery policy resolved for one notification: the
 /// ACTIVE policy revision of its notification_type, or the server defaults
 /// when there is none. It is frozen into the ACCEPTED event.
@@ -49,6 +69,9 @@ pub struct EffectivePolicy {
     /// notifications resolved under different policies never coalesce.
     #[prost(string, tag="11")]
     pub effective_hash: ::prost::alloc::string::String,
+    /// The policy's quiet hours; unset when none.
+    #[prost(message, optional, tag="12")]
+    pub quiet_hours: ::core::option::Option<QuietHours>,
 }
 /// DeliveryOutcome summarises the latest dispatch attempt.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -1267,6 +1290,12 @@ pub struct PolicySpec {
     /// Attempts per delivery cycle, 1-100; 0 means 5.
     #[prost(int32, tag="7")]
     pub max_attempts: i32,
+    /// Optional. Hold deliveries, reminders and escalation steps inside this
+    /// daily window (except SAFETY and ESCALATION intents). The zone must be a
+    /// known IANA zone and start must differ from end (INVALID_REQUEST,
+    /// spec.quiet_hours.<field>).
+    #[prost(message, optional, tag="8")]
+    pub quiet_hours: ::core::option::Option<QuietHours>,
 }
 /// PolicyRevision is one immutable revision of a type's policy.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

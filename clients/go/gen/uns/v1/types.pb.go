@@ -606,6 +606,77 @@ func (x *AutonomyContext) GetAgentId() string {
 	return ""
 }
 
+// QuietHours is a daily window of local wall-clock time, in an IANA time
+// zone, during which deliveries, reminders and escalation steps that would
+// fall inside are held until the window ends (their next_attempt_time shows
+// it), except for notifications with intent SAFETY or ESCALATION. Daylight
+// saving changes follow the zone: the window ends at the first instant the
+// local clock reads `end` or later.
+type QuietHours struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. An IANA time zone name, e.g. "Europe/Paris" or
+	// "America/New_York".
+	TimeZone string `protobuf:"bytes,1,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// Required. Local start of the window, "HH:MM" (24-hour), inclusive.
+	Start string `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	// Required. Local end of the window, "HH:MM", exclusive. Earlier than
+	// start means the window wraps midnight (e.g. 22:00 to 07:00).
+	End           string `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuietHours) Reset() {
+	*x = QuietHours{}
+	mi := &file_uns_v1_types_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuietHours) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuietHours) ProtoMessage() {}
+
+func (x *QuietHours) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuietHours.ProtoReflect.Descriptor instead.
+func (*QuietHours) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *QuietHours) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *QuietHours) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *QuietHours) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
 // EffectivePolicy is the delivery policy resolved for one notification: the
 // ACTIVE policy revision of its notification_type, or the server defaults
 // when there is none. It is frozen into the ACCEPTED event.
@@ -634,13 +705,15 @@ type EffectivePolicy struct {
 	// SHA-256 of the effective values above. Part of the dedup key, so
 	// notifications resolved under different policies never coalesce.
 	EffectiveHash string `protobuf:"bytes,11,opt,name=effective_hash,json=effectiveHash,proto3" json:"effective_hash,omitempty"`
+	// The policy's quiet hours; unset when none.
+	QuietHours    *QuietHours `protobuf:"bytes,12,opt,name=quiet_hours,json=quietHours,proto3" json:"quiet_hours,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EffectivePolicy) Reset() {
 	*x = EffectivePolicy{}
-	mi := &file_uns_v1_types_proto_msgTypes[1]
+	mi := &file_uns_v1_types_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +725,7 @@ func (x *EffectivePolicy) String() string {
 func (*EffectivePolicy) ProtoMessage() {}
 
 func (x *EffectivePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[1]
+	mi := &file_uns_v1_types_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +738,7 @@ func (x *EffectivePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectivePolicy.ProtoReflect.Descriptor instead.
 func (*EffectivePolicy) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EffectivePolicy) GetChannels() []string {
@@ -745,6 +818,13 @@ func (x *EffectivePolicy) GetEffectiveHash() string {
 	return ""
 }
 
+func (x *EffectivePolicy) GetQuietHours() *QuietHours {
+	if x != nil {
+		return x.QuietHours
+	}
+	return nil
+}
+
 // DeliveryOutcome summarises the latest dispatch attempt.
 type DeliveryOutcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -762,7 +842,7 @@ type DeliveryOutcome struct {
 
 func (x *DeliveryOutcome) Reset() {
 	*x = DeliveryOutcome{}
-	mi := &file_uns_v1_types_proto_msgTypes[2]
+	mi := &file_uns_v1_types_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +854,7 @@ func (x *DeliveryOutcome) String() string {
 func (*DeliveryOutcome) ProtoMessage() {}
 
 func (x *DeliveryOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[2]
+	mi := &file_uns_v1_types_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +867,7 @@ func (x *DeliveryOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryOutcome.ProtoReflect.Descriptor instead.
 func (*DeliveryOutcome) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DeliveryOutcome) GetChannelsAttempted() []string {
@@ -901,7 +981,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +993,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1006,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Notification) GetId() string {
@@ -1204,7 +1284,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1296,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1309,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Event) GetId() string {
@@ -1281,7 +1361,12 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x12uns/v1/types.proto\x12\x06uns.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n" +
 	"\x0fAutonomyContext\x129\n" +
 	"\rautonomy_mode\x18\x01 \x01(\x0e2\x14.uns.v1.AutonomyModeR\fautonomyMode\x12\x19\n" +
-	"\bagent_id\x18\x02 \x01(\tR\aagentId\"\xca\x03\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\"Q\n" +
+	"\n" +
+	"QuietHours\x12\x1b\n" +
+	"\ttime_zone\x18\x01 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\tR\x03end\"\xff\x03\n" +
 	"\x0fEffectivePolicy\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
 	"\rdelivery_mode\x18\x02 \x01(\x0e2\x14.uns.v1.DeliveryModeR\fdeliveryMode\x12\x1f\n" +
@@ -1296,7 +1381,9 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\vpolicy_hash\x18\n" +
 	" \x01(\tR\n" +
 	"policyHash\x12%\n" +
-	"\x0eeffective_hash\x18\v \x01(\tR\reffectiveHash\"\xbd\x01\n" +
+	"\x0eeffective_hash\x18\v \x01(\tR\reffectiveHash\x123\n" +
+	"\vquiet_hours\x18\f \x01(\v2\x12.uns.v1.QuietHoursR\n" +
+	"quietHours\"\xbd\x01\n" +
 	"\x0fDeliveryOutcome\x12-\n" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
@@ -1422,7 +1509,7 @@ func file_uns_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationIntent)(0),       // 0: uns.v1.NotificationIntent
 	(AutonomyMode)(0),             // 1: uns.v1.AutonomyMode
@@ -1432,42 +1519,44 @@ var file_uns_v1_types_proto_goTypes = []any{
 	(AckState)(0),                 // 5: uns.v1.AckState
 	(EventKind)(0),                // 6: uns.v1.EventKind
 	(*AutonomyContext)(nil),       // 7: uns.v1.AutonomyContext
-	(*EffectivePolicy)(nil),       // 8: uns.v1.EffectivePolicy
-	(*DeliveryOutcome)(nil),       // 9: uns.v1.DeliveryOutcome
-	(*Notification)(nil),          // 10: uns.v1.Notification
-	(*Event)(nil),                 // 11: uns.v1.Event
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*QuietHours)(nil),            // 8: uns.v1.QuietHours
+	(*EffectivePolicy)(nil),       // 9: uns.v1.EffectivePolicy
+	(*DeliveryOutcome)(nil),       // 10: uns.v1.DeliveryOutcome
+	(*Notification)(nil),          // 11: uns.v1.Notification
+	(*Event)(nil),                 // 12: uns.v1.Event
+	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_uns_v1_types_proto_depIdxs = []int32{
 	1,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
 	2,  // 1: uns.v1.EffectivePolicy.delivery_mode:type_name -> uns.v1.DeliveryMode
 	3,  // 2: uns.v1.EffectivePolicy.priority:type_name -> uns.v1.Priority
-	0,  // 3: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
-	7,  // 4: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
-	12, // 5: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
-	8,  // 6: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
-	4,  // 7: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
-	9,  // 8: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
-	13, // 9: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
-	13, // 10: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
-	13, // 11: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
-	5,  // 12: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
-	13, // 13: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
-	13, // 14: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
-	12, // 15: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
-	13, // 16: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
-	13, // 17: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	13, // 18: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
-	13, // 19: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
-	6,  // 20: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	13, // 21: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	12, // 22: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	8,  // 3: uns.v1.EffectivePolicy.quiet_hours:type_name -> uns.v1.QuietHours
+	0,  // 4: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
+	7,  // 5: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
+	13, // 6: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
+	9,  // 7: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
+	4,  // 8: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
+	10, // 9: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
+	14, // 10: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
+	14, // 11: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
+	14, // 12: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
+	5,  // 13: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
+	14, // 14: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
+	14, // 15: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
+	13, // 16: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
+	14, // 17: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
+	14, // 18: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
+	14, // 19: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
+	14, // 20: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	6,  // 21: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	14, // 22: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	13, // 23: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
@@ -1481,7 +1570,7 @@ func file_uns_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_types_proto_rawDesc), len(file_uns_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
