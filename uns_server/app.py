@@ -59,6 +59,7 @@ from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
+from uns_server.workers.followups import FollowUpWorker
 from uns_server.workers.statistics import FirstAnalyze
 
 log = logging.getLogger("uns.server")
@@ -114,6 +115,13 @@ class App:
         )
         self.acks = Acks(self.db, clock, self.telemetry.metrics)
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds)
+        self.followups = FollowUpWorker(
+            self.db,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            poll_seconds=settings.idle_poll_seconds,
+        )
         self.hub = EventHub(self.db, settings.watch_queue_max)
         self.telemetry.observe(self.hub)
         self.server = grpc.aio.server(
@@ -249,6 +257,7 @@ class App:
             self._writer_tasks = [
                 asyncio.create_task(self.dispatcher.run()),
                 asyncio.create_task(self.expiry.run()),
+                asyncio.create_task(self.followups.run()),
             ]
             self._tasks.extend(self._writer_tasks)
         self._tasks.append(asyncio.create_task(self._monitor()))
@@ -326,6 +335,7 @@ class App:
         # it; whatever is still running after the grace period is cancelled.
         self.dispatcher.stop()
         self.expiry.stop()
+        self.followups.stop()
         writers = [t for t in self._writer_tasks if not t.done()]
         if writers:
             await asyncio.wait(writers, timeout=grace)

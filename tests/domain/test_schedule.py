@@ -3,6 +3,7 @@ cases and Hypothesis properties, across DST changes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
@@ -206,3 +207,146 @@ def test_next_allowed_properties(
         assert schedule.is_quiet(t, q)
         assert schedule.is_quiet(allowed - timedelta(seconds=1), q)
         assert schedule.is_quiet(t + (allowed - t) / 2, q)
+
+
+# -- reminders and escalation steps ------------------------------------------------------
+
+D = datetime(2026, 6, 1, 12, tzinfo=UTC)  # delivered (14:00 in Paris)
+TIMING = schedule.Timing(
+    channels=("slack",),
+    require_ack=True,
+    ack_timeout=timedelta(hours=1),
+    reminder=schedule.Reminder(timedelta(minutes=10), 2.0, 5),
+    escalation=(
+        schedule.EscalationStep(timedelta(minutes=20), ("pagerduty",)),
+        schedule.EscalationStep(timedelta(minutes=30), ("pagerduty", "email")),
+    ),
+)
+
+
+def test_reminders_taper() -> None:
+    offsets = schedule.Reminder(timedelta(minutes=10), 2.0, 4).offsets()
+    assert offsets == [minutes(10), minutes(30), minutes(70), minutes(150)]
+    assert schedule.Reminder(timedelta(minutes=5), 1.0, 3).offsets() == [
+        minutes(5),
+        minutes(10),
+        minutes(15),
+    ]
+
+
+def minutes(m: float) -> timedelta:
+    return timedelta(minutes=m)
+
+
+def test_follow_ups_in_order_and_before_the_deadline() -> None:
+    steps = schedule.follow_ups(D, TIMING, "WARNING")
+    R, E = schedule.StepKind.REMINDER, schedule.StepKind.ESCALATION
+    assert [(s.kind, s.number, s.at - D) for s in steps] == [
+        (R, 1, minutes(10)),
+        (E, 1, minutes(20)),
+        (E, 2, minutes(30)),  # the same time as reminder 2: the escalation goes first
+        (R, 2, minutes(30)),
+    ]
+    assert steps[2].channels == ("pagerduty", "email") and steps[0].channels == ("slack",)
+    # Reminder 3 (at 70 minutes) falls after the deadline: not planned.
+    assert schedule.follow_ups(D, replace(TIMING, require_ack=False), "WARNING") == []
+
+
+@pytest.mark.parametrize(
+    ("reminders", "escalations", "now", "want"),
+    [
+        (0, 0, D + minutes(5), schedule.Wait(D + minutes(10))),
+        (0, 0, D + minutes(10), "R1"),
+        (0, 0, D + minutes(45), "R1"),  # late (worker down): the earliest first
+        (1, 0, D + minutes(15), schedule.Wait(D + minutes(20))),
+        (1, 1, D + minutes(30), "E2"),
+        (1, 2, D + minutes(30), "R2"),
+        (2, 1, D + minutes(30), "E2"),
+        (2, 2, D + minutes(59), schedule.Wait(None)),
+    ],
+)
+def test_decide_follow_up(reminders: int, escalations: int, now: datetime, want: object) -> None:
+    decision = schedule.decide_follow_up(
+        delivered_at=D,
+        timing=TIMING,
+        intent="WARNING",
+        reminders_sent=reminders,
+        escalations_sent=escalations,
+        now=now,
+    )
+    if isinstance(want, str):
+        assert isinstance(decision, schedule.Fire)
+        assert f"{decision.step.kind.value[0]}{decision.step.number}" == want
+    else:
+        assert decision == want
+
+
+def test_quiet_hours_hold_follow_ups_but_not_for_escalation_intents() -> None:
+    # 14:05-14:30 Paris is quiet: R1 and E1 wait until 14:30, when R2 and E2 are due.
+    quiet_timing = replace(TIMING, quiet=QuietHours("Europe/Paris", time(14, 5), time(14, 30)))
+    steps = schedule.follow_ups(D, quiet_timing, "WARNING")
+    assert all(s.at == D + minutes(30) for s in steps)
+    assert [(s.kind.value[0], s.number, s.held) for s in steps] == [
+        ("E", 1, True),
+        ("E", 2, False),
+        ("R", 1, True),
+        ("R", 2, False),
+    ]
+    assert schedule.follow_ups(D, quiet_timing, "ESCALATION") == schedule.follow_ups(
+        D, TIMING, "ESCALATION"
+    )
+
+
+def test_plan_lists_delivery_follow_ups_and_deadline() -> None:
+    accepted = D - minutes(1)
+    plan = schedule.plan(accepted, D, TIMING, "WARNING")
+    assert plan[0] == schedule.Step(schedule.StepKind.DELIVERY, 1, D, ("slack",), False)
+    assert plan[1:-1] == schedule.follow_ups(D, TIMING, "WARNING")
+    assert plan[-1] == schedule.Step(schedule.StepKind.DEADLINE, 1, D + timedelta(hours=1), ())
+
+
+@given(
+    first=st.integers(1, 3600),
+    multiplier=st.floats(1.0, 10.0),
+    count=st.integers(1, 20),
+    afters=st.lists(st.integers(1, 7200), max_size=5),
+    timeout=st.integers(60, 7200),
+    sent=st.tuples(st.integers(0, 20), st.integers(0, 5)),
+    elapsed=st.integers(0, 8000),
+)
+def test_follow_up_properties(
+    first: int,
+    multiplier: float,
+    count: int,
+    afters: list[int],
+    timeout: int,
+    sent: tuple[int, int],
+    elapsed: int,
+) -> None:
+    timing = schedule.Timing(
+        channels=("a",),
+        require_ack=True,
+        ack_timeout=timedelta(seconds=timeout),
+        reminder=schedule.Reminder(timedelta(seconds=first), multiplier, count),
+        escalation=tuple(schedule.EscalationStep(timedelta(seconds=a), ("b",)) for a in afters),
+    )
+    steps = schedule.follow_ups(D, timing, "WARNING")
+    assert all(D < s.at < D + timing.ack_timeout for s in steps)
+    assert [s.at for s in steps] == sorted(s.at for s in steps)
+    reminders = [s.number for s in steps if s.kind == schedule.StepKind.REMINDER]
+    assert reminders == list(range(1, len(reminders) + 1)) and len(reminders) <= count
+    now = D + timedelta(seconds=elapsed)
+    decision = schedule.decide_follow_up(
+        delivered_at=D,
+        timing=timing,
+        intent="WARNING",
+        reminders_sent=sent[0],
+        escalations_sent=sent[1],
+        now=now,
+    )
+    pending = schedule.pending_follow_ups(steps, *sent)
+    if isinstance(decision, schedule.Fire):
+        assert decision.step == pending[0] and decision.step.at <= now
+    else:
+        assert decision.at == (pending[0].at if pending else None)
+        assert decision.at is None or decision.at > now

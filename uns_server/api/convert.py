@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar, cast
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from sqlalchemy.engine import RowMapping
 
@@ -26,7 +26,7 @@ from uns_server.domain.enums import (
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.requests import AutonomyContext, SendRequest
-from uns_server.domain.schedule import QuietHours
+from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
 from uns_server.domain.validation import validate_send
 from uns_server.services.watch import WatchItem
 
@@ -173,6 +173,32 @@ def quiet_hours(q: QuietHours | None) -> t.QuietHours | None:
     return t.QuietHours(**q.to_json())
 
 
+def duration(value: timedelta) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromTimedelta(value)
+    return d
+
+
+def reminder(r: Reminder | None) -> t.Reminder | None:
+    if r is None:
+        return None
+    return t.Reminder(
+        first_after=duration(r.first_after), multiplier=r.multiplier, max_count=r.max_count
+    )
+
+
+def escalation(steps: Sequence[EscalationStep]) -> list[t.EscalationStep]:
+    return [t.EscalationStep(after=duration(s.after), channels=list(s.channels)) for s in steps]
+
+
+def reminder_from_wire(r: t.Reminder) -> Reminder:
+    return Reminder(r.first_after.ToTimedelta(), r.multiplier or 1.0, r.max_count)
+
+
+def escalation_from_wire(steps: Sequence[t.EscalationStep]) -> list[EscalationStep]:
+    return [EscalationStep(s.after.ToTimedelta(), tuple(dict.fromkeys(s.channels))) for s in steps]
+
+
 def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
     return t.EffectivePolicy(
         channels=list(e.channels),
@@ -187,6 +213,8 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
         policy_hash=e.policy_hash or "",
         effective_hash=e.effective_hash,
         quiet_hours=quiet_hours(e.quiet_hours),
+        reminder=reminder(e.reminder),
+        escalation=escalation(e.escalation),
     )
 
 
@@ -225,6 +253,8 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         ack_actor=row["actor"] or "",
         withdraw_actor=row["withdrawn_by"] or "",
         withdraw_reason=row["withdraw_reason"] or "",
+        reminders_sent=row["reminders_sent"],
+        escalations_sent=row["escalations_sent"],
     )
     if ctx:
         msg.autonomy_context.CopyFrom(
@@ -248,6 +278,8 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         ts = timestamp(row[column])
         if ts is not None:
             getattr(msg, field).CopyFrom(ts)
+    if row["ack_status"] == AckStatus.PENDING and row["followup_at"] is not None:
+        msg.next_follow_up_time.FromDatetime(row["followup_at"])
     if doc.get("schedule_time"):
         msg.schedule_time.FromDatetime(datetime.fromisoformat(doc["schedule_time"]))
     return msg

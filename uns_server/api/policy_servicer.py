@@ -43,6 +43,8 @@ def spec_from_wire(spec: pb.PolicySpec) -> PolicySpec:
             if spec.HasField("quiet_hours")
             else None
         ),
+        reminder=convert.reminder_from_wire(spec.reminder) if spec.HasField("reminder") else None,
+        escalation=convert.escalation_from_wire(spec.escalation),
     )
 
 
@@ -56,6 +58,8 @@ def spec_to_wire(spec: PolicySpec) -> pb.PolicySpec:
         dedup_window_seconds=spec.dedup_window_seconds,
         max_attempts=spec.max_attempts,
         quiet_hours=convert.quiet_hours(spec.quiet_hours),
+        reminder=convert.reminder(spec.reminder),
+        escalation=convert.escalation(spec.escalation),
     )
 
 

@@ -45,6 +45,10 @@ class OutboundMessage:
     metadata: Mapping[str, Any]
     attempt: int
     idempotency_token: str
+    # A reminder or escalation step of a delivered notification ("REMINDER",
+    # "ESCALATION"; empty for the delivery itself) and its 1-based number.
+    follow_up: str = ""
+    follow_up_number: int = 0
 
 
 @dataclass(frozen=True)

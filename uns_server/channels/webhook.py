@@ -41,7 +41,7 @@ def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
 
 def webhook_payload(message: OutboundMessage, now: float) -> dict[str, Any]:
     """The JSON body: a Standard Webhooks envelope around the notification's own fields."""
-    return {
+    payload: dict[str, Any] = {
         "type": EVENT_TYPE,
         "timestamp": datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z"),
         "data": {
@@ -57,6 +57,12 @@ def webhook_payload(message: OutboundMessage, now: float) -> dict[str, Any]:
             "attempt": message.attempt,
         },
     }
+    if message.follow_up:  # a reminder or escalation step, not the first delivery
+        payload["data"]["follow_up"] = {
+            "kind": message.follow_up,
+            "number": message.follow_up_number,
+        }
+    return payload
 
 
 class WebhookChannel(HttpChannel):

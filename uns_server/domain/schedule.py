@@ -214,11 +214,14 @@ class Reminder:
             int(data["max_count"]),
         )
 
-    def offsets(self) -> list[timedelta]:
-        """Each reminder's nominal offset from delivery."""
+    def offsets(self, before: timedelta | None = None) -> list[timedelta]:
+        """Each reminder's nominal offset from delivery; with ``before``, only those
+        earlier than it (a tapering series soon outgrows any deadline, and datetime)."""
         out, interval, total = [], self.first_after, timedelta(0)
         for _ in range(self.max_count):
             total += interval
+            if before is not None and total >= before:
+                break
             out.append(total)
             interval = interval * self.multiplier
         return out
@@ -303,7 +306,7 @@ def follow_ups(delivered_at: datetime, timing: Timing, intent: str | None) -> li
     if timing.reminder is not None:
         nominal += [
             (StepKind.REMINDER, k, delivered_at + offset, timing.channels)
-            for k, offset in enumerate(timing.reminder.offsets(), start=1)
+            for k, offset in enumerate(timing.reminder.offsets(timing.ack_timeout), start=1)
         ]
     nominal += [
         (StepKind.ESCALATION, i, delivered_at + step.after, step.channels)

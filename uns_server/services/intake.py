@@ -517,7 +517,8 @@ def _row(
         "withdrawn_at": None,
         "withdrawn_by": None,
         "withdraw_reason": None,
-        "followup_at": None,
+        # Looked at by the follow-up worker once its ack is PENDING (after delivery).
+        "followup_at": now if effective.spec.timing.follows_up else None,
         "followup_lease_token": None,
         "followup_lease_until": None,
         "reminders_sent": 0,

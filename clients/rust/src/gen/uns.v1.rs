@@ -33,7 +33,7 @@ pub struct QuietHours {
 /// EffectivePolicy is the delivery policy resolved for one notification: the
 /// ACTIVE policy revision of its notification_type, or the server defaults
 /// when there is none. It is frozen into the ACCEPTED event.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct EffectivePolicy {
     /// Channels the notification is delivered through, e.g. "log", "webhook".
     #[prost(string, repeated, tag="1")]
@@ -72,6 +72,46 @@ pub struct EffectivePolicy {
     /// The policy's quiet hours; unset when none.
     #[prost(message, optional, tag="12")]
     pub quiet_hours: ::core::option::Option<QuietHours>,
+    /// The policy's reminders; unset when none.
+    #[prost(message, optional, tag="13")]
+    pub reminder: ::core::option::Option<Reminder>,
+    /// The policy's escalation steps, in order; empty when none.
+    #[prost(message, repeated, tag="14")]
+    pub escalation: ::prost::alloc::vec::Vec<EscalationStep>,
+}
+/// Reminder re-sends a delivered notification on its channels while its
+/// acknowledgement is PENDING: after first_after, then after each interval
+/// times multiplier, at most max_count times, and never at or after the ack
+/// deadline. Reminders stop the moment the ack settles, times out or is
+/// withdrawn. Quiet hours hold them like deliveries. Each one sends once (at
+/// least once when a worker is interrupted) and records REMINDER_SENT.
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct Reminder {
+    /// Required. From delivery to the first reminder, 1 second to 7 days.
+    #[prost(message, optional, tag="1")]
+    pub first_after: ::core::option::Option<::prost_types::Duration>,
+    /// Each interval is the previous one times this, 1-10 (1: evenly spaced).
+    /// 0 means 1.
+    #[prost(double, tag="2")]
+    pub multiplier: f64,
+    /// Required. At most this many reminders, 1-20.
+    #[prost(int32, tag="3")]
+    pub max_count: i32,
+}
+/// EscalationStep sends a delivered notification, marked as an escalation
+/// with its step number, to further channels while its acknowledgement is
+/// still PENDING. Each step fires once (at least once when a worker is
+/// interrupted), held by quiet hours like deliveries, and records ESCALATED.
+/// The ack deadline still ends in TIMED_OUT.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EscalationStep {
+    /// Required. From delivery to the step; positive and before the ack
+    /// deadline.
+    #[prost(message, optional, tag="1")]
+    pub after: ::core::option::Option<::prost_types::Duration>,
+    /// Required. The channels the step sends to, e.g. "pagerduty".
+    #[prost(string, repeated, tag="2")]
+    pub channels: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// DeliveryOutcome summarises the latest dispatch attempt.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -197,6 +237,16 @@ pub struct Notification {
     /// The reason given to WithdrawNotification.
     #[prost(string, tag="36")]
     pub withdraw_reason: ::prost::alloc::string::String,
+    /// Reminders sent so far (policy reminder).
+    #[prost(int32, tag="37")]
+    pub reminders_sent: i32,
+    /// Escalation steps sent so far (policy escalation).
+    #[prost(int32, tag="38")]
+    pub escalations_sent: i32,
+    /// When the next reminder or escalation step is due (after quiet hours), while
+    /// the ack is PENDING; unset when none is left.
+    #[prost(message, optional, tag="39")]
+    pub next_follow_up_time: ::core::option::Option<::prost_types::Timestamp>,
     /// The producer's requested first attempt time (SendNotificationRequest
     /// schedule_time), as sent; unset when the request had none.
     /// deliver_time stays the time of delivery.
@@ -560,6 +610,16 @@ pub enum EventKind {
     /// reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
     /// and for a pending follower withdrawn with its dedup leader, with_owner_id.
     Withdrawn = 18,
+    /// A reminder was sent while the ack was PENDING (policy reminder). Payload:
+    /// number (1-based), channels, results (per channel: channel, success,
+    /// retryable, message_id, error), lease_token, due_time, and
+    /// provider_effect_may_have_occurred (true when an earlier try of the same
+    /// reminder was interrupted and may have reached the provider).
+    ReminderSent = 19,
+    /// An escalation step was sent while the ack was PENDING (policy
+    /// escalation). Payload: step (1-based), channels, results, lease_token,
+    /// due_time, provider_effect_may_have_occurred, as for REMINDER_SENT.
+    Escalated = 20,
 }
 impl EventKind {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -587,6 +647,8 @@ impl EventKind {
             Self::FailureResolved => "EVENT_KIND_FAILURE_RESOLVED",
             Self::RetentionApplied => "EVENT_KIND_RETENTION_APPLIED",
             Self::Withdrawn => "EVENT_KIND_WITHDRAWN",
+            Self::ReminderSent => "EVENT_KIND_REMINDER_SENT",
+            Self::Escalated => "EVENT_KIND_ESCALATED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -611,6 +673,8 @@ impl EventKind {
             "EVENT_KIND_FAILURE_RESOLVED" => Some(Self::FailureResolved),
             "EVENT_KIND_RETENTION_APPLIED" => Some(Self::RetentionApplied),
             "EVENT_KIND_WITHDRAWN" => Some(Self::Withdrawn),
+            "EVENT_KIND_REMINDER_SENT" => Some(Self::ReminderSent),
+            "EVENT_KIND_ESCALATED" => Some(Self::Escalated),
             _ => None,
         }
     }
@@ -1002,7 +1066,7 @@ pub struct SimulateRequest {
 }
 /// SimulateResponse is the resolution SendNotification would freeze, and what it
 /// would do with the request at this moment.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SimulateResponse {
     /// The effective policy, including its effective_hash, revision,
     /// max_attempts, priority and ack_timeout_minutes (the ack deadline offset).
@@ -1266,7 +1330,7 @@ impl SimulateOutcome {
     }
 }
 /// PolicySpec is the content of a policy revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PolicySpec {
     /// Required. Channels to deliver through, e.g. "log", "webhook", "slack",
     /// "email", "pagerduty". Each must be configured on the server.
@@ -1296,9 +1360,18 @@ pub struct PolicySpec {
     /// spec.quiet_hours.<field>).
     #[prost(message, optional, tag="8")]
     pub quiet_hours: ::core::option::Option<QuietHours>,
+    /// Optional. Re-send while the ack is PENDING, tapering. Needs require_ack
+    /// (INVALID_REQUEST, spec.reminder.<field>).
+    #[prost(message, optional, tag="9")]
+    pub reminder: ::core::option::Option<Reminder>,
+    /// Optional. Escalation steps while the ack is PENDING, at most 10, each
+    /// before the ack deadline. Needs require_ack (INVALID_REQUEST,
+    /// spec.escalation\[i\].<field>).
+    #[prost(message, repeated, tag="10")]
+    pub escalation: ::prost::alloc::vec::Vec<EscalationStep>,
 }
 /// PolicyRevision is one immutable revision of a type's policy.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PolicyRevision {
     /// Stable id of the policy (one per notification_type).
     #[prost(string, tag="1")]
@@ -1329,7 +1402,7 @@ pub struct PolicyRevision {
     pub activate_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// PutPolicyRevisionRequest writes a revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PutPolicyRevisionRequest {
     /// Required. The notification type.
     #[prost(string, tag="1")]
@@ -1342,7 +1415,7 @@ pub struct PutPolicyRevisionRequest {
     pub activate: bool,
 }
 /// PutPolicyRevisionResponse returns the written revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PutPolicyRevisionResponse {
     /// The revision (an existing one when the content was unchanged).
     #[prost(message, optional, tag="1")]
@@ -1359,7 +1432,7 @@ pub struct ActivatePolicyRevisionRequest {
     pub revision: i32,
 }
 /// ActivatePolicyRevisionResponse returns the activated revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ActivatePolicyRevisionResponse {
     /// The now ACTIVE revision.
     #[prost(message, optional, tag="1")]
@@ -1376,7 +1449,7 @@ pub struct GetPolicyRequest {
     pub revision: i32,
 }
 /// GetPolicyResponse holds one revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct GetPolicyResponse {
     /// The revision.
     #[prost(message, optional, tag="1")]

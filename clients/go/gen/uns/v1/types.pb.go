@@ -9,6 +9,7 @@ package unsv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -476,6 +477,16 @@ const (
 	// reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
 	// and for a pending follower withdrawn with its dedup leader, with_owner_id.
 	EventKind_EVENT_KIND_WITHDRAWN EventKind = 18
+	// A reminder was sent while the ack was PENDING (policy reminder). Payload:
+	// number (1-based), channels, results (per channel: channel, success,
+	// retryable, message_id, error), lease_token, due_time, and
+	// provider_effect_may_have_occurred (true when an earlier try of the same
+	// reminder was interrupted and may have reached the provider).
+	EventKind_EVENT_KIND_REMINDER_SENT EventKind = 19
+	// An escalation step was sent while the ack was PENDING (policy
+	// escalation). Payload: step (1-based), channels, results, lease_token,
+	// due_time, provider_effect_may_have_occurred, as for REMINDER_SENT.
+	EventKind_EVENT_KIND_ESCALATED EventKind = 20
 )
 
 // Enum value maps for EventKind.
@@ -500,6 +511,8 @@ var (
 		16: "EVENT_KIND_FAILURE_RESOLVED",
 		17: "EVENT_KIND_RETENTION_APPLIED",
 		18: "EVENT_KIND_WITHDRAWN",
+		19: "EVENT_KIND_REMINDER_SENT",
+		20: "EVENT_KIND_ESCALATED",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":             0,
@@ -521,6 +534,8 @@ var (
 		"EVENT_KIND_FAILURE_RESOLVED":        16,
 		"EVENT_KIND_RETENTION_APPLIED":       17,
 		"EVENT_KIND_WITHDRAWN":               18,
+		"EVENT_KIND_REMINDER_SENT":           19,
+		"EVENT_KIND_ESCALATED":               20,
 	}
 )
 
@@ -706,7 +721,11 @@ type EffectivePolicy struct {
 	// notifications resolved under different policies never coalesce.
 	EffectiveHash string `protobuf:"bytes,11,opt,name=effective_hash,json=effectiveHash,proto3" json:"effective_hash,omitempty"`
 	// The policy's quiet hours; unset when none.
-	QuietHours    *QuietHours `protobuf:"bytes,12,opt,name=quiet_hours,json=quietHours,proto3" json:"quiet_hours,omitempty"`
+	QuietHours *QuietHours `protobuf:"bytes,12,opt,name=quiet_hours,json=quietHours,proto3" json:"quiet_hours,omitempty"`
+	// The policy's reminders; unset when none.
+	Reminder *Reminder `protobuf:"bytes,13,opt,name=reminder,proto3" json:"reminder,omitempty"`
+	// The policy's escalation steps, in order; empty when none.
+	Escalation    []*EscalationStep `protobuf:"bytes,14,rep,name=escalation,proto3" json:"escalation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -825,6 +844,150 @@ func (x *EffectivePolicy) GetQuietHours() *QuietHours {
 	return nil
 }
 
+func (x *EffectivePolicy) GetReminder() *Reminder {
+	if x != nil {
+		return x.Reminder
+	}
+	return nil
+}
+
+func (x *EffectivePolicy) GetEscalation() []*EscalationStep {
+	if x != nil {
+		return x.Escalation
+	}
+	return nil
+}
+
+// Reminder re-sends a delivered notification on its channels while its
+// acknowledgement is PENDING: after first_after, then after each interval
+// times multiplier, at most max_count times, and never at or after the ack
+// deadline. Reminders stop the moment the ack settles, times out or is
+// withdrawn. Quiet hours hold them like deliveries. Each one sends once (at
+// least once when a worker is interrupted) and records REMINDER_SENT.
+type Reminder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. From delivery to the first reminder, 1 second to 7 days.
+	FirstAfter *durationpb.Duration `protobuf:"bytes,1,opt,name=first_after,json=firstAfter,proto3" json:"first_after,omitempty"`
+	// Each interval is the previous one times this, 1-10 (1: evenly spaced).
+	// 0 means 1.
+	Multiplier float64 `protobuf:"fixed64,2,opt,name=multiplier,proto3" json:"multiplier,omitempty"`
+	// Required. At most this many reminders, 1-20.
+	MaxCount      int32 `protobuf:"varint,3,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reminder) Reset() {
+	*x = Reminder{}
+	mi := &file_uns_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reminder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reminder) ProtoMessage() {}
+
+func (x *Reminder) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reminder.ProtoReflect.Descriptor instead.
+func (*Reminder) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Reminder) GetFirstAfter() *durationpb.Duration {
+	if x != nil {
+		return x.FirstAfter
+	}
+	return nil
+}
+
+func (x *Reminder) GetMultiplier() float64 {
+	if x != nil {
+		return x.Multiplier
+	}
+	return 0
+}
+
+func (x *Reminder) GetMaxCount() int32 {
+	if x != nil {
+		return x.MaxCount
+	}
+	return 0
+}
+
+// EscalationStep sends a delivered notification, marked as an escalation
+// with its step number, to further channels while its acknowledgement is
+// still PENDING. Each step fires once (at least once when a worker is
+// interrupted), held by quiet hours like deliveries, and records ESCALATED.
+// The ack deadline still ends in TIMED_OUT.
+type EscalationStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. From delivery to the step; positive and before the ack
+	// deadline.
+	After *durationpb.Duration `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
+	// Required. The channels the step sends to, e.g. "pagerduty".
+	Channels      []string `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EscalationStep) Reset() {
+	*x = EscalationStep{}
+	mi := &file_uns_v1_types_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EscalationStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EscalationStep) ProtoMessage() {}
+
+func (x *EscalationStep) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EscalationStep.ProtoReflect.Descriptor instead.
+func (*EscalationStep) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EscalationStep) GetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *EscalationStep) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
 // DeliveryOutcome summarises the latest dispatch attempt.
 type DeliveryOutcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -842,7 +1005,7 @@ type DeliveryOutcome struct {
 
 func (x *DeliveryOutcome) Reset() {
 	*x = DeliveryOutcome{}
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1017,7 @@ func (x *DeliveryOutcome) String() string {
 func (*DeliveryOutcome) ProtoMessage() {}
 
 func (x *DeliveryOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1030,7 @@ func (x *DeliveryOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryOutcome.ProtoReflect.Descriptor instead.
 func (*DeliveryOutcome) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeliveryOutcome) GetChannelsAttempted() []string {
@@ -971,6 +1134,13 @@ type Notification struct {
 	WithdrawActor string `protobuf:"bytes,35,opt,name=withdraw_actor,json=withdrawActor,proto3" json:"withdraw_actor,omitempty"`
 	// The reason given to WithdrawNotification.
 	WithdrawReason string `protobuf:"bytes,36,opt,name=withdraw_reason,json=withdrawReason,proto3" json:"withdraw_reason,omitempty"`
+	// Reminders sent so far (policy reminder).
+	RemindersSent int32 `protobuf:"varint,37,opt,name=reminders_sent,json=remindersSent,proto3" json:"reminders_sent,omitempty"`
+	// Escalation steps sent so far (policy escalation).
+	EscalationsSent int32 `protobuf:"varint,38,opt,name=escalations_sent,json=escalationsSent,proto3" json:"escalations_sent,omitempty"`
+	// When the next reminder or escalation step is due (after quiet hours), while
+	// the ack is PENDING; unset when none is left.
+	NextFollowUpTime *timestamppb.Timestamp `protobuf:"bytes,39,opt,name=next_follow_up_time,json=nextFollowUpTime,proto3" json:"next_follow_up_time,omitempty"`
 	// The producer's requested first attempt time (SendNotificationRequest
 	// schedule_time), as sent; unset when the request had none.
 	// deliver_time stays the time of delivery.
@@ -981,7 +1151,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1163,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1176,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Notification) GetId() string {
@@ -1254,6 +1424,27 @@ func (x *Notification) GetWithdrawReason() string {
 	return ""
 }
 
+func (x *Notification) GetRemindersSent() int32 {
+	if x != nil {
+		return x.RemindersSent
+	}
+	return 0
+}
+
+func (x *Notification) GetEscalationsSent() int32 {
+	if x != nil {
+		return x.EscalationsSent
+	}
+	return 0
+}
+
+func (x *Notification) GetNextFollowUpTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFollowUpTime
+	}
+	return nil
+}
+
 func (x *Notification) GetScheduleTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ScheduleTime
@@ -1284,7 +1475,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_uns_v1_types_proto_msgTypes[5]
+	mi := &file_uns_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1487,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[5]
+	mi := &file_uns_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1500,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Event) GetId() string {
@@ -1358,7 +1549,7 @@ var File_uns_v1_types_proto protoreflect.FileDescriptor
 
 const file_uns_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x12uns/v1/types.proto\x12\x06uns.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n" +
+	"\x12uns/v1/types.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n" +
 	"\x0fAutonomyContext\x129\n" +
 	"\rautonomy_mode\x18\x01 \x01(\x0e2\x14.uns.v1.AutonomyModeR\fautonomyMode\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\"Q\n" +
@@ -1366,7 +1557,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"QuietHours\x12\x1b\n" +
 	"\ttime_zone\x18\x01 \x01(\tR\btimeZone\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\tR\x05start\x12\x10\n" +
-	"\x03end\x18\x03 \x01(\tR\x03end\"\xff\x03\n" +
+	"\x03end\x18\x03 \x01(\tR\x03end\"\xe5\x04\n" +
 	"\x0fEffectivePolicy\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
 	"\rdelivery_mode\x18\x02 \x01(\x0e2\x14.uns.v1.DeliveryModeR\fdeliveryMode\x12\x1f\n" +
@@ -1383,12 +1574,26 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"policyHash\x12%\n" +
 	"\x0eeffective_hash\x18\v \x01(\tR\reffectiveHash\x123\n" +
 	"\vquiet_hours\x18\f \x01(\v2\x12.uns.v1.QuietHoursR\n" +
-	"quietHours\"\xbd\x01\n" +
+	"quietHours\x12,\n" +
+	"\breminder\x18\r \x01(\v2\x10.uns.v1.ReminderR\breminder\x126\n" +
+	"\n" +
+	"escalation\x18\x0e \x03(\v2\x16.uns.v1.EscalationStepR\n" +
+	"escalation\"\x83\x01\n" +
+	"\bReminder\x12:\n" +
+	"\vfirst_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"firstAfter\x12\x1e\n" +
+	"\n" +
+	"multiplier\x18\x02 \x01(\x01R\n" +
+	"multiplier\x12\x1b\n" +
+	"\tmax_count\x18\x03 \x01(\x05R\bmaxCount\"]\n" +
+	"\x0eEscalationStep\x12/\n" +
+	"\x05after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x05after\x12\x1a\n" +
+	"\bchannels\x18\x02 \x03(\tR\bchannels\"\xbd\x01\n" +
 	"\x0fDeliveryOutcome\x12-\n" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
 	"\x0fchannels_failed\x18\x03 \x03(\tR\x0echannelsFailed\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xa0\r\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xbd\x0e\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -1428,7 +1633,10 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"updateTime\x12?\n" +
 	"\rwithdraw_time\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\fwithdrawTime\x12%\n" +
 	"\x0ewithdraw_actor\x18# \x01(\tR\rwithdrawActor\x12'\n" +
-	"\x0fwithdraw_reason\x18$ \x01(\tR\x0ewithdrawReason\x12?\n" +
+	"\x0fwithdraw_reason\x18$ \x01(\tR\x0ewithdrawReason\x12%\n" +
+	"\x0ereminders_sent\x18% \x01(\x05R\rremindersSent\x12)\n" +
+	"\x10escalations_sent\x18& \x01(\x05R\x0fescalationsSent\x12I\n" +
+	"\x13next_follow_up_time\x18' \x01(\v2\x1a.google.protobuf.TimestampR\x10nextFollowUpTime\x12?\n" +
 	"\rschedule_time\x18! \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTime\"\xe2\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -1473,7 +1681,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x0fACK_STATE_ACKED\x10\x02\x12\x17\n" +
 	"\x13ACK_STATE_DISMISSED\x10\x03\x12\x17\n" +
 	"\x13ACK_STATE_TIMED_OUT\x10\x04\x12\x17\n" +
-	"\x13ACK_STATE_WITHDRAWN\x10\x05*\xd9\x04\n" +
+	"\x13ACK_STATE_WITHDRAWN\x10\x05*\x91\x05\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_KIND_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -1494,7 +1702,9 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x1bEVENT_KIND_REPLAY_REQUESTED\x10\x0f\x12\x1f\n" +
 	"\x1bEVENT_KIND_FAILURE_RESOLVED\x10\x10\x12 \n" +
 	"\x1cEVENT_KIND_RETENTION_APPLIED\x10\x11\x12\x18\n" +
-	"\x14EVENT_KIND_WITHDRAWN\x10\x12B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
+	"\x14EVENT_KIND_WITHDRAWN\x10\x12\x12\x1c\n" +
+	"\x18EVENT_KIND_REMINDER_SENT\x10\x13\x12\x18\n" +
+	"\x14EVENT_KIND_ESCALATED\x10\x14B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
 
 var (
 	file_uns_v1_types_proto_rawDescOnce sync.Once
@@ -1509,7 +1719,7 @@ func file_uns_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationIntent)(0),       // 0: uns.v1.NotificationIntent
 	(AutonomyMode)(0),             // 1: uns.v1.AutonomyMode
@@ -1521,42 +1731,50 @@ var file_uns_v1_types_proto_goTypes = []any{
 	(*AutonomyContext)(nil),       // 7: uns.v1.AutonomyContext
 	(*QuietHours)(nil),            // 8: uns.v1.QuietHours
 	(*EffectivePolicy)(nil),       // 9: uns.v1.EffectivePolicy
-	(*DeliveryOutcome)(nil),       // 10: uns.v1.DeliveryOutcome
-	(*Notification)(nil),          // 11: uns.v1.Notification
-	(*Event)(nil),                 // 12: uns.v1.Event
-	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*Reminder)(nil),              // 10: uns.v1.Reminder
+	(*EscalationStep)(nil),        // 11: uns.v1.EscalationStep
+	(*DeliveryOutcome)(nil),       // 12: uns.v1.DeliveryOutcome
+	(*Notification)(nil),          // 13: uns.v1.Notification
+	(*Event)(nil),                 // 14: uns.v1.Event
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_uns_v1_types_proto_depIdxs = []int32{
 	1,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
 	2,  // 1: uns.v1.EffectivePolicy.delivery_mode:type_name -> uns.v1.DeliveryMode
 	3,  // 2: uns.v1.EffectivePolicy.priority:type_name -> uns.v1.Priority
 	8,  // 3: uns.v1.EffectivePolicy.quiet_hours:type_name -> uns.v1.QuietHours
-	0,  // 4: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
-	7,  // 5: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
-	13, // 6: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
-	9,  // 7: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
-	4,  // 8: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
-	10, // 9: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
-	14, // 10: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
-	14, // 11: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
-	14, // 12: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
-	5,  // 13: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
-	14, // 14: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
-	14, // 15: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
-	13, // 16: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
-	14, // 17: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
-	14, // 18: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	14, // 19: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
-	14, // 20: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
-	6,  // 21: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	14, // 22: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	13, // 23: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	10, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
+	11, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
+	15, // 6: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
+	15, // 7: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
+	0,  // 8: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
+	7,  // 9: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
+	16, // 10: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
+	9,  // 11: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
+	4,  // 12: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
+	12, // 13: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
+	17, // 14: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
+	17, // 15: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
+	17, // 16: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
+	5,  // 17: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
+	17, // 18: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
+	17, // 19: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
+	16, // 20: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
+	17, // 21: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
+	17, // 22: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
+	17, // 23: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
+	17, // 24: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
+	17, // 25: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	6,  // 26: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	17, // 27: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	16, // 28: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
@@ -1570,7 +1788,7 @@ func file_uns_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_types_proto_rawDesc), len(file_uns_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
