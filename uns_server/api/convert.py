@@ -26,7 +26,7 @@ from uns_server.domain.enums import (
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.requests import AutonomyContext, SendRequest
-from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
+from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, Step
 from uns_server.domain.validation import validate_send
 from uns_server.services.watch import WatchItem
 
@@ -197,6 +197,22 @@ def reminder_from_wire(r: t.Reminder) -> Reminder:
 
 def escalation_from_wire(steps: Sequence[t.EscalationStep]) -> list[EscalationStep]:
     return [EscalationStep(s.after.ToTimedelta(), tuple(dict.fromkeys(s.channels))) for s in steps]
+
+
+def planned_steps(steps: Sequence[Step], accepted_at: datetime | None) -> list[pb.PlannedStep]:
+    out = []
+    for s in steps:
+        assert accepted_at is not None
+        step = pb.PlannedStep(
+            kind=pb.PlannedStepKind.Value(f"PLANNED_STEP_KIND_{s.kind.value}"),
+            number=s.number,
+            offset=duration(s.at - accepted_at),
+            channels=list(s.channels),
+            held_by_quiet_hours=s.held,
+        )
+        step.time.FromDatetime(s.at)
+        out.append(step)
+    return out
 
 
 def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:

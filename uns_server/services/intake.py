@@ -84,6 +84,9 @@ class Decision:
     dedup_key: str | None = None
     window: Row | None = None  # the dedup window row, if any
     owner: Row | None = None  # the leader this request would follow
+    # Simulate only, for NEW: the plan over time from ``domain.schedule.plan``.
+    plan: tuple[schedule.Step, ...] = ()
+    accepted_at: datetime | None = None
 
 
 class Handoff(Protocol):
@@ -131,14 +134,20 @@ class Intake:
 
     async def simulate(self, principal: str, req: SendRequest) -> Decision:
         """Exactly Send's decision, from a read transaction: nothing is written."""
-        validate_send(req, self._clock())
+        now = self._clock()
+        validate_send(req, now)
         key, fingerprint = _keys(principal, req)
         async with self._db.read() as conn:
             existing = await notifications.by_key(conn, key)
             if existing is not None:
                 return _existing(existing, fingerprint)
             active = await policies.active(conn, req.notification_type)
-            return await self._decide_new(conn, principal, req, active, self._clock())
+            decision = await self._decide_new(conn, principal, req, active, now)
+        if decision.outcome != Outcome.NEW:
+            return decision
+        # The same rules as the workers: intake's first attempt, the follow-up worker.
+        steps = schedule.plan(now, req.schedule_time, decision.effective.spec.timing, req.intent)
+        return replace(decision, plan=tuple(steps), accepted_at=now)
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
         validate_send(req, self._clock())

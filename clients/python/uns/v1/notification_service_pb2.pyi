@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -73,6 +74,38 @@ SIMULATE_OUTCOME_DEDUPLICATED: SimulateOutcome.ValueType  # 5
 leader dedup_owner_id.
 """
 Global___SimulateOutcome: _TypeAlias = SimulateOutcome  # noqa: Y015
+
+class _PlannedStepKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PlannedStepKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PlannedStepKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PLANNED_STEP_KIND_UNSPECIFIED: _PlannedStepKind.ValueType  # 0
+    """Never used by the server."""
+    PLANNED_STEP_KIND_DELIVERY: _PlannedStepKind.ValueType  # 1
+    """The first delivery attempt."""
+    PLANNED_STEP_KIND_REMINDER: _PlannedStepKind.ValueType  # 2
+    """A reminder on the notification's channels (policy reminder)."""
+    PLANNED_STEP_KIND_ESCALATION: _PlannedStepKind.ValueType  # 3
+    """An escalation step on its own channels (policy escalation)."""
+    PLANNED_STEP_KIND_DEADLINE: _PlannedStepKind.ValueType  # 4
+    """The ack deadline: TIMED_OUT if nobody answered."""
+
+class PlannedStepKind(_PlannedStepKind, metaclass=_PlannedStepKindEnumTypeWrapper):
+    """PlannedStepKind says what a planned step does."""
+
+PLANNED_STEP_KIND_UNSPECIFIED: PlannedStepKind.ValueType  # 0
+"""Never used by the server."""
+PLANNED_STEP_KIND_DELIVERY: PlannedStepKind.ValueType  # 1
+"""The first delivery attempt."""
+PLANNED_STEP_KIND_REMINDER: PlannedStepKind.ValueType  # 2
+"""A reminder on the notification's channels (policy reminder)."""
+PLANNED_STEP_KIND_ESCALATION: PlannedStepKind.ValueType  # 3
+"""An escalation step on its own channels (policy escalation)."""
+PLANNED_STEP_KIND_DEADLINE: PlannedStepKind.ValueType  # 4
+"""The ack deadline: TIMED_OUT if nobody answered."""
+Global___PlannedStepKind: _TypeAlias = PlannedStepKind  # noqa: Y015
 
 @_typing.final
 class SendNotificationRequest(_message.Message):
@@ -281,6 +314,7 @@ class SimulateResponse(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     EXISTING_NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
     DEDUP_OWNER_ID_FIELD_NUMBER: _builtins.int
+    PLANNED_STEPS_FIELD_NUMBER: _builtins.int
     delivery_mode: _types_pb2.DeliveryMode.ValueType
     """The effective delivery mode."""
     require_ack: _builtins.bool
@@ -301,6 +335,16 @@ class SimulateResponse(_message.Message):
     def resolved_channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The effective channels (the same as effective_policy.channels)."""
 
+    @_builtins.property
+    def planned_steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlannedStep]:
+        """For NEW: the plan over time, in order. The first delivery (at
+        schedule_time, held by quiet hours; assuming its first attempt succeeds),
+        then, with require_ack and no answer, every reminder and escalation step
+        and the ack deadline. Computed by the same rules the server's workers
+        follow. Empty for the other outcomes (the obligation is an earlier one's
+        or its dedup leader's).
+        """
+
     def __init__(
         self,
         *,
@@ -311,14 +355,63 @@ class SimulateResponse(_message.Message):
         outcome: Global___SimulateOutcome.ValueType = ...,
         existing_notification_id: _builtins.str = ...,
         dedup_owner_id: _builtins.str = ...,
+        planned_steps: _abc.Iterable[Global___PlannedStep] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["effective_policy", b"effective_policy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dedup_owner_id", b"dedup_owner_id", "delivery_mode", b"delivery_mode", "effective_policy", b"effective_policy", "existing_notification_id", b"existing_notification_id", "outcome", b"outcome", "require_ack", b"require_ack", "resolved_channels", b"resolved_channels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dedup_owner_id", b"dedup_owner_id", "delivery_mode", b"delivery_mode", "effective_policy", b"effective_policy", "existing_notification_id", b"existing_notification_id", "outcome", b"outcome", "planned_steps", b"planned_steps", "require_ack", b"require_ack", "resolved_channels", b"resolved_channels"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SimulateResponse: _TypeAlias = SimulateResponse  # noqa: Y015
+
+@_typing.final
+class PlannedStep(_message.Message):
+    """PlannedStep is one step of a Simulate plan."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    CHANNELS_FIELD_NUMBER: _builtins.int
+    HELD_BY_QUIET_HOURS_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    kind: Global___PlannedStepKind.ValueType
+    """What the step does."""
+    number: _builtins.int
+    """Its 1-based number among the steps of its kind (reminder 2, step 1)."""
+    held_by_quiet_hours: _builtins.bool
+    """True when quiet hours moved it later than it would otherwise be."""
+    @_builtins.property
+    def offset(self) -> _duration_pb2.Duration:
+        """When it is due, from acceptance (the Simulate call), after quiet hours."""
+
+    @_builtins.property
+    def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channels it sends to; empty for the deadline."""
+
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """When it is due if the request were sent now (acceptance + offset)."""
+
+    def __init__(
+        self,
+        *,
+        kind: Global___PlannedStepKind.ValueType = ...,
+        number: _builtins.int = ...,
+        offset: _duration_pb2.Duration | None = ...,
+        channels: _abc.Iterable[_builtins.str] | None = ...,
+        held_by_quiet_hours: _builtins.bool = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "held_by_quiet_hours", b"held_by_quiet_hours", "kind", b"kind", "number", b"number", "offset", b"offset", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlannedStep: _TypeAlias = PlannedStep  # noqa: Y015
 
 @_typing.final
 class AcknowledgeRequest(_message.Message):

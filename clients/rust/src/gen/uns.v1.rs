@@ -1090,6 +1090,36 @@ pub struct SimulateResponse {
     /// For COALESCED and DEDUPLICATED: the dedup leader.
     #[prost(string, tag="7")]
     pub dedup_owner_id: ::prost::alloc::string::String,
+    /// For NEW: the plan over time, in order. The first delivery (at
+    /// schedule_time, held by quiet hours; assuming its first attempt succeeds),
+    /// then, with require_ack and no answer, every reminder and escalation step
+    /// and the ack deadline. Computed by the same rules the server's workers
+    /// follow. Empty for the other outcomes (the obligation is an earlier one's
+    /// or its dedup leader's).
+    #[prost(message, repeated, tag="8")]
+    pub planned_steps: ::prost::alloc::vec::Vec<PlannedStep>,
+}
+/// PlannedStep is one step of a Simulate plan.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PlannedStep {
+    /// What the step does.
+    #[prost(enumeration="PlannedStepKind", tag="1")]
+    pub kind: i32,
+    /// Its 1-based number among the steps of its kind (reminder 2, step 1).
+    #[prost(int32, tag="2")]
+    pub number: i32,
+    /// When it is due, from acceptance (the Simulate call), after quiet hours.
+    #[prost(message, optional, tag="3")]
+    pub offset: ::core::option::Option<::prost_types::Duration>,
+    /// The channels it sends to; empty for the deadline.
+    #[prost(string, repeated, tag="4")]
+    pub channels: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// True when quiet hours moved it later than it would otherwise be.
+    #[prost(bool, tag="5")]
+    pub held_by_quiet_hours: bool,
+    /// When it is due if the request were sent now (acceptance + offset).
+    #[prost(message, optional, tag="6")]
+    pub time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// AcknowledgeRequest settles a PENDING acknowledgement.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -1325,6 +1355,47 @@ impl SimulateOutcome {
             "SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT" => Some(Self::IdempotencyConflict),
             "SIMULATE_OUTCOME_COALESCED" => Some(Self::Coalesced),
             "SIMULATE_OUTCOME_DEDUPLICATED" => Some(Self::Deduplicated),
+            _ => None,
+        }
+    }
+}
+/// PlannedStepKind says what a planned step does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum PlannedStepKind {
+    /// Never used by the server.
+    Unspecified = 0,
+    /// The first delivery attempt.
+    Delivery = 1,
+    /// A reminder on the notification's channels (policy reminder).
+    Reminder = 2,
+    /// An escalation step on its own channels (policy escalation).
+    Escalation = 3,
+    /// The ack deadline: TIMED_OUT if nobody answered.
+    Deadline = 4,
+}
+impl PlannedStepKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "PLANNED_STEP_KIND_UNSPECIFIED",
+            Self::Delivery => "PLANNED_STEP_KIND_DELIVERY",
+            Self::Reminder => "PLANNED_STEP_KIND_REMINDER",
+            Self::Escalation => "PLANNED_STEP_KIND_ESCALATION",
+            Self::Deadline => "PLANNED_STEP_KIND_DEADLINE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "PLANNED_STEP_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "PLANNED_STEP_KIND_DELIVERY" => Some(Self::Delivery),
+            "PLANNED_STEP_KIND_REMINDER" => Some(Self::Reminder),
+            "PLANNED_STEP_KIND_ESCALATION" => Some(Self::Escalation),
+            "PLANNED_STEP_KIND_DEADLINE" => Some(Self::Deadline),
             _ => None,
         }
     }

@@ -9,6 +9,7 @@ package unsv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -90,6 +91,67 @@ func (x SimulateOutcome) Number() protoreflect.EnumNumber {
 // Deprecated: Use SimulateOutcome.Descriptor instead.
 func (SimulateOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{0}
+}
+
+// PlannedStepKind says what a planned step does.
+type PlannedStepKind int32
+
+const (
+	// Never used by the server.
+	PlannedStepKind_PLANNED_STEP_KIND_UNSPECIFIED PlannedStepKind = 0
+	// The first delivery attempt.
+	PlannedStepKind_PLANNED_STEP_KIND_DELIVERY PlannedStepKind = 1
+	// A reminder on the notification's channels (policy reminder).
+	PlannedStepKind_PLANNED_STEP_KIND_REMINDER PlannedStepKind = 2
+	// An escalation step on its own channels (policy escalation).
+	PlannedStepKind_PLANNED_STEP_KIND_ESCALATION PlannedStepKind = 3
+	// The ack deadline: TIMED_OUT if nobody answered.
+	PlannedStepKind_PLANNED_STEP_KIND_DEADLINE PlannedStepKind = 4
+)
+
+// Enum value maps for PlannedStepKind.
+var (
+	PlannedStepKind_name = map[int32]string{
+		0: "PLANNED_STEP_KIND_UNSPECIFIED",
+		1: "PLANNED_STEP_KIND_DELIVERY",
+		2: "PLANNED_STEP_KIND_REMINDER",
+		3: "PLANNED_STEP_KIND_ESCALATION",
+		4: "PLANNED_STEP_KIND_DEADLINE",
+	}
+	PlannedStepKind_value = map[string]int32{
+		"PLANNED_STEP_KIND_UNSPECIFIED": 0,
+		"PLANNED_STEP_KIND_DELIVERY":    1,
+		"PLANNED_STEP_KIND_REMINDER":    2,
+		"PLANNED_STEP_KIND_ESCALATION":  3,
+		"PLANNED_STEP_KIND_DEADLINE":    4,
+	}
+)
+
+func (x PlannedStepKind) Enum() *PlannedStepKind {
+	p := new(PlannedStepKind)
+	*p = x
+	return p
+}
+
+func (x PlannedStepKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PlannedStepKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_uns_v1_notification_service_proto_enumTypes[1].Descriptor()
+}
+
+func (PlannedStepKind) Type() protoreflect.EnumType {
+	return &file_uns_v1_notification_service_proto_enumTypes[1]
+}
+
+func (x PlannedStepKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PlannedStepKind.Descriptor instead.
+func (PlannedStepKind) EnumDescriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{1}
 }
 
 // SendNotificationRequest describes one obligation.
@@ -451,7 +513,14 @@ type SimulateResponse struct {
 	// For IDEMPOTENT_REPLAY and IDEMPOTENCY_CONFLICT: the earlier notification.
 	ExistingNotificationId string `protobuf:"bytes,6,opt,name=existing_notification_id,json=existingNotificationId,proto3" json:"existing_notification_id,omitempty"`
 	// For COALESCED and DEDUPLICATED: the dedup leader.
-	DedupOwnerId  string `protobuf:"bytes,7,opt,name=dedup_owner_id,json=dedupOwnerId,proto3" json:"dedup_owner_id,omitempty"`
+	DedupOwnerId string `protobuf:"bytes,7,opt,name=dedup_owner_id,json=dedupOwnerId,proto3" json:"dedup_owner_id,omitempty"`
+	// For NEW: the plan over time, in order. The first delivery (at
+	// schedule_time, held by quiet hours; assuming its first attempt succeeds),
+	// then, with require_ack and no answer, every reminder and escalation step
+	// and the ack deadline. Computed by the same rules the server's workers
+	// follow. Empty for the other outcomes (the obligation is an earlier one's
+	// or its dedup leader's).
+	PlannedSteps  []*PlannedStep `protobuf:"bytes,8,rep,name=planned_steps,json=plannedSteps,proto3" json:"planned_steps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +604,104 @@ func (x *SimulateResponse) GetDedupOwnerId() string {
 	return ""
 }
 
+func (x *SimulateResponse) GetPlannedSteps() []*PlannedStep {
+	if x != nil {
+		return x.PlannedSteps
+	}
+	return nil
+}
+
+// PlannedStep is one step of a Simulate plan.
+type PlannedStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the step does.
+	Kind PlannedStepKind `protobuf:"varint,1,opt,name=kind,proto3,enum=uns.v1.PlannedStepKind" json:"kind,omitempty"`
+	// Its 1-based number among the steps of its kind (reminder 2, step 1).
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// When it is due, from acceptance (the Simulate call), after quiet hours.
+	Offset *durationpb.Duration `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The channels it sends to; empty for the deadline.
+	Channels []string `protobuf:"bytes,4,rep,name=channels,proto3" json:"channels,omitempty"`
+	// True when quiet hours moved it later than it would otherwise be.
+	HeldByQuietHours bool `protobuf:"varint,5,opt,name=held_by_quiet_hours,json=heldByQuietHours,proto3" json:"held_by_quiet_hours,omitempty"`
+	// When it is due if the request were sent now (acceptance + offset).
+	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedStep) Reset() {
+	*x = PlannedStep{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedStep) ProtoMessage() {}
+
+func (x *PlannedStep) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedStep.ProtoReflect.Descriptor instead.
+func (*PlannedStep) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PlannedStep) GetKind() PlannedStepKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PlannedStepKind_PLANNED_STEP_KIND_UNSPECIFIED
+}
+
+func (x *PlannedStep) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *PlannedStep) GetOffset() *durationpb.Duration {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetHeldByQuietHours() bool {
+	if x != nil {
+		return x.HeldByQuietHours
+	}
+	return false
+}
+
+func (x *PlannedStep) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 // AcknowledgeRequest settles a PENDING acknowledgement.
 type AcknowledgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -550,7 +717,7 @@ type AcknowledgeRequest struct {
 
 func (x *AcknowledgeRequest) Reset() {
 	*x = AcknowledgeRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +729,7 @@ func (x *AcknowledgeRequest) String() string {
 func (*AcknowledgeRequest) ProtoMessage() {}
 
 func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +742,7 @@ func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AcknowledgeRequest) GetNotificationId() string {
@@ -612,7 +779,7 @@ type AcknowledgeResponse struct {
 
 func (x *AcknowledgeResponse) Reset() {
 	*x = AcknowledgeResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +791,7 @@ func (x *AcknowledgeResponse) String() string {
 func (*AcknowledgeResponse) ProtoMessage() {}
 
 func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +804,7 @@ func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AcknowledgeResponse) GetNotification() *Notification {
@@ -672,7 +839,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +851,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +864,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{6}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReplayRequest) GetNotificationId() string {
@@ -733,7 +900,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +912,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +925,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{7}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReplayResponse) GetNotification() *Notification {
@@ -787,7 +954,7 @@ type ResolveFailureRequest struct {
 
 func (x *ResolveFailureRequest) Reset() {
 	*x = ResolveFailureRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +966,7 @@ func (x *ResolveFailureRequest) String() string {
 func (*ResolveFailureRequest) ProtoMessage() {}
 
 func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +979,7 @@ func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureRequest.ProtoReflect.Descriptor instead.
 func (*ResolveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ResolveFailureRequest) GetNotificationId() string {
@@ -848,7 +1015,7 @@ type ResolveFailureResponse struct {
 
 func (x *ResolveFailureResponse) Reset() {
 	*x = ResolveFailureResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1027,7 @@ func (x *ResolveFailureResponse) String() string {
 func (*ResolveFailureResponse) ProtoMessage() {}
 
 func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1040,7 @@ func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureResponse.ProtoReflect.Descriptor instead.
 func (*ResolveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResolveFailureResponse) GetNotification() *Notification {
@@ -897,7 +1064,7 @@ type WithdrawNotificationRequest struct {
 
 func (x *WithdrawNotificationRequest) Reset() {
 	*x = WithdrawNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1076,7 @@ func (x *WithdrawNotificationRequest) String() string {
 func (*WithdrawNotificationRequest) ProtoMessage() {}
 
 func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1089,7 @@ func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationRequest.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WithdrawNotificationRequest) GetNotificationId() string {
@@ -952,7 +1119,7 @@ type WithdrawNotificationResponse struct {
 
 func (x *WithdrawNotificationResponse) Reset() {
 	*x = WithdrawNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1131,7 @@ func (x *WithdrawNotificationResponse) String() string {
 func (*WithdrawNotificationResponse) ProtoMessage() {}
 
 func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1144,7 @@ func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationResponse.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WithdrawNotificationResponse) GetNotification() *Notification {
@@ -1012,7 +1179,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1191,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1204,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchEventsRequest) GetNotificationIds() []string {
@@ -1091,7 +1258,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1270,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1283,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchEventsResponse) GetResponse() isWatchEventsResponse_Response {
@@ -1176,7 +1343,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1355,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1368,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Heartbeat) GetHighWaterSequence() int64 {
@@ -1229,7 +1396,7 @@ type GetNotificationRequest struct {
 
 func (x *GetNotificationRequest) Reset() {
 	*x = GetNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1408,7 @@ func (x *GetNotificationRequest) String() string {
 func (*GetNotificationRequest) ProtoMessage() {}
 
 func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1421,7 @@ func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationRequest.ProtoReflect.Descriptor instead.
 func (*GetNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetNotificationRequest) GetNotificationId() string {
@@ -1275,7 +1442,7 @@ type GetNotificationResponse struct {
 
 func (x *GetNotificationResponse) Reset() {
 	*x = GetNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1454,7 @@ func (x *GetNotificationResponse) String() string {
 func (*GetNotificationResponse) ProtoMessage() {}
 
 func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1467,7 @@ func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationResponse.ProtoReflect.Descriptor instead.
 func (*GetNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetNotificationResponse) GetNotification() *Notification {
@@ -1329,7 +1496,7 @@ type ListNotificationsRequest struct {
 
 func (x *ListNotificationsRequest) Reset() {
 	*x = ListNotificationsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1508,7 @@ func (x *ListNotificationsRequest) String() string {
 func (*ListNotificationsRequest) ProtoMessage() {}
 
 func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1521,7 @@ func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListNotificationsRequest) GetFilter() string {
@@ -1391,7 +1558,7 @@ type ListNotificationsResponse struct {
 
 func (x *ListNotificationsResponse) Reset() {
 	*x = ListNotificationsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1570,7 @@ func (x *ListNotificationsResponse) String() string {
 func (*ListNotificationsResponse) ProtoMessage() {}
 
 func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1583,7 @@ func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNotificationsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListNotificationsResponse) GetNotifications() []*Notification {
@@ -1437,7 +1604,7 @@ var File_uns_v1_notification_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\n" +
-	"!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xbd\x05\n" +
+	"!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xbd\x05\n" +
 	"\x17SendNotificationRequest\x12+\n" +
 	"\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x122\n" +
 	"\x06intent\x18\x02 \x01(\x0e2\x1a.uns.v1.NotificationIntentR\x06intent\x12\x14\n" +
@@ -1467,7 +1634,7 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x11resolved_channels\x18\x06 \x03(\tR\x10resolvedChannels\x12$\n" +
 	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\"L\n" +
 	"\x0fSimulateRequest\x129\n" +
-	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\xf2\x02\n" +
+	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\xac\x03\n" +
 	"\x10SimulateResponse\x12B\n" +
 	"\x10effective_policy\x18\x01 \x01(\v2\x17.uns.v1.EffectivePolicyR\x0feffectivePolicy\x12+\n" +
 	"\x11resolved_channels\x18\x02 \x03(\tR\x10resolvedChannels\x129\n" +
@@ -1476,7 +1643,15 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"requireAck\x121\n" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x17.uns.v1.SimulateOutcomeR\aoutcome\x128\n" +
 	"\x18existing_notification_id\x18\x06 \x01(\tR\x16existingNotificationId\x12$\n" +
-	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\"\x8c\x01\n" +
+	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\x128\n" +
+	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\x80\x02\n" +
+	"\vPlannedStep\x12+\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x17.uns.v1.PlannedStepKindR\x04kind\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x121\n" +
+	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12\x1a\n" +
+	"\bchannels\x18\x04 \x03(\tR\bchannels\x12-\n" +
+	"\x13held_by_quiet_hours\x18\x05 \x01(\bR\x10heldByQuietHours\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x8c\x01\n" +
 	"\x12AcknowledgeRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x18\n" +
 	"\adismiss\x18\x02 \x01(\bR\adismiss\x123\n" +
@@ -1533,7 +1708,13 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\"SIMULATE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12)\n" +
 	"%SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT\x10\x03\x12\x1e\n" +
 	"\x1aSIMULATE_OUTCOME_COALESCED\x10\x04\x12!\n" +
-	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x052\xd8\x05\n" +
+	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x05*\xb6\x01\n" +
+	"\x0fPlannedStepKind\x12!\n" +
+	"\x1dPLANNED_STEP_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aPLANNED_STEP_KIND_DELIVERY\x10\x01\x12\x1e\n" +
+	"\x1aPLANNED_STEP_KIND_REMINDER\x10\x02\x12 \n" +
+	"\x1cPLANNED_STEP_KIND_ESCALATION\x10\x03\x12\x1e\n" +
+	"\x1aPLANNED_STEP_KIND_DEADLINE\x10\x042\xd8\x05\n" +
 	"\x13NotificationService\x12U\n" +
 	"\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n" +
 	"\bSimulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12F\n" +
@@ -1557,88 +1738,95 @@ func file_uns_v1_notification_service_proto_rawDescGZIP() []byte {
 	return file_uns_v1_notification_service_proto_rawDescData
 }
 
-var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_uns_v1_notification_service_proto_goTypes = []any{
 	(SimulateOutcome)(0),                 // 0: uns.v1.SimulateOutcome
-	(*SendNotificationRequest)(nil),      // 1: uns.v1.SendNotificationRequest
-	(*SendNotificationResponse)(nil),     // 2: uns.v1.SendNotificationResponse
-	(*SimulateRequest)(nil),              // 3: uns.v1.SimulateRequest
-	(*SimulateResponse)(nil),             // 4: uns.v1.SimulateResponse
-	(*AcknowledgeRequest)(nil),           // 5: uns.v1.AcknowledgeRequest
-	(*AcknowledgeResponse)(nil),          // 6: uns.v1.AcknowledgeResponse
-	(*ReplayRequest)(nil),                // 7: uns.v1.ReplayRequest
-	(*ReplayResponse)(nil),               // 8: uns.v1.ReplayResponse
-	(*ResolveFailureRequest)(nil),        // 9: uns.v1.ResolveFailureRequest
-	(*ResolveFailureResponse)(nil),       // 10: uns.v1.ResolveFailureResponse
-	(*WithdrawNotificationRequest)(nil),  // 11: uns.v1.WithdrawNotificationRequest
-	(*WithdrawNotificationResponse)(nil), // 12: uns.v1.WithdrawNotificationResponse
-	(*WatchEventsRequest)(nil),           // 13: uns.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),          // 14: uns.v1.WatchEventsResponse
-	(*Heartbeat)(nil),                    // 15: uns.v1.Heartbeat
-	(*GetNotificationRequest)(nil),       // 16: uns.v1.GetNotificationRequest
-	(*GetNotificationResponse)(nil),      // 17: uns.v1.GetNotificationResponse
-	(*ListNotificationsRequest)(nil),     // 18: uns.v1.ListNotificationsRequest
-	(*ListNotificationsResponse)(nil),    // 19: uns.v1.ListNotificationsResponse
-	(NotificationIntent)(0),              // 20: uns.v1.NotificationIntent
-	(*AutonomyContext)(nil),              // 21: uns.v1.AutonomyContext
-	(*structpb.Struct)(nil),              // 22: google.protobuf.Struct
-	(DeliveryMode)(0),                    // 23: uns.v1.DeliveryMode
-	(Priority)(0),                        // 24: uns.v1.Priority
-	(*timestamppb.Timestamp)(nil),        // 25: google.protobuf.Timestamp
-	(NotificationState)(0),               // 26: uns.v1.NotificationState
-	(*EffectivePolicy)(nil),              // 27: uns.v1.EffectivePolicy
-	(*Notification)(nil),                 // 28: uns.v1.Notification
-	(EventKind)(0),                       // 29: uns.v1.EventKind
-	(*Event)(nil),                        // 30: uns.v1.Event
+	(PlannedStepKind)(0),                 // 1: uns.v1.PlannedStepKind
+	(*SendNotificationRequest)(nil),      // 2: uns.v1.SendNotificationRequest
+	(*SendNotificationResponse)(nil),     // 3: uns.v1.SendNotificationResponse
+	(*SimulateRequest)(nil),              // 4: uns.v1.SimulateRequest
+	(*SimulateResponse)(nil),             // 5: uns.v1.SimulateResponse
+	(*PlannedStep)(nil),                  // 6: uns.v1.PlannedStep
+	(*AcknowledgeRequest)(nil),           // 7: uns.v1.AcknowledgeRequest
+	(*AcknowledgeResponse)(nil),          // 8: uns.v1.AcknowledgeResponse
+	(*ReplayRequest)(nil),                // 9: uns.v1.ReplayRequest
+	(*ReplayResponse)(nil),               // 10: uns.v1.ReplayResponse
+	(*ResolveFailureRequest)(nil),        // 11: uns.v1.ResolveFailureRequest
+	(*ResolveFailureResponse)(nil),       // 12: uns.v1.ResolveFailureResponse
+	(*WithdrawNotificationRequest)(nil),  // 13: uns.v1.WithdrawNotificationRequest
+	(*WithdrawNotificationResponse)(nil), // 14: uns.v1.WithdrawNotificationResponse
+	(*WatchEventsRequest)(nil),           // 15: uns.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),          // 16: uns.v1.WatchEventsResponse
+	(*Heartbeat)(nil),                    // 17: uns.v1.Heartbeat
+	(*GetNotificationRequest)(nil),       // 18: uns.v1.GetNotificationRequest
+	(*GetNotificationResponse)(nil),      // 19: uns.v1.GetNotificationResponse
+	(*ListNotificationsRequest)(nil),     // 20: uns.v1.ListNotificationsRequest
+	(*ListNotificationsResponse)(nil),    // 21: uns.v1.ListNotificationsResponse
+	(NotificationIntent)(0),              // 22: uns.v1.NotificationIntent
+	(*AutonomyContext)(nil),              // 23: uns.v1.AutonomyContext
+	(*structpb.Struct)(nil),              // 24: google.protobuf.Struct
+	(DeliveryMode)(0),                    // 25: uns.v1.DeliveryMode
+	(Priority)(0),                        // 26: uns.v1.Priority
+	(*timestamppb.Timestamp)(nil),        // 27: google.protobuf.Timestamp
+	(NotificationState)(0),               // 28: uns.v1.NotificationState
+	(*EffectivePolicy)(nil),              // 29: uns.v1.EffectivePolicy
+	(*durationpb.Duration)(nil),          // 30: google.protobuf.Duration
+	(*Notification)(nil),                 // 31: uns.v1.Notification
+	(EventKind)(0),                       // 32: uns.v1.EventKind
+	(*Event)(nil),                        // 33: uns.v1.Event
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
-	20, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
-	21, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
-	22, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
-	23, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
-	24, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	25, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
-	26, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	23, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	1,  // 8: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	27, // 9: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	23, // 10: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	22, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
+	23, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
+	24, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
+	25, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
+	26, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
+	27, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
+	28, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	25, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	2,  // 8: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
+	29, // 9: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	25, // 10: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	0,  // 11: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
-	22, // 12: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	28, // 13: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	28, // 14: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	28, // 15: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	28, // 16: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
-	29, // 17: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	30, // 18: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	15, // 19: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	25, // 20: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	28, // 21: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	28, // 22: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	1,  // 23: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	3,  // 24: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	5,  // 25: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	7,  // 26: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	9,  // 27: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	11, // 28: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
-	13, // 29: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	16, // 30: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	18, // 31: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	2,  // 32: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	4,  // 33: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	6,  // 34: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	8,  // 35: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	10, // 36: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	12, // 37: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
-	14, // 38: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	17, // 39: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	19, // 40: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	32, // [32:41] is the sub-list for method output_type
-	23, // [23:32] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	6,  // 12: uns.v1.SimulateResponse.planned_steps:type_name -> uns.v1.PlannedStep
+	1,  // 13: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
+	30, // 14: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
+	27, // 15: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
+	24, // 16: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	31, // 17: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	31, // 18: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	31, // 19: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	31, // 20: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
+	32, // 21: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	33, // 22: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	17, // 23: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	27, // 24: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	31, // 25: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	31, // 26: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	2,  // 27: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	4,  // 28: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	7,  // 29: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	9,  // 30: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	11, // 31: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	13, // 32: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
+	15, // 33: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	18, // 34: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	20, // 35: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	3,  // 36: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	5,  // 37: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	8,  // 38: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	10, // 39: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	12, // 40: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	14, // 41: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
+	16, // 42: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	19, // 43: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	21, // 44: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }
@@ -1648,7 +1836,7 @@ func file_uns_v1_notification_service_proto_init() {
 	}
 	file_uns_v1_types_proto_init()
 	file_uns_v1_notification_service_proto_msgTypes[0].OneofWrappers = []any{}
-	file_uns_v1_notification_service_proto_msgTypes[13].OneofWrappers = []any{
+	file_uns_v1_notification_service_proto_msgTypes[14].OneofWrappers = []any{
 		(*WatchEventsResponse_Event)(nil),
 		(*WatchEventsResponse_Heartbeat)(nil),
 	}
@@ -1657,8 +1845,8 @@ func file_uns_v1_notification_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_notification_service_proto_rawDesc), len(file_uns_v1_notification_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   19,
+			NumEnums:      2,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
