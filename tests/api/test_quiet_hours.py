@@ -11,6 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.api.test_lifecycle_rpcs import closed_port
 from tests.api.test_policies import policies
 from tests.support.grpc_errors import rich_error
 from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
@@ -103,3 +104,39 @@ async def test_first_attempt_is_held_across_the_dst_change(
     )
     assert got.notification.state == t.NOTIFICATION_STATE_DELIVERED
     assert got.notification.deliver_time.ToDatetime(tzinfo=UTC) >= MORNING
+
+
+async def test_a_retry_is_held_too(db_url: str, tmp_path: Path, clock: ShiftableClock) -> None:
+    channels = tmp_path / "channels.yaml"
+    channels.write_text(  # nothing listens there: every attempt fails, retryably
+        f"broken:\n  type: webhook\n  url: http://127.0.0.1:{closed_port()}/hook\n"
+        "  secret: test-secret\n  timeout_seconds: 2\n"
+    )
+    running = await start_server(
+        db_url, tmp_path, clock=clock, channels_file=str(channels), dispatch_enabled=False
+    )
+    try:
+        await policies(running).PutPolicyRevision(
+            ppb.PutPolicyRevisionRequest(
+                notification_type="night.broken",
+                spec=ppb.PolicySpec(
+                    channels=["broken"],
+                    delivery_mode=t.DELIVERY_MODE_GUARANTEED,
+                    quiet_hours=NIGHT,
+                ),
+                activate=True,
+            )
+        )
+        # 21:59:59.9 in New York (EST): the attempt is allowed, its retry falls inside.
+        move_to(clock, datetime(2026, 1, 15, 2, 59, 59, 900000, tzinfo=UTC))
+        alice = running.stub("alice")
+        sent = await alice.SendNotification(send_request(notification_type="night.broken"))
+        assert await running.app.dispatcher.run_once() == 1
+        got = await alice.GetNotification(
+            pb.GetNotificationRequest(notification_id=sent.notification_id)
+        )
+        n = got.notification
+        assert n.state == t.NOTIFICATION_STATE_PENDING and n.attempts == 1
+        assert n.next_attempt_time.ToDatetime(tzinfo=UTC) == datetime(2026, 1, 15, 12, tzinfo=UTC)
+    finally:
+        await running.stop()
