@@ -278,16 +278,23 @@ async def test_policies_with_time_blocks_put_from_yaml_remotely_and_locally(
     )
     spec = put["spec"]
     assert spec["quiet_hours"] == {"time_zone": "Europe/Paris", "start": "22:00", "end": "07:00"}
-    assert spec["reminder"] == {"first_after_seconds": 900.0, "multiplier": 2.0, "max_count": 3}
+    assert spec["reminder"] == {"first_after": 900.0, "multiplier": 2.0, "max_count": 3}
     assert spec["escalation"] == [
-        {"after_seconds": 1800.0, "channels": ["pagerduty"]},
-        {"after_seconds": 5400.0, "channels": ["pagerduty", "email"]},
+        {"after": 1800.0, "channels": ["pagerduty"]},
+        {"after": 5400.0, "channels": ["pagerduty", "email"]},
     ]
     # The same file in database mode is the same content: no new revision.
     local = json.loads(
         ok(await admin("--database-url", db_url, "policies", "put", "--file", str(policy))).out
     )
     assert (local["revision"], local["content_hash"]) == (put["revision"], put["content_hash"])
+    # What `policies show` prints is a valid file again (durations in seconds).
+    shown = tmp_path / "shown.json"
+    shown.write_text(json.dumps({"notification_type": "ops.over_time", "spec": spec}))
+    again = json.loads(
+        ok(await remote(server, "oscar", "policies", "put", "--file", str(shown))).out
+    )
+    assert again["content_hash"] == put["content_hash"]
 
     policy.write_text(OVER_TIME_YAML.replace("require_ack: true", "require_ack: false"))
     result = await remote(server, "oscar", "policies", "put", "--file", str(policy))

@@ -201,7 +201,7 @@ class Reminder:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "first_after_seconds": self.first_after.total_seconds(),
+            "first_after": self.first_after.total_seconds(),
             "multiplier": self.multiplier,
             "max_count": self.max_count,
         }
@@ -209,7 +209,7 @@ class Reminder:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Reminder:
         return cls(
-            timedelta(seconds=float(data["first_after_seconds"])),
+            timedelta(seconds=float(data["first_after"])),
             float(data["multiplier"]),
             int(data["max_count"]),
         )
@@ -252,11 +252,11 @@ class EscalationStep:
     channels: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"after_seconds": self.after.total_seconds(), "channels": list(self.channels)}
+        return {"after": self.after.total_seconds(), "channels": list(self.channels)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EscalationStep:
-        return cls(timedelta(seconds=float(data["after_seconds"])), tuple(data["channels"]))
+        return cls(timedelta(seconds=float(data["after"])), tuple(data["channels"]))
 
 
 class StepKind(StrEnum):
