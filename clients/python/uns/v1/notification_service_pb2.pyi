@@ -164,7 +164,9 @@ class SendNotificationRequest(_message.Message):
     """Optional. Same rule as delivery_mode."""
     wait_for_first_attempt: _builtins.bool
     """When true the call returns only after the first dispatch attempt settled
-    (or the call deadline is near), so `state` may already be DELIVERED.
+    (or the call deadline is near), so `state` may already be DELIVERED. A
+    first attempt scheduled for later (schedule_time, quiet hours) is not
+    waited for: the call returns PENDING at once.
     By default the call returns right after the durable commit. Not part of
     the idempotency fingerprint.
     """

@@ -194,7 +194,9 @@ type SendNotificationRequest struct {
 	// Optional. Same rule as delivery_mode.
 	Priority Priority `protobuf:"varint,13,opt,name=priority,proto3,enum=uns.v1.Priority" json:"priority,omitempty"`
 	// When true the call returns only after the first dispatch attempt settled
-	// (or the call deadline is near), so `state` may already be DELIVERED.
+	// (or the call deadline is near), so `state` may already be DELIVERED. A
+	// first attempt scheduled for later (schedule_time, quiet hours) is not
+	// waited for: the call returns PENDING at once.
 	// By default the call returns right after the durable commit. Not part of
 	// the idempotency fingerprint.
 	WaitForFirstAttempt bool `protobuf:"varint,14,opt,name=wait_for_first_attempt,json=waitForFirstAttempt,proto3" json:"wait_for_first_attempt,omitempty"`
