@@ -32,10 +32,18 @@ class SentMessages(Protocol):
     """Hook for updating messages a withdrawn notification already reached."""
 
     async def withdrawn(
-        self, tx: WriteTx, row: Row, scope: withdrawal.Scope, reason: str, now: datetime
+        self,
+        tx: WriteTx,
+        row: Row,
+        scope: withdrawal.Scope,
+        actor: str,
+        reason: str,
+        now: datetime,
     ) -> None:
         """Called in the withdrawal's transaction for a row some channel accepted
-        (``row`` as it was before the withdrawal): enqueue the update work here."""
+        (``row`` as it was before the withdrawal): enqueue the update work here (e.g.
+        ``services.message_updates.queue_on_settle(tx, row, AckStatus.WITHDRAWN,
+        actor, "withdrawal", now)``)."""
 
 
 class Withdrawals:
@@ -134,7 +142,7 @@ class Withdrawals:
             )
         reached = scope == withdrawal.Scope.ACK or row["outcome"].get("channels_succeeded")
         if self._sent_messages is not None and reached:
-            await self._sent_messages.withdrawn(tx, row, scope, reason, now)
+            await self._sent_messages.withdrawn(tx, row, scope, actor, reason, now)
         await events.append(tx, new_events, now)
 
 
