@@ -212,3 +212,20 @@ async def test_without_an_answer_every_step_fires_then_the_deadline(rig: Rig) ->
         (t.EVENT_KIND_REMINDER_SENT, 2),
         (t.EVENT_KIND_ESCALATED, 2),
     ]
+
+
+async def test_watch_filters_on_the_new_kinds(rig: Rig) -> None:
+    nid, d = await rig.delivered()
+    for m in (0, 10, 20):
+        rig.at(d + minutes(m) + timedelta(seconds=1))
+        await rig.worker.run_once()
+    await rig.server.stub("alice").WithdrawNotification(
+        pb.WithdrawNotificationRequest(notification_id=nid)
+    )
+    wanted = [t.EVENT_KIND_REMINDER_SENT, t.EVENT_KIND_ESCALATED, t.EVENT_KIND_WITHDRAWN]
+    seen = await events_until(
+        rig.server.stub("alice"),  # the producer sees its own follow-ups
+        pb.WatchEventsRequest(replay_history=True, kinds=wanted),
+        lambda evs: bool(evs) and evs[-1].kind == t.EVENT_KIND_WITHDRAWN,
+    )
+    assert kinds(seen) == ["REMINDER_SENT", "ESCALATED", "WITHDRAWN"]
