@@ -218,6 +218,23 @@ class AsyncClient:
         )
         return response.notification
 
+    async def withdraw(
+        self, notification_id: str, *, reason: str = "", timeout: float | None = None
+    ) -> t.Notification:
+        """Withdraw an obligation that no longer stands (WithdrawNotification; the owning
+        producer or an operator). Before delivery the notification becomes WITHDRAWN;
+        with a pending ack, the ack does, and reminders and escalation steps stop.
+        Raises ``NotWithdrawable`` once settled. Repeating it is safe (the same caller
+        gets the withdrawn notification back), so it is retried on UNAVAILABLE."""
+        response = await self._unary(
+            "WithdrawNotification",
+            self._stub.WithdrawNotification,
+            pb.WithdrawNotificationRequest(notification_id=notification_id, reason=reason),
+            SAFE_RETRY_ON,
+            timeout,
+        )
+        return response.notification
+
     async def resolve_failure(
         self,
         notification_id: str,
@@ -445,6 +462,18 @@ class Client:
                 notification_id=notification_id, reason=reason, validate_only=validate_only
             ),
             SAFE_RETRY_ON if validate_only else NO_RETRY,
+            timeout,
+        ).notification
+
+    def withdraw(
+        self, notification_id: str, *, reason: str = "", timeout: float | None = None
+    ) -> t.Notification:
+        """See ``AsyncClient.withdraw``."""
+        return self._unary(
+            "WithdrawNotification",
+            self._stub.WithdrawNotification,
+            pb.WithdrawNotificationRequest(notification_id=notification_id, reason=reason),
+            SAFE_RETRY_ON,
             timeout,
         ).notification
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any, Required, TypeAlias, TypedDict, TypeVar
 
 from google.protobuf import struct_pb2
@@ -42,6 +43,9 @@ class SendFields(TypedDict, total=False):
     require_ack: bool
     priority: PriorityLike
     wait_for_first_attempt: bool
+    schedule_time: datetime
+    """When to make the first attempt (an aware datetime); past means now, at most 90
+    days ahead."""
 
 
 def enum_value(wrapper: enum_type_wrapper._EnumTypeWrapper[_V], value: _V | str) -> _V:
@@ -111,6 +115,11 @@ def send_request(fields: SendFields, *, generate_key: bool = True) -> pb.SendNot
         request.require_ack = fields["require_ack"]
     if "priority" in fields:
         request.priority = enum_value(t.Priority, fields["priority"])
+    if "schedule_time" in fields:
+        when = fields["schedule_time"]
+        if when.tzinfo is None:
+            raise ValueError("schedule_time must be an aware datetime (e.g. tzinfo=UTC)")
+        request.schedule_time.FromDatetime(when)
     return request
 
 

@@ -106,6 +106,11 @@ class NotDeadLettered(UnsError):
     """The notification is not FAILED with dead_letter set."""
 
 
+class NotWithdrawable(UnsError):
+    """The obligation is already settled (delivered without a pending ack, deduplicated,
+    answered, timed out, or withdrawn by someone else) and cannot be withdrawn."""
+
+
 class ReplayBlocked(UnsError):
     """A dedup successor already carries this obligation; replaying would duplicate it."""
 
@@ -174,6 +179,7 @@ ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "ACK_DEADLINE_PASSED": AckDeadlinePassed,
     "NOT_DEAD_LETTERED": NotDeadLettered,
     "REPLAY_BLOCKED": ReplayBlocked,
+    "NOT_WITHDRAWABLE": NotWithdrawable,
     "UNAUTHENTICATED": Unauthenticated,
     "PERMISSION_DENIED": PermissionDenied,
     "UNAVAILABLE": Unavailable,

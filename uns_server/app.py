@@ -70,6 +70,7 @@ from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
 from uns_server.services.rate_limits import TokenBuckets
 from uns_server.services.watch import EventHub, Watch
+from uns_server.services.withdrawal import Withdrawals
 from uns_server.settings import Settings, SettingsError
 from uns_server.store import api_keys, durability, migrate
 from uns_server.store.clock import DatabaseClock, host_clock
@@ -77,6 +78,7 @@ from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
+from uns_server.workers.followups import FollowUpWorker
 from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.queue_sampler import QueueSampler
 from uns_server.workers.statistics import FirstAnalyze
@@ -171,7 +173,18 @@ class App:
             lease_seconds=settings.lease_seconds,
             idle_poll_seconds=settings.idle_poll_seconds,
         )
+        # Reminders and escalation steps of pending acks (policy reminder/escalation).
+        self.followups = FollowUpWorker(
+            self.db,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            poll_seconds=settings.idle_poll_seconds,
+        )
         self.hub = EventHub(self.db, settings.watch_queue_max, settings.watch_queue_max_bytes)
+        self.withdrawals = Withdrawals(
+            self.db, clock, sent_messages=message_updates.SentMessageUpdates()
+        )
         self.telemetry.observe(self.hub)
         # One Watch for gRPC and the console: its stream caps count both.
         self.watch = Watch(
@@ -225,6 +238,7 @@ class App:
                 self.acks,
                 Operations(self.db, self.clock),
                 self.watch,
+                self.withdrawals,
             ),
             registrar,
         )
@@ -430,6 +444,7 @@ class App:
                 asyncio.create_task(self.dispatcher.run()),
                 asyncio.create_task(self.expiry.run()),
                 asyncio.create_task(self.message_updater.run()),
+                asyncio.create_task(self.followups.run()),
             ]
             self._tasks.extend(self._writer_tasks)
         self._tasks.append(asyncio.create_task(self._monitor()))
@@ -519,6 +534,7 @@ class App:
         self.dispatcher.stop()
         self.expiry.stop()
         self.message_updater.stop()
+        self.followups.stop()
         writers = [t for t in self._writer_tasks if not t.done()]
         if writers:
             await asyncio.wait(writers, timeout=grace)

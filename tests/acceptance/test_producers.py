@@ -120,3 +120,16 @@ def test_producer_waits_the_delay_a_rate_limited_answer_gives(
     assert waits, proc.stderr
     for amount, unit in waits:
         assert float(amount) / (1000 if unit == "ms" else 1) >= 0.5, proc.stderr
+
+
+def test_go_over_time_example_plans_sends_and_withdraws(
+    quickstart: ServerProcess, tmp_path: Path
+) -> None:
+    binary = tmp_path / "uns-over-time"
+    run([find_tool("go"), "build", "-o", str(binary), "./cmd/uns-over-time"], cwd=GO_CLIENT_DIR)
+    key = (quickstart.cwd / "uns-dev-key.txt").read_text().strip()
+    args = [str(binary), "--addr", quickstart.target, "--api-key", key, "--in", "2h"]
+    plan, notification_id, state = run([*args, "--withdraw"]).stdout.strip().splitlines()
+    assert plan == "DELIVERY 1 at +2h0m0s held=false"
+    assert uuid.UUID(notification_id)
+    assert state == "NOTIFICATION_STATE_WITHDRAWN"

@@ -251,3 +251,51 @@ async def test_remote_policies_put_activate_show_list(
 
     missing = await remote(server, "oscar", "policies", "show", "remote.none")
     assert missing.code == 1 and "NOT_FOUND" in missing.err, missing
+
+
+OVER_TIME_YAML = """\
+notification_type: ops.over_time
+spec:
+  channels: [log]
+  delivery_mode: GUARANTEED
+  require_ack: true
+  ack_timeout_minutes: 120
+  quiet_hours: {time_zone: Europe/Paris, start: 22:00, end: "07:00"}
+  reminder: {first_after: 15m, multiplier: 2, max_count: 3}
+  escalation:
+    - {after: 30m, channels: [pagerduty]}
+    - {after: "5400s", channels: [pagerduty, email]}
+"""
+
+
+async def test_policies_with_time_blocks_put_from_yaml_remotely_and_locally(
+    server: RunningServer, db_url: str, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(OVER_TIME_YAML)
+    put = json.loads(
+        ok(await remote(server, "oscar", "policies", "put", "--file", str(policy))).out
+    )
+    spec = put["spec"]
+    assert spec["quiet_hours"] == {"time_zone": "Europe/Paris", "start": "22:00", "end": "07:00"}
+    assert spec["reminder"] == {"first_after": 900.0, "multiplier": 2.0, "max_count": 3}
+    assert spec["escalation"] == [
+        {"after": 1800.0, "channels": ["pagerduty"]},
+        {"after": 5400.0, "channels": ["pagerduty", "email"]},
+    ]
+    # The same file in database mode is the same content: no new revision.
+    local = json.loads(
+        ok(await admin("--database-url", db_url, "policies", "put", "--file", str(policy))).out
+    )
+    assert (local["revision"], local["content_hash"]) == (put["revision"], put["content_hash"])
+    # What `policies show` prints is a valid file again (durations in seconds).
+    shown = tmp_path / "shown.json"
+    shown.write_text(json.dumps({"notification_type": "ops.over_time", "spec": spec}))
+    again = json.loads(
+        ok(await remote(server, "oscar", "policies", "put", "--file", str(shown))).out
+    )
+    assert again["content_hash"] == put["content_hash"]
+
+    policy.write_text(OVER_TIME_YAML.replace("require_ack: true", "require_ack: false"))
+    result = await remote(server, "oscar", "policies", "put", "--file", str(policy))
+    assert result.code == 2 and "spec.reminder" in result.err and "spec.escalation" in result.err

@@ -140,6 +140,7 @@ SPEC_REASONS = {
     "ACK_CONFLICT": "AckConflict",
     "ACK_DEADLINE_PASSED": "AckDeadlinePassed",
     "NOT_DEAD_LETTERED": "NotDeadLettered",
+    "NOT_WITHDRAWABLE": "NotWithdrawable",
     "REPLAY_BLOCKED": "ReplayBlocked",
     "UNAUTHENTICATED": "Unauthenticated",
     "PERMISSION_DENIED": "PermissionDenied",

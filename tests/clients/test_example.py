@@ -46,3 +46,26 @@ async def test_producer_example_without_key_explains() -> None:
     )
     _, stderr = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 2 and b"UNS_API_KEY" in stderr
+
+
+OVER_TIME = EXAMPLE.with_name("over_time.py")
+
+
+async def test_over_time_example_prints_the_plan_and_withdraws(
+    server: RunningServer, async_client: Callable[[str], AsyncClient]
+) -> None:
+    env = {**os.environ, "UNS_TARGET": server.target, "UNS_API_KEY": KEYS["alice"]}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(OVER_TIME),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, stderr.decode()
+    plan, notification_id, state = stdout.decode().splitlines()
+    assert plan == "DELIVERY 1 at +60 min"  # the server defaults: no ack, no reminders
+    assert state == "NOTIFICATION_STATE_WITHDRAWN"
+    got = await async_client("alice").get(notification_id)
+    assert got.withdraw_reason == "maintenance cancelled" and got.HasField("schedule_time")

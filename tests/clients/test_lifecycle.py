@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from uns_clients import (
     Client,
     NotDeadLettered,
     NotFound,
+    NotWithdrawable,
     Unimplemented,
 )
 from uns_server.domain.enums import DeliveryMode
@@ -140,3 +142,19 @@ async def test_validate_only_previews_without_changing_anything(
         await alice.close()
         await oscar.close()
         await server.stop()
+
+
+async def test_withdraw_a_scheduled_send_async_and_sync(
+    server: RunningServer, async_client: AsyncClients, sync_client: SyncClients
+) -> None:
+    alice = async_client("alice")
+    sent = await alice.send(**send_fields(schedule_time=datetime.now(UTC) + timedelta(hours=1)))
+    withdrawn = await alice.withdraw(sent.notification_id, reason="cleared")
+    assert withdrawn.state == t.NOTIFICATION_STATE_WITHDRAWN
+    assert withdrawn.withdraw_reason == "cleared" and withdrawn.HasField("schedule_time")
+    again = await asyncio.to_thread(sync_client("alice").withdraw, sent.notification_id)
+    assert again.withdraw_time == withdrawn.withdraw_time
+    with pytest.raises(NotWithdrawable):
+        await async_client("oscar").withdraw(sent.notification_id)
+    with pytest.raises(NotFound):
+        await async_client("bob").withdraw(sent.notification_id)

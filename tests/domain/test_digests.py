@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import fields, replace
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given
@@ -188,7 +190,17 @@ CHANGES: dict[str, list[Any]] = {
     "delivery_mode": [DeliveryMode.BEST_EFFORT, None],
     "require_ack": [False, None],
     "priority": [Priority.LOW, None],
+    "schedule_time": [
+        datetime(2026, 1, 1, tzinfo=UTC),
+        datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC),
+    ],
 }
+
+
+def test_same_schedule_instant_in_another_zone_is_the_same_payload() -> None:
+    utc = replace(base(), schedule_time=datetime(2026, 1, 1, 12, tzinfo=UTC))
+    paris = replace(base(), schedule_time=datetime(2026, 1, 1, 13, tzinfo=ZoneInfo("Europe/Paris")))
+    assert fingerprint(utc) == fingerprint(paris)
 
 
 def test_change_table_covers_every_field() -> None:

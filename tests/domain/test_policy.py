@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import fields, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from uns_server.domain.policy import (
     resolve,
 )
 from uns_server.domain.requests import SendRequest
+from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -175,7 +176,59 @@ SPEC_CHANGES: dict[str, Any] = {
     "priority": Priority.CRITICAL,
     "dedup_window_seconds": 61,
     "max_attempts": 4,
+    "quiet_hours": QuietHours("Europe/Paris", time(22), time(7)),
+    "reminder": Reminder(timedelta(minutes=5), 2.0, 3),
+    "escalation": (EscalationStep(timedelta(minutes=10), ("pagerduty",)),),
 }
+
+
+def test_time_blocks_round_trip_and_are_left_out_when_unset() -> None:
+    full = spec(**{k: SPEC_CHANGES[k] for k in ("quiet_hours", "reminder", "escalation")})
+    assert PolicySpec.from_json(full.to_json()) == full
+    assert full.to_json()["quiet_hours"] == {
+        "time_zone": "Europe/Paris",
+        "start": "22:00",
+        "end": "07:00",
+    }
+    # Revisions written before the blocks existed keep their content hash.
+    assert set(spec().to_json()) == set(SPEC_CHANGES) - {"quiet_hours", "reminder", "escalation"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "bad"),
+    [
+        ({"reminder": Reminder(timedelta(0), 2.0, 3)}, ["spec.reminder.first_after"]),
+        (
+            {"reminder": Reminder(timedelta(minutes=1), 0.5, 0)},
+            ["spec.reminder.multiplier", "spec.reminder.max_count"],
+        ),
+        (
+            {"reminder": Reminder(timedelta(minutes=1), 2.0, 3), "require_ack": False},
+            ["spec.reminder"],
+        ),
+        (
+            {"escalation": [EscalationStep(timedelta(hours=2), ("p",))]},
+            ["spec.escalation[0].after"],
+        ),
+        (
+            {"escalation": [EscalationStep(timedelta(minutes=1), ())]},
+            ["spec.escalation[0].channels"],
+        ),
+        (
+            {"escalation": [EscalationStep(timedelta(minutes=1), ("P!",))]},
+            ["spec.escalation[0].channels[0]"],
+        ),
+        (
+            {"quiet_hours": {"time_zone": "Nowhere/City", "start": "22:00", "end": "07:00"}},
+            ["spec.quiet_hours.time_zone"],
+        ),
+    ],
+)
+def test_time_blocks_are_validated(changes: dict[str, Any], bad: list[str]) -> None:
+    args: dict[str, Any] = {"require_ack": True, "ack_timeout_minutes": 60, **changes}
+    with pytest.raises(InvalidRequest) as exc:
+        PolicySpec.build(["log"], DeliveryMode.GUARANTEED, **args)
+    assert [v.field for v in exc.value.violations] == bad
 
 
 def test_spec_change_table_covers_every_field() -> None:
@@ -384,7 +437,8 @@ def test_effective_policy_json_round_trip() -> None:
     ):
         data = eff.to_json()
         assert EffectivePolicy.from_json(data) == eff
-        assert set(data) == {f.name for f in fields(EffectivePolicy)}
+        unset = {"quiet_hours", "reminder", "escalation"}  # left out when unset
+        assert set(data) == {f.name for f in fields(EffectivePolicy)} - unset
     data = resolve(request(), None, ServerDefaults()).to_json()
     assert data == {
         "channels": ["log"],

@@ -56,6 +56,8 @@ from google.protobuf import json_format
 
 # Final states, as the wire enum names without their prefix.
 PENDING, DELIVERED, FAILED, DEDUPLICATED = "PENDING", "DELIVERED", "FAILED", "DEDUPLICATED"
+WITHDRAWN = "WITHDRAWN"
+FOLLOW_UP_KINDS = frozenset({"REMINDER_SENT", "ESCALATED"})
 ACK_KINDS = frozenset({"ACKED", "DISMISSED", "TIMED_OUT"})
 
 INTERRUPTED = "DELIVERY_RESULT (interrupted)"
@@ -328,6 +330,12 @@ def timeline_problems(
             results[attempt].add(channel)
             if p.get("success") is True:
                 successes[attempt_cycle.get(attempt, cycle)].add(channel)
+        elif k == "LEASE_LOST" and p.get("follow_up"):
+            # A reminder or escalation step fenced (its lease expired, or a withdrawal).
+            if state != DELIVERED:
+                bad(e, f"follow-up lease lost in state {state}")
+            if p.get("provider_effect_may_have_occurred") is not True:
+                bad(e, "provider_effect_may_have_occurred is not true")
         elif k == "LEASE_LOST":
             if attempt not in attempt_cycle:
                 bad(e, f"lease lost for attempt {attempt} that never started")
@@ -401,6 +409,19 @@ def timeline_problems(
         elif k == "FAILURE_RESOLVED":
             if state != FAILED:
                 bad(e, f"failure resolved in state {state}")
+        elif k == "WITHDRAWN":
+            if p.get("scope") == "ACK":
+                if state != DELIVERED or ack_settled:
+                    bad(e, f"ack withdrawn in state {state}{' (settled)' if ack_settled else ''}")
+                ack_settled = True
+            else:
+                if state not in (PENDING, FAILED):
+                    bad(e, f"withdrawn in state {state}")
+                state = WITHDRAWN
+        elif k in FOLLOW_UP_KINDS:
+            # Claimed while the ack was PENDING; it may settle while the step is sent.
+            if state != DELIVERED:
+                bad(e, f"{k} in state {state}")
         elif k != "RETENTION_APPLIED":
             bad(e, "unknown event kind")
 

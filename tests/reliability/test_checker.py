@@ -484,3 +484,50 @@ def test_stream_order_and_exactly_once() -> None:
     report = check(history("a"), [view("a")], shuffled, [rc("a:hook:1")], now=NOW)
     assert any("after" in s for s in report.stream)
     assert any("twice" in s for s in report.stream)
+
+
+def test_withdrawal_and_follow_ups_are_legal_where_the_rules_allow() -> None:
+    # A withdrawn attempt in flight: its result and LEASE_LOST follow WITHDRAWN.
+    head = accepted("w")
+    first = attempt("w", 1, success=True, status="DELIVERED")
+    events = [
+        head,
+        *first[:2],
+        ev("w", "WITHDRAWN", actor="alice", reason="", scope="NOTIFICATION"),
+        ev("w", "CHANNEL_ATTEMPT_RESULT", **first[2].payload),
+        ev(
+            "w",
+            "LEASE_LOST",
+            attempt=1,
+            lease_token="tok-w-1",
+            provider_effect_may_have_occurred=True,
+        ),
+    ]
+    assert timeline_problems(events, view("w", "WITHDRAWN")) == []
+    # Reminders and a step while the ack is pending, then the ack is withdrawn and a
+    # reminder in flight is fenced.
+    events = [
+        *delivered_timeline("r"),
+        ev("r", "REMINDER_SENT", number=1),
+        ev("r", "ESCALATED", step=1),
+        ev("r", "WITHDRAWN", actor="alice", reason="", scope="ACK"),
+        ev("r", "LEASE_LOST", follow_up="REMINDER", provider_effect_may_have_occurred=True),
+    ]
+    assert timeline_problems(events, view("r")) == []
+
+
+@pytest.mark.parametrize(
+    ("tail", "fragment"),
+    [
+        ([ev("z", "WITHDRAWN", scope="NOTIFICATION")], "withdrawn in state DELIVERED"),
+        ([ev("z", "ACKED"), ev("z", "WITHDRAWN", scope="ACK")], "ack withdrawn in state"),
+    ],
+)
+def test_withdrawal_rules(tail: list[EventView], fragment: str) -> None:
+    problems = timeline_problems([*delivered_timeline("z"), *tail])
+    assert any(fragment in p for p in problems), problems
+
+
+def test_a_follow_up_before_delivery_is_illegal() -> None:
+    problems = timeline_problems([accepted("f"), ev("f", "REMINDER_SENT", number=1)])
+    assert any("REMINDER_SENT in state PENDING" in p for p in problems), problems

@@ -54,6 +54,7 @@ SPEC_REASONS: dict[str, grpc.StatusCode] = {
     "ACK_DEADLINE_PASSED": grpc.StatusCode.FAILED_PRECONDITION,
     "NOT_DEAD_LETTERED": grpc.StatusCode.FAILED_PRECONDITION,
     "REPLAY_BLOCKED": grpc.StatusCode.FAILED_PRECONDITION,
+    "NOT_WITHDRAWABLE": grpc.StatusCode.FAILED_PRECONDITION,
     "UNAUTHENTICATED": grpc.StatusCode.UNAUTHENTICATED,
     "PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     # Beyond the SPEC table: WatchEvents resume below retention, and the stream limit.

@@ -81,6 +81,7 @@ WRITING_RPCS = frozenset(
         "NotificationService/Acknowledge",
         "NotificationService/Replay",
         "NotificationService/ResolveFailure",
+        "NotificationService/WithdrawNotification",
         "PolicyService/PutPolicyRevision",
         "PolicyService/ActivatePolicyRevision",
     }
@@ -95,6 +96,7 @@ ROLE_OF = {
     "NotificationService/Acknowledge": "rita",
     "NotificationService/Replay": "oscar",
     "NotificationService/ResolveFailure": "oscar",
+    "NotificationService/WithdrawNotification": "alice",
     "PolicyService/PutPolicyRevision": "oscar",
     "PolicyService/ActivatePolicyRevision": "oscar",
     "PolicyService/GetPolicy": "oscar",
@@ -114,6 +116,7 @@ REQUEST_TYPES: dict[str, type[Message]] = {
     "NotificationService/Acknowledge": pb.AcknowledgeRequest,
     "NotificationService/Replay": pb.ReplayRequest,
     "NotificationService/ResolveFailure": pb.ResolveFailureRequest,
+    "NotificationService/WithdrawNotification": pb.WithdrawNotificationRequest,
     "PolicyService/PutPolicyRevision": ppb.PutPolicyRevisionRequest,
     "PolicyService/ActivatePolicyRevision": ppb.ActivatePolicyRevisionRequest,
     "PolicyService/GetPolicy": ppb.GetPolicyRequest,
@@ -575,6 +578,12 @@ def _resolve(data: st.DataObject, world: Fuzz) -> Message:
     return pb.ResolveFailureRequest(notification_id=data.draw(ids(world)), reason=data.draw(text))
 
 
+def _withdraw(data: st.DataObject, world: Fuzz) -> Message:
+    return pb.WithdrawNotificationRequest(
+        notification_id=data.draw(ids(world)), reason=data.draw(text)
+    )
+
+
 policy_types = mostly(
     st.sampled_from(["fuzz.ack", "fuzz.dead", "fuzz.new", "demo.alert"]), st.one_of(name_like, text)
 )
@@ -679,6 +688,7 @@ BUILDERS: dict[str, Build] = {
     "NotificationService/Acknowledge": _ack,
     "NotificationService/Replay": _replay,
     "NotificationService/ResolveFailure": _resolve,
+    "NotificationService/WithdrawNotification": _withdraw,
     "PolicyService/PutPolicyRevision": _put,
     "PolicyService/ActivatePolicyRevision": _activate,
     "PolicyService/GetPolicy": _get_policy,

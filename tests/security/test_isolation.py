@@ -116,6 +116,12 @@ ROLE_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
         lambda w: pb.ResolveFailureRequest(notification_id=w.alice_id),
         {"alice": PD, "bob": PD, "rita": PD, "oscar": "NOT_DEAD_LETTERED"},
     ),
+    "NotificationService/WithdrawNotification": (
+        lambda w: pb.WithdrawNotificationRequest(notification_id=w.alice_id),
+        # In this order: alice (the owner) withdraws it; bob cannot see it; rita's role
+        # does not allow it; oscar then finds it withdrawn by someone else.
+        {"alice": OK, "bob": "NOT_FOUND", "rita": PD, "oscar": "NOT_WITHDRAWABLE"},
+    ),
     "PolicyService/PutPolicyRevision": (
         lambda w: ppb.PutPolicyRevisionRequest(
             notification_type=POLICY_TYPE,

@@ -124,6 +124,15 @@ TENANT_TABLE: dict[str, dict[str, dict[str, str]]] = {
         "responder_operator": _all("NOT_DEAD_LETTERED"),
         "producer_operator": _all("NOT_DEAD_LETTERED"),
     },
+    "NotificationService/WithdrawNotification": {  # the owning producer, or an operator
+        "producer": _row(OK, NF, NF),
+        "responder": _all(PD),
+        "responder_for": _all(PD),
+        "producer_responder": _row(OK, NF, NF),  # responds_for does not widen withdrawal
+        "operator": _all(OK),
+        "responder_operator": _all(OK),
+        "producer_operator": _all(OK),
+    },
     "AuditService/ListDeliveryAuditRecords": {
         **{who: _all(PD) for who in ("producer", "responder", "responder_for")},
         "producer_responder": _all(PD),
@@ -307,6 +316,9 @@ def _tenant_request(rpc: str, notification_id: str, principal: str) -> Message:
         "NotificationService/ResolveFailure": pb.ResolveFailureRequest(
             notification_id=notification_id
         ),
+        "NotificationService/WithdrawNotification": pb.WithdrawNotificationRequest(
+            notification_id=notification_id, reason="cleared"
+        ),
         "AuditService/ListDeliveryAuditRecords": apb.ListDeliveryAuditRecordsRequest(
             notification_id=notification_id
         ),
@@ -321,7 +333,7 @@ async def _observe(w: World, who: str, rpc: str, tenant: str) -> tuple[str, str]
     """(the cell's outcome, the refusal's full text or "")."""
     info = w.tenants[tenant]
     nid = info.notification_id
-    if rpc == "NotificationService/Acknowledge":
+    if rpc in ("NotificationService/Acknowledge", "NotificationService/WithdrawNotification"):
         nid = await w.send(tenant)  # a fresh PENDING ack for every cell
     caller = w.keys[who]
     request = _tenant_request(rpc, nid, info.principal)
@@ -345,6 +357,13 @@ async def _observe(w: World, who: str, rpc: str, tenant: str) -> tuple[str, str]
             assert outcome.response.notification.id == nid
         else:  # a refusal changed nothing
             assert after.ack_state == t.ACK_STATE_PENDING and after.ack_actor == ""
+    if rpc == "NotificationService/WithdrawNotification":
+        after = await w.notification(nid)
+        if outcome.reason == OK:
+            assert after.ack_state == t.ACK_STATE_WITHDRAWN
+            assert after.withdraw_actor == CALLERS[who].principal
+        else:  # a refusal changed nothing
+            assert after.ack_state == t.ACK_STATE_PENDING and after.withdraw_actor == ""
     return outcome.reason, ""
 
 

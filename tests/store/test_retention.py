@@ -327,3 +327,25 @@ async def test_uns_admin_maintain_dry_run_apply_and_json(db_url: str, tmp_path: 
         assert bad.code == 2 and "terminal_days" in bad.err
     finally:
         await server.stop()
+
+
+async def test_withdrawn_is_terminal_and_scheduled_work_is_kept(rig: Rig) -> None:
+    scheduled = rig.clock() + timedelta(days=80)
+    when = pb.SendNotificationRequest().schedule_time
+    when.FromDatetime(scheduled)
+    withdrawn = await rig.send("ops.plain", "w", schedule_time=when)
+    await rig.server.stub("alice").WithdrawNotification(
+        pb.WithdrawNotificationRequest(notification_id=withdrawn)
+    )
+    ack_withdrawn = await rig.send("ops.ack", "aw")
+    assert await rig.dispatch() == 1
+    await rig.server.stub("alice").WithdrawNotification(
+        pb.WithdrawNotificationRequest(notification_id=ack_withdrawn)
+    )
+    pending = await rig.send("ops.plain", "s", schedule_time=when)
+    report = await rig.run(apply=True)
+    assert {withdrawn, ack_withdrawn} <= set(report.notification_ids)
+    assert pending not in report.notification_ids
+    assert not await rig.exists(withdrawn) and not await rig.exists(ack_withdrawn)
+    kept = await rig.get(pending)  # a schedule 80 days ahead is pending work
+    assert kept.state == t.NOTIFICATION_STATE_PENDING and kept.HasField("schedule_time")

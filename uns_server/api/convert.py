@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar, cast
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from sqlalchemy.engine import RowMapping
 
@@ -26,6 +26,7 @@ from uns_server.domain.enums import (
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.requests import AutonomyContext, SendRequest
+from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, Step
 from uns_server.domain.validation import METADATA_MAX_BYTES, validate_send
 from uns_server.services.watch import WatchItem
 
@@ -131,6 +132,12 @@ def send_request(req: pb.SendNotificationRequest) -> SendRequest:
     except InvalidRequest as exc:
         unreadable.extend(exc.violations)
         metadata = {}
+    schedule = None
+    if req.HasField("schedule_time"):
+        try:
+            schedule = req.schedule_time.ToDatetime(tzinfo=UTC)
+        except (ValueError, OverflowError):
+            unreadable.append(FieldViolation("schedule_time", "is not a valid timestamp"))
     ctx = None
     if req.HasField("autonomy_context"):
         ctx = AutonomyContext(
@@ -153,6 +160,7 @@ def send_request(req: pb.SendNotificationRequest) -> SendRequest:
         delivery_mode=enum(DeliveryMode, req.delivery_mode, "delivery_mode"),
         require_ack=req.require_ack if req.HasField("require_ack") else None,
         priority=enum(Priority, req.priority, "priority"),
+        schedule_time=schedule,
     )
     if unreadable:
         # Validated here only to list the other fields' problems in the same answer; a
@@ -168,6 +176,54 @@ def send_request(req: pb.SendNotificationRequest) -> SendRequest:
     return request
 
 
+def quiet_hours(q: QuietHours | None) -> t.QuietHours | None:
+    if q is None:
+        return None
+    return t.QuietHours(**q.to_json())
+
+
+def duration(value: timedelta) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromTimedelta(value)
+    return d
+
+
+def reminder(r: Reminder | None) -> t.Reminder | None:
+    if r is None:
+        return None
+    return t.Reminder(
+        first_after=duration(r.first_after), multiplier=r.multiplier, max_count=r.max_count
+    )
+
+
+def escalation(steps: Sequence[EscalationStep]) -> list[t.EscalationStep]:
+    return [t.EscalationStep(after=duration(s.after), channels=list(s.channels)) for s in steps]
+
+
+def reminder_from_wire(r: t.Reminder) -> Reminder:
+    return Reminder(r.first_after.ToTimedelta(), r.multiplier or 1.0, r.max_count)
+
+
+def escalation_from_wire(steps: Sequence[t.EscalationStep]) -> list[EscalationStep]:
+    return [EscalationStep(s.after.ToTimedelta(), tuple(dict.fromkeys(s.channels))) for s in steps]
+
+
+def planned_steps(steps: Sequence[Step], accepted_at: datetime | None) -> list[pb.PlannedStep]:
+    out = []
+    for s in steps:
+        assert accepted_at is not None
+        step = pb.PlannedStep(
+            kind=pb.PlannedStepKind.Value(f"PLANNED_STEP_KIND_{s.kind.value}"),
+            number=s.number,
+            offset=duration(s.at - accepted_at),
+            channels=list(s.channels),
+            held_by_quiet_hours=s.held,
+        )
+        step.time.FromDatetime(s.at)
+        out.append(step)
+    return out
+
+
 def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
     return t.EffectivePolicy(
         channels=list(e.channels),
@@ -181,6 +237,9 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
         policy_revision=e.policy_revision,
         policy_hash=e.policy_hash or "",
         effective_hash=e.effective_hash,
+        quiet_hours=quiet_hours(e.quiet_hours),
+        reminder=reminder(e.reminder),
+        escalation=escalation(e.escalation),
     )
 
 
@@ -217,6 +276,10 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         dedup_successor_id=row["dedup_successor_id"] or "",
         ack_state=enum_to_wire(row["ack_status"], AckStatus),
         ack_actor=row["actor"] or "",
+        withdraw_actor=row["withdrawn_by"] or "",
+        withdraw_reason=row["withdraw_reason"] or "",
+        reminders_sent=row["reminders_sent"],
+        escalations_sent=row["escalations_sent"],
     )
     if ctx:
         msg.autonomy_context.CopyFrom(
@@ -237,10 +300,15 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
         ("respond_time", "responded_at"),
         ("create_time", "created_at"),
         ("update_time", "updated_at"),
+        ("withdraw_time", "withdrawn_at"),
     ):
         ts = timestamp(row[column])
         if ts is not None:
             getattr(msg, field).CopyFrom(ts)
+    if row["ack_status"] == AckStatus.PENDING and row["followup_at"] is not None:
+        msg.next_follow_up_time.FromDatetime(row["followup_at"])
+    if doc.get("schedule_time"):
+        msg.schedule_time.FromDatetime(datetime.fromisoformat(doc["schedule_time"]))
     return msg
 
 

@@ -25,6 +25,7 @@ from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
 from uns_server.services.queries import Queries
 from uns_server.services.watch import NOTIFICATION_IDS_MAX, Heartbeat, Watch
+from uns_server.services.withdrawal import Withdrawals
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 # wait_for_first_attempt returns this long before the caller's deadline at the latest.
@@ -43,6 +44,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         acks: Acks,
         operations: Operations,
         watch: Watch,
+        withdrawals: Withdrawals,
     ) -> None:
         self.auth = auth
         self.intake = intake
@@ -50,6 +52,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         self.acks = acks
         self.operations = operations
         self.watch = watch
+        self.withdrawals = withdrawals
 
     @phased(ACCEPT)
     @unary(Role.PRODUCER)
@@ -91,6 +94,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             outcome=pb.SimulateOutcome.Value(f"SIMULATE_OUTCOME_{decision.outcome.value}"),
             existing_notification_id=decision.existing["id"] if decision.existing else "",
             dedup_owner_id=decision.owner["id"] if decision.owner else "",
+            planned_steps=convert.planned_steps(decision.plan, decision.accepted_at),
         )
 
     @unary(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)
@@ -152,6 +156,13 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             validate_only=request.validate_only,
         )
         return pb.ResolveFailureResponse(notification=convert.notification(row))
+
+    @unary(Role.PRODUCER, Role.OPERATOR)
+    async def WithdrawNotification(
+        self, request: pb.WithdrawNotificationRequest, context: Ctx, principal: Principal
+    ) -> pb.WithdrawNotificationResponse:
+        row = await self.withdrawals.withdraw(principal, request.notification_id, request.reason)
+        return pb.WithdrawNotificationResponse(notification=convert.notification(row))
 
     @streaming(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)
     async def WatchEvents(

@@ -36,6 +36,17 @@ def spec_from_wire(spec: pb.PolicySpec) -> PolicySpec:
         priority=convert.enum_from_wire(Priority, spec.priority, "spec.priority"),
         dedup_window_seconds=spec.dedup_window_seconds,
         max_attempts=spec.max_attempts,
+        quiet_hours=(
+            {
+                "time_zone": spec.quiet_hours.time_zone,
+                "start": spec.quiet_hours.start,
+                "end": spec.quiet_hours.end,
+            }
+            if spec.HasField("quiet_hours")
+            else None
+        ),
+        reminder=convert.reminder_from_wire(spec.reminder) if spec.HasField("reminder") else None,
+        escalation=convert.escalation_from_wire(spec.escalation),
     )
 
 
@@ -48,6 +59,9 @@ def spec_to_wire(spec: PolicySpec) -> pb.PolicySpec:
         priority=convert.enum_to_wire(spec.priority, Priority),
         dedup_window_seconds=spec.dedup_window_seconds,
         max_attempts=spec.max_attempts,
+        quiet_hours=convert.quiet_hours(spec.quiet_hours),
+        reminder=convert.reminder(spec.reminder),
+        escalation=convert.escalation(spec.escalation),
     )
 
 

@@ -67,6 +67,11 @@ class OutboundMessage:
             return None
         return self.links(recipient)
 
+    # A reminder or escalation step of a delivered notification ("REMINDER",
+    # "ESCALATION"; empty for the delivery itself) and its 1-based number.
+    follow_up: str = ""
+    follow_up_number: int = 0
+
 
 @dataclass(frozen=True)
 class ChannelResult:

@@ -66,6 +66,11 @@ def webhook_payload(
             "acknowledge": links.acknowledge_url,
             "dismiss": links.dismiss_url,
         }
+    if message.follow_up:  # a reminder or escalation step, not the first delivery
+        payload["data"]["follow_up"] = {
+            "kind": message.follow_up,
+            "number": message.follow_up_number,
+        }
     return payload
 
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
+from datetime import UTC
 from enum import Enum
 from typing import Any
 
@@ -59,23 +60,25 @@ def fingerprint(req: SendRequest) -> str:
     with neither mode nor agent id is the same payload as none at all (clients differ in
     whether they send an empty message).
     """
-    return sha256_hex(
-        {
-            "notification_type": req.notification_type,
-            "intent": req.intent,
-            "title": req.title,
-            "message": req.message,
-            "source": req.source,
-            "idempotency_key": req.idempotency_key,
-            "dedup_key": req.dedup_key,
-            "correlation_id": req.correlation_id,
-            "autonomy_context": _autonomy(req.autonomy_context),
-            "metadata": req.metadata,
-            "delivery_mode": req.delivery_mode,
-            "require_ack": req.require_ack,
-            "priority": req.priority,
-        }
-    )
+    payload: dict[str, Any] = {
+        "notification_type": req.notification_type,
+        "intent": req.intent,
+        "title": req.title,
+        "message": req.message,
+        "source": req.source,
+        "idempotency_key": req.idempotency_key,
+        "dedup_key": req.dedup_key,
+        "correlation_id": req.correlation_id,
+        "autonomy_context": _autonomy(req.autonomy_context),
+        "metadata": req.metadata,
+        "delivery_mode": req.delivery_mode,
+        "require_ack": req.require_ack,
+        "priority": req.priority,
+    }
+    if req.schedule_time is not None:
+        # Only when set, so fingerprints stored before scheduled sends still match.
+        payload["schedule_time"] = req.schedule_time.astimezone(UTC).isoformat()
+    return sha256_hex(payload)
 
 
 def _autonomy(ctx: AutonomyContext | None) -> dict[str, Any] | None:

@@ -47,15 +47,16 @@ _PRIORITY_RANK = {Priority.LOW: 1, Priority.NORMAL: 2, Priority.HIGH: 3, Priorit
 class Status(StrEnum):
     """Delivery lifecycle (``uns_notifications.status``), see seed 000 §1.1.
 
-    Who moves a row out of each state: PENDING -> dispatch workers or the leader's
-    dedup settlement; FAILED+dead_letter -> operators (Replay / ResolveFailure).
-    DELIVERED and DEDUPLICATED are final.
+    Who moves a row out of each state: PENDING -> dispatch workers, the leader's
+    dedup settlement or a withdrawal; FAILED+dead_letter -> operators (Replay /
+    ResolveFailure) or a withdrawal. DELIVERED, DEDUPLICATED and WITHDRAWN are final.
     """
 
     PENDING = "PENDING"
     DELIVERED = "DELIVERED"
     FAILED = "FAILED"
     DEDUPLICATED = "DEDUPLICATED"
+    WITHDRAWN = "WITHDRAWN"
 
 
 class AckStatus(StrEnum):
@@ -65,6 +66,7 @@ class AckStatus(StrEnum):
     ACKED = "ACKED"
     DISMISSED = "DISMISSED"
     TIMED_OUT = "TIMED_OUT"
+    WITHDRAWN = "WITHDRAWN"
 
 
 class EventKind(StrEnum):
@@ -87,6 +89,9 @@ class EventKind(StrEnum):
     REPLAY_REQUESTED = "REPLAY_REQUESTED"
     FAILURE_RESOLVED = "FAILURE_RESOLVED"
     RETENTION_APPLIED = "RETENTION_APPLIED"
+    WITHDRAWN = "WITHDRAWN"
+    REMINDER_SENT = "REMINDER_SENT"
+    ESCALATED = "ESCALATED"
 
 
 class Role(StrEnum):

@@ -170,3 +170,9 @@ class ShuttingDown(UnsError):
     """The server is shutting down; reconnect (to any replica) and resume."""
 
     reason = "SHUTTING_DOWN"
+
+
+class NotWithdrawable(UnsError):
+    """The obligation is already settled and cannot be withdrawn."""
+
+    reason = "NOT_WITHDRAWABLE"

@@ -18,13 +18,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from uns_server.domain.digests import sha256_hex
 from uns_server.domain.enums import DeliveryMode, Priority
 from uns_server.domain.errors import FieldViolation, InvalidRequest, PolicyOverride
 from uns_server.domain.requests import SendRequest
+from uns_server.domain.schedule import (
+    ESCALATION_STEPS_MAX,
+    EscalationStep,
+    QuietHours,
+    Reminder,
+    Timing,
+    reminder_violations,
+)
 
 ACK_TIMEOUT_MINUTES_DEFAULT = 60
 ACK_TIMEOUT_MINUTES_MAX = 10080
@@ -53,6 +61,11 @@ class PolicySpec:
     priority: Priority
     dedup_window_seconds: int
     max_attempts: int
+    # The obligation over time (``domain.schedule``); absent from ``to_json`` when
+    # unset, so revisions written before them keep their content hash.
+    quiet_hours: QuietHours | None = None
+    reminder: Reminder | None = None
+    escalation: tuple[EscalationStep, ...] = ()
 
     @classmethod
     def build(
@@ -64,14 +77,35 @@ class PolicySpec:
         priority: Priority | None = None,
         dedup_window_seconds: int = 0,
         max_attempts: int = 0,
+        *,
+        quiet_hours: Mapping[str, str] | None = None,
+        reminder: Reminder | None = None,
+        escalation: Sequence[EscalationStep] = (),
     ) -> PolicySpec:
         """Validate operator input and fill in the documented defaults.
 
         Zero means the default (60 minutes, 300 seconds, 5 attempts), ``None`` priority
-        means NORMAL; duplicate channels are dropped, first occurrence wins. Raises
-        ``InvalidRequest`` listing every problem under ``spec.<field>``.
+        means NORMAL; duplicate channels are dropped, first occurrence wins. Quiet hours
+        come as ``{time_zone, start, end}`` text. Reminders and escalation steps need
+        ``require_ack`` and must fall before the ack deadline. Raises ``InvalidRequest``
+        listing every problem under ``spec.<field>``.
         """
         violations: list[FieldViolation] = []
+        quiet: QuietHours | None = None
+        if quiet_hours is not None:
+            quiet, problems = QuietHours.parse(
+                quiet_hours.get("time_zone", ""),
+                quiet_hours.get("start", ""),
+                quiet_hours.get("end", ""),
+                "spec.quiet_hours",
+            )
+            violations += problems
+        violations += _follow_up_violations(
+            require_ack,
+            timedelta(minutes=ack_timeout_minutes or ACK_TIMEOUT_MINUTES_DEFAULT),
+            reminder,
+            escalation,
+        )
         if not channels:
             violations.append(FieldViolation("spec.channels", "at least one channel is required"))
         if len(channels) > CHANNELS_MAX:
@@ -107,11 +141,15 @@ class PolicySpec:
             priority=PRIORITY_DEFAULT if priority is None else priority,
             dedup_window_seconds=dedup_window_seconds or DEDUP_WINDOW_SECONDS_DEFAULT,
             max_attempts=max_attempts or MAX_ATTEMPTS_DEFAULT,
+            quiet_hours=quiet,
+            reminder=reminder,
+            escalation=tuple(escalation),
         )
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON object: snake_case keys, enums by value."""
-        return {
+        """Plain JSON object: snake_case keys, enums by value; the time blocks only
+        when set."""
+        out: dict[str, Any] = {
             "channels": list(self.channels),
             "delivery_mode": self.delivery_mode.value,
             "require_ack": self.require_ack,
@@ -120,6 +158,25 @@ class PolicySpec:
             "dedup_window_seconds": self.dedup_window_seconds,
             "max_attempts": self.max_attempts,
         }
+        if self.quiet_hours is not None:
+            out["quiet_hours"] = self.quiet_hours.to_json()
+        if self.reminder is not None:
+            out["reminder"] = self.reminder.to_json()
+        if self.escalation:
+            out["escalation"] = [step.to_json() for step in self.escalation]
+        return out
+
+    @property
+    def timing(self) -> Timing:
+        """What ``domain.schedule`` needs to plan this policy's timeline."""
+        return Timing(
+            channels=self.channels,
+            require_ack=self.require_ack,
+            ack_timeout=timedelta(minutes=self.ack_timeout_minutes),
+            quiet=self.quiet_hours,
+            reminder=self.reminder,
+            escalation=self.escalation,
+        )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PolicySpec:
@@ -132,7 +189,43 @@ class PolicySpec:
             priority=Priority(data["priority"]),
             dedup_window_seconds=int(data["dedup_window_seconds"]),
             max_attempts=int(data["max_attempts"]),
+            quiet_hours=(
+                QuietHours.from_json(data["quiet_hours"]) if data.get("quiet_hours") else None
+            ),
+            reminder=Reminder.from_json(data["reminder"]) if data.get("reminder") else None,
+            escalation=tuple(EscalationStep.from_json(s) for s in data.get("escalation") or ()),
         )
+
+
+def _follow_up_violations(
+    require_ack: bool,
+    ack_timeout: timedelta,
+    reminder: Reminder | None,
+    escalation: Sequence[EscalationStep],
+) -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    if reminder is not None:
+        out += reminder_violations(reminder, "spec.reminder")
+        if not require_ack:
+            out.append(FieldViolation("spec.reminder", "needs require_ack: true"))
+    if escalation and not require_ack:
+        out.append(FieldViolation("spec.escalation", "needs require_ack: true"))
+    if len(escalation) > ESCALATION_STEPS_MAX:
+        out.append(FieldViolation("spec.escalation", f"at most {ESCALATION_STEPS_MAX} steps"))
+    for i, step in enumerate(escalation):
+        at = f"spec.escalation[{i}]"
+        if not timedelta(0) < step.after < ack_timeout:
+            out.append(
+                FieldViolation(f"{at}.after", "must be positive and before the ack deadline")
+            )
+        if not step.channels:
+            out.append(FieldViolation(f"{at}.channels", "at least one channel is required"))
+        for j, name in enumerate(step.channels):
+            if _CHANNEL.fullmatch(name) is None:
+                out.append(
+                    FieldViolation(f"{at}.channels[{j}]", "must be 1-64 characters of [a-z0-9_-]")
+                )
+    return out
 
 
 def normalize_spec(
@@ -205,6 +298,9 @@ class EffectivePolicy:
     """0 when the server defaults applied."""
     policy_hash: str | None
     effective_hash: str
+    quiet_hours: QuietHours | None = None
+    reminder: Reminder | None = None
+    escalation: tuple[EscalationStep, ...] = ()
 
     @property
     def spec(self) -> PolicySpec:
@@ -217,6 +313,9 @@ class EffectivePolicy:
             priority=self.priority,
             dedup_window_seconds=self.dedup_window_seconds,
             max_attempts=self.max_attempts,
+            quiet_hours=self.quiet_hours,
+            reminder=self.reminder,
+            escalation=self.escalation,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -259,6 +358,9 @@ class EffectivePolicy:
             priority=spec.priority,
             dedup_window_seconds=spec.dedup_window_seconds,
             max_attempts=spec.max_attempts,
+            quiet_hours=spec.quiet_hours,
+            reminder=spec.reminder,
+            escalation=spec.escalation,
             policy_id=policy_id,
             policy_revision=policy_revision,
             policy_hash=policy_hash,

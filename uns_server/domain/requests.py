@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from uns_server.domain.enums import AutonomyMode, DeliveryMode, Intent, Priority
@@ -33,3 +34,5 @@ class SendRequest:
     delivery_mode: DeliveryMode | None = None
     require_ack: bool | None = None
     priority: Priority | None = None
+    # When to make the first attempt (aware UTC); None: now.
+    schedule_time: datetime | None = None

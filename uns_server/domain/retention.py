@@ -4,7 +4,7 @@ Seed 004: prune terminal history past its age, never pending work. A run compute
 one cutoff per kind of history from ``now`` and a :class:`RetentionPolicy`:
 
     what                    deleted (or expired) when
-    notification row        it is *settled* (DELIVERED, DEDUPLICATED, or FAILED with
+    notification row        it is *settled* (DELIVERED, DEDUPLICATED, WITHDRAWN, or FAILED with
                             dead_letter=false; no PENDING ack), its last update and its
                             last event are older than the terminal cutoff, it does not own
                             a live dedup window (``until >= now``), and its whole dedup

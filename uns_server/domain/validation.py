@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from uns_server.domain.digests import canonical_json, struct_number
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.requests import SendRequest
+from uns_server.domain.schedule import schedule_violations
 
 NOTIFICATION_TYPE_MAX_CHARS = 255
 TITLE_MAX_CHARS = 255
@@ -36,8 +38,9 @@ _NOTIFICATION_TYPE = re.compile(r"[A-Za-z0-9._:-]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
-def validate_send(req: SendRequest) -> None:
-    """Raise ``InvalidRequest`` (all violations) or ``ReservedMetadataKey``; else return."""
+def validate_send(req: SendRequest, now: datetime | None = None) -> None:
+    """Raise ``InvalidRequest`` (all violations) or ``ReservedMetadataKey``; else return.
+    ``schedule_time`` is checked against ``now`` when given."""
     violations: list[FieldViolation] = []
 
     def check(field: str, problems: list[str]) -> None:
@@ -55,6 +58,8 @@ def validate_send(req: SendRequest) -> None:
     if req.autonomy_context is not None:
         check("autonomy_context.agent_id", _text(req.autonomy_context.agent_id, KEY_MAX_CHARS))
     check("metadata", _metadata(req.metadata))
+    if now is not None:
+        violations += schedule_violations(req.schedule_time, now)
     _raise_invalid(violations)
 
     reserved = sorted(RESERVED_METADATA_KEYS.intersection(req.metadata))

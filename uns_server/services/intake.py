@@ -23,7 +23,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.batching import GroupCommit
-from uns_server.domain import digests, lifecycle
+from uns_server.domain import digests, lifecycle, schedule
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.errors import IdempotencyConflict, UnsError
 from uns_server.domain.policy import EffectivePolicy, PolicyRevision, ServerDefaults, resolve
@@ -85,6 +85,9 @@ class Decision:
     dedup_key: str | None = None
     window: Row | None = None  # the dedup window row, if any
     owner: Row | None = None  # the leader this request would follow
+    # Simulate only, for NEW: the plan over time from ``domain.schedule.plan``.
+    plan: tuple[schedule.Step, ...] = ()
+    accepted_at: datetime | None = None
 
 
 class Handoff(Protocol):
@@ -134,17 +137,23 @@ class Intake:
 
     async def simulate(self, principal: str, req: SendRequest) -> Decision:
         """Exactly Send's decision, from a read transaction: nothing is written."""
-        validate_send(req)
+        now = self._clock()
+        validate_send(req, now)
         key, fingerprint = _keys(principal, req)
         async with self._db.read() as conn:
             existing = await notifications.by_key(conn, key)
             if existing is not None:
                 return _existing(existing, fingerprint)
             active = await policies.active(conn, req.notification_type)
-            return await self._decide_new(conn, principal, req, active, self._clock())
+            decision = await self._decide_new(conn, principal, req, active, now)
+        if decision.outcome != Outcome.NEW:
+            return decision
+        # The same rules as the workers: intake's first attempt, the follow-up worker.
+        steps = schedule.plan(now, req.schedule_time, decision.effective.spec.timing, req.intent)
+        return replace(decision, plan=tuple(steps), accepted_at=now)
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
-        validate_send(req)
+        validate_send(req, self._clock())
         key, fingerprint = _keys(principal, req)
         # Captured here: the commit runs in the group's task, outside this RPC's span.
         pending = _Pending(principal, req, key, fingerprint, tracing.current_trace_context())
@@ -291,6 +300,9 @@ class Intake:
                     conn, d.dedup_key, owner_id=notification_id, generation=generation, until=until
                 )
         owner_id = owner["id"] if owner is not None else None
+        first_attempt = schedule.first_attempt_at(
+            now, req.schedule_time, effective.quiet_hours, req.intent
+        )
         row = _row(
             notification_id,
             principal,
@@ -303,6 +315,7 @@ class Intake:
             owner_id=owner_id,
             generation=generation,
             now=now,
+            first_attempt=first_attempt,
             trace_context=item.trace_context,
         )
         if d.dedup_key is not None:
@@ -311,8 +324,10 @@ class Intake:
             group.work = group.work or (status == Status.PENDING and owner is None)
         else:
             group.rows.append(row)
-            if status == Status.PENDING:
+            if status == Status.PENDING and first_attempt <= now:
                 group.due.append(row)
+            elif status == Status.PENDING:  # scheduled: never leased early; wake the
+                group.work = True  # dispatchers so they sleep until its time
         group.events.append(
             NewEvent(
                 notification_id,
@@ -444,6 +459,7 @@ def _row(
     owner_id: str | None,
     generation: int | None,
     now: datetime,
+    first_attempt: datetime,
     trace_context: dict[str, str] | None = None,
 ) -> dict[str, object]:
     ctx = req.autonomy_context
@@ -467,6 +483,8 @@ def _row(
         "metadata": dict(req.metadata),
         "effective": effective.to_json(),
     }
+    if req.schedule_time is not None:
+        document["schedule_time"] = req.schedule_time.astimezone(UTC).isoformat()
     if trace_context:
         # The accepting RPC's span (W3C carrier): dispatch attempts link to it. Not
         # part of the idempotency fingerprint, which is computed from the request.
@@ -497,7 +515,7 @@ def _row(
         "dedup_owner_id": owner_id,
         "dedup_generation": generation,
         "dedup_successor_id": None,
-        "next_attempt": now,
+        "next_attempt": first_attempt,
         "lease_until": None,
         "lease_token": None,
         "provider_effect_may_have_occurred": False,
@@ -511,4 +529,13 @@ def _row(
         "provider_refs": None,
         "created_at": now,
         "updated_at": now,
+        "withdrawn_at": None,
+        "withdrawn_by": None,
+        "withdraw_reason": None,
+        # Looked at by the follow-up worker once its ack is PENDING (after delivery).
+        "followup_at": now if effective.spec.timing.follows_up else None,
+        "followup_lease_token": None,
+        "followup_lease_until": None,
+        "reminders_sent": 0,
+        "escalations_sent": 0,
     }

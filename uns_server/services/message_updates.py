@@ -1,7 +1,8 @@
 """Queue updates of sent messages when an obligation ends, in the settling transaction.
 
 Registered as an ``Acks`` settle hook, so every path that ends an ack queues them: an
-answer over gRPC, a link, Slack, PagerDuty, and the timeout. The rows are an outbox
+answer over gRPC, a link, Slack, PagerDuty, and the timeout; a withdrawal queues them
+through ``SentMessageUpdates``. The rows are an outbox
 (``store.message_updates``); the ``MessageUpdater`` worker sends them later, so a slow
 or failing provider never holds up the answer itself.
 
@@ -15,13 +16,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import RowMapping
-
+from uns_server.domain import withdrawal
 from uns_server.domain.enums import AckStatus
 from uns_server.store import message_updates
 from uns_server.store.db import WriteTx
+from uns_server.store.pg import Row
 
 VIA_PAGERDUTY = "pagerduty"
+VIA_WITHDRAWAL = "withdrawal"
 TOPIC_MESSAGE_UPDATES = "uns_message_updates"
 
 
@@ -35,7 +37,7 @@ def updatable(reference: dict[str, Any], via: str) -> bool:
 
 
 async def queue_on_settle(
-    tx: WriteTx, row: RowMapping, outcome: AckStatus, actor: str, via: str, now: datetime
+    tx: WriteTx, row: Row, outcome: AckStatus, actor: str, via: str, now: datetime
 ) -> None:
     refs: dict[str, Any] = row.get("provider_refs") or {}
     doc = row["notification"]
@@ -58,3 +60,20 @@ async def queue_on_settle(
     if rows:
         await message_updates.enqueue(tx.conn, rows, now)
         tx.signal(TOPIC_MESSAGE_UPDATES)
+
+
+class SentMessageUpdates:
+    """``services.withdrawal.SentMessages``: a withdrawal updates the messages already
+    sent (Slack ``chat.update``, PagerDuty ``resolve``) like any other end of the
+    obligation, through the same outbox."""
+
+    async def withdrawn(
+        self,
+        tx: WriteTx,
+        row: Row,
+        scope: withdrawal.Scope,
+        actor: str,
+        reason: str,
+        now: datetime,
+    ) -> None:
+        await queue_on_settle(tx, row, AckStatus.WITHDRAWN, actor, VIA_WITHDRAWAL, now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from uns_server.domain import paging
 from uns_server.domain.enums import DeliveryMode, Priority
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.policy import PolicyRevision, PolicySpec
+from uns_server.domain.schedule import EscalationStep, Reminder
 from uns_server.domain.validation import _notification_type
 from uns_server.store import policies
 from uns_server.store.db import Database
@@ -192,6 +193,9 @@ _SPEC_FIELDS = (
     "priority",
     "dedup_window_seconds",
     "max_attempts",
+    "quiet_hours",
+    "reminder",
+    "escalation",
 )
 
 
@@ -279,8 +283,22 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
             violations.append(FieldViolation(f"spec.{name}", "must be an integer"))
             value = 0
         numbers[name] = value
+    quiet_hours = _quiet_hours(raw.get("quiet_hours"), violations)
+    reminder = _reminder(raw.get("reminder"), violations)
+    escalation = _escalation(raw.get("escalation"), violations)
     try:
-        spec = PolicySpec.build(channels, delivery_mode, require_ack, priority=priority, **numbers)
+        spec = PolicySpec.build(
+            channels,
+            delivery_mode,
+            require_ack,
+            priority=priority,
+            ack_timeout_minutes=numbers["ack_timeout_minutes"],
+            dedup_window_seconds=numbers["dedup_window_seconds"],
+            max_attempts=numbers["max_attempts"],
+            quiet_hours=quiet_hours,
+            reminder=reminder,
+            escalation=escalation,
+        )
     except InvalidRequest as exc:
         # delivery_mode is reported once, by _enum, when it was present but wrong.
         seen = {v.field for v in violations}
@@ -289,6 +307,110 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
         fields = ",".join(dict.fromkeys(v.field for v in violations))
         raise InvalidRequest(metadata={"fields": fields}, violations=violations)
     return spec
+
+
+def _quiet_hours(value: Any, violations: list[FieldViolation]) -> dict[str, str] | None:
+    """``{time_zone, start, end}`` (times as "HH:MM" text; validated by the domain)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        violations.append(FieldViolation("spec.quiet_hours", "must be {time_zone, start, end}"))
+        return None
+    violations += [
+        FieldViolation(f"spec.quiet_hours.{k}", "unknown field")
+        for k in sorted(set(value) - {"time_zone", "start", "end"})
+    ]
+    out = {}
+    for name in ("time_zone", "start", "end"):
+        item = value.get(name, "")
+        if isinstance(item, int) and name != "time_zone":  # YAML 1.1 reads 22:00 as 1320
+            item = f"{item // 60:02d}:{item % 60:02d}"
+        if not isinstance(item, str):
+            violations.append(FieldViolation(f"spec.quiet_hours.{name}", "must be text"))
+            item = ""
+        out[name] = item
+    return out
+
+
+def _reminder(value: Any, violations: list[FieldViolation]) -> Reminder | None:
+    """``{first_after, multiplier, max_count}``; durations as in :func:`parse_duration`."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        violations.append(
+            FieldViolation("spec.reminder", "must be {first_after, multiplier, max_count}")
+        )
+        return None
+    violations += [
+        FieldViolation(f"spec.reminder.{k}", "unknown field")
+        for k in sorted(set(value) - {"first_after", "multiplier", "max_count"})
+    ]
+    first_after = _duration(value.get("first_after"), "spec.reminder.first_after", violations)
+    multiplier = value.get("multiplier", 1)
+    if isinstance(multiplier, bool) or not isinstance(multiplier, int | float):
+        violations.append(FieldViolation("spec.reminder.multiplier", "must be a number"))
+        multiplier = 1
+    max_count = value.get("max_count", 1)
+    if isinstance(max_count, bool) or not isinstance(max_count, int):
+        violations.append(FieldViolation("spec.reminder.max_count", "must be an integer"))
+        max_count = 1
+    if first_after is None:
+        return None
+    return Reminder(first_after, float(multiplier or 1), max_count)
+
+
+def _escalation(value: Any, violations: list[FieldViolation]) -> list[EscalationStep]:
+    """``[{after, channels}]``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        violations.append(FieldViolation("spec.escalation", "must be a list of {after, channels}"))
+        return []
+    steps = []
+    for i, item in enumerate(value):
+        at = f"spec.escalation[{i}]"
+        if not isinstance(item, Mapping):
+            violations.append(FieldViolation(at, "must be {after, channels}"))
+            continue
+        violations += [
+            FieldViolation(f"{at}.{k}", "unknown field")
+            for k in sorted(set(item) - {"after", "channels"})
+        ]
+        after = _duration(item.get("after"), f"{at}.after", violations)
+        channels = item.get("channels", [])
+        if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+            violations.append(FieldViolation(f"{at}.channels", "must be a list of channel names"))
+            channels = []
+        if after is not None:
+            steps.append(EscalationStep(after, tuple(dict.fromkeys(channels))))
+    return steps
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: Any) -> timedelta | None:
+    """Seconds as a number, or text: ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"`` (also the
+    protobuf JSON form ``"900s"``, and fractions such as ``"1.5h"``). None if unreadable."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return timedelta(seconds=value)
+    if isinstance(value, str) and len(value) > 1 and value[-1] in _DURATION_UNITS:
+        try:
+            return timedelta(seconds=float(value[:-1]) * _DURATION_UNITS[value[-1]])
+        except (ValueError, OverflowError):
+            return None
+    return None
+
+
+def _duration(value: Any, field: str, violations: list[FieldViolation]) -> timedelta | None:
+    duration = parse_duration(value)
+    if duration is None:
+        violations.append(
+            FieldViolation(field, 'must be a duration: seconds, or "90s", "15m", "2h", "1d"')
+        )
+    return duration
 
 
 def _enum(

@@ -85,8 +85,10 @@ class Queries:
                 row = await notifications.by_id(conn, notification_id)
             assert row is not None
             settled = row["attempts"] > 0 and row["lease_token"] is None
+            # Scheduled for later, or held by quiet hours: no attempt to wait for now.
+            later = row["attempts"] == 0 and row["next_attempt"] > row["created_at"]
             left = deadline - loop.time()
-            if row["status"] != Status.PENDING or settled or left <= 0:
+            if row["status"] != Status.PENDING or settled or later or left <= 0:
                 return Status(row["status"])
             await wait_event(committed, min(left, 1.0))
 

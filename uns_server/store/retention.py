@@ -47,7 +47,9 @@ def _settled(row: Any = n) -> ColumnElement[bool]:
     """SQL of ``not domain.retention.holds_work`` for a ``uns_notifications`` alias."""
     return and_(
         or_(
-            row.c.status.in_([Status.DELIVERED.value, Status.DEDUPLICATED.value]),
+            row.c.status.in_(
+                [Status.DELIVERED.value, Status.DEDUPLICATED.value, Status.WITHDRAWN.value]
+            ),
             and_(row.c.status == Status.FAILED.value, row.c.dead_letter.is_(False)),
         ),
         or_(row.c.ack_status.is_(None), row.c.ack_status != AckStatus.PENDING.value),

@@ -115,6 +115,18 @@ notifications = Table(
     # Per channel, what the provider handed back for the latest accepted message
     # (``channels.base.ChannelResult.reference``); message updates use it.
     Column("provider_refs", Json),
+    # WithdrawNotification (SPEC §5): when, by whom, why.
+    Column("withdrawn_at", UtcDateTime()),
+    Column("withdrawn_by", String(255)),
+    Column("withdraw_reason", Text),
+    # Reminders and escalation steps (``workers.followups``): when the follow-up
+    # worker looks at the row next (NULL: nothing to follow up), its own lease and
+    # fencing token, and how many of each kind have been sent.
+    Column("followup_at", UtcDateTime()),
+    Column("followup_lease_token", String(36)),
+    Column("followup_lease_until", UtcDateTime()),
+    Column("reminders_sent", Integer, nullable=False, server_default=text("0")),
+    Column("escalations_sent", Integer, nullable=False, server_default=text("0")),
     # Pending acks only: the expiry worker's sweep.
     Index(
         "ix_uns_notifications_ack_deadline",
@@ -138,6 +150,13 @@ notifications = Table(
     Index("ix_uns_notifications_principal_created_at", "principal", "created_at"),
     Index("ix_uns_notifications_status_created_at", "status", "created_at"),
     Index("ix_uns_notifications_created_at", "created_at"),
+    # Rows with follow-ups still to send: the follow-up worker's sweep.
+    Index(
+        "ix_uns_notifications_followup_at",
+        "followup_at",
+        postgresql_where=text("followup_at IS NOT NULL"),
+        sqlite_where=text("followup_at IS NOT NULL"),
+    ),
 )
 
 # Due leaders only, in the claim query's exact order (priority DESC, next_attempt):

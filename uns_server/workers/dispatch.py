@@ -43,8 +43,9 @@ from uns_server.aio import wait_event
 from uns_server.batching import GroupCommit
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
-from uns_server.domain import lifecycle
+from uns_server.domain import lifecycle, schedule
 from uns_server.domain.enums import AckStatus, EventKind, Priority, Status
+from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.retry import next_attempt_at
 from uns_server.observability import tracing
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, PROVIDER, SETTLE, phased
@@ -686,6 +687,9 @@ class Dispatcher:
                 rand=self._rand,
                 retry_after_seconds=min(retry_after, RETRY_AFTER_CAP_SECONDS),
             )
+            # Quiet hours hold a retry like the first attempt (domain.schedule).
+            quiet = EffectivePolicy.from_json(row["notification"]["effective"]).quiet_hours
+            due = schedule.next_allowed(due, quiet, row["notification"].get("intent"))
             values |= {"status": status.value, "next_attempt": due}
             tx.signal(TOPIC_WORK)
         s.status = status

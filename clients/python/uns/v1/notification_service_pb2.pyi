@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -74,6 +75,38 @@ leader dedup_owner_id.
 """
 Global___SimulateOutcome: _TypeAlias = SimulateOutcome  # noqa: Y015
 
+class _PlannedStepKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PlannedStepKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PlannedStepKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PLANNED_STEP_KIND_UNSPECIFIED: _PlannedStepKind.ValueType  # 0
+    """Never used by the server."""
+    PLANNED_STEP_KIND_DELIVERY: _PlannedStepKind.ValueType  # 1
+    """The first delivery attempt."""
+    PLANNED_STEP_KIND_REMINDER: _PlannedStepKind.ValueType  # 2
+    """A reminder on the notification's channels (policy reminder)."""
+    PLANNED_STEP_KIND_ESCALATION: _PlannedStepKind.ValueType  # 3
+    """An escalation step on its own channels (policy escalation)."""
+    PLANNED_STEP_KIND_DEADLINE: _PlannedStepKind.ValueType  # 4
+    """The ack deadline: TIMED_OUT if nobody answered."""
+
+class PlannedStepKind(_PlannedStepKind, metaclass=_PlannedStepKindEnumTypeWrapper):
+    """PlannedStepKind says what a planned step does."""
+
+PLANNED_STEP_KIND_UNSPECIFIED: PlannedStepKind.ValueType  # 0
+"""Never used by the server."""
+PLANNED_STEP_KIND_DELIVERY: PlannedStepKind.ValueType  # 1
+"""The first delivery attempt."""
+PLANNED_STEP_KIND_REMINDER: PlannedStepKind.ValueType  # 2
+"""A reminder on the notification's channels (policy reminder)."""
+PLANNED_STEP_KIND_ESCALATION: PlannedStepKind.ValueType  # 3
+"""An escalation step on its own channels (policy escalation)."""
+PLANNED_STEP_KIND_DEADLINE: PlannedStepKind.ValueType  # 4
+"""The ack deadline: TIMED_OUT if nobody answered."""
+Global___PlannedStepKind: _TypeAlias = PlannedStepKind  # noqa: Y015
+
 @_typing.final
 class SendNotificationRequest(_message.Message):
     """SendNotificationRequest describes one obligation."""
@@ -94,6 +127,7 @@ class SendNotificationRequest(_message.Message):
     REQUIRE_ACK_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
     WAIT_FOR_FIRST_ATTEMPT_FIELD_NUMBER: _builtins.int
+    SCHEDULE_TIME_FIELD_NUMBER: _builtins.int
     notification_type: _builtins.str
     """Required. Dotted type name that selects the policy, e.g.
     "trading.circuit_breaker". 1-255 characters of [A-Za-z0-9._:-].
@@ -130,7 +164,9 @@ class SendNotificationRequest(_message.Message):
     """Optional. Same rule as delivery_mode."""
     wait_for_first_attempt: _builtins.bool
     """When true the call returns only after the first dispatch attempt settled
-    (or the call deadline is near), so `state` may already be DELIVERED.
+    (or the call deadline is near), so `state` may already be DELIVERED. A
+    first attempt scheduled for later (schedule_time, quiet hours) is not
+    waited for: the call returns PENDING at once.
     By default the call returns right after the durable commit. Not part of
     the idempotency fingerprint.
     """
@@ -144,6 +180,18 @@ class SendNotificationRequest(_message.Message):
         The keys slack_channel, email_to, pagerduty_severity and
         websocket_user_id are reserved (RESERVED_METADATA_KEY): routing lives in
         policy and server configuration, never in payloads.
+        """
+
+    @_builtins.property
+    def schedule_time(self) -> _timestamp_pb2.Timestamp:
+        """Optional. When to make the first delivery attempt (a scheduled send, as
+        Cloud Tasks names it). The notification is accepted now (idempotency,
+        dedup and the policy are decided and frozen at the call) and stays
+        PENDING with next_attempt_time = schedule_time until then; it can be read
+        and withdrawn meanwhile. Unset or in the past means now; more than 90
+        days ahead fails with INVALID_REQUEST (field schedule_time). Part of the
+        idempotency fingerprint. The policy's quiet hours may hold the attempt
+        further.
         """
 
     def __init__(
@@ -163,10 +211,11 @@ class SendNotificationRequest(_message.Message):
         require_ack: _builtins.bool | None = ...,
         priority: _types_pb2.Priority.ValueType = ...,
         wait_for_first_attempt: _builtins.bool = ...,
+        schedule_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack", "autonomy_context", b"autonomy_context", "metadata", b"metadata", "require_ack", b"require_ack"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack", "autonomy_context", b"autonomy_context", "metadata", b"metadata", "require_ack", b"require_ack", "schedule_time", b"schedule_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "dedup_key", b"dedup_key", "delivery_mode", b"delivery_mode", "idempotency_key", b"idempotency_key", "intent", b"intent", "message", b"message", "metadata", b"metadata", "notification_type", b"notification_type", "priority", b"priority", "require_ack", b"require_ack", "source", b"source", "title", b"title", "wait_for_first_attempt", b"wait_for_first_attempt"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "dedup_key", b"dedup_key", "delivery_mode", b"delivery_mode", "idempotency_key", b"idempotency_key", "intent", b"intent", "message", b"message", "metadata", b"metadata", "notification_type", b"notification_type", "priority", b"priority", "require_ack", b"require_ack", "schedule_time", b"schedule_time", "source", b"source", "title", b"title", "wait_for_first_attempt", b"wait_for_first_attempt"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__require_ack: _TypeAlias = _typing.Literal["require_ack"]  # noqa: Y015
     _WhichOneofArgType__require_ack: _TypeAlias = _typing.Literal["_require_ack", b"_require_ack"]  # noqa: Y015
@@ -267,6 +316,7 @@ class SimulateResponse(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     EXISTING_NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
     DEDUP_OWNER_ID_FIELD_NUMBER: _builtins.int
+    PLANNED_STEPS_FIELD_NUMBER: _builtins.int
     delivery_mode: _types_pb2.DeliveryMode.ValueType
     """The effective delivery mode."""
     require_ack: _builtins.bool
@@ -287,6 +337,16 @@ class SimulateResponse(_message.Message):
     def resolved_channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The effective channels (the same as effective_policy.channels)."""
 
+    @_builtins.property
+    def planned_steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlannedStep]:
+        """For NEW: the plan over time, in order. The first delivery (at
+        schedule_time, held by quiet hours; assuming its first attempt succeeds),
+        then, with require_ack and no answer, every reminder and escalation step
+        and the ack deadline. Computed by the same rules the server's workers
+        follow. Empty for the other outcomes (the obligation is an earlier one's
+        or its dedup leader's).
+        """
+
     def __init__(
         self,
         *,
@@ -297,14 +357,63 @@ class SimulateResponse(_message.Message):
         outcome: Global___SimulateOutcome.ValueType = ...,
         existing_notification_id: _builtins.str = ...,
         dedup_owner_id: _builtins.str = ...,
+        planned_steps: _abc.Iterable[Global___PlannedStep] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["effective_policy", b"effective_policy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dedup_owner_id", b"dedup_owner_id", "delivery_mode", b"delivery_mode", "effective_policy", b"effective_policy", "existing_notification_id", b"existing_notification_id", "outcome", b"outcome", "require_ack", b"require_ack", "resolved_channels", b"resolved_channels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dedup_owner_id", b"dedup_owner_id", "delivery_mode", b"delivery_mode", "effective_policy", b"effective_policy", "existing_notification_id", b"existing_notification_id", "outcome", b"outcome", "planned_steps", b"planned_steps", "require_ack", b"require_ack", "resolved_channels", b"resolved_channels"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SimulateResponse: _TypeAlias = SimulateResponse  # noqa: Y015
+
+@_typing.final
+class PlannedStep(_message.Message):
+    """PlannedStep is one step of a Simulate plan."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    CHANNELS_FIELD_NUMBER: _builtins.int
+    HELD_BY_QUIET_HOURS_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    kind: Global___PlannedStepKind.ValueType
+    """What the step does."""
+    number: _builtins.int
+    """Its 1-based number among the steps of its kind (reminder 2, step 1)."""
+    held_by_quiet_hours: _builtins.bool
+    """True when quiet hours moved it later than it would otherwise be."""
+    @_builtins.property
+    def offset(self) -> _duration_pb2.Duration:
+        """When it is due, from acceptance (the Simulate call), after quiet hours."""
+
+    @_builtins.property
+    def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channels it sends to; empty for the deadline."""
+
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """When it is due if the request were sent now (acceptance + offset)."""
+
+    def __init__(
+        self,
+        *,
+        kind: Global___PlannedStepKind.ValueType = ...,
+        number: _builtins.int = ...,
+        offset: _duration_pb2.Duration | None = ...,
+        channels: _abc.Iterable[_builtins.str] | None = ...,
+        held_by_quiet_hours: _builtins.bool = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "held_by_quiet_hours", b"held_by_quiet_hours", "kind", b"kind", "number", b"number", "offset", b"offset", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlannedStep: _TypeAlias = PlannedStep  # noqa: Y015
 
 @_typing.final
 class AcknowledgeRequest(_message.Message):
@@ -488,6 +597,61 @@ class ResolveFailureResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResolveFailureResponse: _TypeAlias = ResolveFailureResponse  # noqa: Y015
+
+@_typing.final
+class WithdrawNotificationRequest(_message.Message):
+    """WithdrawNotificationRequest names the obligation that no longer stands."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    notification_id: _builtins.str
+    """Required. The notification to withdraw."""
+    reason: _builtins.str
+    """Optional. Why, free text of at most 1024 characters. Recorded as
+    `reason` in the WITHDRAWN event payload and as withdraw_reason.
+    """
+    def __init__(
+        self,
+        *,
+        notification_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification_id", b"notification_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WithdrawNotificationRequest: _TypeAlias = WithdrawNotificationRequest  # noqa: Y015
+
+@_typing.final
+class WithdrawNotificationResponse(_message.Message):
+    """WithdrawNotificationResponse returns the withdrawn notification."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTIFICATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def notification(self) -> _types_pb2.Notification:
+        """The notification: state WITHDRAWN, or ack_state WITHDRAWN when it was
+        already delivered, with withdraw_time, withdraw_actor and
+        withdraw_reason.
+        """
+
+    def __init__(
+        self,
+        *,
+        notification: _types_pb2.Notification | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["notification", b"notification"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification", b"notification"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WithdrawNotificationResponse: _TypeAlias = WithdrawNotificationResponse  # noqa: Y015
 
 @_typing.final
 class WatchEventsRequest(_message.Message):

@@ -78,6 +78,11 @@ class NotificationServiceStub:
                 request_serializer=uns_dot_v1_dot_notification__service__pb2.ResolveFailureRequest.SerializeToString,
                 response_deserializer=uns_dot_v1_dot_notification__service__pb2.ResolveFailureResponse.FromString,
                 _registered_method=True)
+        self.WithdrawNotification = channel.unary_unary(
+                '/uns.v1.NotificationService/WithdrawNotification',
+                request_serializer=uns_dot_v1_dot_notification__service__pb2.WithdrawNotificationRequest.SerializeToString,
+                response_deserializer=uns_dot_v1_dot_notification__service__pb2.WithdrawNotificationResponse.FromString,
+                _registered_method=True)
         self.WatchEvents = channel.unary_stream(
                 '/uns.v1.NotificationService/WatchEvents',
                 request_serializer=uns_dot_v1_dot_notification__service__pb2.WatchEventsRequest.SerializeToString,
@@ -168,6 +173,27 @@ class NotificationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WithdrawNotification(self, request, context):
+        """Withdraws an obligation that no longer stands (the request was approved
+        elsewhere, the alert cleared). Before delivery (PENDING, scheduled or
+        retrying, or FAILED in the dead-letter queue) the notification becomes
+        WITHDRAWN: no provider call starts after the withdrawal commits, and an
+        attempt already in flight is fenced (its provider observation is
+        recorded, its settlement changes nothing). Pending dedup followers
+        coalesced into a withdrawn leader share its obligation and are withdrawn
+        with it; withdrawing a follower leaves its leader alone. After delivery
+        with a PENDING ack, the ack becomes WITHDRAWN and reminders and
+        escalation steps stop. Anything already settled (DELIVERED without a
+        pending ack, DEDUPLICATED, FAILED without dead_letter, an ack answered or
+        timed out) answers FAILED_PRECONDITION / NOT_WITHDRAWABLE; the same caller
+        withdrawing again gets the withdrawn notification back. Roles: producer,
+        for its own principal's notifications; operator, for any. Any other
+        notification answers NOT_FOUND exactly like an unknown id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchEvents(self, request, context):
         """Streams events as they commit, in sequence order, with periodic
         heartbeats that carry the current high-water sequence. Resume after any
@@ -228,6 +254,11 @@ def add_NotificationServiceServicer_to_server(servicer, server):
                     servicer.ResolveFailure,
                     request_deserializer=uns_dot_v1_dot_notification__service__pb2.ResolveFailureRequest.FromString,
                     response_serializer=uns_dot_v1_dot_notification__service__pb2.ResolveFailureResponse.SerializeToString,
+            ),
+            'WithdrawNotification': grpc.unary_unary_rpc_method_handler(
+                    servicer.WithdrawNotification,
+                    request_deserializer=uns_dot_v1_dot_notification__service__pb2.WithdrawNotificationRequest.FromString,
+                    response_serializer=uns_dot_v1_dot_notification__service__pb2.WithdrawNotificationResponse.SerializeToString,
             ),
             'WatchEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchEvents,
@@ -399,6 +430,33 @@ class NotificationService:
             '/uns.v1.NotificationService/ResolveFailure',
             uns_dot_v1_dot_notification__service__pb2.ResolveFailureRequest.SerializeToString,
             uns_dot_v1_dot_notification__service__pb2.ResolveFailureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WithdrawNotification(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/uns.v1.NotificationService/WithdrawNotification',
+            uns_dot_v1_dot_notification__service__pb2.WithdrawNotificationRequest.SerializeToString,
+            uns_dot_v1_dot_notification__service__pb2.WithdrawNotificationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -83,6 +83,23 @@ class NotificationServiceStub:
     it. With validate_only, answers exactly what it would and changes nothing.
     Role: operator.
     """
+    WithdrawNotification: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.WithdrawNotificationRequest, _notification_service_pb2.WithdrawNotificationResponse]
+    """Withdraws an obligation that no longer stands (the request was approved
+    elsewhere, the alert cleared). Before delivery (PENDING, scheduled or
+    retrying, or FAILED in the dead-letter queue) the notification becomes
+    WITHDRAWN: no provider call starts after the withdrawal commits, and an
+    attempt already in flight is fenced (its provider observation is
+    recorded, its settlement changes nothing). Pending dedup followers
+    coalesced into a withdrawn leader share its obligation and are withdrawn
+    with it; withdrawing a follower leaves its leader alone. After delivery
+    with a PENDING ack, the ack becomes WITHDRAWN and reminders and
+    escalation steps stop. Anything already settled (DELIVERED without a
+    pending ack, DEDUPLICATED, FAILED without dead_letter, an ack answered or
+    timed out) answers FAILED_PRECONDITION / NOT_WITHDRAWABLE; the same caller
+    withdrawing again gets the withdrawn notification back. Roles: producer,
+    for its own principal's notifications; operator, for any. Any other
+    notification answers NOT_FOUND exactly like an unknown id.
+    """
     WatchEvents: _grpc.UnaryStreamMultiCallable[_notification_service_pb2.WatchEventsRequest, _notification_service_pb2.WatchEventsResponse]
     """Streams events as they commit, in sequence order, with periodic
     heartbeats that carry the current high-water sequence. Resume after any
@@ -159,6 +176,23 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     """Clears the dead-letter flag of a FAILED notification without replaying
     it. With validate_only, answers exactly what it would and changes nothing.
     Role: operator.
+    """
+    WithdrawNotification: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.WithdrawNotificationRequest, _notification_service_pb2.WithdrawNotificationResponse]  # type: ignore[assignment]
+    """Withdraws an obligation that no longer stands (the request was approved
+    elsewhere, the alert cleared). Before delivery (PENDING, scheduled or
+    retrying, or FAILED in the dead-letter queue) the notification becomes
+    WITHDRAWN: no provider call starts after the withdrawal commits, and an
+    attempt already in flight is fenced (its provider observation is
+    recorded, its settlement changes nothing). Pending dedup followers
+    coalesced into a withdrawn leader share its obligation and are withdrawn
+    with it; withdrawing a follower leaves its leader alone. After delivery
+    with a PENDING ack, the ack becomes WITHDRAWN and reminders and
+    escalation steps stop. Anything already settled (DELIVERED without a
+    pending ack, DEDUPLICATED, FAILED without dead_letter, an ack answered or
+    timed out) answers FAILED_PRECONDITION / NOT_WITHDRAWABLE; the same caller
+    withdrawing again gets the withdrawn notification back. Roles: producer,
+    for its own principal's notifications; operator, for any. Any other
+    notification answers NOT_FOUND exactly like an unknown id.
     """
     WatchEvents: _aio.UnaryStreamMultiCallable[_notification_service_pb2.WatchEventsRequest, _notification_service_pb2.WatchEventsResponse]  # type: ignore[assignment]
     """Streams events as they commit, in sequence order, with periodic
@@ -263,6 +297,29 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         """Clears the dead-letter flag of a FAILED notification without replaying
         it. With validate_only, answers exactly what it would and changes nothing.
         Role: operator.
+        """
+
+    @_abc_1.abstractmethod
+    def WithdrawNotification(
+        self,
+        request: _notification_service_pb2.WithdrawNotificationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_notification_service_pb2.WithdrawNotificationResponse, _abc.Awaitable[_notification_service_pb2.WithdrawNotificationResponse]]:
+        """Withdraws an obligation that no longer stands (the request was approved
+        elsewhere, the alert cleared). Before delivery (PENDING, scheduled or
+        retrying, or FAILED in the dead-letter queue) the notification becomes
+        WITHDRAWN: no provider call starts after the withdrawal commits, and an
+        attempt already in flight is fenced (its provider observation is
+        recorded, its settlement changes nothing). Pending dedup followers
+        coalesced into a withdrawn leader share its obligation and are withdrawn
+        with it; withdrawing a follower leaves its leader alone. After delivery
+        with a PENDING ack, the ack becomes WITHDRAWN and reminders and
+        escalation steps stop. Anything already settled (DELIVERED without a
+        pending ack, DEDUPLICATED, FAILED without dead_letter, an ack answered or
+        timed out) answers FAILED_PRECONDITION / NOT_WITHDRAWABLE; the same caller
+        withdrawing again gets the withdrawn notification back. Roles: producer,
+        for its own principal's notifications; operator, for any. Any other
+        notification answers NOT_FOUND exactly like an unknown id.
         """
 
     @_abc_1.abstractmethod

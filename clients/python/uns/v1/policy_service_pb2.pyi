@@ -58,6 +58,9 @@ class PolicySpec(_message.Message):
     PRIORITY_FIELD_NUMBER: _builtins.int
     DEDUP_WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
     MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    QUIET_HOURS_FIELD_NUMBER: _builtins.int
+    REMINDER_FIELD_NUMBER: _builtins.int
+    ESCALATION_FIELD_NUMBER: _builtins.int
     delivery_mode: _types_pb2.DeliveryMode.ValueType
     """Required. BEST_EFFORT or GUARANTEED."""
     require_ack: _builtins.bool
@@ -76,6 +79,27 @@ class PolicySpec(_message.Message):
         "email", "pagerduty". Each must be configured on the server.
         """
 
+    @_builtins.property
+    def quiet_hours(self) -> _types_pb2.QuietHours:
+        """Optional. Hold deliveries, reminders and escalation steps inside this
+        daily window (except SAFETY and ESCALATION intents). The zone must be a
+        known IANA zone and start must differ from end (INVALID_REQUEST,
+        spec.quiet_hours.<field>).
+        """
+
+    @_builtins.property
+    def reminder(self) -> _types_pb2.Reminder:
+        """Optional. Re-send while the ack is PENDING, tapering. Needs require_ack
+        (INVALID_REQUEST, spec.reminder.<field>).
+        """
+
+    @_builtins.property
+    def escalation(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.EscalationStep]:
+        """Optional. Escalation steps while the ack is PENDING, at most 10, each
+        before the ack deadline. Needs require_ack (INVALID_REQUEST,
+        spec.escalation[i].<field>).
+        """
+
     def __init__(
         self,
         *,
@@ -86,10 +110,13 @@ class PolicySpec(_message.Message):
         priority: _types_pb2.Priority.ValueType = ...,
         dedup_window_seconds: _builtins.int = ...,
         max_attempts: _builtins.int = ...,
+        quiet_hours: _types_pb2.QuietHours | None = ...,
+        reminder: _types_pb2.Reminder | None = ...,
+        escalation: _abc.Iterable[_types_pb2.EscalationStep] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "max_attempts", b"max_attempts", "priority", b"priority", "require_ack", b"require_ack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "escalation", b"escalation", "max_attempts", b"max_attempts", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

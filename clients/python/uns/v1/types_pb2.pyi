@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -179,14 +180,20 @@ class _NotificationStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Not
     """
     NOTIFICATION_STATE_DEDUPLICATED: _NotificationState.ValueType  # 4
     """Coalesced: the dedup leader of the same window delivered on its behalf."""
+    NOTIFICATION_STATE_WITHDRAWN: _NotificationState.ValueType  # 5
+    """Withdrawn before delivery (WithdrawNotification): the obligation no longer
+    stands and no provider call starts after the withdrawal committed. Final.
+    """
 
 class NotificationState(_NotificationState, metaclass=_NotificationStateEnumTypeWrapper):
     """NotificationState is the delivery lifecycle of an obligation (database
     column `status`). Who moves a notification out of each state:
     PENDING -> dispatch workers (DELIVERED, FAILED, or PENDING again for a
-    retry) or the dedup settlement of its leader (DEDUPLICATED);
-    FAILED with dead_letter -> an operator (Replay, ResolveFailure).
-    DELIVERED and DEDUPLICATED are final.
+    retry), the dedup settlement of its leader (DEDUPLICATED), or
+    WithdrawNotification (WITHDRAWN);
+    FAILED with dead_letter -> an operator (Replay, ResolveFailure) or
+    WithdrawNotification (WITHDRAWN).
+    DELIVERED, DEDUPLICATED and WITHDRAWN are final.
     """
 
 NOTIFICATION_STATE_UNSPECIFIED: NotificationState.ValueType  # 0
@@ -203,6 +210,10 @@ operator still has to act.
 """
 NOTIFICATION_STATE_DEDUPLICATED: NotificationState.ValueType  # 4
 """Coalesced: the dedup leader of the same window delivered on its behalf."""
+NOTIFICATION_STATE_WITHDRAWN: NotificationState.ValueType  # 5
+"""Withdrawn before delivery (WithdrawNotification): the obligation no longer
+stands and no provider call starts after the withdrawal committed. Final.
+"""
 Global___NotificationState: _TypeAlias = NotificationState  # noqa: Y015
 
 class _AckState:
@@ -223,6 +234,11 @@ class _AckStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AckState.Val
     """Dismissed by a responder before the deadline. Final."""
     ACK_STATE_TIMED_OUT: _AckState.ValueType  # 4
     """The deadline passed without an answer; escalation is required. Final."""
+    ACK_STATE_WITHDRAWN: _AckState.ValueType  # 5
+    """Withdrawn by its producer or an operator while PENDING
+    (WithdrawNotification): nobody has to answer any more; reminders and
+    escalation steps stop. Final.
+    """
 
 class AckState(_AckState, metaclass=_AckStateEnumTypeWrapper):
     """AckState is the acknowledgement lifecycle (database column `ack_status`).
@@ -241,6 +257,11 @@ ACK_STATE_DISMISSED: AckState.ValueType  # 3
 """Dismissed by a responder before the deadline. Final."""
 ACK_STATE_TIMED_OUT: AckState.ValueType  # 4
 """The deadline passed without an answer; escalation is required. Final."""
+ACK_STATE_WITHDRAWN: AckState.ValueType  # 5
+"""Withdrawn by its producer or an operator while PENDING
+(WithdrawNotification): nobody has to answer any more; reminders and
+escalation steps stop. Final.
+"""
 Global___AckState: _TypeAlias = AckState  # noqa: Y015
 
 class _EventKind:
@@ -324,6 +345,23 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     """Retention maintenance pruned history. Payload: operator, cutoff,
     deleted_rows, notification_ids, dedup_keys. Never pruned itself.
     """
+    EVENT_KIND_WITHDRAWN: _EventKind.ValueType  # 18
+    """The obligation was withdrawn (WithdrawNotification). Payload: actor,
+    reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
+    and for a pending follower withdrawn with its dedup leader, with_owner_id.
+    """
+    EVENT_KIND_REMINDER_SENT: _EventKind.ValueType  # 19
+    """A reminder was sent while the ack was PENDING (policy reminder). Payload:
+    number (1-based), channels, results (per channel: channel, success,
+    retryable, message_id, error), lease_token, due_time, and
+    provider_effect_may_have_occurred (true when an earlier try of the same
+    reminder was interrupted and may have reached the provider).
+    """
+    EVENT_KIND_ESCALATED: _EventKind.ValueType  # 20
+    """An escalation step was sent while the ack was PENDING (policy
+    escalation). Payload: step (1-based), channels, results, lease_token,
+    due_time, provider_effect_may_have_occurred, as for REMINDER_SENT.
+    """
 
 class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper):
     """EventKind is the kind of an entry in a notification's event timeline
@@ -405,6 +443,23 @@ EVENT_KIND_RETENTION_APPLIED: EventKind.ValueType  # 17
 """Retention maintenance pruned history. Payload: operator, cutoff,
 deleted_rows, notification_ids, dedup_keys. Never pruned itself.
 """
+EVENT_KIND_WITHDRAWN: EventKind.ValueType  # 18
+"""The obligation was withdrawn (WithdrawNotification). Payload: actor,
+reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
+and for a pending follower withdrawn with its dedup leader, with_owner_id.
+"""
+EVENT_KIND_REMINDER_SENT: EventKind.ValueType  # 19
+"""A reminder was sent while the ack was PENDING (policy reminder). Payload:
+number (1-based), channels, results (per channel: channel, success,
+retryable, message_id, error), lease_token, due_time, and
+provider_effect_may_have_occurred (true when an earlier try of the same
+reminder was interrupted and may have reached the provider).
+"""
+EVENT_KIND_ESCALATED: EventKind.ValueType  # 20
+"""An escalation step was sent while the ack was PENDING (policy
+escalation). Payload: step (1-based), channels, results, lease_token,
+due_time, provider_effect_may_have_occurred, as for REMINDER_SENT.
+"""
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
 
 @_typing.final
@@ -434,6 +489,46 @@ class AutonomyContext(_message.Message):
 Global___AutonomyContext: _TypeAlias = AutonomyContext  # noqa: Y015
 
 @_typing.final
+class QuietHours(_message.Message):
+    """QuietHours is a daily window of local wall-clock time, in an IANA time
+    zone, during which deliveries, reminders and escalation steps that would
+    fall inside are held until the window ends (their next_attempt_time shows
+    it), except for notifications with intent SAFETY or ESCALATION. Daylight
+    saving changes follow the zone: the window ends at the first instant the
+    local clock reads `end` or later.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIME_ZONE_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    time_zone: _builtins.str
+    """Required. An IANA time zone name, e.g. "Europe/Paris" or
+    "America/New_York".
+    """
+    start: _builtins.str
+    """Required. Local start of the window, "HH:MM" (24-hour), inclusive."""
+    end: _builtins.str
+    """Required. Local end of the window, "HH:MM", exclusive. Earlier than
+    start means the window wraps midnight (e.g. 22:00 to 07:00).
+    """
+    def __init__(
+        self,
+        *,
+        time_zone: _builtins.str = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "start", b"start", "time_zone", b"time_zone"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QuietHours: _TypeAlias = QuietHours  # noqa: Y015
+
+@_typing.final
 class EffectivePolicy(_message.Message):
     """EffectivePolicy is the delivery policy resolved for one notification: the
     ACTIVE policy revision of its notification_type, or the server defaults
@@ -453,6 +548,9 @@ class EffectivePolicy(_message.Message):
     POLICY_REVISION_FIELD_NUMBER: _builtins.int
     POLICY_HASH_FIELD_NUMBER: _builtins.int
     EFFECTIVE_HASH_FIELD_NUMBER: _builtins.int
+    QUIET_HOURS_FIELD_NUMBER: _builtins.int
+    REMINDER_FIELD_NUMBER: _builtins.int
+    ESCALATION_FIELD_NUMBER: _builtins.int
     delivery_mode: Global___DeliveryMode.ValueType
     """What happens after the last failed attempt."""
     require_ack: _builtins.bool
@@ -479,6 +577,18 @@ class EffectivePolicy(_message.Message):
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Channels the notification is delivered through, e.g. "log", "webhook"."""
 
+    @_builtins.property
+    def quiet_hours(self) -> Global___QuietHours:
+        """The policy's quiet hours; unset when none."""
+
+    @_builtins.property
+    def reminder(self) -> Global___Reminder:
+        """The policy's reminders; unset when none."""
+
+    @_builtins.property
+    def escalation(self) -> _containers.RepeatedCompositeFieldContainer[Global___EscalationStep]:
+        """The policy's escalation steps, in order; empty when none."""
+
     def __init__(
         self,
         *,
@@ -493,14 +603,94 @@ class EffectivePolicy(_message.Message):
         policy_revision: _builtins.int = ...,
         policy_hash: _builtins.str = ...,
         effective_hash: _builtins.str = ...,
+        quiet_hours: Global___QuietHours | None = ...,
+        reminder: Global___Reminder | None = ...,
+        escalation: _abc.Iterable[Global___EscalationStep] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "require_ack", b"require_ack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "escalation", b"escalation", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EffectivePolicy: _TypeAlias = EffectivePolicy  # noqa: Y015
+
+@_typing.final
+class Reminder(_message.Message):
+    """Reminder re-sends a delivered notification on its channels while its
+    acknowledgement is PENDING: after first_after, then after each interval
+    times multiplier, at most max_count times, and never at or after the ack
+    deadline. Reminders stop the moment the ack settles, times out or is
+    withdrawn. Quiet hours hold them like deliveries. Each one sends once (at
+    least once when a worker is interrupted) and records REMINDER_SENT.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_AFTER_FIELD_NUMBER: _builtins.int
+    MULTIPLIER_FIELD_NUMBER: _builtins.int
+    MAX_COUNT_FIELD_NUMBER: _builtins.int
+    multiplier: _builtins.float
+    """Each interval is the previous one times this, 1-10 (1: evenly spaced).
+    0 means 1.
+    """
+    max_count: _builtins.int
+    """Required. At most this many reminders, 1-20."""
+    @_builtins.property
+    def first_after(self) -> _duration_pb2.Duration:
+        """Required. From delivery to the first reminder, 1 second to 7 days."""
+
+    def __init__(
+        self,
+        *,
+        first_after: _duration_pb2.Duration | None = ...,
+        multiplier: _builtins.float = ...,
+        max_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["first_after", b"first_after"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_after", b"first_after", "max_count", b"max_count", "multiplier", b"multiplier"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Reminder: _TypeAlias = Reminder  # noqa: Y015
+
+@_typing.final
+class EscalationStep(_message.Message):
+    """EscalationStep sends a delivered notification, marked as an escalation
+    with its step number, to further channels while its acknowledgement is
+    still PENDING. Each step fires once (at least once when a worker is
+    interrupted), held by quiet hours like deliveries, and records ESCALATED.
+    The ack deadline still ends in TIMED_OUT.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AFTER_FIELD_NUMBER: _builtins.int
+    CHANNELS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def after(self) -> _duration_pb2.Duration:
+        """Required. From delivery to the step; positive and before the ack
+        deadline.
+        """
+
+    @_builtins.property
+    def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Required. The channels the step sends to, e.g. "pagerduty"."""
+
+    def __init__(
+        self,
+        *,
+        after: _duration_pb2.Duration | None = ...,
+        channels: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "channels", b"channels"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EscalationStep: _TypeAlias = EscalationStep  # noqa: Y015
 
 @_typing.final
 class DeliveryOutcome(_message.Message):
@@ -659,6 +849,13 @@ class Notification(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     PROVIDER_REFERENCES_FIELD_NUMBER: _builtins.int
+    WITHDRAW_TIME_FIELD_NUMBER: _builtins.int
+    WITHDRAW_ACTOR_FIELD_NUMBER: _builtins.int
+    WITHDRAW_REASON_FIELD_NUMBER: _builtins.int
+    REMINDERS_SENT_FIELD_NUMBER: _builtins.int
+    ESCALATIONS_SENT_FIELD_NUMBER: _builtins.int
+    NEXT_FOLLOW_UP_TIME_FIELD_NUMBER: _builtins.int
+    SCHEDULE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Server-assigned UUID."""
     principal: _builtins.str
@@ -699,6 +896,14 @@ class Notification(_message.Message):
     """Acknowledgement lifecycle state."""
     ack_actor: _builtins.str
     """Who settled the acknowledgement ("uns-timeout-worker" on timeout)."""
+    withdraw_actor: _builtins.str
+    """Who withdrew it: the producer's principal or the operator."""
+    withdraw_reason: _builtins.str
+    """The reason given to WithdrawNotification."""
+    reminders_sent: _builtins.int
+    """Reminders sent so far (policy reminder)."""
+    escalations_sent: _builtins.int
+    """Escalation steps sent so far (policy escalation)."""
     @_builtins.property
     def autonomy_context(self) -> Global___AutonomyContext:
         """The producing agent, if any."""
@@ -753,6 +958,23 @@ class Notification(_message.Message):
         the latest accepted message, in channel name order.
         """
 
+    @_builtins.property
+    def withdraw_time(self) -> _timestamp_pb2.Timestamp:
+        """When the notification (or its pending ack) was withdrawn; unset if never."""
+
+    @_builtins.property
+    def next_follow_up_time(self) -> _timestamp_pb2.Timestamp:
+        """When the next reminder or escalation step is due (after quiet hours), while
+        the ack is PENDING; unset when none is left.
+        """
+
+    @_builtins.property
+    def schedule_time(self) -> _timestamp_pb2.Timestamp:
+        """The producer's requested first attempt time (SendNotificationRequest
+        schedule_time), as sent; unset when the request had none.
+        deliver_time stays the time of delivery.
+        """
+
     def __init__(
         self,
         *,
@@ -789,10 +1011,17 @@ class Notification(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         provider_references: _abc.Iterable[Global___ProviderReference] | None = ...,
+        withdraw_time: _timestamp_pb2.Timestamp | None = ...,
+        withdraw_actor: _builtins.str = ...,
+        withdraw_reason: _builtins.str = ...,
+        reminders_sent: _builtins.int = ...,
+        escalations_sent: _builtins.int = ...,
+        next_follow_up_time: _timestamp_pb2.Timestamp | None = ...,
+        schedule_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "update_time", b"update_time", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -10,10 +10,30 @@ pub struct AutonomyContext {
     #[prost(string, tag="2")]
     pub agent_id: ::prost::alloc::string::String,
 }
+/// QuietHours is a daily window of local wall-clock time, in an IANA time
+/// zone, during which deliveries, reminders and escalation steps that would
+/// fall inside are held until the window ends (their next_attempt_time shows
+/// it), except for notifications with intent SAFETY or ESCALATION. Daylight
+/// saving changes follow the zone: the window ends at the first instant the
+/// local clock reads `end` or later.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct QuietHours {
+    /// Required. An IANA time zone name, e.g. "Europe/Paris" or
+    /// "America/New_York".
+    #[prost(string, tag="1")]
+    pub time_zone: ::prost::alloc::string::String,
+    /// Required. Local start of the window, "HH:MM" (24-hour), inclusive.
+    #[prost(string, tag="2")]
+    pub start: ::prost::alloc::string::String,
+    /// Required. Local end of the window, "HH:MM", exclusive. Earlier than
+    /// start means the window wraps midnight (e.g. 22:00 to 07:00).
+    #[prost(string, tag="3")]
+    pub end: ::prost::alloc::string::String,
+}
 /// EffectivePolicy is the delivery policy resolved for one notification: the
 /// ACTIVE policy revision of its notification_type, or the server defaults
 /// when there is none. It is frozen into the ACCEPTED event.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct EffectivePolicy {
     /// Channels the notification is delivered through, e.g. "log", "webhook".
     #[prost(string, repeated, tag="1")]
@@ -49,6 +69,49 @@ pub struct EffectivePolicy {
     /// notifications resolved under different policies never coalesce.
     #[prost(string, tag="11")]
     pub effective_hash: ::prost::alloc::string::String,
+    /// The policy's quiet hours; unset when none.
+    #[prost(message, optional, tag="12")]
+    pub quiet_hours: ::core::option::Option<QuietHours>,
+    /// The policy's reminders; unset when none.
+    #[prost(message, optional, tag="13")]
+    pub reminder: ::core::option::Option<Reminder>,
+    /// The policy's escalation steps, in order; empty when none.
+    #[prost(message, repeated, tag="14")]
+    pub escalation: ::prost::alloc::vec::Vec<EscalationStep>,
+}
+/// Reminder re-sends a delivered notification on its channels while its
+/// acknowledgement is PENDING: after first_after, then after each interval
+/// times multiplier, at most max_count times, and never at or after the ack
+/// deadline. Reminders stop the moment the ack settles, times out or is
+/// withdrawn. Quiet hours hold them like deliveries. Each one sends once (at
+/// least once when a worker is interrupted) and records REMINDER_SENT.
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct Reminder {
+    /// Required. From delivery to the first reminder, 1 second to 7 days.
+    #[prost(message, optional, tag="1")]
+    pub first_after: ::core::option::Option<::prost_types::Duration>,
+    /// Each interval is the previous one times this, 1-10 (1: evenly spaced).
+    /// 0 means 1.
+    #[prost(double, tag="2")]
+    pub multiplier: f64,
+    /// Required. At most this many reminders, 1-20.
+    #[prost(int32, tag="3")]
+    pub max_count: i32,
+}
+/// EscalationStep sends a delivered notification, marked as an escalation
+/// with its step number, to further channels while its acknowledgement is
+/// still PENDING. Each step fires once (at least once when a worker is
+/// interrupted), held by quiet hours like deliveries, and records ESCALATED.
+/// The ack deadline still ends in TIMED_OUT.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EscalationStep {
+    /// Required. From delivery to the step; positive and before the ack
+    /// deadline.
+    #[prost(message, optional, tag="1")]
+    pub after: ::core::option::Option<::prost_types::Duration>,
+    /// Required. The channels the step sends to, e.g. "pagerduty".
+    #[prost(string, repeated, tag="2")]
+    pub channels: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// DeliveryOutcome summarises the latest dispatch attempt.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -215,6 +278,30 @@ pub struct Notification {
     /// the latest accepted message, in channel name order.
     #[prost(message, repeated, tag="50")]
     pub provider_references: ::prost::alloc::vec::Vec<ProviderReference>,
+    /// When the notification (or its pending ack) was withdrawn; unset if never.
+    #[prost(message, optional, tag="34")]
+    pub withdraw_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Who withdrew it: the producer's principal or the operator.
+    #[prost(string, tag="35")]
+    pub withdraw_actor: ::prost::alloc::string::String,
+    /// The reason given to WithdrawNotification.
+    #[prost(string, tag="36")]
+    pub withdraw_reason: ::prost::alloc::string::String,
+    /// Reminders sent so far (policy reminder).
+    #[prost(int32, tag="37")]
+    pub reminders_sent: i32,
+    /// Escalation steps sent so far (policy escalation).
+    #[prost(int32, tag="38")]
+    pub escalations_sent: i32,
+    /// When the next reminder or escalation step is due (after quiet hours), while
+    /// the ack is PENDING; unset when none is left.
+    #[prost(message, optional, tag="39")]
+    pub next_follow_up_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// The producer's requested first attempt time (SendNotificationRequest
+    /// schedule_time), as sent; unset when the request had none.
+    /// deliver_time stays the time of delivery.
+    #[prost(message, optional, tag="33")]
+    pub schedule_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// Event is one entry of a notification's append-only timeline.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -407,9 +494,11 @@ impl Priority {
 /// NotificationState is the delivery lifecycle of an obligation (database
 /// column `status`). Who moves a notification out of each state:
 /// PENDING -> dispatch workers (DELIVERED, FAILED, or PENDING again for a
-/// retry) or the dedup settlement of its leader (DEDUPLICATED);
-/// FAILED with dead_letter -> an operator (Replay, ResolveFailure).
-/// DELIVERED and DEDUPLICATED are final.
+/// retry), the dedup settlement of its leader (DEDUPLICATED), or
+/// WithdrawNotification (WITHDRAWN);
+/// FAILED with dead_letter -> an operator (Replay, ResolveFailure) or
+/// WithdrawNotification (WITHDRAWN).
+/// DELIVERED, DEDUPLICATED and WITHDRAWN are final.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
 pub enum NotificationState {
@@ -425,6 +514,9 @@ pub enum NotificationState {
     Failed = 3,
     /// Coalesced: the dedup leader of the same window delivered on its behalf.
     Deduplicated = 4,
+    /// Withdrawn before delivery (WithdrawNotification): the obligation no longer
+    /// stands and no provider call starts after the withdrawal committed. Final.
+    Withdrawn = 5,
 }
 impl NotificationState {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -438,6 +530,7 @@ impl NotificationState {
             Self::Delivered => "NOTIFICATION_STATE_DELIVERED",
             Self::Failed => "NOTIFICATION_STATE_FAILED",
             Self::Deduplicated => "NOTIFICATION_STATE_DEDUPLICATED",
+            Self::Withdrawn => "NOTIFICATION_STATE_WITHDRAWN",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -448,6 +541,7 @@ impl NotificationState {
             "NOTIFICATION_STATE_DELIVERED" => Some(Self::Delivered),
             "NOTIFICATION_STATE_FAILED" => Some(Self::Failed),
             "NOTIFICATION_STATE_DEDUPLICATED" => Some(Self::Deduplicated),
+            "NOTIFICATION_STATE_WITHDRAWN" => Some(Self::Withdrawn),
             _ => None,
         }
     }
@@ -468,6 +562,10 @@ pub enum AckState {
     Dismissed = 3,
     /// The deadline passed without an answer; escalation is required. Final.
     TimedOut = 4,
+    /// Withdrawn by its producer or an operator while PENDING
+    /// (WithdrawNotification): nobody has to answer any more; reminders and
+    /// escalation steps stop. Final.
+    Withdrawn = 5,
 }
 impl AckState {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -481,6 +579,7 @@ impl AckState {
             Self::Acked => "ACK_STATE_ACKED",
             Self::Dismissed => "ACK_STATE_DISMISSED",
             Self::TimedOut => "ACK_STATE_TIMED_OUT",
+            Self::Withdrawn => "ACK_STATE_WITHDRAWN",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -491,6 +590,7 @@ impl AckState {
             "ACK_STATE_ACKED" => Some(Self::Acked),
             "ACK_STATE_DISMISSED" => Some(Self::Dismissed),
             "ACK_STATE_TIMED_OUT" => Some(Self::TimedOut),
+            "ACK_STATE_WITHDRAWN" => Some(Self::Withdrawn),
             _ => None,
         }
     }
@@ -560,6 +660,20 @@ pub enum EventKind {
     /// Retention maintenance pruned history. Payload: operator, cutoff,
     /// deleted_rows, notification_ids, dedup_keys. Never pruned itself.
     RetentionApplied = 17,
+    /// The obligation was withdrawn (WithdrawNotification). Payload: actor,
+    /// reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
+    /// and for a pending follower withdrawn with its dedup leader, with_owner_id.
+    Withdrawn = 18,
+    /// A reminder was sent while the ack was PENDING (policy reminder). Payload:
+    /// number (1-based), channels, results (per channel: channel, success,
+    /// retryable, message_id, error), lease_token, due_time, and
+    /// provider_effect_may_have_occurred (true when an earlier try of the same
+    /// reminder was interrupted and may have reached the provider).
+    ReminderSent = 19,
+    /// An escalation step was sent while the ack was PENDING (policy
+    /// escalation). Payload: step (1-based), channels, results, lease_token,
+    /// due_time, provider_effect_may_have_occurred, as for REMINDER_SENT.
+    Escalated = 20,
 }
 impl EventKind {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -586,6 +700,9 @@ impl EventKind {
             Self::ReplayRequested => "EVENT_KIND_REPLAY_REQUESTED",
             Self::FailureResolved => "EVENT_KIND_FAILURE_RESOLVED",
             Self::RetentionApplied => "EVENT_KIND_RETENTION_APPLIED",
+            Self::Withdrawn => "EVENT_KIND_WITHDRAWN",
+            Self::ReminderSent => "EVENT_KIND_REMINDER_SENT",
+            Self::Escalated => "EVENT_KIND_ESCALATED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -609,6 +726,9 @@ impl EventKind {
             "EVENT_KIND_REPLAY_REQUESTED" => Some(Self::ReplayRequested),
             "EVENT_KIND_FAILURE_RESOLVED" => Some(Self::FailureResolved),
             "EVENT_KIND_RETENTION_APPLIED" => Some(Self::RetentionApplied),
+            "EVENT_KIND_WITHDRAWN" => Some(Self::Withdrawn),
+            "EVENT_KIND_REMINDER_SENT" => Some(Self::ReminderSent),
+            "EVENT_KIND_ESCALATED" => Some(Self::Escalated),
             _ => None,
         }
     }
@@ -954,11 +1074,23 @@ pub struct SendNotificationRequest {
     #[prost(enumeration="Priority", tag="13")]
     pub priority: i32,
     /// When true the call returns only after the first dispatch attempt settled
-    /// (or the call deadline is near), so `state` may already be DELIVERED.
+    /// (or the call deadline is near), so `state` may already be DELIVERED. A
+    /// first attempt scheduled for later (schedule_time, quiet hours) is not
+    /// waited for: the call returns PENDING at once.
     /// By default the call returns right after the durable commit. Not part of
     /// the idempotency fingerprint.
     #[prost(bool, tag="14")]
     pub wait_for_first_attempt: bool,
+    /// Optional. When to make the first delivery attempt (a scheduled send, as
+    /// Cloud Tasks names it). The notification is accepted now (idempotency,
+    /// dedup and the policy are decided and frozen at the call) and stays
+    /// PENDING with next_attempt_time = schedule_time until then; it can be read
+    /// and withdrawn meanwhile. Unset or in the past means now; more than 90
+    /// days ahead fails with INVALID_REQUEST (field schedule_time). Part of the
+    /// idempotency fingerprint. The policy's quiet hours may hold the attempt
+    /// further.
+    #[prost(message, optional, tag="15")]
+    pub schedule_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// SendNotificationResponse is the state of the obligation when the call
 /// returned.
@@ -997,7 +1129,7 @@ pub struct SimulateRequest {
 }
 /// SimulateResponse is the resolution SendNotification would freeze, and what it
 /// would do with the request at this moment.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SimulateResponse {
     /// The effective policy, including its effective_hash, revision,
     /// max_attempts, priority and ack_timeout_minutes (the ack deadline offset).
@@ -1021,6 +1153,36 @@ pub struct SimulateResponse {
     /// For COALESCED and DEDUPLICATED: the dedup leader.
     #[prost(string, tag="7")]
     pub dedup_owner_id: ::prost::alloc::string::String,
+    /// For NEW: the plan over time, in order. The first delivery (at
+    /// schedule_time, held by quiet hours; assuming its first attempt succeeds),
+    /// then, with require_ack and no answer, every reminder and escalation step
+    /// and the ack deadline. Computed by the same rules the server's workers
+    /// follow. Empty for the other outcomes (the obligation is an earlier one's
+    /// or its dedup leader's).
+    #[prost(message, repeated, tag="8")]
+    pub planned_steps: ::prost::alloc::vec::Vec<PlannedStep>,
+}
+/// PlannedStep is one step of a Simulate plan.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PlannedStep {
+    /// What the step does.
+    #[prost(enumeration="PlannedStepKind", tag="1")]
+    pub kind: i32,
+    /// Its 1-based number among the steps of its kind (reminder 2, step 1).
+    #[prost(int32, tag="2")]
+    pub number: i32,
+    /// When it is due, from acceptance (the Simulate call), after quiet hours.
+    #[prost(message, optional, tag="3")]
+    pub offset: ::core::option::Option<::prost_types::Duration>,
+    /// The channels it sends to; empty for the deadline.
+    #[prost(string, repeated, tag="4")]
+    pub channels: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// True when quiet hours moved it later than it would otherwise be.
+    #[prost(bool, tag="5")]
+    pub held_by_quiet_hours: bool,
+    /// When it is due if the request were sent now (acceptance + offset).
+    #[prost(message, optional, tag="6")]
+    pub time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// AcknowledgeRequest settles a PENDING acknowledgement.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -1091,6 +1253,26 @@ pub struct ResolveFailureRequest {
 pub struct ResolveFailureResponse {
     /// The notification, FAILED with dead_letter=false (with validate_only: as it
     /// would be; nothing was written).
+    #[prost(message, optional, tag="1")]
+    pub notification: ::core::option::Option<Notification>,
+}
+/// WithdrawNotificationRequest names the obligation that no longer stands.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WithdrawNotificationRequest {
+    /// Required. The notification to withdraw.
+    #[prost(string, tag="1")]
+    pub notification_id: ::prost::alloc::string::String,
+    /// Optional. Why, free text of at most 1024 characters. Recorded as
+    /// `reason` in the WITHDRAWN event payload and as withdraw_reason.
+    #[prost(string, tag="2")]
+    pub reason: ::prost::alloc::string::String,
+}
+/// WithdrawNotificationResponse returns the withdrawn notification.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct WithdrawNotificationResponse {
+    /// The notification: state WITHDRAWN, or ack_state WITHDRAWN when it was
+    /// already delivered, with withdraw_time, withdraw_actor and
+    /// withdraw_reason.
     #[prost(message, optional, tag="1")]
     pub notification: ::core::option::Option<Notification>,
 }
@@ -1243,8 +1425,49 @@ impl SimulateOutcome {
         }
     }
 }
+/// PlannedStepKind says what a planned step does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum PlannedStepKind {
+    /// Never used by the server.
+    Unspecified = 0,
+    /// The first delivery attempt.
+    Delivery = 1,
+    /// A reminder on the notification's channels (policy reminder).
+    Reminder = 2,
+    /// An escalation step on its own channels (policy escalation).
+    Escalation = 3,
+    /// The ack deadline: TIMED_OUT if nobody answered.
+    Deadline = 4,
+}
+impl PlannedStepKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "PLANNED_STEP_KIND_UNSPECIFIED",
+            Self::Delivery => "PLANNED_STEP_KIND_DELIVERY",
+            Self::Reminder => "PLANNED_STEP_KIND_REMINDER",
+            Self::Escalation => "PLANNED_STEP_KIND_ESCALATION",
+            Self::Deadline => "PLANNED_STEP_KIND_DEADLINE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "PLANNED_STEP_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "PLANNED_STEP_KIND_DELIVERY" => Some(Self::Delivery),
+            "PLANNED_STEP_KIND_REMINDER" => Some(Self::Reminder),
+            "PLANNED_STEP_KIND_ESCALATION" => Some(Self::Escalation),
+            "PLANNED_STEP_KIND_DEADLINE" => Some(Self::Deadline),
+            _ => None,
+        }
+    }
+}
 /// PolicySpec is the content of a policy revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PolicySpec {
     /// Required. Channels to deliver through, e.g. "log", "webhook", "slack",
     /// "email", "pagerduty". Each must be configured on the server.
@@ -1268,9 +1491,24 @@ pub struct PolicySpec {
     /// Attempts per delivery cycle, 1-100; 0 means 5.
     #[prost(int32, tag="7")]
     pub max_attempts: i32,
+    /// Optional. Hold deliveries, reminders and escalation steps inside this
+    /// daily window (except SAFETY and ESCALATION intents). The zone must be a
+    /// known IANA zone and start must differ from end (INVALID_REQUEST,
+    /// spec.quiet_hours.<field>).
+    #[prost(message, optional, tag="8")]
+    pub quiet_hours: ::core::option::Option<QuietHours>,
+    /// Optional. Re-send while the ack is PENDING, tapering. Needs require_ack
+    /// (INVALID_REQUEST, spec.reminder.<field>).
+    #[prost(message, optional, tag="9")]
+    pub reminder: ::core::option::Option<Reminder>,
+    /// Optional. Escalation steps while the ack is PENDING, at most 10, each
+    /// before the ack deadline. Needs require_ack (INVALID_REQUEST,
+    /// spec.escalation\[i\].<field>).
+    #[prost(message, repeated, tag="10")]
+    pub escalation: ::prost::alloc::vec::Vec<EscalationStep>,
 }
 /// PolicyRevision is one immutable revision of a type's policy.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PolicyRevision {
     /// Stable id of the policy (one per notification_type).
     #[prost(string, tag="1")]
@@ -1301,7 +1539,7 @@ pub struct PolicyRevision {
     pub activate_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// PutPolicyRevisionRequest writes a revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PutPolicyRevisionRequest {
     /// Required. The notification type.
     #[prost(string, tag="1")]
@@ -1314,7 +1552,7 @@ pub struct PutPolicyRevisionRequest {
     pub activate: bool,
 }
 /// PutPolicyRevisionResponse returns the written revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PutPolicyRevisionResponse {
     /// The revision (an existing one when the content was unchanged).
     #[prost(message, optional, tag="1")]
@@ -1331,7 +1569,7 @@ pub struct ActivatePolicyRevisionRequest {
     pub revision: i32,
 }
 /// ActivatePolicyRevisionResponse returns the activated revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ActivatePolicyRevisionResponse {
     /// The now ACTIVE revision.
     #[prost(message, optional, tag="1")]
@@ -1348,7 +1586,7 @@ pub struct GetPolicyRequest {
     pub revision: i32,
 }
 /// GetPolicyResponse holds one revision.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct GetPolicyResponse {
     /// The revision.
     #[prost(message, optional, tag="1")]

@@ -1044,6 +1044,32 @@ pub mod notification_service_client {
                 .insert(GrpcMethod::new("uns.v1.NotificationService", "ResolveFailure"));
             self.inner.unary(req, path, codec).await
         }
+        pub async fn withdraw_notification(
+            &mut self,
+            request: impl tonic::IntoRequest<super::WithdrawNotificationRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::WithdrawNotificationResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/uns.v1.NotificationService/WithdrawNotification",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new("uns.v1.NotificationService", "WithdrawNotification"),
+                );
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn watch_events(
             &mut self,
             request: impl tonic::IntoRequest<super::WatchEventsRequest>,
@@ -1165,6 +1191,13 @@ pub mod notification_service_server {
             request: tonic::Request<super::ResolveFailureRequest>,
         ) -> std::result::Result<
             tonic::Response<super::ResolveFailureResponse>,
+            tonic::Status,
+        >;
+        async fn withdraw_notification(
+            &self,
+            request: tonic::Request<super::WithdrawNotificationRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::WithdrawNotificationResponse>,
             tonic::Status,
         >;
         /// Server streaming response type for the WatchEvents method.
@@ -1487,6 +1520,55 @@ pub mod notification_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ResolveFailureSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/uns.v1.NotificationService/WithdrawNotification" => {
+                    #[allow(non_camel_case_types)]
+                    struct WithdrawNotificationSvc<T: NotificationService>(pub Arc<T>);
+                    impl<
+                        T: NotificationService,
+                    > tonic::server::UnaryService<super::WithdrawNotificationRequest>
+                    for WithdrawNotificationSvc<T> {
+                        type Response = super::WithdrawNotificationResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::WithdrawNotificationRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as NotificationService>::withdraw_notification(
+                                        &inner,
+                                        request,
+                                    )
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = WithdrawNotificationSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -9,6 +9,7 @@ package unsv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -92,6 +93,67 @@ func (SimulateOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{0}
 }
 
+// PlannedStepKind says what a planned step does.
+type PlannedStepKind int32
+
+const (
+	// Never used by the server.
+	PlannedStepKind_PLANNED_STEP_KIND_UNSPECIFIED PlannedStepKind = 0
+	// The first delivery attempt.
+	PlannedStepKind_PLANNED_STEP_KIND_DELIVERY PlannedStepKind = 1
+	// A reminder on the notification's channels (policy reminder).
+	PlannedStepKind_PLANNED_STEP_KIND_REMINDER PlannedStepKind = 2
+	// An escalation step on its own channels (policy escalation).
+	PlannedStepKind_PLANNED_STEP_KIND_ESCALATION PlannedStepKind = 3
+	// The ack deadline: TIMED_OUT if nobody answered.
+	PlannedStepKind_PLANNED_STEP_KIND_DEADLINE PlannedStepKind = 4
+)
+
+// Enum value maps for PlannedStepKind.
+var (
+	PlannedStepKind_name = map[int32]string{
+		0: "PLANNED_STEP_KIND_UNSPECIFIED",
+		1: "PLANNED_STEP_KIND_DELIVERY",
+		2: "PLANNED_STEP_KIND_REMINDER",
+		3: "PLANNED_STEP_KIND_ESCALATION",
+		4: "PLANNED_STEP_KIND_DEADLINE",
+	}
+	PlannedStepKind_value = map[string]int32{
+		"PLANNED_STEP_KIND_UNSPECIFIED": 0,
+		"PLANNED_STEP_KIND_DELIVERY":    1,
+		"PLANNED_STEP_KIND_REMINDER":    2,
+		"PLANNED_STEP_KIND_ESCALATION":  3,
+		"PLANNED_STEP_KIND_DEADLINE":    4,
+	}
+)
+
+func (x PlannedStepKind) Enum() *PlannedStepKind {
+	p := new(PlannedStepKind)
+	*p = x
+	return p
+}
+
+func (x PlannedStepKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PlannedStepKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_uns_v1_notification_service_proto_enumTypes[1].Descriptor()
+}
+
+func (PlannedStepKind) Type() protoreflect.EnumType {
+	return &file_uns_v1_notification_service_proto_enumTypes[1]
+}
+
+func (x PlannedStepKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PlannedStepKind.Descriptor instead.
+func (PlannedStepKind) EnumDescriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{1}
+}
+
 // SendNotificationRequest describes one obligation.
 type SendNotificationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -132,12 +194,23 @@ type SendNotificationRequest struct {
 	// Optional. Same rule as delivery_mode.
 	Priority Priority `protobuf:"varint,13,opt,name=priority,proto3,enum=uns.v1.Priority" json:"priority,omitempty"`
 	// When true the call returns only after the first dispatch attempt settled
-	// (or the call deadline is near), so `state` may already be DELIVERED.
+	// (or the call deadline is near), so `state` may already be DELIVERED. A
+	// first attempt scheduled for later (schedule_time, quiet hours) is not
+	// waited for: the call returns PENDING at once.
 	// By default the call returns right after the durable commit. Not part of
 	// the idempotency fingerprint.
 	WaitForFirstAttempt bool `protobuf:"varint,14,opt,name=wait_for_first_attempt,json=waitForFirstAttempt,proto3" json:"wait_for_first_attempt,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Optional. When to make the first delivery attempt (a scheduled send, as
+	// Cloud Tasks names it). The notification is accepted now (idempotency,
+	// dedup and the policy are decided and frozen at the call) and stays
+	// PENDING with next_attempt_time = schedule_time until then; it can be read
+	// and withdrawn meanwhile. Unset or in the past means now; more than 90
+	// days ahead fails with INVALID_REQUEST (field schedule_time). Part of the
+	// idempotency fingerprint. The policy's quiet hours may hold the attempt
+	// further.
+	ScheduleTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=schedule_time,json=scheduleTime,proto3" json:"schedule_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendNotificationRequest) Reset() {
@@ -266,6 +339,13 @@ func (x *SendNotificationRequest) GetWaitForFirstAttempt() bool {
 		return x.WaitForFirstAttempt
 	}
 	return false
+}
+
+func (x *SendNotificationRequest) GetScheduleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduleTime
+	}
+	return nil
 }
 
 // SendNotificationResponse is the state of the obligation when the call
@@ -435,7 +515,14 @@ type SimulateResponse struct {
 	// For IDEMPOTENT_REPLAY and IDEMPOTENCY_CONFLICT: the earlier notification.
 	ExistingNotificationId string `protobuf:"bytes,6,opt,name=existing_notification_id,json=existingNotificationId,proto3" json:"existing_notification_id,omitempty"`
 	// For COALESCED and DEDUPLICATED: the dedup leader.
-	DedupOwnerId  string `protobuf:"bytes,7,opt,name=dedup_owner_id,json=dedupOwnerId,proto3" json:"dedup_owner_id,omitempty"`
+	DedupOwnerId string `protobuf:"bytes,7,opt,name=dedup_owner_id,json=dedupOwnerId,proto3" json:"dedup_owner_id,omitempty"`
+	// For NEW: the plan over time, in order. The first delivery (at
+	// schedule_time, held by quiet hours; assuming its first attempt succeeds),
+	// then, with require_ack and no answer, every reminder and escalation step
+	// and the ack deadline. Computed by the same rules the server's workers
+	// follow. Empty for the other outcomes (the obligation is an earlier one's
+	// or its dedup leader's).
+	PlannedSteps  []*PlannedStep `protobuf:"bytes,8,rep,name=planned_steps,json=plannedSteps,proto3" json:"planned_steps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +606,104 @@ func (x *SimulateResponse) GetDedupOwnerId() string {
 	return ""
 }
 
+func (x *SimulateResponse) GetPlannedSteps() []*PlannedStep {
+	if x != nil {
+		return x.PlannedSteps
+	}
+	return nil
+}
+
+// PlannedStep is one step of a Simulate plan.
+type PlannedStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the step does.
+	Kind PlannedStepKind `protobuf:"varint,1,opt,name=kind,proto3,enum=uns.v1.PlannedStepKind" json:"kind,omitempty"`
+	// Its 1-based number among the steps of its kind (reminder 2, step 1).
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// When it is due, from acceptance (the Simulate call), after quiet hours.
+	Offset *durationpb.Duration `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The channels it sends to; empty for the deadline.
+	Channels []string `protobuf:"bytes,4,rep,name=channels,proto3" json:"channels,omitempty"`
+	// True when quiet hours moved it later than it would otherwise be.
+	HeldByQuietHours bool `protobuf:"varint,5,opt,name=held_by_quiet_hours,json=heldByQuietHours,proto3" json:"held_by_quiet_hours,omitempty"`
+	// When it is due if the request were sent now (acceptance + offset).
+	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedStep) Reset() {
+	*x = PlannedStep{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedStep) ProtoMessage() {}
+
+func (x *PlannedStep) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedStep.ProtoReflect.Descriptor instead.
+func (*PlannedStep) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PlannedStep) GetKind() PlannedStepKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PlannedStepKind_PLANNED_STEP_KIND_UNSPECIFIED
+}
+
+func (x *PlannedStep) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *PlannedStep) GetOffset() *durationpb.Duration {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetHeldByQuietHours() bool {
+	if x != nil {
+		return x.HeldByQuietHours
+	}
+	return false
+}
+
+func (x *PlannedStep) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 // AcknowledgeRequest settles a PENDING acknowledgement.
 type AcknowledgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -534,7 +719,7 @@ type AcknowledgeRequest struct {
 
 func (x *AcknowledgeRequest) Reset() {
 	*x = AcknowledgeRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +731,7 @@ func (x *AcknowledgeRequest) String() string {
 func (*AcknowledgeRequest) ProtoMessage() {}
 
 func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +744,7 @@ func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AcknowledgeRequest) GetNotificationId() string {
@@ -596,7 +781,7 @@ type AcknowledgeResponse struct {
 
 func (x *AcknowledgeResponse) Reset() {
 	*x = AcknowledgeResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +793,7 @@ func (x *AcknowledgeResponse) String() string {
 func (*AcknowledgeResponse) ProtoMessage() {}
 
 func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +806,7 @@ func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AcknowledgeResponse) GetNotification() *Notification {
@@ -656,7 +841,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +853,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +866,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{6}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReplayRequest) GetNotificationId() string {
@@ -717,7 +902,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +914,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +927,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{7}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReplayResponse) GetNotification() *Notification {
@@ -771,7 +956,7 @@ type ResolveFailureRequest struct {
 
 func (x *ResolveFailureRequest) Reset() {
 	*x = ResolveFailureRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +968,7 @@ func (x *ResolveFailureRequest) String() string {
 func (*ResolveFailureRequest) ProtoMessage() {}
 
 func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +981,7 @@ func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureRequest.ProtoReflect.Descriptor instead.
 func (*ResolveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ResolveFailureRequest) GetNotificationId() string {
@@ -832,7 +1017,7 @@ type ResolveFailureResponse struct {
 
 func (x *ResolveFailureResponse) Reset() {
 	*x = ResolveFailureResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1029,7 @@ func (x *ResolveFailureResponse) String() string {
 func (*ResolveFailureResponse) ProtoMessage() {}
 
 func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,10 +1042,114 @@ func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureResponse.ProtoReflect.Descriptor instead.
 func (*ResolveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResolveFailureResponse) GetNotification() *Notification {
+	if x != nil {
+		return x.Notification
+	}
+	return nil
+}
+
+// WithdrawNotificationRequest names the obligation that no longer stands.
+type WithdrawNotificationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The notification to withdraw.
+	NotificationId string `protobuf:"bytes,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
+	// Optional. Why, free text of at most 1024 characters. Recorded as
+	// `reason` in the WITHDRAWN event payload and as withdraw_reason.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WithdrawNotificationRequest) Reset() {
+	*x = WithdrawNotificationRequest{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WithdrawNotificationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WithdrawNotificationRequest) ProtoMessage() {}
+
+func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WithdrawNotificationRequest.ProtoReflect.Descriptor instead.
+func (*WithdrawNotificationRequest) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WithdrawNotificationRequest) GetNotificationId() string {
+	if x != nil {
+		return x.NotificationId
+	}
+	return ""
+}
+
+func (x *WithdrawNotificationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// WithdrawNotificationResponse returns the withdrawn notification.
+type WithdrawNotificationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The notification: state WITHDRAWN, or ack_state WITHDRAWN when it was
+	// already delivered, with withdraw_time, withdraw_actor and
+	// withdraw_reason.
+	Notification  *Notification `protobuf:"bytes,1,opt,name=notification,proto3" json:"notification,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WithdrawNotificationResponse) Reset() {
+	*x = WithdrawNotificationResponse{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WithdrawNotificationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WithdrawNotificationResponse) ProtoMessage() {}
+
+func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WithdrawNotificationResponse.ProtoReflect.Descriptor instead.
+func (*WithdrawNotificationResponse) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WithdrawNotificationResponse) GetNotification() *Notification {
 	if x != nil {
 		return x.Notification
 	}
@@ -892,7 +1181,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1193,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1206,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchEventsRequest) GetNotificationIds() []string {
@@ -971,7 +1260,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1272,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1285,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchEventsResponse) GetResponse() isWatchEventsResponse_Response {
@@ -1056,7 +1345,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1357,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1370,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Heartbeat) GetHighWaterSequence() int64 {
@@ -1109,7 +1398,7 @@ type GetNotificationRequest struct {
 
 func (x *GetNotificationRequest) Reset() {
 	*x = GetNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1410,7 @@ func (x *GetNotificationRequest) String() string {
 func (*GetNotificationRequest) ProtoMessage() {}
 
 func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1423,7 @@ func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationRequest.ProtoReflect.Descriptor instead.
 func (*GetNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetNotificationRequest) GetNotificationId() string {
@@ -1155,7 +1444,7 @@ type GetNotificationResponse struct {
 
 func (x *GetNotificationResponse) Reset() {
 	*x = GetNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1456,7 @@ func (x *GetNotificationResponse) String() string {
 func (*GetNotificationResponse) ProtoMessage() {}
 
 func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1469,7 @@ func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationResponse.ProtoReflect.Descriptor instead.
 func (*GetNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetNotificationResponse) GetNotification() *Notification {
@@ -1212,7 +1501,7 @@ type ListNotificationsRequest struct {
 
 func (x *ListNotificationsRequest) Reset() {
 	*x = ListNotificationsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1513,7 @@ func (x *ListNotificationsRequest) String() string {
 func (*ListNotificationsRequest) ProtoMessage() {}
 
 func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1526,7 @@ func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListNotificationsRequest) GetFilter() string {
@@ -1274,7 +1563,7 @@ type ListNotificationsResponse struct {
 
 func (x *ListNotificationsResponse) Reset() {
 	*x = ListNotificationsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1575,7 @@ func (x *ListNotificationsResponse) String() string {
 func (*ListNotificationsResponse) ProtoMessage() {}
 
 func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1588,7 @@ func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNotificationsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListNotificationsResponse) GetNotifications() []*Notification {
@@ -1320,7 +1609,7 @@ var File_uns_v1_notification_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\n" +
-	"!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xfc\x04\n" +
+	"!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xbd\x05\n" +
 	"\x17SendNotificationRequest\x12+\n" +
 	"\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x122\n" +
 	"\x06intent\x18\x02 \x01(\x0e2\x1a.uns.v1.NotificationIntentR\x06intent\x12\x14\n" +
@@ -1337,7 +1626,8 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\vrequire_ack\x18\f \x01(\bH\x00R\n" +
 	"requireAck\x88\x01\x01\x12,\n" +
 	"\bpriority\x18\r \x01(\x0e2\x10.uns.v1.PriorityR\bpriority\x123\n" +
-	"\x16wait_for_first_attempt\x18\x0e \x01(\bR\x13waitForFirstAttemptB\x0e\n" +
+	"\x16wait_for_first_attempt\x18\x0e \x01(\bR\x13waitForFirstAttempt\x12?\n" +
+	"\rschedule_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTimeB\x0e\n" +
 	"\f_require_ack\"\xd0\x02\n" +
 	"\x18SendNotificationResponse\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12/\n" +
@@ -1349,7 +1639,7 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x11resolved_channels\x18\x06 \x03(\tR\x10resolvedChannels\x12$\n" +
 	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\"L\n" +
 	"\x0fSimulateRequest\x129\n" +
-	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\xf2\x02\n" +
+	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\xac\x03\n" +
 	"\x10SimulateResponse\x12B\n" +
 	"\x10effective_policy\x18\x01 \x01(\v2\x17.uns.v1.EffectivePolicyR\x0feffectivePolicy\x12+\n" +
 	"\x11resolved_channels\x18\x02 \x03(\tR\x10resolvedChannels\x129\n" +
@@ -1358,7 +1648,15 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"requireAck\x121\n" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x17.uns.v1.SimulateOutcomeR\aoutcome\x128\n" +
 	"\x18existing_notification_id\x18\x06 \x01(\tR\x16existingNotificationId\x12$\n" +
-	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\"\x8c\x01\n" +
+	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\x128\n" +
+	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\x80\x02\n" +
+	"\vPlannedStep\x12+\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x17.uns.v1.PlannedStepKindR\x04kind\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x121\n" +
+	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12\x1a\n" +
+	"\bchannels\x18\x04 \x03(\tR\bchannels\x12-\n" +
+	"\x13held_by_quiet_hours\x18\x05 \x01(\bR\x10heldByQuietHours\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x8c\x01\n" +
 	"\x12AcknowledgeRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x18\n" +
 	"\adismiss\x18\x02 \x01(\bR\adismiss\x123\n" +
@@ -1377,6 +1675,11 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
 	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"R\n" +
 	"\x16ResolveFailureResponse\x128\n" +
+	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"^\n" +
+	"\x1bWithdrawNotificationRequest\x12'\n" +
+	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"X\n" +
+	"\x1cWithdrawNotificationResponse\x128\n" +
 	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"\xe3\x01\n" +
 	"\x12WatchEventsRequest\x12)\n" +
 	"\x10notification_ids\x18\x01 \x03(\tR\x0fnotificationIds\x12'\n" +
@@ -1410,13 +1713,20 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\"SIMULATE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12)\n" +
 	"%SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT\x10\x03\x12\x1e\n" +
 	"\x1aSIMULATE_OUTCOME_COALESCED\x10\x04\x12!\n" +
-	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x052\xf5\x04\n" +
+	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x05*\xb6\x01\n" +
+	"\x0fPlannedStepKind\x12!\n" +
+	"\x1dPLANNED_STEP_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aPLANNED_STEP_KIND_DELIVERY\x10\x01\x12\x1e\n" +
+	"\x1aPLANNED_STEP_KIND_REMINDER\x10\x02\x12 \n" +
+	"\x1cPLANNED_STEP_KIND_ESCALATION\x10\x03\x12\x1e\n" +
+	"\x1aPLANNED_STEP_KIND_DEADLINE\x10\x042\xd8\x05\n" +
 	"\x13NotificationService\x12U\n" +
 	"\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n" +
 	"\bSimulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12F\n" +
 	"\vAcknowledge\x12\x1a.uns.v1.AcknowledgeRequest\x1a\x1b.uns.v1.AcknowledgeResponse\x127\n" +
 	"\x06Replay\x12\x15.uns.v1.ReplayRequest\x1a\x16.uns.v1.ReplayResponse\x12O\n" +
-	"\x0eResolveFailure\x12\x1d.uns.v1.ResolveFailureRequest\x1a\x1e.uns.v1.ResolveFailureResponse\x12H\n" +
+	"\x0eResolveFailure\x12\x1d.uns.v1.ResolveFailureRequest\x1a\x1e.uns.v1.ResolveFailureResponse\x12a\n" +
+	"\x14WithdrawNotification\x12#.uns.v1.WithdrawNotificationRequest\x1a$.uns.v1.WithdrawNotificationResponse\x12H\n" +
 	"\vWatchEvents\x12\x1a.uns.v1.WatchEventsRequest\x1a\x1b.uns.v1.WatchEventsResponse0\x01\x12R\n" +
 	"\x0fGetNotification\x12\x1e.uns.v1.GetNotificationRequest\x1a\x1f.uns.v1.GetNotificationResponse\x12X\n" +
 	"\x11ListNotifications\x12 .uns.v1.ListNotificationsRequest\x1a!.uns.v1.ListNotificationsResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
@@ -1433,82 +1743,95 @@ func file_uns_v1_notification_service_proto_rawDescGZIP() []byte {
 	return file_uns_v1_notification_service_proto_rawDescData
 }
 
-var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_uns_v1_notification_service_proto_goTypes = []any{
-	(SimulateOutcome)(0),              // 0: uns.v1.SimulateOutcome
-	(*SendNotificationRequest)(nil),   // 1: uns.v1.SendNotificationRequest
-	(*SendNotificationResponse)(nil),  // 2: uns.v1.SendNotificationResponse
-	(*SimulateRequest)(nil),           // 3: uns.v1.SimulateRequest
-	(*SimulateResponse)(nil),          // 4: uns.v1.SimulateResponse
-	(*AcknowledgeRequest)(nil),        // 5: uns.v1.AcknowledgeRequest
-	(*AcknowledgeResponse)(nil),       // 6: uns.v1.AcknowledgeResponse
-	(*ReplayRequest)(nil),             // 7: uns.v1.ReplayRequest
-	(*ReplayResponse)(nil),            // 8: uns.v1.ReplayResponse
-	(*ResolveFailureRequest)(nil),     // 9: uns.v1.ResolveFailureRequest
-	(*ResolveFailureResponse)(nil),    // 10: uns.v1.ResolveFailureResponse
-	(*WatchEventsRequest)(nil),        // 11: uns.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),       // 12: uns.v1.WatchEventsResponse
-	(*Heartbeat)(nil),                 // 13: uns.v1.Heartbeat
-	(*GetNotificationRequest)(nil),    // 14: uns.v1.GetNotificationRequest
-	(*GetNotificationResponse)(nil),   // 15: uns.v1.GetNotificationResponse
-	(*ListNotificationsRequest)(nil),  // 16: uns.v1.ListNotificationsRequest
-	(*ListNotificationsResponse)(nil), // 17: uns.v1.ListNotificationsResponse
-	(NotificationIntent)(0),           // 18: uns.v1.NotificationIntent
-	(*AutonomyContext)(nil),           // 19: uns.v1.AutonomyContext
-	(*structpb.Struct)(nil),           // 20: google.protobuf.Struct
-	(DeliveryMode)(0),                 // 21: uns.v1.DeliveryMode
-	(Priority)(0),                     // 22: uns.v1.Priority
-	(NotificationState)(0),            // 23: uns.v1.NotificationState
-	(*EffectivePolicy)(nil),           // 24: uns.v1.EffectivePolicy
-	(*Notification)(nil),              // 25: uns.v1.Notification
-	(EventKind)(0),                    // 26: uns.v1.EventKind
-	(*Event)(nil),                     // 27: uns.v1.Event
-	(*timestamppb.Timestamp)(nil),     // 28: google.protobuf.Timestamp
+	(SimulateOutcome)(0),                 // 0: uns.v1.SimulateOutcome
+	(PlannedStepKind)(0),                 // 1: uns.v1.PlannedStepKind
+	(*SendNotificationRequest)(nil),      // 2: uns.v1.SendNotificationRequest
+	(*SendNotificationResponse)(nil),     // 3: uns.v1.SendNotificationResponse
+	(*SimulateRequest)(nil),              // 4: uns.v1.SimulateRequest
+	(*SimulateResponse)(nil),             // 5: uns.v1.SimulateResponse
+	(*PlannedStep)(nil),                  // 6: uns.v1.PlannedStep
+	(*AcknowledgeRequest)(nil),           // 7: uns.v1.AcknowledgeRequest
+	(*AcknowledgeResponse)(nil),          // 8: uns.v1.AcknowledgeResponse
+	(*ReplayRequest)(nil),                // 9: uns.v1.ReplayRequest
+	(*ReplayResponse)(nil),               // 10: uns.v1.ReplayResponse
+	(*ResolveFailureRequest)(nil),        // 11: uns.v1.ResolveFailureRequest
+	(*ResolveFailureResponse)(nil),       // 12: uns.v1.ResolveFailureResponse
+	(*WithdrawNotificationRequest)(nil),  // 13: uns.v1.WithdrawNotificationRequest
+	(*WithdrawNotificationResponse)(nil), // 14: uns.v1.WithdrawNotificationResponse
+	(*WatchEventsRequest)(nil),           // 15: uns.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),          // 16: uns.v1.WatchEventsResponse
+	(*Heartbeat)(nil),                    // 17: uns.v1.Heartbeat
+	(*GetNotificationRequest)(nil),       // 18: uns.v1.GetNotificationRequest
+	(*GetNotificationResponse)(nil),      // 19: uns.v1.GetNotificationResponse
+	(*ListNotificationsRequest)(nil),     // 20: uns.v1.ListNotificationsRequest
+	(*ListNotificationsResponse)(nil),    // 21: uns.v1.ListNotificationsResponse
+	(NotificationIntent)(0),              // 22: uns.v1.NotificationIntent
+	(*AutonomyContext)(nil),              // 23: uns.v1.AutonomyContext
+	(*structpb.Struct)(nil),              // 24: google.protobuf.Struct
+	(DeliveryMode)(0),                    // 25: uns.v1.DeliveryMode
+	(Priority)(0),                        // 26: uns.v1.Priority
+	(*timestamppb.Timestamp)(nil),        // 27: google.protobuf.Timestamp
+	(NotificationState)(0),               // 28: uns.v1.NotificationState
+	(*EffectivePolicy)(nil),              // 29: uns.v1.EffectivePolicy
+	(*durationpb.Duration)(nil),          // 30: google.protobuf.Duration
+	(*Notification)(nil),                 // 31: uns.v1.Notification
+	(EventKind)(0),                       // 32: uns.v1.EventKind
+	(*Event)(nil),                        // 33: uns.v1.Event
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
-	18, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
-	19, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
-	20, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
-	21, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
-	22, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	23, // 5: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	21, // 6: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	1,  // 7: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	24, // 8: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	21, // 9: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	0,  // 10: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
-	20, // 11: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	25, // 12: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	25, // 13: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	25, // 14: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	26, // 15: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	27, // 16: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	13, // 17: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	28, // 18: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	25, // 19: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	25, // 20: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	1,  // 21: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	3,  // 22: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	5,  // 23: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	7,  // 24: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	9,  // 25: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	11, // 26: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	14, // 27: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	16, // 28: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	2,  // 29: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	4,  // 30: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	6,  // 31: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	8,  // 32: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	10, // 33: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	12, // 34: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	15, // 35: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	17, // 36: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	22, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
+	23, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
+	24, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
+	25, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
+	26, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
+	27, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
+	28, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	25, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	2,  // 8: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
+	29, // 9: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	25, // 10: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	0,  // 11: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
+	6,  // 12: uns.v1.SimulateResponse.planned_steps:type_name -> uns.v1.PlannedStep
+	1,  // 13: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
+	30, // 14: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
+	27, // 15: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
+	24, // 16: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	31, // 17: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	31, // 18: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	31, // 19: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	31, // 20: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
+	32, // 21: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	33, // 22: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	17, // 23: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	27, // 24: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	31, // 25: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	31, // 26: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	2,  // 27: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	4,  // 28: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	7,  // 29: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	9,  // 30: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	11, // 31: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	13, // 32: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
+	15, // 33: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	18, // 34: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	20, // 35: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	3,  // 36: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	5,  // 37: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	8,  // 38: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	10, // 39: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	12, // 40: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	14, // 41: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
+	16, // 42: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	19, // 43: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	21, // 44: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }
@@ -1518,7 +1841,7 @@ func file_uns_v1_notification_service_proto_init() {
 	}
 	file_uns_v1_types_proto_init()
 	file_uns_v1_notification_service_proto_msgTypes[0].OneofWrappers = []any{}
-	file_uns_v1_notification_service_proto_msgTypes[11].OneofWrappers = []any{
+	file_uns_v1_notification_service_proto_msgTypes[14].OneofWrappers = []any{
 		(*WatchEventsResponse_Event)(nil),
 		(*WatchEventsResponse_Heartbeat)(nil),
 	}
@@ -1527,8 +1850,8 @@ func file_uns_v1_notification_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_notification_service_proto_rawDesc), len(file_uns_v1_notification_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   17,
+			NumEnums:      2,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NotificationService_SendNotification_FullMethodName  = "/uns.v1.NotificationService/SendNotification"
-	NotificationService_Simulate_FullMethodName          = "/uns.v1.NotificationService/Simulate"
-	NotificationService_Acknowledge_FullMethodName       = "/uns.v1.NotificationService/Acknowledge"
-	NotificationService_Replay_FullMethodName            = "/uns.v1.NotificationService/Replay"
-	NotificationService_ResolveFailure_FullMethodName    = "/uns.v1.NotificationService/ResolveFailure"
-	NotificationService_WatchEvents_FullMethodName       = "/uns.v1.NotificationService/WatchEvents"
-	NotificationService_GetNotification_FullMethodName   = "/uns.v1.NotificationService/GetNotification"
-	NotificationService_ListNotifications_FullMethodName = "/uns.v1.NotificationService/ListNotifications"
+	NotificationService_SendNotification_FullMethodName     = "/uns.v1.NotificationService/SendNotification"
+	NotificationService_Simulate_FullMethodName             = "/uns.v1.NotificationService/Simulate"
+	NotificationService_Acknowledge_FullMethodName          = "/uns.v1.NotificationService/Acknowledge"
+	NotificationService_Replay_FullMethodName               = "/uns.v1.NotificationService/Replay"
+	NotificationService_ResolveFailure_FullMethodName       = "/uns.v1.NotificationService/ResolveFailure"
+	NotificationService_WithdrawNotification_FullMethodName = "/uns.v1.NotificationService/WithdrawNotification"
+	NotificationService_WatchEvents_FullMethodName          = "/uns.v1.NotificationService/WatchEvents"
+	NotificationService_GetNotification_FullMethodName      = "/uns.v1.NotificationService/GetNotification"
+	NotificationService_ListNotifications_FullMethodName    = "/uns.v1.NotificationService/ListNotifications"
 )
 
 // NotificationServiceClient is the client API for NotificationService service.
@@ -79,6 +80,22 @@ type NotificationServiceClient interface {
 	// it. With validate_only, answers exactly what it would and changes nothing.
 	// Role: operator.
 	ResolveFailure(ctx context.Context, in *ResolveFailureRequest, opts ...grpc.CallOption) (*ResolveFailureResponse, error)
+	// Withdraws an obligation that no longer stands (the request was approved
+	// elsewhere, the alert cleared). Before delivery (PENDING, scheduled or
+	// retrying, or FAILED in the dead-letter queue) the notification becomes
+	// WITHDRAWN: no provider call starts after the withdrawal commits, and an
+	// attempt already in flight is fenced (its provider observation is
+	// recorded, its settlement changes nothing). Pending dedup followers
+	// coalesced into a withdrawn leader share its obligation and are withdrawn
+	// with it; withdrawing a follower leaves its leader alone. After delivery
+	// with a PENDING ack, the ack becomes WITHDRAWN and reminders and
+	// escalation steps stop. Anything already settled (DELIVERED without a
+	// pending ack, DEDUPLICATED, FAILED without dead_letter, an ack answered or
+	// timed out) answers FAILED_PRECONDITION / NOT_WITHDRAWABLE; the same caller
+	// withdrawing again gets the withdrawn notification back. Roles: producer,
+	// for its own principal's notifications; operator, for any. Any other
+	// notification answers NOT_FOUND exactly like an unknown id.
+	WithdrawNotification(ctx context.Context, in *WithdrawNotificationRequest, opts ...grpc.CallOption) (*WithdrawNotificationResponse, error)
 	// Streams events as they commit, in sequence order, with periodic
 	// heartbeats that carry the current high-water sequence. Resume after any
 	// disconnect by sending the last sequence you saw as after_sequence: the
@@ -151,6 +168,16 @@ func (c *notificationServiceClient) ResolveFailure(ctx context.Context, in *Reso
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResolveFailureResponse)
 	err := c.cc.Invoke(ctx, NotificationService_ResolveFailure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationServiceClient) WithdrawNotification(ctx context.Context, in *WithdrawNotificationRequest, opts ...grpc.CallOption) (*WithdrawNotificationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WithdrawNotificationResponse)
+	err := c.cc.Invoke(ctx, NotificationService_WithdrawNotification_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +273,22 @@ type NotificationServiceServer interface {
 	// it. With validate_only, answers exactly what it would and changes nothing.
 	// Role: operator.
 	ResolveFailure(context.Context, *ResolveFailureRequest) (*ResolveFailureResponse, error)
+	// Withdraws an obligation that no longer stands (the request was approved
+	// elsewhere, the alert cleared). Before delivery (PENDING, scheduled or
+	// retrying, or FAILED in the dead-letter queue) the notification becomes
+	// WITHDRAWN: no provider call starts after the withdrawal commits, and an
+	// attempt already in flight is fenced (its provider observation is
+	// recorded, its settlement changes nothing). Pending dedup followers
+	// coalesced into a withdrawn leader share its obligation and are withdrawn
+	// with it; withdrawing a follower leaves its leader alone. After delivery
+	// with a PENDING ack, the ack becomes WITHDRAWN and reminders and
+	// escalation steps stop. Anything already settled (DELIVERED without a
+	// pending ack, DEDUPLICATED, FAILED without dead_letter, an ack answered or
+	// timed out) answers FAILED_PRECONDITION / NOT_WITHDRAWABLE; the same caller
+	// withdrawing again gets the withdrawn notification back. Roles: producer,
+	// for its own principal's notifications; operator, for any. Any other
+	// notification answers NOT_FOUND exactly like an unknown id.
+	WithdrawNotification(context.Context, *WithdrawNotificationRequest) (*WithdrawNotificationResponse, error)
 	// Streams events as they commit, in sequence order, with periodic
 	// heartbeats that carry the current high-water sequence. Resume after any
 	// disconnect by sending the last sequence you saw as after_sequence: the
@@ -288,6 +331,9 @@ func (UnimplementedNotificationServiceServer) Replay(context.Context, *ReplayReq
 }
 func (UnimplementedNotificationServiceServer) ResolveFailure(context.Context, *ResolveFailureRequest) (*ResolveFailureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveFailure not implemented")
+}
+func (UnimplementedNotificationServiceServer) WithdrawNotification(context.Context, *WithdrawNotificationRequest) (*WithdrawNotificationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WithdrawNotification not implemented")
 }
 func (UnimplementedNotificationServiceServer) WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
@@ -409,6 +455,24 @@ func _NotificationService_ResolveFailure_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NotificationService_WithdrawNotification_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WithdrawNotificationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationServiceServer).WithdrawNotification(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NotificationService_WithdrawNotification_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationServiceServer).WithdrawNotification(ctx, req.(*WithdrawNotificationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _NotificationService_WatchEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchEventsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -482,6 +546,10 @@ var NotificationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveFailure",
 			Handler:    _NotificationService_ResolveFailure_Handler,
+		},
+		{
+			MethodName: "WithdrawNotification",
+			Handler:    _NotificationService_WithdrawNotification_Handler,
 		},
 		{
 			MethodName: "GetNotification",

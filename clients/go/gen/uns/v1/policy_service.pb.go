@@ -92,7 +92,19 @@ type PolicySpec struct {
 	// Dedup window after a delivery in seconds, 0-86400; 0 means 300.
 	DedupWindowSeconds int32 `protobuf:"varint,6,opt,name=dedup_window_seconds,json=dedupWindowSeconds,proto3" json:"dedup_window_seconds,omitempty"`
 	// Attempts per delivery cycle, 1-100; 0 means 5.
-	MaxAttempts   int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	MaxAttempts int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// Optional. Hold deliveries, reminders and escalation steps inside this
+	// daily window (except SAFETY and ESCALATION intents). The zone must be a
+	// known IANA zone and start must differ from end (INVALID_REQUEST,
+	// spec.quiet_hours.<field>).
+	QuietHours *QuietHours `protobuf:"bytes,8,opt,name=quiet_hours,json=quietHours,proto3" json:"quiet_hours,omitempty"`
+	// Optional. Re-send while the ack is PENDING, tapering. Needs require_ack
+	// (INVALID_REQUEST, spec.reminder.<field>).
+	Reminder *Reminder `protobuf:"bytes,9,opt,name=reminder,proto3" json:"reminder,omitempty"`
+	// Optional. Escalation steps while the ack is PENDING, at most 10, each
+	// before the ack deadline. Needs require_ack (INVALID_REQUEST,
+	// spec.escalation[i].<field>).
+	Escalation    []*EscalationStep `protobuf:"bytes,10,rep,name=escalation,proto3" json:"escalation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -174,6 +186,27 @@ func (x *PolicySpec) GetMaxAttempts() int32 {
 		return x.MaxAttempts
 	}
 	return 0
+}
+
+func (x *PolicySpec) GetQuietHours() *QuietHours {
+	if x != nil {
+		return x.QuietHours
+	}
+	return nil
+}
+
+func (x *PolicySpec) GetReminder() *Reminder {
+	if x != nil {
+		return x.Reminder
+	}
+	return nil
+}
+
+func (x *PolicySpec) GetEscalation() []*EscalationStep {
+	if x != nil {
+		return x.Escalation
+	}
+	return nil
 }
 
 // PolicyRevision is one immutable revision of a type's policy.
@@ -729,7 +762,7 @@ var File_uns_v1_policy_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_policy_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xb7\x02\n" +
+	"\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xd2\x03\n" +
 	"\n" +
 	"PolicySpec\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
@@ -739,7 +772,14 @@ const file_uns_v1_policy_service_proto_rawDesc = "" +
 	"\x13ack_timeout_minutes\x18\x04 \x01(\x05R\x11ackTimeoutMinutes\x12,\n" +
 	"\bpriority\x18\x05 \x01(\x0e2\x10.uns.v1.PriorityR\bpriority\x120\n" +
 	"\x14dedup_window_seconds\x18\x06 \x01(\x05R\x12dedupWindowSeconds\x12!\n" +
-	"\fmax_attempts\x18\a \x01(\x05R\vmaxAttempts\"\x91\x03\n" +
+	"\fmax_attempts\x18\a \x01(\x05R\vmaxAttempts\x123\n" +
+	"\vquiet_hours\x18\b \x01(\v2\x12.uns.v1.QuietHoursR\n" +
+	"quietHours\x12,\n" +
+	"\breminder\x18\t \x01(\v2\x10.uns.v1.ReminderR\breminder\x126\n" +
+	"\n" +
+	"escalation\x18\n" +
+	" \x03(\v2\x16.uns.v1.EscalationStepR\n" +
+	"escalation\"\x91\x03\n" +
 	"\x0ePolicyRevision\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12+\n" +
 	"\x11notification_type\x18\x02 \x01(\tR\x10notificationType\x12\x1a\n" +
@@ -814,33 +854,39 @@ var file_uns_v1_policy_service_proto_goTypes = []any{
 	(*ListPolicyRevisionsResponse)(nil),    // 10: uns.v1.ListPolicyRevisionsResponse
 	(DeliveryMode)(0),                      // 11: uns.v1.DeliveryMode
 	(Priority)(0),                          // 12: uns.v1.Priority
-	(*timestamppb.Timestamp)(nil),          // 13: google.protobuf.Timestamp
+	(*QuietHours)(nil),                     // 13: uns.v1.QuietHours
+	(*Reminder)(nil),                       // 14: uns.v1.Reminder
+	(*EscalationStep)(nil),                 // 15: uns.v1.EscalationStep
+	(*timestamppb.Timestamp)(nil),          // 16: google.protobuf.Timestamp
 }
 var file_uns_v1_policy_service_proto_depIdxs = []int32{
 	11, // 0: uns.v1.PolicySpec.delivery_mode:type_name -> uns.v1.DeliveryMode
 	12, // 1: uns.v1.PolicySpec.priority:type_name -> uns.v1.Priority
-	1,  // 2: uns.v1.PolicyRevision.spec:type_name -> uns.v1.PolicySpec
-	0,  // 3: uns.v1.PolicyRevision.state:type_name -> uns.v1.PolicyRevisionState
-	13, // 4: uns.v1.PolicyRevision.create_time:type_name -> google.protobuf.Timestamp
-	13, // 5: uns.v1.PolicyRevision.activate_time:type_name -> google.protobuf.Timestamp
-	1,  // 6: uns.v1.PutPolicyRevisionRequest.spec:type_name -> uns.v1.PolicySpec
-	2,  // 7: uns.v1.PutPolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 8: uns.v1.ActivatePolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 9: uns.v1.GetPolicyResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 10: uns.v1.ListPolicyRevisionsResponse.revisions:type_name -> uns.v1.PolicyRevision
-	3,  // 11: uns.v1.PolicyService.PutPolicyRevision:input_type -> uns.v1.PutPolicyRevisionRequest
-	5,  // 12: uns.v1.PolicyService.ActivatePolicyRevision:input_type -> uns.v1.ActivatePolicyRevisionRequest
-	7,  // 13: uns.v1.PolicyService.GetPolicy:input_type -> uns.v1.GetPolicyRequest
-	9,  // 14: uns.v1.PolicyService.ListPolicyRevisions:input_type -> uns.v1.ListPolicyRevisionsRequest
-	4,  // 15: uns.v1.PolicyService.PutPolicyRevision:output_type -> uns.v1.PutPolicyRevisionResponse
-	6,  // 16: uns.v1.PolicyService.ActivatePolicyRevision:output_type -> uns.v1.ActivatePolicyRevisionResponse
-	8,  // 17: uns.v1.PolicyService.GetPolicy:output_type -> uns.v1.GetPolicyResponse
-	10, // 18: uns.v1.PolicyService.ListPolicyRevisions:output_type -> uns.v1.ListPolicyRevisionsResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	13, // 2: uns.v1.PolicySpec.quiet_hours:type_name -> uns.v1.QuietHours
+	14, // 3: uns.v1.PolicySpec.reminder:type_name -> uns.v1.Reminder
+	15, // 4: uns.v1.PolicySpec.escalation:type_name -> uns.v1.EscalationStep
+	1,  // 5: uns.v1.PolicyRevision.spec:type_name -> uns.v1.PolicySpec
+	0,  // 6: uns.v1.PolicyRevision.state:type_name -> uns.v1.PolicyRevisionState
+	16, // 7: uns.v1.PolicyRevision.create_time:type_name -> google.protobuf.Timestamp
+	16, // 8: uns.v1.PolicyRevision.activate_time:type_name -> google.protobuf.Timestamp
+	1,  // 9: uns.v1.PutPolicyRevisionRequest.spec:type_name -> uns.v1.PolicySpec
+	2,  // 10: uns.v1.PutPolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
+	2,  // 11: uns.v1.ActivatePolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
+	2,  // 12: uns.v1.GetPolicyResponse.revision:type_name -> uns.v1.PolicyRevision
+	2,  // 13: uns.v1.ListPolicyRevisionsResponse.revisions:type_name -> uns.v1.PolicyRevision
+	3,  // 14: uns.v1.PolicyService.PutPolicyRevision:input_type -> uns.v1.PutPolicyRevisionRequest
+	5,  // 15: uns.v1.PolicyService.ActivatePolicyRevision:input_type -> uns.v1.ActivatePolicyRevisionRequest
+	7,  // 16: uns.v1.PolicyService.GetPolicy:input_type -> uns.v1.GetPolicyRequest
+	9,  // 17: uns.v1.PolicyService.ListPolicyRevisions:input_type -> uns.v1.ListPolicyRevisionsRequest
+	4,  // 18: uns.v1.PolicyService.PutPolicyRevision:output_type -> uns.v1.PutPolicyRevisionResponse
+	6,  // 19: uns.v1.PolicyService.ActivatePolicyRevision:output_type -> uns.v1.ActivatePolicyRevisionResponse
+	8,  // 20: uns.v1.PolicyService.GetPolicy:output_type -> uns.v1.GetPolicyResponse
+	10, // 21: uns.v1.PolicyService.ListPolicyRevisions:output_type -> uns.v1.ListPolicyRevisionsResponse
+	18, // [18:22] is the sub-list for method output_type
+	14, // [14:18] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_policy_service_proto_init() }

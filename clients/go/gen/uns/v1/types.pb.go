@@ -9,6 +9,7 @@ package unsv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -270,9 +271,11 @@ func (Priority) EnumDescriptor() ([]byte, []int) {
 // NotificationState is the delivery lifecycle of an obligation (database
 // column `status`). Who moves a notification out of each state:
 // PENDING -> dispatch workers (DELIVERED, FAILED, or PENDING again for a
-// retry) or the dedup settlement of its leader (DEDUPLICATED);
-// FAILED with dead_letter -> an operator (Replay, ResolveFailure).
-// DELIVERED and DEDUPLICATED are final.
+// retry), the dedup settlement of its leader (DEDUPLICATED), or
+// WithdrawNotification (WITHDRAWN);
+// FAILED with dead_letter -> an operator (Replay, ResolveFailure) or
+// WithdrawNotification (WITHDRAWN).
+// DELIVERED, DEDUPLICATED and WITHDRAWN are final.
 type NotificationState int32
 
 const (
@@ -288,6 +291,9 @@ const (
 	NotificationState_NOTIFICATION_STATE_FAILED NotificationState = 3
 	// Coalesced: the dedup leader of the same window delivered on its behalf.
 	NotificationState_NOTIFICATION_STATE_DEDUPLICATED NotificationState = 4
+	// Withdrawn before delivery (WithdrawNotification): the obligation no longer
+	// stands and no provider call starts after the withdrawal committed. Final.
+	NotificationState_NOTIFICATION_STATE_WITHDRAWN NotificationState = 5
 )
 
 // Enum value maps for NotificationState.
@@ -298,6 +304,7 @@ var (
 		2: "NOTIFICATION_STATE_DELIVERED",
 		3: "NOTIFICATION_STATE_FAILED",
 		4: "NOTIFICATION_STATE_DEDUPLICATED",
+		5: "NOTIFICATION_STATE_WITHDRAWN",
 	}
 	NotificationState_value = map[string]int32{
 		"NOTIFICATION_STATE_UNSPECIFIED":  0,
@@ -305,6 +312,7 @@ var (
 		"NOTIFICATION_STATE_DELIVERED":    2,
 		"NOTIFICATION_STATE_FAILED":       3,
 		"NOTIFICATION_STATE_DEDUPLICATED": 4,
+		"NOTIFICATION_STATE_WITHDRAWN":    5,
 	}
 )
 
@@ -351,6 +359,10 @@ const (
 	AckState_ACK_STATE_DISMISSED AckState = 3
 	// The deadline passed without an answer; escalation is required. Final.
 	AckState_ACK_STATE_TIMED_OUT AckState = 4
+	// Withdrawn by its producer or an operator while PENDING
+	// (WithdrawNotification): nobody has to answer any more; reminders and
+	// escalation steps stop. Final.
+	AckState_ACK_STATE_WITHDRAWN AckState = 5
 )
 
 // Enum value maps for AckState.
@@ -361,6 +373,7 @@ var (
 		2: "ACK_STATE_ACKED",
 		3: "ACK_STATE_DISMISSED",
 		4: "ACK_STATE_TIMED_OUT",
+		5: "ACK_STATE_WITHDRAWN",
 	}
 	AckState_value = map[string]int32{
 		"ACK_STATE_UNSPECIFIED": 0,
@@ -368,6 +381,7 @@ var (
 		"ACK_STATE_ACKED":       2,
 		"ACK_STATE_DISMISSED":   3,
 		"ACK_STATE_TIMED_OUT":   4,
+		"ACK_STATE_WITHDRAWN":   5,
 	}
 )
 
@@ -463,6 +477,20 @@ const (
 	// Retention maintenance pruned history. Payload: operator, cutoff,
 	// deleted_rows, notification_ids, dedup_keys. Never pruned itself.
 	EventKind_EVENT_KIND_RETENTION_APPLIED EventKind = 17
+	// The obligation was withdrawn (WithdrawNotification). Payload: actor,
+	// reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
+	// and for a pending follower withdrawn with its dedup leader, with_owner_id.
+	EventKind_EVENT_KIND_WITHDRAWN EventKind = 18
+	// A reminder was sent while the ack was PENDING (policy reminder). Payload:
+	// number (1-based), channels, results (per channel: channel, success,
+	// retryable, message_id, error), lease_token, due_time, and
+	// provider_effect_may_have_occurred (true when an earlier try of the same
+	// reminder was interrupted and may have reached the provider).
+	EventKind_EVENT_KIND_REMINDER_SENT EventKind = 19
+	// An escalation step was sent while the ack was PENDING (policy
+	// escalation). Payload: step (1-based), channels, results, lease_token,
+	// due_time, provider_effect_may_have_occurred, as for REMINDER_SENT.
+	EventKind_EVENT_KIND_ESCALATED EventKind = 20
 )
 
 // Enum value maps for EventKind.
@@ -486,6 +514,9 @@ var (
 		15: "EVENT_KIND_REPLAY_REQUESTED",
 		16: "EVENT_KIND_FAILURE_RESOLVED",
 		17: "EVENT_KIND_RETENTION_APPLIED",
+		18: "EVENT_KIND_WITHDRAWN",
+		19: "EVENT_KIND_REMINDER_SENT",
+		20: "EVENT_KIND_ESCALATED",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":             0,
@@ -506,6 +537,9 @@ var (
 		"EVENT_KIND_REPLAY_REQUESTED":        15,
 		"EVENT_KIND_FAILURE_RESOLVED":        16,
 		"EVENT_KIND_RETENTION_APPLIED":       17,
+		"EVENT_KIND_WITHDRAWN":               18,
+		"EVENT_KIND_REMINDER_SENT":           19,
+		"EVENT_KIND_ESCALATED":               20,
 	}
 )
 
@@ -591,6 +625,77 @@ func (x *AutonomyContext) GetAgentId() string {
 	return ""
 }
 
+// QuietHours is a daily window of local wall-clock time, in an IANA time
+// zone, during which deliveries, reminders and escalation steps that would
+// fall inside are held until the window ends (their next_attempt_time shows
+// it), except for notifications with intent SAFETY or ESCALATION. Daylight
+// saving changes follow the zone: the window ends at the first instant the
+// local clock reads `end` or later.
+type QuietHours struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. An IANA time zone name, e.g. "Europe/Paris" or
+	// "America/New_York".
+	TimeZone string `protobuf:"bytes,1,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// Required. Local start of the window, "HH:MM" (24-hour), inclusive.
+	Start string `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	// Required. Local end of the window, "HH:MM", exclusive. Earlier than
+	// start means the window wraps midnight (e.g. 22:00 to 07:00).
+	End           string `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuietHours) Reset() {
+	*x = QuietHours{}
+	mi := &file_uns_v1_types_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuietHours) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuietHours) ProtoMessage() {}
+
+func (x *QuietHours) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuietHours.ProtoReflect.Descriptor instead.
+func (*QuietHours) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *QuietHours) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *QuietHours) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *QuietHours) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
 // EffectivePolicy is the delivery policy resolved for one notification: the
 // ACTIVE policy revision of its notification_type, or the server defaults
 // when there is none. It is frozen into the ACCEPTED event.
@@ -619,13 +724,19 @@ type EffectivePolicy struct {
 	// SHA-256 of the effective values above. Part of the dedup key, so
 	// notifications resolved under different policies never coalesce.
 	EffectiveHash string `protobuf:"bytes,11,opt,name=effective_hash,json=effectiveHash,proto3" json:"effective_hash,omitempty"`
+	// The policy's quiet hours; unset when none.
+	QuietHours *QuietHours `protobuf:"bytes,12,opt,name=quiet_hours,json=quietHours,proto3" json:"quiet_hours,omitempty"`
+	// The policy's reminders; unset when none.
+	Reminder *Reminder `protobuf:"bytes,13,opt,name=reminder,proto3" json:"reminder,omitempty"`
+	// The policy's escalation steps, in order; empty when none.
+	Escalation    []*EscalationStep `protobuf:"bytes,14,rep,name=escalation,proto3" json:"escalation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EffectivePolicy) Reset() {
 	*x = EffectivePolicy{}
-	mi := &file_uns_v1_types_proto_msgTypes[1]
+	mi := &file_uns_v1_types_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +748,7 @@ func (x *EffectivePolicy) String() string {
 func (*EffectivePolicy) ProtoMessage() {}
 
 func (x *EffectivePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[1]
+	mi := &file_uns_v1_types_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +761,7 @@ func (x *EffectivePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EffectivePolicy.ProtoReflect.Descriptor instead.
 func (*EffectivePolicy) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EffectivePolicy) GetChannels() []string {
@@ -730,6 +841,157 @@ func (x *EffectivePolicy) GetEffectiveHash() string {
 	return ""
 }
 
+func (x *EffectivePolicy) GetQuietHours() *QuietHours {
+	if x != nil {
+		return x.QuietHours
+	}
+	return nil
+}
+
+func (x *EffectivePolicy) GetReminder() *Reminder {
+	if x != nil {
+		return x.Reminder
+	}
+	return nil
+}
+
+func (x *EffectivePolicy) GetEscalation() []*EscalationStep {
+	if x != nil {
+		return x.Escalation
+	}
+	return nil
+}
+
+// Reminder re-sends a delivered notification on its channels while its
+// acknowledgement is PENDING: after first_after, then after each interval
+// times multiplier, at most max_count times, and never at or after the ack
+// deadline. Reminders stop the moment the ack settles, times out or is
+// withdrawn. Quiet hours hold them like deliveries. Each one sends once (at
+// least once when a worker is interrupted) and records REMINDER_SENT.
+type Reminder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. From delivery to the first reminder, 1 second to 7 days.
+	FirstAfter *durationpb.Duration `protobuf:"bytes,1,opt,name=first_after,json=firstAfter,proto3" json:"first_after,omitempty"`
+	// Each interval is the previous one times this, 1-10 (1: evenly spaced).
+	// 0 means 1.
+	Multiplier float64 `protobuf:"fixed64,2,opt,name=multiplier,proto3" json:"multiplier,omitempty"`
+	// Required. At most this many reminders, 1-20.
+	MaxCount      int32 `protobuf:"varint,3,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reminder) Reset() {
+	*x = Reminder{}
+	mi := &file_uns_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reminder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reminder) ProtoMessage() {}
+
+func (x *Reminder) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reminder.ProtoReflect.Descriptor instead.
+func (*Reminder) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Reminder) GetFirstAfter() *durationpb.Duration {
+	if x != nil {
+		return x.FirstAfter
+	}
+	return nil
+}
+
+func (x *Reminder) GetMultiplier() float64 {
+	if x != nil {
+		return x.Multiplier
+	}
+	return 0
+}
+
+func (x *Reminder) GetMaxCount() int32 {
+	if x != nil {
+		return x.MaxCount
+	}
+	return 0
+}
+
+// EscalationStep sends a delivered notification, marked as an escalation
+// with its step number, to further channels while its acknowledgement is
+// still PENDING. Each step fires once (at least once when a worker is
+// interrupted), held by quiet hours like deliveries, and records ESCALATED.
+// The ack deadline still ends in TIMED_OUT.
+type EscalationStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. From delivery to the step; positive and before the ack
+	// deadline.
+	After *durationpb.Duration `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
+	// Required. The channels the step sends to, e.g. "pagerduty".
+	Channels      []string `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EscalationStep) Reset() {
+	*x = EscalationStep{}
+	mi := &file_uns_v1_types_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EscalationStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EscalationStep) ProtoMessage() {}
+
+func (x *EscalationStep) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EscalationStep.ProtoReflect.Descriptor instead.
+func (*EscalationStep) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EscalationStep) GetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *EscalationStep) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
 // DeliveryOutcome summarises the latest dispatch attempt.
 type DeliveryOutcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -747,7 +1009,7 @@ type DeliveryOutcome struct {
 
 func (x *DeliveryOutcome) Reset() {
 	*x = DeliveryOutcome{}
-	mi := &file_uns_v1_types_proto_msgTypes[2]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +1021,7 @@ func (x *DeliveryOutcome) String() string {
 func (*DeliveryOutcome) ProtoMessage() {}
 
 func (x *DeliveryOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[2]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +1034,7 @@ func (x *DeliveryOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryOutcome.ProtoReflect.Descriptor instead.
 func (*DeliveryOutcome) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeliveryOutcome) GetChannelsAttempted() []string {
@@ -842,7 +1104,7 @@ type ProviderReference struct {
 
 func (x *ProviderReference) Reset() {
 	*x = ProviderReference{}
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1116,7 @@ func (x *ProviderReference) String() string {
 func (*ProviderReference) ProtoMessage() {}
 
 func (x *ProviderReference) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1129,7 @@ func (x *ProviderReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderReference.ProtoReflect.Descriptor instead.
 func (*ProviderReference) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProviderReference) GetChannel() string {
@@ -1024,13 +1286,30 @@ type Notification struct {
 	// Per channel that accepted the notification, the provider's reference for
 	// the latest accepted message, in channel name order.
 	ProviderReferences []*ProviderReference `protobuf:"bytes,50,rep,name=provider_references,json=providerReferences,proto3" json:"provider_references,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// When the notification (or its pending ack) was withdrawn; unset if never.
+	WithdrawTime *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=withdraw_time,json=withdrawTime,proto3" json:"withdraw_time,omitempty"`
+	// Who withdrew it: the producer's principal or the operator.
+	WithdrawActor string `protobuf:"bytes,35,opt,name=withdraw_actor,json=withdrawActor,proto3" json:"withdraw_actor,omitempty"`
+	// The reason given to WithdrawNotification.
+	WithdrawReason string `protobuf:"bytes,36,opt,name=withdraw_reason,json=withdrawReason,proto3" json:"withdraw_reason,omitempty"`
+	// Reminders sent so far (policy reminder).
+	RemindersSent int32 `protobuf:"varint,37,opt,name=reminders_sent,json=remindersSent,proto3" json:"reminders_sent,omitempty"`
+	// Escalation steps sent so far (policy escalation).
+	EscalationsSent int32 `protobuf:"varint,38,opt,name=escalations_sent,json=escalationsSent,proto3" json:"escalations_sent,omitempty"`
+	// When the next reminder or escalation step is due (after quiet hours), while
+	// the ack is PENDING; unset when none is left.
+	NextFollowUpTime *timestamppb.Timestamp `protobuf:"bytes,39,opt,name=next_follow_up_time,json=nextFollowUpTime,proto3" json:"next_follow_up_time,omitempty"`
+	// The producer's requested first attempt time (SendNotificationRequest
+	// schedule_time), as sent; unset when the request had none.
+	// deliver_time stays the time of delivery.
+	ScheduleTime  *timestamppb.Timestamp `protobuf:"bytes,33,opt,name=schedule_time,json=scheduleTime,proto3" json:"schedule_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1321,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1334,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Notification) GetId() string {
@@ -1289,6 +1568,55 @@ func (x *Notification) GetProviderReferences() []*ProviderReference {
 	return nil
 }
 
+func (x *Notification) GetWithdrawTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WithdrawTime
+	}
+	return nil
+}
+
+func (x *Notification) GetWithdrawActor() string {
+	if x != nil {
+		return x.WithdrawActor
+	}
+	return ""
+}
+
+func (x *Notification) GetWithdrawReason() string {
+	if x != nil {
+		return x.WithdrawReason
+	}
+	return ""
+}
+
+func (x *Notification) GetRemindersSent() int32 {
+	if x != nil {
+		return x.RemindersSent
+	}
+	return 0
+}
+
+func (x *Notification) GetEscalationsSent() int32 {
+	if x != nil {
+		return x.EscalationsSent
+	}
+	return 0
+}
+
+func (x *Notification) GetNextFollowUpTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFollowUpTime
+	}
+	return nil
+}
+
+func (x *Notification) GetScheduleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduleTime
+	}
+	return nil
+}
+
 // Event is one entry of a notification's append-only timeline.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1312,7 +1640,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_uns_v1_types_proto_msgTypes[5]
+	mi := &file_uns_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1652,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[5]
+	mi := &file_uns_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1665,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Event) GetId() string {
@@ -1386,10 +1714,15 @@ var File_uns_v1_types_proto protoreflect.FileDescriptor
 
 const file_uns_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x12uns/v1/types.proto\x12\x06uns.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n" +
+	"\x12uns/v1/types.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"g\n" +
 	"\x0fAutonomyContext\x129\n" +
 	"\rautonomy_mode\x18\x01 \x01(\x0e2\x14.uns.v1.AutonomyModeR\fautonomyMode\x12\x19\n" +
-	"\bagent_id\x18\x02 \x01(\tR\aagentId\"\xca\x03\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\"Q\n" +
+	"\n" +
+	"QuietHours\x12\x1b\n" +
+	"\ttime_zone\x18\x01 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\tR\x03end\"\xe5\x04\n" +
 	"\x0fEffectivePolicy\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
 	"\rdelivery_mode\x18\x02 \x01(\x0e2\x14.uns.v1.DeliveryModeR\fdeliveryMode\x12\x1f\n" +
@@ -1404,7 +1737,23 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\vpolicy_hash\x18\n" +
 	" \x01(\tR\n" +
 	"policyHash\x12%\n" +
-	"\x0eeffective_hash\x18\v \x01(\tR\reffectiveHash\"\xbd\x01\n" +
+	"\x0eeffective_hash\x18\v \x01(\tR\reffectiveHash\x123\n" +
+	"\vquiet_hours\x18\f \x01(\v2\x12.uns.v1.QuietHoursR\n" +
+	"quietHours\x12,\n" +
+	"\breminder\x18\r \x01(\v2\x10.uns.v1.ReminderR\breminder\x126\n" +
+	"\n" +
+	"escalation\x18\x0e \x03(\v2\x16.uns.v1.EscalationStepR\n" +
+	"escalation\"\x83\x01\n" +
+	"\bReminder\x12:\n" +
+	"\vfirst_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"firstAfter\x12\x1e\n" +
+	"\n" +
+	"multiplier\x18\x02 \x01(\x01R\n" +
+	"multiplier\x12\x1b\n" +
+	"\tmax_count\x18\x03 \x01(\x05R\bmaxCount\"]\n" +
+	"\x0eEscalationStep\x12/\n" +
+	"\x05after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x05after\x12\x1a\n" +
+	"\bchannels\x18\x02 \x03(\tR\bchannels\"\xbd\x01\n" +
 	"\x0fDeliveryOutcome\x12-\n" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
@@ -1426,7 +1775,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	" \x01(\tR\x0eemailMessageId\x12.\n" +
 	"\x13pagerduty_dedup_key\x18\v \x01(\tR\x11pagerdutyDedupKey\x12\x1d\n" +
 	"\n" +
-	"webhook_id\x18\f \x01(\tR\twebhookId\"\x9a\f\n" +
+	"webhook_id\x18\f \x01(\tR\twebhookId\"\x89\x0f\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -1464,7 +1813,14 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18  \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12J\n" +
-	"\x13provider_references\x182 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\"\xe2\x01\n" +
+	"\x13provider_references\x182 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12?\n" +
+	"\rwithdraw_time\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\fwithdrawTime\x12%\n" +
+	"\x0ewithdraw_actor\x18# \x01(\tR\rwithdrawActor\x12'\n" +
+	"\x0fwithdraw_reason\x18$ \x01(\tR\x0ewithdrawReason\x12%\n" +
+	"\x0ereminders_sent\x18% \x01(\x05R\rremindersSent\x12)\n" +
+	"\x10escalations_sent\x18& \x01(\x05R\x0fescalationsSent\x12I\n" +
+	"\x13next_follow_up_time\x18' \x01(\v2\x1a.google.protobuf.TimestampR\x10nextFollowUpTime\x12?\n" +
+	"\rschedule_time\x18! \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTime\"\xe2\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12'\n" +
@@ -1494,19 +1850,21 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\fPRIORITY_LOW\x10\x01\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x02\x12\x11\n" +
 	"\rPRIORITY_HIGH\x10\x03\x12\x15\n" +
-	"\x11PRIORITY_CRITICAL\x10\x04*\xbd\x01\n" +
+	"\x11PRIORITY_CRITICAL\x10\x04*\xdf\x01\n" +
 	"\x11NotificationState\x12\"\n" +
 	"\x1eNOTIFICATION_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aNOTIFICATION_STATE_PENDING\x10\x01\x12 \n" +
 	"\x1cNOTIFICATION_STATE_DELIVERED\x10\x02\x12\x1d\n" +
 	"\x19NOTIFICATION_STATE_FAILED\x10\x03\x12#\n" +
-	"\x1fNOTIFICATION_STATE_DEDUPLICATED\x10\x04*\x83\x01\n" +
+	"\x1fNOTIFICATION_STATE_DEDUPLICATED\x10\x04\x12 \n" +
+	"\x1cNOTIFICATION_STATE_WITHDRAWN\x10\x05*\x9c\x01\n" +
 	"\bAckState\x12\x19\n" +
 	"\x15ACK_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ACK_STATE_PENDING\x10\x01\x12\x13\n" +
 	"\x0fACK_STATE_ACKED\x10\x02\x12\x17\n" +
 	"\x13ACK_STATE_DISMISSED\x10\x03\x12\x17\n" +
-	"\x13ACK_STATE_TIMED_OUT\x10\x04*\xbf\x04\n" +
+	"\x13ACK_STATE_TIMED_OUT\x10\x04\x12\x17\n" +
+	"\x13ACK_STATE_WITHDRAWN\x10\x05*\x91\x05\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_KIND_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -1526,7 +1884,10 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x14EVENT_KIND_TIMED_OUT\x10\x0e\x12\x1f\n" +
 	"\x1bEVENT_KIND_REPLAY_REQUESTED\x10\x0f\x12\x1f\n" +
 	"\x1bEVENT_KIND_FAILURE_RESOLVED\x10\x10\x12 \n" +
-	"\x1cEVENT_KIND_RETENTION_APPLIED\x10\x11B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
+	"\x1cEVENT_KIND_RETENTION_APPLIED\x10\x11\x12\x18\n" +
+	"\x14EVENT_KIND_WITHDRAWN\x10\x12\x12\x1c\n" +
+	"\x18EVENT_KIND_REMINDER_SENT\x10\x13\x12\x18\n" +
+	"\x14EVENT_KIND_ESCALATED\x10\x14B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
 
 var (
 	file_uns_v1_types_proto_rawDescOnce sync.Once
@@ -1541,7 +1902,7 @@ func file_uns_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationIntent)(0),       // 0: uns.v1.NotificationIntent
 	(AutonomyMode)(0),             // 1: uns.v1.AutonomyMode
@@ -1551,43 +1912,55 @@ var file_uns_v1_types_proto_goTypes = []any{
 	(AckState)(0),                 // 5: uns.v1.AckState
 	(EventKind)(0),                // 6: uns.v1.EventKind
 	(*AutonomyContext)(nil),       // 7: uns.v1.AutonomyContext
-	(*EffectivePolicy)(nil),       // 8: uns.v1.EffectivePolicy
-	(*DeliveryOutcome)(nil),       // 9: uns.v1.DeliveryOutcome
-	(*ProviderReference)(nil),     // 10: uns.v1.ProviderReference
-	(*Notification)(nil),          // 11: uns.v1.Notification
-	(*Event)(nil),                 // 12: uns.v1.Event
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
+	(*QuietHours)(nil),            // 8: uns.v1.QuietHours
+	(*EffectivePolicy)(nil),       // 9: uns.v1.EffectivePolicy
+	(*Reminder)(nil),              // 10: uns.v1.Reminder
+	(*EscalationStep)(nil),        // 11: uns.v1.EscalationStep
+	(*DeliveryOutcome)(nil),       // 12: uns.v1.DeliveryOutcome
+	(*ProviderReference)(nil),     // 13: uns.v1.ProviderReference
+	(*Notification)(nil),          // 14: uns.v1.Notification
+	(*Event)(nil),                 // 15: uns.v1.Event
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 18: google.protobuf.Struct
 }
 var file_uns_v1_types_proto_depIdxs = []int32{
 	1,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
 	2,  // 1: uns.v1.EffectivePolicy.delivery_mode:type_name -> uns.v1.DeliveryMode
 	3,  // 2: uns.v1.EffectivePolicy.priority:type_name -> uns.v1.Priority
-	13, // 3: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
-	0,  // 4: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
-	7,  // 5: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
-	14, // 6: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
-	8,  // 7: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
-	4,  // 8: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
-	9,  // 9: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
-	13, // 10: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
-	13, // 11: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
-	13, // 12: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
-	5,  // 13: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
-	13, // 14: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
-	13, // 15: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
-	14, // 16: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
-	13, // 17: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
-	13, // 18: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	10, // 19: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
-	6,  // 20: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	13, // 21: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	14, // 22: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	8,  // 3: uns.v1.EffectivePolicy.quiet_hours:type_name -> uns.v1.QuietHours
+	10, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
+	11, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
+	16, // 6: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
+	16, // 7: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
+	17, // 8: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
+	0,  // 9: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
+	7,  // 10: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
+	18, // 11: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
+	9,  // 12: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
+	4,  // 13: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
+	12, // 14: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
+	17, // 15: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
+	17, // 16: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
+	17, // 17: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
+	5,  // 18: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
+	17, // 19: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
+	17, // 20: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
+	18, // 21: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
+	17, // 22: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
+	17, // 23: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
+	13, // 24: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
+	17, // 25: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
+	17, // 26: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
+	17, // 27: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	6,  // 28: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	17, // 29: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	18, // 30: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
@@ -1601,7 +1974,7 @@ func file_uns_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_types_proto_rawDesc), len(file_uns_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   6,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

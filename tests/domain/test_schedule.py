@@ -1,0 +1,352 @@
+"""Pure timing rules of the obligation over time (``domain.schedule``): table-driven
+cases and Hypothesis properties, across DST changes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, time, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from uns_server.domain import schedule
+from uns_server.domain.schedule import QuietHours
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("schedule_time", "expected"),
+    [
+        (None, NOW),
+        (NOW - timedelta(days=1), NOW),
+        (NOW + timedelta(hours=3), NOW + timedelta(hours=3)),
+        (NOW + timedelta(days=90), NOW + timedelta(days=90)),
+    ],
+)
+def test_first_attempt_at(schedule_time: datetime | None, expected: datetime) -> None:
+    assert schedule.first_attempt_at(NOW, schedule_time) == expected
+
+
+@pytest.mark.parametrize(
+    ("ahead", "refused"),
+    [
+        (timedelta(days=-400), False),
+        (timedelta(days=90), False),
+        (timedelta(days=90, seconds=1), True),
+    ],
+)
+def test_schedule_at_most_90_days_ahead(ahead: timedelta, refused: bool) -> None:
+    violations = schedule.schedule_violations(NOW + ahead, NOW)
+    assert [v.field for v in violations] == (["schedule_time"] if refused else [])
+
+
+def quiet(zone: str, start: str, end: str) -> QuietHours:
+    q, problems = QuietHours.parse(zone, start, end, "spec.quiet_hours")
+    assert q is not None, problems
+    return q
+
+
+NIGHT_PARIS = quiet("Europe/Paris", "22:00", "07:00")
+NIGHT_NY = quiet("America/New_York", "22:00", "07:00")
+
+# (name, quiet hours, instant, intent, expected instant) — instants in UTC.
+QUIET_CASES = [
+    ("daytime passes", NIGHT_PARIS, datetime(2026, 6, 1, 10, tzinfo=UTC), "WARNING", None),
+    (
+        "evening held to the morning (CEST)",
+        NIGHT_PARIS,
+        datetime(2026, 6, 1, 21, tzinfo=UTC),  # 23:00 CEST
+        "WARNING",
+        datetime(2026, 6, 2, 5, tzinfo=UTC),  # 07:00 CEST
+    ),
+    (
+        "after midnight held to the same morning",
+        NIGHT_PARIS,
+        datetime(2026, 1, 10, 2, tzinfo=UTC),  # 03:00 CET
+        "INFORMATIONAL",
+        datetime(2026, 1, 10, 6, tzinfo=UTC),  # 07:00 CET
+    ),
+    (
+        "start is inclusive",
+        NIGHT_PARIS,
+        datetime(2026, 1, 10, 21, tzinfo=UTC),  # 22:00 CET
+        "WARNING",
+        datetime(2026, 1, 11, 6, tzinfo=UTC),
+    ),
+    ("end is exclusive", NIGHT_PARIS, datetime(2026, 1, 10, 6, tzinfo=UTC), "WARNING", None),
+    (
+        "spring forward night is an hour shorter (EU)",
+        NIGHT_PARIS,
+        datetime(2026, 3, 28, 22, tzinfo=UTC),  # 23:00 CET, Sat
+        "ACTION_REQUIRED",
+        datetime(2026, 3, 29, 5, tzinfo=UTC),  # 07:00 CEST, Sun
+    ),
+    (
+        "fall back night is an hour longer (EU)",
+        NIGHT_PARIS,
+        datetime(2026, 10, 24, 23, tzinfo=UTC),  # 01:00 CEST, Sun
+        "ACTION_REQUIRED",
+        datetime(2026, 10, 25, 6, tzinfo=UTC),  # 07:00 CET
+    ),
+    (
+        "spring forward (US)",
+        NIGHT_NY,
+        datetime(2026, 3, 8, 6, 30, tzinfo=UTC),  # 01:30 EST
+        "WARNING",
+        datetime(2026, 3, 8, 11, tzinfo=UTC),  # 07:00 EDT
+    ),
+    (
+        "end inside the skipped hour ends at the jump",
+        quiet("America/New_York", "01:00", "02:30"),
+        datetime(2026, 3, 8, 6, 30, tzinfo=UTC),  # 01:30 EST
+        "WARNING",
+        datetime(2026, 3, 8, 7, tzinfo=UTC),  # 03:00 EDT, the jump
+    ),
+    (
+        "ambiguous end: the first reading",
+        quiet("America/New_York", "00:00", "01:30"),
+        datetime(2026, 11, 1, 4, 30, tzinfo=UTC),  # 00:30 EDT
+        "WARNING",
+        datetime(2026, 11, 1, 5, 30, tzinfo=UTC),  # 01:30 EDT
+    ),
+    (
+        "ambiguous end: inside the repeated hour, the second reading",
+        quiet("America/New_York", "00:00", "01:30"),
+        datetime(2026, 11, 1, 6, 10, tzinfo=UTC),  # 01:10 EST
+        "WARNING",
+        datetime(2026, 11, 1, 6, 30, tzinfo=UTC),  # 01:30 EST
+    ),
+    (
+        "a window inside one day",
+        quiet("Asia/Kolkata", "12:00", "13:00"),
+        datetime(2026, 5, 5, 7, tzinfo=UTC),  # 12:30 IST
+        "WARNING",
+        datetime(2026, 5, 5, 7, 30, tzinfo=UTC),
+    ),
+    ("SAFETY is never held", NIGHT_PARIS, datetime(2026, 6, 1, 21, tzinfo=UTC), "SAFETY", None),
+    (
+        "ESCALATION is never held",
+        NIGHT_PARIS,
+        datetime(2026, 6, 1, 21, tzinfo=UTC),
+        "ESCALATION",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "q", "t", "intent", "expected"), QUIET_CASES, ids=[c[0] for c in QUIET_CASES]
+)
+def test_next_allowed(
+    name: str, q: QuietHours, t: datetime, intent: str, expected: datetime | None
+) -> None:
+    assert schedule.next_allowed(t, q, intent) == (expected or t)
+
+
+@pytest.mark.parametrize(
+    ("zone", "start", "end", "bad"),
+    [
+        ("Mars/Olympus", "22:00", "07:00", ["spec.quiet_hours.time_zone"]),
+        ("", "22:00", "07:00", ["spec.quiet_hours.time_zone"]),
+        ("Europe/Paris", "24:00", "7:00", ["spec.quiet_hours.start", "spec.quiet_hours.end"]),
+        ("Europe/Paris", "22:00", "22:00", ["spec.quiet_hours.end"]),
+        ("UTC", "00:00", "23:59", []),
+    ],
+)
+def test_quiet_hours_validation(zone: str, start: str, end: str, bad: list[str]) -> None:
+    q, problems = QuietHours.parse(zone, start, end, "spec.quiet_hours")
+    assert [p.field for p in problems] == bad
+    assert (q is None) == bool(bad)
+
+
+ZONES = ["Europe/Paris", "America/New_York", "Australia/Lord_Howe", "UTC", "Asia/Kolkata"]
+minutes = st.integers(0, 24 * 60 - 1)
+# DST changes of the zones above in 2026 (UTC), where the interesting cases are.
+TRANSITIONS = [
+    datetime(2026, 3, 29, 1, tzinfo=UTC),  # EU spring forward
+    datetime(2026, 10, 25, 1, tzinfo=UTC),  # EU fall back
+    datetime(2026, 3, 8, 7, tzinfo=UTC),  # US spring forward
+    datetime(2026, 11, 1, 6, tzinfo=UTC),  # US fall back
+    datetime(2026, 4, 4, 15, tzinfo=UTC),  # Lord Howe: back 30 minutes
+    datetime(2026, 10, 3, 15, 30, tzinfo=UTC),  # Lord Howe: forward 30 minutes
+]
+instants = st.one_of(
+    st.datetimes(
+        min_value=datetime(2026, 1, 1), max_value=datetime(2027, 12, 31), timezones=st.just(UTC)
+    ),
+    st.builds(
+        lambda base, seconds: base + timedelta(seconds=seconds),
+        st.sampled_from(TRANSITIONS),
+        st.integers(-2 * 86400, 2 * 86400),
+    ),
+)
+
+
+@given(
+    zone=st.sampled_from(ZONES),
+    start=minutes,
+    end=minutes,
+    t=instants,
+    intent=st.sampled_from(["WARNING", "INFORMATIONAL", "ACTION_REQUIRED", None]),
+)
+def test_next_allowed_properties(
+    zone: str, start: int, end: int, t: datetime, intent: str | None
+) -> None:
+    if start == end:
+        return
+    q = QuietHours(zone, time(start // 60, start % 60), time(end // 60, end % 60))
+    allowed = schedule.next_allowed(t, q, intent)
+    # Two days at most: a window that ends inside a skipped hour and starts right
+    # after it does not end at all that day.
+    assert allowed >= t and allowed - t <= timedelta(hours=48)
+    assert not schedule.is_quiet(allowed, q)
+    assert schedule.next_allowed(allowed, q, intent) == allowed
+    if allowed > t:  # held: quiet right up to the end of the window
+        assert schedule.is_quiet(t, q)
+        assert schedule.is_quiet(allowed - timedelta(seconds=1), q)
+        assert schedule.is_quiet(t + (allowed - t) / 2, q)
+
+
+# -- reminders and escalation steps ------------------------------------------------------
+
+D = datetime(2026, 6, 1, 12, tzinfo=UTC)  # delivered (14:00 in Paris)
+TIMING = schedule.Timing(
+    channels=("slack",),
+    require_ack=True,
+    ack_timeout=timedelta(hours=1),
+    reminder=schedule.Reminder(timedelta(minutes=10), 2.0, 5),
+    escalation=(
+        schedule.EscalationStep(timedelta(minutes=20), ("pagerduty",)),
+        schedule.EscalationStep(timedelta(minutes=30), ("pagerduty", "email")),
+    ),
+)
+
+
+def test_reminders_taper() -> None:
+    offsets = schedule.Reminder(timedelta(minutes=10), 2.0, 4).offsets()
+    assert offsets == [minutes(10), minutes(30), minutes(70), minutes(150)]
+    assert schedule.Reminder(timedelta(minutes=5), 1.0, 3).offsets() == [
+        minutes(5),
+        minutes(10),
+        minutes(15),
+    ]
+
+
+def minutes(m: float) -> timedelta:
+    return timedelta(minutes=m)
+
+
+def test_follow_ups_in_order_and_before_the_deadline() -> None:
+    steps = schedule.follow_ups(D, TIMING, "WARNING")
+    R, E = schedule.StepKind.REMINDER, schedule.StepKind.ESCALATION
+    assert [(s.kind, s.number, s.at - D) for s in steps] == [
+        (R, 1, minutes(10)),
+        (E, 1, minutes(20)),
+        (E, 2, minutes(30)),  # the same time as reminder 2: the escalation goes first
+        (R, 2, minutes(30)),
+    ]
+    assert steps[2].channels == ("pagerduty", "email") and steps[0].channels == ("slack",)
+    # Reminder 3 (at 70 minutes) falls after the deadline: not planned.
+    assert schedule.follow_ups(D, replace(TIMING, require_ack=False), "WARNING") == []
+
+
+@pytest.mark.parametrize(
+    ("reminders", "escalations", "now", "want"),
+    [
+        (0, 0, D + minutes(5), schedule.Wait(D + minutes(10))),
+        (0, 0, D + minutes(10), "R1"),
+        (0, 0, D + minutes(45), "R1"),  # late (worker down): the earliest first
+        (1, 0, D + minutes(15), schedule.Wait(D + minutes(20))),
+        (1, 1, D + minutes(30), "E2"),
+        (1, 2, D + minutes(30), "R2"),
+        (2, 1, D + minutes(30), "E2"),
+        (2, 2, D + minutes(59), schedule.Wait(None)),
+    ],
+)
+def test_decide_follow_up(reminders: int, escalations: int, now: datetime, want: object) -> None:
+    decision = schedule.decide_follow_up(
+        delivered_at=D,
+        timing=TIMING,
+        intent="WARNING",
+        reminders_sent=reminders,
+        escalations_sent=escalations,
+        now=now,
+    )
+    if isinstance(want, str):
+        assert isinstance(decision, schedule.Fire)
+        assert f"{decision.step.kind.value[0]}{decision.step.number}" == want
+    else:
+        assert decision == want
+
+
+def test_quiet_hours_hold_follow_ups_but_not_for_escalation_intents() -> None:
+    # 14:05-14:30 Paris is quiet: R1 and E1 wait until 14:30, when R2 and E2 are due.
+    quiet_timing = replace(TIMING, quiet=QuietHours("Europe/Paris", time(14, 5), time(14, 30)))
+    steps = schedule.follow_ups(D, quiet_timing, "WARNING")
+    assert all(s.at == D + minutes(30) for s in steps)
+    assert [(s.kind.value[0], s.number, s.held) for s in steps] == [
+        ("E", 1, True),
+        ("E", 2, False),
+        ("R", 1, True),
+        ("R", 2, False),
+    ]
+    assert schedule.follow_ups(D, quiet_timing, "ESCALATION") == schedule.follow_ups(
+        D, TIMING, "ESCALATION"
+    )
+
+
+def test_plan_lists_delivery_follow_ups_and_deadline() -> None:
+    accepted = D - minutes(1)
+    plan = schedule.plan(accepted, D, TIMING, "WARNING")
+    assert plan[0] == schedule.Step(schedule.StepKind.DELIVERY, 1, D, ("slack",), False)
+    assert plan[1:-1] == schedule.follow_ups(D, TIMING, "WARNING")
+    assert plan[-1] == schedule.Step(schedule.StepKind.DEADLINE, 1, D + timedelta(hours=1), ())
+
+
+@given(
+    first=st.integers(1, 3600),
+    multiplier=st.floats(1.0, 10.0),
+    count=st.integers(1, 20),
+    afters=st.lists(st.integers(1, 7200), max_size=5),
+    timeout=st.integers(60, 7200),
+    sent=st.tuples(st.integers(0, 20), st.integers(0, 5)),
+    elapsed=st.integers(0, 8000),
+)
+def test_follow_up_properties(
+    first: int,
+    multiplier: float,
+    count: int,
+    afters: list[int],
+    timeout: int,
+    sent: tuple[int, int],
+    elapsed: int,
+) -> None:
+    timing = schedule.Timing(
+        channels=("a",),
+        require_ack=True,
+        ack_timeout=timedelta(seconds=timeout),
+        reminder=schedule.Reminder(timedelta(seconds=first), multiplier, count),
+        escalation=tuple(schedule.EscalationStep(timedelta(seconds=a), ("b",)) for a in afters),
+    )
+    steps = schedule.follow_ups(D, timing, "WARNING")
+    assert all(D < s.at < D + timing.ack_timeout for s in steps)
+    assert [s.at for s in steps] == sorted(s.at for s in steps)
+    reminders = [s.number for s in steps if s.kind == schedule.StepKind.REMINDER]
+    assert reminders == list(range(1, len(reminders) + 1)) and len(reminders) <= count
+    now = D + timedelta(seconds=elapsed)
+    decision = schedule.decide_follow_up(
+        delivered_at=D,
+        timing=timing,
+        intent="WARNING",
+        reminders_sent=sent[0],
+        escalations_sent=sent[1],
+        now=now,
+    )
+    pending = schedule.pending_follow_ups(steps, *sent)
+    if isinstance(decision, schedule.Fire):
+        assert decision.step == pending[0] and decision.step.at <= now
+    else:
+        assert decision.at == (pending[0].at if pending else None)
+        assert decision.at is None or decision.at > now

@@ -1,0 +1,159 @@
+"""WithdrawNotification: load, ask ``domain.withdrawal``, store (SPEC §5).
+
+Tenancy (SPEC §3) comes first: a producer withdraws only its own principal's
+notifications (a responds_for on the same key does not widen that), an operator
+any; every other id answers NOT_FOUND exactly like an unknown one.
+
+Messages already sent are updated where the channel can (Slack ``chat.update``,
+PagerDuty ``resolve``) by durable "message update" outbox work that another part of
+the server owns: this service calls :class:`SentMessages` inside the withdrawal's
+transaction, so that work commits with the withdrawal or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from uns_server.domain import withdrawal
+from uns_server.domain.enums import EventKind, Role, Status
+from uns_server.domain.errors import NotFound
+from uns_server.domain.validation import validate_notification_id
+from uns_server.services.auth import Principal
+from uns_server.services.operations import validate_reason
+from uns_server.store import audit, dispatch, events, notifications
+from uns_server.store.db import Database, WriteTx
+from uns_server.store.events import NewEvent
+from uns_server.store.pg import Row
+
+
+class SentMessages(Protocol):
+    """Hook for updating messages a withdrawn notification already reached."""
+
+    async def withdrawn(
+        self,
+        tx: WriteTx,
+        row: Row,
+        scope: withdrawal.Scope,
+        actor: str,
+        reason: str,
+        now: datetime,
+    ) -> None:
+        """Called in the withdrawal's transaction for a row some channel accepted
+        (``row`` as it was before the withdrawal): enqueue the update work here (e.g.
+        ``services.message_updates.queue_on_settle(tx, row, AckStatus.WITHDRAWN,
+        actor, "withdrawal", now)``)."""
+
+
+class Withdrawals:
+    def __init__(
+        self,
+        db: Database,
+        clock: Callable[[], datetime],
+        sent_messages: SentMessages | None = None,
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._sent_messages = sent_messages
+
+    async def withdraw(
+        self, principal: Principal, notification_id: str, reason: str = ""
+    ) -> Mapping[Any, Any]:
+        """The withdrawn notification (also on a repeat by the same caller)."""
+        nid = validate_notification_id(notification_id)
+        reason = validate_reason(reason)
+        now = self._clock()
+        async with self._db.write() as tx:
+            row = await notifications.by_id(tx.conn, nid, for_update=True)
+            if row is None or not _may_withdraw(principal, row["principal"]):
+                raise NotFound(metadata={"notification_id": nid})
+            followers = []
+            if row["status"] == Status.PENDING and row["dedup_owner_id"] is None:
+                followers = await dispatch.pending_followers(tx.conn, nid)
+            decision = withdrawal.decide_withdrawal(
+                withdrawal.Target(
+                    id=nid,
+                    status=row["status"],
+                    ack_status=row["ack_status"],
+                    dead_letter=row["dead_letter"],
+                    deadline=row["deadline"],
+                    dedup_owner_id=row["dedup_owner_id"],
+                    withdrawn_by=row["withdrawn_by"],
+                ),
+                caller=principal.name,
+                pending_followers=tuple(f["id"] for f in followers),
+                now=now,
+            )
+            if isinstance(decision, withdrawal.Withdraw):
+                await self._store(tx, row, followers, decision, principal.name, reason, now)
+                changed = await notifications.by_id(tx.conn, nid)
+                assert changed is not None
+                row = changed
+        return row
+
+    async def _store(
+        self,
+        tx: WriteTx,
+        row: Row,
+        followers: Sequence[Row],
+        decision: withdrawal.Withdraw,
+        actor: str,
+        reason: str,
+        now: datetime,
+    ) -> None:
+        scope = decision.scope
+        values = withdrawal.withdrawn_values(scope, actor=actor, reason=reason, now=now)
+        await dispatch.update_rows(tx.conn, [row["id"]], **values)
+        payload = {"actor": actor, "reason": reason, "scope": scope.value}
+        new_events = [_event(row, payload)]
+        if followers:
+            followers_values = withdrawal.withdrawn_values(
+                withdrawal.Scope.NOTIFICATION, actor=actor, reason=reason, now=now
+            )
+            await dispatch.update_rows(tx.conn, list(decision.followers), **followers_values)
+            new_events += [
+                _event(f, {**payload, "with_owner_id": row["id"]})
+                for f in followers
+                if f["id"] in decision.followers
+            ]
+        if scope == withdrawal.Scope.ACK:
+            await audit.record_ack(
+                tx.conn,
+                row["id"],
+                old_status=row["ack_status"],
+                new_status=str(values["ack_status"]),
+                actor=actor,
+                metadata={"reason": reason},
+                now=now,
+            )
+        else:
+            await audit.insert_deliveries(
+                tx.conn,
+                [
+                    audit.delivery_record(
+                        row,
+                        status=Status.WITHDRAWN.value,
+                        outcome=row["outcome"],
+                        delivered_at=None,
+                        now=now,
+                    )
+                ],
+            )
+        reached = scope == withdrawal.Scope.ACK or row["outcome"].get("channels_succeeded")
+        if self._sent_messages is not None and reached:
+            await self._sent_messages.withdrawn(tx, row, scope, actor, reason, now)
+        await events.append(tx, new_events, now)
+
+
+def _may_withdraw(principal: Principal, owner: str) -> bool:
+    """The owning producer or an operator (SPEC §3)."""
+    if principal.sees_everything:
+        return True
+    return Role.PRODUCER in principal.roles and owner == principal.name
+
+
+def _event(row: Row, payload: dict[str, Any]) -> NewEvent:
+    return NewEvent(
+        row["id"], row["principal"], row["notification_type"], EventKind.WITHDRAWN, payload
+    )

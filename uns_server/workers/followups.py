@@ -1,0 +1,278 @@
+"""Follow-ups: reminders and escalation steps while an ack is PENDING (SPEC §5).
+
+Durable outbox work, claimed and fenced like deliveries (``workers.dispatch``):
+
+1. **Claim** (one transaction): lock rows whose ack is PENDING and whose
+   ``followup_at`` has passed (SKIP LOCKED on PostgreSQL), and ask
+   ``domain.schedule.decide_follow_up`` what is due. Nothing due: store when to look
+   again (``followup_at``, NULL when nothing is left) and release the row. A step
+   due: lease the row under a new follow-up token. A row whose previous follow-up
+   lease expired unsettled is recovered: the same step is decided again (the
+   counters only move at settlement) and flagged
+   ``provider_effect_may_have_occurred``.
+2. **Send** outside any transaction, on the step's channels (a reminder: the
+   notification's channels; a step: its own), marked as a follow-up with its number.
+3. **Settle** (one transaction), only while the lease holds: count the step, store
+   the next ``followup_at``, and record REMINDER_SENT or ESCALATED with every
+   provider result. A lost lease (it expired, or a withdrawal fenced it) records
+   LEASE_LOST with the results instead and changes nothing.
+
+So each step is decided once across replicas and restarts and sent at least once;
+a repeat is flagged. Reminders and steps stop once the ack is no longer PENDING
+(acknowledged, dismissed, timed out, withdrawn): claims take only PENDING acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from uns_server.aio import wait_event
+from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain import schedule
+from uns_server.domain.enums import AckStatus, EventKind, Priority
+from uns_server.domain.policy import EffectivePolicy
+from uns_server.store import followups
+from uns_server.store.db import Database
+from uns_server.store.events import NewEvent, append
+from uns_server.store.pg import Row
+
+log = logging.getLogger("uns.followups")
+Clock = Callable[[], datetime]
+
+BATCH_DEFAULT = 64
+# A provider call that outlives this share of the lease would settle too late anyway.
+SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
+_KIND_EVENT = {
+    schedule.StepKind.REMINDER: EventKind.REMINDER_SENT,
+    schedule.StepKind.ESCALATION: EventKind.ESCALATED,
+}
+_NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
+
+
+@dataclass(frozen=True)
+class FollowUpClaim:
+    row: Row
+    token: str
+    step: schedule.Step
+    recovered: bool  # an earlier try of this step never settled
+
+
+@dataclass(frozen=True)
+class Sent:
+    channel: str
+    result: ChannelResult
+
+
+@dataclass(frozen=True)
+class RunResult:
+    fired: int  # steps sent and settled (or fenced)
+    rescheduled: int  # rows looked at with nothing due yet
+
+
+def timing_of(row: Row) -> tuple[schedule.Timing, str | None]:
+    """The frozen policy's timing and the notification's intent."""
+    doc = row["notification"]
+    return EffectivePolicy.from_json(doc["effective"]).spec.timing, doc.get("intent")
+
+
+class FollowUpWorker:
+    def __init__(
+        self,
+        db: Database,
+        channels: ChannelRegistry,
+        clock: Clock,
+        *,
+        lease_seconds: float,
+        poll_seconds: float,
+        batch_size: int = BATCH_DEFAULT,
+    ) -> None:
+        self._db = db
+        self._channels = channels
+        self._clock = clock
+        self._lease = timedelta(seconds=lease_seconds)
+        self._poll = poll_seconds
+        self._batch = batch_size
+        self._stopping = asyncio.Event()
+
+    async def run_once(self) -> RunResult:
+        """Claim one batch and send what is due to completion."""
+        claims, rescheduled = await self.claim()
+        await asyncio.gather(*(self.deliver(c) for c in claims))
+        return RunResult(len(claims), rescheduled)
+
+    def stop(self) -> None:
+        """Finish the current batch, then return from ``run``."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            timeout = self._poll
+            try:
+                result = await self.run_once()
+                if result.fired:
+                    log.info("follow-ups sent", extra={"count": result.fired})
+                if result.fired + result.rescheduled >= self._batch:
+                    continue
+                async with self._db.read() as conn:
+                    due = await followups.next_due_at(conn)
+                if due is not None:
+                    timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
+            except Exception:
+                log.exception("follow-up run failed")
+            await wait_event(self._stopping, timeout)
+
+    async def claim(self) -> tuple[list[FollowUpClaim], int]:
+        """Lease the rows with a step due now; store when to look again at the others."""
+        now = self._clock()
+        claims: list[FollowUpClaim] = []
+        rescheduled = 0
+        async with self._db.write() as tx:
+            for row in await followups.due(tx.conn, now, self._batch):
+                timing, intent = timing_of(row)
+                decision = schedule.decide_follow_up(
+                    delivered_at=row["delivered_at"],
+                    timing=timing,
+                    intent=intent,
+                    reminders_sent=row["reminders_sent"],
+                    escalations_sent=row["escalations_sent"],
+                    now=now,
+                )
+                if isinstance(decision, schedule.Wait):
+                    await followups.update_row(
+                        tx.conn,
+                        row["id"],
+                        followup_at=decision.at,
+                        followup_lease_token=None,
+                        followup_lease_until=None,
+                    )
+                    rescheduled += 1
+                    continue
+                token = str(uuid.uuid4())
+                await followups.update_row(
+                    tx.conn,
+                    row["id"],
+                    followup_lease_token=token,
+                    followup_lease_until=now + self._lease,
+                )
+                recovered = row["followup_lease_token"] is not None
+                claims.append(FollowUpClaim(row, token, decision.step, recovered))
+        return claims, rescheduled
+
+    async def deliver(self, claim: FollowUpClaim) -> None:
+        try:
+            sent = await asyncio.gather(*(self._send(claim, ch) for ch in claim.step.channels))
+            await self.settle(claim, sent)
+        except Exception:
+            # The lease expires and the step is recovered (and flagged) by a later claim.
+            log.exception("follow-up failed", extra={"notification_id": claim.row["id"]})
+
+    async def _send(self, claim: FollowUpClaim, channel: str) -> Sent:
+        if channel not in self._channels:
+            return Sent(channel, ChannelResult.permanent(f"channel {channel!r} is not configured"))
+        try:
+            async with asyncio.timeout(self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE):
+                result = await self._channels.get(channel).send(_message(claim, channel))
+        except TimeoutError:
+            result = ChannelResult.transient("provider call timed out")
+        except Exception as exc:  # an adapter bug must not lose the step
+            log.exception("channel adapter raised", extra={"channel": channel})
+            result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
+        return Sent(channel, result)
+
+    async def settle(self, claim: FollowUpClaim, sent: Sequence[Sent]) -> bool:
+        """Record the step; False when its lease was lost (nothing but LEASE_LOST)."""
+        now = self._clock()
+        row, step = claim.row, claim.step
+        results = [
+            {
+                "channel": s.channel,
+                "success": s.result.success,
+                "retryable": s.result.retryable,
+                "message_id": s.result.message_id,
+                "error": s.result.error,
+            }
+            for s in sent
+        ]
+        payload: dict[str, Any] = {
+            _NUMBER_FIELD[step.kind]: step.number,
+            "channels": list(step.channels),
+            "results": results,
+            "lease_token": claim.token,
+            "due_time": step.at.isoformat(),
+            "provider_effect_may_have_occurred": claim.recovered,
+        }
+        async with self._db.write() as tx:
+            current = await followups.leased(tx.conn, row["id"], claim.token, now)
+            if current is None:
+                lost = {**payload, "follow_up": step.kind.value}
+                lost["provider_effect_may_have_occurred"] = True
+                await append(tx, [_event(row, EventKind.LEASE_LOST, lost)], now)
+                return False
+            counters = {
+                "reminders_sent": current["reminders_sent"],
+                "escalations_sent": current["escalations_sent"],
+            }
+            column = (
+                "reminders_sent" if step.kind == schedule.StepKind.REMINDER else "escalations_sent"
+            )
+            counters[column] = max(counters[column], step.number)
+            timing, intent = timing_of(current)
+            next_at = None
+            if current["ack_status"] == AckStatus.PENDING:
+                next_at = schedule.after_fired(
+                    delivered_at=current["delivered_at"],
+                    timing=timing,
+                    intent=intent,
+                    **counters,
+                )
+            await followups.settle(
+                tx.conn,
+                row["id"],
+                claim.token,
+                {
+                    **counters,
+                    "followup_at": next_at,
+                    "followup_lease_token": None,
+                    "followup_lease_until": None,
+                    "updated_at": now,
+                },
+            )
+            await append(tx, [_event(row, _KIND_EVENT[step.kind], payload)], now)
+        return True
+
+
+def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
+    return NewEvent(row["id"], row["principal"], row["notification_type"], kind, payload)
+
+
+def _message(claim: FollowUpClaim, channel: str) -> OutboundMessage:
+    row, step = claim.row, claim.step
+    doc = row["notification"]
+    label = (
+        f"Reminder {step.number}"
+        if step.kind == schedule.StepKind.REMINDER
+        else f"Escalation step {step.number}"
+    )
+    return OutboundMessage(
+        notification_id=row["id"],
+        notification_type=row["notification_type"],
+        intent=doc.get("intent") or "",
+        title=f"{label}: {doc['title']}",
+        message=doc["message"],
+        source=row["source"],
+        priority=Priority(doc["effective"]["priority"]).value,
+        correlation_id=doc.get("correlation_id", ""),
+        metadata=doc.get("metadata") or {},
+        attempt=step.number,
+        # Stable across recoveries of this step, so providers can drop duplicates.
+        idempotency_token=f"{row['id']}:{channel}:{step.kind.value.lower()}:{step.number}",
+        follow_up=step.kind.value,
+        follow_up_number=step.number,
+    )
