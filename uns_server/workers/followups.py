@@ -33,6 +33,7 @@ retry, which is claimed once more to record that step as STOPPED without a call.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import uuid
@@ -250,6 +251,8 @@ class FollowUpWorker:
         if progress is None:  # nothing to close (the query takes no such row)
             await followups.update_row(tx.conn, row["id"], **values)
             return
+        if row["followup_lease_token"] is not None:  # a call whose lease expired unsettled
+            progress = dataclasses.replace(progress, recovered=True)
         timing, intent = timing_of(row)
         step = _step_of(progress, timing)
         decided = schedule.decide_step_attempt(
