@@ -2,7 +2,8 @@
 receivers on loopback and the clock moved by the test (workers stepped with
 ``run_once``): each step fires once, on its channels, marked with its number; they
 stop when the ack settles or is withdrawn; a second replica never decides a step
-twice; an interrupted step is recovered and flagged."""
+twice; an interrupted step is recovered and flagged; a transient provider failure is
+retried on that channel alone, bounded, and the step recorded once."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ TYPE = "ops.nag"
 REMINDER = Reminder(timedelta(minutes=10), 2.0, 3)
 STEPS = (
     EscalationStep(timedelta(minutes=20), ("pager",)),
-    EscalationStep(timedelta(minutes=45), ("pager",)),
+    EscalationStep(timedelta(minutes=45), ("pager", "hook")),
 )
 
 
@@ -229,3 +230,116 @@ async def test_watch_filters_on_the_new_kinds(rig: Rig) -> None:
         lambda evs: bool(evs) and evs[-1].kind == t.EVENT_KIND_WITHDRAWN,
     )
     assert kinds(seen) == ["REMINDER_SENT", "ESCALATED", "WITHDRAWN"]
+
+
+async def answered_until(rig: Rig, d: datetime, *marks: float) -> None:
+    """Run the worker at each mark (minutes after delivery), one step per mark."""
+    for m in marks:
+        rig.at(d + minutes(m) + timedelta(seconds=1))
+        await rig.worker.run_once()
+
+
+def is_step(e: t.Event, number: int) -> bool:
+    return e.kind == t.EVENT_KIND_ESCALATED and e.payload["step"] == number
+
+
+async def step_events(rig: Rig, nid: str, number: int, *, withdraw: bool = True) -> list[t.Event]:
+    """Every ESCALATED event of step ``number``: the whole history up to a withdrawal
+    made now (so a second event would be seen), or up to the first one."""
+    if withdraw:
+        await rig.server.stub("alice").WithdrawNotification(
+            pb.WithdrawNotificationRequest(notification_id=nid)
+        )
+    events = await events_until(
+        rig.server.stub("oscar"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        lambda evs: (
+            bool(evs)
+            and (evs[-1].kind == t.EVENT_KIND_WITHDRAWN if withdraw else is_step(evs[-1], number))
+        ),
+    )
+    return [e for e in events if is_step(e, number)]
+
+
+async def test_a_transient_failure_is_retried_on_that_channel_alone(rig: Rig) -> None:
+    nid, d = await rig.delivered()
+    await answered_until(rig, d, 0, 10, 20, 30)
+    await rig.hook.wait_for_requests(3)  # the delivery, reminders 1 and 2
+    rig.pager.script(Reply(status=503))
+    await answered_until(rig, d, 45)  # step 2: the pager fails, the hook accepts
+    await rig.pager.wait_for_requests(2)
+    n = await rig.get(nid)
+    assert n.escalations_sent == 1  # step 2 is not decided yet: no event
+    retry_at = n.next_follow_up_time.ToDatetime(tzinfo=UTC)
+    assert d + minutes(45) < retry_at < d + minutes(46)  # backoff, not the next step
+
+    rig.at(retry_at + timedelta(milliseconds=1))
+    assert (await rig.worker.run_once()).fired == 1
+    *_, failed, retried = await rig.pager.wait_for_requests(3)
+    step_id = f"{nid}:pager:escalation:2"
+    assert failed.headers["webhook-id"] == retried.headers["webhook-id"] == step_id
+    assert len(rig.hook.requests) == 4  # it accepted the first call: not called again
+    n = await rig.get(nid)
+    assert n.escalations_sent == 2 and not n.HasField("next_follow_up_time")
+    [event] = await step_events(rig, nid, 2)
+    assert event.payload["decision"] == "SENT" and event.payload["attempts"] == 2
+    results = {r["channel"]: r["success"] for r in event.payload["results"]}
+    assert results == {"pager": True, "hook": True}
+    assert event.payload["provider_effect_may_have_occurred"] is False
+
+
+async def test_a_permanent_rejection_is_final(rig: Rig) -> None:
+    nid, d = await rig.delivered()
+    rig.pager.script(Reply(status=400))
+    await answered_until(rig, d, 0, 10, 20)
+    n = await rig.get(nid)
+    assert n.escalations_sent == 1
+    assert n.next_follow_up_time.ToDatetime(tzinfo=UTC) == d + minutes(30)  # reminder 2
+    await answered_until(rig, d, 29)
+    assert len(rig.pager.requests) == 1
+    [event] = await step_events(rig, nid, 1)
+    assert event.payload["decision"] == "GAVE_UP" and event.payload["attempts"] == 1
+    [result] = event.payload["results"]
+    assert (result["success"], result["retryable"]) == (False, False)
+
+
+async def test_retries_of_a_step_are_bounded(rig: Rig) -> None:
+    nid, d = await rig.delivered()
+    rig.pager.default = Reply(status=503)
+    await answered_until(rig, d, 0, 10, 20)
+    for _ in range(10):
+        n = await rig.get(nid)
+        if n.escalations_sent == 1:
+            break
+        rig.at(n.next_follow_up_time.ToDatetime(tzinfo=UTC) + timedelta(milliseconds=1))
+        await rig.worker.run_once()
+    # The policy's max_attempts (5 by default; at most STEP_ATTEMPTS_MAX).
+    assert len(rig.pager.requests) == 5
+    assert (await rig.get(nid)).escalations_sent == 1
+    [event] = await step_events(rig, nid, 1)
+    assert event.payload["decision"] == "GAVE_UP" and event.payload["attempts"] == 5
+    assert event.payload["results"][0]["retryable"] is True
+
+
+@pytest.mark.parametrize("ending", ["acknowledge", "withdraw"])
+async def test_the_ack_ending_stops_a_step_between_retries(rig: Rig, ending: str) -> None:
+    nid, d = await rig.delivered()
+    rig.pager.script(Reply(status=503))
+    await answered_until(rig, d, 0, 10, 20)
+    await rig.pager.wait_for_requests(1)
+    retry_at = (await rig.get(nid)).next_follow_up_time.ToDatetime(tzinfo=UTC)
+    if ending == "acknowledge":
+        await rig.server.stub("rita").Acknowledge(pb.AcknowledgeRequest(notification_id=nid))
+    else:
+        await rig.server.stub("alice").WithdrawNotification(
+            pb.WithdrawNotificationRequest(notification_id=nid, reason="resolved")
+        )
+    rig.at(retry_at + timedelta(seconds=1))
+    assert (await rig.worker.run_once()).fired == 0  # no provider call...
+    assert (await rig.worker.run_once()).rescheduled == 0  # ...and closed once
+    rig.at(d + minutes(50))
+    assert (await rig.worker.run_once()).fired == 0
+    assert len(rig.pager.requests) == 1
+    [event] = await step_events(rig, nid, 1, withdraw=False)
+    assert event.payload["decision"] == "STOPPED" and event.payload["attempts"] == 1
+    assert event.payload["results"][0]["retryable"] is True

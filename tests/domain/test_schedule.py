@@ -350,3 +350,153 @@ def test_follow_up_properties(
     else:
         assert decision.at == (pending[0].at if pending else None)
         assert decision.at is None or decision.at > now
+
+
+# -- retrying one step -------------------------------------------------------------------
+
+OK = schedule.ChannelAnswer(success=True, retryable=False)
+BUSY = schedule.ChannelAnswer(success=False, retryable=True)  # 503, 429, timeout, transport
+NO = schedule.ChannelAnswer(success=False, retryable=False)  # a rejection
+SLOW = schedule.ChannelAnswer(success=False, retryable=True, retry_after_seconds=120.0)
+NIGHT = QuietHours("Europe/Paris", time(22, 0), time(7, 0))
+SENT, GAVE_UP, STOPPED = (
+    schedule.StepDecided(schedule.StepOutcome.SENT),
+    schedule.StepDecided(schedule.StepOutcome.GAVE_UP),
+    schedule.StepDecided(schedule.StepOutcome.STOPPED),
+)
+PD_EMAIL = ("pagerduty", "email")
+
+
+def after(seconds: float) -> datetime:
+    return NOW + timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("answers", "attempts", "max_attempts", "pending", "deadline", "quiet", "want"),
+    [
+        # Decided by the answers alone.
+        ({"pagerduty": OK, "email": OK}, 1, 5, True, after(3600), None, SENT),
+        ({"pagerduty": OK, "email": NO}, 1, 5, True, after(3600), None, GAVE_UP),
+        ({"pagerduty": NO, "email": NO}, 1, 5, True, after(3600), None, GAVE_UP),
+        # Answered for good beats a settled ack: the event says what happened.
+        ({"pagerduty": OK, "email": OK}, 1, 5, False, after(3600), None, SENT),
+        # A transient failure retries that channel alone; rand 0 means half the delay
+        # (1s base after call 1, 2s after call 2).
+        ({"pagerduty": OK, "email": BUSY}, 1, 5, True, after(3600), None, ("email", 0.5)),
+        ({"pagerduty": BUSY, "email": BUSY}, 2, 5, True, after(3600), None, (PD_EMAIL, 1.0)),
+        ({"pagerduty": NO, "email": BUSY}, 1, 5, True, after(3600), None, ("email", 0.5)),
+        # A channel with no answer (never called) is called.
+        ({"pagerduty": OK}, 1, 5, True, after(3600), None, ("email", 0.5)),
+        # Retry-After is a floor.
+        ({"pagerduty": OK, "email": SLOW}, 1, 5, True, after(3600), None, ("email", 120.0)),
+        # Bounded: the policy's max_attempts, capped at STEP_ATTEMPTS_MAX.
+        ({"pagerduty": OK, "email": BUSY}, 3, 3, True, after(3600), None, GAVE_UP),
+        ({"pagerduty": OK, "email": BUSY}, 1, 1, True, after(3600), None, GAVE_UP),
+        ({"pagerduty": OK, "email": BUSY}, 5, 10, True, after(3600), None, GAVE_UP),
+        ({"pagerduty": OK, "email": BUSY}, 4, 10, True, after(3600), None, ("email", 4.0)),
+        # A retry that would not come before the deadline is not made.
+        ({"pagerduty": OK, "email": BUSY}, 1, 5, True, after(0.5), None, GAVE_UP),
+        ({"pagerduty": OK, "email": SLOW}, 1, 5, True, after(60), None, GAVE_UP),
+        # The ack ended while a channel waited to retry.
+        ({"pagerduty": OK, "email": BUSY}, 1, 5, False, after(3600), None, STOPPED),
+        # 13:00 in Paris is outside the night window: not held (see the test below).
+        ({"pagerduty": BUSY, "email": OK}, 1, 5, True, after(3600), NIGHT, ("pagerduty", 0.5)),
+    ],
+)
+def test_decide_step_attempt(
+    answers: dict[str, schedule.ChannelAnswer],
+    attempts: int,
+    max_attempts: int,
+    pending: bool,
+    deadline: datetime,
+    quiet: QuietHours | None,
+    want: object,
+) -> None:
+    got = schedule.decide_step_attempt(
+        channels=PD_EMAIL,
+        answers=answers,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        ack_pending=pending,
+        now=NOW,
+        deadline=deadline,
+        quiet=quiet,
+        intent="ACTION_REQUIRED",
+        rand=lambda: 0.0,
+    )
+    if isinstance(want, tuple):
+        channels, seconds = want
+        channels = (channels,) if isinstance(channels, str) else channels
+        assert got == schedule.RetryStep(after(seconds), channels)
+    else:
+        assert got == want
+
+
+def test_a_retry_in_quiet_hours_waits_for_the_window_to_end() -> None:
+    late = datetime(2026, 3, 1, 20, 59, 59, 800000, tzinfo=UTC)  # 21:59:59.8 in Paris
+    answers = {"pagerduty": BUSY}
+    kwargs = dict(
+        channels=("pagerduty",),
+        answers=answers,
+        attempts=1,
+        max_attempts=5,
+        ack_pending=True,
+        now=late,
+        quiet=NIGHT,
+        rand=lambda: 0.0,
+    )
+    held = schedule.decide_step_attempt(
+        **kwargs, deadline=late + timedelta(hours=12), intent="ACTION_REQUIRED"
+    )
+    assert held == schedule.RetryStep(datetime(2026, 3, 2, 6, tzinfo=UTC), ("pagerduty",))
+    # Past the deadline once held: given up. SAFETY is never held.
+    short = late + timedelta(hours=1)
+    assert schedule.decide_step_attempt(**kwargs, deadline=short, intent="ACTION_REQUIRED") == (
+        GAVE_UP
+    )
+    assert schedule.decide_step_attempt(**kwargs, deadline=short, intent="SAFETY") == (
+        schedule.RetryStep(late + timedelta(seconds=0.5), ("pagerduty",))
+    )
+
+
+@given(
+    answers=st.dictionaries(
+        st.sampled_from(PD_EMAIL), st.sampled_from([OK, BUSY, NO, SLOW]), min_size=1
+    ),
+    attempts=st.integers(1, 12),
+    max_attempts=st.integers(1, 12),
+    pending=st.booleans(),
+    rand=st.floats(0.0, 1.0),
+)
+def test_decide_step_attempt_properties(
+    answers: dict[str, schedule.ChannelAnswer],
+    attempts: int,
+    max_attempts: int,
+    pending: bool,
+    rand: float,
+) -> None:
+    deadline = after(3600)
+    got = schedule.decide_step_attempt(
+        channels=PD_EMAIL,
+        answers=answers,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        ack_pending=pending,
+        now=NOW,
+        deadline=deadline,
+        quiet=None,
+        intent=None,
+        rand=lambda: rand,
+    )
+    if isinstance(got, schedule.RetryStep):
+        # Only channels not yet answered for good, within the bound and the deadline,
+        # while the ack is pending, never immediately.
+        assert pending and attempts < min(max_attempts, schedule.STEP_ATTEMPTS_MAX)
+        assert got.channels and all(
+            ch not in answers or answers[ch].transient for ch in got.channels
+        )
+        assert NOW < got.at < deadline
+    elif got.outcome == schedule.StepOutcome.SENT:
+        assert all(ch in answers and answers[ch].success for ch in PD_EMAIL)
+    elif got.outcome == schedule.StepOutcome.STOPPED:
+        assert not pending

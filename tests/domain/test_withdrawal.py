@@ -119,7 +119,9 @@ def test_withdrawal_never_reopens_and_always_fences(
     values = withdrawn_values(decision.scope, actor=caller, reason="r", now=NOW)
     # Any lease in flight is fenced, follow-ups stop, nothing becomes due again.
     assert values["lease_token"] is None and values["followup_lease_token"] is None
-    assert values["followup_at"] is None and "next_attempt" not in values
+    assert "next_attempt" not in values
+    # Only a step caught between retries is looked at again, to be closed as STOPPED.
+    assert values["followup_at"] == (NOW if decision.scope == Scope.ACK else None)
     if decision.scope == Scope.ACK:
         assert status == Status.DELIVERED and ack == AckStatus.PENDING
         assert values["ack_status"] == AckStatus.WITHDRAWN

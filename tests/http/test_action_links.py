@@ -174,6 +174,22 @@ async def test_tampered_expired_revoked_and_unknown_links_are_one_plain_404(rig:
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
 
 
+async def test_a_withdrawn_ack_is_not_waiting_for_an_answer(rig: Rig) -> None:
+    nid = await rig.send("links-withdrawn")
+    await rig.deliver()
+    url = email_links(rig.smtp.messages[0])["Acknowledge"]
+    async with httpx.AsyncClient() as http:
+        nonce = form_nonce((await http.get(url)).text)
+        await rig.server.stub("alice").WithdrawNotification(
+            pb.WithdrawNotificationRequest(notification_id=nid, reason="cleared")
+        )
+        late = await http.post(url, data={"action": "ack", "nonce": nonce})
+    # ACK_NOT_PENDING, as for Acknowledge: not someone else's answer.
+    assert late.status_code == 409 and "not waiting for an answer" in late.text
+    assert "Someone else answered first." not in late.text
+    assert (await rig.get(nid)).ack_state == t.ACK_STATE_WITHDRAWN
+
+
 async def test_late_answers_are_refused_like_acknowledge(rig: Rig) -> None:
     nid = await rig.send("links-late", notification_type="ops.mail")
     await rig.deliver()

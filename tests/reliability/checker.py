@@ -419,7 +419,8 @@ def timeline_problems(
                     bad(e, f"withdrawn in state {state}")
                 state = WITHDRAWN
         elif k in FOLLOW_UP_KINDS:
-            # Claimed while the ack was PENDING; it may settle while the step is sent.
+            # Claimed while the ack was PENDING; it may settle while the step is sent
+            # or waits for a retry (then the step is recorded STOPPED).
             if state != DELIVERED:
                 bad(e, f"{k} in state {state}")
         elif k != "RETENTION_APPLIED":

@@ -94,7 +94,8 @@ def row(**overrides: Any) -> dict[str, Any]:
         "provider_refs": None,
     }
     for column in notifications_table.c:  # a column added later: NULL unless given
-        values.setdefault(column.name, None)
+        # (its default when it has one: the counters reminders_sent, escalations_sent)
+        values.setdefault(column.name, None if column.server_default is None else 0)
     return values | overrides
 
 

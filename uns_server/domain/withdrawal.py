@@ -106,7 +106,8 @@ def decide_withdrawal(
 
 def withdrawn_values(scope: Scope, *, actor: str, reason: str, now: datetime) -> dict[str, object]:
     """The columns a withdrawal sets. Both scopes clear the dispatch and follow-up
-    leases (fencing anything in flight) and stop follow-ups."""
+    leases (fencing anything in flight) and stop follow-ups (no claim takes a
+    withdrawn notification or ack, except to close a step caught between retries)."""
     values: dict[str, object] = {
         "withdrawn_at": now,
         "withdrawn_by": actor,
@@ -122,6 +123,9 @@ def withdrawn_values(scope: Scope, *, actor: str, reason: str, now: datetime) ->
         values |= {"status": Status.WITHDRAWN.value, "dead_letter": False}
     else:
         values |= {
+            # Due now: a reminder or step waiting to retry is closed (STOPPED, with what
+            # its channels said) by the follow-up worker; no claim takes it otherwise.
+            "followup_at": now,
             "ack_status": AckStatus.WITHDRAWN.value,
             "actor": actor,
             "responded_at": now,

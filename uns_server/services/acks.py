@@ -4,9 +4,13 @@
     PENDING --Acknowledge before deadline--> ACKED | DISMISSED      (responder)
     PENDING --deadline passed, expiry worker--> TIMED_OUT           (uns-timeout-worker)
 
-Same actor + same outcome again returns the original settlement; anything else on a
-settled ack is ACK_CONFLICT; after the deadline ACK_DEADLINE_PASSED, even before the
-sweep has run (late human acks are refused, never raced against the worker).
+    PENDING --WithdrawNotification--> WITHDRAWN                      (producer, operator)
+
+Same actor + same outcome again returns the original settlement; an answer to a
+withdrawn ack is ACK_NOT_PENDING (metadata ``ack_state`` WITHDRAWN, the withdrawing
+actor unnamed); anything else on a settled ack is ACK_CONFLICT; after the deadline
+ACK_DEADLINE_PASSED, even before the sweep has run (late human acks are refused, never
+raced against the worker).
 
 Tenancy (SPEC §3) comes first: a notification outside the caller's tenants answers
 NOT_FOUND exactly like an unknown id, before anything about its state is said. An
@@ -60,6 +64,13 @@ def decide(
         raise AckNotPending(
             "the notification has no pending acknowledgement "
             f"(state {row['status']}, require_ack {row['require_ack']})",
+            metadata={**info, "state": row["status"]},
+        )
+    if status == AckStatus.WITHDRAWN:
+        # The obligation no longer stands: nothing is pending, and who withdrew it is
+        # not this caller's business (the producer or an operator, SPEC §5).
+        raise AckNotPending(
+            "the acknowledgement was withdrawn; nothing is pending",
             metadata={**info, "state": row["status"]},
         )
     if status == AckStatus.TIMED_OUT or (status == AckStatus.PENDING and row["deadline"] <= now):

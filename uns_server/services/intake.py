@@ -538,4 +538,5 @@ def _row(
         "followup_lease_until": None,
         "reminders_sent": 0,
         "escalations_sent": 0,
+        "followup_step": None,
     }

@@ -3,7 +3,9 @@
 A row is due when its ack is PENDING and ``followup_at`` has passed; a claim leases
 it under its own fencing token (``followup_lease_token``), separate from the dispatch
 lease, and the settlement is guarded by that token and ``followup_lease_until > now``:
-zero rows means the lease was lost (it expired, or a withdrawal fenced it).
+zero rows means the lease was lost (it expired, or a withdrawal fenced it). A row
+whose ack ended while a step waited to retry (``followup_step``) is still due once, so
+the worker can record that step as STOPPED.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from uns_server.store.pg import Row
 from uns_server.store.tables import UtcDateTime
 from uns_server.store.tables import notifications as n
 
-_pending = (n.c.ack_status == AckStatus.PENDING.value) & n.c.followup_at.is_not(None)
+# A PENDING ack, or one that ended while a step waited to retry (to close that step).
+_pending = (
+    (n.c.ack_status == AckStatus.PENDING.value) | n.c.followup_step.is_not(None)
+) & n.c.followup_at.is_not(None)
 
 
 async def due(conn: AsyncConnection, now: datetime, limit: int) -> list[Row]:
@@ -70,7 +75,7 @@ async def settle(
 
 
 async def next_due_at(conn: AsyncConnection) -> datetime | None:
-    """The earliest follow-up time of a PENDING ack."""
+    """The earliest follow-up time of a PENDING ack (or of a step to close)."""
     value = (await conn.execute(select(func.min(n.c.followup_at)).where(_pending))).scalar()
     if isinstance(value, str):  # aggregates bypass the column type on SQLite
         value = datetime.fromisoformat(value)

@@ -43,9 +43,18 @@ def driver(conn: AsyncConnection) -> Any | None:
     return sync.connection.driver_connection
 
 
-def _encoder(json_column: bool) -> Any:
-    # The JSONB codec takes text. Like SQLAlchemy's JSON type, None becomes JSON null.
-    return jsontext.dumps if json_column else None
+def _encoder(column_type: Any) -> Any:
+    # The JSONB codec takes text. Like SQLAlchemy's JSON type, None becomes JSON null,
+    # or SQL NULL for a column declared ``none_as_null``.
+    if not isinstance(column_type, JSON):
+        return None
+    if column_type.none_as_null:
+        return _dumps_or_null
+    return jsontext.dumps
+
+
+def _dumps_or_null(value: Any) -> str | None:
+    return None if value is None else jsontext.dumps(value)
 
 
 class Statement:
@@ -61,7 +70,7 @@ class Statement:
         for name in compiled.positiontup or ():
             bind = compiled.binds[name]
             literal = _NAMED if bind.required else bind.effective_value
-            self._params.append((name, _encoder(isinstance(bind.type, JSON)), literal))
+            self._params.append((name, _encoder(bind.type), literal))
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
         values = []
@@ -92,7 +101,7 @@ class Insert:
             columns = [c.name for c in table.c if not (c.primary_key and c.autoincrement is True)]
         placeholders = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
         self.sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({placeholders})"
-        self._columns = tuple((c, _encoder(isinstance(table.c[c].type, JSON))) for c in columns)
+        self._columns = tuple((c, _encoder(table.c[c].type)) for c in columns)
 
     async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
         await driver.executemany(

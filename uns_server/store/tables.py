@@ -67,6 +67,10 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 # JSONB on PostgreSQL (indexable, compact), JSON text on SQLite.
 Json: Any = JSON().with_variant(postgresql.JSONB(), "postgresql")
+# The same, storing Python None as SQL NULL (not JSON null), so IS NULL finds it.
+JsonOrNull: Any = JSON(none_as_null=True).with_variant(
+    postgresql.JSONB(none_as_null=True), "postgresql"
+)
 # SQLite only auto-increments an INTEGER PRIMARY KEY.
 BigId: Any = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -127,6 +131,9 @@ notifications = Table(
     Column("followup_lease_until", UtcDateTime()),
     Column("reminders_sent", Integer, nullable=False, server_default=text("0")),
     Column("escalations_sent", Integer, nullable=False, server_default=text("0")),
+    # The step being retried after a transient failure (``workers.followups``): kind,
+    # number, calls made, each channel's latest answer; SQL NULL when none.
+    Column("followup_step", JsonOrNull),
     # Pending acks only: the expiry worker's sweep.
     Index(
         "ix_uns_notifications_ack_deadline",

@@ -11,23 +11,33 @@ Durable outbox work, claimed and fenced like deliveries (``workers.dispatch``):
    counters only move at settlement) and flagged
    ``provider_effect_may_have_occurred``.
 2. **Send** outside any transaction, on the step's channels (a reminder: the
-   notification's channels; a step: its own), marked as a follow-up with its number.
-3. **Settle** (one transaction), only while the lease holds: count the step, store
-   the next ``followup_at``, and record REMINDER_SENT or ESCALATED with every
-   provider result. A lost lease (it expired, or a withdrawal fenced it) records
-   LEASE_LOST with the results instead and changes nothing.
+   notification's channels; a step: its own) that have not answered it yet for good,
+   marked as a follow-up with its number.
+3. **Settle** (one transaction), only while the lease holds, asking
+   ``domain.schedule.decide_step_attempt``: a channel that failed transiently
+   (timeout, transport error, 429, 5xx) and attempts left before the deadline: store
+   the step's progress (``followup_step``: calls made, each channel's latest answer)
+   and retry those channels alone at the backoff time, without an event. Otherwise the
+   step is decided: count it, store the next ``followup_at``, and record REMINDER_SENT
+   or ESCALATED once, with every channel's result, the calls made and the
+   ``decision`` (SENT, GAVE_UP). A lost lease (it expired, or a withdrawal fenced it)
+   records LEASE_LOST with the results instead and changes nothing.
 
-So each step is decided once across replicas and restarts and sent at least once;
-a repeat is flagged. Reminders and steps stop once the ack is no longer PENDING
-(acknowledged, dismissed, timed out, withdrawn): claims take only PENDING acks.
+So each step is decided once across replicas and restarts and sent at least once per
+channel (never again to a channel that accepted it); a repeat is flagged. Reminders and
+steps stop once the ack is no longer PENDING (acknowledged, dismissed, timed out,
+withdrawn): claims take only PENDING acks, except a row whose step was waiting to
+retry, which is claimed once more to record that step as STOPPED without a call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,7 +49,7 @@ from uns_server.domain import schedule
 from uns_server.domain.enums import AckStatus, EventKind, Priority
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.store import followups
-from uns_server.store.db import Database
+from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent, append
 from uns_server.store.pg import Row
 
@@ -54,6 +64,56 @@ _KIND_EVENT = {
     schedule.StepKind.ESCALATION: EventKind.ESCALATED,
 }
 _NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
+_COUNTER = {
+    schedule.StepKind.REMINDER: "reminders_sent",
+    schedule.StepKind.ESCALATION: "escalations_sent",
+}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A step between its provider calls (``followup_step``)."""
+
+    kind: schedule.StepKind
+    number: int
+    due_time: datetime  # when the step fell due (before its retries)
+    calls: int
+    results: dict[str, dict[str, Any]]  # channel -> its latest answer, as recorded
+    recovered: bool  # some call of this step may have had an unrecorded effect
+
+    @classmethod
+    def of(cls, row: Row, step: schedule.Step | None = None) -> Progress | None:
+        """The row's stored progress (of ``step``, when given)."""
+        doc = row["followup_step"]
+        if not doc:
+            return None
+        progress = cls(
+            schedule.StepKind(doc["kind"]),
+            int(doc["number"]),
+            datetime.fromisoformat(doc["due_time"]),
+            int(doc["calls"]),
+            dict(doc["results"]),
+            bool(doc["recovered"]),
+        )
+        if step is not None and (progress.kind, progress.number) != (step.kind, step.number):
+            return None
+        return progress
+
+    def answers(self) -> dict[str, schedule.ChannelAnswer]:
+        return {
+            ch: schedule.ChannelAnswer(r["success"], r["retryable"], r.get("retry_after_seconds"))
+            for ch, r in self.results.items()
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "number": self.number,
+            "due_time": self.due_time.isoformat(),
+            "calls": self.calls,
+            "results": self.results,
+            "recovered": self.recovered,
+        }
 
 
 @dataclass(frozen=True)
@@ -62,6 +122,8 @@ class FollowUpClaim:
     token: str
     step: schedule.Step
     recovered: bool  # an earlier try of this step never settled
+    # The channels to call now: the step's, less those that answered it for good.
+    channels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,8 +154,10 @@ class FollowUpWorker:
         lease_seconds: float,
         poll_seconds: float,
         batch_size: int = BATCH_DEFAULT,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self._db = db
+        self._rand = rand
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
@@ -135,6 +199,11 @@ class FollowUpWorker:
         rescheduled = 0
         async with self._db.write() as tx:
             for row in await followups.due(tx.conn, now, self._batch):
+                if row["ack_status"] != AckStatus.PENDING:
+                    # The ack ended while a step waited to retry: record that step.
+                    await self._close_stopped(tx, row, now)
+                    rescheduled += 1
+                    continue
                 timing, intent = timing_of(row)
                 decision = schedule.decide_follow_up(
                     delivered_at=row["delivered_at"],
@@ -162,12 +231,54 @@ class FollowUpWorker:
                     followup_lease_until=now + self._lease,
                 )
                 recovered = row["followup_lease_token"] is not None
-                claims.append(FollowUpClaim(row, token, decision.step, recovered))
+                step = decision.step
+                progress = Progress.of(row, step)
+                answers = progress.answers() if progress else {}
+                channels = tuple(
+                    ch for ch in step.channels if ch not in answers or answers[ch].transient
+                )
+                claims.append(FollowUpClaim(row, token, step, recovered, channels or step.channels))
         return claims, rescheduled
+
+    async def _close_stopped(self, tx: WriteTx, row: Row, now: datetime) -> None:
+        progress = Progress.of(row)
+        values: dict[str, Any] = {
+            "followup_at": None,
+            "followup_step": None,
+            "followup_lease_token": None,
+            "followup_lease_until": None,
+        }
+        if progress is None:  # nothing to close (the query takes no such row)
+            await followups.update_row(tx.conn, row["id"], **values)
+            return
+        if row["followup_lease_token"] is not None:  # a call whose lease expired unsettled
+            progress = dataclasses.replace(progress, recovered=True)
+        timing, intent = timing_of(row)
+        step = _step_of(progress, timing)
+        decided = schedule.decide_step_attempt(
+            channels=step.channels,
+            answers=progress.answers(),
+            attempts=progress.calls,
+            max_attempts=row["max_attempts"],
+            ack_pending=False,
+            now=now,
+            deadline=row["deadline"] or now,
+            quiet=timing.quiet,
+            intent=intent,
+            rand=self._rand,
+        )
+        assert isinstance(decided, schedule.StepDecided)
+        column = _COUNTER[step.kind]
+        values[column] = max(row[column], step.number)
+        values["updated_at"] = now
+        await followups.update_row(tx.conn, row["id"], **values)
+        payload = _payload(step, progress, decided.outcome, lease_token=None)
+        await append(tx, [_event(row, _KIND_EVENT[step.kind], payload)], now)
 
     async def deliver(self, claim: FollowUpClaim) -> None:
         try:
-            sent = await asyncio.gather(*(self._send(claim, ch) for ch in claim.step.channels))
+            channels = claim.channels or claim.step.channels
+            sent = await asyncio.gather(*(self._send(claim, ch) for ch in channels))
             await self.settle(claim, sent)
         except Exception:
             # The lease expires and the step is recovered (and flagged) by a later claim.
@@ -187,65 +298,124 @@ class FollowUpWorker:
         return Sent(channel, result)
 
     async def settle(self, claim: FollowUpClaim, sent: Sequence[Sent]) -> bool:
-        """Record the step; False when its lease was lost (nothing but LEASE_LOST)."""
+        """Record this call of the step: retried later, or decided (its one event).
+        False when its lease was lost (nothing but LEASE_LOST)."""
         now = self._clock()
         row, step = claim.row, claim.step
-        results = [
-            {
-                "channel": s.channel,
-                "success": s.result.success,
-                "retryable": s.result.retryable,
-                "message_id": s.result.message_id,
-                "error": s.result.error,
-            }
-            for s in sent
-        ]
-        payload: dict[str, Any] = {
-            _NUMBER_FIELD[step.kind]: step.number,
-            "channels": list(step.channels),
-            "results": results,
-            "lease_token": claim.token,
-            "due_time": step.at.isoformat(),
-            "provider_effect_may_have_occurred": claim.recovered,
-        }
+        results = {s.channel: _result(s.result) for s in sent}
         async with self._db.write() as tx:
             current = await followups.leased(tx.conn, row["id"], claim.token, now)
             if current is None:
-                lost = {**payload, "follow_up": step.kind.value}
-                lost["provider_effect_may_have_occurred"] = True
+                lost: dict[str, Any] = {
+                    _NUMBER_FIELD[step.kind]: step.number,
+                    "follow_up": step.kind.value,
+                    "channels": list(step.channels),
+                    "results": list(results.values()),
+                    "lease_token": claim.token,
+                    "due_time": step.at.isoformat(),
+                    "provider_effect_may_have_occurred": True,
+                }
                 await append(tx, [_event(row, EventKind.LEASE_LOST, lost)], now)
                 return False
+            before = Progress.of(current, step)
+            progress = Progress(
+                step.kind,
+                step.number,
+                step.at,
+                (before.calls if before else 0) + 1,
+                {**(before.results if before else {}), **results},
+                claim.recovered or (before is not None and before.recovered),
+            )
+            timing, intent = timing_of(current)
+            pending = current["ack_status"] == AckStatus.PENDING
+            decision = schedule.decide_step_attempt(
+                channels=step.channels,
+                answers=progress.answers(),
+                attempts=progress.calls,
+                max_attempts=current["max_attempts"],
+                ack_pending=pending,
+                now=now,
+                deadline=current["deadline"] or now,
+                quiet=timing.quiet,
+                intent=intent,
+                rand=self._rand,
+            )
+            values: dict[str, Any] = {
+                "followup_lease_token": None,
+                "followup_lease_until": None,
+                "updated_at": now,
+            }
+            if isinstance(decision, schedule.RetryStep):
+                values |= {"followup_step": progress.to_json(), "followup_at": decision.at}
+                await followups.settle(tx.conn, row["id"], claim.token, values)
+                return True
             counters = {
                 "reminders_sent": current["reminders_sent"],
                 "escalations_sent": current["escalations_sent"],
             }
-            column = (
-                "reminders_sent" if step.kind == schedule.StepKind.REMINDER else "escalations_sent"
-            )
+            column = _COUNTER[step.kind]
             counters[column] = max(counters[column], step.number)
-            timing, intent = timing_of(current)
             next_at = None
-            if current["ack_status"] == AckStatus.PENDING:
+            if pending:
                 next_at = schedule.after_fired(
                     delivered_at=current["delivered_at"],
                     timing=timing,
                     intent=intent,
                     **counters,
                 )
-            await followups.settle(
-                tx.conn,
-                row["id"],
-                claim.token,
-                {
-                    **counters,
-                    "followup_at": next_at,
-                    "followup_lease_token": None,
-                    "followup_lease_until": None,
-                    "updated_at": now,
-                },
-            )
+            values |= {**counters, "followup_at": next_at, "followup_step": None}
+            await followups.settle(tx.conn, row["id"], claim.token, values)
+            payload = _payload(step, progress, decision.outcome, lease_token=claim.token)
             await append(tx, [_event(row, _KIND_EVENT[step.kind], payload)], now)
         return True
+
+
+def _result(result: ChannelResult) -> dict[str, Any]:
+    return {
+        "success": result.success,
+        "retryable": result.retryable,
+        "message_id": result.message_id,
+        "error": result.error,
+        "retry_after_seconds": result.retry_after_seconds,
+    }
+
+
+def _step_of(progress: Progress, timing: schedule.Timing) -> schedule.Step:
+    """The step a stored progress belongs to (its channels, from the frozen policy)."""
+    if progress.kind == schedule.StepKind.REMINDER:
+        channels = timing.channels
+    else:
+        channels = timing.escalation[progress.number - 1].channels
+    return schedule.Step(progress.kind, progress.number, progress.due_time, channels)
+
+
+def _payload(
+    step: schedule.Step,
+    progress: Progress,
+    outcome: schedule.StepOutcome,
+    *,
+    lease_token: str | None,
+) -> dict[str, Any]:
+    """The step's one event: every channel's latest answer, the calls made, the decision."""
+    payload: dict[str, Any] = {
+        _NUMBER_FIELD[step.kind]: step.number,
+        "channels": list(step.channels),
+        "results": [
+            {"channel": ch, **_public(progress.results[ch])}
+            for ch in step.channels
+            if ch in progress.results
+        ],
+        "lease_token": lease_token,
+        "due_time": step.at.isoformat(),
+        "provider_effect_may_have_occurred": progress.recovered,
+        "attempts": progress.calls,
+        "decision": outcome.value,
+    }
+    return payload
+
+
+def _public(result: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: result.get(k) for k in ("success", "retryable", "message_id", "error")}
 
 
 def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:

@@ -84,7 +84,9 @@ pub struct EffectivePolicy {
 /// times multiplier, at most max_count times, and never at or after the ack
 /// deadline. Reminders stop the moment the ack settles, times out or is
 /// withdrawn. Quiet hours hold them like deliveries. Each one sends once (at
-/// least once when a worker is interrupted) and records REMINDER_SENT.
+/// least once when a worker is interrupted; a channel that fails transiently
+/// is retried alone with backoff, up to max_attempts calls, at most 5, before
+/// the deadline) and records REMINDER_SENT.
 #[derive(Clone, Copy, PartialEq, ::prost::Message)]
 pub struct Reminder {
     /// Required. From delivery to the first reminder, 1 second to 7 days.
@@ -101,7 +103,8 @@ pub struct Reminder {
 /// EscalationStep sends a delivered notification, marked as an escalation
 /// with its step number, to further channels while its acknowledgement is
 /// still PENDING. Each step fires once (at least once when a worker is
-/// interrupted), held by quiet hours like deliveries, and records ESCALATED.
+/// interrupted; retried like a reminder), held by quiet hours like deliveries,
+/// and records ESCALATED.
 /// The ack deadline still ends in TIMED_OUT.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct EscalationStep {
@@ -664,15 +667,20 @@ pub enum EventKind {
     /// reason, scope ("NOTIFICATION" before delivery, "ACK" for a pending ack),
     /// and for a pending follower withdrawn with its dedup leader, with_owner_id.
     Withdrawn = 18,
-    /// A reminder was sent while the ack was PENDING (policy reminder). Payload:
-    /// number (1-based), channels, results (per channel: channel, success,
-    /// retryable, message_id, error), lease_token, due_time, and
-    /// provider_effect_may_have_occurred (true when an earlier try of the same
-    /// reminder was interrupted and may have reached the provider).
+    /// A reminder was decided while the ack was PENDING (policy reminder), once,
+    /// after any retries of channels that failed transiently. Payload: number
+    /// (1-based), channels, results (per channel, its last answer: channel,
+    /// success, retryable, message_id, error), attempts (provider calls made),
+    /// decision ("SENT": every channel accepted; "GAVE_UP": a channel refused,
+    /// or retries ran out; "STOPPED": the ack ended while a channel waited to be
+    /// retried), lease_token, due_time, and provider_effect_may_have_occurred
+    /// (true when an earlier try of the same reminder was interrupted and may
+    /// have reached the provider).
     ReminderSent = 19,
-    /// An escalation step was sent while the ack was PENDING (policy
-    /// escalation). Payload: step (1-based), channels, results, lease_token,
-    /// due_time, provider_effect_may_have_occurred, as for REMINDER_SENT.
+    /// An escalation step was decided while the ack was PENDING (policy
+    /// escalation). Payload: step (1-based), channels, results, attempts,
+    /// decision, lease_token, due_time, provider_effect_may_have_occurred, as
+    /// for REMINDER_SENT.
     Escalated = 20,
 }
 impl EventKind {
