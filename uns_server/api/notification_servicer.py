@@ -16,7 +16,7 @@ from uns.v1 import types_pb2 as t
 from uns_server.api import convert
 from uns_server.api.handlers import streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
-from uns_server.domain.errors import FieldViolation, InvalidRequest
+from uns_server.domain.errors import FieldViolation, InvalidRequest, UnsError
 from uns_server.domain.validation import validate_notification_id
 from uns_server.observability.phases import ACCEPT, phased
 from uns_server.services.acks import Acks
@@ -81,7 +81,12 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
     async def Simulate(
         self, request: pb.SimulateRequest, context: Ctx, principal: Principal
     ) -> pb.SimulateResponse:
-        decision = await self.intake.simulate(principal.name, convert.send_request(request.request))
+        try:
+            decision = await self.intake.simulate(
+                principal.name, convert.send_request(request.request)
+            )
+        except UnsError as exc:
+            raise exc.nested("request") from None
         effective = decision.effective
         return pb.SimulateResponse(
             effective_policy=convert.effective_policy(effective),
