@@ -19,7 +19,7 @@ from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnsError
 from uns_server.domain.validation import validate_notification_id
 from uns_server.observability.phases import ACCEPT, phased
-from uns_server.services.acks import Acks
+from uns_server.services.acks import VIA_GRPC, Acks
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
@@ -143,6 +143,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             request.notification_id,
             request.reason,
             validate_only=request.validate_only,
+            via=VIA_GRPC,
         )
         return pb.ReplayResponse(notification=convert.notification(row))
 
@@ -155,6 +156,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             request.notification_id,
             request.reason,
             validate_only=request.validate_only,
+            via=VIA_GRPC,
         )
         return pb.ResolveFailureResponse(notification=convert.notification(row))
 
