@@ -257,6 +257,15 @@ async def test_dead_letter_replay_and_resolve(srv: RunningServer, db_url: str) -
         await oscar.ResolveFailure(pb.ResolveFailureRequest(notification_id=nid))
     ).notification
     assert resolved.state == t.NOTIFICATION_STATE_FAILED and not resolved.dead_letter
+    # Operator actions say who and where, like acknowledgements (via grpc, link, console).
+    seen = await events_until(
+        oscar,
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        lambda evs: "FAILURE_RESOLVED" in kinds(evs),
+    )
+    for event in seen:
+        if event.kind in (t.EVENT_KIND_REPLAY_REQUESTED, t.EVENT_KIND_FAILURE_RESOLVED):
+            assert event.payload["actor"] == "oscar" and event.payload["via"] == "grpc", event
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await oscar.Replay(pb.ReplayRequest(notification_id=nid))
     assert rich_error(exc.value).reason == "NOT_DEAD_LETTERED"

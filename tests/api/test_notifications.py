@@ -273,14 +273,36 @@ async def test_health_and_reflection(server: RunningServer) -> None:
                         reflection_pb2.ServerReflectionRequest(
                             file_containing_symbol="uns.v1.NotificationService.NoSuchMethod"
                         ),
+                        # Both reflection services are listed, so both can be described.
+                        reflection_pb2.ServerReflectionRequest(
+                            file_containing_symbol="grpc.reflection.v1.ServerReflection"
+                        ),
+                        reflection_pb2.ServerReflectionRequest(
+                            file_containing_symbol="grpc.reflection.v1alpha.ServerReflection"
+                        ),
                     ]
                 )
             )
-            listed, described, method, health_method, missing = [
+            listed, described, method, health_method, missing, v1, v1alpha = [
                 response async for response in call
             ]
             names = {s.name for s in listed.list_services_response.service}
-            assert {"uns.v1.NotificationService", "grpc.health.v1.Health"} <= names, name
+            assert {
+                "uns.v1.NotificationService",
+                "grpc.health.v1.Health",
+                "grpc.reflection.v1.ServerReflection",
+                "grpc.reflection.v1alpha.ServerReflection",
+            } <= names, name
+            for reply, package in (
+                (v1, "grpc.reflection.v1"),
+                (v1alpha, "grpc.reflection.v1alpha"),
+            ):
+                file = descriptor_pb2.FileDescriptorProto.FromString(
+                    reply.file_descriptor_response.file_descriptor_proto[0]
+                )
+                assert file.package == package, (name, reply)
+                (method_proto,) = file.service[0].method
+                assert method_proto.input_type == f".{package}.ServerReflectionRequest"
             assert described.file_descriptor_response.file_descriptor_proto, name
             for reply, file_name in (
                 (method, "uns/v1/notification_service.proto"),

@@ -7,6 +7,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.support.grpc_errors import rich_error
 from tests.support.http_receiver import HttpReceiver
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, send_request, start_server
@@ -94,3 +95,57 @@ async def test_simulate_reports_every_outcome_and_writes_nothing(
         finally:
             await srv.stop()
         assert len(receiver.requests) == 1  # only the real send reached the provider
+
+
+async def test_simulate_refusals_name_fields_by_their_path_in_simulate_request(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A BadRequest field path leads to a field of the request the caller sent
+    (AIP-193): in a SimulateRequest the checked message is ``request``."""
+    await activate_policy(
+        db_url,
+        "ops.quiet",
+        channels=["log"],
+        delivery_mode=DeliveryMode.BEST_EFFORT,
+        require_ack=False,
+    )
+    srv = await start_server(db_url, tmp_path, dispatch_enabled=False)
+    stub = srv.stub("alice")
+    try:
+        cases = [
+            (pb.SimulateRequest(), "INVALID_REQUEST", "request.title"),
+            (
+                pb.SimulateRequest(request=send_request(title="x" * 300)),
+                "INVALID_REQUEST",
+                "request.title",
+            ),
+            (
+                pb.SimulateRequest(
+                    request=send_request(notification_type="ops.quiet", require_ack=True)
+                ),
+                "POLICY_OVERRIDE",
+                "request.require_ack",
+            ),
+            (
+                pb.SimulateRequest(request=send_request(metadata={"email_to": "ceo@example.com"})),
+                "RESERVED_METADATA_KEY",
+                "request.metadata.email_to",
+            ),
+        ]
+        for request, reason, path in cases:
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await stub.Simulate(request)
+            error = rich_error(exc.value)
+            assert error.reason == reason, error
+            assert path in error.violations, error.violations
+            assert all(f.startswith("request.") for f in error.violations), error.violations
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.Simulate(pb.SimulateRequest(request=send_request(title="x" * 300)))
+        error = rich_error(exc.value)
+        assert error.metadata["fields"] == "request.title"
+        # SendNotification itself still names its own fields.
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.SendNotification(send_request(title="x" * 300))
+        assert "title" in rich_error(exc.value).violations
+    finally:
+        await srv.stop()

@@ -16,10 +16,10 @@ from uns.v1 import types_pb2 as t
 from uns_server.api import convert
 from uns_server.api.handlers import streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
-from uns_server.domain.errors import FieldViolation, InvalidRequest
+from uns_server.domain.errors import FieldViolation, InvalidRequest, UnsError
 from uns_server.domain.validation import validate_notification_id
 from uns_server.observability.phases import ACCEPT, phased
-from uns_server.services.acks import Acks
+from uns_server.services.acks import VIA_GRPC, Acks
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
@@ -84,7 +84,12 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
     async def Simulate(
         self, request: pb.SimulateRequest, context: Ctx, principal: Principal
     ) -> pb.SimulateResponse:
-        decision = await self.intake.simulate(principal.name, convert.send_request(request.request))
+        try:
+            decision = await self.intake.simulate(
+                principal.name, convert.send_request(request.request)
+            )
+        except UnsError as exc:
+            raise exc.nested("request") from None
         effective = decision.effective
         return pb.SimulateResponse(
             effective_policy=convert.effective_policy(effective),
@@ -142,6 +147,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             request.notification_id,
             request.reason,
             validate_only=request.validate_only,
+            via=VIA_GRPC,
         )
         return pb.ReplayResponse(notification=convert.notification(row))
 
@@ -154,6 +160,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             request.notification_id,
             request.reason,
             validate_only=request.validate_only,
+            via=VIA_GRPC,
         )
         return pb.ResolveFailureResponse(notification=convert.notification(row))
 

@@ -3,9 +3,10 @@
 grpcio-reflection serves ``grpc.reflection.v1alpha.ServerReflection``; current clients
 (grpcurl, grpcui, Postman) ask for ``grpc.reflection.v1.ServerReflection`` first, and a
 client that only speaks v1 finds nothing. The two protocols are the same messages under
-another package name, so one servicer answers both. Only v1alpha is listed among the
-services: the v1 descriptors are not in this process's pool, so a listed v1 could not
-be described.
+another package name, so one servicer answers both. grpcio-reflection ships only the
+v1alpha descriptors; :func:`register_v1_descriptor` derives v1's ``reflection.proto``
+from them and adds it to the pool, so both names are listed and can be described, as
+on a Go or Java server.
 
 Method symbols: grpcio-reflection answers ``file_containing_symbol`` with the pool's
 ``FindFileContainingSymbol``, and the upb implementation of protobuf (the default one)
@@ -21,11 +22,50 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
-from google.protobuf import descriptor_pool
+from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor import FileDescriptor
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
-V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
+V1_PACKAGE = "grpc.reflection.v1"
+V1_SERVICE_NAME = f"{V1_PACKAGE}.ServerReflection"
+V1_FILE_NAME = "grpc/reflection/v1/reflection.proto"  # its name upstream
+
+
+def _renamed(type_name: str, old: str, new: str) -> str:
+    prefix = f".{old}."
+    return f".{new}.{type_name[len(prefix) :]}" if type_name.startswith(prefix) else type_name
+
+
+def _rename_types(messages: Any, old: str, new: str) -> None:
+    for message in messages:
+        for field in message.field:
+            if field.HasField("type_name"):  # scalars must not get an empty one
+                field.type_name = _renamed(field.type_name, old, new)
+        _rename_types(message.nested_type, old, new)
+
+
+def register_v1_descriptor(pool: descriptor_pool.DescriptorPool) -> None:
+    """Adds ``grpc/reflection/v1/reflection.proto`` to ``pool`` (once): v1alpha's file
+    under the v1 package, which is all v1 changed."""
+    try:
+        pool.FindFileByName(V1_FILE_NAME)
+        return
+    except KeyError:
+        pass
+    v1 = descriptor_pb2.FileDescriptorProto.FromString(reflection_pb2.DESCRIPTOR.serialized_pb)
+    old = v1.package
+    v1.name, v1.package = V1_FILE_NAME, V1_PACKAGE
+    v1.options.Clear()  # v1alpha's are deprecated=true and its Java/Go packages
+    v1.options.java_package = "io.grpc.reflection.v1"
+    v1.options.java_outer_classname = "ServerReflectionProto"
+    v1.options.java_multiple_files = True
+    v1.options.go_package = "google.golang.org/grpc/reflection/grpc_reflection_v1"
+    _rename_types(v1.message_type, old, V1_PACKAGE)
+    for service in v1.service:
+        for method in service.method:
+            method.input_type = _renamed(method.input_type, old, V1_PACKAGE)
+            method.output_type = _renamed(method.output_type, old, V1_PACKAGE)
+    pool.AddSerializedFile(v1.SerializeToString())
 
 
 class MethodResolvingPool:
@@ -55,8 +95,9 @@ class MethodResolvingPool:
 def add_reflection(service_names: Sequence[str], registrar: Any) -> None:
     """Reflection on ``service_names`` (plus itself), through ``registrar`` (a
     ``grpc.aio.Server`` or one that stands in for it)."""
+    register_v1_descriptor(descriptor_pool.Default())
     servicer = reflection.aio.ReflectionServicer(
-        [*service_names, reflection.SERVICE_NAME], pool=MethodResolvingPool()
+        [*service_names, reflection.SERVICE_NAME, V1_SERVICE_NAME], pool=MethodResolvingPool()
     )
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, registrar)
     registrar.add_registered_method_handlers(

@@ -37,6 +37,26 @@ class UnsError(Exception):
         self.violations: tuple[FieldViolation, ...] = tuple(violations)
         super().__init__(self.message)
 
+    def nested(self, parent: str) -> UnsError:
+        """This refusal for a request that carries the checked message in its field
+        ``parent`` (``SimulateRequest.request``): a field path names a field of the
+        request the caller sent (AIP-193), so every path gains ``parent.``, in the
+        BadRequest, the ErrorInfo metadata and a message that starts with a path."""
+        paths = {v.field for v in self.violations}
+        self.violations = tuple(
+            FieldViolation(f"{parent}.{v.field}", v.description) for v in self.violations
+        )
+        for key in ("fields", "field"):
+            if key in self.metadata:
+                self.metadata[key] = ",".join(
+                    f"{parent}.{name}" for name in self.metadata[key].split(",")
+                )
+        head, sep, _ = self.message.partition(": ")
+        if sep and head in paths:
+            self.message = f"{parent}.{self.message}"
+            self.args = (self.message,)
+        return self
+
 
 class InvalidRequest(UnsError):
     """The request is missing, oversized or malformed fields."""

@@ -136,7 +136,9 @@ class NotificationServiceServicer:
 
     def Simulate(self, request, context):
         """Resolves the policy exactly as SendNotification would and validates the
-        request, without writing anything or calling any provider. Role: producer.
+        request, without writing anything or calling any provider. Refuses what
+        SendNotification would refuse, with field paths in the SimulateRequest
+        (request.title, request.metadata.email_to). Role: producer.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

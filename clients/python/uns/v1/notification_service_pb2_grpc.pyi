@@ -62,7 +62,9 @@ class NotificationServiceStub:
     """
     Simulate: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.SimulateRequest, _notification_service_pb2.SimulateResponse]
     """Resolves the policy exactly as SendNotification would and validates the
-    request, without writing anything or calling any provider. Role: producer.
+    request, without writing anything or calling any provider. Refuses what
+    SendNotification would refuse, with field paths in the SimulateRequest
+    (request.title, request.metadata.email_to). Role: producer.
     """
     Acknowledge: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.AcknowledgeRequest, _notification_service_pb2.AcknowledgeResponse]
     """Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
@@ -156,7 +158,9 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     """
     Simulate: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.SimulateRequest, _notification_service_pb2.SimulateResponse]  # type: ignore[assignment]
     """Resolves the policy exactly as SendNotification would and validates the
-    request, without writing anything or calling any provider. Role: producer.
+    request, without writing anything or calling any provider. Refuses what
+    SendNotification would refuse, with field paths in the SimulateRequest
+    (request.title, request.metadata.email_to). Role: producer.
     """
     Acknowledge: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.AcknowledgeRequest, _notification_service_pb2.AcknowledgeResponse]  # type: ignore[assignment]
     """Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
@@ -259,7 +263,9 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_notification_service_pb2.SimulateResponse, _abc.Awaitable[_notification_service_pb2.SimulateResponse]]:
         """Resolves the policy exactly as SendNotification would and validates the
-        request, without writing anything or calling any provider. Role: producer.
+        request, without writing anything or calling any provider. Refuses what
+        SendNotification would refuse, with field paths in the SimulateRequest
+        (request.title, request.metadata.email_to). Role: producer.
         """
 
     @_abc_1.abstractmethod

@@ -62,7 +62,9 @@ type NotificationServiceClient interface {
 	// Role: producer.
 	SendNotification(ctx context.Context, in *SendNotificationRequest, opts ...grpc.CallOption) (*SendNotificationResponse, error)
 	// Resolves the policy exactly as SendNotification would and validates the
-	// request, without writing anything or calling any provider. Role: producer.
+	// request, without writing anything or calling any provider. Refuses what
+	// SendNotification would refuse, with field paths in the SimulateRequest
+	// (request.title, request.metadata.email_to). Role: producer.
 	Simulate(ctx context.Context, in *SimulateRequest, opts ...grpc.CallOption) (*SimulateResponse, error)
 	// Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
 	// set) before its deadline. A retry by the same actor with the same outcome
@@ -255,7 +257,9 @@ type NotificationServiceServer interface {
 	// Role: producer.
 	SendNotification(context.Context, *SendNotificationRequest) (*SendNotificationResponse, error)
 	// Resolves the policy exactly as SendNotification would and validates the
-	// request, without writing anything or calling any provider. Role: producer.
+	// request, without writing anything or calling any provider. Refuses what
+	// SendNotification would refuse, with field paths in the SimulateRequest
+	// (request.title, request.metadata.email_to). Role: producer.
 	Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error)
 	// Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
 	// set) before its deadline. A retry by the same actor with the same outcome
