@@ -156,7 +156,7 @@ def targets(res: Results) -> list[Target]:
     if len(growth) == 2:
         ratio = _div(growth[1].pct(50), growth[0].pct(50))
         out.append(Target("growth p50: history / empty", "<= 1.25", ratio, 1.25, False, "x"))
-    pages = [r for r in res.by_name("console") if r.latencies_ms]
+    pages = [r for r in res.by_name("console") if r.latencies_ms and r.extra.get("indexed", True)]
     if pages:
         slowest = max(pages, key=lambda r: r.pct(95) or 0.0)
         out.append(Target(f"console p95 server ms, slowest ({slowest.setting})"[:46], "< 100 ms",
@@ -179,6 +179,8 @@ def console_pages(res: Results) -> list[str]:
     for r in pages:
         p95 = r.pct(95)
         met = "-" if p95 is None else "met" if p95 < CONSOLE_TARGET_MS else "MISSED"
+        if not r.extra.get("indexed", True):
+            met = f"(no index: {'under' if met == 'met' else 'over'})"
         met += f" ({r.note})" if r.note else ""
         client = _fmt(r.extra.get("client_p50_ms"), 1)
         lines.append((r.setting, str(r.ops), _fmt(r.pct(50), 1), _fmt(p95, 1), client, met))

@@ -31,7 +31,7 @@ async def test_console_pages_render_on_a_filled_database(tmp_path: Path) -> None
         harness.close()
         await receiver.stop()
     pages = [r for r in rows if r.name == "console"]
-    assert len(pages) == 15
+    assert len(pages) == 17
     for row in pages:  # every page answered 200 with a Server-Timing header each time
         assert row.extra["statuses"] == [200], (row.setting, row.extra)
         assert len(row.latencies_ms) == config.SMOKE.console_requests, row.setting
@@ -42,6 +42,6 @@ async def test_console_pages_render_on_a_filled_database(tmp_path: Path) -> None
     assert by_page["notifications, page 2"].extra["path"].endswith("page_token=") is False
     idle = [r for r in rows if r.name == "console idle"]
     assert [r.setting for r in idle] == ["idle, no console open", "idle, 1 SSE stream open"]
-    assert all(r.extra["db_transactions"] >= 0 for r in idle)
+    assert all(isinstance(r.extra["db_transactions"], int) for r in idle)  # noise at this size
     text = "\n".join(report.console_pages(report.Results(rows)))
     assert "dead letters by error" in text and "target 100 ms" in text

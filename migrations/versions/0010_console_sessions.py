@@ -6,8 +6,7 @@ API key it signed in with, and its idle and absolute expiry.
 
 ``ix_uns_notifications_dead_letters``: a partial index on the (few) dead letters, so
 the console's "needs action" count and bucket stay cheap however many resolved FAILED
-rows accumulate. Building it reads the table once and holds off writes meanwhile
-(seconds per million rows, as 0004): upgrade in a quiet moment.
+rows accumulate. Built ``CONCURRENTLY`` (``store.online_ddl``): writers go on meanwhile.
 
 (On this branch it follows 0008, the answering migration it was built on; the
 integrator re-chains revision ids when merging.)
@@ -24,6 +23,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from uns_server.store import online_ddl
+
 revision: str = "0010"
 down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
@@ -35,13 +36,8 @@ DEAD_LETTERS_WHERE = "status = 'FAILED' AND dead_letter"
 
 
 def upgrade() -> None:
-    where = sa.text(DEAD_LETTERS_WHERE)
-    op.create_index(
-        DEAD_LETTERS,
-        "uns_notifications",
-        ["created_at"],
-        postgresql_where=where,
-        sqlite_where=where,
+    online_ddl.create_index(
+        DEAD_LETTERS, "uns_notifications", ["created_at"], where=DEAD_LETTERS_WHERE
     )
     op.create_table(
         "uns_console_sessions",
@@ -61,7 +57,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index(DEAD_LETTERS, table_name="uns_notifications")
+    online_ddl.drop_index(DEAD_LETTERS, "uns_notifications")
     with op.batch_alter_table("uns_console_sessions", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_uns_console_sessions_expires_at"))
     op.drop_table("uns_console_sessions")
