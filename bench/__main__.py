@@ -10,7 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = (
-    "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "peer",
+    "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "console",
+    "peer",
 )  # fmt: skip
 
 

@@ -44,6 +44,12 @@ class Profile:
     ghz_seconds: float = 2.5
     ghz_warmup_seconds: float = 0.5
     ghz_drain_seconds: float = 30.0
+    # console: notifications in its database, measured requests per page, idle window.
+    console_notifications: int = 100_000
+    console_requests: int = 20
+    console_idle_seconds: float = 20.0
+    # PostgreSQL reports an idle backend's transactions up to 10 s late.
+    console_stats_settle_seconds: float = 11.0
 
 
 QUICK = Profile(
@@ -91,6 +97,7 @@ FULL = Profile(
     ghz_seconds=12.0,
     ghz_warmup_seconds=1.0,
     ghz_drain_seconds=120.0,
+    console_notifications=1_000_000,
 )
 
 # Seconds, not minutes: every workload at a token size, to check that the bench runs
@@ -118,4 +125,8 @@ SMOKE = Profile(
     ghz_seconds=0.5,
     ghz_warmup_seconds=0.1,
     ghz_drain_seconds=10.0,
+    console_notifications=300,
+    console_requests=2,
+    console_idle_seconds=1.0,
+    console_stats_settle_seconds=0.0,
 )

@@ -197,6 +197,11 @@ class Harness:
         self._admin(name, "policies", "put", "--file", str(self.policies_file), "--activate")
         return self.dsn(name)
 
+    def put_policies(self, database: str, policies: list[dict[str, Any]], path: Path) -> None:
+        """More policies (activated) on a database made by ``create_database``."""
+        path.write_text(yaml.safe_dump(policies, sort_keys=False))
+        self._admin(database, "policies", "put", "--file", str(path), "--activate")
+
     async def drop_database(self, name: str) -> None:
         """Once a phase is done with its database: otherwise autovacuum cleans up after
         it (100k settled notifications, their events) during the phases that follow,

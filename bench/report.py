@@ -156,7 +156,49 @@ def targets(res: Results) -> list[Target]:
     if len(growth) == 2:
         ratio = _div(growth[1].pct(50), growth[0].pct(50))
         out.append(Target("growth p50: history / empty", "<= 1.25", ratio, 1.25, False, "x"))
+    pages = [r for r in res.by_name("console") if r.latencies_ms and r.extra.get("indexed", True)]
+    if pages:
+        slowest = max(pages, key=lambda r: r.pct(95) or 0.0)
+        out.append(Target(f"console p95 server ms, slowest ({slowest.setting})"[:46], "< 100 ms",
+                          slowest.pct(95), CONSOLE_TARGET_MS, False, " ms"))  # fmt: skip
     return out + ghz_targets(res)
+
+
+CONSOLE_TARGET_MS = 100.0
+
+
+def console_pages(res: Results) -> list[str]:
+    """Issue 23's target, page by page: server time (the Server-Timing header)."""
+    pages = res.by_name("console")
+    if not pages:
+        return []
+    size = pages[0].extra.get("notifications")
+    events = pages[0].extra.get("events")
+    head = ("page", "requests", "median ms", "p95 ms", "client median ms", "target 100 ms")
+    lines: list[tuple[str, ...]] = [head]
+    for r in pages:
+        p95 = r.pct(95)
+        met = "-" if p95 is None else "met" if p95 < CONSOLE_TARGET_MS else "MISSED"
+        if not r.extra.get("indexed", True):
+            met = f"(no index: {'under' if met == 'met' else 'over'})"
+        met += f" ({r.note})" if r.note else ""
+        client = _fmt(r.extra.get("client_p50_ms"), 1)
+        lines.append((r.setting, str(r.ops), _fmt(r.pct(50), 1), _fmt(p95, 1), client, met))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    text = ["  ".join(c.ljust(w) if i in (0, 5) else c.rjust(w)
+                      for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip()
+            for line in lines]  # fmt: skip
+    out = [
+        f"Console pages, server time (Server-Timing), {_count(size)} notifications and "
+        f"{_count(events)} events:",
+        *(f"  {line}" for line in text),
+    ]
+    out += [f"  {r.setting}: {r.note}" for r in res.by_name("console idle")]
+    return out
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
 
 
 def ghz_targets(res: Results) -> list[Target]:
@@ -306,9 +348,9 @@ def watch_bound(res: Results) -> list[str]:
 
 
 def render(res: Results, cores: int | None = None) -> str:
-    lines = [table(res), "", "Targets (issue 7; ghz: issue 24):"]
+    lines = [table(res), "", "Targets (issue 7; ghz: issue 24; console: issue 23):"]
     lines += [t.line() for t in targets(res)]
-    for bound in (ghz_cpu(res), cpu_budget(res, cores), watch_bound(res)):
+    for bound in (ghz_cpu(res), cpu_budget(res, cores), watch_bound(res), console_pages(res)):
         if bound:
             lines += ["", *bound]
     return "\n".join(lines)

@@ -26,7 +26,7 @@ from bench.cpu import CpuMeter
 from bench.harness import WEBHOOK_SECRET, Harness
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
-from bench.workloads import accept, deliver, drain, growth, outside, watch
+from bench.workloads import accept, console, deliver, drain, growth, outside, watch
 
 MAIN_DATABASE = "uns_main"
 PGBENCH_DATABASE = "pgb"
@@ -123,6 +123,8 @@ async def run(options: Options) -> int:
                 _log(f"ghz {meta['ghz']}; skipped")
         if "growth" in want:
             rows += await phase("growth", growth.run(harness, profile, tag))
+        if "console" in want:
+            rows += await phase("console", console.run(harness, receiver, profile, tag))
         if "peer" in want:
             if peer.available():
                 rows += await phase("peer", peer.run(harness, profile))
@@ -238,7 +240,7 @@ async def _uns(
 
 _ORDER = (
     "accept", "grpc echo", "pgbench accept-tx", "pgbench single-row", "procrastinate defer",
-    "deliver", "procrastinate process", "watch", "drain", "growth",
+    "deliver", "procrastinate process", "watch", "drain", "growth", "console", "console idle",
     "ghz echo", "ghz accept", "ghz accept+log", "ghz accept+webhook", "aiohttp POST",
 )  # fmt: skip
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 
 import asyncpg
 
@@ -43,12 +44,17 @@ async def clone(
     seed: str,
     correlation_prefix: str,
     spread_seconds: float = 0.0,
+    overrides: Mapping[str, str] | None = None,
+    analyze: bool = True,
 ) -> float:
     """Insert ``count`` copies of notification ``template_id`` and its events.
 
     With ``spread_seconds``, copy ``g`` is backdated by ``g * spread / count`` seconds
-    (history, not new work). Notifications and events are inserted on two connections
-    at once, chunk by chunk. Returns the seconds it took.
+    (history, not new work); the oldest copies are inserted first, so event sequences
+    grow with time as they do in a live database. ``overrides`` maps notification
+    columns to SQL expressions over the template row, ``g`` and ``{shift}`` (the copy's
+    backdating interval). Notifications and events are inserted on two connections at
+    once, chunk by chunk. Returns the seconds it took.
     """
     started = time.monotonic()
     conn = await asyncpg.connect(dsn)
@@ -68,6 +74,8 @@ async def clone(
             f"'{{idempotency_key}}', to_jsonb('{seed}' || g::text))"
         ),
     }
+    for column, expression in (overrides or {}).items():
+        n_over[column] = expression.replace("{shift}", f"({shift})")
     e_over = {"id": _id(seed, ":' || e.id || '"), "notification_id": _id(seed)}
     for column in time_columns:
         if spread_seconds:
@@ -78,30 +86,36 @@ async def clone(
     n_sql = (
         f"INSERT INTO uns_notifications ({', '.join(map(_ident, n_cols))}) "
         f"SELECT {n_select} FROM uns_notifications, generate_series($2::int, $3::int) g "
-        "WHERE id = $1"
+        "WHERE id = $1 ORDER BY g DESC"
     )
     e_sql = (
         f"INSERT INTO uns_events ({', '.join(map(_ident, e_cols))}) "
         f"SELECT {e_select} FROM generate_series($2::int, $3::int) g, "
         "(SELECT * FROM uns_events WHERE notification_id = $1 ORDER BY sequence) e "
-        "ORDER BY g, e.sequence"
+        "ORDER BY g DESC, e.sequence"
     )
 
     async def fill(sql: str) -> None:
         worker = await asyncpg.connect(dsn)
         try:
             await worker.execute("SET synchronous_commit = off")
-            for low in range(1, count + 1, CHUNK_ROWS):
-                high = min(count, low + CHUNK_ROWS - 1)
+            for high in range(count, 0, -CHUNK_ROWS):  # oldest first
+                low = max(1, high - CHUNK_ROWS + 1)
                 await worker.execute(sql, template_id, low, high)
         finally:
             await worker.close()
 
     await asyncio.gather(fill(n_sql), fill(e_sql))
+    if analyze:
+        await vacuum_analyze(dsn)
+    return time.monotonic() - started
+
+
+async def vacuum_analyze(dsn: str) -> None:
+    """Fresh statistics and visibility maps, as autovacuum leaves a settled table."""
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute("VACUUM ANALYZE uns_notifications")
         await conn.execute("VACUUM ANALYZE uns_events")
     finally:
         await conn.close()
-    return time.monotonic() - started

@@ -36,6 +36,7 @@ async def test_overview_and_triage_queries_use_indexes(db_url: str) -> None:
         queries = {
             name: console.capped_count_query(where, 10) for name, where in conditions.items()
         }
+        queries["queue pass"] = console.queue_counts_query(now, 10)
         queries["needs action bucket"] = console.failed_query(True, 500)
         queries["resolved bucket"] = console.failed_query(False, 500)
         queries["recent events"] = console.recent_events_query(
@@ -47,5 +48,6 @@ async def test_overview_and_triage_queries_use_indexes(db_url: str) -> None:
     for name, text_ in plans.items():
         assert "Seq Scan" not in text_, f"{name}:\n{text_}"
     assert "ix_uns_notifications_dead_letters" in plans["needs_action"]
-    assert "ix_uns_notifications_due" in plans["due"]
+    assert "ix_uns_notifications_resolved_failures" in plans["resolved"]
+    assert "ix_uns_notifications_status_created_at" in plans["queue pass"]
     assert "ix_uns_notifications_ack_deadline" in plans["acks_due_1h"]

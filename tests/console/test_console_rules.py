@@ -1,4 +1,4 @@
-"""The console's pure helpers: error classes, the policy diff, chart buckets."""
+"""The console's pure helpers: error classes, the policy diff, chart buckets, health."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from uns_server.http.console.charts import Series, bar_chart, minute_buckets
 from uns_server.http.console.diff import side_by_side
+from uns_server.http.console.overview import digest, unmatched
 from uns_server.http.console.triage import NO_ERROR, error_class, group_by
 
 
@@ -50,3 +51,26 @@ def test_minute_buckets_and_an_escaped_svg() -> None:
     assert len(buckets) == 60 and buckets[0] == [1.0] and buckets[-1] == [2.0, 3.0]
     svg = bar_chart(Series("<b>rate</b>", [1.0, 2.0], "x"), "t")
     assert "<b>" not in svg and "&lt;b&gt;" in svg and "style=" not in svg
+
+
+def test_delivery_latency_runs_from_the_accepted_event_or_the_row() -> None:
+    t0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+    def event(kind: str, nid: str, seconds: float, **fields: object) -> dict[str, object]:
+        row = {"kind": kind, "notification_id": nid, "at": t0 + timedelta(seconds=seconds)}
+        return row | {"channel": None, "success": None, "error": None, "status": None} | fields
+
+    rows = [
+        event("ACCEPTED", "a", 0),
+        event("CHANNEL_ATTEMPT_RESULT", "a", 1, channel="hook", success=True),
+        event("DELIVERY_RESULT", "a", 2, status="DELIVERED"),
+        event("CHANNEL_ATTEMPT_RESULT", "b", 3, channel="hook", success=False, error="HTTP 503"),
+        event("DELIVERY_RESULT", "b", 9, status="DELIVERED"),  # accepted before the window
+        event("DELIVERY_RESULT", "c", 9, status="FAILED"),
+    ]
+    assert unmatched(rows) == ["b"]
+    recent = digest(rows, {"b": t0 - timedelta(seconds=51)})
+    assert sorted(s for _, s in recent.latency) == [2.0, 60.0]
+    assert len(recent.delivered) == 2
+    hook = recent.channels["hook"]
+    assert (hook.attempts, hook.successes, hook.last_error) == (2, 1, "HTTP 503")

@@ -156,6 +156,8 @@ notifications = Table(
     ),
     Index("ix_uns_notifications_principal_created_at", "principal", "created_at"),
     Index("ix_uns_notifications_status_created_at", "status", "created_at"),
+    # ListNotifications by type, newest first (migration 0011).
+    Index("ix_uns_notifications_type_created_at", "notification_type", "created_at"),
     Index("ix_uns_notifications_created_at", "created_at"),
     # Rows with follow-ups still to send: the follow-up worker's sweep.
     Index(
@@ -183,6 +185,15 @@ Index(
     notifications.c.created_at,
     postgresql_where=text("status = 'FAILED' AND dead_letter"),
     sqlite_where=text("status = 'FAILED' AND dead_letter"),
+)
+
+# The other FAILED rows (resolved, or never needing action), newest first: the console's
+# "resolved" bucket and its count, index-only (migration 0011).
+Index(
+    "ix_uns_notifications_resolved_failures",
+    notifications.c.created_at,
+    postgresql_where=text("status = 'FAILED' AND NOT dead_letter"),
+    sqlite_where=text("status = 'FAILED' AND NOT dead_letter"),
 )
 
 events = Table(
