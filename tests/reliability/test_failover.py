@@ -105,7 +105,8 @@ async def test_failover_under_load_loses_nothing_acknowledged(
                 await producers.wait_acknowledged(before + SENDS // 4, within=60)
             woken.clear()
             await producers.send(3, concurrency=1)
-            await asyncio.wait_for(woken.wait(), 30)
+            # The LISTEN connection has followed the primary (its backoff tops out at 10 s).
+            await asyncio.wait_for(woken.wait(), 90)
 
             await wait_settled(lambda: server.target, ntype, producers.history, within=60)
             report = await run_checker(
@@ -186,7 +187,10 @@ async def test_a_server_whose_host_is_a_standby_answers_unavailable(
     one may reach the primary."""
     name = await new_database(cluster)
     servers = ServerFactory(tmp_path, cluster.standby.url(name))
-    producers = Producers(History(), "rel.standby", "standby", "")
+    # Producers retry UNAVAILABLE with the same key (docs/producers.md); a short budget
+    # keeps this test quick: every answer is UNAVAILABLE, and none is ever OK.
+    history = History()
+    producers = Producers(history, "rel.standby", "standby", "", retry_unknown_seconds=1.0)
     try:
         server = await servers.start()
         producers.target = server.target
@@ -194,4 +198,6 @@ async def test_a_server_whose_host_is_a_standby_answers_unavailable(
     finally:
         await producers.close()
         servers.stop_all()
-    assert [code for _at, code in producers.errors] == ["UNAVAILABLE"] * 3
+    codes = {code for _at, code in producers.errors}
+    assert codes == {"UNAVAILABLE"} and len(producers.errors) >= 3
+    assert history.acknowledged == {}
