@@ -100,31 +100,16 @@ class PagerDutyChannel(HttpChannel):
         if not key:
             return ChannelResult.permanent("no PagerDuty dedup_key to update")
         action = "acknowledge" if settlement.state == "ACKED" else "resolve"
-        body = encode_json(
+        data = await self._enqueue(
             {"routing_key": self._config.routing_key, "event_action": action, "dedup_key": key}
         )
-        if isinstance(body, ChannelResult):
-            return body
-        reply = await self._post(
-            f"{self._config.base_url}/v2/enqueue",
-            content=body,
-            headers={"content-type": "application/json"},
-            timeout_seconds=self._config.timeout_seconds,
-        )
-        if isinstance(reply, ChannelResult):
-            return reply
-        failure = classify_http_response(reply, now=self._now())
-        if failure is not None:
-            return failure
-        data = reply.json_object()
-        if reply.status != 202 or data is None or data.get("status") != "success":
-            return unexpected_success(reply, 'HTTP 202 with JSON {"status": "success"}')
+        if isinstance(data, ChannelResult):
+            return data
         return ChannelResult.delivered(key, metadata={"http_status": 202, "event_action": action})
 
-    async def _deliver(self, message: OutboundMessage) -> ChannelResult:
-        event = pagerduty_event(
-            message, self._config.routing_key, message.action_links(self.recipient)
-        )
+    async def _enqueue(self, event: Mapping[str, Any]) -> dict[str, Any] | ChannelResult:
+        """POST one event to ``/v2/enqueue``: the accepted answer's JSON, or the failure
+        (only HTTP 202 with ``{"status": "success"}`` counts as accepted)."""
         body = encode_json(event)
         if isinstance(body, ChannelResult):
             return body
@@ -142,6 +127,15 @@ class PagerDutyChannel(HttpChannel):
         data = reply.json_object()
         if reply.status != 202 or data is None or data.get("status") != "success":
             return unexpected_success(reply, 'HTTP 202 with JSON {"status": "success"}')
+        return data
+
+    async def _deliver(self, message: OutboundMessage) -> ChannelResult:
+        event = pagerduty_event(
+            message, self._config.routing_key, message.action_links(self.recipient)
+        )
+        data = await self._enqueue(event)
+        if isinstance(data, ChannelResult):
+            return data
         returned = data.get("dedup_key")
         key = returned if isinstance(returned, str) and returned else event["dedup_key"]
         return ChannelResult.delivered(
