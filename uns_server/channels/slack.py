@@ -140,11 +140,15 @@ class SlackChannel(HttpChannel):
         if links is not None:
             interactive = self._config.signing_secret is not None
             payload["blocks"] = slack_blocks(message, links, interactive=interactive)
+        return await self._web_api("chat.postMessage", payload, token)
+
+    async def _web_api(self, method: str, payload: dict[str, Any], token: str) -> ChannelResult:
+        """One Web API call (``chat.postMessage``, ``chat.update``) and its classified answer."""
         body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
         reply = await self._post(
-            f"{self._config.base_url}/chat.postMessage",
+            f"{self._config.base_url}/{method}",
             content=body,
             headers={
                 "authorization": f"Bearer {token}",
@@ -196,28 +200,16 @@ class SlackChannel(HttpChannel):
         channel, ts = reference.get("slack_channel"), reference.get("slack_ts")
         if self._config.token is None or not channel or not ts:
             return ChannelResult.permanent("this Slack message cannot be updated (no channel/ts)")
-        body = encode_json(
+        return await self._web_api(
+            "chat.update",
             {
                 "channel": channel,
                 "ts": ts,
                 "text": f"{slack_text(settlement)}\n{_escape(settlement.summary)}",
                 "blocks": settled_blocks(settlement),
-            }
-        )
-        if isinstance(body, ChannelResult):
-            return body
-        reply = await self._post(
-            f"{self._config.base_url}/chat.update",
-            content=body,
-            headers={
-                "authorization": f"Bearer {self._config.token}",
-                "content-type": "application/json; charset=utf-8",
             },
-            timeout_seconds=self._config.timeout_seconds,
+            self._config.token,
         )
-        if isinstance(reply, ChannelResult):
-            return reply
-        return self._web_api_result(reply)
 
     async def _post_incoming_webhook(self, message: OutboundMessage, url: str) -> ChannelResult:
         payload: dict[str, Any] = {"text": slack_text(message)}
