@@ -87,12 +87,12 @@ async def test_schedule_limits_and_idempotency(srv: RunningServer, clock: Shifta
     err = rich_error(exc.value)
     assert (err.code, err.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
     assert "schedule_time" in err.violations
-    # Simulate refuses it the same way.
+    # Simulate refuses it the same way, naming the field by its path in SimulateRequest.
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await alice.Simulate(
             pb.SimulateRequest(request=send_request(schedule_time=at(clock, days=91)))
         )
-    assert "schedule_time" in rich_error(exc.value).violations
+    assert "request.schedule_time" in rich_error(exc.value).violations
 
     when = at(clock, days=89)
     first = await alice.SendNotification(send_request(idempotency_key="k", schedule_time=when))
