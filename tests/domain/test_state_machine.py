@@ -369,8 +369,8 @@ class Lifecycle(RuleBasedStateMachine):
             n.ack_actor = actor
             self._move_ack(n, K.WITHDRAWN, ACK_WITHDRAWN)
             return
-        n.leased, n.dead_letter = False, False
         self._move(n, K.WITHDRAWN, WITHDRAWN)
+        n.leased, n.dead_letter = False, False
         for fid in decision.followers:
             self.notes[fid].withdrawn_by = actor
             self._move(self.notes[fid], K.WITHDRAWN, WITHDRAWN)
