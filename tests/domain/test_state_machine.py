@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from uns_server.domain import lifecycle
 from uns_server.domain.acks import AckTarget, decide_ack
@@ -233,6 +233,12 @@ class Lifecycle(RuleBasedStateMachine):
 
     # -- rules ---------------------------------------------------------------------
 
+    @initialize(key=st.sampled_from([None, "k1"]), mode=st.sampled_from(list(DeliveryMode)))
+    def delivered_with_an_ack(self, key: str | None, mode: DeliveryMode) -> None:
+        """Every run starts with an ack to answer (a short run would rarely get one)."""
+        self.send(key, mode, 3, True)
+        self.attempt(0, "accepted")
+
     @rule(
         key=st.sampled_from([None, "k1", "k2"]),
         mode=st.sampled_from(list(DeliveryMode)),
@@ -246,7 +252,17 @@ class Lifecycle(RuleBasedStateMachine):
         self.notes[n.id] = n
         window = self.windows.get(key) if key else None
         owner = self.notes[window.owner_id] if window else None
-        if window and owner and lifecycle.coalesces(owner.status, window.until, self.now):
+        coalesced = bool(
+            window and owner and lifecycle.coalesces(owner.status, window.until, self.now)
+        )
+        # Seed 000 §1.1: a PENDING owner takes every send of its key, a DELIVERED one
+        # those inside its window; anything else starts a new generation.
+        assert coalesced == bool(
+            window
+            and owner
+            and (owner.status == PENDING or (owner.status == DELIVERED and self.now < window.until))
+        )
+        if window and owner and coalesced:
             n.owner_id, n.generation = owner.id, owner.generation
             to = FOLLOWING if owner.status == Status.PENDING else DEDUPLICATED
             self._move(n, K.DEDUP_LINKED, to)
@@ -273,8 +289,19 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(i=ids, answer=st.sampled_from(sorted(ANSWERS)))
     def settle(self, i: int, answer: str) -> None:
         n = self._pick(i, when=lambda n: n.leased)
-        if n is None:
-            return
+        if n is not None:
+            self._settle(n, answer)
+
+    @rule(i=ids, answer=st.sampled_from(sorted(ANSWERS)))
+    def attempt(self, i: int, answer: str) -> None:
+        """Claim and settle in one step (the common path, so most runs get past it)."""
+        n = self._pick(i, when=lambda n: n.state == PENDING and not n.leased)
+        if n is not None:
+            self._claim(n, recovered=False)
+            if n.leased:
+                self._settle(n, answer)
+
+    def _settle(self, n: Note, answer: str) -> None:
         row = Settling(
             channels=CHANNELS,
             succeeded_before=n.succeeded,
@@ -307,9 +334,9 @@ class Lifecycle(RuleBasedStateMachine):
             window = self.windows[n.key]
             window.owner_id, window.until = n.id, self.now + WINDOW
 
-    @rule(i=ids, actor=actors, dismiss=st.booleans())
-    def answer(self, i: int, actor: str, dismiss: bool) -> None:
-        n = self._pick(i)
+    @rule(i=ids, actor=actors, dismiss=st.booleans(), any_note=st.booleans())
+    def answer(self, i: int, actor: str, dismiss: bool, any_note: bool) -> None:
+        n = self._pick(i, when=None if any_note else lambda n: n.ack != START)
         if n is None:
             return
         outcome = AckStatus.DISMISSED if dismiss else AckStatus.ACKED
@@ -392,6 +419,8 @@ class Lifecycle(RuleBasedStateMachine):
         except ReplayBlocked:
             assert successor is not None and successor.status in lifecycle.CARRYING
             return
+        # Replaying while a successor carries the obligation would deliver it twice.
+        assert successor is None or successor.state in (FAILED, WITHDRAWN), successor
         values = lifecycle.replay_values(n.cycle, self.now)
         n.cycle, n.cycle_attempts = values["cycle"], values["cycle_attempts"]  # type: ignore[assignment]
         n.succeeded = ()
