@@ -235,9 +235,12 @@ class Lifecycle(RuleBasedStateMachine):
 
     @initialize(key=st.sampled_from([None, "k1"]), mode=st.sampled_from(list(DeliveryMode)))
     def delivered_with_an_ack(self, key: str | None, mode: DeliveryMode) -> None:
-        """Every run starts with an ack to answer (a short run would rarely get one)."""
+        """Every run starts with an ack to answer and a guaranteed dedup leader with a
+        follower, on its last attempt (a short run would rarely build them)."""
         self.send(key, mode, 3, True)
         self.attempt(0, "accepted")
+        self.send("k2", DeliveryMode.GUARANTEED, 1, False)
+        self.send("k2", DeliveryMode.GUARANTEED, 1, False)
 
     @rule(
         key=st.sampled_from([None, "k1", "k2"]),
@@ -391,8 +394,8 @@ class Lifecycle(RuleBasedStateMachine):
             assert n.withdrawn_by == actor
             return
         n.withdrawn_by = actor
-        if decision.scope == Scope.ACK:
-            assert n.ack == ACK_PENDING
+        if decision.scope == Scope.ACK:  # before the deadline only (the sweep may lag)
+            assert n.ack == ACK_PENDING and n.deadline is not None and self.now < n.deadline
             n.ack_actor = actor
             self._move_ack(n, K.WITHDRAWN, ACK_WITHDRAWN)
             return
@@ -402,9 +405,9 @@ class Lifecycle(RuleBasedStateMachine):
             self.notes[fid].withdrawn_by = actor
             self._move(self.notes[fid], K.WITHDRAWN, WITHDRAWN)
 
-    @rule(i=ids)
-    def replay(self, i: int) -> None:
-        n = self._pick(i)
+    @rule(i=ids, any_note=st.booleans())
+    def replay(self, i: int, any_note: bool) -> None:
+        n = self._pick(i, when=None if any_note else lambda n: n.dead_letter)
         if n is None:
             return
         successor = self.notes.get(n.successor_id or "")
@@ -427,9 +430,9 @@ class Lifecycle(RuleBasedStateMachine):
         self._move(n, K.REPLAY_REQUESTED, PENDING)
         n.dead_letter = bool(values["dead_letter"])
 
-    @rule(i=ids)
-    def resolve(self, i: int) -> None:
-        n = self._pick(i)
+    @rule(i=ids, any_note=st.booleans())
+    def resolve(self, i: int, any_note: bool) -> None:
+        n = self._pick(i, when=None if any_note else lambda n: n.dead_letter)
         if n is None:
             return
         try:
