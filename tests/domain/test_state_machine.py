@@ -17,6 +17,7 @@ pending follower hangs on exactly one pending leader.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -158,8 +159,8 @@ class Lifecycle(RuleBasedStateMachine):
 
     # -- helpers -------------------------------------------------------------------
 
-    def _pick(self, i: int, *, when: object = None) -> Note | None:
-        found = [n for n in self.notes.values() if when is None or when(n)]  # type: ignore[operator]
+    def _pick(self, i: int, *, when: Callable[[Note], bool] | None = None) -> Note | None:
+        found = [n for n in self.notes.values() if when is None or when(n)]
         return found[i % len(found)] if found else None
 
     def _move(self, n: Note, kind: EventKind, to: str) -> None:

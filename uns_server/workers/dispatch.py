@@ -15,7 +15,8 @@ One attempt, as three steps:
 2. **Send** outside any transaction, only to channels not yet delivered in this
    cycle (a retry never re-sends to a channel that already accepted).
 3. **Settle** (one transaction): always append the CHANNEL_ATTEMPT_RESULT events;
-   then, only if the lease is still ours, move the row: DELIVERED (+ ack PENDING,
+   then, only if the lease is still ours, move the row as
+   ``domain.lifecycle.decide_settlement`` decides: DELIVERED (+ ack PENDING,
    followers DEDUPLICATED), PENDING again with backoff, or FAILED (dead-lettered for
    GUARANTEED, followers promoted / relinked, or the obligation handed off to a newer
    active owner of the dedup key: ``domain.lifecycle.decide_hand_off``). A lost
