@@ -11,7 +11,14 @@ previous lease expired unsettled) whose ``cycle_attempts`` already reached
 ``max_attempts`` is therefore FAILED (dead-lettered when GUARANTEED), its interrupted
 attempt recorded as such, and never attempted again.
 
-**An exhausted leader** (FAILED, for whatever reason) hands its obligation on, so
+**A settlement** (the lease still held) decides from the channels' answers: every
+channel of the policy accepted (in this attempt or an earlier one of the cycle) ->
+DELIVERED (ack PENDING with its deadline when ``require_ack``); a permanent failure, or
+a transient one on the cycle's last attempt -> FAILED (dead-lettered when GUARANTEED);
+otherwise PENDING again, due after the backoff (``domain.retry``, a provider's
+Retry-After as a floor, capped) and held by quiet hours like a first attempt.
+
+ (FAILED, for whatever reason) hands its obligation on, so
 that a replay cannot deliver the same alert twice (``REPLAY_BLOCKED``):
 
 - to its first pending follower, which is promoted to leader (the others are relinked
@@ -28,12 +35,14 @@ carries the obligation), ResolveFailure clears the flag and the row stays FAILED
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from uns_server.domain.enums import DeliveryMode, Status
+from uns_server.domain import schedule
+from uns_server.domain.enums import AckStatus, DeliveryMode, Status
 from uns_server.domain.errors import NotDeadLettered, ReplayBlocked
+from uns_server.domain.retry import next_attempt_at
 
 # ``error_message`` of the outcome of an attempt that never reported back.
 INTERRUPTED_ERROR = (
@@ -102,6 +111,121 @@ def interrupted_outcome(
         "channels_failed": list(unconfirmed),
         "error_message": INTERRUPTED_ERROR.format(attempt=attempt, cycle=cycle),
     }
+
+
+# Retry-After beyond this is treated as this (a bogus header must not park work for years).
+RETRY_AFTER_CAP_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class ChannelAnswer:
+    """What one channel said in this attempt."""
+
+    channel: str
+    success: bool
+    retryable: bool = False
+    error: str | None = None
+    retry_after_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Settling:
+    """The leased row being settled, as far as the settlement reads it."""
+
+    channels: tuple[str, ...]  # the effective policy's channels
+    succeeded_before: tuple[str, ...]  # accepted by earlier attempts of this cycle
+    cycle_attempt: int  # this attempt's number in its cycle (already counted)
+    max_attempts: int
+    delivery_mode: str
+    require_ack: bool
+    ack_timeout_minutes: int
+    quiet_hours: schedule.QuietHours | None = None
+    intent: str | None = None
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """A settled attempt: the row's new state and the DELIVERY_RESULT's pieces."""
+
+    status: Status
+    dead_letter: bool
+    outcome: dict[str, object]
+    delivered_at: datetime | None = None
+    next_attempt: datetime | None = None  # PENDING: when the retry is due
+    ack_status: AckStatus | None = None  # DELIVERED with require_ack: PENDING
+    deadline: datetime | None = None
+
+    def values(self, now: datetime) -> dict[str, object]:
+        """The columns the settlement sets (the lease is released)."""
+        values: dict[str, object] = {
+            "lease_token": None,
+            "lease_until": None,
+            "updated_at": now,
+            "outcome": self.outcome,
+            "status": self.status.value,
+        }
+        if self.status == Status.DELIVERED:
+            values["delivered_at"] = self.delivered_at
+            if self.ack_status is not None:
+                values |= {"ack_status": self.ack_status.value, "deadline": self.deadline}
+        elif self.status == Status.FAILED:
+            values["dead_letter"] = self.dead_letter
+        else:
+            values["next_attempt"] = self.next_attempt
+        return values
+
+    def result_payload(self, base: dict[str, object]) -> dict[str, object]:
+        """The DELIVERY_RESULT payload: ``base`` (attempt, cycle, cycle_attempt) and
+        the decision."""
+        return {
+            **base,
+            "status": self.status.value,
+            "dead_letter": self.dead_letter,
+            "outcome": self.outcome,
+        }
+
+
+def decide_settlement(
+    row: Settling,
+    answers: Sequence[ChannelAnswer],
+    now: datetime,
+    *,
+    rand: Callable[[], float],
+) -> Settlement:
+    """The settlement of an attempt whose lease is still held (see the module doc).
+    ``rand`` is the backoff's jitter source (``random.random``)."""
+    succeeded = list(row.succeeded_before)
+    succeeded += [a.channel for a in answers if a.success and a.channel not in succeeded]
+    failed = [a for a in answers if not a.success]
+    outcome: dict[str, object] = {
+        "channels_attempted": [a.channel for a in answers],
+        "channels_succeeded": succeeded,
+        "channels_failed": [a.channel for a in failed],
+        "error_message": "; ".join(f"{a.channel}: {a.error}" for a in failed) or None,
+    }
+    if all(ch in succeeded for ch in row.channels):
+        if row.require_ack:
+            deadline = now + timedelta(minutes=row.ack_timeout_minutes)
+            ack = AckStatus.PENDING
+            return Settlement(
+                Status.DELIVERED, False, outcome, now, ack_status=ack, deadline=deadline
+            )
+        return Settlement(Status.DELIVERED, False, outcome, now)
+    if any(not a.retryable for a in failed) or attempts_exhausted(
+        row.cycle_attempt, row.max_attempts
+    ):
+        status, dead_letter = failed_state(row.delivery_mode)
+        return Settlement(status, dead_letter, outcome)
+    retry_after = max((a.retry_after_seconds or 0.0 for a in failed), default=0.0)
+    due = next_attempt_at(
+        now,
+        row.cycle_attempt,
+        rand=rand,
+        retry_after_seconds=min(retry_after, RETRY_AFTER_CAP_SECONDS),
+    )
+    # Quiet hours hold a retry like the first attempt (domain.schedule).
+    due = schedule.next_allowed(due, row.quiet_hours, row.intent)
+    return Settlement(Status.PENDING, False, outcome, next_attempt=due)
 
 
 @dataclass(frozen=True)

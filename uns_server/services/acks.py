@@ -1,4 +1,5 @@
-"""The acknowledgement lifecycle (seed 000 §1.2).
+"""The acknowledgement lifecycle (seed 000 §1.2): load, ask ``domain.acks.decide_ack``,
+settle.
 
     (none) --delivered with require_ack--> PENDING
     PENDING --Acknowledge before deadline--> ACKED | DISMISSED      (responder)
@@ -27,8 +28,9 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
+from uns_server.domain.acks import AckTarget, decide_ack
 from uns_server.domain.enums import AckStatus, EventKind
-from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
+from uns_server.domain.errors import AckConflict, NotFound
 from uns_server.domain.validation import validate_ack_metadata, validate_notification_id
 from uns_server.observability.metrics import Metrics
 from uns_server.services.auth import Principal
@@ -53,33 +55,21 @@ def decide(
     *,
     may_name: Callable[[str | None], bool] = lambda _actor: True,
 ) -> bool:
-    """The acknowledgement decision, for every path an answer can take: True for a
-    same-actor, same-outcome repeat (return the original settlement), False when the
-    pending ack may be settled now; raises the refusal otherwise. ``may_name`` says
-    whether a conflict may name the actor who settled it (tenancy, SPEC §3)."""
-    nid = row["id"]
-    status = row["ack_status"]
-    info = {"notification_id": nid, "ack_state": status or "NONE"}
-    if status is None:
-        raise AckNotPending(
-            "the notification has no pending acknowledgement "
-            f"(state {row['status']}, require_ack {row['require_ack']})",
-            metadata={**info, "state": row["status"]},
-        )
-    if status == AckStatus.WITHDRAWN:
-        # The obligation no longer stands: nothing is pending, and who withdrew it is
-        # not this caller's business (the producer or an operator, SPEC §5).
-        raise AckNotPending(
-            "the acknowledgement was withdrawn; nothing is pending",
-            metadata={**info, "state": row["status"]},
-        )
-    if status == AckStatus.TIMED_OUT or (status == AckStatus.PENDING and row["deadline"] <= now):
-        raise AckDeadlinePassed(metadata={**info, "deadline": row["deadline"].isoformat()})
-    if status != AckStatus.PENDING:
-        if row["actor"] == actor and status == outcome:
-            return True
-        raise _conflict(actor, may_name, status, row["actor"], info)
-    return False
+    """The acknowledgement decision of ``row`` (``domain.acks.decide_ack``): True for a
+    same-actor, same-outcome repeat, False when the pending ack may be settled now;
+    raises the refusal otherwise."""
+    return decide_ack(ack_target(row), outcome, actor, now, may_name=may_name)
+
+
+def ack_target(row: RowMapping) -> AckTarget:
+    return AckTarget(
+        id=row["id"],
+        status=row["status"],
+        require_ack=row["require_ack"],
+        ack_status=row["ack_status"],
+        deadline=row["deadline"],
+        actor=row["actor"],
+    )
 
 
 class Acks:
@@ -172,21 +162,6 @@ class Acks:
                 )
         self._metrics.ack_timeouts(len(rows))
         return len(rows)
-
-
-def _conflict(
-    caller: str,
-    may_name: Callable[[str | None], bool],
-    status: str,
-    actor: str | None,
-    info: dict[str, str],
-) -> AckConflict:
-    if actor == caller:
-        return AckConflict(f"already {status} by you", metadata={**info, "actor": actor})
-    if may_name(actor):
-        assert actor is not None
-        return AckConflict(f"already {status} by {actor}", metadata={**info, "actor": actor})
-    return AckConflict(f"already {status} by another actor", metadata=info)
 
 
 async def settle(

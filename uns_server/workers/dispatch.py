@@ -15,7 +15,8 @@ One attempt, as three steps:
 2. **Send** outside any transaction, only to channels not yet delivered in this
    cycle (a retry never re-sends to a channel that already accepted).
 3. **Settle** (one transaction): always append the CHANNEL_ATTEMPT_RESULT events;
-   then, only if the lease is still ours, move the row: DELIVERED (+ ack PENDING,
+   then, only if the lease is still ours, move the row as
+   ``domain.lifecycle.decide_settlement`` decides: DELIVERED (+ ack PENDING,
    followers DEDUPLICATED), PENDING again with backoff, or FAILED (dead-lettered for
    GUARANTEED, followers promoted / relinked, or the obligation handed off to a newer
    active owner of the dedup key: ``domain.lifecycle.decide_hand_off``). A lost
@@ -44,9 +45,7 @@ from uns_server.batching import GroupCommit
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import lifecycle, schedule
-from uns_server.domain.enums import AckStatus, EventKind, Priority, Status
-from uns_server.domain.policy import EffectivePolicy
-from uns_server.domain.retry import next_attempt_at
+from uns_server.domain.enums import EventKind, Priority, Status
 from uns_server.observability import tracing
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, PROVIDER, SETTLE, phased
 from uns_server.observability.telemetry import Telemetry
@@ -67,8 +66,6 @@ SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
 SETTLE_RETRY_SECONDS_MAX = 120.0
 SETTLE_RETRY_DELAY_SECONDS = 0.25
 SETTLE_RETRY_DELAY_SECONDS_MAX = 5.0
-# Retry-After beyond this is treated as this (a bogus header must not park work for years).
-RETRY_AFTER_CAP_SECONDS = 3600.0
 # Most deliveries settled in one transaction (the rest wait for the next one).
 SETTLE_BATCH_MAX = 64
 # A wake-up that brings no sign of new due work (a delivery finished, freeing a slot)
@@ -645,65 +642,40 @@ class Dispatcher:
         s: _Settled,
         now: datetime,
     ) -> dict[str, Any]:
-        """The new status and column values of a row whose lease is still held."""
-        channels = tuple(row["notification"]["effective"]["channels"])
-        succeeded = [*row["outcome"].get("channels_succeeded", [])]
-        succeeded += [
-            a.channel for a in attempts if a.result.success and a.channel not in succeeded
-        ]
-        failed = [a for a in attempts if not a.result.success]
-        outcome = {
-            "channels_attempted": [a.channel for a in attempts],
-            "channels_succeeded": succeeded,
-            "channels_failed": [a.channel for a in failed],
-            "error_message": "; ".join(f"{a.channel}: {a.result.error}" for a in failed) or None,
-        }
-        values: dict[str, Any] = {
-            "lease_token": None,
-            "lease_until": None,
-            "updated_at": now,
-            "outcome": outcome,
-        }
-        if all(ch in succeeded for ch in channels):
-            status = Status.DELIVERED
-            values |= {"status": status.value, "delivered_at": now}
-            if row["require_ack"]:
-                minutes = int(row["notification"]["effective"]["ack_timeout_minutes"])
-                values |= {
-                    "ack_status": AckStatus.PENDING.value,
-                    "deadline": now + timedelta(minutes=minutes),
-                }
-        elif any(not a.result.retryable for a in failed) or lifecycle.attempts_exhausted(
-            claim.cycle_attempt, row["max_attempts"]
-        ):
-            status, s.dead_letter = lifecycle.failed_state(row["delivery_mode"])
-            values |= {"status": status.value, "dead_letter": s.dead_letter}
-        else:
-            status = Status.PENDING
-            retry_after = max((a.result.retry_after_seconds or 0.0 for a in failed), default=0.0)
-            due = next_attempt_at(
-                now,
-                claim.cycle_attempt,
-                rand=self._rand,
-                retry_after_seconds=min(retry_after, RETRY_AFTER_CAP_SECONDS),
-            )
-            # Quiet hours hold a retry like the first attempt (domain.schedule).
-            quiet = EffectivePolicy.from_json(row["notification"]["effective"]).quiet_hours
-            due = schedule.next_allowed(due, quiet, row["notification"].get("intent"))
-            values |= {"status": status.value, "next_attempt": due}
-            tx.signal(TOPIC_WORK)
-        s.status = status
-        s.final = _event(
-            row,
-            EventKind.DELIVERY_RESULT,
-            {
-                **s.base,
-                "status": status.value,
-                "dead_letter": s.dead_letter,
-                "outcome": outcome,
-            },
+        """The new column values of a row whose lease is still held: the domain
+        decides (``lifecycle.decide_settlement``), this records it."""
+        effective = row["notification"]["effective"]
+        settling = lifecycle.Settling(
+            channels=tuple(effective["channels"]),
+            succeeded_before=tuple(row["outcome"].get("channels_succeeded", [])),
+            cycle_attempt=claim.cycle_attempt,
+            max_attempts=row["max_attempts"],
+            delivery_mode=row["delivery_mode"],
+            require_ack=bool(row["require_ack"]),
+            ack_timeout_minutes=int(effective["ack_timeout_minutes"]),
+            quiet_hours=(
+                schedule.QuietHours.from_json(effective["quiet_hours"])
+                if effective.get("quiet_hours")
+                else None
+            ),
+            intent=row["notification"].get("intent"),
         )
-        return values
+        answers = [
+            lifecycle.ChannelAnswer(
+                a.channel,
+                a.result.success,
+                a.result.retryable,
+                a.result.error,
+                a.result.retry_after_seconds,
+            )
+            for a in attempts
+        ]
+        decision = lifecycle.decide_settlement(settling, answers, now, rand=self._rand)
+        if decision.status == Status.PENDING:
+            tx.signal(TOPIC_WORK)
+        s.status, s.dead_letter = decision.status, decision.dead_letter
+        s.final = _event(row, EventKind.DELIVERY_RESULT, decision.result_payload(s.base))
+        return decision.values(now)
 
     async def _after_settle(self, tx: WriteTx, s: _Settled, now: datetime) -> None:
         """Followers of a settled leader: satisfied by its delivery, or handed its
