@@ -62,6 +62,19 @@ FAULTS: dict[str, dict[str, str]] = {
         "load": "3 concurrent producers, steady (50 ms pause) until the target is "
         "acknowledged; UNAVAILABLE sends retried with the same key",
     },
+    "failover-killed": {
+        "fault": "the primary (synchronous streaming replication) stopped immediately, "
+        "then the standby promoted; UNS on a multi-host URL with "
+        "`target_session_attrs=read-write`",
+        "load": "3 concurrent producers, steady (20 ms pause) around the failover; "
+        "UNAVAILABLE sends retried with the same key",
+    },
+    "failover-vanished": {
+        "fault": "the primary vanishes silently behind a TCP proxy (no reset), then the "
+        "standby is promoted; UNS must give up on the silent host by itself",
+        "load": "3 concurrent producers, steady (20 ms pause) around the failover; "
+        "UNAVAILABLE sends retried with the same key",
+    },
     "reset": {
         "fault": "every server-to-PostgreSQL connection reset by a TCP proxy, at least "
         "three times, evenly spaced in acknowledged sends (one reset per 100)",
@@ -104,8 +117,10 @@ FAULTS: dict[str, dict[str, str]] = {
 
 # What the report does not cover (rendered as is; keep it true when tests change).
 NOT_TESTED = (
-    "PostgreSQL failover to a standby: covered by its own test (item 9 of issue 20), "
-    "not by this report.",
+    "PostgreSQL failover at report size: the two failover rows (a synchronous "
+    "standby promoted once the primary is killed, or once it vanishes behind a silent "
+    "proxy) come from `tests/reliability/test_failover.py` at its own size, a few hundred "
+    "sends around one failover, not 1,000 acknowledged sends per scenario.",
     "Crash of the machine or of PostgreSQL's host: the test PostgreSQL runs with "
     "`fsync=off`, and every kill here is of a process (UNS or PostgreSQL), never of "
     "the OS, so lost writes after power loss are not exercised.",
@@ -115,7 +130,9 @@ NOT_TESTED = (
     "second server (sigstop, blackhole, watch across servers) is PostgreSQL only.",
     "Network faults other than resets and blackholes: latency, packet loss, "
     "reordering and slow links between UNS and PostgreSQL or the provider.",
-    "Clock skew between replicas, disk full on PostgreSQL, `max_connections` exhaustion.",
+    "Clock skew between replicas under these faults (it has its own test, "
+    "`tests/acceptance/test_clock_skew.py`), disk full on PostgreSQL, `max_connections` "
+    "exhaustion.",
     "Provider adapters other than the webhook (Slack, email, PagerDuty) and channels "
     "other than one per notification.",
     "Acknowledgement, dismissal, expiry, dedup groups and replay under faults: every "
