@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ from google.protobuf import json_format
 from sqlalchemy import event
 
 from tests.console.conftest import ConsoleRig, csrf_of
-from tests.support.server import KEYS
+from tests.support.server import KEYS, start_server
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.store import console as store_console
@@ -228,6 +229,39 @@ async def test_signing_out_ends_the_open_event_streams_of_the_session(console: C
             await asyncio.wait_for(drained(), 5)  # the server closed it
         again = await http.get(console.url("/console/events"))
         assert again.status_code == 303  # the reconnect is sent to sign in
+
+
+@SQLITE
+async def test_unknown_keys_at_sign_in_spend_the_addresss_lookup_budget(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Guessing keys at the console costs what it costs over gRPC: past the client
+    address's budget of failed lookups, sign-in is refused (429) before the database is
+    asked, and the refusal carries no session; another address keeps its own budget."""
+    server = await start_server(
+        db_url,
+        tmp_path,
+        http_listen="127.0.0.1:0",
+        auth_failures_per_second=0.01,
+        auth_failure_burst=2,
+    )
+    try:
+        async with httpx.AsyncClient() as http:
+            url = server.app.public_url + "/console/sign-in"
+            codes = [
+                (await http.post(url, data={"api_key": f"uns_guess{i}"})).status_code
+                for i in range(3)
+            ]
+            assert codes == [401, 401, 429]
+            assert "uns_console" not in http.cookies
+        # Another client address has a budget of its own.
+        other = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+        async with httpx.AsyncClient(transport=other) as http:
+            url = url.replace("localhost", "127.0.0.1")
+            reply = await http.post(url, data={"api_key": "uns_guess_elsewhere"})
+            assert reply.status_code == 401
+    finally:
+        await server.stop()
 
 
 @SQLITE

@@ -60,12 +60,14 @@ def routes(c: Console) -> list[web.AbstractRouteDef]:
         if previous:  # a new sign-in replaces this browser's session, never adds one
             await c.sessions.sign_out(previous)
         try:
-            session_id, session = await c.sessions.sign_in(str(form.get("api_key", "")))
+            session_id, session = await c.sessions.sign_in(
+                str(form.get("api_key", "")), request.remote or ""
+            )
         except UnsError as exc:
             return render(
                 request,
                 "sign_in.html",
-                status=401 if exc.reason == "UNAUTHENTICATED" else 403,
+                status={"UNAUTHENTICATED": 401, "RATE_LIMITED": 429}.get(exc.reason, 403),
                 title="Sign in",
                 next=target,
                 problem=exc.message,

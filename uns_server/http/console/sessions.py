@@ -61,11 +61,12 @@ class Sessions:
         self.idle = idle
         self.absolute = absolute
 
-    async def sign_in(self, api_key: str) -> tuple[str, Session]:
+    async def sign_in(self, api_key: str, address: str = "") -> tuple[str, Session]:
         """A new session for an operator key: (the cookie value, the session). Raises
         ``Unauthenticated`` for an unknown or revoked key, ``PermissionDenied`` without
         the operator role, exactly as gRPC would."""
-        principal = await self._auth.authenticate(f"Bearer {api_key.strip()}")
+        # ``address``: unknown keys spend that client address's lookup budget, as on gRPC.
+        principal = await self._auth.authenticate(f"Bearer {api_key.strip()}", address=address)
         principal.require(Role.OPERATOR)
         session_id = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(32)
