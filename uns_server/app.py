@@ -180,6 +180,7 @@ class App:
             clock,
             lease_seconds=settings.lease_seconds,
             poll_seconds=settings.idle_poll_seconds,
+            links=self.links,
         )
         self.hub = EventHub(self.db, settings.watch_queue_max, settings.watch_queue_max_bytes)
         self.withdrawals = Withdrawals(

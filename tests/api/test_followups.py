@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.http_receiver import HttpReceiver, Reply
@@ -343,3 +344,49 @@ async def test_the_ack_ending_stops_a_step_between_retries(rig: Rig, ending: str
     [event] = await step_events(rig, nid, 1, withdraw=False)
     assert event.payload["decision"] == "STOPPED" and event.payload["attempts"] == 1
     assert event.payload["results"][0]["retryable"] is True
+
+
+async def test_a_reminder_carries_answer_links_valid_until_the_deadline(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A reminder nags someone to answer: with the HTTP surface on it carries the same
+    Acknowledge/Dismiss links as the delivery, and opening one shows the request."""
+    async with HttpReceiver() as hook, HttpReceiver() as pager:
+        hook.default = pager.default = Reply.json({"ok": True})
+        channels = tmp_path / "channels.yaml"
+        channels.write_text(
+            f"hook:\n  type: webhook\n  url: {hook.url('/hook')}\n  secret: {SECRET}\n"
+            f"pager:\n  type: webhook\n  url: {pager.url('/pager')}\n  secret: {SECRET}\n"
+        )
+        await activate_policy(
+            db_url,
+            TYPE,
+            channels=["hook"],
+            delivery_mode=DeliveryMode.GUARANTEED,
+            require_ack=True,
+            ack_timeout_minutes=60,
+            reminder=REMINDER,
+            escalation=STEPS,
+        )
+        clock = ShiftableClock()
+        server = await start_server(
+            db_url,
+            tmp_path,
+            clock=clock,
+            channels_file=str(channels),
+            dispatch_enabled=False,
+            http_listen="127.0.0.1:0",
+        )
+        try:
+            rig = Rig(server, hook, pager, clock)
+            _nid, d = await rig.delivered()
+            rig.at(d + minutes(10) + timedelta(seconds=1))
+            assert (await rig.worker.run_once()).fired == 1
+            [delivery, reminder] = await hook.wait_for_requests(2)
+            links = reminder.json()["data"]["links"]
+            assert set(links) == set(delivery.json()["data"]["links"]) == {"acknowledge", "dismiss"}
+            async with httpx.AsyncClient() as http:
+                page = await http.get(links["acknowledge"])
+            assert page.status_code == 200 and "Acknowledge" in page.text
+        finally:
+            await server.stop()

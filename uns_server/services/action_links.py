@@ -63,7 +63,12 @@ class ActionLinkService:
     ) -> Callable[[str], ActionLinks]:
         """Link maker for one message: the ack deadline is set when the delivery
         settles, within the lease, so links expire at most one lease after it."""
-        expires_at = now + timedelta(minutes=ack_timeout_minutes) + self._lease
+        return self.until(notification_id, now + timedelta(minutes=ack_timeout_minutes))
+
+    def until(self, notification_id: str, deadline: datetime) -> Callable[[str], ActionLinks]:
+        """Link maker for a message of a notification whose ack is due by ``deadline``
+        (a reminder or escalation step: the deadline is known)."""
+        expires_at = deadline + self._lease
 
         def make(recipient: str) -> ActionLinks:
             ack, dismiss = (

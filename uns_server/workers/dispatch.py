@@ -45,7 +45,7 @@ from uns_server.batching import GroupCommit
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import lifecycle, schedule
-from uns_server.domain.enums import EventKind, Priority, Status
+from uns_server.domain.enums import EventKind, Status
 from uns_server.observability import tracing
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, PROVIDER, SETTLE, phased
 from uns_server.observability.telemetry import Telemetry
@@ -54,6 +54,7 @@ from uns_server.store import audit, dispatch, notifications
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
 from uns_server.store.pg import Row
+from uns_server.workers.messages import outbound_message
 from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.dispatch")
@@ -858,24 +859,14 @@ def _message(
     claim: Claim, channel: str, links: ActionLinkService | None, now: datetime
 ) -> OutboundMessage:
     row = claim.row
-    doc = row["notification"]
     make_links = None
     if links is not None and row["require_ack"]:
-        minutes = int(doc["effective"]["ack_timeout_minutes"])
+        minutes = int(row["notification"]["effective"]["ack_timeout_minutes"])
         make_links = links.for_message(row["id"], minutes, now)
-    return OutboundMessage(
-        notification_id=row["id"],
-        notification_type=row["notification_type"],
-        intent=doc.get("intent") or "",
-        title=doc["title"],
-        message=doc["message"],
-        source=row["source"],
-        priority=Priority(doc["effective"]["priority"]).value,
-        correlation_id=doc.get("correlation_id", ""),
-        metadata=doc.get("metadata") or {},
+    return outbound_message(
+        row,
         attempt=claim.attempt,
         # Stable across retries of one cycle, so providers can drop duplicates.
         idempotency_token=f"{row['id']}:{channel}:{row['cycle']}",
-        require_ack=bool(row["require_ack"]),
         links=make_links,
     )

@@ -46,12 +46,14 @@ from uns_server.aio import wait_event
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import schedule
-from uns_server.domain.enums import AckStatus, EventKind, Priority
+from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.policy import EffectivePolicy
+from uns_server.services.action_links import ActionLinkService
 from uns_server.store import followups
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent, append
 from uns_server.store.pg import Row
+from uns_server.workers.messages import outbound_message
 
 log = logging.getLogger("uns.followups")
 Clock = Callable[[], datetime]
@@ -155,9 +157,11 @@ class FollowUpWorker:
         poll_seconds: float,
         batch_size: int = BATCH_DEFAULT,
         rand: Callable[[], float] = random.random,
+        links: ActionLinkService | None = None,
     ) -> None:
         self._db = db
         self._rand = rand
+        self._links = links  # Acknowledge/Dismiss links in reminders (HTTP surface on)
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
@@ -289,7 +293,9 @@ class FollowUpWorker:
             return Sent(channel, ChannelResult.permanent(f"channel {channel!r} is not configured"))
         try:
             async with asyncio.timeout(self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE):
-                result = await self._channels.get(channel).send(_message(claim, channel))
+                result = await self._channels.get(channel).send(
+                    _message(claim, channel, self._links)
+                )
         except TimeoutError:
             result = ChannelResult.transient("provider call timed out")
         except Exception as exc:  # an adapter bug must not lose the step
@@ -422,27 +428,21 @@ def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(row["id"], row["principal"], row["notification_type"], kind, payload)
 
 
-def _message(claim: FollowUpClaim, channel: str) -> OutboundMessage:
+def _message(
+    claim: FollowUpClaim, channel: str, links: ActionLinkService | None
+) -> OutboundMessage:
     row, step = claim.row, claim.step
-    doc = row["notification"]
-    label = (
-        f"Reminder {step.number}"
-        if step.kind == schedule.StepKind.REMINDER
-        else f"Escalation step {step.number}"
-    )
-    return OutboundMessage(
-        notification_id=row["id"],
-        notification_type=row["notification_type"],
-        intent=doc.get("intent") or "",
-        title=f"{label}: {doc['title']}",
-        message=doc["message"],
-        source=row["source"],
-        priority=Priority(doc["effective"]["priority"]).value,
-        correlation_id=doc.get("correlation_id", ""),
-        metadata=doc.get("metadata") or {},
+    label = "Reminder" if step.kind == schedule.StepKind.REMINDER else "Escalation step"
+    make_links = None
+    if links is not None and row["require_ack"] and row["deadline"] is not None:
+        make_links = links.until(row["id"], row["deadline"])
+    return outbound_message(
+        row,
         attempt=step.number,
         # Stable across recoveries of this step, so providers can drop duplicates.
         idempotency_token=f"{row['id']}:{channel}:{step.kind.value.lower()}:{step.number}",
+        links=make_links,
+        title_prefix=f"{label} {step.number}: ",
         follow_up=step.kind.value,
         follow_up_number=step.number,
     )

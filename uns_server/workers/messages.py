@@ -1,0 +1,42 @@
+"""The message a channel receives for one notification: the first delivery and every
+reminder or escalation step are built here, from the stored request, the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from uns_server.channels.base import ActionLinks, OutboundMessage
+from uns_server.domain.enums import Priority
+from uns_server.store.pg import Row
+
+
+def outbound_message(
+    row: Row,
+    *,
+    attempt: int,
+    idempotency_token: str,
+    links: Callable[[str], ActionLinks] | None,
+    title_prefix: str = "",
+    follow_up: str = "",
+    follow_up_number: int = 0,
+) -> OutboundMessage:
+    """``links`` makes the Acknowledge/Dismiss links per recipient (None: the HTTP
+    surface is off, or no answer is awaited)."""
+    doc = row["notification"]
+    return OutboundMessage(
+        notification_id=row["id"],
+        notification_type=row["notification_type"],
+        intent=doc.get("intent") or "",
+        title=f"{title_prefix}{doc['title']}",
+        message=doc["message"],
+        source=row["source"],
+        priority=Priority(doc["effective"]["priority"]).value,
+        correlation_id=doc.get("correlation_id", ""),
+        metadata=doc.get("metadata") or {},
+        attempt=attempt,
+        idempotency_token=idempotency_token,
+        require_ack=bool(row["require_ack"]),
+        links=links,
+        follow_up=follow_up,
+        follow_up_number=follow_up_number,
+    )
