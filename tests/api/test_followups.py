@@ -7,6 +7,7 @@ retried on that channel alone, bounded, and the step recorded once."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -78,8 +79,10 @@ class Rig:
         )
 
 
-@pytest.fixture
-async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
+@contextlib.asynccontextmanager
+async def started_rig(db_url: str, tmp_path: Path, **server: object) -> AsyncIterator[Rig]:
+    """A server (dispatch off, stepped by the test) with a `hook` and a `pager` webhook
+    channel and the reminder/escalation policy TYPE; ``server`` overrides settings."""
     async with HttpReceiver() as hook, HttpReceiver() as pager:
         hook.default = pager.default = Reply.json({"ok": True})
         channels = tmp_path / "channels.yaml"
@@ -98,13 +101,24 @@ async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
             escalation=STEPS,
         )
         clock = ShiftableClock()
-        server = await start_server(
-            db_url, tmp_path, clock=clock, channels_file=str(channels), dispatch_enabled=False
+        running = await start_server(
+            db_url,
+            tmp_path,
+            clock=clock,
+            channels_file=str(channels),
+            dispatch_enabled=False,
+            **server,
         )
         try:
-            yield Rig(server, hook, pager, clock)
+            yield Rig(running, hook, pager, clock)
         finally:
-            await server.stop()
+            await running.stop()
+
+
+@pytest.fixture
+async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
+    async with started_rig(db_url, tmp_path) as running:
+        yield running
 
 
 def minutes(m: float) -> timedelta:
@@ -351,42 +365,13 @@ async def test_a_reminder_carries_answer_links_valid_until_the_deadline(
 ) -> None:
     """A reminder nags someone to answer: with the HTTP surface on it carries the same
     Acknowledge/Dismiss links as the delivery, and opening one shows the request."""
-    async with HttpReceiver() as hook, HttpReceiver() as pager:
-        hook.default = pager.default = Reply.json({"ok": True})
-        channels = tmp_path / "channels.yaml"
-        channels.write_text(
-            f"hook:\n  type: webhook\n  url: {hook.url('/hook')}\n  secret: {SECRET}\n"
-            f"pager:\n  type: webhook\n  url: {pager.url('/pager')}\n  secret: {SECRET}\n"
-        )
-        await activate_policy(
-            db_url,
-            TYPE,
-            channels=["hook"],
-            delivery_mode=DeliveryMode.GUARANTEED,
-            require_ack=True,
-            ack_timeout_minutes=60,
-            reminder=REMINDER,
-            escalation=STEPS,
-        )
-        clock = ShiftableClock()
-        server = await start_server(
-            db_url,
-            tmp_path,
-            clock=clock,
-            channels_file=str(channels),
-            dispatch_enabled=False,
-            http_listen="127.0.0.1:0",
-        )
-        try:
-            rig = Rig(server, hook, pager, clock)
-            _nid, d = await rig.delivered()
-            rig.at(d + minutes(10) + timedelta(seconds=1))
-            assert (await rig.worker.run_once()).fired == 1
-            [delivery, reminder] = await hook.wait_for_requests(2)
-            links = reminder.json()["data"]["links"]
-            assert set(links) == set(delivery.json()["data"]["links"]) == {"acknowledge", "dismiss"}
-            async with httpx.AsyncClient() as http:
-                page = await http.get(links["acknowledge"])
-            assert page.status_code == 200 and "Acknowledge" in page.text
-        finally:
-            await server.stop()
+    async with started_rig(db_url, tmp_path, http_listen="127.0.0.1:0") as rig:
+        _nid, d = await rig.delivered()
+        rig.at(d + minutes(10) + timedelta(seconds=1))
+        assert (await rig.worker.run_once()).fired == 1
+        [delivery, reminder] = await rig.hook.wait_for_requests(2)
+        links = reminder.json()["data"]["links"]
+        assert set(links) == set(delivery.json()["data"]["links"]) == {"acknowledge", "dismiss"}
+        async with httpx.AsyncClient() as http:
+            page = await http.get(links["acknowledge"])
+        assert page.status_code == 200 and "Acknowledge" in page.text
