@@ -63,7 +63,10 @@ func (p *producer) sendAndWait(ctx context.Context, o options) (result, *unsv1.E
 	waitCtx, cancel := context.WithTimeout(ctx, o.waitTimeout)
 	defer cancel()
 	ack, err := p.waitForAck(waitCtx, out.NotificationID, cur)
-	if err != nil && errors.Is(waitCtx.Err(), context.DeadlineExceeded) {
+	// The stream's own deadline (DEADLINE_EXCEEDED) can fire a moment before the
+	// context reports it: past the deadline, any failure is the wait timing out.
+	deadline, _ := waitCtx.Deadline()
+	if err != nil && (errors.Is(waitCtx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
 		resume := "--notification-id " + out.NotificationID
 		if o.cursorFile != "" {
 			resume += " --cursor-file " + o.cursorFile
