@@ -16,11 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind
-from uns_server.store import pg
+from uns_server.domain.records import Event
+from uns_server.store import pg, records
 from uns_server.store.db import TOPIC_EVENTS, WriteTx, notify_calls
 from uns_server.store.tables import events
 
@@ -77,8 +77,9 @@ async def read_after(
     notification_ids: Sequence[str] = (),
     kinds: Sequence[str] = (),
     notification_type: str = "",
-) -> list[RowMapping]:
-    """Matching events with sequence > ``after_sequence``, oldest first."""
+) -> list[Event]:
+    """Matching events with sequence > ``after_sequence``, oldest first (one record per
+    row: the hub shares it with every stream it reaches)."""
     q = select(events).where(events.c.sequence > after_sequence)
     if principals is not None:  # None: every principal's events
         q = q.where(events.c.principal.in_(sorted(principals)))
@@ -89,7 +90,7 @@ async def read_after(
     if notification_type:
         q = q.where(events.c.notification_type == notification_type)
     result = await conn.execute(q.order_by(events.c.sequence).limit(limit))
-    return list(result.mappings())
+    return [records.event(row) for row in result.mappings()]
 
 
 async def high_water(conn: AsyncConnection) -> int:
@@ -98,6 +99,9 @@ async def high_water(conn: AsyncConnection) -> int:
     return int(value or 0)
 
 
-async def for_notification(conn: AsyncConnection, notification_id: str) -> list[RowMapping]:
+async def for_notification(conn: AsyncConnection, notification_id: str) -> list[Event]:
+    """A notification's timeline, oldest first."""
     q = select(events).where(events.c.notification_id == notification_id)
-    return list((await conn.execute(q.order_by(events.c.sequence))).mappings())
+    return [
+        records.event(row) for row in (await conn.execute(q.order_by(events.c.sequence))).mappings()
+    ]

@@ -18,15 +18,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from uns_server.aio import wait_event
+from uns_server.domain.records import Event
 from uns_server.observability.phases import FAN_OUT, phased
 from uns_server.services.watch.items import WatchFilter, WatchItem
 from uns_server.services.watch.subscription import QUEUE_MAX, QUEUE_MAX_BYTES, Subscription
 from uns_server.store import events
-from uns_server.store.db import TOPIC_EVENTS, Database
+from uns_server.store.db import TOPIC_EVENTS, Connection, Database
+from uns_server.store.kept_reader import KeptReader
 
 log = logging.getLogger("uns.watch")
 
@@ -64,8 +63,7 @@ class EventHub:
         # PostgreSQL: the hub keeps one autocommit connection for its reads, so a
         # wake-up costs one round trip (a pooled read would add a ping, BEGIN and
         # COMMIT). SQLite reads in-process through its small reader pool instead.
-        self._dedicated = db.dialect == "postgresql"
-        self._conn: AsyncConnection | None = None
+        self._kept = KeptReader(db) if db.dialect == "postgresql" else None
         db.on_commit(TOPIC_EVENTS, self._wake.set)
 
     @property
@@ -95,10 +93,8 @@ class EventHub:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            with contextlib.suppress(Exception):
-                await conn.close()
+        if self._kept is not None:
+            await self._kept.close()
 
     @property
     def closing(self) -> bool:
@@ -125,58 +121,27 @@ class EventHub:
                         await wait_event(self._subscribed, HUB_IDLE_TAIL_SECONDS)
                         continue
                 while True:
-                    rows = await self._read(self._after_tail)
-                    for row in rows:
-                        item = WatchItem(row)
+                    batch = await self._read(self._after_tail)
+                    for event in batch:
+                        item = WatchItem(event)
                         self.publish(item)
                         self.tail = item.sequence
-                    if len(rows) < HUB_BATCH:
+                    if len(batch) < HUB_BATCH:
                         break
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("event hub read failed; retrying on the next wake-up")
 
-    async def _after_tail(self, conn: AsyncConnection) -> list[RowMapping]:
+    async def _after_tail(self, conn: Connection) -> list[Event]:
         """The next batch of events after ``tail``."""
         return await events.read_after(conn, self.tail, limit=HUB_BATCH)
 
-    async def _read(self, query: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        if not self._dedicated:
+    async def _read(self, query: Callable[[Connection], Awaitable[T]]) -> T:
+        if self._kept is None:
             async with self._db.read() as conn:
                 return await query(conn)
-        if self._conn is not None:
-            try:
-                return await self._query(self._conn, query)
-            except Exception as exc:
-                # The kept connection broke since the last read (e.g. PostgreSQL
-                # restarted): replace it at once, as the pool's idle ping would have.
-                log.info("event hub connection lost (%s); reconnecting", type(exc).__name__)
-        return await self._query(await self._connect(), query)
-
-    async def _query(
-        self, conn: AsyncConnection, query: Callable[[AsyncConnection], Awaitable[T]]
-    ) -> T:
-        try:
-            return await query(conn)
-        except BaseException:
-            self._conn = None
-            with contextlib.suppress(Exception):
-                await conn.invalidate()
-            with contextlib.suppress(Exception):
-                await conn.close()
-            raise
-
-    async def _connect(self) -> AsyncConnection:
-        conn = await self._db.reader.connect()
-        try:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await conn.close()
-            raise
-        self._conn = conn
-        return conn
+        return await self._kept.run(query)
 
     def publish(self, item: WatchItem) -> None:
         """Queue ``item`` for every subscription whose filter matches it."""

@@ -1,7 +1,7 @@
 """What a WatchEvents stream carries: one shared item per committed event, a stream's
 filter over items, and the heartbeat that gives a stream its position.
 
-The hub makes one ``WatchItem`` per event row and hands the same object to every
+The hub makes one ``WatchItem`` per event record and hands the same object to every
 stream it matches, so an event is measured and (by the API layer) encoded once,
 however many streams it reaches.
 """
@@ -11,37 +11,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
-from sqlalchemy.engine import RowMapping
 
-# What an event costs besides its payload (row, item, protobuf message), in bytes.
+from uns_server.domain.records import Event
+
+# What an event costs besides its payload (record, item, protobuf message), in bytes.
 EVENT_OVERHEAD_BYTES = 512
 
 
 class WatchItem:
-    """One event row as streams see it. The hub makes one per committed event and
-    hands the same item to every matching subscription, so the API layer can encode
-    the event once (``encoded``) and share the result with every stream it reaches."""
+    """One event as streams see it. The hub makes one per committed event and hands
+    the same item to every matching subscription, so the API layer can encode the
+    event once (``encoded``) and share the result with every stream it reaches. The
+    fields filters match on are copied out of the record once, for the fan-out loop."""
 
     __slots__ = (
         "encoded",
+        "event",
         "kind",
         "notification_id",
         "notification_type",
         "principal",
-        "row",
         "sequence",
         "size",
     )
 
-    def __init__(self, row: RowMapping) -> None:
-        self.row = row
-        self.sequence: int = row["sequence"]
-        self.principal: str = row["principal"]
-        self.notification_id: str = row["notification_id"]
-        self.kind: str = row["kind"]
-        self.notification_type: str = row["notification_type"]
+    def __init__(self, event: Event) -> None:
+        self.event = event
+        self.sequence = event.sequence
+        self.principal = event.principal
+        self.notification_id = event.notification_id
+        self.kind: str = event.kind
+        self.notification_type = event.notification_type
         self.encoded: object | None = None  # the API layer's cache; never mutated once set
-        self.size = EVENT_OVERHEAD_BYTES + payload_bytes(row["payload"])
+        self.size = EVENT_OVERHEAD_BYTES + payload_bytes(event.payload)
 
 
 def payload_bytes(payload: object) -> int:

@@ -138,7 +138,7 @@ class Watch:
                 sub.overflowed = False
                 while True:
                     async with self._db.read() as conn:
-                        rows = await events.read_after(
+                        batch = await events.read_after(
                             conn,
                             cursor,
                             limit=CATCH_UP_BATCH,
@@ -147,11 +147,11 @@ class Watch:
                             kinds=kinds,
                             notification_type=notification_type,
                         )
-                    for row in rows:
-                        cursor = row["sequence"]
+                    for event in batch:
+                        cursor = event.sequence
                         sub.sent()
-                        yield WatchItem(row)
-                    if len(rows) < CATCH_UP_BATCH:
+                        yield WatchItem(event)
+                    if len(batch) < CATCH_UP_BATCH:
                         break
                 if not positioned:
                     # Give every stream a position at once, so a client that drops
