@@ -9,7 +9,6 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import text
 
@@ -18,6 +17,8 @@ from tests.support.watching import positioned
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.api import convert
+from uns_server.domain.enums import EventKind
+from uns_server.domain.records import Event
 from uns_server.services.watch import EventHub, Subscription, WatchFilter, WatchItem
 from uns_server.store import events
 
@@ -30,17 +31,18 @@ class _NoDatabase:
 
 
 def _item(sequence: int, principal: str, kind: str = "ACCEPTED", type_: str = "a") -> WatchItem:
-    row: Any = {
-        "id": f"e{sequence}",
-        "sequence": sequence,
-        "notification_id": f"n{sequence}",
-        "principal": principal,
-        "notification_type": type_,
-        "kind": kind,
-        "at": datetime(2026, 1, 1, tzinfo=UTC),
-        "payload": {"k": sequence},
-    }
-    return WatchItem(row)
+    return WatchItem(
+        Event(
+            sequence=sequence,
+            id=f"e{sequence}",
+            notification_id=f"n{sequence}",
+            principal=principal,
+            notification_type=type_,
+            kind=EventKind(kind),
+            at=datetime(2026, 1, 1, tzinfo=UTC),
+            payload={"k": sequence},
+        )
+    )
 
 
 def _filter(principal: str | None, kinds: tuple[str, ...] = (), type_: str = "") -> WatchFilter:

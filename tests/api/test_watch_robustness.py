@@ -72,7 +72,7 @@ async def full_history(url: str) -> list[tuple[int, str]]:
             rows = await events.read_after(conn, 0, limit=1_000_000)
     finally:
         await db.dispose()
-    return [(r["sequence"], r["id"]) for r in rows]
+    return [(e.sequence, e.id) for e in rows]
 
 
 async def test_subscribers_resume_without_gaps_under_concurrent_writers(

@@ -46,7 +46,7 @@ async def stored_events(db_url: str, notification_id: str) -> list[tuple[int, st
             rows = await event_store.for_notification(conn, notification_id)
     finally:
         await db.dispose()
-    return [(r["sequence"], r["kind"]) for r in rows]
+    return [(e.sequence, e.kind.value) for e in rows]
 
 
 def as_stored(events: list[t.Event]) -> list[tuple[int, str]]:

@@ -465,24 +465,30 @@ async def test_events_read_after_a_cursor_oldest_first(db: Database) -> None:
 
     async with db.read() as conn:
         every = await EVENTS.read_after(conn, 0, limit=10)
-        sequences = [e["sequence"] for e in every]
-        assert [e["payload"]["n"] for e in every] == [1, 2, 3]
+        sequences = [e.sequence for e in every]
+        assert [e.payload["n"] for e in every] == [1, 2, 3]
+        assert [e.kind for e in every] == [
+            EventKind.ACCEPTED,
+            EventKind.ACCEPTED,
+            EventKind.DELIVERY_RESULT,
+        ]
+        assert [e.principal for e in every] == ["alice", "bob", "alice"]
         assert sequences == sorted(sequences) and len(set(sequences)) == 3
         assert await EVENTS.high_water(conn) == sequences[-1]
         after_first = await EVENTS.read_after(conn, sequences[0], limit=10)
-        assert [e["sequence"] for e in after_first] == sequences[1:]  # the cursor excluded
-        assert [e["sequence"] for e in await EVENTS.read_after(conn, 0, limit=2)] == sequences[:2]
+        assert [e.sequence for e in after_first] == sequences[1:]  # the cursor excluded
+        assert [e.sequence for e in await EVENTS.read_after(conn, 0, limit=2)] == sequences[:2]
         assert await EVENTS.read_after(conn, sequences[-1], limit=10) == []
         mine = await EVENTS.read_after(conn, 0, limit=10, principals=["alice"])
-        assert [e["payload"]["n"] for e in mine] == [1, 3]
+        assert [e.payload["n"] for e in mine] == [1, 3]
         assert await EVENTS.read_after(conn, 0, limit=10, principals=[]) == []
         results = await EVENTS.read_after(
             conn, 0, limit=10, kinds=[EventKind.DELIVERY_RESULT.value]
         )
-        assert [e["notification_id"] for e in results] == [a]
+        assert [e.notification_id for e in results] == [a]
         of_b = await EVENTS.read_after(conn, 0, limit=10, notification_ids=[b])
-        assert [e["payload"]["n"] for e in of_b] == [2]
-        assert [e["payload"]["n"] for e in await EVENTS.for_notification(conn, a)] == [1, 3]
+        assert [e.payload["n"] for e in of_b] == [2]
+        assert [e.payload["n"] for e in await EVENTS.for_notification(conn, a)] == [1, 3]
 
 
 async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Database) -> None:
@@ -507,7 +513,7 @@ async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Data
             finished = done.is_set()
             async with db.read() as conn:
                 batch = await EVENTS.read_after(conn, cursor, limit=100)
-            seen.extend(e["sequence"] for e in batch)
+            seen.extend(e.sequence for e in batch)
             cursor = seen[-1] if seen else cursor
             if finished:
                 return
@@ -523,7 +529,7 @@ async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Data
             await w.dispose()
 
     async with db.read() as conn:
-        every = [e["sequence"] for e in await EVENTS.read_after(conn, 0, limit=100)]
+        every = [e.sequence for e in await EVENTS.read_after(conn, 0, limit=100)]
     assert len(every) == 24
     assert seen == every  # nothing skipped, nothing out of order
 

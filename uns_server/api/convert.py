@@ -10,7 +10,6 @@ from typing import Any, TypeVar, cast
 
 from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
-from sqlalchemy.engine import RowMapping
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -25,6 +24,7 @@ from uns_server.domain.enums import (
 )
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.policy import EffectivePolicy
+from uns_server.domain.records import Event
 from uns_server.domain.requests import AutonomyContext, SendRequest
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, Step
 from uns_server.domain.validation import METADATA_MAX_BYTES, validate_send
@@ -332,17 +332,15 @@ def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
     return msg
 
 
-def event(row: RowMapping) -> t.Event:
+def event(ev: Event) -> t.Event:
     msg = t.Event(
-        id=row["id"],
-        sequence=row["sequence"],
-        notification_id=row["notification_id"],
-        kind=enum_to_wire(row["kind"], EventKind),
-        payload=dict_to_struct(row["payload"]),
+        id=ev.id,
+        sequence=ev.sequence,
+        notification_id=ev.notification_id,
+        kind=enum_to_wire(ev.kind, EventKind),
+        payload=dict_to_struct(ev.payload),
     )
-    ts = timestamp(row["at"])
-    assert ts is not None
-    msg.at.CopyFrom(ts)
+    msg.at.FromDatetime(ev.at)
     return msg
 
 
@@ -350,5 +348,5 @@ def watch_event(item: WatchItem) -> pb.WatchEventsResponse:
     """The response carrying ``item``, built once per event and shared by every stream
     the event reaches (grpc only reads it to serialize)."""
     if item.encoded is None:
-        item.encoded = pb.WatchEventsResponse(event=event(item.row))
+        item.encoded = pb.WatchEventsResponse(event=event(item.event))
     return cast(pb.WatchEventsResponse, item.encoded)

@@ -7,9 +7,12 @@ never re-reads the database for a metric. Two kinds of value are *observed* inst
 - the queue (depth by state, age of the oldest due item, WatchEvents hub lag) comes
   from one cheap aggregate over the partial index ``ix_uns_notifications_due``, run by
   ``workers.queue_sampler`` every ``metrics_poll_seconds`` — never per call, never per
-  scrape — which hands the numbers to ``QueueStats``;
+  scrape — which hands the numbers to ``QueueStats`` (``queue_metrics``);
 - WatchEvents streams and their lag are read from the in-process ``EventHub`` at
-  collection time (no I/O).
+  collection time, no I/O (``watch_metrics``).
+
+This module holds the outcome counters and histograms and composes the gauges;
+``prometheus`` serves the scrape endpoint.
 
 Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_total``):
 
@@ -37,20 +40,18 @@ Prometheus names (units become suffixes: ``s`` -> ``_seconds``; counters get ``_
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeterProvider, Observation
-from prometheus_client import CollectorRegistry
 
 from uns_server.domain.enums import Status
 from uns_server.observability import phases
+from uns_server.observability.queue_metrics import QueueStats, register_queue_gauges
+from uns_server.observability.watch_metrics import EventHub, WatchGauges
 
-if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
+# Named here too: callers read the queue sample and describe the hub through this module.
+__all__ = ["METER_NAME", "EventHub", "Metrics", "QueueStats"]
 
 log = logging.getLogger("uns.metrics")
 
@@ -92,29 +93,6 @@ ATTEMPT_BUCKETS_SECONDS = (
 
 # Calls per intake transaction: bounded by the group commit's largest group (128).
 GROUP_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
-
-
-class WatchStream(Protocol):
-    """What the lag gauges read of one live WatchEvents stream."""
-
-    @property
-    def queue(self) -> Sequence[object]: ...
-    @property
-    def queue_max(self) -> int: ...
-    @property
-    def overflowed(self) -> bool: ...
-
-
-class EventHub(Protocol):
-    """What the watch gauges read of the in-process hub (``services.watch.EventHub``)."""
-
-    @property
-    def subscribers(self) -> int: ...
-    @property
-    def tail(self) -> int: ...
-    @property
-    def total_overflows(self) -> int: ...
-    def subscriptions(self) -> Sequence[WatchStream]: ...
 
 
 class Metrics:
@@ -204,46 +182,8 @@ class Metrics:
             description="Calls refused with RATE_LIMITED before the server acted (limit).",
         )
         self.queue = QueueStats()
-        self._hub: EventHub | None = None
-        m.create_observable_gauge(
-            "uns.queue.depth",
-            callbacks=[self._observe_depth],
-            unit="{notification}",
-            description="Pending leaders by state: due (claimable now), leased (being "
-            "delivered), scheduled (backing off). Sampled every metrics_poll_seconds.",
-        )
-        m.create_observable_gauge(
-            "uns.queue.oldest_due_age",
-            callbacks=[self._observe_oldest],
-            unit="s",
-            description="How long the oldest claimable item has been due (0 when none).",
-        )
-        m.create_observable_gauge(
-            "uns.watch.streams",
-            callbacks=[self._observe_streams],
-            unit="{stream}",
-            description="Open WatchEvents streams on this process.",
-        )
-        m.create_observable_gauge(
-            "uns.watch.lag",
-            callbacks=[self._observe_lag],
-            unit="{event}",
-            description="Events read by the hub but not yet sent, per stream (stat: max, "
-            "sum); a stream catching up from the table counts as its full buffer.",
-        )
-        m.create_observable_gauge(
-            "uns.watch.hub_lag",
-            callbacks=[self._observe_hub_lag],
-            unit="{event}",
-            description="Committed events the hub has not read yet (sampled).",
-        )
-        m.create_observable_counter(
-            "uns.watch.overflows",
-            callbacks=[self._observe_overflows],
-            unit="{overflow}",
-            description="Times a stream fell behind its buffer and went back to the table.",
-        )
-
+        register_queue_gauges(m, self.queue)
+        self._watch = WatchGauges(m, self.queue)
         self._channel_config: tuple[str, str] | None = None
         m.create_observable_gauge(
             "uns.channel_config.info",
@@ -258,7 +198,7 @@ class Metrics:
         return cls(NoOpMeterProvider().get_meter(METER_NAME))
 
     def observe_watch(self, hub: EventHub) -> None:
-        self._hub = hub
+        self._watch.hub = hub
 
     def channel_config(self, fingerprint: str, channels: Iterable[str]) -> None:
         self._channel_config = (fingerprint, ",".join(sorted(channels)))
@@ -319,24 +259,6 @@ class Metrics:
 
     # -- observations (collection time: in-memory reads only) -------------------
 
-    def _observe_depth(self, _options: CallbackOptions) -> Iterable[Observation]:
-        q = self.queue
-        if not q.sampled:
-            return []
-        return [
-            Observation(q.due, {"state": "due"}),
-            Observation(q.leased, {"state": "leased"}),
-            Observation(q.scheduled, {"state": "scheduled"}),
-        ]
-
-    def _observe_oldest(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(self.queue.oldest_due_age_seconds)] if self.queue.sampled else []
-
-    def _observe_hub_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if self._hub is None or self.queue.high_water is None:
-            return []
-        return [Observation(max(0, self.queue.high_water - self._hub.tail))]
-
     def observe_phases(self) -> None:
         """``uns_phase_cpu_seconds_total{phase}``, with UNS_PHASE_CPU=1 (observability.phases)."""
         self._meter.create_observable_counter(
@@ -347,79 +269,11 @@ class Metrics:
             "(UNS_PHASE_CPU=1 only; for benchmarks).",
         )
 
-    def _observe_streams(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [] if self._hub is None else [Observation(self._hub.subscribers)]
-
-    def _observe_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if self._hub is None:
-            return []
-        lags = stream_lags(self._hub)
-        return [
-            Observation(max(lags, default=0), {"stat": "max"}),
-            Observation(sum(lags), {"stat": "sum"}),
-        ]
-
     def _observe_channel_config(self, _options: CallbackOptions) -> Iterable[Observation]:
         if self._channel_config is None:
             return []
         fingerprint, channels = self._channel_config
         return [Observation(1, {"fingerprint": fingerprint, "channels": channels})]
-
-    def _observe_overflows(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [] if self._hub is None else [Observation(self._hub.total_overflows)]
-
-
-def stream_lags(hub: EventHub) -> list[int]:
-    """Events each live stream is behind the hub's tail.
-
-    The hub hands each event it reads to the queue of every subscription it matches,
-    so a queue's length is how many events that stream has yet to send; a stream whose queue
-    overflowed reads from the table again and is at least a full buffer behind.
-    ``subscriptions()`` is a copy: collection may run on an exporter thread.
-    """
-    return [sub.queue_max if sub.overflowed else len(sub.queue) for sub in hub.subscriptions()]
-
-
-@dataclass
-class QueueStats:
-    """The last queue sample; plain values, safe to read from an exporter thread."""
-
-    sampled: bool = False
-    due: int = 0
-    leased: int = 0
-    scheduled: int = 0
-    oldest_due_age_seconds: float = 0.0
-    high_water: int | None = None
-
-
-# -- the Prometheus endpoint ------------------------------------------------------
-
-
-class PrometheusEndpoint:
-    """``GET /metrics`` (any path, in fact) on ``host:port`` from a prometheus_client
-    thread; collection reads only in-memory values (see the module doc)."""
-
-    def __init__(self, registry: CollectorRegistry, listen: str) -> None:
-        self._registry = registry
-        self._listen = listen
-        self._server: WSGIServer | None = None
-        self.port = 0
-
-    def start(self) -> int:
-        from prometheus_client import start_http_server
-
-        host, _, port = self._listen.rpartition(":")
-        self._server, _thread = start_http_server(
-            int(port), addr=host.strip("[]"), registry=self._registry
-        )
-        self.port = int(self._server.server_port)
-        return self.port
-
-    async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            await asyncio.to_thread(server.shutdown)  # waits for serve_forever's poll
-            server.server_close()
 
 
 def _observe_phases(_options: CallbackOptions) -> Iterable[Observation]:

@@ -27,7 +27,8 @@ from opentelemetry.trace import TracerProvider as ApiTracerProvider
 from prometheus_client import CollectorRegistry
 
 from uns_server.observability import tracing
-from uns_server.observability.metrics import METER_NAME, EventHub, Metrics, PrometheusEndpoint
+from uns_server.observability.metrics import METER_NAME, EventHub, Metrics
+from uns_server.observability.prometheus import PrometheusEndpoint
 
 if TYPE_CHECKING:
     from uns_server.settings import Settings

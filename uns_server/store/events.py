@@ -11,21 +11,34 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind
+from uns_server.domain.records import Event
 from uns_server.store import pg
 from uns_server.store.db import TOPIC_EVENTS, WriteTx, notify_calls
 from uns_server.store.tables import events
 
 _EVENT_ORDER_LOCK_ID = 0x554E53_0002
 _INSERT_PG = pg.Insert(events)
+# The hub reads every committed event: select the record's columns in its field order
+# and build it positionally (a name lookup per column through ``RowMapping`` cost a
+# fifth more per event than the untyped rows did; this costs nothing more).
+_EVENT_FIELDS = tuple(f.name for f in fields(Event))
+_EVENT_COLUMNS = tuple(events.c[name] for name in _EVENT_FIELDS)
+_KIND_AT = _EVENT_FIELDS.index("kind")
+_KIND: dict[str, EventKind] = {k.value: k for k in EventKind}
+
+
+def _event(row: Sequence[Any]) -> Event:
+    values = list(row)
+    values[_KIND_AT] = _KIND[values[_KIND_AT]]
+    return Event(*values)
 
 
 @dataclass(frozen=True)
@@ -77,9 +90,10 @@ async def read_after(
     notification_ids: Sequence[str] = (),
     kinds: Sequence[str] = (),
     notification_type: str = "",
-) -> list[RowMapping]:
-    """Matching events with sequence > ``after_sequence``, oldest first."""
-    q = select(events).where(events.c.sequence > after_sequence)
+) -> list[Event]:
+    """Matching events with sequence > ``after_sequence``, oldest first (one record per
+    row: the hub shares it with every stream it reaches)."""
+    q = select(*_EVENT_COLUMNS).where(events.c.sequence > after_sequence)
     if principals is not None:  # None: every principal's events
         q = q.where(events.c.principal.in_(sorted(principals)))
     if notification_ids:
@@ -89,7 +103,7 @@ async def read_after(
     if notification_type:
         q = q.where(events.c.notification_type == notification_type)
     result = await conn.execute(q.order_by(events.c.sequence).limit(limit))
-    return list(result.mappings())
+    return [_event(row) for row in result]
 
 
 async def high_water(conn: AsyncConnection) -> int:
@@ -98,6 +112,8 @@ async def high_water(conn: AsyncConnection) -> int:
     return int(value or 0)
 
 
-async def for_notification(conn: AsyncConnection, notification_id: str) -> list[RowMapping]:
-    q = select(events).where(events.c.notification_id == notification_id)
-    return list((await conn.execute(q.order_by(events.c.sequence))).mappings())
+async def for_notification(conn: AsyncConnection, notification_id: str) -> list[Event]:
+    """A notification's timeline, oldest first."""
+    q = select(*_EVENT_COLUMNS).where(events.c.notification_id == notification_id)
+    result = await conn.execute(q.order_by(events.c.sequence))
+    return [_event(row) for row in result]

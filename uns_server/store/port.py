@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.records import Event
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
 from uns_server.store.pg import Row
@@ -124,7 +125,7 @@ class Events(Protocol):
         notification_ids: Sequence[str] = (),
         kinds: Sequence[str] = (),
         notification_type: str = "",
-    ) -> Sequence[Row]:
+    ) -> Sequence[Event]:
         """Matching events with sequence > ``after_sequence``, oldest first."""
         ...
 
@@ -132,7 +133,9 @@ class Events(Protocol):
         """The greatest committed sequence (0 for an empty timeline)."""
         ...
 
-    async def for_notification(self, conn: AsyncConnection, notification_id: str) -> Sequence[Row]:
+    async def for_notification(
+        self, conn: AsyncConnection, notification_id: str
+    ) -> Sequence[Event]:
         """One notification's events, oldest first."""
         ...
 

@@ -66,17 +66,17 @@ async def stream(request: web.Request, session: Session, c: Console) -> web.Stre
                         break  # the browser reconnects, is refused, and says so
                 await response.write(f": heartbeat {item.high_water_sequence}\n\n".encode())
             else:
-                row = item.row
+                ev = item.event
                 data = {
-                    "sequence": row["sequence"],
-                    "kind": row["kind"],
-                    "notification_id": row["notification_id"],
-                    "notification_type": row["notification_type"],
-                    "at": row["at"].isoformat(),
-                    "summary": summary(row["kind"], row["payload"]),
+                    "sequence": ev.sequence,
+                    "kind": ev.kind.value,
+                    "notification_id": ev.notification_id,
+                    "notification_type": ev.notification_type,
+                    "at": ev.at.isoformat(),
+                    "summary": summary(ev.kind, ev.payload),
                 }
                 await response.write(
-                    f"id: {row['sequence']}\nevent: uns\ndata: {json.dumps(data)}\n\n".encode()
+                    f"id: {ev.sequence}\nevent: uns\ndata: {json.dumps(data)}\n\n".encode()
                 )
             item = await anext(events)
     except (ShuttingDown, ConnectionResetError, StopAsyncIteration):

@@ -1,0 +1,112 @@
+"""The gRPC server's wiring: channel options, TLS credentials and the services, each
+handler wrapped once (spans, load shedding, then the decode guard)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from uns.v1 import (
+    audit_service_pb2,
+    audit_service_pb2_grpc,
+    key_service_pb2,
+    key_service_pb2_grpc,
+    notification_service_pb2,
+    notification_service_pb2_grpc,
+    policy_service_pb2,
+    policy_service_pb2_grpc,
+)
+from uns_server.api.audit_servicer import AuditServicer
+from uns_server.api.bind import reuse_port_option
+from uns_server.api.handlers import decode_guard
+from uns_server.api.key_servicer import KeyServicer
+from uns_server.api.notification_servicer import NotificationServicer
+from uns_server.api.policy_servicer import PolicyServicer
+from uns_server.api.reflection import add_reflection
+from uns_server.api.wrapping import WrappingRegistrar
+from uns_server.services.audit import AuditTrail
+from uns_server.services.keys import KeyService
+from uns_server.services.operations import Operations
+from uns_server.services.policies import PolicyService
+from uns_server.services.queries import Queries
+from uns_server.settings import Settings
+
+if TYPE_CHECKING:
+    from uns_server.app.root import App
+
+KEEPALIVE_TIME_MS = 30_000
+KEEPALIVE_TIMEOUT_MS = 10_000
+# Clients may ping every 10 s without data (long-lived WatchEvents streams).
+MIN_CLIENT_PING_INTERVAL_MS = 10_000
+
+
+def server(settings: Settings) -> grpc.aio.Server:
+    return grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
+            ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+            ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+            ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            reuse_port_option(settings.reuse_port),
+        ],
+    )
+
+
+def add_services(app: App) -> None:
+    """Every handler wrapped once here (spans, load shedding, then the decode guard), not
+    by interceptors on every call."""
+    # Any: the generated functions are typed for a grpc Server, and the registrar has
+    # only the two methods they call.
+    registrar: Any = WrappingRegistrar(
+        app.server, [app.telemetry.rpc_wrapper, app.admission.wrap, decode_guard]
+    )
+    notification_service_pb2_grpc.add_NotificationServiceServicer_to_server(
+        NotificationServicer(
+            app.authenticator,
+            app.intake,
+            Queries(app.db),
+            app.acks,
+            Operations(app.db, app.clock),
+            app.watch,
+            app.withdrawals,
+        ),
+        registrar,
+    )
+    policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(
+        PolicyServicer(app.authenticator, PolicyService(app.db, app.clock)), registrar
+    )
+    audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
+        AuditServicer(AuditTrail(app.db), app.authenticator), registrar
+    )
+    key_service_pb2_grpc.add_KeyServiceServicer_to_server(
+        KeyServicer(app.authenticator, KeyService(app.db, app.clock)), registrar
+    )
+    health_pb2_grpc.add_HealthServicer_to_server(app.health.servicer, registrar)
+    services = (
+        notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
+        policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name,
+        audit_service_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name,
+        key_service_pb2.DESCRIPTOR.services_by_name["KeyService"].full_name,
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+    )
+    add_reflection(services, registrar)
+
+
+def credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS (and mutual TLS with a client CA) when configured; None: plaintext."""
+    s = settings
+    if not s.tls_enabled:
+        return None
+    assert s.tls_cert_file and s.tls_key_file
+    return grpc.ssl_server_credentials(
+        [(Path(s.tls_key_file).read_bytes(), Path(s.tls_cert_file).read_bytes())],
+        root_certificates=(
+            Path(s.tls_client_ca_file).read_bytes() if s.tls_client_ca_file else None
+        ),
+        require_client_auth=s.tls_client_ca_file is not None,
+    )

@@ -1,0 +1,302 @@
+"""Composition root: settings -> database -> services -> workers -> gRPC server.
+
+Start-up never crashes on a database that is down: the server listens at once with
+health NOT_SERVING, retries the connection (and migration) in the background
+(``readiness``), and turns SERVING only when the schema is at head. A monitor
+(``health``) flips health back to NOT_SERVING while the database is unreachable.
+The gRPC and HTTP surfaces are wired in ``grpc_surface`` and ``http_surface``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from opentelemetry.trace import TracerProvider as ApiTracerProvider
+
+from uns_server.api.admission import Admission
+from uns_server.api.bind import bind_failure
+from uns_server.app import grpc_surface, http_surface, readiness
+from uns_server.app.health import HealthMonitor
+from uns_server.channels.config import load_channels_config
+from uns_server.channels.fingerprint import channel_fingerprint
+from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain.policy import ServerDefaults
+from uns_server.http.server import HttpServer
+from uns_server.observability import phases
+from uns_server.observability.telemetry import Telemetry
+from uns_server.services import auth, message_updates
+from uns_server.services.acks import Acks
+from uns_server.services.intake import Intake
+from uns_server.services.rate_limits import TokenBuckets
+from uns_server.services.watch import EventHub, Watch
+from uns_server.services.withdrawal import Withdrawals
+from uns_server.settings import Settings, SettingsError
+from uns_server.store.clock import DatabaseClock, host_clock
+from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
+from uns_server.store.listen import listen_forever
+from uns_server.workers.dispatch import Dispatcher
+from uns_server.workers.expiry import ExpiryWorker
+from uns_server.workers.followups import FollowUpWorker
+from uns_server.workers.message_updates import MessageUpdater
+from uns_server.workers.queue_sampler import QueueSampler
+from uns_server.workers.statistics import FirstAnalyze
+from uns_server.workers.supervision import Supervision
+
+log = logging.getLogger("uns.server")
+
+
+class App:
+    def __init__(
+        self,
+        settings: Settings,
+        environ: dict[str, str] | None = None,
+        clock: Callable[[], datetime] | None = None,
+        tracer_provider: ApiTracerProvider | None = None,
+    ) -> None:
+        """``clock`` replaces the database's (``store.clock``; tests move time with it);
+        ``tracer_provider`` the one the settings describe (tests capture spans in
+        memory with it)."""
+        self.settings = settings
+        self.db_clock = DatabaseClock(host_clock(environ)) if clock is None else None
+        clock = clock or self.db_clock
+        assert clock is not None
+        self.clock = clock
+        self.db = Database(
+            settings.database_url, command_timeout=settings.db_command_timeout_seconds
+        )
+        key_file = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else None
+        self.authenticator = auth.Authenticator(
+            self.db,
+            key_file,
+            failed_lookups=TokenBuckets(
+                settings.auth_failures_per_second, settings.auth_failure_burst
+            ),
+        )
+        self._key_file = key_file
+        channel_data: Any = {}
+        if settings.channels_file:
+            channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
+        self.channels_config = load_channels_config(channel_data, environ)
+        self.channels = ChannelRegistry.from_config(self.channels_config)
+        self.channel_fingerprint = channel_fingerprint(self.channels_config)
+        self.telemetry = Telemetry.from_settings(settings, tracer_provider)
+        if phases.REQUESTED:
+            self.telemetry.metrics.observe_phases()
+        self.telemetry.metrics.channel_config(self.channel_fingerprint, self.channels.names())
+        # Repeated storage faults of the workers turn health NOT_SERVING (``HealthMonitor``).
+        self.supervision = Supervision()
+        self.health = HealthMonitor(self.db, self.supervision)
+        self.acks = Acks(self.db, clock, self.telemetry.metrics)
+        self.links = http_surface.link_service(self) if settings.http_enabled else None
+        self.admission = Admission(
+            self.authenticator,
+            TokenBuckets(
+                settings.rate_limit_per_second,
+                settings.rate_limit_burst,
+                settings.principal_rate_limits(),
+            ),
+            settings.max_concurrent_rpcs,
+            self.telemetry.metrics,
+        )
+        self.dispatcher = Dispatcher(
+            self.db,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            batch_size=settings.dispatch_batch_size,
+            concurrency=settings.dispatch_concurrency,
+            idle_poll_seconds=settings.idle_poll_seconds,
+            telemetry=self.telemetry,
+            supervision=self.supervision,
+            links=self.links,
+        )
+        self.intake = Intake(
+            self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
+        )
+        self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
+        # Sent messages show how the obligation ended (Slack chat.update, PagerDuty
+        # acknowledge/resolve): queued with every settlement, sent by this worker.
+        self.acks.settle_hooks.append(message_updates.queue_on_settle)
+        self.message_updater = MessageUpdater(
+            self.db,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            idle_poll_seconds=settings.idle_poll_seconds,
+        )
+        # Reminders and escalation steps of pending acks (policy reminder/escalation).
+        self.followups = FollowUpWorker(
+            self.db,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            poll_seconds=settings.idle_poll_seconds,
+            links=self.links,
+        )
+        self.hub = EventHub(self.db, settings.watch_queue_max, settings.watch_queue_max_bytes)
+        self.withdrawals = Withdrawals(
+            self.db, clock, sent_messages=message_updates.SentMessageUpdates()
+        )
+        self.telemetry.observe(self.hub)
+        # One Watch for gRPC and the console: its stream caps count both.
+        self.watch = Watch(
+            self.db,
+            self.hub,
+            settings.watch_heartbeat_seconds,
+            clock,
+            settings.watch_streams_per_principal,
+            settings.watch_streams_max,
+        )
+        # The queue gauges' query loop, only when some exporter would read it.
+        self.queue_sampler = (
+            QueueSampler(self.db, self.telemetry.metrics.queue, clock, self.telemetry.poll_seconds)
+            if self.telemetry.metrics_enabled
+            else None
+        )
+        self.server = grpc_surface.server(settings)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._writer_tasks: list[asyncio.Task[None]] = []  # stopped, not cancelled
+        self.ready = asyncio.Event()
+        self._fatal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.port = 0
+        self.http: HttpServer | None = None
+        self.http_port = 0
+
+    async def start(self) -> None:
+        s = self.settings
+        if phases.REQUESTED:  # before any task is created: they are the unit of account
+            phases.enable()
+        grpc_surface.add_services(self)
+        await self.health.set(serving=False)
+        creds = grpc_surface.credentials(s)
+        try:
+            if creds is not None:
+                self.port = self.server.add_secure_port(s.listen, creds)
+            else:
+                self.port = self.server.add_insecure_port(s.listen)
+        except RuntimeError:  # grpc: "Failed to bind to address ..."
+            self.port = 0
+        if self.port == 0:
+            raise SettingsError(bind_failure(s.listen, reuse_port=s.reuse_port))
+        await self.server.start()
+        if s.metrics_listen:
+            try:
+                metrics_port = self.telemetry.serve_metrics()
+            except OSError as exc:
+                raise SettingsError(f"cannot listen on {s.metrics_listen}: {exc}") from exc
+            log.info("metrics", extra={"metrics_listen": s.metrics_listen, "port": metrics_port})
+        log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
+        log.info(
+            "channels configured",
+            extra={
+                "channels": list(self.channels.names()),
+                "channel_fingerprint": self.channel_fingerprint,
+            },
+        )
+        if s.http_enabled:
+            await self._start_http()
+        self._tasks.append(asyncio.create_task(self._become_ready()))
+
+    async def _start_http(self) -> None:
+        """The HTTP surface: same process, same database and services as gRPC."""
+        self.http = HttpServer(self.settings, http_surface.routes(self))
+        await self.http.start()
+        self.http_port = self.http.port
+        log.info(
+            "http listening",
+            extra={
+                "http_listen": self.settings.http_listen,
+                "port": self.http_port,
+                "public_url": self.public_url,
+            },
+        )
+        console_url = self.public_url + "/console/"
+        log.info(
+            "operator console at %s (sign in with an operator API key)",
+            console_url,
+            extra={"console_url": console_url},
+        )
+
+    @property
+    def public_url(self) -> str:
+        """The base of every link (``--public-url``, else the HTTP address as bound)."""
+        s = self.settings
+        if s.public_url or not s.http_listen.endswith(":0") or not self.http_port:
+            return s.base_url
+        return s.base_url.rpartition(":")[0] + f":{self.http_port}"
+
+    async def failure(self) -> str | None:
+        """Resolves with a message when the server cannot ever become ready."""
+        return await self._fatal
+
+    async def _become_ready(self) -> None:
+        s = self.settings
+        try:
+            await readiness.connect_and_migrate(
+                self.db,
+                s,
+                self.clock,
+                db_clock=self.db_clock,
+                has_key_file=self._key_file is not None,
+            )
+        except SettingsError as exc:
+            self._fatal.set_result(str(exc))
+            return
+        await self.hub.start()
+        if self.db_clock is not None and self.db.is_postgres:
+            self._tasks.append(asyncio.create_task(self.db_clock.run(self.db)))
+        if self.db.is_postgres:
+            self._tasks.append(
+                asyncio.create_task(listen_forever(self.db, (TOPIC_EVENTS, TOPIC_WORK)))
+            )
+            self._tasks.append(asyncio.create_task(FirstAnalyze(self.db).run()))
+        await self.health.set(serving=True)
+        self.ready.set()
+        log.info("ready: database reachable and migrated")
+        if s.dispatch_enabled:
+            self._writer_tasks = [
+                asyncio.create_task(self.dispatcher.run()),
+                asyncio.create_task(self.expiry.run()),
+                asyncio.create_task(self.message_updater.run()),
+                asyncio.create_task(self.followups.run()),
+            ]
+            self._tasks.extend(self._writer_tasks)
+        self._tasks.append(asyncio.create_task(self.health.run()))
+        if self.queue_sampler is not None:
+            self._tasks.append(asyncio.create_task(self.queue_sampler.run()))
+
+    async def stop(self, grace: float | None = None) -> None:
+        grace = self.settings.shutdown_grace_seconds if grace is None else grace
+        log.info("shutting down", extra={"grace_seconds": grace})
+        await self.health.set(serving=False)
+        # End watch streams first, with a resumable UNAVAILABLE, so the drain below
+        # waits only for unary calls.
+        await self.hub.close()
+        # Writers finish their current transaction instead of being cancelled inside
+        # it; whatever is still running after the grace period is cancelled.
+        self.dispatcher.stop()
+        self.expiry.stop()
+        self.message_updater.stop()
+        self.followups.stop()
+        writers = [t for t in self._writer_tasks if not t.done()]
+        if writers:
+            await asyncio.wait(writers, timeout=grace)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        # Stops accepting at once, lets in-flight calls finish within the grace.
+        await self.server.stop(grace)
+        if self.http is not None:
+            await self.http.stop()
+        await self.channels.aclose()
+        await self.db.dispose()
+        await self.telemetry.aclose()
