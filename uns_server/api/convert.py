@@ -313,7 +313,7 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
 
 
 def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
-    """A stored provider reference (``workers.dispatch._reference``) on the wire."""
+    """A stored provider reference (``workers.dispatch.references.reference``) on the wire."""
     msg = t.ProviderReference(
         channel=ref.get("channel", ""),
         channel_type=ref.get("type", ""),
