@@ -28,6 +28,8 @@ channel (never again to a channel that accepted it); a repeat is flagged. Remind
 steps stop once the ack is no longer PENDING (acknowledged, dismissed, timed out,
 withdrawn): claims take only PENDING acks, except a row whose step was waiting to
 retry, which is claimed once more to record that step as STOPPED without a call.
+
+The stored progress of a step and its event payload live in ``followup_progress``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import dataclasses
 import logging
 import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,12 +49,19 @@ from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import schedule
 from uns_server.domain.enums import AckStatus, EventKind
-from uns_server.domain.policy import EffectivePolicy
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store import followups
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent, append
 from uns_server.store.pg import Row
+from uns_server.workers.followup_progress import (
+    NUMBER_FIELD,
+    Progress,
+    result_json,
+    step_of,
+    step_payload,
+    timing_of,
+)
 from uns_server.workers.messages import outbound_message
 
 log = logging.getLogger("uns.followups")
@@ -65,57 +74,10 @@ _KIND_EVENT = {
     schedule.StepKind.REMINDER: EventKind.REMINDER_SENT,
     schedule.StepKind.ESCALATION: EventKind.ESCALATED,
 }
-_NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
 _COUNTER = {
     schedule.StepKind.REMINDER: "reminders_sent",
     schedule.StepKind.ESCALATION: "escalations_sent",
 }
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A step between its provider calls (``followup_step``)."""
-
-    kind: schedule.StepKind
-    number: int
-    due_time: datetime  # when the step fell due (before its retries)
-    calls: int
-    results: dict[str, dict[str, Any]]  # channel -> its latest answer, as recorded
-    recovered: bool  # some call of this step may have had an unrecorded effect
-
-    @classmethod
-    def of(cls, row: Row, step: schedule.Step | None = None) -> Progress | None:
-        """The row's stored progress (of ``step``, when given)."""
-        doc = row["followup_step"]
-        if not doc:
-            return None
-        progress = cls(
-            schedule.StepKind(doc["kind"]),
-            int(doc["number"]),
-            datetime.fromisoformat(doc["due_time"]),
-            int(doc["calls"]),
-            dict(doc["results"]),
-            bool(doc["recovered"]),
-        )
-        if step is not None and (progress.kind, progress.number) != (step.kind, step.number):
-            return None
-        return progress
-
-    def answers(self) -> dict[str, schedule.ChannelAnswer]:
-        return {
-            ch: schedule.ChannelAnswer(r["success"], r["retryable"], r.get("retry_after_seconds"))
-            for ch, r in self.results.items()
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "number": self.number,
-            "due_time": self.due_time.isoformat(),
-            "calls": self.calls,
-            "results": self.results,
-            "recovered": self.recovered,
-        }
 
 
 @dataclass(frozen=True)
@@ -138,12 +100,6 @@ class Sent:
 class RunResult:
     fired: int  # steps sent and settled (or fenced)
     rescheduled: int  # rows looked at with nothing due yet
-
-
-def timing_of(row: Row) -> tuple[schedule.Timing, str | None]:
-    """The frozen policy's timing and the notification's intent."""
-    doc = row["notification"]
-    return EffectivePolicy.from_json(doc["effective"]).spec.timing, doc.get("intent")
 
 
 class FollowUpWorker:
@@ -258,7 +214,7 @@ class FollowUpWorker:
         if row["followup_lease_token"] is not None:  # a call whose lease expired unsettled
             progress = dataclasses.replace(progress, recovered=True)
         timing, intent = timing_of(row)
-        step = _step_of(progress, timing)
+        step = step_of(progress, timing)
         decided = schedule.decide_step_attempt(
             channels=step.channels,
             answers=progress.answers(),
@@ -276,7 +232,7 @@ class FollowUpWorker:
         values[column] = max(row[column], step.number)
         values["updated_at"] = now
         await followups.update_row(tx.conn, row["id"], **values)
-        payload = _payload(step, progress, decided.outcome, lease_token=None)
+        payload = step_payload(step, progress, decided.outcome, lease_token=None)
         await append(tx, [_event(row, _KIND_EVENT[step.kind], payload)], now)
 
     async def deliver(self, claim: FollowUpClaim) -> None:
@@ -308,12 +264,12 @@ class FollowUpWorker:
         False when its lease was lost (nothing but LEASE_LOST)."""
         now = self._clock()
         row, step = claim.row, claim.step
-        results = {s.channel: _result(s.result) for s in sent}
+        results = {s.channel: result_json(s.result) for s in sent}
         async with self._db.write() as tx:
             current = await followups.leased(tx.conn, row["id"], claim.token, now)
             if current is None:
                 lost: dict[str, Any] = {
-                    _NUMBER_FIELD[step.kind]: step.number,
+                    NUMBER_FIELD[step.kind]: step.number,
                     "follow_up": step.kind.value,
                     "channels": list(step.channels),
                     "results": list(results.values()),
@@ -371,57 +327,9 @@ class FollowUpWorker:
                 )
             values |= {**counters, "followup_at": next_at, "followup_step": None}
             await followups.settle(tx.conn, row["id"], claim.token, values)
-            payload = _payload(step, progress, decision.outcome, lease_token=claim.token)
+            payload = step_payload(step, progress, decision.outcome, lease_token=claim.token)
             await append(tx, [_event(row, _KIND_EVENT[step.kind], payload)], now)
         return True
-
-
-def _result(result: ChannelResult) -> dict[str, Any]:
-    return {
-        "success": result.success,
-        "retryable": result.retryable,
-        "message_id": result.message_id,
-        "error": result.error,
-        "retry_after_seconds": result.retry_after_seconds,
-    }
-
-
-def _step_of(progress: Progress, timing: schedule.Timing) -> schedule.Step:
-    """The step a stored progress belongs to (its channels, from the frozen policy)."""
-    if progress.kind == schedule.StepKind.REMINDER:
-        channels = timing.channels
-    else:
-        channels = timing.escalation[progress.number - 1].channels
-    return schedule.Step(progress.kind, progress.number, progress.due_time, channels)
-
-
-def _payload(
-    step: schedule.Step,
-    progress: Progress,
-    outcome: schedule.StepOutcome,
-    *,
-    lease_token: str | None,
-) -> dict[str, Any]:
-    """The step's one event: every channel's latest answer, the calls made, the decision."""
-    payload: dict[str, Any] = {
-        _NUMBER_FIELD[step.kind]: step.number,
-        "channels": list(step.channels),
-        "results": [
-            {"channel": ch, **_public(progress.results[ch])}
-            for ch in step.channels
-            if ch in progress.results
-        ],
-        "lease_token": lease_token,
-        "due_time": step.at.isoformat(),
-        "provider_effect_may_have_occurred": progress.recovered,
-        "attempts": progress.calls,
-        "decision": outcome.value,
-    }
-    return payload
-
-
-def _public(result: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: result.get(k) for k in ("success", "retryable", "message_id", "error")}
 
 
 def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
