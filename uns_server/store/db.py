@@ -54,6 +54,11 @@ _SQLALCHEMY_ONLY_PARAMS = (
     "async_creator_fn",
 )
 
+# The connection the layers above hold: they only hand it back to store functions
+# (never call SQLAlchemy on it), so only ``store`` imports SQLAlchemy (pyproject's
+# import-linter contracts).
+Connection = AsyncConnection
+
 # NOTIFY channels (PostgreSQL) / in-process topics.
 TOPIC_EVENTS = "uns_events"
 TOPIC_WORK = "uns_work"
