@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +22,8 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
-from uns_server.domain.enums import AckStatus, EventKind, Status
+from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.records import Notification
 from uns_server.domain.retention import holds_work
 from uns_server.store import acks, dispatch, events, notifications, port, retention
 from uns_server.store.db import Database
@@ -67,7 +69,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "notification": {"effective": {"channels": channels}},
         "status": Status.PENDING.value,
         "priority": 2,
-        "delivery_mode": "IMMEDIATE",
+        "delivery_mode": "BEST_EFFORT",
         "require_ack": False,
         "max_attempts": 4,
         "outcome": {},
@@ -407,8 +409,8 @@ async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first
         row(ack_status=AckStatus.ACKED.value, deadline=NOW - timedelta(hours=1)),
     )
     async with db.write() as tx:
-        assert [r["id"] for r in await ACKS.due_deadlines(tx.conn, NOW, 10)] == [late, later]
-        assert [r["id"] for r in await ACKS.due_deadlines(tx.conn, NOW, 1)] == [late]
+        assert [r.id for r in await ACKS.due_deadlines(tx.conn, NOW, 10)] == [late, later]
+        assert [r.id for r in await ACKS.due_deadlines(tx.conn, NOW, 1)] == [late]
 
 
 async def test_concurrent_expiry_sweeps_take_each_due_ack_once(db_url: str, db: Database) -> None:
@@ -424,10 +426,10 @@ async def test_concurrent_expiry_sweeps_take_each_due_ack_once(db_url: str, db: 
         due = await ACKS.due_deadlines(tx.conn, NOW, 2)
         for r in due:
             settled = await ACKS.settle_pending(
-                tx.conn, r["id"], status=AckStatus.TIMED_OUT, actor="expiry", metadata=None, now=NOW
+                tx.conn, r.id, status=AckStatus.TIMED_OUT, actor="expiry", metadata=None, now=NOW
             )
             assert settled
-        return [r["id"] for r in due]
+        return [r.id for r in due]
 
     swept = await _race(db_url, 3, sweep)
 
@@ -554,6 +556,29 @@ async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) 
     assert {k: v["id"] for k, v in held.items()} == {"k" * 64: won[0]}
 
 
+async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
+    db: Database,
+) -> None:
+    [nid] = await insert(
+        db,
+        row(
+            ack_status=AckStatus.PENDING.value,
+            deadline=NOW + timedelta(hours=1),
+            response_metadata={"note": "x"},
+            provider_refs={"hook": {"type": "webhook"}},
+        ),
+    )
+    stored = await fetch(db, nid)
+    async with db.read() as conn:
+        found = await NOTIFICATIONS.get(conn, nid)
+        assert await NOTIFICATIONS.get(conn, str(uuid.uuid4())) is None
+    assert isinstance(found, Notification)
+    assert {f.name for f in fields(found)} == set(stored)  # every column, no other
+    assert {f.name: getattr(found, f.name) for f in fields(found)} == stored
+    assert type(found.status) is Status and type(found.ack_status) is AckStatus
+    assert type(found.delivery_mode) is DeliveryMode
+
+
 async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
     db_url: str, db: Database
 ) -> None:
@@ -654,7 +679,7 @@ async def test_retention_selects_exactly_the_rows_the_domain_lets_go(
         await EVENTS.append(tx, late_events, CUTOFF)  # at the cutoff: not before it
 
     async with db.read() as conn:
-        selected = {r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 100)}
+        selected = {r.id for r in await RETENTION.settled_before(conn, CUTOFF, 100)}
         stale, _ = await RETENTION.stale_events(conn, CUTOFF, [])
         windows = set(await RETENTION.expired_windows(conn, CUTOFF))
     assert selected == expected
@@ -684,7 +709,7 @@ async def test_retention_selects_oldest_first_up_to_the_limit(db: Database) -> N
         row(**settled, updated_at=CUTOFF - timedelta(days=3)),
     )
     async with db.read() as conn:
-        ordered = [r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 10)]
+        ordered = [r.id for r in await RETENTION.settled_before(conn, CUTOFF, 10)]
         assert ordered == [oldest, older, old]
-        assert [r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 2)] == ordered[:2]
+        assert [r.id for r in await RETENTION.settled_before(conn, CUTOFF, 2)] == ordered[:2]
         assert await RETENTION.settled_before(conn, CUTOFF - timedelta(days=3), 10) == []

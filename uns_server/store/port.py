@@ -23,7 +23,10 @@ place that says what it must do:
   concurrent duplicate fails as a unique violation); the window is locked while read,
   so concurrent new generations of one key serialise.
 
-Rows are ``Row`` (read by column name): typed records replace them in a later step.
+Reads return typed records (``domain.records``, built by ``store.records``). The
+operations still typed ``Row`` belong to modules whose callers are being moved to
+records on other branches (``store.dispatch``, ``store.events``, and the send path's
+``Notifications.by_id``/``by_keys``/``dedup_window``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.records import Notification, RetentionCandidate
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
 from uns_server.store.pg import Row
@@ -102,7 +106,7 @@ class Acks(Protocol):
 
     async def due_deadlines(
         self, conn: AsyncConnection, now: datetime, limit: int
-    ) -> Sequence[Row]:
+    ) -> Sequence[Notification]:
         """PENDING acks whose deadline has passed, earliest first, locked (SKIP LOCKED)."""
         ...
 
@@ -142,7 +146,7 @@ class Retention(Protocol):
 
     async def settled_before(
         self, conn: AsyncConnection, cutoff: datetime, limit: int
-    ) -> Sequence[Row]:
+    ) -> Sequence[RetentionCandidate]:
         """Rows holding no work, quiet (no update, no event) since ``cutoff``."""
         ...
 
@@ -192,10 +196,16 @@ class Notifications(Protocol):
         """Insert complete rows (a leader may come leased: intake's first attempt)."""
         ...
 
+    async def get(
+        self, conn: AsyncConnection, notification_id: str, *, for_update: bool = False
+    ) -> Notification | None:
+        """One notification, optionally locked."""
+        ...
+
     async def by_id(
         self, conn: AsyncConnection, notification_id: str, *, for_update: bool = False
     ) -> Row | None:
-        """One row, optionally locked."""
+        """``get`` as a row (for the send path and dispatch until they read records)."""
         ...
 
     async def by_keys(self, conn: AsyncConnection, keys: Collection[str]) -> Mapping[str, Row]:
