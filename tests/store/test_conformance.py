@@ -23,7 +23,7 @@ from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
-from uns_server.domain.records import Notification
+from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
 from uns_server.store import acks, dispatch, events, notifications, port, retention
 from uns_server.store.db import Database
@@ -120,10 +120,14 @@ async def claim(
     now: datetime = NOW,
     limit: int = 10,
     channels: Sequence[str] = WEBHOOK,
-) -> list[tuple[dict[str, Any], str]]:
+) -> list[Attempt]:
     async with db.write() as tx:
         leases = await DISPATCH.claim(tx.conn, now=now, limit=limit, lease=LEASE, channels=channels)
-    return [(dict(r), token) for r, token in leases]
+    return list(leases)
+
+
+def claimed_ids(leases: Sequence[Attempt]) -> list[str]:
+    return [a.notification.id for a in leases]
 
 
 async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
@@ -169,19 +173,21 @@ async def test_claim_takes_highest_priority_then_earliest_due(db: Database) -> N
 
     # Several at once take the best ones (RETURNING order is not the claim order).
     first = await claim(db, limit=2)
-    assert {r["id"] for r, _ in first} == {wanted[0]["id"], wanted[1]["id"]}
+    assert set(claimed_ids(first)) == {wanted[0]["id"], wanted[1]["id"]}
     # One at a time shows the whole order; then nothing is left.
     rest = [await claim(db, limit=1) for _ in range(4)]
-    assert [[r["id"] for r, _ in c] for c in rest] == [[w["id"]] for w in wanted[2:]] + [[]]
+    assert [claimed_ids(c) for c in rest] == [[w["id"]] for w in wanted[2:]] + [[]]
 
 
 async def test_claim_leases_under_a_new_token_and_counts_the_attempt(db: Database) -> None:
     [nid] = await insert(db, row(attempts=2, cycle_attempts=1))
 
-    [(before, token)] = await claim(db)
+    [leased] = await claim(db)
 
     # The row as it was before the claim; the stored one under the new lease.
-    assert (before["id"], before["attempts"], before["lease_token"]) == (nid, 2, None)
+    before, token = leased.notification, leased.lease_token
+    assert (before.id, before.attempts, before.lease_token) == (nid, 2, None)
+    assert not leased.recovered
     stored = await fetch(db, nid)
     assert stored["lease_token"] == token
     assert uuid.UUID(token)
@@ -194,12 +200,14 @@ async def test_claim_leases_under_a_new_token_and_counts_the_attempt(db: Databas
 
 async def test_expired_lease_is_claimed_again_and_flagged(db: Database) -> None:
     [nid] = await insert(db, row())
-    [(_, first)] = await claim(db)
+    [first] = await claim(db)
 
-    [(before, second)] = await claim(db, now=NOW + LEASE)  # expires at lease_until
+    [again] = await claim(db, now=NOW + LEASE)  # expires at lease_until
 
-    assert second != first
-    assert before["lease_token"] == first  # the caller sees the interrupted attempt
+    second = again.lease_token
+    assert second != first.lease_token
+    # The caller sees the interrupted attempt.
+    assert again.notification.lease_token == first.lease_token and again.recovered
     stored = await fetch(db, nid)
     assert stored["lease_token"] == second
     assert stored["lease_until"] == NOW + 2 * LEASE
@@ -221,9 +229,9 @@ async def test_claim_takes_only_rows_whose_channels_it_serves(db: Database) -> N
         assert await DISPATCH.next_due_at(conn, ["webhook"]) == NOW - timedelta(seconds=1)
     assert await claim(db, channels=[]) == []
     assert await claim(db, channels=["email"]) == []
-    assert [r["id"] for r, _ in await claim(db, channels=["webhook", "email"])] == [webhook]
+    assert claimed_ids(await claim(db, channels=["webhook", "email"])) == [webhook]
     rest = await claim(db, channels=["slack", "webhook"])
-    assert {r["id"] for r, _ in rest} == {slack, both}
+    assert set(claimed_ids(rest)) == {slack, both}
 
 
 async def test_concurrent_claimers_never_share_a_row(db_url: str, db: Database) -> None:
@@ -240,7 +248,7 @@ async def test_concurrent_claimers_never_share_a_row(db_url: str, db: Database) 
                 await asyncio.sleep(0.005)  # hold the locks while the others claim
             if not leases:
                 return taken
-            taken += [r["id"] for r, _ in leases]
+            taken += claimed_ids(leases)
 
     try:
         taken = await asyncio.gather(*(drain(c) for c in claimers))
@@ -265,8 +273,8 @@ async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(db: Database
     assert await claim(db, now=NOW + LEASE / 2) == []
     async with db.write() as tx:
         assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW)) == {nid}
-    [(before, _)] = await claim(db, now=NOW + LEASE)
-    assert before["lease_token"] == token
+    [leased] = await claim(db, now=NOW + LEASE)
+    assert leased.notification.lease_token == token and leased.recovered
     assert (await fetch(db, nid))["attempts"] == 2
 
 
@@ -284,7 +292,44 @@ async def test_pending_followers_in_promotion_order(db: Database) -> None:
     )
     async with db.write() as tx:
         followers = await DISPATCH.pending_followers(tx.conn, leader["id"])
-    assert [f["id"] for f in followers] == [second, first, third]
+    assert [f.id for f in followers] == [second, first, third]
+
+
+async def test_window_owner_is_the_locked_window_and_its_owner(db: Database) -> None:
+    owner = row(dedup_key="k", dedup_generation=3, status=Status.DELIVERED.value)
+    [oid] = await insert(db, owner)
+    until = NOW + timedelta(minutes=5)
+    async with db.write() as tx:
+        await NOTIFICATIONS.insert_dedup_window(
+            tx.conn, "k", owner_id=oid, generation=3, until=until
+        )
+        found = await DISPATCH.window_owner(tx.conn, "k")
+        assert found is not None
+        window, current = found
+        assert (window.key, window.owner_id, window.generation, window.until) == (
+            "k",
+            oid,
+            3,
+            until,
+        )
+        assert (current.id, current.status, current.dedup_generation) == (
+            oid,
+            Status.DELIVERED,
+            3,
+        )
+        assert await DISPATCH.window_owner(tx.conn, "absent") is None
+        # A window whose owner row is gone (pruned) has no owner to hand off to.
+        await NOTIFICATIONS.insert_dedup_window(
+            tx.conn, "orphan", owner_id=str(uuid.uuid4()), generation=1, until=until
+        )
+        assert await DISPATCH.window_owner(tx.conn, "orphan") is None
+
+
+async def test_status_of_reads_the_current_status(db: Database) -> None:
+    [nid] = await insert(db, row(status=Status.FAILED.value, dead_letter=True))
+    async with db.read() as conn:
+        assert await DISPATCH.status_of(conn, nid) == Status.FAILED
+        assert await DISPATCH.status_of(conn, str(uuid.uuid4())) is None
 
 
 def _delivered() -> dict[str, Any]:
@@ -299,8 +344,9 @@ def _delivered() -> dict[str, Any]:
 
 async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
     [nid] = await insert(db, row())
-    [(_, stale)] = await claim(db)
-    [(_, current)] = await claim(db, now=NOW + LEASE)  # the lease expired and moved on
+    [stale] = [a.lease_token for a in await claim(db)]
+    # The lease expired and moved on.
+    [current] = [a.lease_token for a in await claim(db, now=NOW + LEASE)]
     before = await fetch(db, nid)
     later = NOW + LEASE + timedelta(seconds=1)
 
@@ -311,7 +357,7 @@ async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
 
     async with db.write() as tx:
         leased = await DISPATCH.leased_many(tx.conn, [(nid, stale), (nid, current)], later)
-        assert {k: v["lease_token"] for k, v in leased.items()} == {nid: current}
+        assert {k: v.lease_token for k, v in leased.items()} == {nid: current}
         assert await DISPATCH.settle_many(tx.conn, [(nid, current, _delivered())]) == 1
     stored = await fetch(db, nid)
     assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
@@ -322,7 +368,7 @@ async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
 
 async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Database) -> None:
     a, b, c = await insert(db, row(), row(), row())
-    leases = {r["id"]: token for r, token in await claim(db)}
+    leases = {a.notification.id: a.lease_token for a in await claim(db)}
     retry = {"next_attempt": NOW + timedelta(minutes=1), "lease_token": None, "lease_until": None}
 
     async with db.write() as tx:
@@ -343,7 +389,7 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Databa
 
 async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:
     [nid] = await insert(db, row())
-    [(_, token)] = await claim(db)
+    [token] = [a.lease_token for a in await claim(db)]
 
     async with db.write() as tx:
         assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW + LEASE / 2)) == {nid}
@@ -353,7 +399,7 @@ async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:
 
 async def test_results_recorded_for_finds_committed_settlements(db: Database) -> None:
     a, b = await insert(db, row(), row())
-    leases = {r["id"]: token for r, token in await claim(db)}
+    leases = {a.notification.id: a.lease_token for a in await claim(db)}
     async with db.write() as tx:
         await EVENTS.append(
             tx,

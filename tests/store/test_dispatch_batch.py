@@ -102,11 +102,11 @@ async def test_one_transaction_settles_many_and_fences_each_row(server: RunningS
     dispatcher = server.app.dispatcher
     ids = await _send(server, 4, "batch")
     claims = await dispatcher.claim(4)
-    assert sorted(c.row["id"] for c in claims) == sorted(ids)
+    assert sorted(c.notification.id for c in claims) == sorted(ids)
     # The first row's lease expires and another worker takes it over.
     _clock(server).advance(seconds=LEASE_SECONDS + 1)
     [fresh] = await dispatcher.claim(1)
-    stale = next(c for c in claims if c.row["id"] == fresh.row["id"])
+    stale = next(c for c in claims if c.notification.id == fresh.notification.id)
     _clock(server).offset -= _clock(server).offset  # back: the other leases still hold
     writes = _count_writes(server)
 
@@ -114,7 +114,7 @@ async def test_one_transaction_settles_many_and_fences_each_row(server: RunningS
 
     assert len(writes) == 1  # finished together, settled in one transaction
     for claim, status in zip(claims, statuses, strict=True):
-        nid = claim.row["id"]
+        nid = claim.notification.id
         if claim is stale:
             assert status is None
             assert (await _kinds(server, nid))[-1] == EventKind.LEASE_LOST.value
@@ -137,7 +137,7 @@ async def test_two_attempts_on_one_row_in_one_batch_settle_once(server: RunningS
     [stale] = await dispatcher.claim(1)
     _clock(server).advance(seconds=LEASE_SECONDS + 1)
     [fresh] = await dispatcher.claim(1)
-    assert stale.row["id"] == fresh.row["id"] == nid
+    assert stale.notification.id == fresh.notification.id == nid
 
     statuses = await dispatcher.settlement.settle_many_durably(
         [(fresh, _ok(fresh)), (stale, _ok(stale))]
@@ -166,8 +166,8 @@ async def test_a_row_that_cannot_settle_does_not_hold_back_the_others(
 
     assert isinstance(results[1], Exception)
     assert results[0] == results[2] == Status.DELIVERED
-    assert await _status(server, bad.row["id"]) == Status.PENDING.value  # lease expires
-    assert EventKind.DELIVERY_RESULT.value not in await _kinds(server, bad.row["id"])
+    assert await _status(server, bad.notification.id) == Status.PENDING.value  # lease expires
+    assert EventKind.DELIVERY_RESULT.value not in await _kinds(server, bad.notification.id)
 
 
 async def test_a_lost_commit_acknowledgement_is_not_settled_twice(

@@ -23,7 +23,7 @@ from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.services.operations import validate_reason
-from uns_server.store import audit, dispatch, events, notifications, records
+from uns_server.store import audit, dispatch, events, notifications
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent
 
@@ -70,9 +70,7 @@ class Withdrawals:
                 raise NotFound(metadata={"notification_id": nid})
             followers: list[Notification] = []
             if row.status == Status.PENDING and row.dedup_owner_id is None:
-                # store.dispatch still hands rows (the workers branch converts it).
-                pending = await dispatch.pending_followers(tx.conn, nid)
-                followers = [records.notification(f) for f in pending]
+                followers = await dispatch.pending_followers(tx.conn, nid)
             decision = withdrawal.decide_withdrawal(
                 withdrawal.Target(
                     id=nid,

@@ -25,7 +25,7 @@ place that says what it must do:
 
 Reads return typed records (``domain.records``, built by ``store.records``). The
 operations still typed ``Row`` belong to modules whose callers are being moved to
-records on other branches (``store.dispatch``, ``store.events``, and the send path's
+records on other branches (``store.events``, and the send path's
 ``Notifications.by_id``/``by_keys``/``dedup_window``).
 """
 
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import AckStatus
-from uns_server.domain.records import Notification, RetentionCandidate
+from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.records import Attempt, DedupWindow, Notification, RetentionCandidate
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
 from uns_server.store.pg import Row
@@ -55,13 +55,13 @@ class Dispatch(Protocol):
         limit: int,
         lease: timedelta,
         channels: Collection[str],
-    ) -> Sequence[tuple[Row, str]]:
-        """Lease up to ``limit`` due leaders: (row as before the claim, new token)."""
+    ) -> Sequence[Attempt]:
+        """Lease up to ``limit`` due leaders (each as before the claim, its new token)."""
         ...
 
     async def leased_many(
         self, conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
-    ) -> Mapping[str, Row]:
+    ) -> Mapping[str, Notification]:
         """Lock the rows still leased (unexpired) under one of these (id, token)."""
         ...
 
@@ -83,8 +83,20 @@ class Dispatch(Protocol):
         """Of these (id, token), the tokens whose settlement has committed."""
         ...
 
-    async def pending_followers(self, conn: AsyncConnection, owner_id: str) -> Sequence[Row]:
+    async def pending_followers(
+        self, conn: AsyncConnection, owner_id: str
+    ) -> Sequence[Notification]:
         """The owner's PENDING followers in promotion order (oldest first), locked."""
+        ...
+
+    async def window_owner(
+        self, conn: AsyncConnection, dedup_key: str
+    ) -> tuple[DedupWindow, Notification] | None:
+        """The key's dedup window, locked, and its current owner (hand-off)."""
+        ...
+
+    async def status_of(self, conn: AsyncConnection, notification_id: str) -> Status | None:
+        """The notification's current status (None: no such notification)."""
         ...
 
 

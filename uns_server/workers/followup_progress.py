@@ -13,7 +13,7 @@ from typing import Any
 from uns_server.channels.base import ChannelResult
 from uns_server.domain import schedule
 from uns_server.domain.policy import EffectivePolicy
-from uns_server.store.pg import Row
+from uns_server.domain.records import Notification
 
 NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
 
@@ -30,9 +30,9 @@ class Progress:
     recovered: bool  # some call of this step may have had an unrecorded effect
 
     @classmethod
-    def of(cls, row: Row, step: schedule.Step | None = None) -> Progress | None:
+    def of(cls, n: Notification, step: schedule.Step | None = None) -> Progress | None:
         """The row's stored progress (of ``step``, when given)."""
-        doc = row["followup_step"]
+        doc = n.followup_step
         if not doc:
             return None
         progress = cls(
@@ -64,10 +64,15 @@ class Progress:
         }
 
 
-def timing_of(row: Row) -> tuple[schedule.Timing, str | None]:
+def timing_of(n: Notification) -> tuple[schedule.Timing, str | None]:
     """The frozen policy's timing and the notification's intent."""
-    doc = row["notification"]
+    doc = n.notification
     return EffectivePolicy.from_json(doc["effective"]).spec.timing, doc.get("intent")
+
+
+def sent_count(n: Notification, kind: schedule.StepKind) -> int:
+    """How many steps of ``kind`` the notification has counted as sent."""
+    return n.reminders_sent if kind == schedule.StepKind.REMINDER else n.escalations_sent
 
 
 def result_json(result: ChannelResult) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,10 +21,9 @@ from uns_server.domain import lifecycle
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
-from uns_server.store import dispatch
+from uns_server.store import dispatch, records
 from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.events import NewEvent, append
-from uns_server.store.pg import Row
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
 from uns_server.workers.dispatch.sending import Sender
 from uns_server.workers.dispatch.settlement import Settled, Settlement
@@ -131,16 +130,18 @@ class Dispatcher:
         self._reserved += granted
         return granted
 
-    def can_deliver(self, row: Row) -> bool:
-        """Is every channel of this leader configured here? (Work for a channel this
-        replica lacks is left to a replica that has it, never failed here.)"""
+    def can_deliver(self, row: Mapping[str, Any]) -> bool:
+        """Is every channel of this leader (a row intake is about to insert) configured
+        here? (Work for a channel this replica lacks is left to a replica that has it,
+        never failed here.)"""
         return all(ch in self._channels for ch in row["notification"]["effective"]["channels"])
 
     def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Claim, list[NewEvent]]:
         """Lease a leader about to be inserted, as a claim would: its first attempt.
         Sets the row's lease columns; returns the claim and the events to commit with
         the row (ATTEMPT_STARTED and one CHANNEL_ATTEMPT_STARTED per channel)."""
-        claim = Claim(dict(row), str(uuid.uuid4()), 1, 1, remaining_channels(row))
+        accepted = records.notification(row)  # as inserted, before this lease
+        claim = Claim(accepted, str(uuid.uuid4()), 1, 1, remaining_channels(accepted))
         row |= {
             "lease_token": claim.token,
             "lease_until": now + self._lease,
@@ -229,7 +230,7 @@ class Dispatcher:
             await self.deliver(claim)
         except Exception:
             # The lease expires and another attempt recovers the row.
-            log.exception("delivery failed", extra={"notification_id": claim.row["id"]})
+            log.exception("delivery failed", extra={"notification_id": claim.notification.id})
 
     @phased(CLAIM)
     async def claim(self, limit: int) -> list[Claim]:
@@ -242,16 +243,21 @@ class Dispatcher:
             )
             new_events: list[NewEvent] = []
             exhausted: list[Settled] = []
-            for row, token in leases:
+            for leased in leases:
+                n = leased.notification
                 decision = lifecycle.decide_claim(
-                    attempts=row["attempts"],
-                    cycle_attempts=row["cycle_attempts"],
-                    max_attempts=row["max_attempts"],
-                    recovered=row["lease_token"] is not None,
-                    delivery_mode=row["delivery_mode"],
+                    attempts=n.attempts,
+                    cycle_attempts=n.cycle_attempts,
+                    max_attempts=n.max_attempts,
+                    recovered=leased.recovered,
+                    delivery_mode=n.delivery_mode,
                 )
                 claim = Claim(
-                    row, token, decision.attempt, decision.cycle_attempt, remaining_channels(row)
+                    n,
+                    leased.lease_token,
+                    decision.attempt,
+                    decision.cycle_attempt,
+                    remaining_channels(n),
                 )
                 if isinstance(decision, lifecycle.SettleExhausted):
                     settled = await self.settlement.settle_exhausted(tx, claim, decision, now)

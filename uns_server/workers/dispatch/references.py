@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from uns_server.store.pg import Row
+from uns_server.domain.records import Notification
 from uns_server.workers.dispatch.claims import Attempt, Claim
 
 
@@ -20,7 +20,7 @@ def reference(claim: Claim, attempt: Attempt) -> dict[str, Any] | None:
         "channel": attempt.channel,
         "message_id": attempt.result.message_id or "",
         "attempt": claim.attempt,
-        "cycle": claim.row["cycle"],
+        "cycle": claim.notification.cycle,
         "at": attempt.observed_at.isoformat(),
     }
 
@@ -31,9 +31,12 @@ def reference_payload(claim: Claim, attempt: Attempt) -> dict[str, Any]:
     return {} if ref is None else {"provider_reference": ref}
 
 
-def provider_refs(row: Row, claim: Claim, attempts: Sequence[Attempt]) -> dict[str, Any] | None:
-    """The row's provider references with this attempt's successes; None if unchanged."""
+def provider_refs(
+    n: Notification, claim: Claim, attempts: Sequence[Attempt]
+) -> dict[str, Any] | None:
+    """The notification's provider references with this attempt's successes; None if
+    unchanged."""
     new = {a.channel: ref for a in attempts if (ref := reference(claim, a)) is not None}
     if not new:
         return None
-    return {**(row.get("provider_refs") or {}), **new}
+    return {**(n.provider_refs or {}), **new}

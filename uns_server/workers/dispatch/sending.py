@@ -64,16 +64,16 @@ class Sender:
 
     async def deliver(self, claim: Claim) -> None:
         """Send to the claim's channels and settle what they answered."""
-        row = claim.row
-        nid = row["id"]
+        n = claim.notification
+        nid = n.id
         started = time.monotonic()
         outcome = "error"
         with tracing.attempt_span(
             self._tracer,
             notification_id=nid,
             attempt=claim.attempt,
-            cycle=row["cycle"],
-            trace_context=row["notification"].get("trace_context"),
+            cycle=n.cycle,
+            trace_context=n.notification.get("trace_context"),
         ) as span:
             try:
                 if len(claim.channels) == 1:  # the common case: no task for the gather
@@ -92,7 +92,7 @@ class Sender:
                     extra={
                         "notification_id": nid,
                         "attempt": claim.attempt,
-                        "cycle": row["cycle"],
+                        "cycle": n.cycle,
                         "outcome": outcome,
                     },
                 )
@@ -101,7 +101,7 @@ class Sender:
 
     @phased(PROVIDER)
     async def _send(self, claim: Claim, channel_name: str) -> Attempt:
-        nid = claim.row["id"]
+        nid = claim.notification.id
         started = time.monotonic()
         with tracing.channel_span(self._tracer, channel=channel_name, notification_id=nid) as span:
             result = await self._call_adapter(claim, channel_name)
@@ -126,21 +126,21 @@ class Sender:
             except Exception as exc:  # an adapter bug must not lose the obligation
                 log.exception(
                     "channel adapter raised",
-                    extra={"channel": channel_name, "notification_id": claim.row["id"]},
+                    extra={"channel": channel_name, "notification_id": claim.notification.id},
                 )
                 result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
         return result
 
     def _message(self, claim: Claim, channel: str) -> OutboundMessage:
-        row = claim.row
+        n = claim.notification
         make_links = None
-        if self._links is not None and row["require_ack"]:
-            minutes = int(row["notification"]["effective"]["ack_timeout_minutes"])
-            make_links = self._links.for_message(row["id"], minutes, self._clock())
+        if self._links is not None and n.require_ack:
+            minutes = int(n.notification["effective"]["ack_timeout_minutes"])
+            make_links = self._links.for_message(n.id, minutes, self._clock())
         return outbound_message(
-            row,
+            n,
             attempt=claim.attempt,
             # Stable across retries of one cycle, so providers can drop duplicates.
-            idempotency_token=f"{row['id']}:{channel}:{row['cycle']}",
+            idempotency_token=f"{n.id}:{channel}:{n.cycle}",
             links=make_links,
         )

@@ -22,12 +22,12 @@ from typing import Any
 from uns_server.batching import GroupCommit
 from uns_server.domain import lifecycle, schedule
 from uns_server.domain.enums import EventKind, Status
+from uns_server.domain.records import Notification
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import SETTLE, phased
-from uns_server.store import audit, dispatch, notifications
+from uns_server.store import audit, dispatch
 from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
-from uns_server.store.pg import Row
 from uns_server.workers.dispatch.claims import Attempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
 from uns_server.workers.dispatch.references import provider_refs, reference_payload
@@ -51,7 +51,7 @@ class Settled:
 
     claim: Claim
     base: dict[str, Any]
-    row: Row | None = None  # the locked row; None when the lease was lost
+    leased: Notification | None = None  # as locked to settle; None when the lease was lost
     status: Status | None = None
     dead_letter: bool = False
     results: list[NewEvent] = field(default_factory=list)
@@ -118,7 +118,7 @@ class Settlement:
                     log.warning(
                         "database unreachable while settling; retrying",
                         extra={
-                            "notification_ids": [items[i][0].row["id"] for i in todo],
+                            "notification_ids": [items[i][0].notification.id for i in todo],
                             "retry_in_seconds": delay,
                         },
                     )
@@ -149,7 +149,7 @@ class Settlement:
         their current status in ``results``."""
         async with self._db.read() as conn:
             recorded = await dispatch.results_recorded_for(
-                conn, [(items[i][0].row["id"], items[i][0].token) for i in todo]
+                conn, [(items[i][0].notification.id, items[i][0].token) for i in todo]
             )
         remaining = []
         for i in todo:
@@ -162,8 +162,7 @@ class Settlement:
 
     async def _status_now(self, claim: Claim) -> Status | None:
         async with self._db.read() as conn:
-            row = await notifications.by_id(conn, claim.row["id"])
-        return Status(row["status"]) if row is not None else None
+            return await dispatch.status_of(conn, claim.notification.id)
 
     async def settle_batch(self, items: Sequence[Item]) -> list[Status | None]:
         """Commit the outcomes of many deliveries in one transaction; per item, the new
@@ -173,20 +172,19 @@ class Settlement:
         settled: list[Settled] = []
         async with self._db.write() as tx:
             current = await dispatch.leased_many(
-                tx.conn, [(claim.row["id"], claim.token) for claim, _ in items], now
+                tx.conn, [(claim.notification.id, claim.token) for claim, _ in items], now
             )
             updates: list[tuple[str, str, dict[str, Any]]] = []
             audits: list[dict[str, Any]] = []
             for claim, attempts in items:
-                row = claim.row
                 s = Settled(claim, attempt_base(claim))
                 s.results = [_result_event(s, a) for a in attempts]
-                leased = current.get(row["id"])
-                if leased is not None and leased["lease_token"] != claim.token:
+                leased = current.get(claim.notification.id)
+                if leased is not None and leased.lease_token != claim.token:
                     leased = None  # a later attempt on the same row holds the lease
                 if leased is None:
                     s.final = event(
-                        row,
+                        claim.notification,
                         EventKind.LEASE_LOST,
                         {
                             "lease_token": claim.token,
@@ -195,12 +193,12 @@ class Settlement:
                         },
                     )
                 else:
-                    s.row = leased
+                    s.leased = leased
                     values = self._decide(tx, leased, claim, attempts, s, now)
                     refs = provider_refs(leased, claim, attempts)
                     if refs is not None:
                         values["provider_refs"] = refs
-                    updates.append((leased["id"], claim.token, values))
+                    updates.append((leased.id, claim.token, values))
                     audits.append(
                         audit.delivery_record(
                             leased,
@@ -213,8 +211,8 @@ class Settlement:
                 settled.append(s)
             check_fenced(await dispatch.settle_many(tx.conn, updates), len(updates))
             for s in settled:
-                if s.row is not None and s.status is not None:
-                    await after_settle(tx, s.status, s.row, now, s.followers)
+                if s.leased is not None and s.status is not None:
+                    await after_settle(tx, s.status, s.leased, now, s.followers)
             await audit.insert_deliveries(tx.conn, audits)
             await append(tx, [e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
@@ -223,19 +221,19 @@ class Settlement:
         return [s.status for s in settled]
 
     def count(self, s: Settled, now: datetime) -> None:
-        row = s.claim.row
+        n = s.claim.notification
         self._metrics.settled(
             s.status,
             dead_letter=s.dead_letter,
-            delivery_mode=row["delivery_mode"],
+            delivery_mode=n.delivery_mode,
             followers_deduplicated=sum(e.kind == EventKind.DEDUP_SATISFIED for e in s.followers),
-            accept_to_settle_seconds=(now - row["created_at"]).total_seconds(),
+            accept_to_settle_seconds=(now - n.created_at).total_seconds(),
         )
 
     def _decide(
         self,
         tx: WriteTx,
-        row: Row,
+        n: Notification,
         claim: Claim,
         attempts: Sequence[Attempt],
         s: Settled,
@@ -243,21 +241,21 @@ class Settlement:
     ) -> dict[str, Any]:
         """The new column values of a row whose lease is still held: the domain
         decides (``lifecycle.decide_settlement``), this records it."""
-        effective = row["notification"]["effective"]
+        effective = n.notification["effective"]
         settling = lifecycle.Settling(
             channels=tuple(effective["channels"]),
-            succeeded_before=tuple(row["outcome"].get("channels_succeeded", [])),
+            succeeded_before=tuple(n.outcome.get("channels_succeeded", [])),
             cycle_attempt=claim.cycle_attempt,
-            max_attempts=row["max_attempts"],
-            delivery_mode=row["delivery_mode"],
-            require_ack=bool(row["require_ack"]),
+            max_attempts=n.max_attempts,
+            delivery_mode=n.delivery_mode,
+            require_ack=n.require_ack,
             ack_timeout_minutes=int(effective["ack_timeout_minutes"]),
             quiet_hours=(
                 schedule.QuietHours.from_json(effective["quiet_hours"])
                 if effective.get("quiet_hours")
                 else None
             ),
-            intent=row["notification"].get("intent"),
+            intent=n.notification.get("intent"),
         )
         answers = [
             lifecycle.ChannelAnswer(
@@ -273,7 +271,7 @@ class Settlement:
         if decision.status == Status.PENDING:
             tx.signal(TOPIC_WORK)
         s.status, s.dead_letter = decision.status, decision.dead_letter
-        s.final = event(row, EventKind.DELIVERY_RESULT, decision.result_payload(s.base))
+        s.final = event(n, EventKind.DELIVERY_RESULT, decision.result_payload(s.base))
         return decision.values(now)
 
     async def settle_exhausted(
@@ -283,37 +281,37 @@ class Settlement:
         an exhausted retry would be, without calling any provider; the counters keep
         the consumed attempts (the claim's increment is undone). The caller appends
         its events and counts it (``count``) once the claim commits."""
-        row = claim.row
+        n = claim.notification  # locked by the claim, its lease ours
         base = attempt_base(claim)
         outcome = lifecycle.interrupted_outcome(
             attempt=claim.attempt,
-            cycle=row["cycle"],
-            succeeded=row["outcome"].get("channels_succeeded", []),
+            cycle=n.cycle,
+            succeeded=n.outcome.get("channels_succeeded", []),
             unconfirmed=claim.channels,
         )
-        s = Settled(claim, base, row=row, status=decision.status, dead_letter=decision.dead_letter)
+        s = Settled(claim, base, leased=n, status=decision.status, dead_letter=decision.dead_letter)
         values: dict[str, Any] = {
             "status": decision.status.value,
             "dead_letter": decision.dead_letter,
             "outcome": outcome,
-            "attempts": row["attempts"],
-            "cycle_attempts": row["cycle_attempts"],
+            "attempts": n.attempts,
+            "cycle_attempts": n.cycle_attempts,
             "lease_token": None,
             "lease_until": None,
             "updated_at": now,
         }
-        check_fenced(await dispatch.settle_many(tx.conn, [(row["id"], claim.token, values)]), 1)
-        await after_settle(tx, s.status, row, now, s.followers)
+        check_fenced(await dispatch.settle_many(tx.conn, [(n.id, claim.token, values)]), 1)
+        await after_settle(tx, s.status, n, now, s.followers)
         await audit.insert_deliveries(
             tx.conn,
             [
                 audit.delivery_record(
-                    row, status=decision.status.value, outcome=outcome, delivered_at=None, now=now
+                    n, status=decision.status.value, outcome=outcome, delivered_at=None, now=now
                 )
             ],
         )
         s.final = event(
-            row,
+            n,
             EventKind.DELIVERY_RESULT,
             {
                 **base,
@@ -322,13 +320,13 @@ class Settlement:
                 "outcome": outcome,
                 # The interrupted attempt settles here, on behalf of its lost lease.
                 "interrupted": decision.interrupted,
-                "lease_token": row["lease_token"],
+                "lease_token": n.lease_token,
                 "provider_effect_may_have_occurred": decision.interrupted,
             },
         )
         log.warning(
             "interrupted last attempt: settled as exhausted",
-            extra={"notification_id": row["id"], "attempt": claim.attempt, "cycle": row["cycle"]},
+            extra={"notification_id": n.id, "attempt": claim.attempt, "cycle": n.cycle},
         )
         tx.signal(TOPIC_WORK)  # this claim took a slot without filling it: claim again
         return s
@@ -346,7 +344,7 @@ def _result_event(s: Settled, a: Attempt) -> NewEvent:
     """CHANNEL_ATTEMPT_RESULT: one channel's answer, recorded whatever the lease."""
     claim = s.claim
     return event(
-        claim.row,
+        claim.notification,
         EventKind.CHANNEL_ATTEMPT_RESULT,
         {
             **s.base,
