@@ -99,11 +99,6 @@ async def settle(
     return bool(result.rowcount == 1)
 
 
-async def for_notification(conn: AsyncConnection, notification_id: str) -> list[MessageUpdate]:
-    q = select(mu).where(mu.c.notification_id == notification_id).order_by(mu.c.created_at)
-    return [records.message_update(row) for row in (await conn.execute(q)).mappings()]
-
-
 async def next_due_at(conn: AsyncConnection) -> datetime | None:
     q = select(mu.c.next_attempt).where(mu.c.status == PENDING).order_by(mu.c.next_attempt)
     value: datetime | None = (await conn.execute(q.limit(1))).scalar()
