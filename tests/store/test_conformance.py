@@ -25,7 +25,16 @@ from sqlalchemy.exc import IntegrityError
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
-from uns_server.store import acks, dispatch, events, notifications, port, retention
+from uns_server.store import (
+    acks,
+    dispatch,
+    events,
+    followups,
+    message_updates,
+    notifications,
+    port,
+    retention,
+)
 from uns_server.store.db import Database
 from uns_server.store.events import NewEvent
 from uns_server.store.tables import dedup as dedup_table
@@ -34,6 +43,8 @@ from uns_server.store.tables import notifications as notifications_table
 
 # The implementations, seen through the port: the suite exercises the contract.
 DISPATCH: port.Dispatch = dispatch
+FOLLOWUPS: port.FollowUps = followups
+MESSAGE_UPDATES: port.MessageUpdates = message_updates
 ACKS: port.Acks = acks
 EVENTS: port.Events = events
 RETENTION: port.Retention = retention
@@ -411,6 +422,130 @@ async def test_results_recorded_for_finds_committed_settlements(db: Database) ->
         assert found == {leases[a]}
         # The token must be this row's: another row's recorded token does not count.
         assert await DISPATCH.results_recorded_for(conn, [(b, leases[a])]) == set()
+
+
+# --- follow-ups (reminders, escalation steps) -------------------------------------
+
+
+def awaiting(**overrides: Any) -> dict[str, Any]:
+    """A delivered notification whose ack is PENDING, a follow-up due a minute ago."""
+    return (
+        row(
+            status=Status.DELIVERED.value,
+            delivered_at=NOW - timedelta(minutes=10),
+            ack_status=AckStatus.PENDING.value,
+            deadline=NOW + timedelta(hours=1),
+            followup_at=NOW - timedelta(minutes=1),
+        )
+        | overrides
+    )
+
+
+async def test_follow_ups_are_due_oldest_first_unless_their_lease_holds(db: Database) -> None:
+    t = NOW - timedelta(minutes=5)
+    step = {"kind": "REMINDER", "number": 1, "due_time": t.isoformat(), "calls": 1}
+    wanted = [  # in due order
+        awaiting(followup_at=t),
+        awaiting(followup_at=t + timedelta(seconds=1)),
+        # The ack ended while a step waited to retry: due once more, to close that step.
+        awaiting(
+            ack_status=AckStatus.TIMED_OUT.value,
+            followup_step=step | {"results": {}, "recovered": False},
+            followup_at=t + timedelta(seconds=2),
+        ),
+        # An expired follow-up lease is free: its step is recovered.
+        awaiting(
+            followup_at=t + timedelta(seconds=3),
+            followup_lease_token=str(uuid.uuid4()),
+            followup_lease_until=NOW,
+        ),
+        awaiting(followup_at=NOW),  # due exactly now
+    ]
+    never = [
+        awaiting(followup_at=NOW + timedelta(seconds=1)),  # not yet
+        awaiting(followup_at=None),  # nothing left to send
+        awaiting(ack_status=AckStatus.ACKED.value),  # answered, no step waiting
+        awaiting(followup_lease_token=str(uuid.uuid4()), followup_lease_until=NOW + LEASE),
+    ]
+    await insert(db, *reversed(wanted), *never)
+
+    async with db.write() as tx:
+        due = await FOLLOWUPS.due(tx.conn, NOW, 10)
+        assert [n.id for n in due] == [w["id"] for w in wanted]
+        assert due[2].ack_status == AckStatus.TIMED_OUT and due[2].followup_step is not None
+    async with db.write() as tx:
+        assert [n.id for n in await FOLLOWUPS.due(tx.conn, NOW, 1)] == [wanted[0]["id"]]
+    async with db.read() as conn:
+        assert await FOLLOWUPS.next_due_at(conn) == t
+
+
+async def test_follow_up_settlement_is_fenced_by_its_own_lease(db: Database) -> None:
+    [nid] = await insert(db, awaiting())
+    token, other = str(uuid.uuid4()), str(uuid.uuid4())
+    async with db.write() as tx:
+        await FOLLOWUPS.update_row(
+            tx.conn, nid, followup_lease_token=token, followup_lease_until=NOW + LEASE
+        )
+
+    async with db.write() as tx:
+        assert await FOLLOWUPS.due(tx.conn, NOW, 10) == []  # held
+        held = await FOLLOWUPS.leased(tx.conn, nid, token, NOW)
+        assert held is not None and held.followup_lease_token == token
+        assert await FOLLOWUPS.leased(tx.conn, nid, other, NOW) is None
+        assert await FOLLOWUPS.leased(tx.conn, nid, token, NOW + LEASE) is None  # expired
+        assert not await FOLLOWUPS.settle(tx.conn, nid, other, {"reminders_sent": 1})
+    assert (await fetch(db, nid))["reminders_sent"] == 0
+
+    released = {"reminders_sent": 1, "followup_lease_token": None, "followup_lease_until": None}
+    async with db.write() as tx:
+        assert await FOLLOWUPS.settle(tx.conn, nid, token, released)
+    stored = await fetch(db, nid)
+    assert (stored["reminders_sent"], stored["followup_lease_token"]) == (1, None)
+    async with db.write() as tx:  # settled: the token holds nothing any more
+        assert not await FOLLOWUPS.settle(tx.conn, nid, token, {"reminders_sent": 2})
+    assert (await fetch(db, nid))["reminders_sent"] == 1
+
+
+# --- message updates --------------------------------------------------------------
+
+
+async def test_message_updates_are_claimed_once_per_lease_and_settled_fenced(
+    db: Database,
+) -> None:
+    outcome = {"state": "ACKED", "actor": "carol", "via": "grpc", "at": NOW.isoformat()}
+    queued = [
+        {"notification_id": str(uuid.uuid4()), "channel": ch, "reference": {"n": i}}
+        | {"outcome": outcome}
+        for i, ch in enumerate(["slack", "pager", "slack"])
+    ]
+    async with db.write() as tx:
+        await MESSAGE_UPDATES.enqueue(tx.conn, queued[:2], NOW - timedelta(seconds=2))
+        await MESSAGE_UPDATES.enqueue(tx.conn, queued[2:], NOW - timedelta(seconds=1))
+    async with db.read() as conn:
+        assert await MESSAGE_UPDATES.next_due_at(conn) == NOW - timedelta(seconds=2)
+
+    async with db.write() as tx:
+        first = await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=2, lease=LEASE)
+    assert {u.reference["n"] for u, _ in first} == {0, 1}  # the oldest
+    assert all(u.status == message_updates.PENDING and u.attempts == 0 for u, _ in first)
+    async with db.write() as tx:  # leased ones wait for their lease to expire
+        [(third, _)] = await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=10, lease=LEASE)
+        assert third.reference == {"n": 2}
+        assert await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=10, lease=LEASE) == []
+
+    (update, stale), _ = first
+    async with db.write() as tx:  # the lease expired and another worker took the update
+        [(again, current)] = [
+            c
+            for c in await MESSAGE_UPDATES.claim(tx.conn, now=NOW + LEASE, limit=10, lease=LEASE)
+            if c[0].id == update.id
+        ]
+    assert again.attempts == 1 and current != stale  # the first claim counted
+    async with db.write() as tx:
+        settle = MESSAGE_UPDATES.settle
+        assert not await settle(tx.conn, update.id, stale, status=message_updates.DONE, now=NOW)
+        assert await settle(tx.conn, update.id, current, status=message_updates.DONE, now=NOW)
+        assert not await settle(tx.conn, update.id, current, status=message_updates.FAILED, now=NOW)
 
 
 # --- acknowledgements -------------------------------------------------------------

@@ -13,6 +13,14 @@ place that says what it must do:
   share a row.
 - ``Dispatch.leased_many`` + ``Dispatch.settle_many``: settlement is fenced by the
   lease token; a stale token changes nothing, and ``settle_many`` says so by its count.
+- ``Dispatch.window_owner``: the dedup window, locked, with its owner (the hand-off).
+- ``FollowUps``: a row is due while its ack is PENDING (or a step waits to be closed)
+  and ``followup_at`` has passed, oldest first, unless its follow-up lease holds; the
+  follow-up lease is separate from the dispatch lease, and ``leased``/``settle`` are
+  fenced by its token (a stale one sees nothing and changes nothing).
+- ``MessageUpdates``: due PENDING updates are claimed oldest first under a new token
+  (``attempts`` counted), not again until the lease expires; ``settle`` is fenced by
+  the token.
 - ``Acks.settle_pending``: only a PENDING ack settles; a second settle reports False.
 - ``Retention``: every query that asks "is this row settled?" (candidates, the
   guarded delete, old events, expired windows, idempotency keys) agrees with
@@ -38,7 +46,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus, Status
-from uns_server.domain.records import Attempt, DedupWindow, Notification, RetentionCandidate
+from uns_server.domain.records import (
+    Attempt,
+    DedupWindow,
+    MessageUpdate,
+    Notification,
+    RetentionCandidate,
+)
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
 from uns_server.store.pg import Row
@@ -97,6 +111,74 @@ class Dispatch(Protocol):
 
     async def status_of(self, conn: AsyncConnection, notification_id: str) -> Status | None:
         """The notification's current status (None: no such notification)."""
+        ...
+
+
+class FollowUps(Protocol):
+    """Reminders and escalation steps of PENDING acks, under their own lease
+    (``store.followups``)."""
+
+    async def due(self, conn: AsyncConnection, now: datetime, limit: int) -> Sequence[Notification]:
+        """Up to ``limit`` rows with a follow-up due and not leased, oldest due first,
+        locked (SKIP LOCKED)."""
+        ...
+
+    async def update_row(self, conn: AsyncConnection, notification_id: str, **values: Any) -> None:
+        """Set columns of a row the caller holds (locked by ``due``)."""
+        ...
+
+    async def leased(
+        self, conn: AsyncConnection, notification_id: str, token: str, now: datetime
+    ) -> Notification | None:
+        """The row while ``token`` holds its unexpired follow-up lease, locked."""
+        ...
+
+    async def settle(
+        self,
+        conn: AsyncConnection,
+        notification_id: str,
+        token: str,
+        values: Mapping[str, Any],
+    ) -> bool:
+        """Apply ``values`` where ``token`` still holds the follow-up lease; whether it did."""
+        ...
+
+    async def next_due_at(self, conn: AsyncConnection) -> datetime | None:
+        """The earliest follow-up time of a row ``due`` would take."""
+        ...
+
+
+class MessageUpdates(Protocol):
+    """The message-update outbox (``store.message_updates``)."""
+
+    async def enqueue(
+        self, conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], now: datetime
+    ) -> None:
+        """Queue updates (notification_id, channel, reference, outcome), due now."""
+        ...
+
+    async def claim(
+        self, conn: AsyncConnection, *, now: datetime, limit: int, lease: timedelta
+    ) -> Sequence[tuple[MessageUpdate, str]]:
+        """Lease up to ``limit`` due updates: (update as before the claim, new token)."""
+        ...
+
+    async def settle(
+        self,
+        conn: AsyncConnection,
+        update_id: str,
+        token: str,
+        *,
+        status: str,
+        now: datetime,
+        next_attempt: datetime | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Record the outcome where ``token`` still holds the lease; whether it did."""
+        ...
+
+    async def next_due_at(self, conn: AsyncConnection) -> datetime | None:
+        """The earliest ``next_attempt`` of a PENDING update."""
         ...
 
 
@@ -240,9 +322,19 @@ class Notifications(Protocol):
 
 
 if TYPE_CHECKING:  # the SQL modules implement the port (checked by mypy, not imported)
-    from uns_server.store import acks, dispatch, events, notifications, retention
+    from uns_server.store import (
+        acks,
+        dispatch,
+        events,
+        followups,
+        message_updates,
+        notifications,
+        retention,
+    )
 
     _dispatch: Dispatch = dispatch
+    _followups: FollowUps = followups
+    _message_updates: MessageUpdates = message_updates
     _acks: Acks = acks
     _events: Events = events
     _retention: Retention = retention
