@@ -437,7 +437,7 @@ async def test_exhausted_leader_without_followers_hands_off_to_a_newer_active_ow
         assert (await get(srv, newer)).dedup_owner_id == ""
         await oscar.Replay(pb.ReplayRequest(notification_id=old))
         dispatcher = srv.app.dispatcher
-        claims = {c.row["id"]: c for c in await dispatcher.claim(2)}
+        claims = {c.notification.id: c for c in await dispatcher.claim(2)}
         await dispatcher.deliver(claims[old])  # fails again; the newer one is in flight
 
         exhausted = await get(srv, old)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from uns_server.domain.enums import EventKind
+from uns_server.domain.records import FailedSummary, RecentEvent
 from uns_server.http.console.charts import Series, bar_chart, minute_buckets
 from uns_server.http.console.diff import side_by_side
 from uns_server.http.console.overview import digest, unmatched
@@ -24,7 +27,7 @@ def test_the_same_failure_on_many_notifications_is_one_error_class() -> None:
 def test_groups_are_largest_first() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [
-        {"id": str(i), "notification_type": t, "outcome": {"error_message": e}, "created_at": now}
+        FailedSummary(str(i), t, "tests", "alice", {"error_message": e}, 4, 1, now, now, None)
         for i, (t, e) in enumerate([("a", "hook: HTTP 500"), ("b", "hook: HTTP 503"), ("b", None)])
     ]
     assert [(g.key, g.ids) for g in group_by(rows, "type")] == [("b", ["1", "2"]), ("a", ["0"])]
@@ -56,9 +59,10 @@ def test_minute_buckets_and_an_escaped_svg() -> None:
 def test_delivery_latency_runs_from_the_accepted_event_or_the_row() -> None:
     t0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
-    def event(kind: str, nid: str, seconds: float, **fields: object) -> dict[str, object]:
-        row = {"kind": kind, "notification_id": nid, "at": t0 + timedelta(seconds=seconds)}
-        return row | {"channel": None, "success": None, "error": None, "status": None} | fields
+    def event(kind: str, nid: str, seconds: float, **fields: Any) -> RecentEvent:
+        at = t0 + timedelta(seconds=seconds)
+        payload = {"channel": None, "success": None, "error": None, "status": None} | fields
+        return RecentEvent(sequence=0, kind=EventKind(kind), at=at, notification_id=nid, **payload)
 
     rows = [
         event("ACCEPTED", "a", 0),

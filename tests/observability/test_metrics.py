@@ -139,7 +139,7 @@ async def test_counters_move_by_the_outcomes_of_real_traffic(rig: Rig) -> None:
     [stale] = await app.dispatcher.claim(1)
     rig.clock.advance(seconds=LEASE_SECONDS + 1)
     [fresh] = await app.dispatcher.claim(1)
-    assert stale.row["id"] == fresh.row["id"] == ok5.notification_id
+    assert stale.notification.id == fresh.notification.id == ok5.notification_id
     await app.dispatcher.deliver(fresh)
     await app.dispatcher.deliver(stale)
 

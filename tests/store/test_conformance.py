@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,9 +22,19 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
-from uns_server.domain.enums import AckStatus, EventKind, Status
+from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
-from uns_server.store import acks, dispatch, events, notifications, port, retention
+from uns_server.store import (
+    acks,
+    dispatch,
+    events,
+    followups,
+    message_updates,
+    notifications,
+    port,
+    retention,
+)
 from uns_server.store.db import Database
 from uns_server.store.events import NewEvent
 from uns_server.store.tables import dedup as dedup_table
@@ -32,6 +43,8 @@ from uns_server.store.tables import notifications as notifications_table
 
 # The implementations, seen through the port: the suite exercises the contract.
 DISPATCH: port.Dispatch = dispatch
+FOLLOWUPS: port.FollowUps = followups
+MESSAGE_UPDATES: port.MessageUpdates = message_updates
 ACKS: port.Acks = acks
 EVENTS: port.Events = events
 RETENTION: port.Retention = retention
@@ -67,7 +80,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "notification": {"effective": {"channels": channels}},
         "status": Status.PENDING.value,
         "priority": 2,
-        "delivery_mode": "IMMEDIATE",
+        "delivery_mode": "BEST_EFFORT",
         "require_ack": False,
         "max_attempts": 4,
         "outcome": {},
@@ -118,10 +131,14 @@ async def claim(
     now: datetime = NOW,
     limit: int = 10,
     channels: Sequence[str] = WEBHOOK,
-) -> list[tuple[dict[str, Any], str]]:
+) -> list[Attempt]:
     async with db.write() as tx:
         leases = await DISPATCH.claim(tx.conn, now=now, limit=limit, lease=LEASE, channels=channels)
-    return [(dict(r), token) for r, token in leases]
+    return list(leases)
+
+
+def claimed_ids(leases: Sequence[Attempt]) -> list[str]:
+    return [a.notification.id for a in leases]
 
 
 async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
@@ -167,19 +184,21 @@ async def test_claim_takes_highest_priority_then_earliest_due(db: Database) -> N
 
     # Several at once take the best ones (RETURNING order is not the claim order).
     first = await claim(db, limit=2)
-    assert {r["id"] for r, _ in first} == {wanted[0]["id"], wanted[1]["id"]}
+    assert set(claimed_ids(first)) == {wanted[0]["id"], wanted[1]["id"]}
     # One at a time shows the whole order; then nothing is left.
     rest = [await claim(db, limit=1) for _ in range(4)]
-    assert [[r["id"] for r, _ in c] for c in rest] == [[w["id"]] for w in wanted[2:]] + [[]]
+    assert [claimed_ids(c) for c in rest] == [[w["id"]] for w in wanted[2:]] + [[]]
 
 
 async def test_claim_leases_under_a_new_token_and_counts_the_attempt(db: Database) -> None:
     [nid] = await insert(db, row(attempts=2, cycle_attempts=1))
 
-    [(before, token)] = await claim(db)
+    [leased] = await claim(db)
 
     # The row as it was before the claim; the stored one under the new lease.
-    assert (before["id"], before["attempts"], before["lease_token"]) == (nid, 2, None)
+    before, token = leased.notification, leased.lease_token
+    assert (before.id, before.attempts, before.lease_token) == (nid, 2, None)
+    assert not leased.recovered
     stored = await fetch(db, nid)
     assert stored["lease_token"] == token
     assert uuid.UUID(token)
@@ -192,12 +211,14 @@ async def test_claim_leases_under_a_new_token_and_counts_the_attempt(db: Databas
 
 async def test_expired_lease_is_claimed_again_and_flagged(db: Database) -> None:
     [nid] = await insert(db, row())
-    [(_, first)] = await claim(db)
+    [first] = await claim(db)
 
-    [(before, second)] = await claim(db, now=NOW + LEASE)  # expires at lease_until
+    [again] = await claim(db, now=NOW + LEASE)  # expires at lease_until
 
-    assert second != first
-    assert before["lease_token"] == first  # the caller sees the interrupted attempt
+    second = again.lease_token
+    assert second != first.lease_token
+    # The caller sees the interrupted attempt.
+    assert again.notification.lease_token == first.lease_token and again.recovered
     stored = await fetch(db, nid)
     assert stored["lease_token"] == second
     assert stored["lease_until"] == NOW + 2 * LEASE
@@ -219,9 +240,9 @@ async def test_claim_takes_only_rows_whose_channels_it_serves(db: Database) -> N
         assert await DISPATCH.next_due_at(conn, ["webhook"]) == NOW - timedelta(seconds=1)
     assert await claim(db, channels=[]) == []
     assert await claim(db, channels=["email"]) == []
-    assert [r["id"] for r, _ in await claim(db, channels=["webhook", "email"])] == [webhook]
+    assert claimed_ids(await claim(db, channels=["webhook", "email"])) == [webhook]
     rest = await claim(db, channels=["slack", "webhook"])
-    assert {r["id"] for r, _ in rest} == {slack, both}
+    assert set(claimed_ids(rest)) == {slack, both}
 
 
 async def test_concurrent_claimers_never_share_a_row(db_url: str, db: Database) -> None:
@@ -238,7 +259,7 @@ async def test_concurrent_claimers_never_share_a_row(db_url: str, db: Database) 
                 await asyncio.sleep(0.005)  # hold the locks while the others claim
             if not leases:
                 return taken
-            taken += [r["id"] for r, _ in leases]
+            taken += claimed_ids(leases)
 
     try:
         taken = await asyncio.gather(*(drain(c) for c in claimers))
@@ -263,8 +284,8 @@ async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(db: Database
     assert await claim(db, now=NOW + LEASE / 2) == []
     async with db.write() as tx:
         assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW)) == {nid}
-    [(before, _)] = await claim(db, now=NOW + LEASE)
-    assert before["lease_token"] == token
+    [leased] = await claim(db, now=NOW + LEASE)
+    assert leased.notification.lease_token == token and leased.recovered
     assert (await fetch(db, nid))["attempts"] == 2
 
 
@@ -282,7 +303,44 @@ async def test_pending_followers_in_promotion_order(db: Database) -> None:
     )
     async with db.write() as tx:
         followers = await DISPATCH.pending_followers(tx.conn, leader["id"])
-    assert [f["id"] for f in followers] == [second, first, third]
+    assert [f.id for f in followers] == [second, first, third]
+
+
+async def test_window_owner_is_the_locked_window_and_its_owner(db: Database) -> None:
+    owner = row(dedup_key="k", dedup_generation=3, status=Status.DELIVERED.value)
+    [oid] = await insert(db, owner)
+    until = NOW + timedelta(minutes=5)
+    async with db.write() as tx:
+        await NOTIFICATIONS.insert_dedup_window(
+            tx.conn, "k", owner_id=oid, generation=3, until=until
+        )
+        found = await DISPATCH.window_owner(tx.conn, "k")
+        assert found is not None
+        window, current = found
+        assert (window.key, window.owner_id, window.generation, window.until) == (
+            "k",
+            oid,
+            3,
+            until,
+        )
+        assert (current.id, current.status, current.dedup_generation) == (
+            oid,
+            Status.DELIVERED,
+            3,
+        )
+        assert await DISPATCH.window_owner(tx.conn, "absent") is None
+        # A window whose owner row is gone (pruned) has no owner to hand off to.
+        await NOTIFICATIONS.insert_dedup_window(
+            tx.conn, "orphan", owner_id=str(uuid.uuid4()), generation=1, until=until
+        )
+        assert await DISPATCH.window_owner(tx.conn, "orphan") is None
+
+
+async def test_status_of_reads_the_current_status(db: Database) -> None:
+    [nid] = await insert(db, row(status=Status.FAILED.value, dead_letter=True))
+    async with db.read() as conn:
+        assert await DISPATCH.status_of(conn, nid) == Status.FAILED
+        assert await DISPATCH.status_of(conn, str(uuid.uuid4())) is None
 
 
 def _delivered() -> dict[str, Any]:
@@ -297,8 +355,9 @@ def _delivered() -> dict[str, Any]:
 
 async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
     [nid] = await insert(db, row())
-    [(_, stale)] = await claim(db)
-    [(_, current)] = await claim(db, now=NOW + LEASE)  # the lease expired and moved on
+    [stale] = [a.lease_token for a in await claim(db)]
+    # The lease expired and moved on.
+    [current] = [a.lease_token for a in await claim(db, now=NOW + LEASE)]
     before = await fetch(db, nid)
     later = NOW + LEASE + timedelta(seconds=1)
 
@@ -309,7 +368,7 @@ async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
 
     async with db.write() as tx:
         leased = await DISPATCH.leased_many(tx.conn, [(nid, stale), (nid, current)], later)
-        assert {k: v["lease_token"] for k, v in leased.items()} == {nid: current}
+        assert {k: v.lease_token for k, v in leased.items()} == {nid: current}
         assert await DISPATCH.settle_many(tx.conn, [(nid, current, _delivered())]) == 1
     stored = await fetch(db, nid)
     assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
@@ -320,7 +379,7 @@ async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
 
 async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Database) -> None:
     a, b, c = await insert(db, row(), row(), row())
-    leases = {r["id"]: token for r, token in await claim(db)}
+    leases = {a.notification.id: a.lease_token for a in await claim(db)}
     retry = {"next_attempt": NOW + timedelta(minutes=1), "lease_token": None, "lease_until": None}
 
     async with db.write() as tx:
@@ -341,7 +400,7 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Databa
 
 async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:
     [nid] = await insert(db, row())
-    [(_, token)] = await claim(db)
+    [token] = [a.lease_token for a in await claim(db)]
 
     async with db.write() as tx:
         assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW + LEASE / 2)) == {nid}
@@ -351,7 +410,7 @@ async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:
 
 async def test_results_recorded_for_finds_committed_settlements(db: Database) -> None:
     a, b = await insert(db, row(), row())
-    leases = {r["id"]: token for r, token in await claim(db)}
+    leases = {a.notification.id: a.lease_token for a in await claim(db)}
     async with db.write() as tx:
         await EVENTS.append(
             tx,
@@ -363,6 +422,130 @@ async def test_results_recorded_for_finds_committed_settlements(db: Database) ->
         assert found == {leases[a]}
         # The token must be this row's: another row's recorded token does not count.
         assert await DISPATCH.results_recorded_for(conn, [(b, leases[a])]) == set()
+
+
+# --- follow-ups (reminders, escalation steps) -------------------------------------
+
+
+def awaiting(**overrides: Any) -> dict[str, Any]:
+    """A delivered notification whose ack is PENDING, a follow-up due a minute ago."""
+    return (
+        row(
+            status=Status.DELIVERED.value,
+            delivered_at=NOW - timedelta(minutes=10),
+            ack_status=AckStatus.PENDING.value,
+            deadline=NOW + timedelta(hours=1),
+            followup_at=NOW - timedelta(minutes=1),
+        )
+        | overrides
+    )
+
+
+async def test_follow_ups_are_due_oldest_first_unless_their_lease_holds(db: Database) -> None:
+    t = NOW - timedelta(minutes=5)
+    step = {"kind": "REMINDER", "number": 1, "due_time": t.isoformat(), "calls": 1}
+    wanted = [  # in due order
+        awaiting(followup_at=t),
+        awaiting(followup_at=t + timedelta(seconds=1)),
+        # The ack ended while a step waited to retry: due once more, to close that step.
+        awaiting(
+            ack_status=AckStatus.TIMED_OUT.value,
+            followup_step=step | {"results": {}, "recovered": False},
+            followup_at=t + timedelta(seconds=2),
+        ),
+        # An expired follow-up lease is free: its step is recovered.
+        awaiting(
+            followup_at=t + timedelta(seconds=3),
+            followup_lease_token=str(uuid.uuid4()),
+            followup_lease_until=NOW,
+        ),
+        awaiting(followup_at=NOW),  # due exactly now
+    ]
+    never = [
+        awaiting(followup_at=NOW + timedelta(seconds=1)),  # not yet
+        awaiting(followup_at=None),  # nothing left to send
+        awaiting(ack_status=AckStatus.ACKED.value),  # answered, no step waiting
+        awaiting(followup_lease_token=str(uuid.uuid4()), followup_lease_until=NOW + LEASE),
+    ]
+    await insert(db, *reversed(wanted), *never)
+
+    async with db.write() as tx:
+        due = await FOLLOWUPS.due(tx.conn, NOW, 10)
+        assert [n.id for n in due] == [w["id"] for w in wanted]
+        assert due[2].ack_status == AckStatus.TIMED_OUT and due[2].followup_step is not None
+    async with db.write() as tx:
+        assert [n.id for n in await FOLLOWUPS.due(tx.conn, NOW, 1)] == [wanted[0]["id"]]
+    async with db.read() as conn:
+        assert await FOLLOWUPS.next_due_at(conn) == t
+
+
+async def test_follow_up_settlement_is_fenced_by_its_own_lease(db: Database) -> None:
+    [nid] = await insert(db, awaiting())
+    token, other = str(uuid.uuid4()), str(uuid.uuid4())
+    async with db.write() as tx:
+        await FOLLOWUPS.update_row(
+            tx.conn, nid, followup_lease_token=token, followup_lease_until=NOW + LEASE
+        )
+
+    async with db.write() as tx:
+        assert await FOLLOWUPS.due(tx.conn, NOW, 10) == []  # held
+        held = await FOLLOWUPS.leased(tx.conn, nid, token, NOW)
+        assert held is not None and held.followup_lease_token == token
+        assert await FOLLOWUPS.leased(tx.conn, nid, other, NOW) is None
+        assert await FOLLOWUPS.leased(tx.conn, nid, token, NOW + LEASE) is None  # expired
+        assert not await FOLLOWUPS.settle(tx.conn, nid, other, {"reminders_sent": 1})
+    assert (await fetch(db, nid))["reminders_sent"] == 0
+
+    released = {"reminders_sent": 1, "followup_lease_token": None, "followup_lease_until": None}
+    async with db.write() as tx:
+        assert await FOLLOWUPS.settle(tx.conn, nid, token, released)
+    stored = await fetch(db, nid)
+    assert (stored["reminders_sent"], stored["followup_lease_token"]) == (1, None)
+    async with db.write() as tx:  # settled: the token holds nothing any more
+        assert not await FOLLOWUPS.settle(tx.conn, nid, token, {"reminders_sent": 2})
+    assert (await fetch(db, nid))["reminders_sent"] == 1
+
+
+# --- message updates --------------------------------------------------------------
+
+
+async def test_message_updates_are_claimed_once_per_lease_and_settled_fenced(
+    db: Database,
+) -> None:
+    outcome = {"state": "ACKED", "actor": "carol", "via": "grpc", "at": NOW.isoformat()}
+    queued = [
+        {"notification_id": str(uuid.uuid4()), "channel": ch, "reference": {"n": i}}
+        | {"outcome": outcome}
+        for i, ch in enumerate(["slack", "pager", "slack"])
+    ]
+    async with db.write() as tx:
+        await MESSAGE_UPDATES.enqueue(tx.conn, queued[:2], NOW - timedelta(seconds=2))
+        await MESSAGE_UPDATES.enqueue(tx.conn, queued[2:], NOW - timedelta(seconds=1))
+    async with db.read() as conn:
+        assert await MESSAGE_UPDATES.next_due_at(conn) == NOW - timedelta(seconds=2)
+
+    async with db.write() as tx:
+        first = await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=2, lease=LEASE)
+    assert {u.reference["n"] for u, _ in first} == {0, 1}  # the oldest
+    assert all(u.status == message_updates.PENDING and u.attempts == 0 for u, _ in first)
+    async with db.write() as tx:  # leased ones wait for their lease to expire
+        [(third, _)] = await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=10, lease=LEASE)
+        assert third.reference == {"n": 2}
+        assert await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=10, lease=LEASE) == []
+
+    (update, stale), _ = first
+    async with db.write() as tx:  # the lease expired and another worker took the update
+        [(again, current)] = [
+            c
+            for c in await MESSAGE_UPDATES.claim(tx.conn, now=NOW + LEASE, limit=10, lease=LEASE)
+            if c[0].id == update.id
+        ]
+    assert again.attempts == 1 and current != stale  # the first claim counted
+    async with db.write() as tx:
+        settle = MESSAGE_UPDATES.settle
+        assert not await settle(tx.conn, update.id, stale, status=message_updates.DONE, now=NOW)
+        assert await settle(tx.conn, update.id, current, status=message_updates.DONE, now=NOW)
+        assert not await settle(tx.conn, update.id, current, status=message_updates.FAILED, now=NOW)
 
 
 # --- acknowledgements -------------------------------------------------------------
@@ -407,8 +590,8 @@ async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first
         row(ack_status=AckStatus.ACKED.value, deadline=NOW - timedelta(hours=1)),
     )
     async with db.write() as tx:
-        assert [r["id"] for r in await ACKS.due_deadlines(tx.conn, NOW, 10)] == [late, later]
-        assert [r["id"] for r in await ACKS.due_deadlines(tx.conn, NOW, 1)] == [late]
+        assert [r.id for r in await ACKS.due_deadlines(tx.conn, NOW, 10)] == [late, later]
+        assert [r.id for r in await ACKS.due_deadlines(tx.conn, NOW, 1)] == [late]
 
 
 async def test_concurrent_expiry_sweeps_take_each_due_ack_once(db_url: str, db: Database) -> None:
@@ -424,10 +607,10 @@ async def test_concurrent_expiry_sweeps_take_each_due_ack_once(db_url: str, db: 
         due = await ACKS.due_deadlines(tx.conn, NOW, 2)
         for r in due:
             settled = await ACKS.settle_pending(
-                tx.conn, r["id"], status=AckStatus.TIMED_OUT, actor="expiry", metadata=None, now=NOW
+                tx.conn, r.id, status=AckStatus.TIMED_OUT, actor="expiry", metadata=None, now=NOW
             )
             assert settled
-        return [r["id"] for r in due]
+        return [r.id for r in due]
 
     swept = await _race(db_url, 3, sweep)
 
@@ -560,6 +743,29 @@ async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) 
     assert {k: v["id"] for k, v in held.items()} == {"k" * 64: won[0]}
 
 
+async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
+    db: Database,
+) -> None:
+    [nid] = await insert(
+        db,
+        row(
+            ack_status=AckStatus.PENDING.value,
+            deadline=NOW + timedelta(hours=1),
+            response_metadata={"note": "x"},
+            provider_refs={"hook": {"type": "webhook"}},
+        ),
+    )
+    stored = await fetch(db, nid)
+    async with db.read() as conn:
+        found = await NOTIFICATIONS.get(conn, nid)
+        assert await NOTIFICATIONS.get(conn, str(uuid.uuid4())) is None
+    assert isinstance(found, Notification)
+    assert {f.name for f in fields(found)} == set(stored)  # every column, no other
+    assert {f.name: getattr(found, f.name) for f in fields(found)} == stored
+    assert type(found.status) is Status and type(found.ack_status) is AckStatus
+    assert type(found.delivery_mode) is DeliveryMode
+
+
 async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
     db_url: str, db: Database
 ) -> None:
@@ -660,7 +866,7 @@ async def test_retention_selects_exactly_the_rows_the_domain_lets_go(
         await EVENTS.append(tx, late_events, CUTOFF)  # at the cutoff: not before it
 
     async with db.read() as conn:
-        selected = {r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 100)}
+        selected = {r.id for r in await RETENTION.settled_before(conn, CUTOFF, 100)}
         stale, _ = await RETENTION.stale_events(conn, CUTOFF, [])
         windows = set(await RETENTION.expired_windows(conn, CUTOFF))
     assert selected == expected
@@ -690,7 +896,7 @@ async def test_retention_selects_oldest_first_up_to_the_limit(db: Database) -> N
         row(**settled, updated_at=CUTOFF - timedelta(days=3)),
     )
     async with db.read() as conn:
-        ordered = [r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 10)]
+        ordered = [r.id for r in await RETENTION.settled_before(conn, CUTOFF, 10)]
         assert ordered == [oldest, older, old]
-        assert [r["id"] for r in await RETENTION.settled_before(conn, CUTOFF, 2)] == ordered[:2]
+        assert [r.id for r in await RETENTION.settled_before(conn, CUTOFF, 2)] == ordered[:2]
         assert await RETENTION.settled_before(conn, CUTOFF - timedelta(days=3), 10) == []

@@ -20,7 +20,8 @@ from tests.support.server import RunningServer, ShiftableClock, send_request, st
 from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import EventKind, Status
 from uns_server.store.tables import events, notification_audit_records, notifications
-from uns_server.workers.dispatch import Attempt, Claim, Dispatcher
+from uns_server.workers.dispatch import Attempt, Claim
+from uns_server.workers.dispatch.settlement import Settlement
 
 LEASE_SECONDS = 5.0
 
@@ -101,19 +102,19 @@ async def test_one_transaction_settles_many_and_fences_each_row(server: RunningS
     dispatcher = server.app.dispatcher
     ids = await _send(server, 4, "batch")
     claims = await dispatcher.claim(4)
-    assert sorted(c.row["id"] for c in claims) == sorted(ids)
+    assert sorted(c.notification.id for c in claims) == sorted(ids)
     # The first row's lease expires and another worker takes it over.
     _clock(server).advance(seconds=LEASE_SECONDS + 1)
     [fresh] = await dispatcher.claim(1)
-    stale = next(c for c in claims if c.row["id"] == fresh.row["id"])
+    stale = next(c for c in claims if c.notification.id == fresh.notification.id)
     _clock(server).offset -= _clock(server).offset  # back: the other leases still hold
     writes = _count_writes(server)
 
-    statuses = await asyncio.gather(*(dispatcher._settle_batched(c, _ok(c)) for c in claims))
+    statuses = await asyncio.gather(*(dispatcher.settlement.submit(c, _ok(c)) for c in claims))
 
     assert len(writes) == 1  # finished together, settled in one transaction
     for claim, status in zip(claims, statuses, strict=True):
-        nid = claim.row["id"]
+        nid = claim.notification.id
         if claim is stale:
             assert status is None
             assert (await _kinds(server, nid))[-1] == EventKind.LEASE_LOST.value
@@ -136,9 +137,11 @@ async def test_two_attempts_on_one_row_in_one_batch_settle_once(server: RunningS
     [stale] = await dispatcher.claim(1)
     _clock(server).advance(seconds=LEASE_SECONDS + 1)
     [fresh] = await dispatcher.claim(1)
-    assert stale.row["id"] == fresh.row["id"] == nid
+    assert stale.notification.id == fresh.notification.id == nid
 
-    statuses = await dispatcher._settle_many_durably([(fresh, _ok(fresh)), (stale, _ok(stale))])
+    statuses = await dispatcher.settlement.settle_many_durably(
+        [(fresh, _ok(fresh)), (stale, _ok(stale))]
+    )
 
     assert statuses == [Status.DELIVERED, None]
     kinds = await _kinds(server, nid)
@@ -159,12 +162,12 @@ async def test_a_row_that_cannot_settle_does_not_hold_back_the_others(
         (c, _ok(c, unserializable=object()) if c is bad else _ok(c)) for c in claims
     ]
 
-    results = await dispatcher._settle_many_durably(items)
+    results = await dispatcher.settlement.settle_many_durably(items)
 
     assert isinstance(results[1], Exception)
     assert results[0] == results[2] == Status.DELIVERED
-    assert await _status(server, bad.row["id"]) == Status.PENDING.value  # lease expires
-    assert EventKind.DELIVERY_RESULT.value not in await _kinds(server, bad.row["id"])
+    assert await _status(server, bad.notification.id) == Status.PENDING.value  # lease expires
+    assert EventKind.DELIVERY_RESULT.value not in await _kinds(server, bad.notification.id)
 
 
 async def test_a_lost_commit_acknowledgement_is_not_settled_twice(
@@ -173,11 +176,11 @@ async def test_a_lost_commit_acknowledgement_is_not_settled_twice(
     dispatcher = server.app.dispatcher
     ids = await _send(server, 2, "acklost")
     claims = await dispatcher.claim(2)
-    original = Dispatcher._settle_batch
+    original = Settlement.settle_batch
     calls = 0
 
     async def commit_then_fail(
-        self: Dispatcher, items: Sequence[tuple[Claim, Sequence[Attempt]]]
+        self: Settlement, items: Sequence[tuple[Claim, Sequence[Attempt]]]
     ) -> list[Status | None]:
         nonlocal calls
         calls += 1
@@ -186,10 +189,10 @@ async def test_a_lost_commit_acknowledgement_is_not_settled_twice(
             raise OperationalError("COMMIT", {}, ConnectionError("reply lost"))
         raise AssertionError("settled again")
 
-    monkeypatch.setattr(Dispatcher, "_settle_batch", commit_then_fail)
-    monkeypatch.setattr("uns_server.workers.dispatch.SETTLE_RETRY_DELAY_SECONDS", 0.01)
+    monkeypatch.setattr(Settlement, "settle_batch", commit_then_fail)
+    monkeypatch.setattr("uns_server.workers.dispatch.settlement.SETTLE_RETRY_DELAY_SECONDS", 0.01)
 
-    results = await dispatcher._settle_many_durably([(c, _ok(c)) for c in claims])
+    results = await dispatcher.settlement.settle_many_durably([(c, _ok(c)) for c in claims])
 
     assert results == [Status.DELIVERED, Status.DELIVERED] and calls == 1
     for nid in ids:

@@ -24,7 +24,7 @@ from uns_server.domain.enums import (
 )
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.policy import EffectivePolicy
-from uns_server.domain.records import Event
+from uns_server.domain.records import Event, Notification
 from uns_server.domain.requests import AutonomyContext, SendRequest
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, Step
 from uns_server.domain.validation import METADATA_MAX_BYTES, validate_send
@@ -243,43 +243,43 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
     )
 
 
-def notification(row: Mapping[Any, Any]) -> t.Notification:
-    doc = row["notification"]
+def notification(row: Notification) -> t.Notification:
+    doc = row.notification
     ctx = doc.get("autonomy_context")
-    outcome = row["outcome"] or {}
+    outcome = row.outcome or {}
     msg = t.Notification(
-        id=row["id"],
-        principal=row["principal"],
-        notification_type=row["notification_type"],
+        id=row.id,
+        principal=row.principal,
+        notification_type=row.notification_type,
         intent=enum_to_wire(doc.get("intent"), Intent),
         title=doc["title"],
         message=doc["message"],
-        source=row["source"],
+        source=row.source,
         idempotency_key=doc.get("idempotency_key", ""),
         dedup_key=doc.get("dedup_key", ""),
         correlation_id=doc.get("correlation_id", ""),
         metadata=dict_to_struct(doc.get("metadata")),
         effective_policy=effective_policy(EffectivePolicy.from_json(doc["effective"])),
-        state=enum_to_wire(row["status"], Status),
-        dead_letter=row["dead_letter"],
+        state=enum_to_wire(row.status, Status),
+        dead_letter=row.dead_letter,
         outcome=t.DeliveryOutcome(
             channels_attempted=outcome.get("channels_attempted", []),
             channels_succeeded=outcome.get("channels_succeeded", []),
             channels_failed=outcome.get("channels_failed", []),
             error_message=outcome.get("error_message") or "",
         ),
-        attempts=row["attempts"],
-        cycle=row["cycle"],
-        cycle_attempts=row["cycle_attempts"],
-        dedup_owner_id=row["dedup_owner_id"] or "",
-        dedup_generation=row["dedup_generation"] or 0,
-        dedup_successor_id=row["dedup_successor_id"] or "",
-        ack_state=enum_to_wire(row["ack_status"], AckStatus),
-        ack_actor=row["actor"] or "",
-        withdraw_actor=row["withdrawn_by"] or "",
-        withdraw_reason=row["withdraw_reason"] or "",
-        reminders_sent=row["reminders_sent"],
-        escalations_sent=row["escalations_sent"],
+        attempts=row.attempts,
+        cycle=row.cycle,
+        cycle_attempts=row.cycle_attempts,
+        dedup_owner_id=row.dedup_owner_id or "",
+        dedup_generation=row.dedup_generation or 0,
+        dedup_successor_id=row.dedup_successor_id or "",
+        ack_state=enum_to_wire(row.ack_status, AckStatus),
+        ack_actor=row.actor or "",
+        withdraw_actor=row.withdrawn_by or "",
+        withdraw_reason=row.withdraw_reason or "",
+        reminders_sent=row.reminders_sent,
+        escalations_sent=row.escalations_sent,
     )
     if ctx:
         msg.autonomy_context.CopyFrom(
@@ -288,32 +288,32 @@ def notification(row: Mapping[Any, Any]) -> t.Notification:
                 agent_id=ctx.get("agent_id") or "",
             )
         )
-    if row["response_metadata"] is not None:
-        msg.response_metadata.CopyFrom(dict_to_struct(row["response_metadata"]))
-    refs = row.get("provider_refs") or {}
+    if row.response_metadata is not None:
+        msg.response_metadata.CopyFrom(dict_to_struct(row.response_metadata))
+    refs = row.provider_refs or {}
     msg.provider_references.extend(provider_reference(refs[name]) for name in sorted(refs))
-    for field, column in (
-        ("next_attempt_time", "next_attempt"),
-        ("lease_expire_time", "lease_until"),
-        ("deliver_time", "delivered_at"),
-        ("ack_deadline_time", "deadline"),
-        ("respond_time", "responded_at"),
-        ("create_time", "created_at"),
-        ("update_time", "updated_at"),
-        ("withdraw_time", "withdrawn_at"),
+    for field, value in (
+        ("next_attempt_time", row.next_attempt),
+        ("lease_expire_time", row.lease_until),
+        ("deliver_time", row.delivered_at),
+        ("ack_deadline_time", row.deadline),
+        ("respond_time", row.responded_at),
+        ("create_time", row.created_at),
+        ("update_time", row.updated_at),
+        ("withdraw_time", row.withdrawn_at),
     ):
-        ts = timestamp(row[column])
+        ts = timestamp(value)
         if ts is not None:
             getattr(msg, field).CopyFrom(ts)
-    if row["ack_status"] == AckStatus.PENDING and row["followup_at"] is not None:
-        msg.next_follow_up_time.FromDatetime(row["followup_at"])
+    if row.ack_status == AckStatus.PENDING and row.followup_at is not None:
+        msg.next_follow_up_time.FromDatetime(row.followup_at)
     if doc.get("schedule_time"):
         msg.schedule_time.FromDatetime(datetime.fromisoformat(doc["schedule_time"]))
     return msg
 
 
 def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
-    """A stored provider reference (``workers.dispatch._reference``) on the wire."""
+    """A stored provider reference (``workers.dispatch.references.reference``) on the wire."""
     msg = t.ProviderReference(
         channel=ref.get("channel", ""),
         channel_type=ref.get("type", ""),

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import grpc
-from sqlalchemy.engine import RowMapping
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
@@ -17,6 +16,7 @@ from uns_server.api import convert
 from uns_server.api.handlers import streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnsError
+from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.observability.phases import ACCEPT, phased
 from uns_server.services.acks import VIA_GRPC, Acks
@@ -220,7 +220,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
                 yield convert.watch_event(item)
 
 
-def _notifications(rows: list[RowMapping]) -> list[t.Notification]:
+def _notifications(rows: list[Notification]) -> list[t.Notification]:
     return [convert.notification(r) for r in rows]
 
 

@@ -323,7 +323,7 @@ def check_replay_unblocked(
 def replay_values(cycle: int, now: datetime) -> dict[str, object]:
     """The columns a replay sets: cycle ``cycle + 1`` starts afresh, due now."""
     return {
-        "status": Status.PENDING.value,
+        "status": Status.PENDING,
         "dead_letter": False,
         "cycle": cycle + 1,
         "cycle_attempts": 0,

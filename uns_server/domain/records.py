@@ -30,9 +30,13 @@ __all__ = [
     "DedupWindow",
     "DeliveryAuditRecord",
     "Event",
+    "FailedSummary",
     "MessageUpdate",
     "Notification",
     "PolicyRevision",
+    "PolicyType",
+    "RecentEvent",
+    "RetentionCandidate",
 ]
 
 Json = Mapping[str, Any]
@@ -236,3 +240,62 @@ class ConsoleSession:
     created_at: datetime
     last_seen_at: datetime
     expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionCandidate:
+    """A settled notification retention may prune (``store.retention.settled_before``),
+    with its dedup links: a row of its group that must stay keeps it too."""
+
+    id: str
+    dedup_owner_id: str | None
+    dedup_successor_id: str | None
+
+    @property
+    def links(self) -> tuple[str, ...]:
+        """The notifications it links to (its owner, its successor)."""
+        return tuple(t for t in (self.dedup_owner_id, self.dedup_successor_id) if t)
+
+
+# -- the operator console's bounded reads (``store.console``): projections, not rows ---
+
+
+@dataclass(frozen=True, slots=True)
+class FailedSummary:
+    """A FAILED notification as a triage bucket lists it (``store.console.failed``)."""
+
+    id: str
+    notification_type: str
+    source: str
+    principal: str
+    outcome: Json
+    attempts: int
+    cycle: int
+    created_at: datetime
+    updated_at: datetime
+    dedup_successor_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecentEvent:
+    """An event as the overview's health digest reads it (``store.console.recent_events``):
+    the payload's few fields it needs, taken out by the query."""
+
+    sequence: int
+    kind: EventKind
+    at: datetime
+    notification_id: str
+    channel: str | None
+    success: bool | None
+    error: str | None
+    status: str | None
+    """DELIVERY_RESULT's status (a ``Status`` value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyType:
+    """A notification type with a policy (``store.console.policy_types``)."""
+
+    notification_type: str
+    active_revision: int | None
+    updated_at: datetime

@@ -48,16 +48,16 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
         status: int = 200,
         problem: str = "",
     ) -> web.Response:
-        row = view.row
-        doc = row["notification"]
-        ack = row["ack_status"]
+        row = view.notification
+        doc = row.notification
+        ack = row.ack_status
         now = service.now()
         outcome, bad = "", False
-        pending = ack == AckStatus.PENDING.value and row["deadline"] > now
+        pending = ack == AckStatus.PENDING and row.deadline is not None and row.deadline > now
         if ack in _OUTCOME_WORDS:
-            outcome = f"{_OUTCOME_WORDS[ack]} by {row['actor']} at {_when(row['responded_at'])}"
+            outcome = f"{_OUTCOME_WORDS[ack]} by {row.actor} at {_when(row.responded_at)}"
         elif (ack == AckStatus.PENDING.value and not pending) or ack == AckStatus.TIMED_OUT.value:
-            outcome, bad = f"Not answered in time (deadline {_when(row['deadline'])}).", True
+            outcome, bad = f"Not answered in time (deadline {_when(row.deadline)}).", True
         elif ack is None:
             outcome = "This notification is not waiting for an answer."
         elif ack != AckStatus.PENDING.value:
@@ -71,11 +71,11 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
             status=status,
             title=doc["title"],
             message=doc["message"],
-            notification_type=row["notification_type"],
+            notification_type=row.notification_type,
             priority=doc["effective"]["priority"],
-            source=row["source"],
+            source=row.source,
             recipient=view.claims.recipient,
-            deadline=_when(row["deadline"]) if pending else "",
+            deadline=_when(row.deadline) if pending else "",
             problem=problem,
             outcome=outcome,
             outcome_bad=bad,

@@ -26,11 +26,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import RowMapping
-
 from uns_server.domain.acks import AckTarget, decide_ack
 from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.errors import AckConflict, NotFound
+from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_ack_metadata, validate_notification_id
 from uns_server.observability.metrics import Metrics
 from uns_server.services.auth import Principal
@@ -44,11 +43,11 @@ VIA_GRPC = "grpc"
 VIA_EXPIRY = "expiry"
 # ``hook(tx, row, outcome, actor, via, now)``, run inside every settling transaction
 # (``Acks.settle_hooks``): queues follow-up work such as message updates (an outbox).
-SettleHook = Callable[[WriteTx, RowMapping, AckStatus, str, str, datetime], Awaitable[None]]
+SettleHook = Callable[[WriteTx, Notification, AckStatus, str, str, datetime], Awaitable[None]]
 
 
 def decide(
-    row: RowMapping,
+    row: Notification,
     outcome: AckStatus,
     actor: str,
     now: datetime,
@@ -61,14 +60,14 @@ def decide(
     return decide_ack(ack_target(row), outcome, actor, now, may_name=may_name)
 
 
-def ack_target(row: RowMapping) -> AckTarget:
+def ack_target(row: Notification) -> AckTarget:
     return AckTarget(
-        id=row["id"],
-        status=row["status"],
-        require_ack=row["require_ack"],
-        ack_status=row["ack_status"],
-        deadline=row["deadline"],
-        actor=row["actor"],
+        id=row.id,
+        status=row.status,
+        require_ack=row.require_ack,
+        ack_status=row.ack_status,
+        deadline=row.deadline,
+        actor=row.actor,
     )
 
 
@@ -88,15 +87,15 @@ class Acks:
         *,
         dismiss: bool,
         metadata: Mapping[str, Any],
-    ) -> tuple[RowMapping, bool]:
+    ) -> tuple[Notification, bool]:
         """Returns the settled row and whether this call was an idempotent repeat."""
         nid = validate_notification_id(notification_id)
         validate_ack_metadata(metadata)
         outcome = AckStatus.DISMISSED if dismiss else AckStatus.ACKED
         now = self._clock()
         async with self._db.write() as tx:
-            row = await notifications.by_id(tx.conn, nid, for_update=True)
-            if row is None or not principal.may_read(row["principal"]):
+            row = await notifications.get(tx.conn, nid, for_update=True)
+            if row is None or not principal.may_read(row.principal):
                 raise NotFound(metadata={"notification_id": nid})
             if decide(row, outcome, principal.name, now, may_name=principal.may_name):
                 return row, True
@@ -110,7 +109,7 @@ class Acks:
                 via=VIA_GRPC,
                 hooks=self.settle_hooks,
             )
-            settled = await notifications.by_id(tx.conn, nid)
+            settled = await notifications.get(tx.conn, nid)
         assert settled is not None
         self._metrics.acknowledged(outcome.value)
         return settled, False
@@ -123,7 +122,7 @@ class Acks:
         via: str,
         dismiss: bool,
         metadata: Mapping[str, Any],
-    ) -> tuple[RowMapping, bool]:
+    ) -> tuple[Notification, bool]:
         """An answer from outside gRPC (a signed link, a provider callback) by ``actor``,
         the recipient identity the link or callback carries: the same decision as
         ``acknowledge``, recorded with the channel it came ``via``. The caller has
@@ -131,7 +130,7 @@ class Acks:
         outcome = AckStatus.DISMISSED if dismiss else AckStatus.ACKED
         now = self._clock()
         async with self._db.write() as tx:
-            row = await notifications.by_id(tx.conn, notification_id, for_update=True)
+            row = await notifications.get(tx.conn, notification_id, for_update=True)
             if row is None:
                 raise NotFound(metadata={"notification_id": notification_id})
             if decide(row, outcome, actor, now):
@@ -139,7 +138,7 @@ class Acks:
             await settle(
                 tx, row, outcome, actor, dict(metadata), now, via=via, hooks=self.settle_hooks
             )
-            settled = await notifications.by_id(tx.conn, notification_id)
+            settled = await notifications.get(tx.conn, notification_id)
         assert settled is not None
         self._metrics.acknowledged(outcome.value)
         return settled, False
@@ -166,7 +165,7 @@ class Acks:
 
 async def settle(
     tx: WriteTx,
-    row: RowMapping,
+    row: Notification,
     outcome: AckStatus,
     actor: str,
     metadata: dict[str, Any],
@@ -176,14 +175,14 @@ async def settle(
     hooks: Sequence[SettleHook] = (),
 ) -> None:
     ok = await acks.settle_pending(
-        tx.conn, row["id"], status=outcome, actor=actor, metadata=metadata, now=now
+        tx.conn, row.id, status=outcome, actor=actor, metadata=metadata, now=now
     )
     if not ok:  # the row is locked; this would be a bug in the caller
-        raise AckConflict(metadata={"notification_id": row["id"]})
+        raise AckConflict(metadata={"notification_id": row.id})
     await audit.record_ack(
         tx.conn,
-        row["id"],
-        old_status=row["ack_status"],
+        row.id,
+        old_status=row.ack_status,
         new_status=outcome.value,
         actor=actor,
         metadata=metadata,
@@ -196,9 +195,9 @@ async def settle(
         tx,
         [
             NewEvent(
-                row["id"],
-                row["principal"],
-                row["notification_type"],
+                row.id,
+                row.principal,
+                row.notification_type,
                 EventKind(outcome.value),
                 {"actor": actor, "metadata": metadata, "via": via},
             )

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import quote
 
-from sqlalchemy.engine import RowMapping
-
 from uns_server.channels.base import ActionLinks
 from uns_server.domain.links import ACK, DISMISS, LinkClaims, LinkSigner, token_hash
+from uns_server.domain.records import Notification
 from uns_server.services.acks import Acks
 from uns_server.store import links, notifications
 from uns_server.store.db import Database
@@ -31,7 +30,7 @@ class LinkView:
 
     token: str
     claims: LinkClaims
-    row: RowMapping
+    notification: Notification
 
 
 class ActionLinkService:
@@ -94,10 +93,10 @@ class ActionLinkService:
         if claims is None:
             return None
         async with self._db.read() as conn:
-            row = await notifications.by_id(conn, claims.notification_id)
-        return None if row is None else LinkView(token, claims, row)
+            found = await notifications.get(conn, claims.notification_id)
+        return None if found is None else LinkView(token, claims, found)
 
-    async def answer(self, view: LinkView, action: str) -> tuple[RowMapping, bool]:
+    async def answer(self, view: LinkView, action: str) -> tuple[Notification, bool]:
         """Settle as the link's recipient; raises the same refusals as Acknowledge."""
         assert action in view.claims.actions
         return await self._acks.answer(

@@ -11,22 +11,22 @@ offset of a record never moves.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import Protocol
-
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
+from typing import Protocol, TypeVar
 
 from uns_server.domain import paging
 from uns_server.domain.errors import InvalidRequest
+from uns_server.domain.records import AckAuditRecord, DeliveryAuditRecord
 from uns_server.domain.validation import validate_notification_id
 from uns_server.store import audit
-from uns_server.store.db import Database
+from uns_server.store.db import Connection, Database
+
+R = TypeVar("R")
 
 
-class Reader(Protocol):
+class Reader(Protocol[R]):
     def __call__(
-        self, conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
-    ) -> Awaitable[list[RowMapping]]: ...
+        self, conn: Connection, notification_id: str, *, offset: int, limit: int
+    ) -> Awaitable[list[R]]: ...
 
 
 def _encode_token(notification_id: str, offset: int) -> str:
@@ -51,19 +51,19 @@ class AuditTrail:
 
     async def delivery_records(
         self, notification_id: str, page_size: int, page_token: str
-    ) -> tuple[Sequence[RowMapping], str]:
+    ) -> tuple[Sequence[DeliveryAuditRecord], str]:
         """One page of delivery records and the next page's token ("" at the end)."""
         return await self._page(audit.delivery_records, notification_id, page_size, page_token)
 
     async def ack_records(
         self, notification_id: str, page_size: int, page_token: str
-    ) -> tuple[Sequence[RowMapping], str]:
+    ) -> tuple[Sequence[AckAuditRecord], str]:
         """One page of ack records and the next page's token ("" at the end)."""
         return await self._page(audit.ack_records, notification_id, page_size, page_token)
 
     async def _page(
-        self, read: Reader, notification_id: str, page_size: int, page_token: str
-    ) -> tuple[Sequence[RowMapping], str]:
+        self, read: Reader[R], notification_id: str, page_size: int, page_token: str
+    ) -> tuple[Sequence[R], str]:
         nid = validate_notification_id(notification_id)
         limit = paging.page_limit(page_size)
         offset = _decode_token(page_token, nid) if page_token else 0

@@ -226,14 +226,10 @@ class Authenticator:
             return cached[1]
         await self._guard_lookup(address)
         async with self._db.read() as conn:
-            row = await api_keys.active_by_hash(conn, digest)
+            key = await api_keys.active_by_hash(conn, digest)
         principal = (
-            Principal(
-                row["principal"],
-                parse_roles(row["roles"]),
-                frozenset(row["responds_for"] or ()),
-            )
-            if row
+            Principal(key.principal, frozenset(key.roles), frozenset(key.responds_for))
+            if key
             else None
         )
         if len(self._cache) > 10_000:

@@ -11,11 +11,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.engine import RowMapping
-
 from uns_server.domain import paging
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
+from uns_server.domain.records import ApiKey
 from uns_server.services import auth
 from uns_server.store import api_keys
 from uns_server.store.db import Database
@@ -42,16 +41,16 @@ class KeyInfo:
     revoked_at: datetime | None
 
 
-def _info(row: RowMapping) -> KeyInfo:
+def _info(key: ApiKey, *, revoked_at: datetime | None = None) -> KeyInfo:
     return KeyInfo(
-        id=row["id"],
-        prefix=row["prefix"],
-        principal=row["principal"],
-        roles=tuple(sorted(auth.parse_roles(row["roles"]))),
-        responds_for=tuple(sorted(row["responds_for"] or ())),
-        description=row["description"],
-        created_at=row["created_at"],
-        revoked_at=row["revoked_at"],
+        id=key.id,
+        prefix=key.prefix,
+        principal=key.principal,
+        roles=tuple(sorted(key.roles)),
+        responds_for=tuple(sorted(key.responds_for)),
+        description=key.description,
+        created_at=key.created_at,
+        revoked_at=revoked_at or key.revoked_at,
     )
 
 
@@ -171,7 +170,7 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
         matches = [
             r
             for r in await api_keys.list_keys(tx.conn)
-            if target in (r["id"], r["prefix"]) and r["revoked_at"] is None
+            if target in (r.id, r.prefix) and r.revoked_at is None
         ]
         if len(matches) > 1:
             raise InvalidRequest.of_field(
@@ -179,18 +178,8 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
             )
         if not matches:
             raise NotFound(f"no active key with id or prefix {target}", metadata={"key": target})
-        await api_keys.revoke(tx.conn, matches[0]["id"], now)
-        row = dict(matches[0])
-    return KeyInfo(
-        id=row["id"],
-        prefix=row["prefix"],
-        principal=row["principal"],
-        roles=tuple(sorted(auth.parse_roles(row["roles"]))),
-        responds_for=tuple(sorted(row["responds_for"] or ())),
-        description=row["description"],
-        created_at=row["created_at"],
-        revoked_at=now,
-    )
+        await api_keys.revoke(tx.conn, matches[0].id, now)
+    return _info(matches[0], revoked_at=now)
 
 
 class KeyService:

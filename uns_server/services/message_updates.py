@@ -13,21 +13,22 @@ dedup_key). A PagerDuty answer is not echoed back to PagerDuty.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.records import Notification
 from uns_server.store import message_updates
 from uns_server.store.db import WriteTx
-from uns_server.store.pg import Row
 
 VIA_PAGERDUTY = "pagerduty"
 VIA_WITHDRAWAL = "withdrawal"
 TOPIC_MESSAGE_UPDATES = "uns_message_updates"
 
 
-def updatable(reference: dict[str, Any], via: str) -> bool:
+def updatable(reference: Mapping[str, Any], via: str) -> bool:
     kind = reference.get("type")
     if kind == "slack":
         return bool(reference.get("slack_ts") and reference.get("slack_channel"))
@@ -37,10 +38,10 @@ def updatable(reference: dict[str, Any], via: str) -> bool:
 
 
 async def queue_on_settle(
-    tx: WriteTx, row: Row, outcome: AckStatus, actor: str, via: str, now: datetime
+    tx: WriteTx, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
 ) -> None:
-    refs: dict[str, Any] = row.get("provider_refs") or {}
-    doc = row["notification"]
+    refs: Mapping[str, Any] = row.provider_refs or {}
+    doc = row.notification
     settlement = {
         "state": outcome.value,
         "actor": actor,
@@ -50,10 +51,10 @@ async def queue_on_settle(
         "message": doc["message"],
         "priority": doc["effective"]["priority"],
         "intent": doc.get("intent") or "",
-        "source": row["source"],
+        "source": row.source,
     }
     rows = [
-        {"notification_id": row["id"], "channel": name, "reference": ref, "outcome": settlement}
+        {"notification_id": row.id, "channel": name, "reference": ref, "outcome": settlement}
         for name, ref in sorted(refs.items())
         if updatable(ref, via)
     ]
@@ -70,7 +71,7 @@ class SentMessageUpdates:
     async def withdrawn(
         self,
         tx: WriteTx,
-        row: Row,
+        row: Notification,
         scope: withdrawal.Scope,
         actor: str,
         reason: str,

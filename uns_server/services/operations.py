@@ -14,18 +14,18 @@ empty when none was given) and record it in the event payload as ``reason``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import lifecycle
 from uns_server.domain.enums import EventKind
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
+from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.store import dispatch, events, notifications
-from uns_server.store.db import TOPIC_WORK, Database
+from uns_server.store.db import TOPIC_WORK, Connection, Database
 from uns_server.store.events import NewEvent
 
 REASON_MAX_CHARS = 1024
@@ -47,26 +47,31 @@ def validate_reason(reason: str) -> str:
     return reason
 
 
+def _preview(row: Notification, values: Mapping[str, Any]) -> Notification:
+    """``row`` as it would be with ``values`` written (validate_only)."""
+    return replace(row, **values)
+
+
 class Operations:
     def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
         self._db = db
         self._clock = clock
 
     async def _dead_letter(
-        self, conn: AsyncConnection, notification_id: str, *, lock: bool
-    ) -> Mapping[Any, Any]:
+        self, conn: Connection, notification_id: str, *, lock: bool
+    ) -> Notification:
         nid = validate_notification_id(notification_id)
-        row = await notifications.by_id(conn, nid, for_update=lock)
+        row = await notifications.get(conn, nid, for_update=lock)
         if row is None:
             raise NotFound(metadata={"notification_id": nid})
-        lifecycle.check_dead_lettered(nid, row["status"], row["dead_letter"])
+        lifecycle.check_dead_lettered(nid, row.status, row.dead_letter)
         return row
 
-    async def _check_replay(self, conn: AsyncConnection, row: Mapping[Any, Any]) -> None:
-        successor_id = row["dedup_successor_id"]
-        successor = await notifications.by_id(conn, successor_id) if successor_id else None
+    async def _check_replay(self, conn: Connection, row: Notification) -> None:
+        successor_id = row.dedup_successor_id
+        successor = await notifications.get(conn, successor_id) if successor_id else None
         lifecycle.check_replay_unblocked(
-            row["id"], successor_id, successor["status"] if successor is not None else None
+            row.id, successor_id, successor.status if successor is not None else None
         )
 
     async def replay(
@@ -77,7 +82,7 @@ class Operations:
         *,
         validate_only: bool = False,
         via: str | None = None,
-    ) -> Mapping[Any, Any]:
+    ) -> Notification:
         """The replayed notification; with ``validate_only``, as it would be. ``via``
         (e.g. ``console``) names where the request came from in the event payload."""
         reason = validate_reason(reason)
@@ -86,24 +91,24 @@ class Operations:
             async with self._db.read() as conn:
                 row = await self._dead_letter(conn, notification_id, lock=False)
                 await self._check_replay(conn, row)
-            return {**row, **lifecycle.replay_values(row["cycle"], now)}
+            return _preview(row, lifecycle.replay_values(row.cycle, now))
         async with self._db.write() as tx:
             row = await self._dead_letter(tx.conn, notification_id, lock=True)
             await self._check_replay(tx.conn, row)
-            values = lifecycle.replay_values(row["cycle"], now)
-            await dispatch.update_rows(tx.conn, [row["id"]], **values)
+            values = lifecycle.replay_values(row.cycle, now)
+            await dispatch.update_rows(tx.conn, [row.id], **values)
             await events.append(
                 tx,
                 [
                     NewEvent(
-                        row["id"],
-                        row["principal"],
-                        row["notification_type"],
+                        row.id,
+                        row.principal,
+                        row.notification_type,
                         EventKind.REPLAY_REQUESTED,
                         {
                             "actor": principal.name,
                             "cycle": values["cycle"],
-                            "cumulative_attempts": row["attempts"],
+                            "cumulative_attempts": row.attempts,
                             "reason": reason,
                             **({"via": via} if via else {}),
                         },
@@ -112,7 +117,7 @@ class Operations:
                 now,
             )
             tx.signal(TOPIC_WORK)
-            replayed = await notifications.by_id(tx.conn, row["id"])
+            replayed = await notifications.get(tx.conn, row.id)
         assert replayed is not None
         return replayed
 
@@ -124,24 +129,24 @@ class Operations:
         *,
         validate_only: bool = False,
         via: str | None = None,
-    ) -> Mapping[Any, Any]:
+    ) -> Notification:
         """The resolved notification; with ``validate_only``, as it would be."""
         reason = validate_reason(reason)
         now = self._clock()
         if validate_only:
             async with self._db.read() as conn:
                 row = await self._dead_letter(conn, notification_id, lock=False)
-            return {**row, **lifecycle.resolve_values(now)}
+            return _preview(row, lifecycle.resolve_values(now))
         async with self._db.write() as tx:
             row = await self._dead_letter(tx.conn, notification_id, lock=True)
-            await dispatch.update_rows(tx.conn, [row["id"]], **lifecycle.resolve_values(now))
+            await dispatch.update_rows(tx.conn, [row.id], **lifecycle.resolve_values(now))
             await events.append(
                 tx,
                 [
                     NewEvent(
-                        row["id"],
-                        row["principal"],
-                        row["notification_type"],
+                        row.id,
+                        row.principal,
+                        row.notification_type,
                         EventKind.FAILURE_RESOLVED,
                         {
                             "actor": principal.name,
@@ -152,6 +157,6 @@ class Operations:
                 ],
                 now,
             )
-            resolved = await notifications.by_id(tx.conn, row["id"])
+            resolved = await notifications.get(tx.conn, row.id)
         assert resolved is not None
         return resolved

@@ -91,8 +91,8 @@ class ProviderAnswers:
         except Exception:
             return "ignored"
         async with self._db.read() as conn:
-            row = await notifications.by_id(conn, nid)
-        refs = (row.get("provider_refs") or {}) if row is not None else {}
+            row = await notifications.get(conn, nid)
+        refs = (row.provider_refs or {}) if row is not None else {}
         if not any(r.get("pagerduty_dedup_key") == incident_key for r in refs.values()):
             return "ignored"  # not an incident UNS triggered
         agent = event.get("agent") or {}

@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy.engine import RowMapping
 
 from uns_server.aio import wait_event
 from uns_server.domain import filters, paging
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.errors import InvalidRequest, NotFound
+from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.store import notifications
@@ -82,27 +82,27 @@ class Queries:
         while True:
             committed = self._committed
             async with self._db.read() as conn:
-                row = await notifications.by_id(conn, notification_id)
+                row = await notifications.get(conn, notification_id)
             assert row is not None
-            settled = row["attempts"] > 0 and row["lease_token"] is None
+            settled = row.attempts > 0 and row.lease_token is None
             # Scheduled for later, or held by quiet hours: no attempt to wait for now.
-            later = row["attempts"] == 0 and row["next_attempt"] > row["created_at"]
+            later = row.attempts == 0 and row.next_attempt > row.created_at
             left = deadline - loop.time()
-            if row["status"] != Status.PENDING or settled or later or left <= 0:
-                return Status(row["status"])
+            if row.status != Status.PENDING or settled or later or left <= 0:
+                return row.status
             await wait_event(committed, min(left, 1.0))
 
-    async def get(self, principal: Principal, notification_id: str) -> RowMapping:
+    async def get(self, principal: Principal, notification_id: str) -> Notification:
         nid = validate_notification_id(notification_id)
         async with self._db.read() as conn:
-            row = await notifications.by_id(conn, nid)
+            row = await notifications.get(conn, nid)
         if row is None or not visible(principal, row):
             raise NotFound(metadata={"notification_id": nid})
         return row
 
     async def list(
         self, principal: Principal, filter_text: str, page_size: int, page_token: str
-    ) -> tuple[list[RowMapping], str]:
+    ) -> tuple[list[Notification], str]:
         limit = paging.page_limit(page_size)
         conditions = parse_filter(filter_text)
         if not principal.sees_everything:
@@ -124,9 +124,7 @@ class Queries:
         next_token = ""
         if more:
             last = rows[-1]
-            next_token = notifications.encode_page_token(
-                last["created_at"], last["id"], filter_text
-            )
+            next_token = notifications.encode_page_token(last.created_at, last.id, filter_text)
         return rows, next_token
 
 
@@ -135,12 +133,12 @@ async def read_page(
     conditions: list[tuple[str, Any]],
     after: tuple[datetime, str] | None,
     limit: int,
-) -> tuple[list[RowMapping], bool]:
+) -> tuple[list[Notification], bool]:
     """Up to ``limit`` rows after ``after``, and whether more may follow. Read in
     chunks, and cut short once the page holds ``PAGE_BYTES_MAX`` (AIP-158 allows a
     shorter page): a thousand notifications at their size limits are ~30 MB, and
     decoding and encoding them at once held the event loop for seconds."""
-    rows: list[RowMapping] = []
+    rows: list[Notification] = []
     size = 0
     async with db.read() as conn:
         while True:
@@ -157,21 +155,20 @@ async def read_page(
                     return rows, True
             if len(chunk) < want:
                 return rows, False
-            after = (chunk[-1]["created_at"], chunk[-1]["id"])
+            after = (chunk[-1].created_at, chunk[-1].id)
 
 
-def row_bytes(row: RowMapping) -> int:
+def row_bytes(row: Notification) -> int:
     """Roughly what a notification costs to send: its documents (the request with its
     message and metadata, the outcome, the response metadata) as compact JSON."""
+    documents = (row.notification, row.outcome, row.response_metadata)
     return ROW_OVERHEAD_BYTES + sum(
-        len(orjson.dumps(row[column], default=str))
-        for column in ("notification", "outcome", "response_metadata")
-        if row[column] is not None
+        len(orjson.dumps(doc, default=str)) for doc in documents if doc is not None
     )
 
 
-def visible(principal: Principal, row: RowMapping) -> bool:
+def visible(principal: Principal, row: Notification) -> bool:
     """Whether ``row`` is within the caller's tenants (SPEC §3): operators see every
     notification, a producer its own principal's, a responder also those of the
     principals its key responds for."""
-    return principal.may_read(row["principal"])
+    return principal.may_read(row.principal)

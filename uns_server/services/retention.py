@@ -23,14 +23,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from uns_server.domain import retention as rules
 from uns_server.domain.enums import EventKind
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.store import events
 from uns_server.store import retention as store
-from uns_server.store.db import Database
+from uns_server.store.db import Connection, Database
 from uns_server.store.events import NewEvent
 
 NOTIFICATIONS = "uns_notifications"
@@ -172,23 +170,16 @@ class Retention:
             receipt_payload=payload,
         )
 
-    async def _plan(self, conn: AsyncConnection, cutoffs: rules.Cutoffs, *, dry_run: bool) -> _Plan:
+    async def _plan(self, conn: Connection, cutoffs: rules.Cutoffs, *, dry_run: bool) -> _Plan:
         rows = await store.settled_before(conn, cutoffs.terminal, self._limit + 1)
         truncated = len(rows) > self._limit
         rows = rows[: self._limit]
-        candidates = [r["id"] for r in rows]
+        candidates = [r.id for r in rows]
         # Links in both directions, between rows that exist (a target pruned by an
         # earlier run is no reason to keep anything).
-        targets = sorted(
-            {t for r in rows for t in (r["dedup_owner_id"], r["dedup_successor_id"]) if t}
-        )
+        targets = sorted({t for r in rows for t in r.links})
         present = await store.existing_ids(conn, targets)
-        links = [
-            (r["id"], t)
-            for r in rows
-            for t in (r["dedup_owner_id"], r["dedup_successor_id"])
-            if t in present
-        ]
+        links = [(r.id, t) for r in rows for t in r.links if t in present]
         links += await store.linked_to(conn, candidates)
         pinned = await store.live_window_owners(conn, candidates, cutoffs.now)
         keep = rules.prunable(candidates, links, pinned)

@@ -12,20 +12,20 @@ transaction, so that work commits with the withdrawal or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import EventKind, Role, Status
 from uns_server.domain.errors import NotFound
+from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.services.operations import validate_reason
 from uns_server.store import audit, dispatch, events, notifications
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent
-from uns_server.store.pg import Row
 
 
 class SentMessages(Protocol):
@@ -34,7 +34,7 @@ class SentMessages(Protocol):
     async def withdrawn(
         self,
         tx: WriteTx,
-        row: Row,
+        row: Notification,
         scope: withdrawal.Scope,
         actor: str,
         reason: str,
@@ -59,35 +59,35 @@ class Withdrawals:
 
     async def withdraw(
         self, principal: Principal, notification_id: str, reason: str = ""
-    ) -> Mapping[Any, Any]:
+    ) -> Notification:
         """The withdrawn notification (also on a repeat by the same caller)."""
         nid = validate_notification_id(notification_id)
         reason = validate_reason(reason)
         now = self._clock()
         async with self._db.write() as tx:
-            row = await notifications.by_id(tx.conn, nid, for_update=True)
-            if row is None or not _may_withdraw(principal, row["principal"]):
+            row = await notifications.get(tx.conn, nid, for_update=True)
+            if row is None or not _may_withdraw(principal, row.principal):
                 raise NotFound(metadata={"notification_id": nid})
-            followers = []
-            if row["status"] == Status.PENDING and row["dedup_owner_id"] is None:
+            followers: list[Notification] = []
+            if row.status == Status.PENDING and row.dedup_owner_id is None:
                 followers = await dispatch.pending_followers(tx.conn, nid)
             decision = withdrawal.decide_withdrawal(
                 withdrawal.Target(
                     id=nid,
-                    status=row["status"],
-                    ack_status=row["ack_status"],
-                    dead_letter=row["dead_letter"],
-                    deadline=row["deadline"],
-                    dedup_owner_id=row["dedup_owner_id"],
-                    withdrawn_by=row["withdrawn_by"],
+                    status=row.status,
+                    ack_status=row.ack_status,
+                    dead_letter=row.dead_letter,
+                    deadline=row.deadline,
+                    dedup_owner_id=row.dedup_owner_id,
+                    withdrawn_by=row.withdrawn_by,
                 ),
                 caller=principal.name,
-                pending_followers=tuple(f["id"] for f in followers),
+                pending_followers=tuple(f.id for f in followers),
                 now=now,
             )
             if isinstance(decision, withdrawal.Withdraw):
                 await self._store(tx, row, followers, decision, principal.name, reason, now)
-                changed = await notifications.by_id(tx.conn, nid)
+                changed = await notifications.get(tx.conn, nid)
                 assert changed is not None
                 row = changed
         return row
@@ -95,8 +95,8 @@ class Withdrawals:
     async def _store(
         self,
         tx: WriteTx,
-        row: Row,
-        followers: Sequence[Row],
+        row: Notification,
+        followers: Sequence[Notification],
         decision: withdrawal.Withdraw,
         actor: str,
         reason: str,
@@ -104,7 +104,7 @@ class Withdrawals:
     ) -> None:
         scope = decision.scope
         values = withdrawal.withdrawn_values(scope, actor=actor, reason=reason, now=now)
-        await dispatch.update_rows(tx.conn, [row["id"]], **values)
+        await dispatch.update_rows(tx.conn, [row.id], **values)
         payload = {"actor": actor, "reason": reason, "scope": scope.value}
         new_events = [_event(row, payload)]
         if followers:
@@ -113,15 +113,15 @@ class Withdrawals:
             )
             await dispatch.update_rows(tx.conn, list(decision.followers), **followers_values)
             new_events += [
-                _event(f, {**payload, "with_owner_id": row["id"]})
+                _event(f, {**payload, "with_owner_id": row.id})
                 for f in followers
-                if f["id"] in decision.followers
+                if f.id in decision.followers
             ]
         if scope == withdrawal.Scope.ACK:
             await audit.record_ack(
                 tx.conn,
-                row["id"],
-                old_status=row["ack_status"],
+                row.id,
+                old_status=row.ack_status,
                 new_status=str(values["ack_status"]),
                 actor=actor,
                 metadata={"reason": reason},
@@ -134,13 +134,13 @@ class Withdrawals:
                     audit.delivery_record(
                         row,
                         status=Status.WITHDRAWN.value,
-                        outcome=row["outcome"],
+                        outcome=row.outcome,
                         delivered_at=None,
                         now=now,
                     )
                 ],
             )
-        reached = scope == withdrawal.Scope.ACK or row["outcome"].get("channels_succeeded")
+        reached = scope == withdrawal.Scope.ACK or row.outcome.get("channels_succeeded")
         if self._sent_messages is not None and reached:
             await self._sent_messages.withdrawn(tx, row, scope, actor, reason, now)
         await events.append(tx, new_events, now)
@@ -153,7 +153,5 @@ def _may_withdraw(principal: Principal, owner: str) -> bool:
     return Role.PRODUCER in principal.roles and owner == principal.name
 
 
-def _event(row: Row, payload: dict[str, Any]) -> NewEvent:
-    return NewEvent(
-        row["id"], row["principal"], row["notification_type"], EventKind.WITHDRAWN, payload
-    )
+def _event(row: Notification, payload: dict[str, Any]) -> NewEvent:
+    return NewEvent(row.id, row.principal, row.notification_type, EventKind.WITHDRAWN, payload)

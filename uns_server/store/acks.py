@@ -6,10 +6,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.records import Notification
+from uns_server.store import records
 from uns_server.store.tables import notifications as n
 
 
@@ -37,7 +38,7 @@ async def settle_pending(
     return bool(result.rowcount == 1)
 
 
-async def due_deadlines(conn: AsyncConnection, now: datetime, limit: int) -> list[RowMapping]:
+async def due_deadlines(conn: AsyncConnection, now: datetime, limit: int) -> list[Notification]:
     q = (
         select(n)
         .where(n.c.ack_status == AckStatus.PENDING.value, n.c.deadline <= now)
@@ -45,4 +46,4 @@ async def due_deadlines(conn: AsyncConnection, now: datetime, limit: int) -> lis
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    return list((await conn.execute(q)).mappings())
+    return [records.notification(row) for row in (await conn.execute(q)).mappings()]

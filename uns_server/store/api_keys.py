@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import func, insert, or_, select, update
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain.records import ApiKey
+from uns_server.store import records
 from uns_server.store.tables import api_keys
 
 
@@ -39,13 +40,15 @@ async def insert_key(
     )
 
 
-async def active_by_hash(conn: AsyncConnection, key_hash: str) -> RowMapping | None:
+async def active_by_hash(conn: AsyncConnection, key_hash: str) -> ApiKey | None:
     q = select(api_keys).where(api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None))
-    return (await conn.execute(q)).mappings().first()
+    row = (await conn.execute(q)).mappings().first()
+    return None if row is None else records.api_key(row)
 
 
-async def list_keys(conn: AsyncConnection) -> list[RowMapping]:
-    return list((await conn.execute(select(api_keys).order_by(api_keys.c.created_at))).mappings())
+async def list_keys(conn: AsyncConnection) -> list[ApiKey]:
+    rows = (await conn.execute(select(api_keys).order_by(api_keys.c.created_at))).mappings()
+    return [records.api_key(row) for row in rows]
 
 
 async def count_active(conn: AsyncConnection) -> int:

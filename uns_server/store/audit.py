@@ -7,37 +7,42 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, insert, select
-from sqlalchemy.engine import RowMapping
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.store import pg
+from uns_server.domain.records import AckAuditRecord, DeliveryAuditRecord, Notification
+from uns_server.store import pg, records
 from uns_server.store.tables import ack_audit_records, notification_audit_records
 
 
 def delivery_record(
-    row: pg.Row,
+    row: Notification | pg.Row,
     *,
     status: str,
     outcome: Mapping[str, Any],
     delivered_at: datetime | None,
     now: datetime,
 ) -> dict[str, Any]:
-    """The delivery audit record of a settled attempt on ``row``, for ``insert_deliveries``."""
-    doc = row["notification"]
+    """The delivery audit record of a settled attempt on ``row``, for ``insert_deliveries``.
+    (A ``pg.Row`` is taken until workers/dispatch hands records.)"""
+    if isinstance(row, Notification):
+        nid, ntype, doc, mode = row.id, row.notification_type, row.notification, row.delivery_mode
+    else:  # no record built for four fields: this runs once per settled delivery
+        nid, ntype, doc = row["id"], row["notification_type"], row["notification"]
+        mode = row["delivery_mode"]
     ctx = doc.get("autonomy_context") or {}
     effective = doc["effective"]
     return {
         "id": str(uuid.uuid4()),
-        "notification_id": row["id"],
-        "notification_type": row["notification_type"],
+        "notification_id": nid,
+        "notification_type": ntype,
         "status": status,
         "channels_attempted": list(outcome.get("channels_attempted", [])),
         "channels_succeeded": list(outcome.get("channels_succeeded", [])),
         "channels_failed": list(outcome.get("channels_failed", [])),
         "error_message": outcome.get("error_message"),
         "intent": doc.get("intent") or "",
-        "delivery_mode": row["delivery_mode"],
+        "delivery_mode": str(mode),
         "autonomy_mode": ctx.get("autonomy_mode"),
         "agent_id": ctx.get("agent_id"),
         "policy_config_id": effective.get("policy_id"),
@@ -90,21 +95,19 @@ async def record_ack(
 
 async def delivery_records(
     conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
-) -> list[RowMapping]:
+) -> list[DeliveryAuditRecord]:
     """A page of one notification's delivery records in write order."""
-    return await _page(conn, notification_audit_records, notification_id, offset, limit)
+    t = notification_audit_records
+    q = select(t).where(t.c.notification_id == notification_id)
+    q = q.order_by(t.c.created_at, t.c.id).offset(offset).limit(limit)
+    return [records.delivery_audit(row) for row in (await conn.execute(q)).mappings()]
 
 
 async def ack_records(
     conn: AsyncConnection, notification_id: str, *, offset: int, limit: int
-) -> list[RowMapping]:
+) -> list[AckAuditRecord]:
     """A page of one notification's ack records in write order."""
-    return await _page(conn, ack_audit_records, notification_id, offset, limit)
-
-
-async def _page(
-    conn: AsyncConnection, table: Table, notification_id: str, offset: int, limit: int
-) -> list[RowMapping]:
-    q = select(table).where(table.c.notification_id == notification_id)
-    q = q.order_by(table.c.created_at, table.c.id).offset(offset).limit(limit)
-    return list((await conn.execute(q)).mappings())
+    t = ack_audit_records
+    q = select(t).where(t.c.notification_id == notification_id)
+    q = q.order_by(t.c.created_at, t.c.id).offset(offset).limit(limit)
+    return [records.ack_audit(row) for row in (await conn.execute(q)).mappings()]

@@ -23,10 +23,11 @@ from sqlalchemy import (
     or_,
     select,
 )
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus, EventKind, Status
+from uns_server.domain.records import Event, FailedSummary, PolicyType, RecentEvent
+from uns_server.store import records
 from uns_server.store.tables import events, notifications, policies
 
 n = notifications
@@ -106,9 +107,10 @@ def queue_counts_query(now: datetime, cap: int) -> Select[Any]:
     ).select_from(pending)
 
 
-async def failed(conn: AsyncConnection, *, dead_letter: bool, limit: int) -> list[RowMapping]:
+async def failed(conn: AsyncConnection, *, dead_letter: bool, limit: int) -> list[FailedSummary]:
     """The newest FAILED rows of one triage bucket (an index, bounded)."""
-    return list((await conn.execute(failed_query(dead_letter, limit))).mappings())
+    rows = (await conn.execute(failed_query(dead_letter, limit))).mappings()
+    return [records.failed_summary(row) for row in rows]
 
 
 def failed_query(dead_letter: bool, limit: int) -> Select[Any]:
@@ -133,12 +135,12 @@ def failed_query(dead_letter: bool, limit: int) -> Select[Any]:
 
 async def recent_events(
     conn: AsyncConnection, kinds: Sequence[EventKind], since: datetime, window: int
-) -> list[RowMapping]:
+) -> list[RecentEvent]:
     """Events of ``kinds`` at or after ``since`` among the newest ``window`` sequences (a
     primary-key range, so the scan is bounded however large the table is)."""
     newest = (await conn.execute(select(func.max(events.c.sequence)))).scalar() or 0
     q = recent_events_query(kinds, since, int(newest) - window)
-    return list((await conn.execute(q)).mappings())
+    return [records.recent_event(row) for row in (await conn.execute(q)).mappings()]
 
 
 def recent_events_query(
@@ -175,18 +177,18 @@ async def created_at(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, dat
     return {row.id: row.created_at for row in await conn.execute(q)}
 
 
-async def policy_types(conn: AsyncConnection, limit: int) -> list[RowMapping]:
+async def policy_types(conn: AsyncConnection, limit: int) -> list[PolicyType]:
     q = (
         select(policies.c.notification_type, policies.c.active_revision, policies.c.updated_at)
         .order_by(policies.c.notification_type)
         .limit(limit)
     )
-    return list((await conn.execute(q)).mappings())
+    return [records.policy_type(row) for row in (await conn.execute(q)).mappings()]
 
 
 async def notification_events(
     conn: AsyncConnection, notification_id: str, limit: int
-) -> list[RowMapping]:
+) -> list[Event]:
     """One notification's newest ``limit`` events, oldest first (notification_id index)."""
     q = (
         select(events)
@@ -194,4 +196,4 @@ async def notification_events(
         .order_by(events.c.sequence.desc())
         .limit(limit)
     )
-    return list(reversed(list((await conn.execute(q)).mappings())))
+    return [records.event(row) for row in reversed(list((await conn.execute(q)).mappings()))]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain.records import ConsoleSession
+from uns_server.store import records
 from uns_server.store.tables import console_sessions
 
 
@@ -34,9 +35,10 @@ async def insert(
     )
 
 
-async def by_hash(conn: AsyncConnection, id_hash: str) -> RowMapping | None:
+async def by_hash(conn: AsyncConnection, id_hash: str) -> ConsoleSession | None:
     q = select(console_sessions).where(console_sessions.c.id_hash == id_hash)
-    return (await conn.execute(q)).mappings().first()
+    row = (await conn.execute(q)).mappings().first()
+    return None if row is None else records.console_session(row)
 
 
 async def touch(conn: AsyncConnection, id_hash: str, now: datetime) -> None:

@@ -4,6 +4,9 @@ Every state change after the claim is guarded by ``lease_token`` and
 ``lease_until > now``: zero rows matched means the lease was lost, a typed
 outcome rather than an exception (river's ``JobSetStateIfRunning``).
 
+Reads hand back typed records (``domain.records``), one per row, built straight from
+the driver's row (``store.records``): no intermediate copies on the hot path.
+
 The hot statements are built once, with bind parameters, at import: SQLAlchemy then
 memoizes their cache keys and compiled forms instead of rebuilding and re-keying a
 construct per delivery. Batches go out as one executemany (one pipelined round trip
@@ -18,12 +21,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ARRAY, Boolean, Text, any_, bindparam, func, select, text, update
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind, Status
-from uns_server.store import pg
-from uns_server.store.tables import UtcDateTime, events
+from uns_server.domain.records import Attempt, DedupWindow, Notification
+from uns_server.store import pg, records
+from uns_server.store.tables import UtcDateTime, dedup, events
 from uns_server.store.tables import notifications as n
 
 _due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
@@ -119,36 +122,37 @@ async def claim(
     limit: int,
     lease: timedelta,
     channels: Collection[str],
-) -> list[tuple[pg.Row, str]]:
+) -> list[Attempt]:
     """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL) whose
     channels are all among ``channels`` (the caller's configured ones), and lease each
-    under a new fencing token: (row, token) pairs.
+    under a new fencing token (``Attempt.lease_token``).
 
-    Each row is as it was before the claim, so the caller can see an expired previous
-    lease (``lease_token`` still set): that attempt's effect is unknown, and the row
-    is flagged ``provider_effect_may_have_occurred``.
+    Each notification is as it was before the claim, so the caller can see an expired
+    previous lease (``Attempt.recovered``: its ``lease_token`` still set): that
+    attempt's effect is unknown, and the row is flagged
+    ``provider_effect_may_have_occurred``.
     """
     until = now + lease
     driver = pg.driver(conn)
     if driver is not None:
         params = {"now": now, "limit": limit, "until": until, "channels": sorted(channels)}
         rows = await _CLAIM_PG.fetch(driver, params)
-        return [(row, row["claimed_token"]) for row in rows]
+        return [records.attempt(row, row["claimed_token"]) for row in rows]
     params = {"now": now, "limit": limit, "channels": sorted(channels)}
-    due = list((await conn.execute(_CLAIM_DUE, params)).mappings())
-    leases: list[tuple[pg.Row, str]] = [(row, str(uuid.uuid4())) for row in due]
+    due = (await conn.execute(_CLAIM_DUE, params)).mappings()
+    leases = [records.attempt(row, str(uuid.uuid4())) for row in due]
     if leases:
         await conn.execute(
             _TAKE_LEASE,
             [
                 {
-                    "b_id": row["id"],
-                    "b_token": token,
+                    "b_id": a.notification.id,
+                    "b_token": a.lease_token,
                     "b_until": until,
-                    "b_recovered": row["lease_token"] is not None,
+                    "b_recovered": a.recovered,
                     "b_now": now,
                 }
-                for row, token in leases
+                for a in leases
             ],
         )
     return leases
@@ -156,8 +160,8 @@ async def claim(
 
 async def leased_many(
     conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
-) -> dict[str, pg.Row]:
-    """For many (notification id, token): by id, the rows whose lease is
+) -> dict[str, Notification]:
+    """For many (notification id, token): by id, the notifications whose lease is
     still held by one of those tokens, locked for the settlement (in id order). The
     caller compares ``lease_token``: two attempts on one row may settle together."""
     if not leases:
@@ -173,7 +177,7 @@ async def leased_many(
         rows: Iterable[pg.Row] = await _LEASED_MANY_PG.fetch(driver, params)
     else:
         rows = (await conn.execute(_LEASED_MANY, params)).mappings()
-    return {r["id"]: r for r in rows if (r["id"], r["lease_token"]) in wanted}
+    return {r["id"]: records.notification(r) for r in rows if (r["id"], r["lease_token"]) in wanted}
 
 
 async def settle_many(
@@ -212,14 +216,36 @@ def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     return found
 
 
-async def pending_followers(conn: AsyncConnection, owner_id: str) -> list[RowMapping]:
+async def pending_followers(conn: AsyncConnection, owner_id: str) -> list[Notification]:
+    """The owner's PENDING followers in promotion order (oldest first), locked."""
     q = (
         select(n)
         .where(n.c.dedup_owner_id == owner_id, n.c.status == Status.PENDING.value)
         .order_by(n.c.created_at, n.c.id)
         .with_for_update()
     )
-    return list((await conn.execute(q)).mappings())
+    return [records.notification(row) for row in (await conn.execute(q)).mappings()]
+
+
+async def window_owner(
+    conn: AsyncConnection, dedup_key: str
+) -> tuple[DedupWindow, Notification] | None:
+    """The dedup window of ``dedup_key``, locked until commit (as intake locks it), and
+    its current owner; None without a window, an owner, or that owner's row."""
+    q = select(dedup).where(dedup.c.key == dedup_key).with_for_update()
+    row = (await conn.execute(q)).mappings().first()
+    if row is None or not row["owner_id"]:
+        return None
+    window = records.dedup_window(row)
+    owner = (await conn.execute(select(n).where(n.c.id == window.owner_id))).mappings().first()
+    return None if owner is None else (window, records.notification(owner))
+
+
+async def status_of(conn: AsyncConnection, notification_id: str) -> Status | None:
+    """The notification's current status (None: no such notification)."""
+    q = select(n.c.status).where(n.c.id == notification_id)
+    value = (await conn.execute(q)).scalar()
+    return None if value is None else Status(value)
 
 
 async def update_rows(conn: AsyncConnection, ids: Sequence[str], **values: Any) -> None:

@@ -18,7 +18,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus
-from uns_server.store.pg import Row
+from uns_server.domain.records import Notification
+from uns_server.store import records
 from uns_server.store.tables import UtcDateTime
 from uns_server.store.tables import notifications as n
 
@@ -28,7 +29,7 @@ _pending = (
 ) & n.c.followup_at.is_not(None)
 
 
-async def due(conn: AsyncConnection, now: datetime, limit: int) -> list[Row]:
+async def due(conn: AsyncConnection, now: datetime, limit: int) -> list[Notification]:
     """Lock up to ``limit`` rows whose follow-up is due and not leased (an expired
     lease counts as free: its row is recovered), oldest due first."""
     q = (
@@ -39,7 +40,7 @@ async def due(conn: AsyncConnection, now: datetime, limit: int) -> list[Row]:
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    return list((await conn.execute(q)).mappings())
+    return [records.notification(row) for row in (await conn.execute(q)).mappings()]
 
 
 async def update_row(conn: AsyncConnection, notification_id: str, **values: Any) -> None:
@@ -48,8 +49,8 @@ async def update_row(conn: AsyncConnection, notification_id: str, **values: Any)
 
 async def leased(
     conn: AsyncConnection, notification_id: str, token: str, now: datetime
-) -> Row | None:
-    """The row while ``token`` still holds its follow-up lease, locked; else None."""
+) -> Notification | None:
+    """The notification while ``token`` still holds its follow-up lease, locked; else None."""
     q = (
         select(n)
         .where(
@@ -59,7 +60,8 @@ async def leased(
         )
         .with_for_update()
     )
-    return (await conn.execute(q)).mappings().first()
+    row = (await conn.execute(q)).mappings().first()
+    return None if row is None else records.notification(row)
 
 
 async def settle(

@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import insert, or_, select, update
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain.records import MessageUpdate
+from uns_server.store import records
 from uns_server.store.tables import message_updates as mu
 
 PENDING, DONE, FAILED = "PENDING", "DONE", "FAILED"
@@ -46,8 +47,9 @@ async def enqueue(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], now:
 
 async def claim(
     conn: AsyncConnection, *, now: datetime, limit: int, lease: timedelta
-) -> list[tuple[RowMapping, str]]:
-    """Lease up to ``limit`` due updates (SKIP LOCKED on PostgreSQL): (row, token)."""
+) -> list[tuple[MessageUpdate, str]]:
+    """Lease up to ``limit`` due updates (SKIP LOCKED on PostgreSQL): (update as it was
+    before the claim, its new fencing token)."""
     q = (
         select(mu)
         .where(
@@ -67,7 +69,7 @@ async def claim(
             .where(mu.c.id == row["id"])
             .values(lease_token=token, lease_until=now + lease, attempts=mu.c.attempts + 1)
         )
-        claimed.append((row, token))
+        claimed.append((records.message_update(row), token))
     return claimed
 
 
@@ -95,11 +97,6 @@ async def settle(
         update(mu).where(mu.c.id == update_id, mu.c.lease_token == token).values(values)
     )
     return bool(result.rowcount == 1)
-
-
-async def for_notification(conn: AsyncConnection, notification_id: str) -> list[RowMapping]:
-    q = select(mu).where(mu.c.notification_id == notification_id).order_by(mu.c.created_at)
-    return list((await conn.execute(q)).mappings())
 
 
 async def next_due_at(conn: AsyncConnection) -> datetime | None:

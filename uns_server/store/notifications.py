@@ -12,7 +12,8 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import paging
-from uns_server.store import pg
+from uns_server.domain.records import Notification
+from uns_server.store import pg, records
 from uns_server.store.tables import dedup, notifications
 
 _BY_KEYS_PG = pg.Statement(
@@ -21,9 +22,19 @@ _BY_KEYS_PG = pg.Statement(
 _INSERT_PG = pg.Insert(notifications)
 
 
+async def get(
+    conn: AsyncConnection, notification_id: str, *, for_update: bool = False
+) -> Notification | None:
+    """One notification, optionally locked until commit."""
+    row = await by_id(conn, notification_id, for_update=for_update)
+    return None if row is None else records.notification(row)
+
+
 async def by_id(
     conn: AsyncConnection, notification_id: str, *, for_update: bool = False
 ) -> RowMapping | None:
+    """``get`` as a row, for the callers not yet on records (services/intake,
+    workers/dispatch: their branches convert them); removed with its last caller."""
     q = select(notifications).where(notifications.c.id == notification_id)
     if for_update:
         q = q.with_for_update()
@@ -99,7 +110,7 @@ async def list_page(
     conditions: Sequence[tuple[str, Any]],
     after: tuple[datetime, str] | None,
     limit: int,
-) -> list[RowMapping]:
+) -> list[Notification]:
     q = select(notifications)
     for field, value in conditions:
         q = q.where(_FILTERABLE[field] == value)
@@ -112,7 +123,7 @@ async def list_page(
             )
         )
     q = q.order_by(notifications.c.created_at.desc(), notifications.c.id.desc()).limit(limit)
-    return list((await conn.execute(q)).mappings())
+    return [records.notification(row) for row in (await conn.execute(q)).mappings()]
 
 
 def encode_page_token(created_at: datetime, last_id: str, filter_text: str) -> str:

@@ -13,6 +13,14 @@ place that says what it must do:
   share a row.
 - ``Dispatch.leased_many`` + ``Dispatch.settle_many``: settlement is fenced by the
   lease token; a stale token changes nothing, and ``settle_many`` says so by its count.
+- ``Dispatch.window_owner``: the dedup window, locked, with its owner (the hand-off).
+- ``FollowUps``: a row is due while its ack is PENDING (or a step waits to be closed)
+  and ``followup_at`` has passed, oldest first, unless its follow-up lease holds; the
+  follow-up lease is separate from the dispatch lease, and ``leased``/``settle`` are
+  fenced by its token (a stale one sees nothing and changes nothing).
+- ``MessageUpdates``: due PENDING updates are claimed oldest first under a new token
+  (``attempts`` counted), not again until the lease expires; ``settle`` is fenced by
+  the token.
 - ``Acks.settle_pending``: only a PENDING ack settles; a second settle reports False.
 - ``Retention``: every query that asks "is this row settled?" (candidates, the
   guarded delete, old events, expired windows, idempotency keys) agrees with
@@ -23,7 +31,10 @@ place that says what it must do:
   concurrent duplicate fails as a unique violation); the window is locked while read,
   so concurrent new generations of one key serialise.
 
-Rows are ``Row`` (read by column name): typed records replace them in a later step.
+Reads return typed records (``domain.records``, built by ``store.records``). The
+operations still typed ``Row`` belong to modules whose callers are being moved to
+records on other branches (``store.events``, and the send path's
+``Notifications.by_id``/``by_keys``/``dedup_window``).
 """
 
 from __future__ import annotations
@@ -34,8 +45,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import AckStatus
-from uns_server.domain.records import Event
+from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.records import (
+    Attempt,
+    DedupWindow,
+    Event,
+    MessageUpdate,
+    Notification,
+    RetentionCandidate,
+)
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
 from uns_server.store.pg import Row
@@ -52,13 +70,13 @@ class Dispatch(Protocol):
         limit: int,
         lease: timedelta,
         channels: Collection[str],
-    ) -> Sequence[tuple[Row, str]]:
-        """Lease up to ``limit`` due leaders: (row as before the claim, new token)."""
+    ) -> Sequence[Attempt]:
+        """Lease up to ``limit`` due leaders (each as before the claim, its new token)."""
         ...
 
     async def leased_many(
         self, conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
-    ) -> Mapping[str, Row]:
+    ) -> Mapping[str, Notification]:
         """Lock the rows still leased (unexpired) under one of these (id, token)."""
         ...
 
@@ -80,8 +98,88 @@ class Dispatch(Protocol):
         """Of these (id, token), the tokens whose settlement has committed."""
         ...
 
-    async def pending_followers(self, conn: AsyncConnection, owner_id: str) -> Sequence[Row]:
+    async def pending_followers(
+        self, conn: AsyncConnection, owner_id: str
+    ) -> Sequence[Notification]:
         """The owner's PENDING followers in promotion order (oldest first), locked."""
+        ...
+
+    async def window_owner(
+        self, conn: AsyncConnection, dedup_key: str
+    ) -> tuple[DedupWindow, Notification] | None:
+        """The key's dedup window, locked, and its current owner (hand-off)."""
+        ...
+
+    async def status_of(self, conn: AsyncConnection, notification_id: str) -> Status | None:
+        """The notification's current status (None: no such notification)."""
+        ...
+
+
+class FollowUps(Protocol):
+    """Reminders and escalation steps of PENDING acks, under their own lease
+    (``store.followups``)."""
+
+    async def due(self, conn: AsyncConnection, now: datetime, limit: int) -> Sequence[Notification]:
+        """Up to ``limit`` rows with a follow-up due and not leased, oldest due first,
+        locked (SKIP LOCKED)."""
+        ...
+
+    async def update_row(self, conn: AsyncConnection, notification_id: str, **values: Any) -> None:
+        """Set columns of a row the caller holds (locked by ``due``)."""
+        ...
+
+    async def leased(
+        self, conn: AsyncConnection, notification_id: str, token: str, now: datetime
+    ) -> Notification | None:
+        """The row while ``token`` holds its unexpired follow-up lease, locked."""
+        ...
+
+    async def settle(
+        self,
+        conn: AsyncConnection,
+        notification_id: str,
+        token: str,
+        values: Mapping[str, Any],
+    ) -> bool:
+        """Apply ``values`` where ``token`` still holds the follow-up lease; whether it did."""
+        ...
+
+    async def next_due_at(self, conn: AsyncConnection) -> datetime | None:
+        """The earliest follow-up time of a row ``due`` would take."""
+        ...
+
+
+class MessageUpdates(Protocol):
+    """The message-update outbox (``store.message_updates``)."""
+
+    async def enqueue(
+        self, conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], now: datetime
+    ) -> None:
+        """Queue updates (notification_id, channel, reference, outcome), due now."""
+        ...
+
+    async def claim(
+        self, conn: AsyncConnection, *, now: datetime, limit: int, lease: timedelta
+    ) -> Sequence[tuple[MessageUpdate, str]]:
+        """Lease up to ``limit`` due updates: (update as before the claim, new token)."""
+        ...
+
+    async def settle(
+        self,
+        conn: AsyncConnection,
+        update_id: str,
+        token: str,
+        *,
+        status: str,
+        now: datetime,
+        next_attempt: datetime | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Record the outcome where ``token`` still holds the lease; whether it did."""
+        ...
+
+    async def next_due_at(self, conn: AsyncConnection) -> datetime | None:
+        """The earliest ``next_attempt`` of a PENDING update."""
         ...
 
 
@@ -103,7 +201,7 @@ class Acks(Protocol):
 
     async def due_deadlines(
         self, conn: AsyncConnection, now: datetime, limit: int
-    ) -> Sequence[Row]:
+    ) -> Sequence[Notification]:
         """PENDING acks whose deadline has passed, earliest first, locked (SKIP LOCKED)."""
         ...
 
@@ -145,7 +243,7 @@ class Retention(Protocol):
 
     async def settled_before(
         self, conn: AsyncConnection, cutoff: datetime, limit: int
-    ) -> Sequence[Row]:
+    ) -> Sequence[RetentionCandidate]:
         """Rows holding no work, quiet (no update, no event) since ``cutoff``."""
         ...
 
@@ -195,10 +293,16 @@ class Notifications(Protocol):
         """Insert complete rows (a leader may come leased: intake's first attempt)."""
         ...
 
+    async def get(
+        self, conn: AsyncConnection, notification_id: str, *, for_update: bool = False
+    ) -> Notification | None:
+        """One notification, optionally locked."""
+        ...
+
     async def by_id(
         self, conn: AsyncConnection, notification_id: str, *, for_update: bool = False
     ) -> Row | None:
-        """One row, optionally locked."""
+        """``get`` as a row (for the send path and dispatch until they read records)."""
         ...
 
     async def by_keys(self, conn: AsyncConnection, keys: Collection[str]) -> Mapping[str, Row]:
@@ -221,9 +325,19 @@ class Notifications(Protocol):
 
 
 if TYPE_CHECKING:  # the SQL modules implement the port (checked by mypy, not imported)
-    from uns_server.store import acks, dispatch, events, notifications, retention
+    from uns_server.store import (
+        acks,
+        dispatch,
+        events,
+        followups,
+        message_updates,
+        notifications,
+        retention,
+    )
 
     _dispatch: Dispatch = dispatch
+    _followups: FollowUps = followups
+    _message_updates: MessageUpdates = message_updates
     _acks: Acks = acks
     _events: Events = events
     _retention: Retention = retention

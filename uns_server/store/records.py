@@ -22,8 +22,12 @@ from uns_server.domain.records import (
     DedupWindow,
     DeliveryAuditRecord,
     Event,
+    FailedSummary,
     MessageUpdate,
     Notification,
+    PolicyType,
+    RecentEvent,
+    RetentionCandidate,
 )
 from uns_server.store import tables
 
@@ -117,3 +121,39 @@ def message_update(row: Row) -> MessageUpdate:
 
 def console_session(row: Row) -> ConsoleSession:
     return ConsoleSession(*[row[c] for c in _CONSOLE_SESSION])
+
+
+def failed_summary(row: Row) -> FailedSummary:
+    return FailedSummary(
+        id=row["id"],
+        notification_type=row["notification_type"],
+        source=row["source"],
+        principal=row["principal"],
+        outcome=row["outcome"],
+        attempts=row["attempts"],
+        cycle=row["cycle"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        dedup_successor_id=row["dedup_successor_id"],
+    )
+
+
+def recent_event(row: Row) -> RecentEvent:
+    return RecentEvent(
+        sequence=row["sequence"],
+        kind=_KIND[row["kind"]],
+        at=row["at"],
+        notification_id=row["notification_id"],
+        channel=row["channel"],
+        success=row["success"],
+        error=row["error"],
+        status=row["status"],
+    )
+
+
+def policy_type(row: Row) -> PolicyType:
+    return PolicyType(row["notification_type"], row["active_revision"], row["updated_at"])
+
+
+def retention_candidate(row: Row) -> RetentionCandidate:
+    return RetentionCandidate(row["id"], row["dedup_owner_id"], row["dedup_successor_id"])

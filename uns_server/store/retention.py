@@ -25,11 +25,12 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus, EventKind, Status
+from uns_server.domain.records import RetentionCandidate
 from uns_server.domain.retention import TOMBSTONE_PREFIX
+from uns_server.store import records
 from uns_server.store.tables import dedup, events, maintenance
 from uns_server.store.tables import notifications as n
 
@@ -69,7 +70,9 @@ async def lock(conn: AsyncConnection) -> None:
 # --- notifications ------------------------------------------------------------------
 
 
-async def settled_before(conn: AsyncConnection, cutoff: datetime, limit: int) -> list[RowMapping]:
+async def settled_before(
+    conn: AsyncConnection, cutoff: datetime, limit: int
+) -> list[RetentionCandidate]:
     """Settled rows last updated, and last given an event, before ``cutoff``; oldest first."""
     late_event = exists().where(events.c.notification_id == n.c.id, events.c.at >= cutoff)
     q = (
@@ -80,7 +83,7 @@ async def settled_before(conn: AsyncConnection, cutoff: datetime, limit: int) ->
         .order_by(n.c.updated_at, n.c.id)
         .limit(limit)
     )
-    return list((await conn.execute(q)).mappings())
+    return [records.retention_candidate(row) for row in (await conn.execute(q)).mappings()]
 
 
 async def existing_ids(conn: AsyncConnection, ids: Sequence[str]) -> set[str]:

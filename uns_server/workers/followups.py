@@ -28,6 +28,8 @@ channel (never again to a channel that accepted it); a repeat is flagged. Remind
 steps stop once the ack is no longer PENDING (acknowledged, dismissed, timed out,
 withdrawn): claims take only PENDING acks, except a row whose step was waiting to
 retry, which is claimed once more to record that step as STOPPED without a call.
+
+The stored progress of a step and its event payload live in ``followup_progress``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import dataclasses
 import logging
 import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,12 +49,20 @@ from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import schedule
 from uns_server.domain.enums import AckStatus, EventKind
-from uns_server.domain.policy import EffectivePolicy
+from uns_server.domain.records import Notification
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store import followups
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent, append
-from uns_server.store.pg import Row
+from uns_server.workers.followup_progress import (
+    NUMBER_FIELD,
+    Progress,
+    result_json,
+    sent_count,
+    step_of,
+    step_payload,
+    timing_of,
+)
 from uns_server.workers.messages import outbound_message
 
 log = logging.getLogger("uns.followups")
@@ -65,7 +75,6 @@ _KIND_EVENT = {
     schedule.StepKind.REMINDER: EventKind.REMINDER_SENT,
     schedule.StepKind.ESCALATION: EventKind.ESCALATED,
 }
-_NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
 _COUNTER = {
     schedule.StepKind.REMINDER: "reminders_sent",
     schedule.StepKind.ESCALATION: "escalations_sent",
@@ -73,54 +82,8 @@ _COUNTER = {
 
 
 @dataclass(frozen=True)
-class Progress:
-    """A step between its provider calls (``followup_step``)."""
-
-    kind: schedule.StepKind
-    number: int
-    due_time: datetime  # when the step fell due (before its retries)
-    calls: int
-    results: dict[str, dict[str, Any]]  # channel -> its latest answer, as recorded
-    recovered: bool  # some call of this step may have had an unrecorded effect
-
-    @classmethod
-    def of(cls, row: Row, step: schedule.Step | None = None) -> Progress | None:
-        """The row's stored progress (of ``step``, when given)."""
-        doc = row["followup_step"]
-        if not doc:
-            return None
-        progress = cls(
-            schedule.StepKind(doc["kind"]),
-            int(doc["number"]),
-            datetime.fromisoformat(doc["due_time"]),
-            int(doc["calls"]),
-            dict(doc["results"]),
-            bool(doc["recovered"]),
-        )
-        if step is not None and (progress.kind, progress.number) != (step.kind, step.number):
-            return None
-        return progress
-
-    def answers(self) -> dict[str, schedule.ChannelAnswer]:
-        return {
-            ch: schedule.ChannelAnswer(r["success"], r["retryable"], r.get("retry_after_seconds"))
-            for ch, r in self.results.items()
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "number": self.number,
-            "due_time": self.due_time.isoformat(),
-            "calls": self.calls,
-            "results": self.results,
-            "recovered": self.recovered,
-        }
-
-
-@dataclass(frozen=True)
 class FollowUpClaim:
-    row: Row
+    notification: Notification
     token: str
     step: schedule.Step
     recovered: bool  # an earlier try of this step never settled
@@ -138,12 +101,6 @@ class Sent:
 class RunResult:
     fired: int  # steps sent and settled (or fenced)
     rescheduled: int  # rows looked at with nothing due yet
-
-
-def timing_of(row: Row) -> tuple[schedule.Timing, str | None]:
-    """The frozen policy's timing and the notification's intent."""
-    doc = row["notification"]
-    return EffectivePolicy.from_json(doc["effective"]).spec.timing, doc.get("intent")
 
 
 class FollowUpWorker:
@@ -202,25 +159,25 @@ class FollowUpWorker:
         claims: list[FollowUpClaim] = []
         rescheduled = 0
         async with self._db.write() as tx:
-            for row in await followups.due(tx.conn, now, self._batch):
-                if row["ack_status"] != AckStatus.PENDING:
+            for n in await followups.due(tx.conn, now, self._batch):
+                if n.ack_status != AckStatus.PENDING:
                     # The ack ended while a step waited to retry: record that step.
-                    await self._close_stopped(tx, row, now)
+                    await self._close_stopped(tx, n, now)
                     rescheduled += 1
                     continue
-                timing, intent = timing_of(row)
+                timing, intent = timing_of(n)
                 decision = schedule.decide_follow_up(
-                    delivered_at=row["delivered_at"],
+                    delivered_at=delivered_at(n),
                     timing=timing,
                     intent=intent,
-                    reminders_sent=row["reminders_sent"],
-                    escalations_sent=row["escalations_sent"],
+                    reminders_sent=n.reminders_sent,
+                    escalations_sent=n.escalations_sent,
                     now=now,
                 )
                 if isinstance(decision, schedule.Wait):
                     await followups.update_row(
                         tx.conn,
-                        row["id"],
+                        n.id,
                         followup_at=decision.at,
                         followup_lease_token=None,
                         followup_lease_until=None,
@@ -230,22 +187,22 @@ class FollowUpWorker:
                 token = str(uuid.uuid4())
                 await followups.update_row(
                     tx.conn,
-                    row["id"],
+                    n.id,
                     followup_lease_token=token,
                     followup_lease_until=now + self._lease,
                 )
-                recovered = row["followup_lease_token"] is not None
+                recovered = n.followup_lease_token is not None
                 step = decision.step
-                progress = Progress.of(row, step)
+                progress = Progress.of(n, step)
                 answers = progress.answers() if progress else {}
                 channels = tuple(
                     ch for ch in step.channels if ch not in answers or answers[ch].transient
                 )
-                claims.append(FollowUpClaim(row, token, step, recovered, channels or step.channels))
+                claims.append(FollowUpClaim(n, token, step, recovered, channels or step.channels))
         return claims, rescheduled
 
-    async def _close_stopped(self, tx: WriteTx, row: Row, now: datetime) -> None:
-        progress = Progress.of(row)
+    async def _close_stopped(self, tx: WriteTx, n: Notification, now: datetime) -> None:
+        progress = Progress.of(n)
         values: dict[str, Any] = {
             "followup_at": None,
             "followup_step": None,
@@ -253,31 +210,31 @@ class FollowUpWorker:
             "followup_lease_until": None,
         }
         if progress is None:  # nothing to close (the query takes no such row)
-            await followups.update_row(tx.conn, row["id"], **values)
+            await followups.update_row(tx.conn, n.id, **values)
             return
-        if row["followup_lease_token"] is not None:  # a call whose lease expired unsettled
+        if n.followup_lease_token is not None:  # a call whose lease expired unsettled
             progress = dataclasses.replace(progress, recovered=True)
-        timing, intent = timing_of(row)
-        step = _step_of(progress, timing)
+        timing, intent = timing_of(n)
+        step = step_of(progress, timing)
         decided = schedule.decide_step_attempt(
             channels=step.channels,
             answers=progress.answers(),
             attempts=progress.calls,
-            max_attempts=row["max_attempts"],
+            max_attempts=n.max_attempts,
             ack_pending=False,
             now=now,
-            deadline=row["deadline"] or now,
+            deadline=n.deadline or now,
             quiet=timing.quiet,
             intent=intent,
             rand=self._rand,
         )
         assert isinstance(decided, schedule.StepDecided)
         column = _COUNTER[step.kind]
-        values[column] = max(row[column], step.number)
+        values[column] = max(sent_count(n, step.kind), step.number)
         values["updated_at"] = now
-        await followups.update_row(tx.conn, row["id"], **values)
-        payload = _payload(step, progress, decided.outcome, lease_token=None)
-        await append(tx, [_event(row, _KIND_EVENT[step.kind], payload)], now)
+        await followups.update_row(tx.conn, n.id, **values)
+        payload = step_payload(step, progress, decided.outcome, lease_token=None)
+        await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
 
     async def deliver(self, claim: FollowUpClaim) -> None:
         try:
@@ -286,7 +243,7 @@ class FollowUpWorker:
             await self.settle(claim, sent)
         except Exception:
             # The lease expires and the step is recovered (and flagged) by a later claim.
-            log.exception("follow-up failed", extra={"notification_id": claim.row["id"]})
+            log.exception("follow-up failed", extra={"notification_id": claim.notification.id})
 
     async def _send(self, claim: FollowUpClaim, channel: str) -> Sent:
         if channel not in self._channels:
@@ -307,13 +264,13 @@ class FollowUpWorker:
         """Record this call of the step: retried later, or decided (its one event).
         False when its lease was lost (nothing but LEASE_LOST)."""
         now = self._clock()
-        row, step = claim.row, claim.step
-        results = {s.channel: _result(s.result) for s in sent}
+        n, step = claim.notification, claim.step
+        results = {s.channel: result_json(s.result) for s in sent}
         async with self._db.write() as tx:
-            current = await followups.leased(tx.conn, row["id"], claim.token, now)
+            current = await followups.leased(tx.conn, n.id, claim.token, now)
             if current is None:
                 lost: dict[str, Any] = {
-                    _NUMBER_FIELD[step.kind]: step.number,
+                    NUMBER_FIELD[step.kind]: step.number,
                     "follow_up": step.kind.value,
                     "channels": list(step.channels),
                     "results": list(results.values()),
@@ -321,7 +278,7 @@ class FollowUpWorker:
                     "due_time": step.at.isoformat(),
                     "provider_effect_may_have_occurred": True,
                 }
-                await append(tx, [_event(row, EventKind.LEASE_LOST, lost)], now)
+                await append(tx, [_event(n, EventKind.LEASE_LOST, lost)], now)
                 return False
             before = Progress.of(current, step)
             progress = Progress(
@@ -333,15 +290,15 @@ class FollowUpWorker:
                 claim.recovered or (before is not None and before.recovered),
             )
             timing, intent = timing_of(current)
-            pending = current["ack_status"] == AckStatus.PENDING
+            pending = current.ack_status == AckStatus.PENDING
             decision = schedule.decide_step_attempt(
                 channels=step.channels,
                 answers=progress.answers(),
                 attempts=progress.calls,
-                max_attempts=current["max_attempts"],
+                max_attempts=current.max_attempts,
                 ack_pending=pending,
                 now=now,
-                deadline=current["deadline"] or now,
+                deadline=current.deadline or now,
                 quiet=timing.quiet,
                 intent=intent,
                 rand=self._rand,
@@ -353,94 +310,52 @@ class FollowUpWorker:
             }
             if isinstance(decision, schedule.RetryStep):
                 values |= {"followup_step": progress.to_json(), "followup_at": decision.at}
-                await followups.settle(tx.conn, row["id"], claim.token, values)
+                await followups.settle(tx.conn, n.id, claim.token, values)
                 return True
             counters = {
-                "reminders_sent": current["reminders_sent"],
-                "escalations_sent": current["escalations_sent"],
+                "reminders_sent": current.reminders_sent,
+                "escalations_sent": current.escalations_sent,
             }
             column = _COUNTER[step.kind]
             counters[column] = max(counters[column], step.number)
             next_at = None
             if pending:
                 next_at = schedule.after_fired(
-                    delivered_at=current["delivered_at"],
+                    delivered_at=delivered_at(current),
                     timing=timing,
                     intent=intent,
                     **counters,
                 )
             values |= {**counters, "followup_at": next_at, "followup_step": None}
-            await followups.settle(tx.conn, row["id"], claim.token, values)
-            payload = _payload(step, progress, decision.outcome, lease_token=claim.token)
-            await append(tx, [_event(row, _KIND_EVENT[step.kind], payload)], now)
+            await followups.settle(tx.conn, n.id, claim.token, values)
+            payload = step_payload(step, progress, decision.outcome, lease_token=claim.token)
+            await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
         return True
 
 
-def _result(result: ChannelResult) -> dict[str, Any]:
-    return {
-        "success": result.success,
-        "retryable": result.retryable,
-        "message_id": result.message_id,
-        "error": result.error,
-        "retry_after_seconds": result.retry_after_seconds,
-    }
+def delivered_at(n: Notification) -> datetime:
+    """When a notification whose ack is PENDING was delivered (its ack starts then)."""
+    assert n.delivered_at is not None, "an ack is PENDING only once delivered"
+    return n.delivered_at
 
 
-def _step_of(progress: Progress, timing: schedule.Timing) -> schedule.Step:
-    """The step a stored progress belongs to (its channels, from the frozen policy)."""
-    if progress.kind == schedule.StepKind.REMINDER:
-        channels = timing.channels
-    else:
-        channels = timing.escalation[progress.number - 1].channels
-    return schedule.Step(progress.kind, progress.number, progress.due_time, channels)
-
-
-def _payload(
-    step: schedule.Step,
-    progress: Progress,
-    outcome: schedule.StepOutcome,
-    *,
-    lease_token: str | None,
-) -> dict[str, Any]:
-    """The step's one event: every channel's latest answer, the calls made, the decision."""
-    payload: dict[str, Any] = {
-        _NUMBER_FIELD[step.kind]: step.number,
-        "channels": list(step.channels),
-        "results": [
-            {"channel": ch, **_public(progress.results[ch])}
-            for ch in step.channels
-            if ch in progress.results
-        ],
-        "lease_token": lease_token,
-        "due_time": step.at.isoformat(),
-        "provider_effect_may_have_occurred": progress.recovered,
-        "attempts": progress.calls,
-        "decision": outcome.value,
-    }
-    return payload
-
-
-def _public(result: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: result.get(k) for k in ("success", "retryable", "message_id", "error")}
-
-
-def _event(row: Row, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
-    return NewEvent(row["id"], row["principal"], row["notification_type"], kind, payload)
+def _event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
+    return NewEvent(n.id, n.principal, n.notification_type, kind, payload)
 
 
 def _message(
     claim: FollowUpClaim, channel: str, links: ActionLinkService | None
 ) -> OutboundMessage:
-    row, step = claim.row, claim.step
+    n, step = claim.notification, claim.step
     label = "Reminder" if step.kind == schedule.StepKind.REMINDER else "Escalation step"
     make_links = None
-    if links is not None and row["require_ack"] and row["deadline"] is not None:
-        make_links = links.until(row["id"], row["deadline"])
+    if links is not None and n.require_ack and n.deadline is not None:
+        make_links = links.until(n.id, n.deadline)
     return outbound_message(
-        row,
+        n,
         attempt=step.number,
         # Stable across recoveries of this step, so providers can drop duplicates.
-        idempotency_token=f"{row['id']}:{channel}:{step.kind.value.lower()}:{step.number}",
+        idempotency_token=f"{n.id}:{channel}:{step.kind.value.lower()}:{step.number}",
         links=make_links,
         title_prefix=f"{label} {step.number}: ",
         follow_up=step.kind.value,

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import RowMapping
-
 from uns_server.aio import wait_event
 from uns_server.channels.base import ChannelResult, Settlement, UpdatableChannel
 from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain.records import MessageUpdate
 from uns_server.domain.retry import next_attempt_at
 from uns_server.services.message_updates import TOPIC_MESSAGE_UPDATES
 from uns_server.store import links, message_updates
@@ -72,12 +71,12 @@ class MessageUpdater:
         now = self._clock()
         async with self._db.write() as tx:
             claims = await message_updates.claim(tx.conn, now=now, limit=BATCH, lease=self._lease)
-        results = await asyncio.gather(*(self._send(row) for row, _ in claims))
+        results = await asyncio.gather(*(self._send(update) for update, _ in claims))
         done = retried = failed = lost = 0
         now = self._clock()
         async with self._db.write() as tx:
-            for (row, token), result in zip(claims, results, strict=True):
-                attempts = row["attempts"] + 1
+            for (update, token), result in zip(claims, results, strict=True):
+                attempts = update.attempts + 1
                 if result.success:
                     status, due = message_updates.DONE, None
                 elif result.retryable and attempts < MAX_ATTEMPTS:
@@ -92,7 +91,7 @@ class MessageUpdater:
                     status, due = message_updates.FAILED, None
                 ok = await message_updates.settle(
                     tx.conn,
-                    row["id"],
+                    update.id,
                     token,
                     status=status,
                     now=now,
@@ -110,21 +109,21 @@ class MessageUpdater:
                     log.warning(
                         "message update failed for good",
                         extra={
-                            "notification_id": row["notification_id"],
-                            "channel": row["channel"],
+                            "notification_id": update.notification_id,
+                            "channel": update.channel,
                             "error": result.error,
                         },
                     )
         return UpdateResult(done, retried, failed, lost)
 
-    async def _send(self, row: RowMapping) -> ChannelResult:
-        name = row["channel"]
+    async def _send(self, update: MessageUpdate) -> ChannelResult:
+        name = update.channel
         channel = self._channels.get(name) if name in self._channels else None
         if not isinstance(channel, UpdatableChannel):
             return ChannelResult.permanent(f"channel {name!r} is not configured for updates")
         try:
             async with asyncio.timeout(self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE):
-                return await channel.update(row["reference"], Settlement(**row["outcome"]))
+                return await channel.update(update.reference, Settlement(**update.outcome))
         except TimeoutError:
             return ChannelResult.transient("provider call timed out")
         except Exception as exc:  # an adapter bug must not lose the update

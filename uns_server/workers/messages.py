@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 from uns_server.channels.base import ActionLinks, OutboundMessage
 from uns_server.domain.enums import Priority
-from uns_server.store.pg import Row
+from uns_server.domain.records import Notification
 
 
 def outbound_message(
-    row: Row,
+    n: Notification,
     *,
     attempt: int,
     idempotency_token: str,
@@ -22,20 +22,20 @@ def outbound_message(
 ) -> OutboundMessage:
     """``links`` makes the Acknowledge/Dismiss links per recipient (None: the HTTP
     surface is off, or no answer is awaited)."""
-    doc = row["notification"]
+    doc = n.notification
     return OutboundMessage(
-        notification_id=row["id"],
-        notification_type=row["notification_type"],
+        notification_id=n.id,
+        notification_type=n.notification_type,
         intent=doc.get("intent") or "",
         title=f"{title_prefix}{doc['title']}",
         message=doc["message"],
-        source=row["source"],
+        source=n.source,
         priority=Priority(doc["effective"]["priority"]).value,
         correlation_id=doc.get("correlation_id", ""),
         metadata=doc.get("metadata") or {},
         attempt=attempt,
         idempotency_token=idempotency_token,
-        require_ack=bool(row["require_ack"]),
+        require_ack=n.require_ack,
         links=links,
         follow_up=follow_up,
         follow_up_number=follow_up_number,

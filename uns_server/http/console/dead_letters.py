@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from uns_server.domain.errors import UnsError
+from uns_server.domain.records import FailedSummary
 from uns_server.domain.validation import validate_notification_id
 from uns_server.http.console.context import VIA, Console
 from uns_server.http.console.render import render
@@ -49,7 +50,7 @@ class Checked:
     message: str = ""
 
 
-async def _bucket(c: Console, bucket: str) -> list[Any]:
+async def _bucket(c: Console, bucket: str) -> list[FailedSummary]:
     async with c.db.read() as conn:
         return await console.failed(conn, dead_letter=BUCKETS[bucket], limit=BUCKET_MAX)
 
@@ -61,7 +62,7 @@ async def triage(request: web.Request, session: Session, c: Console) -> web.Stre
         raise web.HTTPNotFound()
     rows = await _bucket(c, bucket)
     groups = group_by(rows, by)
-    by_id = {r["id"]: r for r in rows}
+    by_id = {r.id: r for r in rows}
     return render(
         request,
         "dead_letters.html",

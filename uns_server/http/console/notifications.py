@@ -98,12 +98,12 @@ async def detail(
         return render(request, "error.html", status=404, title="Not found", reason=exc.message)
     async with c.db.read() as conn:
         high_water = await event_store.high_water(conn)
-        timeline = await console.notification_events(conn, row["id"], TIMELINE_MAX)
-        ack_records = await audit.ack_records(conn, row["id"], offset=0, limit=100)
-    attempts = [e for e in timeline if e["kind"] == EventKind.CHANNEL_ATTEMPT_RESULT]
-    doc = row["notification"]
-    dead = row["status"] == Status.FAILED and row["dead_letter"]
-    pending_ack = row["ack_status"] == AckStatus.PENDING
+        timeline = await console.notification_events(conn, row.id, TIMELINE_MAX)
+        ack_records = await audit.ack_records(conn, row.id, offset=0, limit=100)
+    attempts = [e for e in timeline if e.kind == EventKind.CHANNEL_ATTEMPT_RESULT]
+    doc = row.notification
+    dead = row.status == Status.FAILED and row.dead_letter
+    pending_ack = row.ack_status == AckStatus.PENDING
     actions = [a for a, on in (("replay", dead), ("resolve", dead)) if on]
     if pending_ack:
         actions += ["ack", "dismiss"]
@@ -111,18 +111,18 @@ async def detail(
         request,
         "notification.html",
         status=status,
-        title=doc.get("title") or row["id"],
+        title=doc.get("title") or row.id,
         row=row,
         doc=doc,
         effective=doc.get("effective", {}),
-        timeline=[(e, summary(e["kind"], e["payload"])) for e in timeline],
+        timeline=[(e, summary(e.kind, e.payload)) for e in timeline],
         attempts=attempts,
         ack_records=ack_records,
-        error_class=error_class(row_error(row)) if row["status"] == Status.FAILED else "",
+        error_class=error_class(row_error(row)) if row.status == Status.FAILED else "",
         actions=[(a, ACTIONS[a]) for a in actions],
         # The live timeline resumes after the last event shown (sequences are allocated
         # in commit order, so nothing of this notification's can fall in between).
-        after=max((e["sequence"] for e in timeline), default=high_water),
+        after=max((e.sequence for e in timeline), default=high_water),
         problem=problem,
         done=request.query.get("done", ""),
     )
@@ -152,7 +152,7 @@ async def act(request: web.Request, session: Session, form: Any, c: Console) -> 
         else:
             row = await c.queries.get(session.principal, nid)
             await c.acks.answer(
-                row["id"],
+                row.id,
                 actor=session.principal.name,
                 via=VIA,
                 dismiss=what == "dismiss",

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from aiohttp import web
 
 from uns_server.domain.enums import EventKind, Status
+from uns_server.domain.records import RecentEvent
 from uns_server.http.console.charts import Series, bar_chart, minute_buckets
 from uns_server.http.console.context import Console
 from uns_server.http.console.render import render
@@ -61,40 +61,38 @@ class Recent:
 HEALTH_KINDS = (EventKind.ACCEPTED, EventKind.CHANNEL_ATTEMPT_RESULT, EventKind.DELIVERY_RESULT)
 
 
-def _delivered(r: Any) -> bool:
-    return bool(r["kind"] == EventKind.DELIVERY_RESULT and r["status"] == Status.DELIVERED)
+def _delivered(r: RecentEvent) -> bool:
+    return bool(r.kind == EventKind.DELIVERY_RESULT and r.status == Status.DELIVERED)
 
 
-def unmatched(rows: list[Any]) -> list[str]:
+def unmatched(rows: list[RecentEvent]) -> list[str]:
     """Delivered notifications whose ACCEPTED event is older than the window (a retry
     long after the accept): their ``created_at`` is read by primary key."""
-    accepted = {r["notification_id"] for r in rows if r["kind"] == EventKind.ACCEPTED}
-    return [
-        r["notification_id"] for r in rows if _delivered(r) and r["notification_id"] not in accepted
-    ]
+    accepted = {r.notification_id for r in rows if r.kind == EventKind.ACCEPTED}
+    return [r.notification_id for r in rows if _delivered(r) and r.notification_id not in accepted]
 
 
-def digest(rows: list[Any], created: dict[str, datetime]) -> Recent:
+def digest(rows: list[RecentEvent], created: dict[str, datetime]) -> Recent:
     """Rows of ``console.recent_events`` (the payload's fields already taken out);
     a delivery's latency from its ACCEPTED event in the window, else ``created``."""
     recent = Recent()
-    accepted = {r["notification_id"]: r["at"] for r in rows if r["kind"] == EventKind.ACCEPTED}
+    accepted = {r.notification_id: r.at for r in rows if r.kind == EventKind.ACCEPTED}
     for r in rows:
-        if r["kind"] == EventKind.CHANNEL_ATTEMPT_RESULT:
-            name = r["channel"] or "?"
+        if r.kind == EventKind.CHANNEL_ATTEMPT_RESULT:
+            name = r.channel or "?"
             h = recent.channels.setdefault(name, ChannelHealth(name))
             h.attempts += 1
-            if r["success"]:
+            if r.success:
                 h.successes += 1
-                h.last_success_at = r["at"]
+                h.last_success_at = r.at
             else:
-                h.last_error = r["error"] or "unknown error"
-                h.last_error_at = r["at"]
+                h.last_error = r.error or "unknown error"
+                h.last_error_at = r.at
         elif _delivered(r):
-            recent.delivered.append((r["at"], 1.0))
-            start = accepted.get(r["notification_id"]) or created.get(r["notification_id"])
+            recent.delivered.append((r.at, 1.0))
+            start = accepted.get(r.notification_id) or created.get(r.notification_id)
             if start is not None:
-                recent.latency.append((r["at"], (r["at"] - start).total_seconds()))
+                recent.latency.append((r.at, (r.at - start).total_seconds()))
     return recent
 
 

@@ -94,22 +94,22 @@ class Sessions:
         id_hash = _digest(session_id)
         now = self._clock()
         async with self._db.read() as conn:
-            row = await console_sessions.by_hash(conn, id_hash)
-        if row is None:
+            stored = await console_sessions.by_hash(conn, id_hash)
+        if stored is None:
             return None
-        principal = await self._auth.by_digest(row["key_hash"])
+        principal = await self._auth.by_digest(stored.key_hash)
         if (
-            row["expires_at"] <= now
-            or row["last_seen_at"] + self.idle <= now
+            stored.expires_at <= now
+            or stored.last_seen_at + self.idle <= now
             or principal is None
             or Role.OPERATOR not in principal.roles
         ):
             await self.sign_out(session_id)
             return None
-        if touch and now - row["last_seen_at"] >= TOUCH_EVERY:
+        if touch and now - stored.last_seen_at >= TOUCH_EVERY:
             async with self._db.write() as tx:
                 await console_sessions.touch(tx.conn, id_hash, now)
-        return Session(id_hash, principal, row["csrf_token"], row["expires_at"])
+        return Session(id_hash, principal, stored.csrf_token, stored.expires_at)
 
     async def sign_out(self, session_id: str) -> None:
         async with self._db.write() as tx:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 _VARYING = re.compile(r"\b[0-9a-f]{8,}\b|\d+(\.\d+)?")
 ERROR_CLASS_MAX_CHARS = 80
@@ -24,8 +25,22 @@ def error_class(message: str | None) -> str:
     return cls[:ERROR_CLASS_MAX_CHARS]
 
 
-def row_error(row: Mapping[Any, Any]) -> str | None:
-    outcome = row.get("outcome") or {}
+class Failed(Protocol):
+    """What triage reads of a failed notification (a ``FailedSummary`` or a
+    ``Notification``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def notification_type(self) -> str: ...
+    @property
+    def outcome(self) -> Mapping[str, Any]: ...
+    @property
+    def created_at(self) -> datetime: ...
+
+
+def row_error(row: Failed) -> str | None:
+    outcome = row.outcome or {}
     value = outcome.get("error_message") if isinstance(outcome, Mapping) else None
     return str(value) if value else None
 
@@ -34,16 +49,16 @@ def row_error(row: Mapping[Any, Any]) -> str | None:
 class Group:
     key: str
     ids: list[str] = field(default_factory=list)
-    newest: Any = None
+    newest: datetime | None = None
 
 
-def group_by(rows: Iterable[Mapping[Any, Any]], by: str) -> list[Group]:
+def group_by(rows: Iterable[Failed], by: str) -> list[Group]:
     """Groups (largest first) of ``rows`` by ``type`` or by ``error`` class."""
     groups: dict[str, Group] = {}
     for row in rows:
-        key = row["notification_type"] if by == "type" else error_class(row_error(row))
+        key = row.notification_type if by == "type" else error_class(row_error(row))
         g = groups.setdefault(key, Group(key))
-        g.ids.append(row["id"])
-        if g.newest is None or row["created_at"] > g.newest:
-            g.newest = row["created_at"]
+        g.ids.append(row.id)
+        if g.newest is None or row.created_at > g.newest:
+            g.newest = row.created_at
     return sorted(groups.values(), key=lambda g: (-len(g.ids), g.key))

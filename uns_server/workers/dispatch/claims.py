@@ -1,0 +1,76 @@
+"""What a claim hands a delivery (``Claim``), what one provider call answered
+(``Attempt``), and the events a claim commits before any provider I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from uns_server.channels.base import ChannelResult
+from uns_server.domain.enums import EventKind
+from uns_server.domain.records import Notification
+from uns_server.store.events import NewEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One leased leader on its way to the providers. ``attempt``/``cycle_attempt`` are
+    the numbers ``lifecycle.decide_claim`` gave this attempt."""
+
+    notification: Notification  # as before the claim (a recovered lease shows its token)
+    token: str  # the fencing token every settlement presents
+    attempt: int
+    cycle_attempt: int
+    channels: tuple[str, ...]  # still to deliver in this cycle
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What one channel answered to one provider call."""
+
+    channel: str
+    result: ChannelResult
+    observed_at: datetime
+
+
+def attempt_base(claim: Claim) -> dict[str, Any]:
+    """The attempt numbers every event of one attempt carries."""
+    return {
+        "attempt": claim.attempt,
+        "cycle": claim.notification.cycle,
+        "cycle_attempt": claim.cycle_attempt,
+    }
+
+
+def remaining_channels(n: Notification) -> tuple[str, ...]:
+    """The notification's channels that have not accepted it in this cycle."""
+    done = set(n.outcome.get("channels_succeeded", []))
+    return tuple(ch for ch in n.notification["effective"]["channels"] if ch not in done)
+
+
+def claim_events(claim: Claim, *, recovered: bool) -> list[NewEvent]:
+    """What a claim commits before any provider I/O: ATTEMPT_STARTED, and one
+    CHANNEL_ATTEMPT_STARTED per channel still to deliver."""
+    n = claim.notification
+    base = attempt_base(claim)
+    started = event(
+        n, EventKind.ATTEMPT_STARTED, {**base, "recovery_may_repeat_provider_effect": recovered}
+    )
+    return [started] + [
+        event(
+            n,
+            EventKind.CHANNEL_ATTEMPT_STARTED,
+            {
+                **base,
+                "channel": ch,
+                "lease_token": claim.token,
+                "provider_effect_may_have_occurred": True,
+            },
+        )
+        for ch in claim.channels
+    ]
+
+
+def event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
+    return NewEvent(n.id, n.principal, n.notification_type, kind, payload)

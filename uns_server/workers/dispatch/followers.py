@@ -1,0 +1,124 @@
+"""Followers of a settled leader (seed 000 §1.1): a delivered leader satisfies its
+pending followers (DEDUPLICATED) and extends its dedup window; an exhausted leader
+hands its obligation to its first pending follower (promoted, the others relinked to
+it) or else to a newer active owner of its dedup key (``lifecycle.decide_hand_off``).
+Each runs inside the leader's settle transaction, and appends its events to
+``new_events`` for that transaction to commit."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from uns_server.domain import lifecycle
+from uns_server.domain.enums import EventKind, Status
+from uns_server.domain.records import Notification
+from uns_server.store import dispatch, notifications
+from uns_server.store.db import TOPIC_WORK, WriteTx
+from uns_server.store.events import NewEvent
+from uns_server.workers.dispatch.claims import event
+
+
+async def after_settle(
+    tx: WriteTx,
+    status: Status | None,
+    leader: Notification,
+    now: datetime,
+    new_events: list[NewEvent],
+) -> None:
+    """Followers of a leader just settled to ``status``: satisfied by its delivery, or
+    handed its obligation when it failed."""
+    if status == Status.DELIVERED:
+        await satisfy_followers(tx, leader, now, new_events)
+    elif status == Status.FAILED:
+        await hand_off(tx, leader, now, new_events)
+
+
+async def satisfy_followers(
+    tx: WriteTx, leader: Notification, now: datetime, new_events: list[NewEvent]
+) -> None:
+    if leader.dedup_key is None:
+        return
+    window = int(leader.notification["effective"]["dedup_window_seconds"])
+    await notifications.update_dedup_window(
+        tx.conn, leader.dedup_key, owner_id=leader.id, until=now + timedelta(seconds=window)
+    )
+    followers = await dispatch.pending_followers(tx.conn, leader.id)
+    await dispatch.update_rows(
+        tx.conn, [f.id for f in followers], status=Status.DEDUPLICATED.value, updated_at=now
+    )
+    new_events.extend(
+        event(
+            f,
+            EventKind.DEDUP_SATISFIED,
+            {
+                "previous_owner_id": leader.id,
+                "owner_id": leader.id,
+                "generation": f.dedup_generation,
+            },
+        )
+        for f in followers
+    )
+
+
+async def hand_off(
+    tx: WriteTx, leader: Notification, now: datetime, new_events: list[NewEvent]
+) -> None:
+    """The exhausted leader's obligation passes to its first pending follower, or
+    else to a newer active owner of its dedup key (``lifecycle.decide_hand_off``)."""
+    followers = await dispatch.pending_followers(tx.conn, leader.id)
+    owner = None
+    if not followers and leader.dedup_key is not None:
+        owner = await _window_owner(tx, leader.dedup_key)
+    decision = lifecycle.decide_hand_off(
+        leader_id=leader.id,
+        leader_generation=leader.dedup_generation,
+        pending_followers=[lifecycle.Follower(f.id, _generation(f)) for f in followers],
+        window_owner=owner,
+        now=now,
+    )
+    if decision is None:
+        return
+    await dispatch.update_rows(tx.conn, [leader.id], dedup_successor_id=decision.successor_id)
+    new_events.append(
+        event(
+            leader,
+            EventKind.OBLIGATION_HANDED_OFF,
+            {"successor_id": decision.successor_id, "generation": decision.generation},
+        )
+    )
+    if not decision.promoted:  # the newer owner already leads its own window
+        return
+    successor, rest = followers[0], followers[1:]
+    await dispatch.update_rows(
+        tx.conn, [successor.id], dedup_owner_id=None, next_attempt=now, updated_at=now
+    )
+    await dispatch.update_rows(
+        tx.conn, list(decision.relinked), dedup_owner_id=successor.id, updated_at=now
+    )
+    if leader.dedup_key is not None:  # always, for a leader with followers
+        await notifications.update_dedup_window(tx.conn, leader.dedup_key, owner_id=successor.id)
+    link = {
+        "previous_owner_id": leader.id,
+        "owner_id": successor.id,
+        "generation": decision.generation,
+    }
+    new_events.append(event(successor, EventKind.DEDUP_OWNER_PROMOTED, link))
+    new_events.extend(event(f, EventKind.DEDUP_RELINKED, link) for f in rest)
+    tx.signal(TOPIC_WORK)
+
+
+async def _window_owner(tx: WriteTx, dedup_key: str) -> lifecycle.DedupOwner | None:
+    """The current owner of a dedup window (the window locked, as intake locks it)."""
+    found = await dispatch.window_owner(tx.conn, dedup_key)
+    if found is None:
+        return None
+    window, owner = found
+    if owner.dedup_generation is None:
+        return None
+    return lifecycle.DedupOwner(owner.id, owner.status, owner.dedup_generation, window.until)
+
+
+def _generation(follower: Notification) -> int:
+    # Intake gives every row of a dedup key a generation (a follower joins its owner's).
+    assert follower.dedup_generation is not None, "a follower without a dedup generation"
+    return follower.dedup_generation

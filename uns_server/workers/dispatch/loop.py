@@ -1,0 +1,275 @@
+"""The claiming loop: ``Dispatcher`` keeps up to ``concurrency`` deliveries in flight,
+claiming due leaders in batches (``store.dispatch.claim``, asking
+``lifecycle.decide_claim`` about each), and takes the leases intake hands over
+(``reserve``, ``lease_new``, ``hand_over``). Each claim is delivered by ``Sender`` and
+settled by ``Settlement`` (see the package docstring for the whole attempt)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from uns_server.aio import wait_event
+from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain import lifecycle
+from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, phased
+from uns_server.observability.telemetry import Telemetry
+from uns_server.services.action_links import ActionLinkService
+from uns_server.store import dispatch, records
+from uns_server.store.db import TOPIC_WORK, Database
+from uns_server.store.events import NewEvent, append
+from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
+from uns_server.workers.dispatch.sending import Sender
+from uns_server.workers.dispatch.settlement import Settled, Settlement
+from uns_server.workers.supervision import Supervision
+
+log = logging.getLogger("uns.dispatch")
+Clock = Callable[[], datetime]
+
+# A wake-up that brings no sign of new due work (a delivery finished, freeing a slot)
+# claims only if the last claim is this old. This bounds how late a retry that fell due
+# meanwhile is picked up while deliveries are in flight.
+QUIET_RECLAIM_SECONDS = 0.05
+# This worker's name in ``Supervision`` (repeated claim faults turn health NOT_SERVING).
+SUPERVISED_NAME = "dispatch"
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        db: Database,
+        channels: ChannelRegistry,
+        clock: Clock,
+        *,
+        lease_seconds: float,
+        batch_size: int,
+        concurrency: int,
+        idle_poll_seconds: float,
+        rand: Callable[[], float] = random.random,
+        telemetry: Telemetry | None = None,
+        supervision: Supervision | None = None,
+        links: ActionLinkService | None = None,
+    ) -> None:
+        self._db = db
+        self._channels = channels
+        self._clock = clock
+        self._lease = timedelta(seconds=lease_seconds)
+        self._batch = batch_size
+        self._concurrency = concurrency
+        self._idle_poll = idle_poll_seconds
+        # While deliveries are in flight, claim again once this many slots are free.
+        self._refill_at = max(1, min(batch_size, concurrency) // 2)
+        self._supervision = supervision or Supervision()
+        telemetry = telemetry or Telemetry.disabled()
+        # Deliveries that finish while a settle transaction is in flight settle
+        # together in the next one.
+        self.settlement = Settlement(db, clock, rand=rand, metrics=telemetry.metrics)
+        self._sender = Sender(
+            channels,
+            clock,
+            self.settlement,
+            lease=self._lease,
+            tracer=telemetry.tracer,
+            metrics=telemetry.metrics,
+            links=links,
+        )
+        self._wake = asyncio.Event()
+        # Work signals (commits that made work due, here or in another process) counted,
+        # and how many of them the last claim's query could see: a signal that came
+        # before the claim looked is covered by it, one after may not be.
+        self._signals = 0
+        self._signals_seen = -1
+        self._last_claim = 0.0
+        self._more_due = True  # the last claim was full (or failed): claim again
+        self._stopping = asyncio.Event()
+        self._running = False
+        self._inflight: set[asyncio.Task[None]] = set()
+        # Slots promised to callers that lease new rows themselves (``reserve``).
+        self._reserved = 0
+        db.on_commit(TOPIC_WORK, self.wake)
+
+    def wake(self) -> None:
+        """Due work may have appeared: claim at the next chance."""
+        self._signals += 1
+        self._wake.set()
+
+    def _claim_worthwhile(self) -> bool:
+        return (
+            self._more_due
+            or self._signals != self._signals_seen
+            or time.monotonic() - self._last_claim >= QUIET_RECLAIM_SECONDS
+        )
+
+    async def run_once(self, limit: int | None = None) -> int:
+        """Claim one batch and deliver it to completion; returns how many were claimed."""
+        claims = await self.claim(limit or self._batch)
+        await asyncio.gather(*(self.deliver(c) for c in claims))
+        return len(claims)
+
+    def stop(self) -> None:
+        """Claim nothing more; ``run`` returns once in-flight deliveries have settled.
+        (Cancelling instead could interrupt a transaction half-way — on SQLite that
+        can leave the write lock held by a connection nobody returns.)"""
+        self._stopping.set()
+        self._wake.set()
+
+    def reserve(self, wanted: int) -> int:
+        """Up to ``wanted`` delivery slots for leaders that the caller (intake) leases
+        in the transaction that inserts them (``lease_new``), which saves their claim
+        transaction. Every reservation ends in ``hand_over``, committed or not. None
+        unless ``run`` is delivering."""
+        if not self._running or self._stopping.is_set():
+            return 0
+        granted = max(0, min(wanted, self._concurrency - len(self._inflight) - self._reserved))
+        self._reserved += granted
+        return granted
+
+    def can_deliver(self, row: Mapping[str, Any]) -> bool:
+        """Is every channel of this leader (a row intake is about to insert) configured
+        here? (Work for a channel this replica lacks is left to a replica that has it,
+        never failed here.)"""
+        return all(ch in self._channels for ch in row["notification"]["effective"]["channels"])
+
+    def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Claim, list[NewEvent]]:
+        """Lease a leader about to be inserted, as a claim would: its first attempt.
+        Sets the row's lease columns; returns the claim and the events to commit with
+        the row (ATTEMPT_STARTED and one CHANNEL_ATTEMPT_STARTED per channel)."""
+        accepted = records.notification(row)  # as inserted, before this lease
+        claim = Claim(accepted, str(uuid.uuid4()), 1, 1, remaining_channels(accepted))
+        row |= {
+            "lease_token": claim.token,
+            "lease_until": now + self._lease,
+            "attempts": 1,
+            "cycle_attempts": 1,
+        }
+        return claim, claim_events(claim, recovered=False)
+
+    def hand_over(self, reserved: int, claims: Sequence[Claim]) -> None:
+        """Release ``reserved`` slots and deliver ``claims`` (leased by a committed
+        transaction; none if it failed)."""
+        self._reserved -= reserved
+        self._wake.set()
+        if not self._running:  # cancelled meanwhile: the leases expire and are recovered
+            return
+        for claim in claims:
+            self._spawn(claim)
+
+    def _spawn(self, claim: Claim) -> None:
+        task = asyncio.create_task(self._deliver_logged(claim))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        task.add_done_callback(lambda _t: self._wake.set())
+
+    @phased(DISPATCH_LOOP)
+    async def run(self) -> None:
+        """Keep up to ``concurrency`` deliveries in flight until stopped (or cancelled)."""
+        inflight = self._inflight
+        self._running = True
+        try:
+            while not self._stopping.is_set():
+                self._wake.clear()
+                free = self._concurrency - len(inflight) - self._reserved
+                claims: list[Claim] = []
+                # Refill in batches, not one slot per finished delivery: a claim (and the
+                # settlement of what it claimed) costs about the same for 1 row as for 8.
+                if (
+                    free > 0
+                    and (not inflight or free >= self._refill_at)
+                    and self._claim_worthwhile()
+                ):
+                    limit = min(free, self._batch)
+                    try:
+                        claims = await self.claim(limit)
+                        self._more_due = len(claims) == limit
+                        self._supervision.succeeded(SUPERVISED_NAME)
+                    except Exception:
+                        self._more_due = True
+                        self._supervision.failed(SUPERVISED_NAME)
+                        log.exception("claim failed; retrying after the idle poll interval")
+                for c in claims:
+                    self._spawn(c)
+                if claims and self._more_due:
+                    continue  # there may be more due work right now
+                if not await self._sleep(bool(inflight)):
+                    self._more_due = True  # timed out: something may have fallen due
+            # Leases handed over by transactions still committing: deliver them too.
+            while self._reserved:
+                self._wake.clear()
+                await wait_event(self._wake, self._idle_poll)
+            await asyncio.gather(*inflight, return_exceptions=True)
+        finally:
+            self._running = False
+            for task in inflight:
+                task.cancel()
+            await asyncio.gather(*inflight, return_exceptions=True)
+            await self.settlement.close()
+
+    async def _sleep(self, busy: bool) -> bool:
+        """Wait for a wake-up (True) or until the next due time or idle poll (False)."""
+        timeout = self._idle_poll
+        if not busy:
+            try:
+                async with self._db.read() as conn:
+                    due = await dispatch.next_due_at(conn, self._channels.names())
+                if due is not None:
+                    timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
+            except Exception:
+                self._supervision.failed(SUPERVISED_NAME)
+                log.exception("next-due query failed")
+        return await wait_event(self._wake, timeout)
+
+    @phased(ATTEMPT)  # the task of each spawned delivery
+    async def _deliver_logged(self, claim: Claim) -> None:
+        try:
+            await self.deliver(claim)
+        except Exception:
+            # The lease expires and another attempt recovers the row.
+            log.exception("delivery failed", extra={"notification_id": claim.notification.id})
+
+    @phased(CLAIM)
+    async def claim(self, limit: int) -> list[Claim]:
+        now = self._clock()
+        claims: list[Claim] = []
+        async with self._db.write() as tx:
+            self._signals_seen, self._last_claim = self._signals, time.monotonic()
+            leases = await dispatch.claim(
+                tx.conn, now=now, limit=limit, lease=self._lease, channels=self._channels.names()
+            )
+            new_events: list[NewEvent] = []
+            exhausted: list[Settled] = []
+            for leased in leases:
+                n = leased.notification
+                decision = lifecycle.decide_claim(
+                    attempts=n.attempts,
+                    cycle_attempts=n.cycle_attempts,
+                    max_attempts=n.max_attempts,
+                    recovered=leased.recovered,
+                    delivery_mode=n.delivery_mode,
+                )
+                claim = Claim(
+                    n,
+                    leased.lease_token,
+                    decision.attempt,
+                    decision.cycle_attempt,
+                    remaining_channels(n),
+                )
+                if isinstance(decision, lifecycle.SettleExhausted):
+                    settled = await self.settlement.settle_exhausted(tx, claim, decision, now)
+                    exhausted.append(settled)
+                    continue
+                claims.append(claim)
+                new_events += claim_events(claim, recovered=decision.recovered)
+            await append(tx, [*new_events, *(e for s in exhausted for e in s.events())], now)
+        for s in exhausted:
+            self.settlement.count(s, now)
+        return claims
+
+    async def deliver(self, claim: Claim) -> None:
+        """Send one claim to its channels and settle the answers."""
+        await self._sender.deliver(claim)

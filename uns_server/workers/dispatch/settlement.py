@@ -1,0 +1,361 @@
+"""Settlement: record what the providers answered, fenced by the lease token.
+
+Deliveries that finish while a settle transaction is in flight are settled together
+in the next one (``submit``; one row lock query, one executemany per kind of update,
+one audit insert, one events append). Fencing stays per row: a row whose lease was
+lost gets LEASE_LOST while the others in the batch settle. The domain decides each
+row's move (``lifecycle.decide_settlement``); this records it, with the followers'
+part (``followers``). A claim whose interrupted attempt was the cycle's last is
+settled here too, inside the claim's transaction (``settle_exhausted``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from uns_server.batching import GroupCommit
+from uns_server.domain import lifecycle, schedule
+from uns_server.domain.enums import EventKind, Status
+from uns_server.domain.records import Notification
+from uns_server.observability.metrics import Metrics
+from uns_server.observability.phases import SETTLE, phased
+from uns_server.store import audit, dispatch
+from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
+from uns_server.store.events import NewEvent, append
+from uns_server.workers.dispatch.claims import Attempt, Claim, attempt_base, event
+from uns_server.workers.dispatch.followers import after_settle
+from uns_server.workers.dispatch.references import provider_refs, reference_payload
+
+log = logging.getLogger("uns.dispatch")
+
+# How long a worker keeps trying to record a provider's answer while the database is
+# unreachable (past it, the lease expires and the attempt is recovered as usual).
+SETTLE_RETRY_SECONDS_MAX = 120.0
+SETTLE_RETRY_DELAY_SECONDS = 0.25
+SETTLE_RETRY_DELAY_SECONDS_MAX = 5.0
+# Most deliveries settled in one transaction (the rest wait for the next one).
+SETTLE_BATCH_MAX = 64
+
+Item = tuple[Claim, Sequence[Attempt]]
+
+
+@dataclass
+class Settled:
+    """One delivery's part of a settle transaction."""
+
+    claim: Claim
+    base: dict[str, Any]
+    leased: Notification | None = None  # as locked to settle; None when the lease was lost
+    status: Status | None = None
+    dead_letter: bool = False
+    results: list[NewEvent] = field(default_factory=list)
+    followers: list[NewEvent] = field(default_factory=list)
+    final: NewEvent | None = None  # DELIVERY_RESULT or LEASE_LOST
+
+    def events(self) -> list[NewEvent]:
+        return [*self.results, *self.followers, *([self.final] if self.final else [])]
+
+
+class Settlement:
+    def __init__(
+        self,
+        db: Database,
+        clock: Callable[[], datetime],
+        *,
+        rand: Callable[[], float],
+        metrics: Metrics,
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._rand = rand
+        self._metrics = metrics
+        self._committer: GroupCommit[Item, Status | None] = GroupCommit(
+            self.settle_many_durably, max_batch=SETTLE_BATCH_MAX
+        )
+
+    async def submit(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
+        """Record the delivery's outcome, in one transaction with every other delivery
+        that finishes while the previous settle transaction is in flight. The new
+        status, or None when the lease was lost."""
+        status, _batch_size = await self._committer.submit((claim, attempts))
+        return status
+
+    async def close(self) -> None:
+        await self._committer.close()
+
+    @phased(SETTLE)
+    async def settle_many_durably(self, items: Sequence[Item]) -> list[Status | Exception | None]:
+        """Settle many deliveries in one transaction, retried while the database is
+        unreachable: the providers have answered, and their answers must be recorded
+        (seed 004: retry only the database write, never the provider call). A retry
+        first checks whether an earlier try committed after all (its acknowledgement
+        lost), so nothing is recorded twice. One result per item: its status (None:
+        the lease was lost), or the exception that settling it alone raised (a batch
+        that fails for any other reason than an unreachable database is retried one
+        delivery per transaction, so one bad row cannot hold back the others)."""
+        delay = SETTLE_RETRY_DELAY_SECONDS
+        give_up = time.monotonic() + SETTLE_RETRY_SECONDS_MAX
+        results: dict[int, Status | Exception | None] = {}
+        todo = list(range(len(items)))
+        retrying = False
+        while True:
+            try:
+                if retrying:
+                    todo = await self._not_settled_before(items, todo, results)
+                if todo:
+                    statuses = await self.settle_batch([items[i] for i in todo])
+                    results.update(zip(todo, statuses, strict=True))
+                return [results[i] for i in range(len(items))]
+            except Exception as exc:
+                unreachable = is_unreachable(exc)
+                if unreachable and time.monotonic() < give_up:
+                    log.warning(
+                        "database unreachable while settling; retrying",
+                        extra={
+                            "notification_ids": [items[i][0].notification.id for i in todo],
+                            "retry_in_seconds": delay,
+                        },
+                    )
+                elif len(todo) > 1 and not unreachable:
+                    # Not committed (the transaction raised before or at COMMIT); unless
+                    # its acknowledgement was lost, so check like an unreachable retry.
+                    log.warning("batched settlement failed; settling one by one", exc_info=True)
+                    todo = await self._not_settled_before(items, todo, results)
+                    for i in todo:
+                        try:
+                            [results[i]] = await self.settle_many_durably([items[i]])
+                        except Exception as one:
+                            results[i] = one
+                    return [results[i] for i in range(len(items))]
+                else:
+                    raise
+            retrying = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, SETTLE_RETRY_DELAY_SECONDS_MAX)
+
+    async def _not_settled_before(
+        self,
+        items: Sequence[Item],
+        todo: Sequence[int],
+        results: dict[int, Status | Exception | None],
+    ) -> list[int]:
+        """Of ``todo``, the items whose settlement has not committed; the others get
+        their current status in ``results``."""
+        async with self._db.read() as conn:
+            recorded = await dispatch.results_recorded_for(
+                conn, [(items[i][0].notification.id, items[i][0].token) for i in todo]
+            )
+        remaining = []
+        for i in todo:
+            claim = items[i][0]
+            if claim.token in recorded:
+                results[i] = await self._status_now(claim)
+            else:
+                remaining.append(i)
+        return remaining
+
+    async def _status_now(self, claim: Claim) -> Status | None:
+        async with self._db.read() as conn:
+            return await dispatch.status_of(conn, claim.notification.id)
+
+    async def settle_batch(self, items: Sequence[Item]) -> list[Status | None]:
+        """Commit the outcomes of many deliveries in one transaction; per item, the new
+        status, or None when its lease was lost. Fencing is per row: a row whose lease
+        was lost gets LEASE_LOST and the others still settle."""
+        now = self._clock()
+        settled: list[Settled] = []
+        async with self._db.write() as tx:
+            current = await dispatch.leased_many(
+                tx.conn, [(claim.notification.id, claim.token) for claim, _ in items], now
+            )
+            updates: list[tuple[str, str, dict[str, Any]]] = []
+            audits: list[dict[str, Any]] = []
+            for claim, attempts in items:
+                s = Settled(claim, attempt_base(claim))
+                s.results = [_result_event(s, a) for a in attempts]
+                leased = current.get(claim.notification.id)
+                if leased is not None and leased.lease_token != claim.token:
+                    leased = None  # a later attempt on the same row holds the lease
+                if leased is None:
+                    s.final = event(
+                        claim.notification,
+                        EventKind.LEASE_LOST,
+                        {
+                            "lease_token": claim.token,
+                            "attempt": claim.attempt,
+                            "provider_effect_may_have_occurred": True,
+                        },
+                    )
+                else:
+                    s.leased = leased
+                    values = self._decide(tx, leased, claim, attempts, s, now)
+                    refs = provider_refs(leased, claim, attempts)
+                    if refs is not None:
+                        values["provider_refs"] = refs
+                    updates.append((leased.id, claim.token, values))
+                    audits.append(
+                        audit.delivery_record(
+                            leased,
+                            status=values["status"],
+                            outcome=values["outcome"],
+                            delivered_at=values.get("delivered_at"),
+                            now=now,
+                        )
+                    )
+                settled.append(s)
+            check_fenced(await dispatch.settle_many(tx.conn, updates), len(updates))
+            for s in settled:
+                if s.leased is not None and s.status is not None:
+                    await after_settle(tx, s.status, s.leased, now, s.followers)
+            await audit.insert_deliveries(tx.conn, audits)
+            await append(tx, [e for s in settled for e in s.events()], now)
+        # Committed: count each outcome where it was decided.
+        for s in settled:
+            self.count(s, now)
+        return [s.status for s in settled]
+
+    def count(self, s: Settled, now: datetime) -> None:
+        n = s.claim.notification
+        self._metrics.settled(
+            s.status,
+            dead_letter=s.dead_letter,
+            delivery_mode=n.delivery_mode,
+            followers_deduplicated=sum(e.kind == EventKind.DEDUP_SATISFIED for e in s.followers),
+            accept_to_settle_seconds=(now - n.created_at).total_seconds(),
+        )
+
+    def _decide(
+        self,
+        tx: WriteTx,
+        n: Notification,
+        claim: Claim,
+        attempts: Sequence[Attempt],
+        s: Settled,
+        now: datetime,
+    ) -> dict[str, Any]:
+        """The new column values of a row whose lease is still held: the domain
+        decides (``lifecycle.decide_settlement``), this records it."""
+        effective = n.notification["effective"]
+        settling = lifecycle.Settling(
+            channels=tuple(effective["channels"]),
+            succeeded_before=tuple(n.outcome.get("channels_succeeded", [])),
+            cycle_attempt=claim.cycle_attempt,
+            max_attempts=n.max_attempts,
+            delivery_mode=n.delivery_mode,
+            require_ack=n.require_ack,
+            ack_timeout_minutes=int(effective["ack_timeout_minutes"]),
+            quiet_hours=(
+                schedule.QuietHours.from_json(effective["quiet_hours"])
+                if effective.get("quiet_hours")
+                else None
+            ),
+            intent=n.notification.get("intent"),
+        )
+        answers = [
+            lifecycle.ChannelAnswer(
+                a.channel,
+                a.result.success,
+                a.result.retryable,
+                a.result.error,
+                a.result.retry_after_seconds,
+            )
+            for a in attempts
+        ]
+        decision = lifecycle.decide_settlement(settling, answers, now, rand=self._rand)
+        if decision.status == Status.PENDING:
+            tx.signal(TOPIC_WORK)
+        s.status, s.dead_letter = decision.status, decision.dead_letter
+        s.final = event(n, EventKind.DELIVERY_RESULT, decision.result_payload(s.base))
+        return decision.values(now)
+
+    async def settle_exhausted(
+        self, tx: WriteTx, claim: Claim, decision: lifecycle.SettleExhausted, now: datetime
+    ) -> Settled:
+        """Settle a claimed row with no attempt left (its last one was interrupted) as
+        an exhausted retry would be, without calling any provider; the counters keep
+        the consumed attempts (the claim's increment is undone). The caller appends
+        its events and counts it (``count``) once the claim commits."""
+        n = claim.notification  # locked by the claim, its lease ours
+        base = attempt_base(claim)
+        outcome = lifecycle.interrupted_outcome(
+            attempt=claim.attempt,
+            cycle=n.cycle,
+            succeeded=n.outcome.get("channels_succeeded", []),
+            unconfirmed=claim.channels,
+        )
+        s = Settled(claim, base, leased=n, status=decision.status, dead_letter=decision.dead_letter)
+        values: dict[str, Any] = {
+            "status": decision.status.value,
+            "dead_letter": decision.dead_letter,
+            "outcome": outcome,
+            "attempts": n.attempts,
+            "cycle_attempts": n.cycle_attempts,
+            "lease_token": None,
+            "lease_until": None,
+            "updated_at": now,
+        }
+        check_fenced(await dispatch.settle_many(tx.conn, [(n.id, claim.token, values)]), 1)
+        await after_settle(tx, s.status, n, now, s.followers)
+        await audit.insert_deliveries(
+            tx.conn,
+            [
+                audit.delivery_record(
+                    n, status=decision.status.value, outcome=outcome, delivered_at=None, now=now
+                )
+            ],
+        )
+        s.final = event(
+            n,
+            EventKind.DELIVERY_RESULT,
+            {
+                **base,
+                "status": decision.status.value,
+                "dead_letter": decision.dead_letter,
+                "outcome": outcome,
+                # The interrupted attempt settles here, on behalf of its lost lease.
+                "interrupted": decision.interrupted,
+                "lease_token": n.lease_token,
+                "provider_effect_may_have_occurred": decision.interrupted,
+            },
+        )
+        log.warning(
+            "interrupted last attempt: settled as exhausted",
+            extra={"notification_id": n.id, "attempt": claim.attempt, "cycle": n.cycle},
+        )
+        tx.signal(TOPIC_WORK)  # this claim took a slot without filling it: claim again
+        return s
+
+
+def check_fenced(changed: int, expected: int) -> None:
+    """Every settlement's row is locked under its lease (claimed, or ``leased_many``),
+    so each must change it; if one did not, roll back rather than record events for a
+    settlement that did not happen (its lease expires and is recovered)."""
+    if changed != expected:
+        raise RuntimeError(f"fenced settlement changed {changed} of {expected} rows")
+
+
+def _result_event(s: Settled, a: Attempt) -> NewEvent:
+    """CHANNEL_ATTEMPT_RESULT: one channel's answer, recorded whatever the lease."""
+    claim = s.claim
+    return event(
+        claim.notification,
+        EventKind.CHANNEL_ATTEMPT_RESULT,
+        {
+            **s.base,
+            "lease_token": claim.token,
+            "channel": a.channel,
+            "success": a.result.success,
+            "retryable": a.result.retryable,
+            "message_id": a.result.message_id,
+            "error": a.result.error,
+            "metadata": dict(a.result.metadata),
+            "provider_observed_at": a.observed_at.isoformat(),
+            **reference_payload(claim, a),
+        },
+    )

@@ -1,0 +1,123 @@
+"""A follow-up step between and after its provider calls: the progress stored in
+``followup_step`` (calls made, each channel's latest answer) while the step retries
+transiently failed channels, the frozen policy's timing it is decided against, and the
+one event payload that records the decided step (``workers.followups``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from uns_server.channels.base import ChannelResult
+from uns_server.domain import schedule
+from uns_server.domain.policy import EffectivePolicy
+from uns_server.domain.records import Notification
+
+NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A step between its provider calls (``followup_step``)."""
+
+    kind: schedule.StepKind
+    number: int
+    due_time: datetime  # when the step fell due (before its retries)
+    calls: int
+    results: dict[str, dict[str, Any]]  # channel -> its latest answer, as recorded
+    recovered: bool  # some call of this step may have had an unrecorded effect
+
+    @classmethod
+    def of(cls, n: Notification, step: schedule.Step | None = None) -> Progress | None:
+        """The row's stored progress (of ``step``, when given)."""
+        doc = n.followup_step
+        if not doc:
+            return None
+        progress = cls(
+            schedule.StepKind(doc["kind"]),
+            int(doc["number"]),
+            datetime.fromisoformat(doc["due_time"]),
+            int(doc["calls"]),
+            dict(doc["results"]),
+            bool(doc["recovered"]),
+        )
+        if step is not None and (progress.kind, progress.number) != (step.kind, step.number):
+            return None
+        return progress
+
+    def answers(self) -> dict[str, schedule.ChannelAnswer]:
+        return {
+            ch: schedule.ChannelAnswer(r["success"], r["retryable"], r.get("retry_after_seconds"))
+            for ch, r in self.results.items()
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "number": self.number,
+            "due_time": self.due_time.isoformat(),
+            "calls": self.calls,
+            "results": self.results,
+            "recovered": self.recovered,
+        }
+
+
+def timing_of(n: Notification) -> tuple[schedule.Timing, str | None]:
+    """The frozen policy's timing and the notification's intent."""
+    doc = n.notification
+    return EffectivePolicy.from_json(doc["effective"]).spec.timing, doc.get("intent")
+
+
+def sent_count(n: Notification, kind: schedule.StepKind) -> int:
+    """How many steps of ``kind`` the notification has counted as sent."""
+    return n.reminders_sent if kind == schedule.StepKind.REMINDER else n.escalations_sent
+
+
+def result_json(result: ChannelResult) -> dict[str, Any]:
+    return {
+        "success": result.success,
+        "retryable": result.retryable,
+        "message_id": result.message_id,
+        "error": result.error,
+        "retry_after_seconds": result.retry_after_seconds,
+    }
+
+
+def step_of(progress: Progress, timing: schedule.Timing) -> schedule.Step:
+    """The step a stored progress belongs to (its channels, from the frozen policy)."""
+    if progress.kind == schedule.StepKind.REMINDER:
+        channels = timing.channels
+    else:
+        channels = timing.escalation[progress.number - 1].channels
+    return schedule.Step(progress.kind, progress.number, progress.due_time, channels)
+
+
+def step_payload(
+    step: schedule.Step,
+    progress: Progress,
+    outcome: schedule.StepOutcome,
+    *,
+    lease_token: str | None,
+) -> dict[str, Any]:
+    """The step's one event: every channel's latest answer, the calls made, the decision."""
+    payload: dict[str, Any] = {
+        NUMBER_FIELD[step.kind]: step.number,
+        "channels": list(step.channels),
+        "results": [
+            {"channel": ch, **public_result(progress.results[ch])}
+            for ch in step.channels
+            if ch in progress.results
+        ],
+        "lease_token": lease_token,
+        "due_time": step.at.isoformat(),
+        "provider_effect_may_have_occurred": progress.recovered,
+        "attempts": progress.calls,
+        "decision": outcome.value,
+    }
+    return payload
+
+
+def public_result(result: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: result.get(k) for k in ("success", "retryable", "message_id", "error")}
