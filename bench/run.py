@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import capture, config, ghz, profiling, report
+from bench import capture, config, ghz, pairs, profiling, report, trees
 from bench import phases as phase_cpu
 from bench.baselines import echo, peer, pgbench
 from bench.cpu import CpuMeter
@@ -42,6 +42,8 @@ class Options:
     smoke: bool = False
     install: bool = True
     phases: bool = False
+    before: str | None = None  # a git revision or a directory: pair the ghz rows with it
+    pairs: int | None = None  # rounds per pair; None: the profile's ghz_pairs
 
 
 def _log(message: str) -> None:
@@ -51,7 +53,7 @@ def _log(message: str) -> None:
 async def run(options: Options) -> int:
     profile = config.SMOKE if options.smoke else config.QUICK if options.quick else config.FULL
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_dir = options.out_dir / f"{stamp}-{profile.name}"
+    run_dir = (options.out_dir / f"{stamp}-{profile.name}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     tag = f"b{stamp}"
     started = time.monotonic()
@@ -70,7 +72,18 @@ async def run(options: Options) -> int:
 
     receiver = WebhookReceiver(WEBHOOK_SECRET)
     harness: Harness | None = None
+    cleanup = contextlib.ExitStack()
+    pair: tuple[trees.Tree, trees.Tree] | None = None
+    rounds = options.pairs or profile.ghz_pairs
     try:
+        if options.before is not None:
+            before = cleanup.enter_context(trees.materialise(options.before, run_dir))
+            pair = (before, trees.current())
+            meta["pairs"] = {
+                "rounds": rounds,
+                **{t.label: {"revision": t.revision, "root": str(t.root)} for t in pair},
+            }
+            _log(f"pairs: before = {before.revision} ({before.root}), after = {pair[1].revision}")
         harness = Harness(run_dir, fsync=options.fsync)
         await receiver.start()
         harness.write_channels(receiver.url())
@@ -116,7 +129,8 @@ async def run(options: Options) -> int:
         if "ghz" in want:
             exe = ghz.locate(install=options.install)
             if exe is not None:
-                ghz_rows = outside.run(harness, receiver, profile, tag, exe, phases=options.phases)
+                ghz_rows = outside.run(harness, receiver, profile, tag, exe,
+                                       phases=options.phases, pair=pair, rounds=rounds)  # fmt: skip
                 rows += await phase("ghz", ghz_rows)
             else:
                 meta["ghz"] = "not found: run scripts/install-tools.sh, or put go on PATH"
@@ -135,6 +149,7 @@ async def run(options: Options) -> int:
             await receiver.stop()
         if harness is not None:
             harness.close()
+        cleanup.close()  # the exported before tree, once nothing runs from it
 
     meta["load_average_end"] = os.getloadavg()[0]
     meta["phase_seconds"] = phases
@@ -142,8 +157,10 @@ async def run(options: Options) -> int:
     meta["total_seconds"] = round(time.monotonic() - started, 1)
     results = report.Results(_ordered(rows))
     text = report.render(results, os.cpu_count())
-    phase_lines = phase_cpu.table(results.rows)
-    if phase_lines:
+    pair_lines = pairs.render(results)
+    if pair_lines:  # the per-tree ghz blocks and phase tables included
+        text += "\n\n" + "\n".join(pair_lines)
+    elif phase_lines := phase_cpu.table(results.rows):
         text += "\n\n" + "\n".join(phase_lines)
     print()
     print(text)
@@ -152,7 +169,7 @@ async def run(options: Options) -> int:
         print(profiling.render(hotspots))
         meta["hotspots"] = hotspots
     json_path = run_dir / "results.json"
-    report.write_json(json_path, results, meta)
+    report.write_json(json_path, results, meta, {"pairs": pairs.to_json(results)})
     (run_dir / "table.txt").write_text(text + "\n")
     png = run_dir / "latency.png"
     title = f"UNS bench ({profile.name}, {meta.get('cpu_count')} cores, {stamp})"
