@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -77,7 +78,11 @@ async def run(options: Options) -> int:
     rounds = options.pairs or profile.ghz_pairs
     try:
         if options.before is not None:
-            before = cleanup.enter_context(trees.materialise(options.before, run_dir))
+            try:
+                before = cleanup.enter_context(trees.materialise(options.before, run_dir))
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                _log(f"bench: --before {options.before}: {exc}")
+                return 2
             pair = (before, trees.current())
             meta["pairs"] = {
                 "rounds": rounds,
