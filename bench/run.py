@@ -83,7 +83,7 @@ async def run(options: Options) -> int:
             except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
                 _log(f"bench: --before {options.before}: {exc}")
                 return 2
-            pair = (before, trees.current())
+            pair = (before, trees.current(before))
             meta["pairs"] = {
                 "rounds": rounds,
                 **{t.label: {"revision": t.revision, "root": str(t.root)} for t in pair},

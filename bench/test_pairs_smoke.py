@@ -135,7 +135,12 @@ def test_a_child_of_the_before_tree_imports_that_tree(tmp_path: Path) -> None:
             assert same.root == before.root
         assert before.root.exists()
     assert not before.root.exists()  # an exported revision is removed again
-    assert trees.current().owns(str(ROOT / "uns_server" / "__init__.py"))  # after: end to end
+    # The run directory (bench/results) lies inside the current tree: "after" must not
+    # take the before tree's files for its own.
+    nested = trees.Tree("before", ROOT / "bench" / "results" / "x" / "before-1", "1")
+    assert trees.current().owns(str(nested.root / "uns_server" / "__init__.py"))
+    assert not trees.current(nested).owns(str(nested.root / "uns_server" / "__init__.py"))
+    assert trees.current(nested).owns(str(ROOT / "uns_server" / "__init__.py"))
     unknown = trees.materialise("nonesuch", tmp_path)
     with pytest.raises(RuntimeError, match="git rev-parse"), unknown:
         pass

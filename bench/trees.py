@@ -40,6 +40,9 @@ class Tree:
     label: str  # "before" or "after"
     root: Path
     revision: str  # commit (with "-dirty" for uncommitted changes) or the path given
+    # Trees inside this one that are not it: the before tree exported into a run
+    # directory under bench/results is inside the current tree.
+    nested: tuple[Path, ...] = ()
 
     def env(self) -> dict[str, str]:
         """PYTHONPATH for a child importing from this tree first."""
@@ -48,7 +51,10 @@ class Tree:
         return {"PYTHONPATH": os.pathsep.join([*paths, *([inherited] if inherited else [])])}
 
     def owns(self, module_file: str) -> bool:
-        return Path(module_file).resolve().is_relative_to(self.root.resolve())
+        path = Path(module_file).resolve()
+        return path.is_relative_to(self.root.resolve()) and not any(
+            path.is_relative_to(inner.resolve()) for inner in self.nested
+        )
 
 
 def _git(*args: str, cwd: Path = ROOT) -> str:
@@ -63,6 +69,8 @@ def _git(*args: str, cwd: Path = ROOT) -> str:
 def _describe(root: Path) -> str:
     """Short commit of a checkout, "-dirty" when it has uncommitted changes."""
     try:
+        if Path(_git("rev-parse", "--show-toplevel", cwd=root)).resolve() != root.resolve():
+            return str(root)  # not a checkout of its own (inside another one, say)
         commit = _git("rev-parse", "--short=12", "HEAD", cwd=root)
         dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=root)
     except (RuntimeError, OSError):
@@ -70,9 +78,10 @@ def _describe(root: Path) -> str:
     return commit + ("-dirty" if dirty else "")
 
 
-def current() -> Tree:
-    """The tree this bench runs from: the code under test, "after"."""
-    return Tree("after", ROOT, _describe(ROOT))
+def current(before: Tree | None = None) -> Tree:
+    """The tree this bench runs from: the code under test, "after" (not ``before``,
+    should that lie inside it)."""
+    return Tree("after", ROOT, _describe(ROOT), (before.root,) if before else ())
 
 
 @contextlib.contextmanager
