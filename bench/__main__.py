@@ -13,6 +13,7 @@ WORKLOADS = (
     "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "console",
     "peer",
 )  # fmt: skip
+PAIRED = ("accept", "deliver", "ghz")  # the workloads --before measures from both trees
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,9 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--before",
         metavar="REV",
-        help="also measure this git revision (or source directory) and set it beside the "
-        "current tree: every ghz UNS row runs from both trees, interleaved, in this run "
-        "(servers import their tree's code; both use this venv)",
+        help="also measure this git revision (or source directory) beside the current "
+        "tree: the accept, deliver and ghz UNS rows run from both trees, interleaved, in "
+        "this run (servers import their tree's code; both use this venv)",
     )
     parser.add_argument(
         "--pairs",
@@ -87,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pairs is not None and (args.before is None or args.pairs < 1):
         print("bench: --pairs N (N >= 1) goes with --before", file=sys.stderr)
         return 2
-    if args.before is not None and "ghz" not in selected:
-        print("bench: --before pairs the ghz workload: add ghz to --only", file=sys.stderr)
+    if args.before is not None and not set(selected) & set(PAIRED):
+        print(f"bench: --before pairs {', '.join(PAIRED)}: --only has none", file=sys.stderr)
         return 2
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))

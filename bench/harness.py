@@ -52,9 +52,12 @@ class ServerChild:
     """One ``uns-server`` process on a loopback port, importing its code from ``tree``
     (bench/trees.py: it reports which files it loaded, ``modules``)."""
 
-    def __init__(self, label: str, run_dir: Path, env: dict[str, str], tree: Tree) -> None:
+    def __init__(
+        self, label: str, run_dir: Path, env: dict[str, str], tree: Tree, database: str = ""
+    ) -> None:
         self.label = label
         self.tree = tree
+        self.database = database
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.log_path = run_dir / f"server-{label}.log"
@@ -253,7 +256,7 @@ class Harness:
             "UNS_MAX_CONCURRENT_RPCS": "100000",
         }
         env.update({f"UNS_{k.upper()}": v for k, v in settings.items()})
-        server = ServerChild(label, self.run_dir, env, tree or self.tree)
+        server = ServerChild(label, self.run_dir, env, tree or self.tree, database)
         self.servers.append(server)
         return server
 

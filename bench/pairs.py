@@ -1,7 +1,8 @@
 """Before/after pairs (``python -m bench --before REV``), side by side.
 
-The ghz workload measures each UNS row from both trees in the same run, several
-windows of each, interleaved (bench/workloads/outside.py). Here each row and level
+The accept, deliver and ghz workloads measure each UNS row from both trees in the same
+run, several windows of each, interleaved (bench/workloads/common.py). Here each row
+and level
 gets: the server CPU per call of each tree (median of its windows, and their spread),
 after ÷ before (of the medians, and per round, since the two windows of a round saw
 the most similar load), and p50 latency; then issue 24's ratios (÷ echo) per tree and,
@@ -115,7 +116,7 @@ def comparison(found: list[Pair]) -> list[str]:
     rounds = max((len(p.after.windows) for p in found), default=0)
     first = found[0]
     lines = [
-        f"Before/after pairs (ghz): before = {first.before.revision}, after = "
+        f"Before/after pairs: before = {first.before.revision}, after = "
         f"{first.after.revision}; {rounds} round(s) per row and level, the trees' windows "
         "interleaved (before, after, then after, before, ...). Server CPU per call in ms: "
         "median of the windows (min-max); after ÷ before of the medians, and per round.",
@@ -125,7 +126,7 @@ def comparison(found: list[Pair]) -> list[str]:
               "per round", "p50 ms before", "p50 ms after", "p50 after ÷ before")  # fmt: skip
     body = [
         (
-            p.name.removeprefix("ghz "),
+            p.name,
             p.setting,
             _ms(p.before.cpu_median) + p.before.spread(),
             _ms(p.after.cpu_median) + p.after.spread(),
@@ -221,7 +222,9 @@ def render(res: report.Results) -> list[str]:
     found = pairs(res)
     if not found:
         return []
-    return [*comparison(found), "", *echo_ratios(res), *phase_tables(found)]
+    ghz = any(p.name in report.GHZ_UNS for p in found)
+    ratios = ["", *echo_ratios(res)] if ghz else []
+    return [*comparison(found), *ratios, *phase_tables(found)]
 
 
 def to_json(res: report.Results) -> list[dict[str, Any]]:

@@ -390,16 +390,17 @@ def for_tree(res: Results, tree: str) -> Results:
 
 def render(res: Results, cores: int | None = None) -> str:
     """The table of every row (each window of a pair on a line of its own), the targets
-    and the bounds. In a run with pairs the ghz targets are the "after" tree's (the
-    median of its windows), and bench/pairs.py prints the ghz block of each tree."""
+    and the bounds. In a run with pairs they are the "after" tree's (the median of its
+    windows), and bench/pairs.py prints the ghz block of each tree."""
     measured = for_tree(res, "after") if paired(res) else res
     heading = "Targets (issue 7; ghz: issue 24; console: issue 23)"
     if measured is not res:
-        heading += "; ghz rows: the after tree, median of its windows"
+        heading += "; paired rows: the after tree, median of its windows"
     lines = [table(res), "", f"{heading}:"]
     lines += [t.line() for t in targets(measured)]
     ghz = [] if measured is not res else ghz_cpu(res)  # pairs print theirs per tree
-    for bound in (ghz, cpu_budget(res, cores), watch_bound(res), console_pages(res)):
+    bounds = (cpu_budget(measured, cores), watch_bound(measured), console_pages(measured))
+    for bound in (ghz, *bounds):
         if bound:
             lines += ["", *bound]
     return "\n".join(lines)

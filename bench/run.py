@@ -24,10 +24,11 @@ from bench import capture, config, ghz, pairs, profiling, report, trees
 from bench import phases as phase_cpu
 from bench.baselines import echo, peer, pgbench
 from bench.cpu import CpuMeter
-from bench.harness import WEBHOOK_SECRET, Harness
+from bench.harness import WEBHOOK_SECRET, Harness, ServerChild
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
 from bench.workloads import accept, console, deliver, drain, growth, outside, watch
+from bench.workloads.common import Contestant
 
 MAIN_DATABASE = "uns_main"
 PGBENCH_DATABASE = "pgb"
@@ -128,7 +129,9 @@ async def run(options: Options) -> int:
             rows += await phase("echo", echo.run(harness, profile, tag))
         if want & {"accept", "deliver", "watch"}:
             main_rows, hotspots = await phase(
-                "uns", _uns(harness, receiver, profile, options, run_dir, tag), ([], None)
+                "uns",
+                _uns(harness, receiver, profile, options, run_dir, tag, pair, rounds),
+                ([], None),
             )
             rows += main_rows
         if "ghz" in want:
@@ -231,31 +234,53 @@ async def _uns(
     options: Options,
     run_dir: Path,
     tag: str,
+    pair: tuple[trees.Tree, trees.Tree] | None = None,
+    rounds: int = 1,
 ) -> tuple[list[Row], dict[str, Any] | None]:
-    harness.create_database(MAIN_DATABASE)
+    """accept, deliver and watch on one server; with ``pair``, accept and deliver on one
+    server per tree (windows interleaved as in the ghz workload) and watch on the after
+    tree's."""
     # Every bench subscriber is the same principal: lift the per-principal stream cap
     # (100 by default) above the largest watch level.
     streams = str(max(profile.watch_subscribers) + 100)
-    server = harness.start_server("main", MAIN_DATABASE, watch_streams_per_principal=streams)
     rows: list[Row] = []
     sampler: profiling.Sampler | None = None
-    conn = await harness.sql(MAIN_DATABASE)
+    servers: list[ServerChild] = []
+    contestants: list[Contestant] = []
     try:
-        await server.wait_serving()
-        meter = CpuMeter(lambda: server.pid, harness.postmaster)
+        for tree in pair or (None,):
+            suffix = f"_{tree.label}" if tree else ""
+            harness.create_database(MAIN_DATABASE + suffix, tree)
+            servers.append(harness.start_server(
+                "main" + suffix.replace("_", "-"), MAIN_DATABASE + suffix, tree,
+                watch_streams_per_principal=streams,
+            ))  # fmt: skip
+        for server in servers:
+            await server.wait_serving()
+            modules = server.check_tree()
+            contestants.append(Contestant(
+                server.target, await harness.sql(server.database),
+                CpuMeter(lambda s=server: s.pid, harness.postmaster),
+                tree=server.tree.label if pair else "",
+                extra={"tree_revision": server.tree.revision} if pair else {},
+            ))  # fmt: skip
+            contestants[-1].extra["uns_server"] = modules["uns_server"]
+        main = servers[-1]  # the after tree's, when paired
         if options.profile:
-            sampler = profiling.Sampler(server.pid, run_dir, "uns-main")
+            sampler = profiling.Sampler(main.pid, run_dir, "uns-main")
         if "accept" in options.workloads:
-            rows += await accept.run(server.target, conn, profile, meter, tag)
+            rows += await accept.run(contestants, profile, tag, rounds)
         if "deliver" in options.workloads:
-            rows += await deliver.run(server.target, conn, receiver, profile, meter, tag)
+            rows += await deliver.run(contestants, receiver, profile, tag, rounds)
         if "watch" in options.workloads:
-            rows += await watch.run(server.target, profile, meter, server.pid, tag)
+            rows += await watch.run(main.target, profile, contestants[-1].meter, main.pid, tag)
     finally:
         if sampler is not None:
             sampler.stop()
-        await conn.close()
-        await server.aclose()
+        for contestant in contestants:
+            await contestant.db.close()
+        for server in servers:
+            await server.aclose()
     hotspots = profiling.summarize(sampler.raw) if sampler is not None else None
     return rows, hotspots
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import pairs, report, trees
+from bench import config, pairs, report, trees
 from bench.__main__ import main
 from bench.cpu import CpuMeter
 from bench.phases import PhaseMeter
 from bench.stats import Row
-from bench.workloads.outside import schedule
+from bench.workloads.common import schedule
 from tests.support.postgres import free_port
 from tests.toolchain.tools import find_tool, tool_env
 from uns_server.observability.phases import PHASES
@@ -39,7 +39,7 @@ def test_rounds_interleave_and_reverse_every_other_round() -> None:
 def test_flags_that_cannot_pair_are_refused() -> None:
     assert main(["--pairs", "2", "--only", "ghz"]) == 2  # --pairs without --before
     assert main(["--before", "HEAD", "--pairs", "0", "--only", "ghz"]) == 2
-    assert main(["--before", "HEAD", "--only", "accept"]) == 2  # pairs are ghz rows
+    assert main(["--before", "HEAD", "--only", "watch,echo"]) == 2  # nothing to pair
 
 
 def _window(name: str, c: str, variant: str, ops: int, cpu_s: float, p50: float,
@@ -72,9 +72,9 @@ def test_report_sets_the_trees_side_by_side() -> None:
     assert (pair.before.p50, pair.after.p50) == (11.0, 5.0)
 
     lines = pairs.render(results)
-    table = {line.split(" | ")[0]: line for line in lines if line.startswith("| accept")}
-    assert table["| accept"] == (
-        "| accept | c=16 | 2.200 (2.000-3.000) | 1.200 (1.000-1.600) | 0.55x "
+    table = {line.split(" | ")[0]: line for line in lines if line.startswith("| ghz accept")}
+    assert table["| ghz accept"] == (
+        "| ghz accept | c=16 | 2.200 (2.000-3.000) | 1.200 (1.000-1.600) | 0.55x "
         "| 0.50x, 0.53x, 0.55x | 11.00 | 5.00 | 0.45x |"
     )
     assert "before = abc, after = def; 3 round(s)" in lines[0]
@@ -153,12 +153,13 @@ def _worktrees() -> list[str]:
 
 
 def test_bench_runs_pairs_against_head(tmp_path: Path) -> None:
-    """``--smoke --only ghz --before HEAD --phases``, as a user runs it."""
+    """``--smoke --only accept,deliver,ghz --before HEAD --phases``, as a user runs it."""
     _git_checkout()
     find_tool("ghz")
     worktrees = _worktrees()
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--only", "ghz", "--before", "HEAD",
+        [sys.executable, "-m", "bench", "--smoke", "--only", "accept,deliver,ghz",
+         "--before", "HEAD",
          "--phases", "--no-install", "--out", str(tmp_path)],
         cwd=ROOT, env=tool_env(), capture_output=True, text=True, timeout=240,
     )  # fmt: skip
@@ -168,16 +169,22 @@ def test_bench_runs_pairs_against_head(tmp_path: Path) -> None:
     before_root = Path(data["meta"]["pairs"]["before"]["root"])
     assert before_root.parent == run_dir and not before_root.exists()  # cleaned up
     windows = [r for r in data["rows"] if r["variant"]]
-    for name in report.GHZ_UNS:
-        for c in ("c=1", "c=16"):
-            level = [r for r in windows if (r["name"], r["setting"]) == (name, c)]
-            assert [r["variant"] for r in level] == ["before 1", "after 1"], (name, c)
-            assert all(r["ops"] > 0 and r["extra"]["phase_cpu_s"] for r in level), (name, c)
-            # two distinct trees ran: each child reported its own tree's uns_server
-            before, after = (Path(r["extra"]["uns_server"]) for r in level)
-            assert before.is_relative_to(before_root), before
-            assert after == ROOT / "uns_server" / "__init__.py"
-    assert len(data["pairs"]) == 6 and all(p["after_over_before"] for p in data["pairs"])
+    levels = [(name, c) for name in ("accept", *report.GHZ_UNS) for c in ("c=1", "c=16")]
+    smoke = config.SMOKE
+    levels += [("deliver", f"c={smoke.deliver_producers}"),
+               ("deliver", f"paced {smoke.paced_rate:g}/s")]  # fmt: skip
+    for name, c in levels:
+        level = [r for r in windows if (r["name"], r["setting"]) == (name, c)]
+        assert [r["variant"] for r in level] == ["before 1", "after 1"], (name, c)
+        assert all(r["ops"] > 0 for r in level), (name, c)
+        if name.startswith("ghz"):
+            assert all(r["extra"]["phase_cpu_s"] for r in level), (name, c)
+        # two distinct trees ran: each child reported its own tree's uns_server
+        before, after = (Path(r["extra"]["uns_server"]) for r in level)
+        assert before.is_relative_to(before_root), before
+        assert after == ROOT / "uns_server" / "__init__.py"
+    assert len(data["pairs"]) == len(levels)
+    assert all(p["after_over_before"] for p in data["pairs"])
     table = (run_dir / "table.txt").read_text()
     assert "| row | level | before ms/call | after ms/call | after ÷ before |" in table
     assert "| phase | c=1 before | c=1 after | c=16 before | c=16 after |" in table

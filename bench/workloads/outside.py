@@ -50,7 +50,7 @@ from bench.phases import PhaseMeter
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
 from bench.trees import Tree
-from bench.workloads.common import wait_backlog
+from bench.workloads.common import schedule, wait_backlog
 from tests.support.postgres import free_port
 
 DATABASE_OFF = "uns_ghz_off"
@@ -133,15 +133,6 @@ def _row(
         },
         variant=variant,
     )
-
-
-def schedule(contestants: int, rounds: int) -> list[tuple[int, int]]:
-    """(round, contestant) in measuring order at one level: every round measures each
-    contestant once, the odd rounds in reverse (before, after, after, before, ...), so
-    a load that drifts steadily through the level, and whatever one window leaves
-    behind for the next (autovacuum, a checkpoint), weigh on both sides alike."""
-    order = list(range(contestants))
-    return [(r, i) for r in range(rounds) for i in (order if r % 2 == 0 else order[::-1])]
 
 
 async def run(
