@@ -2,12 +2,11 @@
 
 The accept, deliver and ghz workloads measure each UNS row from both trees in the same
 run, several windows of each, interleaved (bench/workloads/common.py). Here each row
-and level
-gets: the server CPU per call of each tree (median of its windows, and their spread),
-after ÷ before (of the medians, and per round, since the two windows of a round saw
-the most similar load), and p50 latency; then issue 24's ratios (÷ echo) per tree and,
-with ``--phases``, the CPU by phase of both trees. All of it is Markdown, to be pasted
-into docs/PERFORMANCE.md as it is.
+and level gets: the server CPU per call of each tree (median of its windows, and their
+spread), after ÷ before (of the medians, and per round, since the two windows of a
+round saw the most similar load), and p50 latency; then issue 24's ratios (÷ echo)
+per tree and, with ``--phases``, the CPU by phase of both trees. All of it is
+Markdown, to be pasted into docs/PERFORMANCE.md as it is.
 """
 
 from __future__ import annotations
