@@ -13,6 +13,7 @@ WORKLOADS = (
     "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "console",
     "peer",
 )  # fmt: skip
+PAIRED = ("accept", "deliver", "ghz")  # the workloads --before measures from both trees
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +50,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(UNS_PHASE_CPU=1, a few per cent of overhead) and print it per call",
     )
     parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also measure this git revision (or source directory) beside the current "
+        "tree: the accept, deliver and ghz UNS rows run from both trees, interleaved, in "
+        "this run (servers import their tree's code; both use this venv)",
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        metavar="N",
+        help="with --before: rounds of (before, after) windows per row and level "
+        "(default: 1 smoke, 2 quick, 3 full)",
+    )
+    parser.add_argument(
         "--fsync", action="store_true", help="PostgreSQL with fsync on (default off, as in tests)"
     )
     parser.add_argument(
@@ -70,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"bench: unknown workload(s): {', '.join(unknown)}", file=sys.stderr)
         return 2
+    if args.pairs is not None and (args.before is None or args.pairs < 1):
+        print("bench: --pairs N (N >= 1) goes with --before", file=sys.stderr)
+        return 2
+    if args.before is not None and not set(selected) & set(PAIRED):
+        print(f"bench: --before pairs {', '.join(PAIRED)}: --only has none", file=sys.stderr)
+        return 2
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from bench import deps
@@ -87,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         profile=args.profile,
         phases=args.phases,
         fsync=args.fsync,
+        before=args.before,
+        pairs=args.pairs,
     )
     try:
         return asyncio.run(run(options))

@@ -44,6 +44,8 @@ class Profile:
     ghz_seconds: float = 2.5
     ghz_warmup_seconds: float = 0.5
     ghz_drain_seconds: float = 30.0
+    # --before: rounds of (before, after) windows per UNS row and level (--pairs).
+    ghz_pairs: int = 2
     # console: notifications in its database, measured requests per page, idle window.
     console_notifications: int = 100_000
     console_requests: int = 20
@@ -97,6 +99,7 @@ FULL = Profile(
     ghz_seconds=12.0,
     ghz_warmup_seconds=1.0,
     ghz_drain_seconds=120.0,
+    ghz_pairs=3,
     console_notifications=1_000_000,
 )
 
@@ -125,6 +128,7 @@ SMOKE = Profile(
     ghz_seconds=0.5,
     ghz_warmup_seconds=0.1,
     ghz_drain_seconds=10.0,
+    ghz_pairs=1,
     console_notifications=300,
     console_requests=2,
     console_idle_seconds=1.0,

@@ -23,7 +23,9 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench import trees
 from bench.cpu import postmaster_pid
+from bench.trees import Tree
 from tests.support.postgres import PostgresProcess, free_port
 
 API_KEY = "uns_bench_all_roles_key"
@@ -47,20 +49,26 @@ POLICIES: list[dict[str, Any]] = [
 
 
 class ServerChild:
-    """One ``uns-server`` process on a loopback port, optionally under a profiler."""
+    """One ``uns-server`` process on a loopback port, importing its code from ``tree``
+    (bench/trees.py: it reports which files it loaded, ``modules``)."""
 
-    def __init__(self, label: str, run_dir: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, label: str, run_dir: Path, env: dict[str, str], tree: Tree, database: str = ""
+    ) -> None:
         self.label = label
+        self.tree = tree
+        self.database = database
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.log_path = run_dir / f"server-{label}.log"
         self._log = self.log_path.open("wb")
-        command = [sys.executable, "-m", "uns_server.cli.server", "--listen", self.target]
+        command = [sys.executable, "-c", trees.LAUNCH, "--listen", self.target]
         self.proc = subprocess.Popen(
             command,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **env},
+            env={**os.environ, **tree.env(), **env},
+            cwd=tree.root,
             start_new_session=True,  # a terminal Ctrl-C reaches us, and we stop it in order
         )
         self.started = time.monotonic()
@@ -85,6 +93,21 @@ class ServerChild:
                         return time.monotonic() - self.started
                 await asyncio.sleep(0.1)
         raise RuntimeError(f"uns-server never became SERVING: {self.tail()}")
+
+    def modules(self) -> dict[str, str]:
+        """The files the child reported it imported: {"uns_server": ..., "uns": ...}."""
+        self._log.flush()
+        return trees.loaded_modules(self.log_path.read_text(errors="replace"))
+
+    def check_tree(self) -> dict[str, str]:
+        """The child's modules, refused unless both come from its own tree."""
+        loaded = self.modules()
+        wrong = {k: v for k, v in loaded.items() if not self.tree.owns(v)}
+        if set(loaded) != {"uns_server", "uns"} or wrong:
+            raise RuntimeError(
+                f"server {self.label} should import from {self.tree.root}, loaded {loaded}"
+            )
+        return loaded
 
     def tail(self, lines: int = 20) -> str:
         self._log.flush()
@@ -136,13 +159,14 @@ class Harness:
     """PostgreSQL plus the files every server shares; tracks children for cleanup."""
 
     def __init__(self, run_dir: Path, *, fsync: bool = False) -> None:
-        self.run_dir = run_dir
+        self.run_dir = run_dir.resolve()  # children run in their tree's root
+        self.tree = trees.current()
         self.pg = PostgresProcess(fsync=fsync)
         self.pg.start()
         self.postmaster = postmaster_pid(str(self.pg.data))
         self.servers: list[ServerChild] = []
         self.children: list[subprocess.Popen[bytes]] = []
-        self.keys_file = run_dir / "keys.json"
+        self.keys_file = self.run_dir / "keys.json"
         self.keys_file.write_text(
             json.dumps(
                 [
@@ -154,9 +178,9 @@ class Harness:
                 ]
             )
         )
-        self.policies_file = run_dir / "policies.yaml"
+        self.policies_file = self.run_dir / "policies.yaml"
         self.policies_file.write_text(yaml.safe_dump(POLICIES, sort_keys=False))
-        self.channels_file = run_dir / "channels.yaml"
+        self.channels_file = self.run_dir / "channels.yaml"
 
     def write_channels(self, webhook_url: str) -> None:
         config = {
@@ -172,7 +196,8 @@ class Harness:
     def dsn(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.pg.port}/{database}"
 
-    def _admin(self, database: str, *args: str) -> str:
+    def _admin(self, database: str, *args: str, tree: Tree | None = None) -> str:
+        tree = tree or self.tree
         proc = subprocess.run(
             [
                 sys.executable,
@@ -185,16 +210,20 @@ class Harness:
             capture_output=True,
             text=True,
             timeout=120,
+            env={**os.environ, **tree.env()},
+            cwd=tree.root,
         )
         if proc.returncode != 0:
             raise RuntimeError(f"uns-admin {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc.stdout
 
-    def create_database(self, name: str) -> str:
-        """A migrated database with the bench policies active; returns its DSN."""
+    def create_database(self, name: str, tree: Tree | None = None) -> str:
+        """A database migrated by ``tree``'s code (default: the current tree) with the
+        bench policies active; returns its DSN."""
         self.pg.createdb(name)
-        self._admin(name, "migrate")
-        self._admin(name, "policies", "put", "--file", str(self.policies_file), "--activate")
+        self._admin(name, "migrate", tree=tree)
+        self._admin(name, "policies", "put", "--file", str(self.policies_file), "--activate",
+                    tree=tree)  # fmt: skip
         return self.dsn(name)
 
     def put_policies(self, database: str, policies: list[dict[str, Any]], path: Path) -> None:
@@ -212,7 +241,9 @@ class Harness:
         finally:
             await conn.close()
 
-    def start_server(self, label: str, database: str, **settings: str) -> ServerChild:
+    def start_server(
+        self, label: str, database: str, tree: Tree | None = None, **settings: str
+    ) -> ServerChild:
         if not self.channels_file.exists():
             raise RuntimeError("write_channels(url) before starting a server")
         env = {
@@ -225,7 +256,7 @@ class Harness:
             "UNS_MAX_CONCURRENT_RPCS": "100000",
         }
         env.update({f"UNS_{k.upper()}": v for k, v in settings.items()})
-        server = ServerChild(label, self.run_dir, env)
+        server = ServerChild(label, self.run_dir, env, tree or self.tree, database)
         self.servers.append(server)
         return server
 

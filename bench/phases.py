@@ -37,23 +37,32 @@ def _scrape(url: str) -> dict[str, float]:
 @dataclass
 class PhaseMeter:
     """A CpuMeter, plus the server's per-phase CPU over the same window when
-    ``metrics_url`` is set."""
+    ``metrics_url`` is set and answers (a ``--before`` tree may predate the endpoint
+    or the accounting: its windows then have no phases)."""
 
     meter: CpuMeter
     metrics_url: str | None = None
-    _before: dict[str, float] = field(default_factory=dict)
+    _before: dict[str, float] | None = field(default=None)
+
+    async def _read(self) -> dict[str, float] | None:
+        if not self.metrics_url:
+            return None
+        try:
+            return await asyncio.to_thread(_scrape, self.metrics_url)
+        except OSError:
+            return None
 
     async def start(self) -> None:
-        if self.metrics_url:
-            self._before = await asyncio.to_thread(_scrape, self.metrics_url)
+        self._before = await self._read()
         self.meter.start()
 
     async def stop(self) -> tuple[Window, dict[str, float] | None]:
         window = self.meter.stop()
-        if not self.metrics_url:
+        before = self._before
+        after = await self._read() if before is not None else None
+        if before is None or after is None:
             return window, None
-        after = await asyncio.to_thread(_scrape, self.metrics_url)
-        return window, {k: v - self._before.get(k, 0.0) for k, v in after.items()}
+        return window, {k: v - before.get(k, 0.0) for k, v in after.items()}
 
 
 def table(rows: list[Row]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,7 @@ def server_ms(row: Row | None) -> float | None:
 GHZ_UNS = ("ghz accept", "ghz accept+log", "ghz accept+webhook")
 
 
-def _webhook_floor(res: Results, setting: str) -> float | None:
+def webhook_floor(res: Results, setting: str) -> float | None:
     """Echo CPU per call plus POST-loop CPU per POST: what receiving a call and making
     one webhook POST cost with nothing else in between."""
     echo = server_ms(res.get(f"ghz echo {setting}"))
@@ -85,7 +86,7 @@ def ratios(res: Results) -> dict[str, str]:
             c = row.setting
             out[row.key] = {"echo-cpu": _div(server_ms(row), server_ms(res.get(f"ghz echo {c}")))}
             if name == "ghz accept+webhook":
-                out[row.key]["echo+post-cpu"] = _div(server_ms(row), _webhook_floor(res, c))
+                out[row.key]["echo+post-cpu"] = _div(server_ms(row), webhook_floor(res, c))
     for row in res.by_name("accept"):
         c = row.setting
         out[row.key] = {
@@ -239,7 +240,7 @@ def ghz_cpu(res: Results) -> list[str]:
             c, *(_fmt(cpu[name], 3) for name in names),
             times(_div(cpu["ghz accept"], echo)),
             times(_div(cpu["ghz accept+log"], echo)),
-            times(_div(cpu["ghz accept+webhook"], _webhook_floor(res, c))),
+            times(_div(cpu["ghz accept+webhook"], webhook_floor(res, c))),
         ))  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
@@ -270,7 +271,7 @@ def table(res: Results) -> str:
             (
                 r.group,
                 r.name,
-                r.setting,
+                f"{r.setting} {r.variant}".strip(),
                 str(r.ops),
                 _fmt(r.rate),
                 _fmt(r.pct(50), 2),
@@ -347,10 +348,59 @@ def watch_bound(res: Results) -> list[str]:
     ]
 
 
+def paired(res: Results) -> bool:
+    return any(r.variant for r in res.rows)
+
+
+def merge(rows: Sequence[Row]) -> Row:
+    """One tree's windows of one row at one level as a single row: latencies pooled,
+    ops, seconds and the other CPU columns summed, and the server CPU set so that its
+    CPU per call is the median of the windows' (a drifting load moves the mean)."""
+    first = rows[0]
+    per_call = sorted(v for v in (server_ms(r) for r in rows) if v is not None)
+    ops = sum(r.ops for r in rows)
+
+    def total(values: list[float | None]) -> float | None:
+        return None if any(v is None for v in values) else sum(v or 0.0 for v in values)
+
+    return Row(
+        group=first.group,
+        name=first.name,
+        setting=first.setting,
+        ops=ops,
+        seconds=sum(r.seconds for r in rows),
+        latencies_ms=[x for r in rows for x in r.latencies_ms],
+        server_cpu_s=statistics.median(per_call) * ops / 1000 if per_call else None,
+        db_cpu_s=total([r.db_cpu_s for r in rows]),
+        client_cpu_s=total([r.client_cpu_s for r in rows]),
+        note=f"median of {len(rows)} windows",
+    )
+
+
+def for_tree(res: Results, tree: str) -> Results:
+    """A before/after run as if only ``tree`` had run: the rows measured once, plus that
+    tree's windows merged per row and level (``merge``), keyed as an unpaired run."""
+    windows: dict[str, list[Row]] = {}
+    for row in res.rows:
+        if row.tree == tree:
+            windows.setdefault(f"{row.name} {row.setting}", []).append(row)
+    merged = [merge(rows) for rows in windows.values()]
+    return Results([r for r in res.rows if not r.variant] + merged)
+
+
 def render(res: Results, cores: int | None = None) -> str:
-    lines = [table(res), "", "Targets (issue 7; ghz: issue 24; console: issue 23):"]
-    lines += [t.line() for t in targets(res)]
-    for bound in (ghz_cpu(res), cpu_budget(res, cores), watch_bound(res), console_pages(res)):
+    """The table of every row (each window of a pair on a line of its own), the targets
+    and the bounds. In a run with pairs they are the "after" tree's (the median of its
+    windows), and bench/pairs.py prints the ghz block of each tree."""
+    measured = for_tree(res, "after") if paired(res) else res
+    heading = "Targets (issue 7; ghz: issue 24; console: issue 23)"
+    if measured is not res:
+        heading += "; paired rows: the after tree, median of its windows"
+    lines = [table(res), "", f"{heading}:"]
+    lines += [t.line() for t in targets(measured)]
+    ghz = [] if measured is not res else ghz_cpu(res)  # pairs print theirs per tree
+    bounds = (cpu_budget(measured, cores), watch_bound(measured), console_pages(measured))
+    for bound in (ghz, *bounds):
         if bound:
             lines += ["", *bound]
     return "\n".join(lines)
@@ -373,8 +423,10 @@ def to_json(res: Results, meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_json(path: Path, res: Results, meta: dict[str, Any]) -> None:
-    path.write_text(json.dumps(to_json(res, meta), indent=2, default=str))
+def write_json(
+    path: Path, res: Results, meta: dict[str, Any], more: dict[str, Any] | None = None
+) -> None:
+    path.write_text(json.dumps(to_json(res, meta) | (more or {}), indent=2, default=str))
 
 
 CHART_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -19,14 +20,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import capture, config, ghz, profiling, report
+from bench import capture, config, ghz, pairs, profiling, report, trees
 from bench import phases as phase_cpu
 from bench.baselines import echo, peer, pgbench
 from bench.cpu import CpuMeter
-from bench.harness import WEBHOOK_SECRET, Harness
+from bench.harness import WEBHOOK_SECRET, Harness, ServerChild
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
 from bench.workloads import accept, console, deliver, drain, growth, outside, watch
+from bench.workloads.common import Contestant
 
 MAIN_DATABASE = "uns_main"
 PGBENCH_DATABASE = "pgb"
@@ -42,6 +44,8 @@ class Options:
     smoke: bool = False
     install: bool = True
     phases: bool = False
+    before: str | None = None  # a git revision or a directory: pair the ghz rows with it
+    pairs: int | None = None  # rounds per pair; None: the profile's ghz_pairs
 
 
 def _log(message: str) -> None:
@@ -51,7 +55,7 @@ def _log(message: str) -> None:
 async def run(options: Options) -> int:
     profile = config.SMOKE if options.smoke else config.QUICK if options.quick else config.FULL
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_dir = options.out_dir / f"{stamp}-{profile.name}"
+    run_dir = (options.out_dir / f"{stamp}-{profile.name}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     tag = f"b{stamp}"
     started = time.monotonic()
@@ -70,7 +74,22 @@ async def run(options: Options) -> int:
 
     receiver = WebhookReceiver(WEBHOOK_SECRET)
     harness: Harness | None = None
+    cleanup = contextlib.ExitStack()
+    pair: tuple[trees.Tree, trees.Tree] | None = None
+    rounds = options.pairs or profile.ghz_pairs
     try:
+        if options.before is not None:
+            try:
+                before = cleanup.enter_context(trees.materialise(options.before, run_dir))
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                _log(f"bench: --before {options.before}: {exc}")
+                return 2
+            pair = (before, trees.current(before))
+            meta["pairs"] = {
+                "rounds": rounds,
+                **{t.label: {"revision": t.revision, "root": str(t.root)} for t in pair},
+            }
+            _log(f"pairs: before = {before.revision} ({before.root}), after = {pair[1].revision}")
         harness = Harness(run_dir, fsync=options.fsync)
         await receiver.start()
         harness.write_channels(receiver.url())
@@ -110,13 +129,16 @@ async def run(options: Options) -> int:
             rows += await phase("echo", echo.run(harness, profile, tag))
         if want & {"accept", "deliver", "watch"}:
             main_rows, hotspots = await phase(
-                "uns", _uns(harness, receiver, profile, options, run_dir, tag), ([], None)
+                "uns",
+                _uns(harness, receiver, profile, options, run_dir, tag, pair, rounds),
+                ([], None),
             )
             rows += main_rows
         if "ghz" in want:
             exe = ghz.locate(install=options.install)
             if exe is not None:
-                ghz_rows = outside.run(harness, receiver, profile, tag, exe, phases=options.phases)
+                ghz_rows = outside.run(harness, receiver, profile, tag, exe,
+                                       phases=options.phases, pair=pair, rounds=rounds)  # fmt: skip
                 rows += await phase("ghz", ghz_rows)
             else:
                 meta["ghz"] = "not found: run scripts/install-tools.sh, or put go on PATH"
@@ -135,6 +157,7 @@ async def run(options: Options) -> int:
             await receiver.stop()
         if harness is not None:
             harness.close()
+        cleanup.close()  # the exported before tree, once nothing runs from it
 
     meta["load_average_end"] = os.getloadavg()[0]
     meta["phase_seconds"] = phases
@@ -142,8 +165,10 @@ async def run(options: Options) -> int:
     meta["total_seconds"] = round(time.monotonic() - started, 1)
     results = report.Results(_ordered(rows))
     text = report.render(results, os.cpu_count())
-    phase_lines = phase_cpu.table(results.rows)
-    if phase_lines:
+    pair_lines = pairs.render(results)
+    if pair_lines:  # the per-tree ghz blocks and phase tables included
+        text += "\n\n" + "\n".join(pair_lines)
+    elif phase_lines := phase_cpu.table(results.rows):
         text += "\n\n" + "\n".join(phase_lines)
     print()
     print(text)
@@ -152,7 +177,7 @@ async def run(options: Options) -> int:
         print(profiling.render(hotspots))
         meta["hotspots"] = hotspots
     json_path = run_dir / "results.json"
-    report.write_json(json_path, results, meta)
+    report.write_json(json_path, results, meta, {"pairs": pairs.to_json(results)})
     (run_dir / "table.txt").write_text(text + "\n")
     png = run_dir / "latency.png"
     title = f"UNS bench ({profile.name}, {meta.get('cpu_count')} cores, {stamp})"
@@ -209,31 +234,53 @@ async def _uns(
     options: Options,
     run_dir: Path,
     tag: str,
+    pair: tuple[trees.Tree, trees.Tree] | None = None,
+    rounds: int = 1,
 ) -> tuple[list[Row], dict[str, Any] | None]:
-    harness.create_database(MAIN_DATABASE)
+    """accept, deliver and watch on one server; with ``pair``, accept and deliver on one
+    server per tree (windows interleaved as in the ghz workload) and watch on the after
+    tree's."""
     # Every bench subscriber is the same principal: lift the per-principal stream cap
     # (100 by default) above the largest watch level.
     streams = str(max(profile.watch_subscribers) + 100)
-    server = harness.start_server("main", MAIN_DATABASE, watch_streams_per_principal=streams)
     rows: list[Row] = []
     sampler: profiling.Sampler | None = None
-    conn = await harness.sql(MAIN_DATABASE)
+    servers: list[ServerChild] = []
+    contestants: list[Contestant] = []
     try:
-        await server.wait_serving()
-        meter = CpuMeter(lambda: server.pid, harness.postmaster)
+        for tree in pair or (None,):
+            suffix = f"_{tree.label}" if tree else ""
+            harness.create_database(MAIN_DATABASE + suffix, tree)
+            servers.append(harness.start_server(
+                "main" + suffix.replace("_", "-"), MAIN_DATABASE + suffix, tree,
+                watch_streams_per_principal=streams,
+            ))  # fmt: skip
+        for server in servers:
+            await server.wait_serving()
+            modules = server.check_tree()
+            contestants.append(Contestant(
+                server.target, await harness.sql(server.database),
+                CpuMeter(lambda s=server: s.pid, harness.postmaster),
+                tree=server.tree.label if pair else "",
+                extra={"tree_revision": server.tree.revision} if pair else {},
+            ))  # fmt: skip
+            contestants[-1].extra["uns_server"] = modules["uns_server"]
+        main = servers[-1]  # the after tree's, when paired
         if options.profile:
-            sampler = profiling.Sampler(server.pid, run_dir, "uns-main")
+            sampler = profiling.Sampler(main.pid, run_dir, "uns-main")
         if "accept" in options.workloads:
-            rows += await accept.run(server.target, conn, profile, meter, tag)
+            rows += await accept.run(contestants, profile, tag, rounds)
         if "deliver" in options.workloads:
-            rows += await deliver.run(server.target, conn, receiver, profile, meter, tag)
+            rows += await deliver.run(contestants, receiver, profile, tag, rounds)
         if "watch" in options.workloads:
-            rows += await watch.run(server.target, profile, meter, server.pid, tag)
+            rows += await watch.run(main.target, profile, contestants[-1].meter, main.pid, tag)
     finally:
         if sampler is not None:
             sampler.stop()
-        await conn.close()
-        await server.aclose()
+        for contestant in contestants:
+            await contestant.db.close()
+        for server in servers:
+            await server.aclose()
     hotspots = profiling.summarize(sampler.raw) if sampler is not None else None
     return rows, hotspots
 

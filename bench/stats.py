@@ -32,10 +32,19 @@ class Row:
     rate_override: float | None = None  # when the rate is not ops/seconds (pgbench tps)
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # A window of a before/after pair (python -m bench --before): "<tree> <round>",
+    # e.g. "before 2"; empty for a row measured once.
+    variant: str = ""
 
     @property
     def key(self) -> str:
-        return f"{self.name} {self.setting}".strip()
+        suffix = f" [{self.variant}]" if self.variant else ""
+        return f"{self.name} {self.setting}".strip() + suffix
+
+    @property
+    def tree(self) -> str:
+        """A pair's window: its tree ("before" or "after"); a row measured once: empty."""
+        return self.variant.split(" ")[0]
 
     @property
     def rate(self) -> float | None:

@@ -1,10 +1,13 @@
-"""Shared pieces of the workloads: a closed-loop level as a table row, backlog waits."""
+"""Shared pieces of the workloads: a closed-loop level as a table row, backlog waits,
+and the servers a workload measures (one, or each tree of a before/after pair)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 
@@ -77,3 +80,32 @@ async def wait_backlog(conn: asyncpg.Connection, limit_seconds: float) -> tuple[
         await asyncio.sleep(0.25)
         left = await pending(conn)
     return left, time.monotonic() - started
+
+
+@dataclass
+class Contestant:
+    """A server a workload measures, its database and its meter. ``tree`` is "" in a
+    run without pairs, else "before" or "after" (``python -m bench --before REV``)."""
+
+    target: str
+    db: asyncpg.Connection
+    meter: CpuMeter
+    tree: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # copied into each of its rows
+
+    def variant(self, round_no: int) -> str:
+        return f"{self.tree} {round_no + 1}" if self.tree else ""
+
+    def mark(self, row: Row, round_no: int) -> Row:
+        row.variant = self.variant(round_no)
+        row.extra.update(self.extra)
+        return row
+
+
+def schedule(contestants: int, rounds: int) -> list[tuple[int, int]]:
+    """(round, contestant) in measuring order at one level: every round measures each
+    contestant once, the odd rounds in reverse (before, after, after, before, ...), so
+    a load that drifts steadily through the level, and whatever one window leaves
+    behind for the next (autovacuum, a checkpoint), weigh on both sides alike."""
+    order = list(range(contestants))
+    return [(r, i) for r in range(rounds) for i in (order if r % 2 == 0 else order[::-1])]

@@ -9,18 +9,17 @@ of an unloaded system. Latency is send start -> receiver reads the request.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 
-import asyncpg
-
 from bench import client
 from bench.config import Profile
-from bench.cpu import CpuMeter, Window
+from bench.cpu import Window
 from bench.harness import TYPE_DELIVER
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
-from bench.workloads.common import wait_backlog
+from bench.workloads.common import Contestant, schedule, wait_backlog
 
 
 class _Sender:
@@ -67,46 +66,57 @@ def _row(
 
 
 async def run(
-    target: str,
-    db: asyncpg.Connection,
+    contestants: list[Contestant],
     receiver: WebhookReceiver,
     profile: Profile,
-    meter: CpuMeter,
     tag: str,
+    rounds: int = 1,
 ) -> list[Row]:
+    """Both runs on every contestant, ``rounds`` times each, interleaved."""
     rows: list[Row] = []
-    async with client.channel(target) as chan:
-        stub = client.stub(chan)
-        await wait_backlog(db, 60.0)
+    async with contextlib.AsyncExitStack() as stack:
+        stubs = []
+        for k in contestants:
+            stubs.append(client.stub(await stack.enter_async_context(client.channel(k.target))))
+        for round_no, i in schedule(len(contestants), rounds):
+            k = contestants[i]
+            await wait_backlog(k.db, 60.0)
+            flood = _Sender(stubs[i], f"{tag}-dl-{_suffix(k, round_no)}")
+            opened = receiver.connections
+            k.meter.start()
+            result = await client.closed_loop(
+                flood,
+                concurrency=profile.deliver_producers,
+                seconds=profile.deliver_seconds,
+                max_ops=profile.deliver_max,
+            )
+            await receiver.wait_for(flood.prefix, len(flood.sent), profile.deliver_wait_seconds)
+            window = k.meter.stop()
+            note = f"{result.errors} send errors" if result.errors else ""
+            row = _row(f"c={profile.deliver_producers}", flood, receiver, window, note)
+            accept_rate = result.ops / result.seconds if result.seconds else 0.0
+            row.extra["accept_rate"] = accept_rate
+            row.extra["connections_opened"] = receiver.connections - opened
+            row.note = (
+                f"accepted at {accept_rate:.0f}/s, {receiver.connections - opened} connections; "
+                + row.note
+            ).rstrip("; ")
+            rows.append(k.mark(row, round_no))
 
-        flood = _Sender(stub, f"{tag}-dl-")
-        opened = receiver.connections
-        meter.start()
-        result = await client.closed_loop(
-            flood,
-            concurrency=profile.deliver_producers,
-            seconds=profile.deliver_seconds,
-            max_ops=profile.deliver_max,
-        )
-        await receiver.wait_for(flood.prefix, len(flood.sent), profile.deliver_wait_seconds)
-        window = meter.stop()
-        note = f"{result.errors} send errors" if result.errors else ""
-        row = _row(f"c={profile.deliver_producers}", flood, receiver, window, note)
-        accept_rate = result.ops / result.seconds if result.seconds else 0.0
-        row.extra["accept_rate"] = accept_rate
-        row.extra["connections_opened"] = receiver.connections - opened
-        row.note = (
-            f"accepted at {accept_rate:.0f}/s, {receiver.connections - opened} connections; "
-            + row.note
-        ).rstrip("; ")
-        rows.append(row)
-
-        await wait_backlog(db, 30.0)
-        paced = _Sender(stub, f"{tag}-dp-")
-        count = max(1, int(profile.paced_rate * profile.paced_seconds))
-        meter.start()
-        await client.paced_loop(paced, rate=profile.paced_rate, count=count)
-        await receiver.wait_for(paced.prefix, len(paced.sent), 15.0)
-        window = meter.stop()
-        rows.append(_row(f"paced {profile.paced_rate:g}/s", paced, receiver, window, ""))
+        for round_no, i in schedule(len(contestants), rounds):
+            k = contestants[i]
+            await wait_backlog(k.db, 30.0)
+            paced = _Sender(stubs[i], f"{tag}-dp-{_suffix(k, round_no)}")
+            count = max(1, int(profile.paced_rate * profile.paced_seconds))
+            k.meter.start()
+            await client.paced_loop(paced, rate=profile.paced_rate, count=count)
+            await receiver.wait_for(paced.prefix, len(paced.sent), 15.0)
+            window = k.meter.stop()
+            row = _row(f"paced {profile.paced_rate:g}/s", paced, receiver, window, "")
+            rows.append(k.mark(row, round_no))
     return rows
+
+
+def _suffix(contestant: Contestant, round_no: int) -> str:
+    """Key prefixes apart per window, so the receiver counts each window's own."""
+    return f"{contestant.tree}{round_no}-" if contestant.tree else ""

@@ -18,6 +18,12 @@ measured server process's CPU from /proc over the window, per call. Rows, at eac
 Latency columns are ghz's accept latency (call start to answer), also for the
 accept+delivery rows; end-to-end delivery latency is the ``deliver`` workload's.
 
+With ``pair`` (``python -m bench --before REV``) every UNS row is measured from two
+trees, before and after: one server per tree, both alive through the phase, and
+``rounds`` windows of each at every level, interleaved (``schedule``). Those rows carry
+a ``variant`` ("before 1", "after 1", ...) and bench/pairs.py sets them side by side;
+the baselines run once, shared by both.
+
 With ``phases`` (``python -m bench --phases``) the UNS servers also account their CPU
 per pipeline phase (bench/phases.py); each UNS row then carries ``phase_cpu_s``.
 """
@@ -25,9 +31,12 @@ per pipeline phase (bench/phases.py); each UNS row then carries ``phase_cpu_s``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +49,8 @@ from bench.harness import TYPE_ACCEPT, TYPE_DELIVER, WEBHOOK_SECRET, Harness, Se
 from bench.phases import PhaseMeter
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
-from bench.workloads.common import wait_backlog
+from bench.trees import Tree
+from bench.workloads.common import schedule, wait_backlog
 from tests.support.postgres import free_port
 
 DATABASE_OFF = "uns_ghz_off"
@@ -50,15 +60,25 @@ POST_MAX_OPS = 1_000_000  # the POST loop is bounded by its seconds
 
 
 class _Levels:
-    """What every level shares: the ghz binary, the protoset, unique key prefixes."""
+    """What every level shares: the ghz binary, the protoset, unique key prefixes, and
+    the trees whose servers are measured (one, or a before/after pair)."""
 
-    def __init__(self, exe: str, protoset: Path, profile: Profile, tag: str, phases: bool) -> None:
+    def __init__(
+        self, exe: str, protoset: Path, profile: Profile, tag: str, phases: bool,
+        pair: tuple[Tree, Tree] | None = None, rounds: int = 1,
+    ) -> None:  # fmt: skip
         self.phases = phases
         self.exe = exe
         self.protoset = protoset
         self.profile = profile
         self.tag = tag
+        self.trees: tuple[Tree | None, ...] = pair or (None,)
+        self.rounds = rounds if pair else 1
         self._runs = 0
+
+    def windows(self, servers: list[_Uns]) -> list[tuple[int, _Uns]]:
+        """(round, server) in the order a level measures them (``schedule``)."""
+        return [(r, servers[i]) for r, i in schedule(len(servers), self.rounds)]
 
     def prefix(self, label: str) -> str:
         self._runs += 1
@@ -89,6 +109,8 @@ def _row(
     ops: int | None = None,
     seconds: float | None = None,
     note: str = "",
+    variant: str = "",
+    extra: dict[str, Any] | None = None,
 ) -> Row:
     if result.errors:
         note = f"{note}; {result.errors} errors ({result.first_error})".lstrip("; ")
@@ -107,7 +129,9 @@ def _row(
             "accepted": result.ops,
             "bench_process_cpu_s": window.client,
             **({"phase_cpu_s": phase_cpu} if phase_cpu else {}),
+            **(extra or {}),
         },
+        variant=variant,
     )
 
 
@@ -119,9 +143,13 @@ async def run(
     exe: str,
     *,
     phases: bool = False,
+    pair: tuple[Tree, Tree] | None = None,
+    rounds: int = 1,
 ) -> list[Row]:
+    """The ghz rows; with ``pair`` (before, after), every UNS row is measured from both
+    trees, ``rounds`` times each, interleaved at each level (rows with a ``variant``)."""
     protoset = ghz.write_protoset(harness.run_dir / "uns.protoset")
-    levels = _Levels(exe, protoset, profile, tag, phases)
+    levels = _Levels(exe, protoset, profile, tag, phases, pair, rounds)
     rows = await _echo(harness, levels)
     rows += await _accept_dispatch_off(harness, levels)
     rows += await _accept_and_deliver(harness, receiver, levels)
@@ -164,41 +192,80 @@ async def _wait_listening(port: int) -> None:
         return
 
 
+@dataclass
+class _Uns:
+    """A UNS server importing from one tree, on a fresh database of its own (migrated by
+    that tree's code), and the meter of its CPU (and phases)."""
+
+    tree: Tree | None  # None: a run without --before, the current tree measured once
+    database: str
+    server: ServerChild
+    db: asyncpg.Connection
+    meter: PhaseMeter
+    modules: dict[str, str]
+
+    def variant(self, round_no: int) -> str:
+        return "" if self.tree is None else f"{self.tree.label} {round_no + 1}"
+
+    def extra(self) -> dict[str, Any]:
+        tree = {} if self.tree is None else {"tree_revision": self.tree.revision}
+        return {**tree, "uns_server": self.modules.get("uns_server", "")}
+
+
 async def _uns_server(
-    harness: Harness, levels: _Levels, database: str, label: str, **settings: str
-) -> tuple[ServerChild, asyncpg.Connection, PhaseMeter]:
-    """A UNS server on a fresh database, and the meter of its CPU (and phases)."""
-    harness.create_database(database)
+    harness: Harness, levels: _Levels, tree: Tree | None, database: str, label: str,
+    **settings: str,
+) -> _Uns:  # fmt: skip
+    if tree is not None:
+        database, label = f"{database}_{tree.label}", f"{label}-{tree.label}"
+    harness.create_database(database, tree)
     metrics_url = None
     if levels.phases:
         port = free_port()
         settings |= {"phase_cpu": "1", "metrics_listen": f"127.0.0.1:{port}"}
         metrics_url = f"http://127.0.0.1:{port}/metrics"
-    server = harness.start_server(label, database, **settings)
+    server = harness.start_server(label, database, tree, **settings)
     await server.wait_serving()
+    modules = server.check_tree()  # the child imported its own tree's code, or no pair
     meter = PhaseMeter(CpuMeter(lambda: server.pid, harness.postmaster), metrics_url)
-    return server, await harness.sql(database), meter
+    return _Uns(tree, database, server, await harness.sql(database), meter, modules)
+
+
+@contextlib.asynccontextmanager
+async def _uns_servers(
+    harness: Harness, levels: _Levels, database: str, label: str, **settings: str
+) -> AsyncIterator[list[_Uns]]:
+    """One server per tree (both alive for the whole phase, so each window has the same
+    idle neighbour); stopped and their databases dropped on exit."""
+    started: list[_Uns] = []
+    try:
+        for tree in levels.trees:
+            started.append(await _uns_server(harness, levels, tree, database, label, **settings))
+        yield started
+    finally:
+        for uns in started:
+            with contextlib.suppress(Exception):
+                await uns.db.close()
+            await uns.server.aclose()
+            await harness.drop_database(uns.database)
 
 
 async def _accept_dispatch_off(harness: Harness, levels: _Levels) -> list[Row]:
-    server, db, meter = await _uns_server(
-        harness, levels, DATABASE_OFF, "ghz-off", dispatch_enabled="false"
-    )
     rows = []
-    try:
+    async with _uns_servers(
+        harness, levels, DATABASE_OFF, "ghz-off", dispatch_enabled="false"
+    ) as servers:
         for c in levels.profile.ghz_concurrency:
-            await levels.warm(server.target, TYPE_ACCEPT, c)
-            await db.execute("ANALYZE uns_notifications")  # steady plans, as accept does
-            await meter.start()
-            result = await levels.load(server.target, TYPE_ACCEPT, c, levels.prefix("off"))
-            window, phase_cpu = await meter.stop()
-            rows.append(
-                _row("uns", "ghz accept", c, result, window, phase_cpu, note="dispatch off")
-            )
-    finally:
-        await db.close()
-        await server.aclose()
-        await harness.drop_database(DATABASE_OFF)
+            for round_no, uns in levels.windows(servers):
+                target = uns.server.target
+                await levels.warm(target, TYPE_ACCEPT, c)
+                await uns.db.execute("ANALYZE uns_notifications")  # steady plans, as accept does
+                await uns.meter.start()
+                result = await levels.load(target, TYPE_ACCEPT, c, levels.prefix("off"))
+                window, phase_cpu = await uns.meter.stop()
+                rows.append(_row("uns", "ghz accept", c, result, window, phase_cpu,
+                                 note="dispatch off", variant=uns.variant(round_no),
+                                 extra=uns.extra()))  # fmt: skip
     return rows
 
 
@@ -206,41 +273,42 @@ async def _accept_and_deliver(
     harness: Harness, receiver: WebhookReceiver, levels: _Levels
 ) -> list[Row]:
     profile = levels.profile
-    server, db, meter = await _uns_server(harness, levels, DATABASE_ON, "ghz-on")
     rows = []
-    try:
+    async with _uns_servers(harness, levels, DATABASE_ON, "ghz-on") as servers:
         for c in profile.ghz_concurrency:
-            await levels.warm(server.target, TYPE_ACCEPT, c)
-            await wait_backlog(db, profile.ghz_drain_seconds)
-            await db.execute("ANALYZE uns_notifications")
-            await meter.start()
-            started = time.perf_counter()
-            result = await levels.load(server.target, TYPE_ACCEPT, c, levels.prefix("log"))
-            left, _waited = await wait_backlog(db, profile.ghz_drain_seconds)
-            window, phase_cpu = await meter.stop()
-            note = f"{left} not delivered in time" if left else ""
-            rows.append(_row("uns", "ghz accept+log", c, result, window, phase_cpu,
-                             ops=result.ops - left,
-                             seconds=time.perf_counter() - started, note=note))  # fmt: skip
+            for round_no, uns in levels.windows(servers):
+                target, db = uns.server.target, uns.db
+                await levels.warm(target, TYPE_ACCEPT, c)
+                await wait_backlog(db, profile.ghz_drain_seconds)
+                await db.execute("ANALYZE uns_notifications")
+                await uns.meter.start()
+                started = time.perf_counter()
+                result = await levels.load(target, TYPE_ACCEPT, c, levels.prefix("log"))
+                left, _waited = await wait_backlog(db, profile.ghz_drain_seconds)
+                window, phase_cpu = await uns.meter.stop()
+                note = f"{left} not delivered in time" if left else ""
+                rows.append(_row("uns", "ghz accept+log", c, result, window, phase_cpu,
+                                 ops=result.ops - left,
+                                 seconds=time.perf_counter() - started, note=note,
+                                 variant=uns.variant(round_no), extra=uns.extra()))  # fmt: skip
 
         for c in profile.ghz_concurrency:
-            await levels.warm(server.target, TYPE_DELIVER, c)
-            await wait_backlog(db, profile.ghz_drain_seconds)
-            prefix = levels.prefix("hook")
-            await meter.start()
-            started = time.perf_counter()
-            result = await levels.load(server.target, TYPE_DELIVER, c, prefix)
-            arrived = await receiver.wait_for(prefix, result.ops, profile.ghz_drain_seconds)
-            window, phase_cpu = await meter.stop()
-            missing = result.ops - arrived
-            note = f"{missing} not delivered in time" if missing > 0 else ""
-            rows.append(_row("uns", "ghz accept+webhook", c, result, window, phase_cpu,
-                             ops=min(arrived, result.ops),
-                             seconds=time.perf_counter() - started, note=note))  # fmt: skip
-    finally:
-        await db.close()
-        await server.aclose()
-        await harness.drop_database(DATABASE_ON)
+            for round_no, uns in levels.windows(servers):
+                target = uns.server.target
+                await levels.warm(target, TYPE_DELIVER, c)
+                await wait_backlog(uns.db, profile.ghz_drain_seconds)
+                prefix = levels.prefix("hook")
+                await uns.meter.start()
+                started = time.perf_counter()
+                result = await levels.load(target, TYPE_DELIVER, c, prefix)
+                arrived = await receiver.wait_for(prefix, result.ops, profile.ghz_drain_seconds)
+                window, phase_cpu = await uns.meter.stop()
+                missing = result.ops - arrived
+                note = f"{missing} not delivered in time" if missing > 0 else ""
+                rows.append(_row("uns", "ghz accept+webhook", c, result, window, phase_cpu,
+                                 ops=min(arrived, result.ops),
+                                 seconds=time.perf_counter() - started, note=note,
+                                 variant=uns.variant(round_no), extra=uns.extra()))  # fmt: skip
     return rows
 
 
