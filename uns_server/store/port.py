@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.records import DedupWindow, Notification
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
 from uns_server.store.pg import Row
@@ -198,8 +200,10 @@ class Notifications(Protocol):
         """One row, optionally locked."""
         ...
 
-    async def by_keys(self, conn: AsyncConnection, keys: Collection[str]) -> Mapping[str, Row]:
-        """The rows holding any of these idempotency keys (unique), by key."""
+    async def by_keys(
+        self, conn: AsyncConnection, keys: Collection[str]
+    ) -> Mapping[str, Notification]:
+        """The notifications holding any of these idempotency keys (unique), by key."""
         ...
 
     async def dedup_window(self, conn: AsyncConnection, key: str) -> Row | None:
@@ -214,6 +218,18 @@ class Notifications(Protocol):
 
     async def update_dedup_window(self, conn: AsyncConnection, key: str, **values: Any) -> None:
         """Hand the locked window to a new owner or generation."""
+        ...
+
+    async def locked_dedup_window(self, conn: AsyncConnection, key: str) -> DedupWindow | None:
+        """Intake's read of the window of ``key``, locked until commit."""
+        ...
+
+    async def window_owner(self, conn: AsyncConnection, owner_id: str) -> WindowOwner | None:
+        """The status of a window's owner (None when the row is gone)."""
+        ...
+
+    async def take_dedup_window(self, conn: AsyncConnection, change: WindowChange) -> None:
+        """A new leader takes the window (``domain.admission``): insert, or move it."""
         ...
 
 
