@@ -50,7 +50,6 @@ from uns_server.observability.phases import ACCEPT_COMMIT, phased
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Connection, Database, is_lost_race
 from uns_server.store.events import NewEvent
-from uns_server.store.pg import Row
 
 log = logging.getLogger("uns.intake")
 Clock = Callable[[], datetime]
@@ -89,7 +88,7 @@ class Handoff(Protocol):
     hands the due leaders it inserts already leased: they skip the claim transaction
     and the wake-up before it."""
 
-    def can_deliver(self, row: Row) -> bool: ...
+    def can_deliver(self, row: Mapping[str, Any]) -> bool: ...
 
     def reserve(self, wanted: int) -> int: ...
 
