@@ -61,13 +61,17 @@ _INSERT_RACE_RETRIES = 5
 MAX_BATCH_DEFAULT = 128
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SendResult:
     notification_id: str
     status: Status
-    idempotent_replay: bool
+    outcome: Outcome
     effective: EffectivePolicy
     dedup_owner_id: str | None
+
+    @property
+    def idempotent_replay(self) -> bool:
+        return self.outcome == Outcome.IDEMPOTENT_REPLAY
 
 
 @dataclass(frozen=True)
@@ -161,16 +165,10 @@ class Intake:
 
     def _observe(self, result: SendResult) -> None:
         """Count and log the committed outcome; name it on the RPC's span."""
-        if result.idempotent_replay:
+        outcome = result.outcome
+        if outcome == Outcome.IDEMPOTENT_REPLAY:
             self._metrics.idempotent_replay()
-            outcome = Outcome.IDEMPOTENT_REPLAY
-        elif result.status == Status.DEDUPLICATED:
-            outcome = Outcome.DEDUPLICATED
-        elif result.dedup_owner_id is not None:
-            outcome = Outcome.COALESCED
         else:
-            outcome = Outcome.NEW
-        if not result.idempotent_replay:
             self._metrics.accepted(outcome.lower())
         trace.get_current_span().set_attribute("uns.notification_id", result.notification_id)
         # DEBUG: one line per request would duplicate the ACCEPTED event at volume.
@@ -302,7 +300,7 @@ class Intake:
         ]
         owner_id = admission.owner_id
         group.admitted[item.key] = Existing(nid, item.fingerprint, status, effective, owner_id)
-        return SendResult(nid, status, False, effective, owner_id)
+        return SendResult(nid, status, admission.outcome, effective, owner_id)
 
     async def _fresh(
         self,
@@ -358,7 +356,11 @@ def _keys(principal: str, req: SendRequest) -> tuple[str, str]:
 
 def _replayed(existing: Existing) -> SendResult:
     return SendResult(
-        existing.id, existing.status, True, existing.effective, existing.dedup_owner_id
+        existing.id,
+        existing.status,
+        Outcome.IDEMPOTENT_REPLAY,
+        existing.effective,
+        existing.dedup_owner_id,
     )
 
 
