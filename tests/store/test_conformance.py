@@ -22,7 +22,7 @@ from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
 from uns_server.domain.admission import WindowChange, WindowOwner
-from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.retention import holds_work
 from uns_server.store import acks, dispatch, events, notifications, port, retention
 from uns_server.store.db import Database, is_lost_race
@@ -68,7 +68,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "notification": {"effective": {"channels": channels}},
         "status": Status.PENDING.value,
         "priority": 2,
-        "delivery_mode": DeliveryMode.BEST_EFFORT.value,
+        "delivery_mode": "BEST_EFFORT",
         "require_ack": False,
         "max_attempts": 4,
         "outcome": {},
