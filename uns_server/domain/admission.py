@@ -130,7 +130,10 @@ class EventToAppend:
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """A new notification: NEW (a leader), COALESCED (a follower) or DEDUPLICATED."""
+    """A new notification, and its first edge in the lifecycle diagram
+    (docs/ARCHITECTURE.md): NEW is ``[*] --> PENDING`` (a leader), COALESCED is
+    ``[*] --> FOLLOWING`` (PENDING with ``dedup_owner_id``), DEDUPLICATED is
+    ``[*] --> DEDUPLICATED``."""
 
     outcome: Outcome
     notification_id: str
