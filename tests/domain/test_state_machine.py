@@ -1,17 +1,17 @@
 """The lifecycle as a Hypothesis state machine over the pure domain rules (issue 21).
 
-Random sequences of sends (leaders, followers inside a dedup window), claims, settlements
-with each outcome, lease expiries, answers (ack, dismiss, repeats by the same and by
-another actor), clock moves and the ack expiry sweep, withdrawals, replays and
-resolutions. Every step asks the domain function the worker or service asks
-(``decide_claim``, ``decide_settlement``, ``decide_hand_off``, ``coalesces``,
-``decide_ack``, ``decide_withdrawal``, the Replay / ResolveFailure checks) and stores
-what it decides, as the store would; no database. After every step the invariants hold:
-each notification's and each ack's history is a walk of the diagram in
-docs/ARCHITECTURE.md, leaving a terminal state only through its documented door (a dead
-letter through Replay, ResolveFailure or withdrawal; a follower through promotion);
-``cycle_attempts`` never exceeds ``max_attempts``; one dedup owner per window, and every
-pending follower hangs on exactly one pending leader.
+Random sequences of sends (leaders, followers inside a dedup window, repeats of an
+idempotency key), claims, settlements with each outcome, lease expiries, answers (ack,
+dismiss, repeats by the same and by another actor), clock moves and the ack expiry
+sweep, withdrawals, replays and resolutions. Every step asks the domain function the
+worker or service asks (``decide_admission``, ``decide_claim``, ``decide_settlement``,
+``decide_hand_off``, ``decide_ack``, ``decide_withdrawal``, the Replay / ResolveFailure
+checks) and stores what it decides, as the store would; no database. After every step
+the invariants hold: each notification's and each ack's history is a walk of the
+diagram in docs/ARCHITECTURE.md, leaving a terminal state only through its documented
+door (a dead letter through Replay, ResolveFailure or withdrawal; a follower through
+promotion); ``cycle_attempts`` never exceeds ``max_attempts``; one dedup owner per
+window, and every pending follower hangs on exactly one pending leader.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from uns_server.domain import lifecycle
+from uns_server.domain import admission, lifecycle
 from uns_server.domain.acks import AckTarget, decide_ack
-from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority, Status
 from uns_server.domain.errors import (
     AckConflict,
     AckDeadlinePassed,
@@ -38,6 +38,8 @@ from uns_server.domain.errors import (
     ReplayBlocked,
 )
 from uns_server.domain.lifecycle import ChannelAnswer, Settling
+from uns_server.domain.policy import EffectivePolicy, PolicySpec
+from uns_server.domain.records import DedupWindow
 from uns_server.domain.withdrawal import Repeat, Scope, Target, decide_withdrawal
 
 DIAGRAM = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
@@ -76,6 +78,21 @@ FOLLOWER_DOORS = {K.DEDUP_OWNER_PROMOTED, K.DEDUP_RELINKED, K.DEDUP_SATISFIED, K
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 WINDOW = timedelta(minutes=10)
+# The policy every send resolves to (only its dedup window matters to admission).
+EFFECTIVE = EffectivePolicy.of(
+    PolicySpec(
+        channels=("slack",),
+        delivery_mode=DeliveryMode.GUARANTEED,
+        require_ack=False,
+        ack_timeout_minutes=30,
+        priority=Priority.NORMAL,
+        dedup_window_seconds=int(WINDOW.total_seconds()),
+        max_attempts=3,
+    ),
+    policy_id=None,
+    policy_revision=0,
+    policy_hash=None,
+)
 ACK_MINUTES = 30
 CHANNELS = ("slack",)
 ANSWERS = {
@@ -256,25 +273,57 @@ class Lifecycle(RuleBasedStateMachine):
         self.notes[n.id] = n
         window = self.windows.get(key) if key else None
         owner = self.notes[window.owner_id] if window else None
-        coalesced = bool(
-            window and owner and lifecycle.coalesces(owner.status, window.until, self.now)
+        # As intake reads it under the window's lock, then asks the domain.
+        read = admission.Fresh(
+            EFFECTIVE,
+            key,
+            DedupWindow(key, window.until, window.owner_id, window.generation)
+            if key and window
+            else None,
+            admission.WindowOwner(owner.id, Status(owner.status)) if owner else None,
         )
+        decision = admission.decide_admission("fp", read, new_id=n.id, now=self.now)
+        assert isinstance(decision, admission.Admit) and decision.notification_id == n.id
         # Seed 000 §1.1: a PENDING owner takes every send of its key, a DELIVERED one
         # those inside its window; anything else starts a new generation.
-        assert coalesced == bool(
+        coalesced = bool(
             window
             and owner
             and (owner.status == PENDING or (owner.status == DELIVERED and self.now < window.until))
         )
-        if window and owner and coalesced:
-            n.owner_id, n.generation = owner.id, owner.generation
-            to = FOLLOWING if owner.status == Status.PENDING else DEDUPLICATED
+        assert (decision.owner is not None) == coalesced, (decision, owner, window)
+        kinds = [e.kind for e in decision.events]
+        if decision.owner is not None:
+            assert owner is not None and decision.owner.id == owner.id
+            assert kinds == [K.ACCEPTED, K.DEDUP_LINKED] and decision.window is None
+            n.owner_id, n.generation = decision.owner.id, decision.generation
+            to = FOLLOWING if decision.status == Status.PENDING else DEDUPLICATED
+            assert to == (FOLLOWING if owner.status == PENDING else DEDUPLICATED)
             self._move(n, K.DEDUP_LINKED, to)
             return
+        assert kinds == [K.ACCEPTED] and decision.status == Status.PENDING
         self._move(n, K.ACCEPTED, PENDING)
-        if key is not None:
-            n.generation = window.generation + 1 if window else 1
-            self.windows[key] = Window(n.id, n.generation, self.now + WINDOW)
+        change = decision.window
+        if key is None:
+            assert change is None and decision.generation is None
+            return
+        assert change is not None and change.key == key and change.owner_id == n.id
+        assert change.insert == (window is None)
+        assert change.generation == (window.generation + 1 if window else 1)
+        n.generation = decision.generation
+        self.windows[key] = Window(change.owner_id, change.generation, change.until)
+
+    @rule(i=ids, same=st.booleans())
+    def resend(self, i: int, same: bool) -> None:
+        """A repeat of an earlier send's idempotency key: replayed or refused, whatever
+        that notification's state; nothing moves."""
+        n = self._pick(i)
+        if n is None:
+            return
+        held = admission.Existing(n.id, "fp", Status(n.status), EFFECTIVE, n.owner_id)
+        fingerprint = "fp" if same else "another payload"
+        decision = admission.decide_admission(fingerprint, held, new_id="-", now=self.now)
+        assert decision == (admission.Replay(held) if same else admission.Conflict(held))
 
     @rule(i=ids)
     def claim(self, i: int) -> None:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
+from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
@@ -35,7 +36,7 @@ from uns_server.store import (
     port,
     retention,
 )
-from uns_server.store.db import Database
+from uns_server.store.db import Database, is_lost_race
 from uns_server.store.events import NewEvent
 from uns_server.store.tables import dedup as dedup_table
 from uns_server.store.tables import events as events_table
@@ -721,9 +722,11 @@ async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Data
 
 
 def _unique_violation(exc: BaseException) -> bool:
-    """As intake recognises a lost race (SQLAlchemy's wrapper or asyncpg's own)."""
+    """A unique violation (SQLAlchemy's wrapper or asyncpg's own), which the store's
+    lost-race signal, what makes intake retry, recognises."""
     sqlstate = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", "")
-    return isinstance(exc, IntegrityError) or str(sqlstate).startswith("23")
+    unique = isinstance(exc, IntegrityError) or str(sqlstate).startswith("23")
+    return unique and is_lost_race(exc)
 
 
 async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) -> None:
@@ -740,7 +743,7 @@ async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) 
     assert all(_unique_violation(r) for r in results if not isinstance(r, str))
     async with db.read() as conn:
         held = await NOTIFICATIONS.by_keys(conn, ["k" * 64, "absent"])
-    assert {k: v["id"] for k, v in held.items()} == {"k" * 64: won[0]}
+    assert {k: v.id for k, v in held.items()} == {"k" * 64: won[0]}
 
 
 async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
@@ -799,6 +802,49 @@ async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
     assert window is not None and window["generation"] == 5
     assert window["owner_id"] == f"next-{generations.index(5)}"
     assert first_owner.startswith("owner-")
+
+
+async def test_intake_takes_a_window_under_its_lock_one_generation_at_a_time(
+    db_url: str, db: Database
+) -> None:
+    """Intake's path (``domain.admission``): read the window locked, then take it."""
+    until = NOW + timedelta(minutes=5)
+
+    async def open_window(tx: Any, i: int) -> str:
+        await NOTIFICATIONS.take_dedup_window(
+            tx.conn, WindowChange("w", f"owner-{i}", 1, until, insert=True)
+        )
+        return f"owner-{i}"
+
+    opened = await _race(db_url, 3, open_window)
+    assert len([r for r in opened if isinstance(r, str)]) == 1
+    assert all(_unique_violation(r) for r in opened if not isinstance(r, str))
+
+    async def lead_next(tx: Any, i: int) -> int:
+        window = await NOTIFICATIONS.locked_dedup_window(tx.conn, "w")
+        assert window is not None and window.key == "w" and window.until == until
+        generation = window.generation + 1
+        change = WindowChange("w", f"next-{i}", generation, until, insert=False)
+        await NOTIFICATIONS.take_dedup_window(tx.conn, change)
+        return generation
+
+    generations = await _race(db_url, 4, lead_next)
+
+    assert sorted(generations) == [2, 3, 4, 5]
+    async with db.read() as conn:
+        window = await NOTIFICATIONS.locked_dedup_window(conn, "w")
+        assert await NOTIFICATIONS.locked_dedup_window(conn, "absent") is None
+    assert window is not None and window.generation == 5
+    assert window.owner_id == f"next-{generations.index(5)}"
+
+
+async def test_a_window_owner_is_read_as_it_stands(db: Database) -> None:
+    [leader] = await insert(db, row(status=Status.DELIVERED.value))
+    async with db.read() as conn:
+        assert await NOTIFICATIONS.window_owner(conn, leader) == WindowOwner(
+            leader, Status.DELIVERED
+        )
+        assert await NOTIFICATIONS.window_owner(conn, str(uuid.uuid4())) is None
 
 
 # --- retention --------------------------------------------------------------------

@@ -97,8 +97,8 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             delivery_mode=convert.enum_to_wire(effective.delivery_mode, DeliveryMode),
             require_ack=effective.require_ack,
             outcome=pb.SimulateOutcome.Value(f"SIMULATE_OUTCOME_{decision.outcome.value}"),
-            existing_notification_id=decision.existing["id"] if decision.existing else "",
-            dedup_owner_id=decision.owner["id"] if decision.owner else "",
+            existing_notification_id=decision.existing.id if decision.existing else "",
+            dedup_owner_id=decision.owner.id if decision.owner else "",
             planned_steps=convert.planned_steps(decision.plan, decision.accepted_at),
         )
 

@@ -9,12 +9,10 @@ Concurrent requests share that transaction (group commit, ``uns_server.batching`
 each is decided in arrival order, one refusal does not affect the others, and a
 group that loses a race (a unique index, a deadlock) is retried request by request.
 
-Dedup coalescing per window row (``uns_dedup``, locked for the transaction):
-- no row, or its owner is gone / FAILED, or the window after a delivery expired
-  -> this notification leads a new generation;
-- owner PENDING -> follower (PENDING, ``dedup_owner_id`` set), whatever the
-  window's ``until``: pending ownership survives window expiry;
-- owner DELIVERED and ``now < until`` -> DEDUPLICATED at once.
+The decision itself is ``domain.admission.decide_admission`` (idempotent replay,
+IDEMPOTENCY_CONFLICT, a new leader, a follower of a pending owner, DEDUPLICATED at
+once). Intake only loads what it needs, under the dedup window's lock, asks, and
+stores the answer.
 """
 
 from __future__ import annotations
@@ -23,28 +21,35 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from opentelemetry import trace
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.batching import GroupCommit
-from uns_server.domain import digests, lifecycle, schedule
-from uns_server.domain.enums import EventKind, Status
-from uns_server.domain.errors import IdempotencyConflict, UnsError
+from uns_server.domain import digests, schedule
+from uns_server.domain.admission import (
+    Admit,
+    Conflict,
+    Existing,
+    Fresh,
+    Outcome,
+    Replay,
+    WindowOwner,
+    decide_admission,
+)
+from uns_server.domain.enums import Status
+from uns_server.domain.errors import UnsError
 from uns_server.domain.policy import EffectivePolicy, PolicyRevision, ServerDefaults, resolve
+from uns_server.domain.records import Notification
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.validation import validate_send
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
 from uns_server.store import events, notifications, policies
-from uns_server.store.db import TOPIC_WORK, Database
+from uns_server.store.db import TOPIC_WORK, Connection, Database, is_lost_race
 from uns_server.store.events import NewEvent
-from uns_server.store.pg import Row
 
 log = logging.getLogger("uns.intake")
 Clock = Callable[[], datetime]
@@ -56,36 +61,28 @@ _INSERT_RACE_RETRIES = 5
 MAX_BATCH_DEFAULT = 128
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SendResult:
     notification_id: str
     status: Status
-    idempotent_replay: bool
+    outcome: Outcome
     effective: EffectivePolicy
     dedup_owner_id: str | None
 
-
-class Outcome(StrEnum):
-    """What SendNotification does with a request (also what Simulate reports)."""
-
-    NEW = "NEW"
-    IDEMPOTENT_REPLAY = "IDEMPOTENT_REPLAY"
-    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
-    COALESCED = "COALESCED"
-    DEDUPLICATED = "DEDUPLICATED"
+    @property
+    def idempotent_replay(self) -> bool:
+        return self.outcome == Outcome.IDEMPOTENT_REPLAY
 
 
 @dataclass(frozen=True)
 class Decision:
-    """The one decision both Send and Simulate make, from the same reads."""
+    """What Simulate reports: Send's decision, from the same reads."""
 
     outcome: Outcome
     effective: EffectivePolicy
-    existing: Row | None = None  # the idempotency match
-    dedup_key: str | None = None
-    window: Row | None = None  # the dedup window row, if any
-    owner: Row | None = None  # the leader this request would follow
-    # Simulate only, for NEW: the plan over time from ``domain.schedule.plan``.
+    existing: Existing | None = None  # the idempotency match
+    owner: WindowOwner | None = None  # the leader this request would follow
+    # For NEW: the plan over time from ``domain.schedule.plan``.
     plan: tuple[schedule.Step, ...] = ()
     accepted_at: datetime | None = None
 
@@ -95,7 +92,7 @@ class Handoff(Protocol):
     hands the due leaders it inserts already leased: they skip the claim transaction
     and the wake-up before it."""
 
-    def can_deliver(self, row: Row) -> bool: ...
+    def can_deliver(self, row: Mapping[str, Any]) -> bool: ...
 
     def reserve(self, wanted: int) -> int: ...
 
@@ -141,12 +138,16 @@ class Intake:
         validate_send(req, now)
         key, fingerprint = _keys(principal, req)
         async with self._db.read() as conn:
-            existing = await notifications.by_key(conn, key)
-            if existing is not None:
-                return _existing(existing, fingerprint)
-            active = await policies.active(conn, req.notification_type)
-            decision = await self._decide_new(conn, principal, req, active, now)
-        if decision.outcome != Outcome.NEW:
+            read: Existing | Fresh | None = await _holder(conn, key)
+            if read is None:
+                active = await policies.active(conn, req.notification_type)
+                read = await self._fresh(conn, principal, req, active)
+        admission = decide_admission(fingerprint, read, new_id=str(uuid.uuid4()), now=now)
+        if not isinstance(admission, Admit):
+            existing = admission.existing
+            return Decision(admission.outcome, existing.effective, existing=existing)
+        decision = Decision(admission.outcome, admission.effective, owner=admission.owner)
+        if admission.outcome != Outcome.NEW:
             return decision
         # The same rules as the workers: intake's first attempt, the follow-up worker.
         steps = schedule.plan(now, req.schedule_time, decision.effective.spec.timing, req.intent)
@@ -164,16 +165,10 @@ class Intake:
 
     def _observe(self, result: SendResult) -> None:
         """Count and log the committed outcome; name it on the RPC's span."""
-        if result.idempotent_replay:
+        outcome = result.outcome
+        if outcome == Outcome.IDEMPOTENT_REPLAY:
             self._metrics.idempotent_replay()
-            outcome = Outcome.IDEMPOTENT_REPLAY
-        elif result.status == Status.DEDUPLICATED:
-            outcome = Outcome.DEDUPLICATED
-        elif result.dedup_owner_id is not None:
-            outcome = Outcome.COALESCED
         else:
-            outcome = Outcome.NEW
-        if not result.idempotent_replay:
             self._metrics.accepted(outcome.lower())
         trace.get_current_span().set_attribute("uns.notification_id", result.notification_id)
         # DEBUG: one line per request would duplicate the ACCEPTED event at volume.
@@ -199,7 +194,7 @@ class Intake:
             try:
                 return await self._commit_group(items)
             except Exception as exc:
-                if not _lost_race(exc):
+                if not is_lost_race(exc):
                     raise
         results: list[SendResult | Exception] = []
         for item in items:
@@ -216,7 +211,7 @@ class Intake:
             try:
                 return (await self._commit_group([item]))[0]
             except Exception as exc:
-                if not _lost_race(exc) or attempt == _INSERT_RACE_RETRIES - 1:
+                if not is_lost_race(exc) or attempt == _INSERT_RACE_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
 
@@ -231,8 +226,9 @@ class Intake:
         reserved, claims = 0, []
         try:
             async with self._db.write() as tx:
-                conn = tx.conn
-                existing = await notifications.by_keys(conn, {i.key for i in items})
+                conn: Connection = tx.conn
+                holders = await notifications.by_keys(conn, {i.key for i in items})
+                existing = {key: _existing(holder) for key, holder in holders.items()}
                 active = await policies.active_many(conn, {i.req.notification_type for i in items})
                 group = _Group()
                 for item in items:
@@ -263,135 +259,71 @@ class Intake:
 
     async def _admit(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         group: _Group,
         item: _Pending,
         active: Mapping[str, PolicyRevision],
-        existing: Mapping[str, Row],
+        existing: Mapping[str, Existing],
         now: datetime,
     ) -> SendResult:
+        """Load what this request could collide with, ask the domain, store its answer."""
         principal, req = item.principal, item.req
-        found = existing.get(item.key)
-        if found is not None:
-            return _replay(found, _existing(found, item.fingerprint).outcome)
-        earlier = group.admitted.get(item.key)
-        if earlier is not None:  # the same key twice in one group
-            fingerprint, result = earlier
-            if fingerprint != item.fingerprint:
-                raise _conflict(result.notification_id)
-            return replace(result, idempotent_replay=True)
-        d = await self._decide_new(conn, principal, req, active.get(req.notification_type), now)
-        effective, window, owner = d.effective, d.window, d.owner
-        notification_id = str(uuid.uuid4())
-        status = Status.DEDUPLICATED if d.outcome == Outcome.DEDUPLICATED else Status.PENDING
-        generation: int | None = None
-        if owner is not None:
-            assert window is not None
-            generation = window["generation"]
-        elif d.dedup_key is not None:  # lead a new generation
-            generation = (window["generation"] + 1) if window is not None else 1
-            until = now + timedelta(seconds=effective.dedup_window_seconds)
-            if window is None:
-                await notifications.insert_dedup_window(
-                    conn, d.dedup_key, owner_id=notification_id, generation=generation, until=until
-                )
-            else:
-                await notifications.update_dedup_window(
-                    conn, d.dedup_key, owner_id=notification_id, generation=generation, until=until
-                )
-        owner_id = owner["id"] if owner is not None else None
+        # The key held by a committed notification, or by an earlier item of this group.
+        read: Existing | Fresh | None = existing.get(item.key) or group.admitted.get(item.key)
+        if read is None:
+            read = await self._fresh(conn, principal, req, active.get(req.notification_type))
+        admission = decide_admission(item.fingerprint, read, new_id=str(uuid.uuid4()), now=now)
+        if isinstance(admission, Replay):
+            return _replayed(admission.existing)
+        if isinstance(admission, Conflict):
+            raise admission.error()
+        if admission.window is not None:
+            await notifications.take_dedup_window(conn, admission.window)
+        effective, status = admission.effective, admission.status
         first_attempt = schedule.first_attempt_at(
             now, req.schedule_time, effective.quiet_hours, req.intent
         )
-        row = _row(
-            notification_id,
-            principal,
-            req,
-            item.key,
-            item.fingerprint,
-            effective,
-            status,
-            dedup_key=d.dedup_key,
-            owner_id=owner_id,
-            generation=generation,
-            now=now,
-            first_attempt=first_attempt,
-            trace_context=item.trace_context,
-        )
-        if d.dedup_key is not None:
+        row = _row(item, admission, now=now, first_attempt=first_attempt)
+        if admission.dedup_key is not None:
             # Written now: a later item of this group may find this one as its owner.
             await notifications.insert_notifications(conn, [row])
-            group.work = group.work or (status == Status.PENDING and owner is None)
+            group.work = group.work or (status == Status.PENDING and admission.owner is None)
         else:
             group.rows.append(row)
             if status == Status.PENDING and first_attempt <= now:
                 group.due.append(row)
             elif status == Status.PENDING:  # scheduled: never leased early; wake the
                 group.work = True  # dispatchers so they sleep until its time
-        group.events.append(
-            NewEvent(
-                notification_id,
-                principal,
-                req.notification_type,
-                EventKind.ACCEPTED,
-                {
-                    "policy_id": effective.policy_id,
-                    "policy_hash": effective.policy_hash,
-                    "revision": effective.policy_revision,
-                    "effective": effective.to_json(),
-                    "effective_hash": effective.effective_hash,
-                },
-            )
-        )
-        if owner is not None:
-            group.events.append(
-                NewEvent(
-                    notification_id,
-                    principal,
-                    req.notification_type,
-                    EventKind.DEDUP_LINKED,
-                    {
-                        "owner_id": owner["id"],
-                        "generation": generation,
-                        "owner_status": owner["status"],
-                    },
-                )
-            )
-        result = SendResult(notification_id, status, False, effective, owner_id)
-        group.admitted[item.key] = (item.fingerprint, result)
-        return result
+        nid, kind = admission.notification_id, req.notification_type
+        group.events += [
+            NewEvent(nid, principal, kind, e.kind, e.payload) for e in admission.events
+        ]
+        owner_id = admission.owner_id
+        group.admitted[item.key] = Existing(nid, item.fingerprint, status, effective, owner_id)
+        return SendResult(nid, status, admission.outcome, effective, owner_id)
 
-    async def _decide_new(
+    async def _fresh(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         principal: str,
         req: SendRequest,
         active: PolicyRevision | None,
-        now: datetime,
-    ) -> Decision:
-        """The decision for a key not seen before: policy, then dedup coalescing."""
+    ) -> Fresh:
+        """For a key not seen before: the policy, then the dedup window (locked) and
+        its owner."""
         effective = resolve(req, active, self._defaults)
         if not req.dedup_key:
-            return Decision(Outcome.NEW, effective)
+            return Fresh(effective)
         dedup_key = digests.dedup_digest(
             principal, req.source, req.dedup_key, effective.effective_hash
         )
-        window = await notifications.dedup_window(conn, dedup_key)
+        window = await notifications.locked_dedup_window(conn, dedup_key)
         owner = (
-            await notifications.by_id(conn, window["owner_id"])
-            if window is not None and window["owner_id"]
+            await notifications.window_owner(conn, window.owner_id)
+            if window is not None and window.owner_id
             else None
         )
-        if (
-            window is not None
-            and owner is not None
-            and lifecycle.coalesces(owner["status"], window["until"], now)
-        ):
-            outcome = (
-                Outcome.DEDUPLICATED if owner["status"] == Status.DELIVERED else Outcome.COALESCED
-            )
-            return Decision(outcome, effective, dedup_key=dedup_key, window=window, owner=owner)
-        return Decision(Outcome.NEW, effective, dedup_key=dedup_key, window=window)
+        return Fresh(effective, dedup_key, window, owner)
 
 
 @dataclass
@@ -400,32 +332,20 @@ class _Group:
 
     rows: list[dict[str, object]] = field(default_factory=list)  # inserted together at the end
     events: list[NewEvent] = field(default_factory=list)
-    admitted: dict[str, tuple[str, SendResult]] = field(default_factory=dict)  # key -> (fp, result)
+    admitted: dict[str, Existing] = field(default_factory=dict)  # by idempotency key
     due: list[dict[str, object]] = field(default_factory=list)  # new leaders in ``rows``
     work: bool = False  # a dedup leader is due (inserted already): wake the dispatchers
 
 
-def _lost_race(exc: Exception) -> bool:
-    """A unique-index race or a deadlock between groups: retrying alone resolves it.
-    (asyncpg's errors carry the SQLSTATE; SQLAlchemy's wrap the driver's as ``orig``.)"""
-    if isinstance(exc, IntegrityError):
-        return True
-    sqlstate = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", "")
-    return isinstance(sqlstate, str) and (sqlstate.startswith("23") or sqlstate == "40P01")
+def _existing(holder: Notification) -> Existing:
+    """What a replay of the key's holder answers (its policy as it was accepted)."""
+    effective = EffectivePolicy.from_json(holder.notification["effective"])
+    return Existing(holder.id, holder.fingerprint, holder.status, effective, holder.dedup_owner_id)
 
 
-def _existing(existing: Row, fingerprint: str) -> Decision:
-    effective = EffectivePolicy.from_json(existing["notification"]["effective"])
-    same = existing["fingerprint"] == fingerprint
-    outcome = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
-    return Decision(outcome, effective, existing=existing)
-
-
-def _conflict(notification_id: str) -> IdempotencyConflict:
-    return IdempotencyConflict(
-        "idempotency key already used with a different payload",
-        metadata={"notification_id": notification_id},
-    )
+async def _holder(conn: Connection, key: str) -> Existing | None:
+    holder = await notifications.by_key(conn, key)
+    return None if holder is None else _existing(holder)
 
 
 def _keys(principal: str, req: SendRequest) -> tuple[str, str]:
@@ -434,34 +354,21 @@ def _keys(principal: str, req: SendRequest) -> tuple[str, str]:
     return digests.idempotency_digest(principal, req.source, idem_key), digests.fingerprint(req)
 
 
-def _replay(existing: Row, outcome: Outcome) -> SendResult:
-    if outcome == Outcome.IDEMPOTENCY_CONFLICT:
-        raise _conflict(existing["id"])
+def _replayed(existing: Existing) -> SendResult:
     return SendResult(
-        notification_id=existing["id"],
-        status=Status(existing["status"]),
-        idempotent_replay=True,
-        effective=EffectivePolicy.from_json(existing["notification"]["effective"]),
-        dedup_owner_id=existing["dedup_owner_id"],
+        existing.id,
+        existing.status,
+        Outcome.IDEMPOTENT_REPLAY,
+        existing.effective,
+        existing.dedup_owner_id,
     )
 
 
 def _row(
-    notification_id: str,
-    principal: str,
-    req: SendRequest,
-    key: str,
-    fingerprint: str,
-    effective: EffectivePolicy,
-    status: Status,
-    *,
-    dedup_key: str | None,
-    owner_id: str | None,
-    generation: int | None,
-    now: datetime,
-    first_attempt: datetime,
-    trace_context: dict[str, str] | None = None,
+    item: _Pending, admission: Admit, *, now: datetime, first_attempt: datetime
 ) -> dict[str, object]:
+    """The ``uns_notifications`` row of an admitted request."""
+    req, effective, status = item.req, admission.effective, admission.status
     ctx = req.autonomy_context
     document: dict[str, object] = {
         "notification_type": req.notification_type,
@@ -485,15 +392,15 @@ def _row(
     }
     if req.schedule_time is not None:
         document["schedule_time"] = req.schedule_time.astimezone(UTC).isoformat()
-    if trace_context:
+    if item.trace_context:
         # The accepting RPC's span (W3C carrier): dispatch attempts link to it. Not
         # part of the idempotency fingerprint, which is computed from the request.
-        document["trace_context"] = trace_context
+        document["trace_context"] = item.trace_context
     return {
-        "id": notification_id,
-        "key": key,
-        "fingerprint": fingerprint,
-        "principal": principal,
+        "id": admission.notification_id,
+        "key": item.key,
+        "fingerprint": item.fingerprint,
+        "principal": item.principal,
         "notification_type": req.notification_type,
         "source": req.source,
         "notification": document,
@@ -511,9 +418,9 @@ def _row(
         "attempts": 0,
         "cycle": 1,
         "cycle_attempts": 0,
-        "dedup_key": dedup_key,
-        "dedup_owner_id": owner_id,
-        "dedup_generation": generation,
+        "dedup_key": admission.dedup_key,
+        "dedup_owner_id": admission.owner_id,
+        "dedup_generation": admission.generation,
         "dedup_successor_id": None,
         "next_attempt": first_attempt,
         "lease_until": None,

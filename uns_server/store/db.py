@@ -26,7 +26,13 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+)
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -141,6 +147,16 @@ def is_unreachable(exc: BaseException) -> bool:
         or (isinstance(exc, DBAPIError) and exc.connection_invalidated)
         or _lost_connection(exc)  # raised by asyncpg itself (``store.pg``, transactions)
     )
+
+
+def is_lost_race(exc: BaseException) -> bool:
+    """A unique-index race (two first writers of one key) or a deadlock between two
+    transactions locking in different orders: rolled back, and retrying resolves it.
+    (asyncpg's errors carry the SQLSTATE; SQLAlchemy's wrap the driver's as ``orig``.)"""
+    if isinstance(exc, IntegrityError):
+        return True
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", "")
+    return isinstance(sqlstate, str) and (sqlstate.startswith("23") or sqlstate == "40P01")
 
 
 # asyncpg's own default bound on connecting.

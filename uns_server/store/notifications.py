@@ -12,7 +12,9 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import paging
-from uns_server.domain.records import Notification
+from uns_server.domain.admission import WindowChange, WindowOwner
+from uns_server.domain.enums import Status
+from uns_server.domain.records import DedupWindow, Notification
 from uns_server.store import pg, records
 from uns_server.store.tables import dedup, notifications
 
@@ -41,12 +43,14 @@ async def by_id(
     return (await conn.execute(q)).mappings().first()
 
 
-async def by_key(conn: AsyncConnection, key: str) -> RowMapping | None:
+async def by_key(conn: AsyncConnection, key: str) -> Notification | None:
+    """The notification holding this idempotency key."""
     q = select(notifications).where(notifications.c.key == key)
-    return (await conn.execute(q)).mappings().first()
+    row = (await conn.execute(q)).mappings().first()
+    return None if row is None else records.notification(row)
 
 
-async def by_keys(conn: AsyncConnection, keys: Collection[str]) -> dict[str, pg.Row]:
+async def by_keys(conn: AsyncConnection, keys: Collection[str]) -> dict[str, Notification]:
     """The notifications holding any of these idempotency keys, by key."""
     if not keys:
         return {}
@@ -56,7 +60,8 @@ async def by_keys(conn: AsyncConnection, keys: Collection[str]) -> dict[str, pg.
     else:
         q = select(notifications).where(notifications.c.key.in_(sorted(keys)))
         rows = (await conn.execute(q)).mappings()
-    return {row["key"]: row for row in rows}
+    found = (records.notification(row) for row in rows)
+    return {n.key: n for n in found}
 
 
 async def insert_notifications(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -78,12 +83,40 @@ async def dedup_window(conn: AsyncConnection, key: str) -> RowMapping | None:
     return (await conn.execute(q)).mappings().first()
 
 
+async def locked_dedup_window(conn: AsyncConnection, key: str) -> DedupWindow | None:
+    """Intake's read of a coalescing window, locked until commit on PostgreSQL."""
+    q = select(dedup).where(dedup.c.key == key).with_for_update()
+    row = (await conn.execute(q)).mappings().first()
+    return None if row is None else records.dedup_window(row)
+
+
+async def window_owner(conn: AsyncConnection, owner_id: str) -> WindowOwner | None:
+    """A dedup window's owner as it stands (None when the row is gone)."""
+    q = select(notifications.c.status).where(notifications.c.id == owner_id)
+    status = (await conn.execute(q)).scalar()
+    return None if status is None else WindowOwner(owner_id, Status(status))
+
+
 async def insert_dedup_window(
     conn: AsyncConnection, key: str, *, owner_id: str, generation: int, until: datetime
 ) -> None:
     await conn.execute(
         insert(dedup).values(key=key, owner_id=owner_id, generation=generation, until=until)
     )
+
+
+async def take_dedup_window(conn: AsyncConnection, change: WindowChange) -> None:
+    """A new leader takes the window: a new row (a concurrent first window fails as a
+    unique violation), or the row read under lock moves to it."""
+    owner_id, generation, until = change.owner_id, change.generation, change.until
+    if change.insert:
+        await insert_dedup_window(
+            conn, change.key, owner_id=owner_id, generation=generation, until=until
+        )
+    else:
+        await update_dedup_window(
+            conn, change.key, owner_id=owner_id, generation=generation, until=until
+        )
 
 
 async def update_dedup_window(conn: AsyncConnection, key: str, **values: Any) -> None:

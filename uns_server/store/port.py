@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.records import (
     Attempt,
@@ -305,8 +306,10 @@ class Notifications(Protocol):
         """``get`` as a row (for the send path and dispatch until they read records)."""
         ...
 
-    async def by_keys(self, conn: AsyncConnection, keys: Collection[str]) -> Mapping[str, Row]:
-        """The rows holding any of these idempotency keys (unique), by key."""
+    async def by_keys(
+        self, conn: AsyncConnection, keys: Collection[str]
+    ) -> Mapping[str, Notification]:
+        """The notifications holding any of these idempotency keys (unique), by key."""
         ...
 
     async def dedup_window(self, conn: AsyncConnection, key: str) -> Row | None:
@@ -321,6 +324,18 @@ class Notifications(Protocol):
 
     async def update_dedup_window(self, conn: AsyncConnection, key: str, **values: Any) -> None:
         """Hand the locked window to a new owner or generation."""
+        ...
+
+    async def locked_dedup_window(self, conn: AsyncConnection, key: str) -> DedupWindow | None:
+        """Intake's read of the window of ``key``, locked until commit."""
+        ...
+
+    async def window_owner(self, conn: AsyncConnection, owner_id: str) -> WindowOwner | None:
+        """The status of a window's owner (None when the row is gone)."""
+        ...
+
+    async def take_dedup_window(self, conn: AsyncConnection, change: WindowChange) -> None:
+        """A new leader takes the window (``domain.admission``): insert, or move it."""
         ...
 
 
