@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, any_, bindparam, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.policy import PolicyRevision, PolicySpec, content_hash
@@ -25,6 +26,11 @@ _COLUMNS = (
     policy_revisions.c.created_at,
     policy_revisions.c.activated_at,
 )
+
+
+class FirstPutRace(Exception):
+    """Another transaction created this type's policy first (its unique
+    ``notification_type``): this one is rolled back, and a retry finds that policy."""
 
 
 def _revision(row: pg.Row) -> PolicyRevision:
@@ -109,20 +115,24 @@ async def list_revisions(
 async def put_revision(
     conn: AsyncConnection, notification_type: str, spec: PolicySpec, *, actor: str, now: datetime
 ) -> PolicyRevision:
-    """Write a new revision, or return the latest one when its content is identical."""
+    """Write a new revision, or return the latest one when its content is identical.
+    Raises ``FirstPutRace`` when a concurrent first put of the type won."""
     q = select(policies).where(policies.c.notification_type == notification_type)
     policy = (await conn.execute(q.with_for_update())).mappings().first()
     if policy is None:
         policy_id = str(uuid.uuid4())
-        await conn.execute(
-            insert(policies).values(
-                id=policy_id,
-                notification_type=notification_type,
-                active_revision=None,
-                created_at=now,
-                updated_at=now,
+        try:
+            await conn.execute(
+                insert(policies).values(
+                    id=policy_id,
+                    notification_type=notification_type,
+                    active_revision=None,
+                    created_at=now,
+                    updated_at=now,
+                )
             )
-        )
+        except IntegrityError as exc:
+            raise FirstPutRace(notification_type) from exc
         latest = None
     else:
         policy_id = policy["id"]
