@@ -12,9 +12,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.policy import PolicyRevision, PolicySpec, content_hash
-from uns_server.store import pg
+from uns_server.store import pg, records
 from uns_server.store.tables import policies, policy_revisions
 
+# The columns ``records.policy_revision`` reads: a revision joined to its policy.
 _COLUMNS = (
     policies.c.id,
     policies.c.notification_type,
@@ -33,20 +34,6 @@ class FirstPutRace(Exception):
     ``notification_type``): this one is rolled back, and a retry finds that policy."""
 
 
-def _revision(row: pg.Row) -> PolicyRevision:
-    return PolicyRevision(
-        policy_id=row["id"],
-        notification_type=row["notification_type"],
-        revision=row["revision"],
-        spec=PolicySpec.from_json(row["content"]),
-        content_hash=row["content_hash"],
-        active=row["active_revision"] == row["revision"],
-        created_by=row["created_by"],
-        created_at=row["created_at"],
-        activated_at=row["activated_at"],
-    )
-
-
 def _joined() -> Select[Any]:
     return select(*_COLUMNS).join(policy_revisions, policy_revisions.c.policy_id == policies.c.id)
 
@@ -57,7 +44,7 @@ async def active(conn: AsyncConnection, notification_type: str) -> PolicyRevisio
         policy_revisions.c.revision == policies.c.active_revision,
     )
     row = (await conn.execute(q)).mappings().first()
-    return _revision(row) if row else None
+    return records.policy_revision(row) if row else None
 
 
 _ACTIVE_MANY_PG = pg.Statement(
@@ -85,7 +72,7 @@ async def active_many(
             policy_revisions.c.revision == policies.c.active_revision,
         )
         rows = (await conn.execute(q)).mappings()
-    revisions = (_revision(row) for row in rows)
+    revisions = (records.policy_revision(row) for row in rows)
     return {r.notification_type: r for r in revisions}
 
 
@@ -97,7 +84,7 @@ async def get(
         policy_revisions.c.revision == revision,
     )
     row = (await conn.execute(q)).mappings().first()
-    return _revision(row) if row else None
+    return records.policy_revision(row) if row else None
 
 
 async def list_revisions(
@@ -109,7 +96,7 @@ async def list_revisions(
     rows = (
         await conn.execute(q.order_by(policy_revisions.c.revision.desc()).limit(limit))
     ).mappings()
-    return [_revision(r) for r in rows]
+    return [records.policy_revision(r) for r in rows]
 
 
 async def put_revision(

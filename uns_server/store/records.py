@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import Any
 
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
+from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.records import (
     AckAuditRecord,
     ApiKey,
@@ -167,3 +168,18 @@ def policy_type(row: Row) -> PolicyType:
 
 def retention_candidate(row: Row) -> RetentionCandidate:
     return RetentionCandidate(row["id"], row["dedup_owner_id"], row["dedup_successor_id"])
+
+
+def policy_revision(row: Row) -> PolicyRevision:
+    """A revision joined to its policy (``store.policies``)."""
+    return PolicyRevision(
+        policy_id=row["id"],
+        notification_type=row["notification_type"],
+        revision=row["revision"],
+        spec=PolicySpec.from_json(row["content"]),
+        content_hash=row["content_hash"],
+        active=row["active_revision"] == row["revision"],
+        created_by=row["created_by"],
+        created_at=row["created_at"],
+        activated_at=row["activated_at"],
+    )
