@@ -23,10 +23,9 @@ place that says what it must do:
   concurrent duplicate fails as a unique violation); the window is locked while read,
   so concurrent new generations of one key serialise.
 
-Reads return typed records (``domain.records``, built by ``store.records``). The
-operations still typed ``Row`` belong to modules whose callers are being moved to
-records on other branches (``store.dispatch``, ``store.events``, and the send path's
-``Notifications.by_id``/``by_keys``/``dedup_window``).
+Reads return typed records (``domain.records``, built by ``store.records``); an
+operation still typed ``Row`` is one whose callers (dispatch, the send path, watch)
+are moving to records on their own branches.
 """
 
 from __future__ import annotations
