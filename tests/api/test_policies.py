@@ -3,6 +3,8 @@ reach SendNotification / Simulate (resolution, freezing, overrides)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -98,6 +100,20 @@ async def test_identical_content_returns_the_same_revision(server: RunningServer
     changed = await put(oscar, max_attempts=7)
     assert changed.revision == 2 and changed.content_hash != first.content_hash
     assert changed.policy_id == first.policy_id
+
+
+async def test_concurrent_first_puts_of_a_new_type_all_land_under_one_policy(
+    server: RunningServer,
+) -> None:
+    # Each put of a type it finds no policy for inserts one; on PostgreSQL all but one
+    # of these lose that race on the unique type, and the store says so (FirstPutRace)
+    # for the service to retry, rather than the caller getting INTERNAL.
+    oscar = policies(server)
+    written = await asyncio.gather(
+        *(put(oscar, notification_type="race.alert", max_attempts=n) for n in range(1, 7))
+    )
+    assert sorted(r.revision for r in written) == [1, 2, 3, 4, 5, 6]
+    assert len({r.policy_id for r in written}) == 1
 
 
 async def test_new_revision_with_activate_switches(server: RunningServer) -> None:

@@ -10,6 +10,7 @@ test names the rule of the port it pins down.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import fields
@@ -121,9 +122,9 @@ async def insert(db: Database, *rows: dict[str, Any]) -> list[str]:
 
 async def fetch(db: Database, nid: str) -> dict[str, Any]:
     async with db.read() as conn:
-        found = await NOTIFICATIONS.by_id(conn, nid)
+        found = await NOTIFICATIONS.get(conn, nid)
     assert found is not None
-    return dict(found)
+    return dataclasses.asdict(found)
 
 
 async def claim(
@@ -786,9 +787,9 @@ async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
     assert all(_unique_violation(r) for r in opened if not isinstance(r, str))
 
     async def lead_next(tx: Any, i: int) -> int:
-        window = await NOTIFICATIONS.dedup_window(tx.conn, "d")  # locked until commit
+        window = await NOTIFICATIONS.locked_dedup_window(tx.conn, "d")  # until commit
         assert window is not None
-        generation = int(window["generation"]) + 1
+        generation = window.generation + 1
         await NOTIFICATIONS.update_dedup_window(
             tx.conn, "d", owner_id=f"next-{i}", generation=generation
         )
@@ -798,9 +799,9 @@ async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
 
     assert sorted(generations) == [2, 3, 4, 5]  # no two transactions led the same one
     async with db.read() as conn:
-        window = await NOTIFICATIONS.dedup_window(conn, "d")
-    assert window is not None and window["generation"] == 5
-    assert window["owner_id"] == f"next-{generations.index(5)}"
+        window = await NOTIFICATIONS.locked_dedup_window(conn, "d")
+    assert window is not None and window.generation == 5
+    assert window.owner_id == f"next-{generations.index(5)}"
     assert first_owner.startswith("owner-")
 
 

@@ -15,8 +15,6 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import IntegrityError
-
 from uns_server.domain import paging
 from uns_server.domain.enums import DeliveryMode, Priority
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
@@ -94,7 +92,7 @@ class PolicyService:
         for attempt in range(_INSERT_RACE_RETRIES):
             try:
                 return await self._put_once(actor, items, activate)
-            except IntegrityError:
+            except policies.FirstPutRace:
                 if attempt == _INSERT_RACE_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")

@@ -16,20 +16,15 @@ from uns_server.store.tables import ack_audit_records, notification_audit_record
 
 
 def delivery_record(
-    row: Notification | pg.Row,
+    row: Notification,
     *,
     status: str,
     outcome: Mapping[str, Any],
     delivered_at: datetime | None,
     now: datetime,
 ) -> dict[str, Any]:
-    """The delivery audit record of a settled attempt on ``row``, for ``insert_deliveries``.
-    (A ``pg.Row`` is taken until workers/dispatch hands records.)"""
-    if isinstance(row, Notification):
-        nid, ntype, doc, mode = row.id, row.notification_type, row.notification, row.delivery_mode
-    else:  # no record built for four fields: this runs once per settled delivery
-        nid, ntype, doc = row["id"], row["notification_type"], row["notification"]
-        mode = row["delivery_mode"]
+    """The delivery audit record of a settled attempt on ``row``, for ``insert_deliveries``."""
+    nid, ntype, doc, mode = row.id, row.notification_type, row.notification, row.delivery_mode
     ctx = doc.get("autonomy_context") or {}
     effective = doc["effective"]
     return {

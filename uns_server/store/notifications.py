@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, any_, bindparam, insert, or_, select, update
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import paging
@@ -28,19 +27,11 @@ async def get(
     conn: AsyncConnection, notification_id: str, *, for_update: bool = False
 ) -> Notification | None:
     """One notification, optionally locked until commit."""
-    row = await by_id(conn, notification_id, for_update=for_update)
-    return None if row is None else records.notification(row)
-
-
-async def by_id(
-    conn: AsyncConnection, notification_id: str, *, for_update: bool = False
-) -> RowMapping | None:
-    """``get`` as a row, for the callers not yet on records (services/intake,
-    workers/dispatch: their branches convert them); removed with its last caller."""
     q = select(notifications).where(notifications.c.id == notification_id)
     if for_update:
         q = q.with_for_update()
-    return (await conn.execute(q)).mappings().first()
+    row = (await conn.execute(q)).mappings().first()
+    return None if row is None else records.notification(row)
 
 
 async def by_key(conn: AsyncConnection, key: str) -> Notification | None:
@@ -75,12 +66,6 @@ async def insert_notifications(conn: AsyncConnection, rows: Sequence[Mapping[str
         await _INSERT_PG.executemany(driver, ordered)
     else:
         await conn.execute(insert(notifications), ordered)
-
-
-async def dedup_window(conn: AsyncConnection, key: str) -> RowMapping | None:
-    """The coalescing window row, locked until commit on PostgreSQL."""
-    q = select(dedup).where(dedup.c.key == key).with_for_update()
-    return (await conn.execute(q)).mappings().first()
 
 
 async def locked_dedup_window(conn: AsyncConnection, key: str) -> DedupWindow | None:

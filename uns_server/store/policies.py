@@ -8,12 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, any_, bindparam, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.policy import PolicyRevision, PolicySpec, content_hash
-from uns_server.store import pg
+from uns_server.store import pg, records
 from uns_server.store.tables import policies, policy_revisions
 
+# The columns ``records.policy_revision`` reads: a revision joined to its policy.
 _COLUMNS = (
     policies.c.id,
     policies.c.notification_type,
@@ -27,18 +29,9 @@ _COLUMNS = (
 )
 
 
-def _revision(row: pg.Row) -> PolicyRevision:
-    return PolicyRevision(
-        policy_id=row["id"],
-        notification_type=row["notification_type"],
-        revision=row["revision"],
-        spec=PolicySpec.from_json(row["content"]),
-        content_hash=row["content_hash"],
-        active=row["active_revision"] == row["revision"],
-        created_by=row["created_by"],
-        created_at=row["created_at"],
-        activated_at=row["activated_at"],
-    )
+class FirstPutRace(Exception):
+    """Another transaction created this type's policy first (its unique
+    ``notification_type``): this one is rolled back, and a retry finds that policy."""
 
 
 def _joined() -> Select[Any]:
@@ -51,7 +44,7 @@ async def active(conn: AsyncConnection, notification_type: str) -> PolicyRevisio
         policy_revisions.c.revision == policies.c.active_revision,
     )
     row = (await conn.execute(q)).mappings().first()
-    return _revision(row) if row else None
+    return records.policy_revision(row) if row else None
 
 
 _ACTIVE_MANY_PG = pg.Statement(
@@ -79,7 +72,7 @@ async def active_many(
             policy_revisions.c.revision == policies.c.active_revision,
         )
         rows = (await conn.execute(q)).mappings()
-    revisions = (_revision(row) for row in rows)
+    revisions = (records.policy_revision(row) for row in rows)
     return {r.notification_type: r for r in revisions}
 
 
@@ -91,7 +84,7 @@ async def get(
         policy_revisions.c.revision == revision,
     )
     row = (await conn.execute(q)).mappings().first()
-    return _revision(row) if row else None
+    return records.policy_revision(row) if row else None
 
 
 async def list_revisions(
@@ -103,26 +96,30 @@ async def list_revisions(
     rows = (
         await conn.execute(q.order_by(policy_revisions.c.revision.desc()).limit(limit))
     ).mappings()
-    return [_revision(r) for r in rows]
+    return [records.policy_revision(r) for r in rows]
 
 
 async def put_revision(
     conn: AsyncConnection, notification_type: str, spec: PolicySpec, *, actor: str, now: datetime
 ) -> PolicyRevision:
-    """Write a new revision, or return the latest one when its content is identical."""
+    """Write a new revision, or return the latest one when its content is identical.
+    Raises ``FirstPutRace`` when a concurrent first put of the type won."""
     q = select(policies).where(policies.c.notification_type == notification_type)
     policy = (await conn.execute(q.with_for_update())).mappings().first()
     if policy is None:
         policy_id = str(uuid.uuid4())
-        await conn.execute(
-            insert(policies).values(
-                id=policy_id,
-                notification_type=notification_type,
-                active_revision=None,
-                created_at=now,
-                updated_at=now,
+        try:
+            await conn.execute(
+                insert(policies).values(
+                    id=policy_id,
+                    notification_type=notification_type,
+                    active_revision=None,
+                    created_at=now,
+                    updated_at=now,
+                )
             )
-        )
+        except IntegrityError as exc:
+            raise FirstPutRace(notification_type) from exc
         latest = None
     else:
         policy_id = policy["id"]

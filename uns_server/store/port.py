@@ -31,10 +31,7 @@ place that says what it must do:
   concurrent duplicate fails as a unique violation); the window is locked while read,
   so concurrent new generations of one key serialise.
 
-Reads return typed records (``domain.records``, built by ``store.records``). The
-operations still typed ``Row`` belong to modules whose callers are being moved to
-records on other branches (``store.events``, and the send path's
-``Notifications.by_id``/``by_keys``/``dedup_window``).
+Reads return typed records (``domain.records``, built by ``store.records``).
 """
 
 from __future__ import annotations
@@ -57,7 +54,6 @@ from uns_server.domain.records import (
 )
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
-from uns_server.store.pg import Row
 
 
 class Dispatch(Protocol):
@@ -300,20 +296,10 @@ class Notifications(Protocol):
         """One notification, optionally locked."""
         ...
 
-    async def by_id(
-        self, conn: AsyncConnection, notification_id: str, *, for_update: bool = False
-    ) -> Row | None:
-        """``get`` as a row (for the send path and dispatch until they read records)."""
-        ...
-
     async def by_keys(
         self, conn: AsyncConnection, keys: Collection[str]
     ) -> Mapping[str, Notification]:
         """The notifications holding any of these idempotency keys (unique), by key."""
-        ...
-
-    async def dedup_window(self, conn: AsyncConnection, key: str) -> Row | None:
-        """The coalescing window of ``key``, locked until commit (one row per key)."""
         ...
 
     async def insert_dedup_window(

@@ -3,17 +3,20 @@
 A builder reads by column name, so it takes a SQLAlchemy ``RowMapping`` and an
 asyncpg ``Record`` alike (and a row with extra columns, such as the claim's
 ``claimed_token``). It runs on the hot path (every claim and accept reads rows), so
-each reads a precomputed column list positionally into the dataclass and maps enum
-values through a dict: no per-row reflection, no ``Enum.__call__``.
+each reads a precomputed column list in one ``itemgetter`` call, positionally into the
+dataclass, and maps enum values through a dict: no per-row reflection, no
+``Enum.__call__``. (Most of what is left is the frozen dataclass's own ``__init__``.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
+from operator import itemgetter
 from typing import Any
 
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
+from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.records import (
     AckAuditRecord,
     ApiKey,
@@ -41,30 +44,38 @@ _KIND: dict[str, EventKind] = {k.value: k for k in EventKind}
 _ROLE: dict[str, Role] = {r.value: r for r in Role}
 
 
-def _columns(record: type, table: Any) -> tuple[str, ...]:
-    """The record's fields, in order; each must be a column of ``table`` (checked once,
-    at import, so a schema change that drops one fails loudly)."""
+def _columns(record: type, table: Any) -> Callable[[Row], tuple[Any, ...]]:
+    """A getter of the record's fields, in order, from a row; each must be a column of
+    ``table`` (checked once, at import, so a schema change that drops one fails loudly)."""
     names = tuple(f.name for f in fields(record))
     missing = [name for name in names if name not in table.c]
     assert not missing, f"{record.__name__}: no column {missing} in {table.name}"
-    return names
+    return itemgetter(*names)
+
+
+def _index(record: type, name: str) -> int:
+    return [f.name for f in fields(record)].index(name)
 
 
 _NOTIFICATION = _columns(Notification, tables.notifications)
-_N_STATUS = _NOTIFICATION.index("status")
-_N_MODE = _NOTIFICATION.index("delivery_mode")
-_N_ACK = _NOTIFICATION.index("ack_status")
+_N_STATUS = _index(Notification, "status")
+_N_MODE = _index(Notification, "delivery_mode")
+_N_ACK = _index(Notification, "ack_status")
 _EVENT = _columns(Event, tables.events)
-_E_KIND = _EVENT.index("kind")
+_E_KIND = _index(Event, "kind")
 _DEDUP = _columns(DedupWindow, tables.dedup)
 _DELIVERY_AUDIT = _columns(DeliveryAuditRecord, tables.notification_audit_records)
+_DA_STATUS = _index(DeliveryAuditRecord, "status")
+_DA_MODE = _index(DeliveryAuditRecord, "delivery_mode")
 _ACK_AUDIT = _columns(AckAuditRecord, tables.ack_audit_records)
+_AA_OLD = _index(AckAuditRecord, "old_status")
+_AA_NEW = _index(AckAuditRecord, "new_status")
 _MESSAGE_UPDATE = _columns(MessageUpdate, tables.message_updates)
 _CONSOLE_SESSION = _columns(ConsoleSession, tables.console_sessions)
 
 
 def notification(row: Row) -> Notification:
-    values = [row[c] for c in _NOTIFICATION]
+    values = list(_NOTIFICATION(row))
     values[_N_STATUS] = _STATUS[values[_N_STATUS]]
     values[_N_MODE] = _MODE[values[_N_MODE]]
     values[_N_ACK] = _ACK[values[_N_ACK]]
@@ -78,13 +89,13 @@ def attempt(row: Row, lease_token: str) -> Attempt:
 
 
 def event(row: Row) -> Event:
-    values = [row[c] for c in _EVENT]
+    values = list(_EVENT(row))
     values[_E_KIND] = _KIND[values[_E_KIND]]
     return Event(*values)
 
 
 def dedup_window(row: Row) -> DedupWindow:
-    return DedupWindow(*[row[c] for c in _DEDUP])
+    return DedupWindow(*_DEDUP(row))
 
 
 def api_key(row: Row) -> ApiKey:
@@ -102,25 +113,25 @@ def api_key(row: Row) -> ApiKey:
 
 
 def delivery_audit(row: Row) -> DeliveryAuditRecord:
-    values = {c: row[c] for c in _DELIVERY_AUDIT}
-    values["status"] = _STATUS[values["status"]]
-    values["delivery_mode"] = _MODE[values["delivery_mode"]]
-    return DeliveryAuditRecord(**values)
+    values = list(_DELIVERY_AUDIT(row))
+    values[_DA_STATUS] = _STATUS[values[_DA_STATUS]]
+    values[_DA_MODE] = _MODE[values[_DA_MODE]]
+    return DeliveryAuditRecord(*values)
 
 
 def ack_audit(row: Row) -> AckAuditRecord:
-    values = {c: row[c] for c in _ACK_AUDIT}
-    values["old_status"] = _ACK[values["old_status"]]
-    values["new_status"] = _ACK[values["new_status"]]
-    return AckAuditRecord(**values)
+    values = list(_ACK_AUDIT(row))
+    values[_AA_OLD] = _ACK[values[_AA_OLD]]
+    values[_AA_NEW] = _ACK[values[_AA_NEW]]
+    return AckAuditRecord(*values)
 
 
 def message_update(row: Row) -> MessageUpdate:
-    return MessageUpdate(*[row[c] for c in _MESSAGE_UPDATE])
+    return MessageUpdate(*_MESSAGE_UPDATE(row))
 
 
 def console_session(row: Row) -> ConsoleSession:
-    return ConsoleSession(*[row[c] for c in _CONSOLE_SESSION])
+    return ConsoleSession(*_CONSOLE_SESSION(row))
 
 
 def failed_summary(row: Row) -> FailedSummary:
@@ -157,3 +168,18 @@ def policy_type(row: Row) -> PolicyType:
 
 def retention_candidate(row: Row) -> RetentionCandidate:
     return RetentionCandidate(row["id"], row["dedup_owner_id"], row["dedup_successor_id"])
+
+
+def policy_revision(row: Row) -> PolicyRevision:
+    """A revision joined to its policy (``store.policies``)."""
+    return PolicyRevision(
+        policy_id=row["id"],
+        notification_type=row["notification_type"],
+        revision=row["revision"],
+        spec=PolicySpec.from_json(row["content"]),
+        content_hash=row["content_hash"],
+        active=row["active_revision"] == row["revision"],
+        created_by=row["created_by"],
+        created_at=row["created_at"],
+        activated_at=row["activated_at"],
+    )
