@@ -87,6 +87,7 @@ class Observed:
     longest_write: float = 0.0
     longest_lock_wait: float = 0.0
     samples: int = 0
+    sampling: asyncio.Event = field(default_factory=asyncio.Event)  # the first sample is in
     # (migration statement, lock modes it held on the table) while it ran an index statement
     strong_locks_during_index_ddl: list[tuple[str, list[str]]] = field(default_factory=list)
     # (migration statement, seconds the writer had waited) for each writer seen blocked
@@ -133,6 +134,7 @@ async def _sampler(dsn: str, stop: asyncio.Event, seen: Observed) -> None:
                 migrate.MIGRATION_APPLICATION_NAME,
             )
             seen.samples += 1
+            seen.sampling.set()
             for row in rows:
                 query = " ".join(row["query"].split())
                 # Index statements on the writers' table (by name or by the naming
@@ -181,6 +183,9 @@ async def test_migration_does_not_hold_off_writers(
     db = Database(url)
     try:
         await asyncio.wait_for(seen.warmed_up.wait(), 30)  # the writers are in full swing
+        # A quick migration may end before a slow sampler connects: start it only once the
+        # sampler is watching.
+        await asyncio.wait_for(seen.sampling.wait(), 30)
         writes_before = seen.writes
         started = time.monotonic()
         await migrate.upgrade(db, revision)
