@@ -20,12 +20,29 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind
-from uns_server.store import pg
+from uns_server.store import jsontext, pg
 from uns_server.store.db import TOPIC_EVENTS, WriteTx, notify_calls
 from uns_server.store.tables import events
 
 _EVENT_ORDER_LOCK_ID = 0x554E53_0002
-_INSERT_PG = pg.Insert(events)
+_ARRAY_COLUMNS = ("id", "notification_id", "principal", "notification_type", "kind")
+
+
+def _append_sql(notify_calls: str, first: int) -> str:
+    """PostgreSQL's append: the rows from arrays (``unnest`` keeps their order), gated
+    by the event-order lock. The gate is an uncorrelated subquery, so PostgreSQL runs it
+    once, as a one-time filter before the first row, and so before the first sequence
+    value is taken. Parameters: ``$1`` the lock, then the NOTIFY parameters, then one
+    array per column from ``$first`` on, then ``at`` (one value: every row has ``now``)."""
+    arrays = [f"${first + i}::text[]" for i in range(len(_ARRAY_COLUMNS) + 1)]
+    names = [*_ARRAY_COLUMNS, "payload"]
+    return (
+        f"INSERT INTO {events.name} ({', '.join(_ARRAY_COLUMNS)}, at, payload) "
+        f"SELECT {', '.join(f'e.{c}' for c in _ARRAY_COLUMNS)}, "
+        f"${first + len(arrays)}::timestamptz, e.payload::jsonb "
+        f"FROM unnest({', '.join(arrays)}) AS e({', '.join(names)}) "
+        f"WHERE (SELECT true FROM (SELECT pg_advisory_xact_lock($1), {notify_calls}) AS gate)"
+    )
 
 
 @dataclass(frozen=True)
@@ -57,13 +74,19 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
     tx.signal(TOPIC_EVENTS)
     driver = pg.driver(tx.conn)
     if driver is not None:
-        # The NOTIFYs of every topic signalled so far ride on the lock's statement.
+        # One statement, one round trip: the lock, the NOTIFYs of every topic signalled
+        # so far, and the rows.
         calls, params = notify_calls(tx.topics, tx.origin, first=2)
+        first = 2 + len(params)
         await driver.execute(
-            f"SELECT pg_advisory_xact_lock($1), {calls}", _EVENT_ORDER_LOCK_ID, *params
+            _append_sql(calls, first),
+            _EVENT_ORDER_LOCK_ID,
+            *params,
+            *([r[c] for r in rows] for c in _ARRAY_COLUMNS),
+            [jsontext.dumps(r["payload"]) for r in rows],
+            now,
         )
         tx.notified.update(tx.topics)
-        await _INSERT_PG.executemany(driver, rows)
     else:
         await tx.conn.execute(insert(events), rows)
 
