@@ -28,20 +28,35 @@ _EVENT_ORDER_LOCK_ID = 0x554E53_0002
 _ARRAY_COLUMNS = ("id", "notification_id", "principal", "notification_type", "kind")
 
 
-def _append_sql(notify_calls: str, first: int) -> str:
+def _append_sql(notify_calls: str, first: int, riders: Sequence[pg.Insert] = ()) -> str:
     """PostgreSQL's append: the rows from arrays (``unnest`` keeps their order), gated
     by the event-order lock. The gate is an uncorrelated subquery, so PostgreSQL runs it
     once, as a one-time filter before the first row, and so before the first sequence
     value is taken. Parameters: ``$1`` the lock, then the NOTIFY parameters, then one
-    array per column from ``$first`` on, then ``at`` (one value: every row has ``now``)."""
+    array per column from ``$first`` on, then ``at`` (one value: every row has ``now``),
+    then the riders' arrays.
+
+    Riders (``WriteTx.defer``) are inserts run as data-modifying CTEs of the same
+    statement. The lock's own gate counts their rows, so they are done before the lock
+    is taken: a rider that waits on another transaction's row (a duplicate key) waits
+    without holding the lock that transaction needs for its own events."""
     arrays = [f"${first + i}::text[]" for i in range(len(_ARRAY_COLUMNS) + 1)]
     names = [*_ARRAY_COLUMNS, "payload"]
+    at = first + len(arrays)
+    ctes, counts, next_param = [], [], at + 1
+    for i, rider in enumerate(riders):
+        ctes.append(f"r{i} AS ({rider.unnest_sql(next_param)} RETURNING 1)")
+        counts.append(f"(SELECT count(*) FROM r{i})")
+        next_param += rider.width
+    waits = f" WHERE {' + '.join(counts)} >= 0" if counts else ""
+    ctes.append(f"gate AS (SELECT pg_advisory_xact_lock($1), {notify_calls}{waits})")
     return (
+        f"WITH {', '.join(ctes)} "
         f"INSERT INTO {events.name} ({', '.join(_ARRAY_COLUMNS)}, at, payload) "
         f"SELECT {', '.join(f'e.{c}' for c in _ARRAY_COLUMNS)}, "
-        f"${first + len(arrays)}::timestamptz, e.payload::jsonb "
+        f"${at}::timestamptz, e.payload::jsonb "
         f"FROM unnest({', '.join(arrays)}) AS e({', '.join(names)}) "
-        f"WHERE (SELECT true FROM (SELECT pg_advisory_xact_lock($1), {notify_calls}) AS gate)"
+        f"WHERE (SELECT true FROM gate)"
     )
 
 
@@ -77,14 +92,15 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
         # One statement, one round trip: the lock, the NOTIFYs of every topic signalled
         # so far, and the rows.
         calls, params = notify_calls(tx.topics, tx.origin, first=2)
-        first = 2 + len(params)
+        riders, tx.riders = tx.riders, []
         await driver.execute(
-            _append_sql(calls, first),
+            _append_sql(calls, 2 + len(params), [insert for insert, _ in riders]),
             _EVENT_ORDER_LOCK_ID,
             *params,
             *([r[c] for r in rows] for c in _ARRAY_COLUMNS),
             [jsontext.dumps(r["payload"]) for r in rows],
             now,
+            *(array for insert, rider_rows in riders for array in insert.arrays(rider_rows)),
         )
         tx.notified.update(tx.topics)
     else:

@@ -640,7 +640,7 @@ class Dispatcher:
             for s in settled:
                 if s.row is not None and s.status is not None:
                     await self._after_settle(tx, s, now)
-            await audit.insert_deliveries(tx.conn, audits)
+            await audit.insert_deliveries_before_events(tx, audits)
             await append(tx, [e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
         for s in settled:
