@@ -9,6 +9,7 @@ order, so "everything after N" is gap-free. SQLite has a single writer already.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ _EVENT_ORDER_LOCK_ID = 0x554E53_0002
 _ARRAY_COLUMNS = ("id", "notification_id", "principal", "notification_type", "kind")
 
 
-def _append_sql(notify_calls: str, first: int, riders: Sequence[pg.Insert] = ()) -> str:
+@functools.lru_cache(maxsize=64)  # a handful of shapes: topics and riders per caller
+def _append_sql(notify_calls: str, first: int, riders: tuple[pg.Insert, ...] = ()) -> str:
     """PostgreSQL's append: the rows from arrays (``unnest`` keeps their order), gated
     by the event-order lock. The gate is an uncorrelated subquery, so PostgreSQL runs it
     once, as a one-time filter before the first row, and so before the first sequence
@@ -94,7 +96,7 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
         calls, params = notify_calls(tx.topics, tx.origin, first=2)
         riders, tx.riders = tx.riders, []
         await driver.execute(
-            _append_sql(calls, 2 + len(params), [insert for insert, _ in riders]),
+            _append_sql(calls, 2 + len(params), tuple(insert for insert, _ in riders)),
             _EVENT_ORDER_LOCK_ID,
             *params,
             *([r[c] for r in rows] for c in _ARRAY_COLUMNS),
