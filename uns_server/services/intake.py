@@ -243,7 +243,7 @@ class Intake:
                         claim, claim_events = self._handoff.lease_new(row, now)
                         claims.append(claim)
                         group.events += claim_events
-                await notifications.insert_notifications(conn, group.rows)
+                await notifications.insert_notifications_before_events(tx, group.rows)
                 if group.work or len(group.due) > reserved:
                     tx.signal(TOPIC_WORK)
                 await events.append(tx, group.events, now)

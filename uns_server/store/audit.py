@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.records import AckAuditRecord, DeliveryAuditRecord, Notification
 from uns_server.store import pg, records
+from uns_server.store.db import WriteTx
 from uns_server.store.tables import ack_audit_records, notification_audit_records
 
 
@@ -60,6 +61,17 @@ async def insert_deliveries(conn: AsyncConnection, records: Sequence[Mapping[str
         await _INSERT_DELIVERY_PG.executemany(driver, records)
     else:
         await conn.execute(_INSERT_DELIVERY, list(records))
+
+
+async def insert_deliveries_before_events(
+    tx: WriteTx, records: Sequence[Mapping[str, Any]]
+) -> None:
+    """``insert_deliveries`` in a transaction whose next write is its events append: on
+    PostgreSQL the records ride in the append's statement (``WriteTx.defer``)."""
+    if pg.driver(tx.conn) is None:
+        await insert_deliveries(tx.conn, records)
+    else:
+        tx.defer(_INSERT_DELIVERY_PG, records)
 
 
 async def record_ack(

@@ -19,7 +19,7 @@ import asyncio
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +36,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from uns_server.store import jsontext
+from uns_server.store import jsontext, pg
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_POOL_SIZE_DEFAULT = 10
@@ -120,9 +120,18 @@ class WriteTx:
     origin: str  # the NOTIFY payload (``Database.origin``)
     topics: set[str] = field(default_factory=set)
     notified: set[str] = field(default_factory=set)  # NOTIFY already issued (PostgreSQL)
+    # PostgreSQL: inserts that ride in the events append's statement (``defer``).
+    riders: list[tuple[pg.Insert, list[Mapping[str, Any]]]] = field(default_factory=list)
 
     def signal(self, topic: str) -> None:
         self.topics.add(topic)
+
+    def defer(self, insert: pg.Insert, rows: Sequence[Mapping[str, Any]]) -> None:
+        """PostgreSQL: insert ``rows`` with this transaction's events append, in its
+        statement (no round trip of their own), or at commit if nothing is appended.
+        For inserts that nothing later in the transaction reads back."""
+        if rows:
+            self.riders.append((insert, list(rows)))
 
 
 def notify_calls(topics: Iterable[str], origin: str, first: int = 1) -> tuple[str, list[str]]:
@@ -321,6 +330,8 @@ class Database:
             ):
                 tx = WriteTx(conn, self.origin)
                 yield tx
+                for insert, rows in tx.riders:  # no events append took them
+                    await insert.executemany(driver, rows)
                 unsent = tx.topics - tx.notified
                 if unsent:
                     calls, params = notify_calls(unsent, self.origin)

@@ -9,6 +9,7 @@ order, so "everything after N" is gap-free. SQLite has a single writer already.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -20,12 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Event
-from uns_server.store import pg
+from uns_server.store import jsontext, pg
 from uns_server.store.db import TOPIC_EVENTS, WriteTx, notify_calls
 from uns_server.store.tables import events
 
 _EVENT_ORDER_LOCK_ID = 0x554E53_0002
-_INSERT_PG = pg.Insert(events)
 # The hub reads every committed event: select the record's columns in its field order
 # and build it positionally (a name lookup per column through ``RowMapping`` cost a
 # fifth more per event than the untyped rows did; this costs nothing more).
@@ -39,6 +39,42 @@ def _event(row: Sequence[Any]) -> Event:
     values = list(row)
     values[_KIND_AT] = _KIND[values[_KIND_AT]]
     return Event(*values)
+
+
+_ARRAY_COLUMNS = ("id", "notification_id", "principal", "notification_type", "kind")
+
+
+@functools.lru_cache(maxsize=64)  # a handful of shapes: topics and riders per caller
+def _append_sql(notify_calls: str, first: int, riders: tuple[pg.Insert, ...] = ()) -> str:
+    """PostgreSQL's append: the rows from arrays (``unnest`` keeps their order), gated
+    by the event-order lock. The gate is an uncorrelated subquery, so PostgreSQL runs it
+    once, as a one-time filter before the first row, and so before the first sequence
+    value is taken. Parameters: ``$1`` the lock, then the NOTIFY parameters, then one
+    array per column from ``$first`` on, then ``at`` (one value: every row has ``now``),
+    then the riders' arrays.
+
+    Riders (``WriteTx.defer``) are inserts run as data-modifying CTEs of the same
+    statement. The lock's own gate counts their rows, so they are done before the lock
+    is taken: a rider that waits on another transaction's row (a duplicate key) waits
+    without holding the lock that transaction needs for its own events."""
+    arrays = [f"${first + i}::text[]" for i in range(len(_ARRAY_COLUMNS) + 1)]
+    names = [*_ARRAY_COLUMNS, "payload"]
+    at = first + len(arrays)
+    ctes, counts, next_param = [], [], at + 1
+    for i, rider in enumerate(riders):
+        ctes.append(f"r{i} AS ({rider.unnest_sql(next_param)} RETURNING 1)")
+        counts.append(f"(SELECT count(*) FROM r{i})")
+        next_param += rider.width
+    waits = f" WHERE {' + '.join(counts)} >= 0" if counts else ""
+    ctes.append(f"gate AS (SELECT pg_advisory_xact_lock($1), {notify_calls}{waits})")
+    return (
+        f"WITH {', '.join(ctes)} "
+        f"INSERT INTO {events.name} ({', '.join(_ARRAY_COLUMNS)}, at, payload) "
+        f"SELECT {', '.join(f'e.{c}' for c in _ARRAY_COLUMNS)}, "
+        f"${at}::timestamptz, e.payload::jsonb "
+        f"FROM unnest({', '.join(arrays)}) AS e({', '.join(names)}) "
+        f"WHERE (SELECT true FROM gate)"
+    )
 
 
 @dataclass(frozen=True)
@@ -70,13 +106,20 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
     tx.signal(TOPIC_EVENTS)
     driver = pg.driver(tx.conn)
     if driver is not None:
-        # The NOTIFYs of every topic signalled so far ride on the lock's statement.
+        # One statement, one round trip: the lock, the NOTIFYs of every topic signalled
+        # so far, and the rows.
         calls, params = notify_calls(tx.topics, tx.origin, first=2)
+        riders, tx.riders = tx.riders, []
         await driver.execute(
-            f"SELECT pg_advisory_xact_lock($1), {calls}", _EVENT_ORDER_LOCK_ID, *params
+            _append_sql(calls, 2 + len(params), tuple(insert for insert, _ in riders)),
+            _EVENT_ORDER_LOCK_ID,
+            *params,
+            *([r[c] for r in rows] for c in _ARRAY_COLUMNS),
+            [jsontext.dumps(r["payload"]) for r in rows],
+            now,
+            *(array for insert, rider_rows in riders for array in insert.arrays(rider_rows)),
         )
         tx.notified.update(tx.topics)
-        await _INSERT_PG.executemany(driver, rows)
     else:
         await tx.conn.execute(insert(events), rows)
 

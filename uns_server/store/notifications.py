@@ -15,6 +15,7 @@ from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import Status
 from uns_server.domain.records import DedupWindow, Notification
 from uns_server.store import pg, records
+from uns_server.store.db import WriteTx
 from uns_server.store.tables import dedup, notifications
 
 _BY_KEYS_PG = pg.Statement(
@@ -66,6 +67,18 @@ async def insert_notifications(conn: AsyncConnection, rows: Sequence[Mapping[str
         await _INSERT_PG.executemany(driver, ordered)
     else:
         await conn.execute(insert(notifications), ordered)
+
+
+async def insert_notifications_before_events(
+    tx: WriteTx, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """``insert_notifications`` in a transaction whose next write is its events append:
+    on PostgreSQL the rows ride in the append's statement (``WriteTx.defer``), one
+    round trip less per accept."""
+    if pg.driver(tx.conn) is None:
+        await insert_notifications(tx.conn, rows)
+    else:
+        tx.defer(_INSERT_PG, sorted(rows, key=lambda r: str(r["key"])))
 
 
 async def locked_dedup_window(conn: AsyncConnection, key: str) -> DedupWindow | None:

@@ -100,8 +100,37 @@ class Insert:
         if columns is None:
             columns = [c.name for c in table.c if not (c.primary_key and c.autoincrement is True)]
         placeholders = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+        self.table = table.name
         self.sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({placeholders})"
         self._columns = tuple((c, _encoder(table.c[c].type)) for c in columns)
+        # For ``unnest_sql``: each column's array type, and how to read it back (JSON
+        # travels as text, as the codec takes it, and is cast in the statement).
+        self._arrays = tuple(
+            ("text", f"r.{c}::jsonb")
+            if isinstance(table.c[c].type, JSON)
+            else (table.c[c].type.compile(dialect=_DIALECT), f"r.{c}")
+            for c in columns
+        )
+
+    @property
+    def width(self) -> int:
+        """How many parameters ``unnest_sql`` takes."""
+        return len(self._columns)
+
+    def unnest_sql(self, first: int) -> str:
+        """The same insert as one statement of any row count: one array parameter per
+        column (``$first`` on, from ``arrays``), unnested in row order. Meant to ride in
+        another statement (``store.events.append``) instead of costing a round trip."""
+        names = ", ".join(c for c, _ in self._columns)
+        params = ", ".join(f"${first + i}::{t}[]" for i, (t, _) in enumerate(self._arrays))
+        return (
+            f"INSERT INTO {self.table} ({names}) SELECT {', '.join(e for _, e in self._arrays)} "
+            f"FROM unnest({params}) AS r({names})"
+        )
+
+    def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+        """``unnest_sql``'s parameters: one list per column."""
+        return [[r[c] if enc is None else enc(r[c]) for r in rows] for c, enc in self._columns]
 
     async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
         await driver.executemany(

@@ -87,6 +87,8 @@ class Dispatcher:
         self._signals_seen = -1
         self._last_claim = 0.0
         self._more_due = True  # the last claim was full (or failed): claim again
+        # The next due time read while idle, and the work-signal count it reflects.
+        self._due_known: tuple[int, datetime | None] | None = None
         self._stopping = asyncio.Event()
         self._running = False
         self._inflight: set[asyncio.Task[None]] = set()
@@ -215,14 +217,35 @@ class Dispatcher:
         timeout = self._idle_poll
         if not busy:
             try:
-                async with self._db.read() as conn:
-                    due = await dispatch.next_due_at(conn, self._channels.names())
+                due = await self._next_due()
                 if due is not None:
                     timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
             except Exception:
                 self._supervision.failed(SUPERVISED_NAME)
                 log.exception("next-due query failed")
-        return await wait_event(self._wake, timeout)
+        woken = await wait_event(self._wake, timeout)
+        if not woken:
+            self._due_known = None  # the idle poll also re-reads the next due time
+        return woken
+
+    async def _next_due(self) -> datetime | None:
+        """The next due time, read again only when it may have moved earlier: after a
+        work signal (every commit that leaves unleased work pending sends one, here or,
+        through NOTIFY, in another process), once the time read has passed, or after
+        an idle poll. Claims and settlements without a signal only remove or lease
+        work, so a time read before them is at worst early (one needless wake-up). A
+        lone producer went idle after every delivery and paid a read transaction for
+        the same answer each time."""
+        known = self._due_known
+        if known is not None and known[0] == self._signals:
+            due = known[1]
+            if due is None or due > self._clock():
+                return due
+        signals = self._signals
+        async with self._db.read() as conn:
+            due = await dispatch.next_due_at(conn, self._channels.names())
+        self._due_known = (signals, due)
+        return due
 
     @phased(ATTEMPT)  # the task of each spawned delivery
     async def _deliver_logged(self, claim: Claim) -> None:

@@ -213,7 +213,7 @@ class Settlement:
             for s in settled:
                 if s.leased is not None and s.status is not None:
                     await after_settle(tx, s.status, s.leased, now, s.followers)
-            await audit.insert_deliveries(tx.conn, audits)
+            await audit.insert_deliveries_before_events(tx, audits)
             await append(tx, [e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
         for s in settled:
