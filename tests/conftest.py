@@ -21,7 +21,8 @@ from sqlalchemy.engine import make_url
 from tests.support.postgres import PostgresProcess
 from tests.support.server import KEYS, RunningServer, start_server
 from uns_server.store import migrate
-from uns_server.store.db import Database, normalize_url
+from uns_server.store.connect import normalize_url
+from uns_server.store.db import Database
 
 TEMPLATE_DB = "uns_test_template"
 

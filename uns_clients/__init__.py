@@ -15,7 +15,8 @@ Calls return the generated messages of the ``uns`` package (``uns.v1.types_pb2``
 leading underscore are private.
 """
 
-from uns_clients._client import AsyncClient, Client
+from uns_clients._blocking_client import Client
+from uns_clients._client import AsyncClient
 from uns_clients._config import ClientConfig
 from uns_clients._convert import SendFields
 from uns_clients._errors import (

@@ -1,5 +1,6 @@
-"""``AsyncClient`` (grpc.aio) and ``Client`` (blocking gRPC stubs): the same methods, the
-same retries, the same typed errors. Both return the generated ``uns.v1`` messages.
+"""``AsyncClient`` (grpc.aio) and, in ``_blocking_client``, ``Client`` (blocking gRPC
+stubs): the same methods, the same retries, the same typed errors. Both return the
+generated ``uns.v1`` messages.
 
 Retries follow the table in ``_retry``: SendNotification repeats its idempotency key
 (generated before the first attempt when the caller gives none), reads and Acknowledge
@@ -12,8 +13,7 @@ server acted), after the delay its RetryInfo gives.
 from __future__ import annotations
 
 import builtins
-import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
@@ -33,21 +33,20 @@ from uns_clients._retry import (
     SAFE_RETRY_ON,
     SEND_RETRY_ON,
     async_retrying,
-    sync_retrying,
 )
-from uns_clients._watch import BlockingEventStream, EventStream
+from uns_clients._watch import EventStream
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 
-def _config(config: ClientConfig | str, api_key: str | None) -> ClientConfig:
+def resolve_config(config: ClientConfig | str, api_key: str | None) -> ClientConfig:
     if isinstance(config, str):
         return ClientConfig(target=config, api_key=api_key)
     return config if api_key is None else replace(config, api_key=api_key)
 
 
-def _credentials(config: ClientConfig) -> grpc.ChannelCredentials:
+def channel_credentials(config: ClientConfig) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(
         root_certificates=config.root_certificates,
         private_key=config.client_private_key,
@@ -74,11 +73,11 @@ class AsyncClient:
     def __init__(self, config: ClientConfig | str, *, api_key: str | None = None) -> None:
         """Connect lazily to ``config`` (a ``ClientConfig`` or a ``HOST:PORT`` target);
         ``api_key`` overrides the configuration's."""
-        self.config: ClientConfig = _config(config, api_key)
+        self.config: ClientConfig = resolve_config(config, api_key)
         options = self.config.grpc_options()
         if self.config.tls:
             self._channel = grpc.aio.secure_channel(
-                self.config.target, _credentials(self.config), options=options
+                self.config.target, channel_credentials(self.config), options=options
             )
         else:
             self._channel = grpc.aio.insecure_channel(self.config.target, options=options)
@@ -319,239 +318,5 @@ class AsyncClient:
                 try:
                     return await method(request, timeout=deadline, metadata=self._metadata)
                 except grpc.aio.AioRpcError as exc:
-                    raise error_from_rpc(exc) from exc
-        raise AssertionError("unreachable: tenacity re-raises the last error")
-
-
-class Client:
-    """The blocking client: ``AsyncClient``'s methods on blocking gRPC stubs (no event
-    loop involved), safe to share between threads; ``watch()`` returns a blocking
-    iterator (``BlockingEventStream``).
-
-    ::
-
-        with Client("127.0.0.1:50051", api_key=key) as uns:
-            sent = uns.send(notification_type="disk.full", intent="WARNING",
-                            title="Disk almost full", message="92%", source="monitor")
-    """
-
-    def __init__(self, config: ClientConfig | str, *, api_key: str | None = None) -> None:
-        """Connect lazily to ``config`` (a ``ClientConfig`` or a ``HOST:PORT`` target);
-        ``api_key`` overrides the configuration's."""
-        self.config: ClientConfig = _config(config, api_key)
-        options = self.config.grpc_options()
-        if self.config.tls:
-            self._channel = grpc.secure_channel(
-                self.config.target, _credentials(self.config), options=options
-            )
-        else:
-            self._channel = grpc.insecure_channel(self.config.target, options=options)
-        self._stub = pb_grpc.NotificationServiceStub(self._channel)
-        self._metadata = self.config.auth_metadata()
-        self._streams: WeakSet[BlockingEventStream] = WeakSet()
-        self._streams_lock = threading.Lock()  # threads share one Client
-
-    def send(
-        self, *, timeout: float | None = None, **fields: Unpack[SendFields]
-    ) -> pb.SendNotificationResponse:
-        """See ``AsyncClient.send``."""
-        return self.send_request(_convert.send_request(fields), timeout=timeout)
-
-    def send_request(
-        self, request: pb.SendNotificationRequest, *, timeout: float | None = None
-    ) -> pb.SendNotificationResponse:
-        """See ``AsyncClient.send_request``."""
-        request = _convert.with_idempotency_key(request)
-        return self._unary(
-            "SendNotification",
-            self._stub.SendNotification,
-            request,
-            SEND_RETRY_ON,
-            timeout,
-            {"idempotency_key": request.idempotency_key},
-        )
-
-    def simulate(
-        self, *, timeout: float | None = None, **fields: Unpack[SendFields]
-    ) -> pb.SimulateResponse:
-        """See ``AsyncClient.simulate``."""
-        return self.simulate_request(
-            _convert.send_request(fields, generate_key=False), timeout=timeout
-        )
-
-    def simulate_request(
-        self, request: pb.SendNotificationRequest, *, timeout: float | None = None
-    ) -> pb.SimulateResponse:
-        """See ``AsyncClient.simulate_request``."""
-        return self._unary(
-            "Simulate",
-            self._stub.Simulate,
-            pb.SimulateRequest(request=request),
-            SAFE_RETRY_ON,
-            timeout,
-        )
-
-    def get(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
-        """See ``AsyncClient.get``."""
-        return self._unary(
-            "GetNotification",
-            self._stub.GetNotification,
-            pb.GetNotificationRequest(notification_id=notification_id),
-            SAFE_RETRY_ON,
-            timeout,
-        ).notification
-
-    def list(
-        self, *, filter: str = "", page_size: int = 0, timeout: float | None = None
-    ) -> Iterator[t.Notification]:
-        """See ``AsyncClient.list``."""
-        token = ""
-        while True:
-            page = self.list_page(
-                filter=filter, page_size=page_size, page_token=token, timeout=timeout
-            )
-            yield from page.notifications
-            token = page.next_page_token
-            if not token:
-                return
-
-    def list_page(
-        self,
-        *,
-        filter: str = "",
-        page_size: int = 0,
-        page_token: str = "",
-        timeout: float | None = None,
-    ) -> pb.ListNotificationsResponse:
-        """See ``AsyncClient.list_page``."""
-        return self._unary(
-            "ListNotifications",
-            self._stub.ListNotifications,
-            pb.ListNotificationsRequest(filter=filter, page_size=page_size, page_token=page_token),
-            SAFE_RETRY_ON,
-            timeout,
-        )
-
-    def acknowledge(
-        self,
-        notification_id: str,
-        *,
-        dismiss: bool = False,
-        metadata: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-    ) -> pb.AcknowledgeResponse:
-        """See ``AsyncClient.acknowledge``."""
-        request = pb.AcknowledgeRequest(notification_id=notification_id, dismiss=dismiss)
-        if metadata is not None:
-            request.metadata.CopyFrom(_convert.struct(metadata))
-        return self._unary("Acknowledge", self._stub.Acknowledge, request, SAFE_RETRY_ON, timeout)
-
-    def replay(
-        self,
-        notification_id: str,
-        *,
-        reason: str = "",
-        validate_only: bool = False,
-        timeout: float | None = None,
-    ) -> t.Notification:
-        """See ``AsyncClient.replay``."""
-        return self._unary(
-            "Replay",
-            self._stub.Replay,
-            pb.ReplayRequest(
-                notification_id=notification_id, reason=reason, validate_only=validate_only
-            ),
-            SAFE_RETRY_ON if validate_only else NO_RETRY,
-            timeout,
-        ).notification
-
-    def withdraw(
-        self, notification_id: str, *, reason: str = "", timeout: float | None = None
-    ) -> t.Notification:
-        """See ``AsyncClient.withdraw``."""
-        return self._unary(
-            "WithdrawNotification",
-            self._stub.WithdrawNotification,
-            pb.WithdrawNotificationRequest(notification_id=notification_id, reason=reason),
-            SAFE_RETRY_ON,
-            timeout,
-        ).notification
-
-    def resolve_failure(
-        self,
-        notification_id: str,
-        *,
-        reason: str = "",
-        validate_only: bool = False,
-        timeout: float | None = None,
-    ) -> t.Notification:
-        """See ``AsyncClient.resolve_failure``."""
-        return self._unary(
-            "ResolveFailure",
-            self._stub.ResolveFailure,
-            pb.ResolveFailureRequest(
-                notification_id=notification_id, reason=reason, validate_only=validate_only
-            ),
-            SAFE_RETRY_ON if validate_only else NO_RETRY,
-            timeout,
-        ).notification
-
-    def watch(
-        self,
-        *,
-        after_sequence: int = 0,
-        notification_ids: Iterable[str] = (),
-        kinds: Iterable[EventKindLike] = (),
-        notification_type: str = "",
-        replay_history: bool = False,
-    ) -> BlockingEventStream:
-        """See ``AsyncClient.watch``: the same subscription as a blocking iterator
-        (``for event in uns.watch(...)``); ``close()`` it from any thread."""
-        request = _convert.watch_request(
-            after_sequence=after_sequence,
-            notification_ids=notification_ids,
-            kinds=kinds,
-            notification_type=notification_type,
-            replay_history=replay_history,
-        )
-        stream = BlockingEventStream(self._stub, self.config, request, self._metadata)
-        with self._streams_lock:
-            self._streams.add(stream)
-        return stream
-
-    def close(self) -> None:
-        """End open watch streams and close the channel."""
-        with self._streams_lock:
-            streams = builtins.list(self._streams)
-        for stream in streams:
-            stream.close()
-        self._channel.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def _unary(
-        self,
-        rpc: str,
-        method: grpc.UnaryUnaryMultiCallable[Req, Resp],
-        request: Req,
-        retry_on: tuple[type[UnsError], ...],
-        timeout: float | None,
-        context: Mapping[str, str] | None = None,
-    ) -> Resp:
-        deadline = self.config.timeout_seconds if timeout is None else timeout
-        for attempt in sync_retrying(self.config, rpc, retry_on, context):
-            with attempt:
-                try:
-                    return method(request, timeout=deadline, metadata=self._metadata)
-                except grpc.RpcError as exc:
                     raise error_from_rpc(exc) from exc
         raise AssertionError("unreachable: tenacity re-raises the last error")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.engine import make_url
 
-from uns_server.store.db import Database, normalize_url
+from uns_server.store.connect import normalize_url
+from uns_server.store.db import Database
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.conftest import PostgresDatabases
 from uns_server.store import migrate, online_ddl
-from uns_server.store.db import Database, normalize_url
+from uns_server.store.connect import normalize_url
+from uns_server.store.db import Database
 
 PREFILL_ROWS = 30_000
 WRITERS = 3

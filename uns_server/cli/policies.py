@@ -1,7 +1,7 @@
 """``uns-admin policies put|activate|show|list``: one implementation for both modes.
 
 The commands read their input, call a ``Policies`` and print each revision as
-``services.policies.revision_to_json`` does, so the output is the same on the database
+``services.policy_documents.revision_to_json`` does, so the output is the same on the database
 (``services.policies.PolicyService``, ``cli.admin``) and over ``uns.v1.PolicyService``
 (``cli.remote.policies.RemotePolicies``, with ``--target``). A remote ``put`` of a list
 writes one revision per call (not one transaction).
@@ -21,7 +21,8 @@ import yaml
 from uns_server.cli.errors import UsageError, describe
 from uns_server.domain.errors import InvalidRequest
 from uns_server.domain.policy import PolicyRevision
-from uns_server.services.policies import PolicyInput, inputs_from_document, revision_to_json
+from uns_server.services.policies import PolicyInput
+from uns_server.services.policy_documents import inputs_from_document, revision_to_json
 
 PAGE_SIZE = 1000
 

@@ -21,7 +21,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from opentelemetry import trace
@@ -47,6 +47,7 @@ from uns_server.domain.validation import validate_send
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
+from uns_server.services.intake_row import notification_row
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Connection, Database, is_lost_race
 from uns_server.store.events import NewEvent
@@ -283,7 +284,16 @@ class Intake:
         first_attempt = schedule.first_attempt_at(
             now, req.schedule_time, effective.quiet_hours, req.intent
         )
-        row = _row(item, admission, now=now, first_attempt=first_attempt)
+        row = notification_row(
+            item.principal,
+            item.req,
+            item.key,
+            item.fingerprint,
+            item.trace_context,
+            admission,
+            now=now,
+            first_attempt=first_attempt,
+        )
         if admission.dedup_key is not None:
             # Written now: a later item of this group may find this one as its owner.
             await notifications.insert_notifications(conn, [row])
@@ -362,88 +372,3 @@ def _replayed(existing: Existing) -> SendResult:
         existing.effective,
         existing.dedup_owner_id,
     )
-
-
-def _row(
-    item: _Pending, admission: Admit, *, now: datetime, first_attempt: datetime
-) -> dict[str, object]:
-    """The ``uns_notifications`` row of an admitted request."""
-    req, effective, status = item.req, admission.effective, admission.status
-    ctx = req.autonomy_context
-    document: dict[str, object] = {
-        "notification_type": req.notification_type,
-        "intent": req.intent.value if req.intent else None,
-        "title": req.title,
-        "message": req.message,
-        "source": req.source,
-        "idempotency_key": req.idempotency_key,
-        "dedup_key": req.dedup_key,
-        "correlation_id": req.correlation_id,
-        "autonomy_context": (
-            {
-                "autonomy_mode": ctx.autonomy_mode.value if ctx.autonomy_mode else None,
-                "agent_id": ctx.agent_id,
-            }
-            if ctx
-            else None
-        ),
-        "metadata": dict(req.metadata),
-        "effective": effective.to_json(),
-    }
-    if req.schedule_time is not None:
-        document["schedule_time"] = req.schedule_time.astimezone(UTC).isoformat()
-    if item.trace_context:
-        # The accepting RPC's span (W3C carrier): dispatch attempts link to it. Not
-        # part of the idempotency fingerprint, which is computed from the request.
-        document["trace_context"] = item.trace_context
-    return {
-        "id": admission.notification_id,
-        "key": item.key,
-        "fingerprint": item.fingerprint,
-        "principal": item.principal,
-        "notification_type": req.notification_type,
-        "source": req.source,
-        "notification": document,
-        "status": status.value,
-        "priority": effective.priority.rank,
-        "delivery_mode": effective.delivery_mode.value,
-        "require_ack": effective.require_ack,
-        "max_attempts": effective.max_attempts,
-        "outcome": {
-            "channels_attempted": [],
-            "channels_succeeded": [],
-            "channels_failed": [],
-            "error_message": None,
-        },
-        "attempts": 0,
-        "cycle": 1,
-        "cycle_attempts": 0,
-        "dedup_key": admission.dedup_key,
-        "dedup_owner_id": admission.owner_id,
-        "dedup_generation": admission.generation,
-        "dedup_successor_id": None,
-        "next_attempt": first_attempt,
-        "lease_until": None,
-        "lease_token": None,
-        "provider_effect_may_have_occurred": False,
-        "dead_letter": False,
-        "delivered_at": None,
-        "deadline": None,
-        "ack_status": None,
-        "actor": None,
-        "responded_at": None,
-        "response_metadata": None,
-        "provider_refs": None,
-        "created_at": now,
-        "updated_at": now,
-        "withdrawn_at": None,
-        "withdrawn_by": None,
-        "withdraw_reason": None,
-        # Looked at by the follow-up worker once its ack is PENDING (after delivery).
-        "followup_at": now if effective.spec.timing.follows_up else None,
-        "followup_lease_token": None,
-        "followup_lease_until": None,
-        "reminders_sent": 0,
-        "escalations_sent": 0,
-        "followup_step": None,
-    }

@@ -1,0 +1,203 @@
+"""Resolution: the policy that applies to one request (SPEC §2, seed 001 §4).
+
+See :mod:`uns_server.domain.policy` for the rule; :func:`resolve` applies it and
+returns the frozen :class:`EffectivePolicy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from uns_server.domain.enums import DeliveryMode, Priority
+from uns_server.domain.errors import FieldViolation, PolicyOverride
+from uns_server.domain.policy.spec import (
+    ACK_TIMEOUT_MINUTES_DEFAULT,
+    CHANNELS_DEFAULT,
+    DEDUP_WINDOW_SECONDS_DEFAULT,
+    DELIVERY_MODE_DEFAULT,
+    MAX_ATTEMPTS_DEFAULT,
+    PRIORITY_DEFAULT,
+    PolicyRevision,
+    PolicySpec,
+    content_hash,
+)
+from uns_server.domain.requests import SendRequest
+from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
+
+
+@dataclass(frozen=True)
+class ServerDefaults:
+    """What applies when a notification type has no ACTIVE policy."""
+
+    channels: tuple[str, ...] = CHANNELS_DEFAULT
+    delivery_mode: DeliveryMode = DELIVERY_MODE_DEFAULT
+    require_ack: bool = False
+    ack_timeout_minutes: int = ACK_TIMEOUT_MINUTES_DEFAULT
+    priority: Priority = PRIORITY_DEFAULT
+    dedup_window_seconds: int = DEDUP_WINDOW_SECONDS_DEFAULT
+    max_attempts: int = MAX_ATTEMPTS_DEFAULT
+
+
+@dataclass(frozen=True)
+class EffectivePolicy:
+    """The policy resolved for one notification (``uns.v1.EffectivePolicy``)."""
+
+    channels: tuple[str, ...]
+    delivery_mode: DeliveryMode
+    require_ack: bool
+    ack_timeout_minutes: int
+    priority: Priority
+    dedup_window_seconds: int
+    max_attempts: int
+    policy_id: str | None
+    policy_revision: int
+    """0 when the server defaults applied."""
+    policy_hash: str | None
+    effective_hash: str
+    quiet_hours: QuietHours | None = None
+    reminder: Reminder | None = None
+    escalation: tuple[EscalationStep, ...] = ()
+
+    @property
+    def spec(self) -> PolicySpec:
+        """The effective values alone."""
+        return PolicySpec(
+            channels=self.channels,
+            delivery_mode=self.delivery_mode,
+            require_ack=self.require_ack,
+            ack_timeout_minutes=self.ack_timeout_minutes,
+            priority=self.priority,
+            dedup_window_seconds=self.dedup_window_seconds,
+            max_attempts=self.max_attempts,
+            quiet_hours=self.quiet_hours,
+            reminder=self.reminder,
+            escalation=self.escalation,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON object (the ACCEPTED event's ``effective``): snake_case, enums by value."""
+        return {
+            **self.spec.to_json(),
+            "policy_id": self.policy_id,
+            "policy_revision": self.policy_revision,
+            "policy_hash": self.policy_hash,
+            "effective_hash": self.effective_hash,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EffectivePolicy:
+        """Inverse of :meth:`to_json`; the stored ``effective_hash`` is kept as frozen."""
+        return cls.of(
+            PolicySpec.from_json(data),
+            policy_id=data["policy_id"],
+            policy_revision=int(data["policy_revision"]),
+            policy_hash=data["policy_hash"],
+            effective_hash=data["effective_hash"],
+        )
+
+    @classmethod
+    def of(
+        cls,
+        spec: PolicySpec,
+        *,
+        policy_id: str | None,
+        policy_revision: int,
+        policy_hash: str | None,
+        effective_hash: str | None = None,
+    ) -> EffectivePolicy:
+        """Effective values plus provenance; the hash is computed unless given."""
+        return cls(
+            channels=spec.channels,
+            delivery_mode=spec.delivery_mode,
+            require_ack=spec.require_ack,
+            ack_timeout_minutes=spec.ack_timeout_minutes,
+            priority=spec.priority,
+            dedup_window_seconds=spec.dedup_window_seconds,
+            max_attempts=spec.max_attempts,
+            quiet_hours=spec.quiet_hours,
+            reminder=spec.reminder,
+            escalation=spec.escalation,
+            policy_id=policy_id,
+            policy_revision=policy_revision,
+            policy_hash=policy_hash,
+            effective_hash=content_hash(spec) if effective_hash is None else effective_hash,
+        )
+
+
+def resolve(
+    req: SendRequest, active: PolicyRevision | None, defaults: ServerDefaults
+) -> EffectivePolicy:
+    """The policy that applies to ``req`` (see the module docstring).
+
+    ``active`` must be the ACTIVE revision of ``req.notification_type``, or ``None``.
+    Raises ``PolicyOverride`` naming the first conflicting field in metadata
+    (``field``, ``declared``, ``policy_value``, ``notification_type``, ``policy_id``,
+    ``policy_revision``) with a violation per conflicting field.
+    """
+    declared: dict[str, DeliveryMode | bool | Priority | None] = {
+        "delivery_mode": req.delivery_mode,
+        "require_ack": req.require_ack,
+        "priority": req.priority,
+    }
+    if active is None:
+        return EffectivePolicy.of(
+            PolicySpec(
+                channels=defaults.channels,
+                delivery_mode=(
+                    defaults.delivery_mode if req.delivery_mode is None else req.delivery_mode
+                ),
+                require_ack=defaults.require_ack if req.require_ack is None else req.require_ack,
+                ack_timeout_minutes=defaults.ack_timeout_minutes,
+                priority=defaults.priority if req.priority is None else req.priority,
+                dedup_window_seconds=defaults.dedup_window_seconds,
+                max_attempts=defaults.max_attempts,
+            ),
+            policy_id=None,
+            policy_revision=0,
+            policy_hash=None,
+        )
+
+    if not active.active or active.notification_type != req.notification_type:
+        raise ValueError(
+            f"revision {active.revision} of {active.policy_id} is not the ACTIVE policy of "
+            f"{req.notification_type!r}"
+        )
+    fixed: dict[str, DeliveryMode | bool | Priority] = {
+        "delivery_mode": active.spec.delivery_mode,
+        "require_ack": active.spec.require_ack,
+        "priority": active.spec.priority,
+    }
+    conflicts = [f for f, v in declared.items() if v is not None and v != fixed[f]]
+    if conflicts:
+        field = conflicts[0]
+        shown, policy_value = _show(declared[field]), _show(fixed[field])
+        raise PolicyOverride(
+            f"{field} {shown} differs from {policy_value} fixed by the ACTIVE policy of "
+            f"{req.notification_type}; leave it unset",
+            metadata={
+                "field": field,
+                "declared": shown,
+                "policy_value": policy_value,
+                "notification_type": req.notification_type,
+                "policy_id": active.policy_id,
+                "policy_revision": str(active.revision),
+            },
+            violations=[
+                FieldViolation(f, f"must be unset or {_show(fixed[f])} (ACTIVE policy)")
+                for f in conflicts
+            ],
+        )
+    return EffectivePolicy.of(
+        active.spec,
+        policy_id=active.policy_id,
+        policy_revision=active.revision,
+        policy_hash=active.content_hash,
+    )
+
+
+def _show(value: DeliveryMode | bool | Priority | None) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else value.value
