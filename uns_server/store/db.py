@@ -55,6 +55,14 @@ PG_POOL_SIZE_DEFAULT = 10
 # that process queued behind the lock are ended one after another, so the stall is a
 # small multiple of this.)
 PG_IDLE_IN_TRANSACTION_MS = 5_000
+# That timeout does not see every frozen process. asyncpg prepares a statement new to its
+# connection with Parse, Describe and Flush but no Sync, so until the Bind arrives the
+# session is "active", reading from its client, not idle in a transaction: a server
+# frozen in that gap (SIGSTOP, a paused VM) kept its claimed rows locked until it thawed.
+# ``transaction_timeout`` (PostgreSQL 17+) ends a transaction this old in any state.
+# Pool transactions take milliseconds; each statement is also bounded by
+# ``command_timeout``. Migrations run on their own connection, without it.
+PG_TRANSACTION_TIMEOUT_MS = 30_000
 # A pooled PostgreSQL connection is pinged at checkout only after idling this long. One
 # in steady use proves itself alive on every transaction; pinging it too (SQLAlchemy's
 # pool_pre_ping) cost a round trip per transaction. A connection that breaks while in
@@ -181,6 +189,7 @@ class Database:
                 self.writer.sync_engine, "handle_error", _classify_lost_connection(self._losses)
             )
             _check_at_checkout(self.writer, PG_PING_AFTER_IDLE_SECONDS, self._losses)
+            _bound_transactions(self.writer, PG_TRANSACTION_TIMEOUT_MS)
             self.reader = self.writer
             self._write_lock = None
             # The same pool; SQLAlchemy leaves BEGIN/COMMIT to ``_pg_transaction``.
@@ -367,6 +376,20 @@ def _classify_lost_connection(losses: _Losses) -> Callable[[Any], None]:
             losses.mark()
 
     return classify
+
+
+def _bound_transactions(engine: AsyncEngine, timeout_ms: int) -> None:
+    """``transaction_timeout`` on every pooled connection of a server that has it (17+;
+    an older server would refuse the setting at connect). Set outside any transaction,
+    on the driver connection, so no rollback undoes it."""
+
+    @event.listens_for(engine.sync_engine.pool, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        driver = dbapi_connection.driver_connection
+        if driver.get_server_version().major >= 17:
+            dbapi_connection.run_async(
+                lambda conn: conn.execute(f"SET transaction_timeout = {timeout_ms}")
+            )
 
 
 def _check_at_checkout(engine: AsyncEngine, idle_seconds: float, losses: _Losses) -> None:
