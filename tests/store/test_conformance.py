@@ -400,6 +400,39 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Databa
     assert (await fetch(db, c))["next_attempt"] == NOW + timedelta(minutes=1)
 
 
+async def test_settle_leased_names_the_leases_its_fence_let_through(db: Database) -> None:
+    a, b, c, d = await insert(db, row(), row(), row(), row())
+    leases = {a.notification.id: a.lease_token for a in await claim(db)}
+    retry = {"next_attempt": NOW + timedelta(minutes=1), "lease_token": None, "lease_until": None}
+    wrong = str(uuid.uuid4())
+
+    async with db.write() as tx:
+        changed = await DISPATCH.settle_leased(
+            tx.conn,
+            [
+                (a, leases[a], _delivered()),
+                (a, leases[a], _delivered()),  # the first cleared the token: stale now
+                (b, wrong, _delivered()),  # never this row's token
+                (c, leases[c], retry),  # another set of columns: another statement
+            ],
+            NOW + LEASE / 2,
+        )
+    assert changed == {(a, leases[a]), (c, leases[c])}
+    assert (await fetch(db, a))["status"] == Status.DELIVERED.value
+    assert (await fetch(db, b))["lease_token"] == leases[b]
+    assert (await fetch(db, c))["next_attempt"] == NOW + timedelta(minutes=1)
+
+    # An expired lease settles nothing, even under its own token.
+    before = await fetch(db, d)
+    async with db.write() as tx:
+        assert (
+            await DISPATCH.settle_leased(tx.conn, [(d, leases[d], _delivered())], NOW + LEASE)
+            == set()
+        )
+        assert await DISPATCH.settle_leased(tx.conn, [], NOW) == set()
+    assert await fetch(db, d) == before
+
+
 async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:
     [nid] = await insert(db, row())
     [token] = [a.lease_token for a in await claim(db)]
