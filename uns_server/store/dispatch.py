@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Attempt, DedupWindow, Notification
 from uns_server.store import pg, records
+from uns_server.store.db import FenceMoved, WriteTx
 from uns_server.store.tables import UtcDateTime, dedup, events
 from uns_server.store.tables import notifications as n
 
@@ -349,3 +350,39 @@ async def results_recorded_for(
         if isinstance(token, str) and (nid, token) in wanted:
             found.add(token)
     return found
+
+
+async def settle_leased_with_events(
+    tx: WriteTx,
+    settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
+    now: datetime,
+) -> None:
+    """``settle_leased`` for a transaction whose next write is its events append, and
+    that expects every settlement to go through: on PostgreSQL the fenced UPDATEs ride
+    in the append's statement (``WriteTx.defer``), which raises ``FenceMoved`` (the
+    transaction rolls back) if one of them found its lease lost. On SQLite, as
+    ``settle_leased``, raising ``FenceMoved`` at once."""
+    if pg.driver(tx.conn) is None:
+        changed = await settle_leased(tx.conn, settlements, now)
+        if len(changed) != len(settlements):
+            raise FenceMoved(f"settled {len(changed)} of {len(settlements)} leases")
+        return
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for notification_id, token, values in sorted(settlements, key=lambda s: s[0]):
+        params = {f"v_{c}": v for c, v in values.items()}
+        params |= {"b_id": notification_id, "b_token": token, "b_now": now}
+        groups.setdefault(tuple(sorted(values)), []).append(params)
+    for columns, rows in groups.items():
+        tx.defer(_fenced_update(columns), rows)
+
+
+def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:
+    found = _fenced_updates.get(columns)
+    if found is None:
+        found = _fenced_updates[columns] = pg.FencedUpdate(
+            n, columns, ("lease_token", "lease_until")
+        )
+    return found
+
+
+_fenced_updates: dict[tuple[str, ...], pg.FencedUpdate] = {}

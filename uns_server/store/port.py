@@ -95,6 +95,16 @@ class Dispatch(Protocol):
         lease, in one statement per row; the (id, token) pairs that did."""
         ...
 
+    async def settle_leased_with_events(
+        self,
+        tx: WriteTx,
+        settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
+        now: datetime,
+    ) -> None:
+        """``settle_leased`` expecting every lease to hold, done by the transaction's
+        events append (PostgreSQL), which raises ``FenceMoved`` if one did not."""
+        ...
+
     async def next_due_at(
         self, conn: AsyncConnection, channels: Collection[str]
     ) -> datetime | None:

@@ -27,7 +27,7 @@ from uns_server.domain.records import Notification
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import SETTLE, phased
 from uns_server.store import audit, dispatch
-from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
+from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
 from uns_server.workers.dispatch.claims import Attempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
@@ -166,6 +166,19 @@ class Settlement:
             return await dispatch.status_of(conn, claim.notification.id)
 
     async def settle_batch(self, items: Sequence[Item]) -> list[Status | None]:
+        """``settle_batch_once``; on PostgreSQL first with the fenced UPDATEs riding in
+        the events append (``dispatch.settle_leased_with_events``: BEGIN, one
+        statement, COMMIT). If a lease turned out lost, that transaction rolls back and
+        the batch is settled again the long way, where each row gets its own outcome.
+        (SQLite has no round trips to save: it goes the long way at once.)"""
+        try:
+            return await self.settle_batch_once(items, riding=self._db.is_postgres)
+        except FenceMoved:
+            return await self.settle_batch_once(items, riding=False)
+
+    async def settle_batch_once(
+        self, items: Sequence[Item], *, riding: bool
+    ) -> list[Status | None]:
         """Commit the outcomes of many deliveries in one transaction; per item, the new
         status, or None when its lease was lost. Fencing is per row: a row whose lease
         was lost gets LEASE_LOST and the others still settle.
@@ -205,7 +218,12 @@ class Settlement:
                     )
                 )
                 settled.append(s)
-            changed = await dispatch.settle_leased(tx.conn, updates, now)
+            if riding and all(_settles_alone(s) for s in settled):
+                # Every lease is expected to hold: FenceMoved (a rollback) if one did not.
+                await dispatch.settle_leased_with_events(tx, updates, now)
+                changed = {(s.claim.notification.id, s.claim.token) for s in settled}
+            else:
+                changed = await dispatch.settle_leased(tx.conn, updates, now)
             kept = []
             for s, record in zip(settled, audits, strict=True):
                 claim = s.claim
@@ -343,6 +361,13 @@ class Settlement:
         )
         tx.signal(TOPIC_WORK)  # this claim took a slot without filling it: claim again
         return s
+
+
+def _settles_alone(s: Settled) -> bool:
+    """Does the settlement need no followers' part (``after_settle``), which reads and
+    writes after the row's UPDATE?"""
+    n = s.claim.notification
+    return s.status == Status.PENDING or (s.status == Status.DELIVERED and n.dedup_key is None)
 
 
 def check_fenced(changed: int, expected: int) -> None:
