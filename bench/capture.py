@@ -95,7 +95,8 @@ def accept_transaction(text: str) -> list[Statement]:
                 begin = index
             elif upper == "COMMIT" and begin is not None:
                 tx = statements[begin : index + 1]
-                if any(s.sql.startswith("INSERT INTO uns_notifications") for s in tx):
+                # The row may ride in the events append, as a CTE of its statement.
+                if any("INSERT INTO uns_notifications" in s.sql for s in tx):
                     return tx
                 begin = None
     raise LookupError("no accept transaction in the PostgreSQL log")

@@ -41,6 +41,22 @@ def test_accept_transaction_is_found_per_backend() -> None:
     assert tx[1].sql.endswith("$1::VARCHAR")  # continuation line joined
 
 
+def test_accept_transaction_is_found_when_its_row_rides_in_the_events_append() -> None:
+    ridden = (
+        "2026-11-29 07:39:43.231 UTC [11965] LOG:  execute __asyncpg_stmt_10__: "
+        "WITH r0 AS (INSERT INTO uns_notifications (id) SELECT r.id "
+        "FROM unnest($3::VARCHAR[]) AS r(id) RETURNING 1) INSERT INTO uns_events (id) "
+        "SELECT e.id FROM unnest($2::text[]) AS e(id)"
+    )
+    log = "\n".join(
+        ridden if "INSERT INTO uns_notifications" in line else line
+        for line in LOG.splitlines()
+        if not line.startswith(("uns_notifications", "VALUES", "$4", "$3 ="))
+    )
+    tx = capture.accept_transaction(log)
+    assert [s.sql.split()[0] for s in tx] == ["BEGIN", "SELECT", "WITH", "INSERT", "COMMIT"]
+
+
 def test_pgbench_script_uses_fresh_ids_consistently() -> None:
     script = capture.pgbench_script(capture.accept_transaction(LOG))
     lines = script.splitlines()

@@ -37,7 +37,7 @@ from uns_server.store import (
     port,
     retention,
 )
-from uns_server.store.db import Database, is_lost_race
+from uns_server.store.db import Database, FenceMoved, is_lost_race
 from uns_server.store.events import NewEvent
 from uns_server.store.tables import dedup as dedup_table
 from uns_server.store.tables import events as events_table
@@ -398,6 +398,63 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Databa
     assert (await fetch(db, a))["status"] == Status.DELIVERED.value
     assert (await fetch(db, b))["lease_token"] == leases[b]
     assert (await fetch(db, c))["next_attempt"] == NOW + timedelta(minutes=1)
+
+
+async def test_settle_leased_names_the_leases_its_fence_let_through(db: Database) -> None:
+    a, b, c, d = await insert(db, row(), row(), row(), row())
+    leases = {a.notification.id: a.lease_token for a in await claim(db)}
+    retry = {"next_attempt": NOW + timedelta(minutes=1), "lease_token": None, "lease_until": None}
+    wrong = str(uuid.uuid4())
+
+    async with db.write() as tx:
+        changed = await DISPATCH.settle_leased(
+            tx.conn,
+            [
+                (a, leases[a], _delivered()),
+                (a, leases[a], _delivered()),  # the first cleared the token: stale now
+                (b, wrong, _delivered()),  # never this row's token
+                (c, leases[c], retry),  # another set of columns: another statement
+            ],
+            NOW + LEASE / 2,
+        )
+    assert changed == {(a, leases[a]), (c, leases[c])}
+    assert (await fetch(db, a))["status"] == Status.DELIVERED.value
+    assert (await fetch(db, b))["lease_token"] == leases[b]
+    assert (await fetch(db, c))["next_attempt"] == NOW + timedelta(minutes=1)
+
+    # An expired lease settles nothing, even under its own token.
+    before = await fetch(db, d)
+    async with db.write() as tx:
+        assert (
+            await DISPATCH.settle_leased(tx.conn, [(d, leases[d], _delivered())], NOW + LEASE)
+            == set()
+        )
+        assert await DISPATCH.settle_leased(tx.conn, [], NOW) == set()
+    assert await fetch(db, d) == before
+
+
+async def test_settle_leased_with_events_settles_all_or_raises(db: Database) -> None:
+    a, b = await insert(db, row(), row())
+    K = EventKind.DELIVERY_RESULT
+    leases = {a.notification.id: a.lease_token for a in await claim(db)}
+    now = NOW + LEASE / 2
+
+    # One lease is not held (a wrong token): the append refuses, and nothing is kept.
+    before = {nid: await fetch(db, nid) for nid in (a, b)}
+    with pytest.raises(FenceMoved):
+        async with db.write() as tx:
+            settled = [(a, leases[a], _delivered()), (b, str(uuid.uuid4()), _delivered())]
+            await DISPATCH.settle_leased_with_events(tx, settled, now)
+            await EVENTS.append(tx, [_event(a, K, {}), _event(b, K, {})], now)
+    assert {nid: await fetch(db, nid) for nid in (a, b)} == before
+
+    async with db.write() as tx:
+        settled = [(a, leases[a], _delivered()), (b, leases[b], _delivered())]
+        await DISPATCH.settle_leased_with_events(tx, settled, now)
+        await EVENTS.append(tx, [_event(a, K, {}), _event(b, K, {})], now)
+    for nid in (a, b):
+        stored = await fetch(db, nid)
+        assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
 
 
 async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:

@@ -95,18 +95,26 @@ class WriteTx:
     origin: str  # the NOTIFY payload (``Database.origin``)
     topics: set[str] = field(default_factory=set)
     notified: set[str] = field(default_factory=set)  # NOTIFY already issued (PostgreSQL)
-    # PostgreSQL: inserts that ride in the events append's statement (``defer``).
-    riders: list[tuple[pg.Insert, list[Mapping[str, Any]]]] = field(default_factory=list)
+    # PostgreSQL: writes that ride in the events append's statement (``defer``).
+    riders: list[tuple[pg.Rider, list[Mapping[str, Any]]]] = field(default_factory=list)
 
     def signal(self, topic: str) -> None:
         self.topics.add(topic)
 
-    def defer(self, insert: pg.Insert, rows: Sequence[Mapping[str, Any]]) -> None:
-        """PostgreSQL: insert ``rows`` with this transaction's events append, in its
+    def defer(self, rider: pg.Rider, rows: Sequence[Mapping[str, Any]]) -> None:
+        """PostgreSQL: write ``rows`` with this transaction's events append, in its
         statement (no round trip of their own), or at commit if nothing is appended.
-        For inserts that nothing later in the transaction reads back."""
+        For writes that nothing later in the transaction reads back. A rider that must
+        change every row (``pg.FencedUpdate``) makes the append raise ``FenceMoved``
+        when one did not."""
         if rows:
-            self.riders.append((insert, list(rows)))
+            self.riders.append((rider, list(rows)))
+
+
+class FenceMoved(Exception):
+    """A fenced write that rode in the events append changed fewer rows than it was
+    given (a lease was lost meanwhile): the append inserted nothing, and the
+    transaction must roll back (the caller redoes it the long way)."""
 
 
 def notify_calls(topics: Iterable[str], origin: str, first: int = 1) -> tuple[str, list[str]]:

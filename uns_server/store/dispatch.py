@@ -20,12 +20,24 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ARRAY, Boolean, Text, any_, bindparam, func, select, text, update
+from sqlalchemy import (
+    ARRAY,
+    Boolean,
+    Text,
+    any_,
+    bindparam,
+    cast,
+    func,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Attempt, DedupWindow, Notification
 from uns_server.store import pg, records
+from uns_server.store.db import FenceMoved, WriteTx
 from uns_server.store.tables import UtcDateTime, dedup, events
 from uns_server.store.tables import notifications as n
 
@@ -111,8 +123,10 @@ _LEASED_MANY_PG = pg.Statement(
     .with_for_update()
 )
 # One fenced UPDATE per set of assigned columns (there are a handful: see settle_many),
-# with its compiled PostgreSQL form.
+# with its compiled PostgreSQL form; the same for settle_leased, whose WHERE also
+# checks that the lease has not expired.
 _settle_statements: dict[tuple[str, ...], tuple[Any, pg.Statement]] = {}
+_settle_leased_statements: dict[tuple[str, ...], tuple[Any, pg.Statement]] = {}
 
 
 async def claim(
@@ -204,6 +218,58 @@ async def settle_many(
     return changed
 
 
+async def settle_leased(
+    conn: AsyncConnection,
+    settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
+    now: datetime,
+) -> set[tuple[str, str]]:
+    """Assign ``values`` to each row still leased under ``token`` and unexpired at
+    ``now``, for many (notification id, token, values), locking each row in the same
+    statement (no ``leased_many`` before it): one fenced executemany per distinct set
+    of assigned columns, each in id order. Returns the (id, token) pairs whose row
+    changed; the others had lost their lease (expired, withdrawn, or claimed again).
+
+    Only for values decided without reading the locked row: the settlement decides
+    from the claim's copy, which is safe because nothing but the lease holder writes
+    the columns it reads while the lease is held (``workers.dispatch.settlement``)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for notification_id, token, values in sorted(settlements, key=lambda s: s[0]):
+        columns = tuple(sorted(values))
+        params = {f"v_{c}": v for c, v in values.items()}
+        params |= {"b_id": notification_id, "b_token": token, "b_now": now}
+        groups.setdefault(columns, []).append(params)
+    driver = pg.driver(conn)
+    changed: set[tuple[str, str]] = set()
+    for columns, params_list in groups.items():
+        stmt, stmt_pg = _settle_leased_statement(columns)
+        if driver is not None:  # RETURNING says which executions matched
+            rows = await stmt_pg.fetchmany(driver, params_list)
+            changed.update((r["id"], r["token"]) for r in rows)
+        else:  # in-process: one execute per row tells its own row count
+            for params in params_list:
+                if (await conn.execute(stmt, params)).rowcount == 1:
+                    changed.add((params["b_id"], params["b_token"]))
+    return changed
+
+
+def _settle_leased_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
+    found = _settle_leased_statements.get(columns)
+    if found is None:
+        token = bindparam("b_token", type_=n.c.lease_token.type)
+        stmt = (
+            update(n)
+            .where(
+                n.c.id == bindparam("b_id"),
+                n.c.lease_token == token,
+                n.c.lease_until > bindparam("b_now", type_=UtcDateTime()),
+            )
+            .values({c: bindparam(f"v_{c}", type_=n.c[c].type) for c in columns})
+        )
+        returning = stmt.returning(n.c.id, cast(token, Text).label("token"))
+        found = _settle_leased_statements[columns] = (stmt, pg.Statement(returning))
+    return found
+
+
 def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     found = _settle_statements.get(columns)
     if found is None:
@@ -284,3 +350,39 @@ async def results_recorded_for(
         if isinstance(token, str) and (nid, token) in wanted:
             found.add(token)
     return found
+
+
+async def settle_leased_with_events(
+    tx: WriteTx,
+    settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
+    now: datetime,
+) -> None:
+    """``settle_leased`` for a transaction whose next write is its events append, and
+    that expects every settlement to go through: on PostgreSQL the fenced UPDATEs ride
+    in the append's statement (``WriteTx.defer``), which raises ``FenceMoved`` (the
+    transaction rolls back) if one of them found its lease lost. On SQLite, as
+    ``settle_leased``, raising ``FenceMoved`` at once."""
+    if pg.driver(tx.conn) is None:
+        changed = await settle_leased(tx.conn, settlements, now)
+        if len(changed) != len(settlements):
+            raise FenceMoved(f"settled {len(changed)} of {len(settlements)} leases")
+        return
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for notification_id, token, values in sorted(settlements, key=lambda s: s[0]):
+        params = {f"v_{c}": v for c, v in values.items()}
+        params |= {"b_id": notification_id, "b_token": token, "b_now": now}
+        groups.setdefault(tuple(sorted(values)), []).append(params)
+    for columns, rows in groups.items():
+        tx.defer(_fenced_update(columns), rows)
+
+
+def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:
+    found = _fenced_updates.get(columns)
+    if found is None:
+        found = _fenced_updates[columns] = pg.FencedUpdate(
+            n, columns, ("lease_token", "lease_until")
+        )
+    return found
+
+
+_fenced_updates: dict[tuple[str, ...], pg.FencedUpdate] = {}

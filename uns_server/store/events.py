@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Event
 from uns_server.store import jsontext, pg
-from uns_server.store.db import TOPIC_EVENTS, WriteTx, notify_calls
+from uns_server.store.db import TOPIC_EVENTS, FenceMoved, WriteTx, notify_calls
 from uns_server.store.tables import events
 
 _EVENT_ORDER_LOCK_ID = 0x554E53_0002
@@ -45,7 +45,7 @@ _ARRAY_COLUMNS = ("id", "notification_id", "principal", "notification_type", "ki
 
 
 @functools.lru_cache(maxsize=64)  # a handful of shapes: topics and riders per caller
-def _append_sql(notify_calls: str, first: int, riders: tuple[pg.Insert, ...] = ()) -> str:
+def _append_sql(notify_calls: str, first: int, riders: tuple[pg.Rider, ...] = ()) -> str:
     """PostgreSQL's append: the rows from arrays (``unnest`` keeps their order), gated
     by the event-order lock. The gate is an uncorrelated subquery, so PostgreSQL runs it
     once, as a one-time filter before the first row, and so before the first sequence
@@ -56,16 +56,22 @@ def _append_sql(notify_calls: str, first: int, riders: tuple[pg.Insert, ...] = (
     Riders (``WriteTx.defer``) are inserts run as data-modifying CTEs of the same
     statement. The lock's own gate counts their rows, so they are done before the lock
     is taken: a rider that waits on another transaction's row (a duplicate key) waits
-    without holding the lock that transaction needs for its own events."""
+    without holding the lock that transaction needs for its own events. A rider with
+    an exact count (``pg.FencedUpdate``) that falls short fails the gate: no lock, no
+    NOTIFY, no event inserted (``append`` raises ``FenceMoved``)."""
     arrays = [f"${first + i}::text[]" for i in range(len(_ARRAY_COLUMNS) + 1)]
     names = [*_ARRAY_COLUMNS, "payload"]
     at = first + len(arrays)
-    ctes, counts, next_param = [], [], at + 1
+    ctes, counts, exact, next_param = [], [], [], at + 1
     for i, rider in enumerate(riders):
         ctes.append(f"r{i} AS ({rider.unnest_sql(next_param)} RETURNING 1)")
         counts.append(f"(SELECT count(*) FROM r{i})")
+        expected = rider.exact_sql(next_param)
+        if expected is not None:
+            exact.append(f"(SELECT count(*) FROM r{i}) = {expected}")
         next_param += rider.width
-    waits = f" WHERE {' + '.join(counts)} >= 0" if counts else ""
+    conditions = [" + ".join(counts) + " >= 0", *exact] if counts else []
+    waits = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     ctes.append(f"gate AS (SELECT pg_advisory_xact_lock($1), {notify_calls}{waits})")
     return (
         f"WITH {', '.join(ctes)} "
@@ -110,7 +116,7 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
         # so far, and the rows.
         calls, params = notify_calls(tx.topics, tx.origin, first=2)
         riders, tx.riders = tx.riders, []
-        await driver.execute(
+        status = await driver.execute(
             _append_sql(calls, 2 + len(params), tuple(insert for insert, _ in riders)),
             _EVENT_ORDER_LOCK_ID,
             *params,
@@ -119,6 +125,8 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
             now,
             *(array for insert, rider_rows in riders for array in insert.arrays(rider_rows)),
         )
+        if status != f"INSERT 0 {len(rows)}":  # the gate held the rows back
+            raise FenceMoved(f"events append inserted nothing: {status}")
         tx.notified.update(tx.topics)
     else:
         await tx.conn.execute(insert(events), rows)

@@ -16,7 +16,7 @@ classifies lost connections, ``sqlstate`` names the rest.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import JSON, Table
 from sqlalchemy.dialects.postgresql import asyncpg as sa_asyncpg
@@ -92,6 +92,25 @@ class Statement:
         return rows
 
 
+class Rider(Protocol):
+    """A write that rides in another statement as a data-modifying CTE
+    (``WriteTx.defer``, ``store.events.append``): its SQL over one array parameter per
+    column, and those arrays."""
+
+    @property
+    def width(self) -> int: ...
+
+    def unnest_sql(self, first: int) -> str: ...
+
+    def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]: ...
+
+    def exact_sql(self, first: int) -> str | None:
+        """None, or the row count its CTE must return for the statement to go on."""
+        ...
+
+    async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None: ...
+
+
 class Insert:
     """A multi-row INSERT of ``columns`` (default: all but an autoincrement key) as
     one asyncpg executemany: one prepared statement, pipelined."""
@@ -132,8 +151,71 @@ class Insert:
         """``unnest_sql``'s parameters: one list per column."""
         return [[r[c] if enc is None else enc(r[c]) for r in rows] for c, enc in self._columns]
 
+    def exact_sql(self, first: int) -> str | None:
+        return None  # an insert goes on whatever it inserted (it raises on a conflict)
+
     async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
         await driver.executemany(
             self.sql,
             [[r[c] if enc is None else enc(r[c]) for c, enc in self._columns] for r in rows],
         )
+
+
+class FencedUpdate:
+    """Many rows' UPDATE of ``columns`` as one statement over arrays (``unnest_sql``),
+    each row matched by ``id``, its fencing token and an unexpired lease (parameters
+    ``b_id``, ``b_token``, ``b_now``; values ``v_<column>``). As a rider
+    (``WriteTx.defer``) it must change every row it is given (``exact_sql``), or the
+    statement it rides in inserts nothing: its caller sees that and rolls back."""
+
+    def __init__(self, table: Table, columns: Sequence[str], lease: tuple[str, str]) -> None:
+        token, until = lease
+        self.table = table.name
+        self._columns = (
+            ("b_id", None, "text", "r.b_id"),
+            ("b_token", None, "text", "r.b_token"),
+            ("b_now", None, "timestamptz", "r.b_now"),
+            *(
+                (
+                    f"v_{c}",
+                    _encoder(table.c[c].type),
+                    "text" if isinstance(table.c[c].type, JSON) else _array_of(table.c[c].type),
+                    f"r.v_{c}::jsonb" if isinstance(table.c[c].type, JSON) else f"r.v_{c}",
+                )
+                for c in columns
+            ),
+        )
+        self._assign = ", ".join(
+            f"{c} = {e}" for (_, _, _, e), c in zip(self._columns[3:], columns, strict=True)
+        )
+        self._where = (
+            f"{self.table}.id = r.b_id AND {self.table}.{token} = r.b_token "
+            f"AND {self.table}.{until} > r.b_now"
+        )
+
+    @property
+    def width(self) -> int:
+        return len(self._columns)
+
+    def unnest_sql(self, first: int) -> str:
+        names = ", ".join(name for name, _, _, _ in self._columns)
+        params = ", ".join(f"${first + i}::{t}[]" for i, (_, _, t, _) in enumerate(self._columns))
+        return (
+            f"UPDATE {self.table} SET {self._assign} FROM unnest({params}) AS r({names}) "
+            f"WHERE {self._where}"
+        )
+
+    def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+        return [
+            [r[c] if enc is None else enc(r[c]) for r in rows] for c, enc, _, _ in self._columns
+        ]
+
+    def exact_sql(self, first: int) -> str | None:
+        return f"cardinality(${first}::text[])"
+
+    async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
+        raise RuntimeError("a fenced update rides in an events append, which checks its count")
+
+
+def _array_of(column_type: Any) -> str:
+    return str(column_type.compile(dialect=_DIALECT))

@@ -13,6 +13,8 @@ place that says what it must do:
   share a row.
 - ``Dispatch.leased_many`` + ``Dispatch.settle_many``: settlement is fenced by the
   lease token; a stale token changes nothing, and ``settle_many`` says so by its count.
+  ``Dispatch.settle_leased`` locks and settles in one statement per row, fenced by the
+  token and an unexpired lease, and names the (id, token) pairs it changed.
 - ``Dispatch.window_owner``: the dedup window, locked, with its owner (the hand-off).
 - ``FollowUps``: a row is due while its ack is PENDING (or a step waits to be closed)
   and ``followup_at`` has passed, oldest first, unless its follow-up lease holds; the
@@ -81,6 +83,26 @@ class Dispatch(Protocol):
         self, conn: AsyncConnection, settlements: Sequence[tuple[str, str, Mapping[str, Any]]]
     ) -> int:
         """Apply (id, token, values) where ``token`` still holds the row; how many did."""
+        ...
+
+    async def settle_leased(
+        self,
+        conn: AsyncConnection,
+        settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
+        now: datetime,
+    ) -> set[tuple[str, str]]:
+        """Lock and apply (id, token, values) where ``token`` still holds an unexpired
+        lease, in one statement per row; the (id, token) pairs that did."""
+        ...
+
+    async def settle_leased_with_events(
+        self,
+        tx: WriteTx,
+        settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
+        now: datetime,
+    ) -> None:
+        """``settle_leased`` expecting every lease to hold, done by the transaction's
+        events append (PostgreSQL), which raises ``FenceMoved`` if one did not."""
         ...
 
     async def next_due_at(

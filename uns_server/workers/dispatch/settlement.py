@@ -1,12 +1,13 @@
 """Settlement: record what the providers answered, fenced by the lease token.
 
 Deliveries that finish while a settle transaction is in flight are settled together
-in the next one (``submit``; one row lock query, one executemany per kind of update,
-one audit insert, one events append). Fencing stays per row: a row whose lease was
-lost gets LEASE_LOST while the others in the batch settle. The domain decides each
-row's move (``lifecycle.decide_settlement``); this records it, with the followers'
-part (``followers``). A claim whose interrupted attempt was the cycle's last is
-settled here too, inside the claim's transaction (``settle_exhausted``).
+in the next one (``submit``; one fenced executemany per kind of update, which also
+takes the row locks, and one events append carrying the audit rows). Fencing stays
+per row: a row whose lease was lost gets LEASE_LOST while the others in the batch
+settle. The domain decides each row's move (``lifecycle.decide_settlement``); this
+records it, with the followers' part (``followers``). A claim whose interrupted
+attempt was the cycle's last is settled here too, inside the claim's transaction
+(``settle_exhausted``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from uns_server.domain.records import Notification
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import SETTLE, phased
 from uns_server.store import audit, dispatch
-from uns_server.store.db import TOPIC_WORK, Database, WriteTx, is_unreachable
+from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
 from uns_server.workers.dispatch.claims import Attempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
@@ -165,55 +166,85 @@ class Settlement:
             return await dispatch.status_of(conn, claim.notification.id)
 
     async def settle_batch(self, items: Sequence[Item]) -> list[Status | None]:
+        """``settle_batch_once``; on PostgreSQL first with the fenced UPDATEs riding in
+        the events append (``dispatch.settle_leased_with_events``: BEGIN, one
+        statement, COMMIT). If a lease turned out lost, that transaction rolls back and
+        the batch is settled again the long way, where each row gets its own outcome.
+        (SQLite has no round trips to save: it goes the long way at once.)"""
+        try:
+            return await self.settle_batch_once(items, riding=self._db.is_postgres)
+        except FenceMoved:
+            return await self.settle_batch_once(items, riding=False)
+
+    async def settle_batch_once(
+        self, items: Sequence[Item], *, riding: bool
+    ) -> list[Status | None]:
         """Commit the outcomes of many deliveries in one transaction; per item, the new
         status, or None when its lease was lost. Fencing is per row: a row whose lease
-        was lost gets LEASE_LOST and the others still settle."""
+        was lost gets LEASE_LOST and the others still settle.
+
+        Each row's move is decided from the claim's copy of it, and the fenced UPDATE
+        (``dispatch.settle_leased``: token and unexpired lease in its WHERE) takes the
+        row lock: no read of the row first. The copy is as good as the row: of the
+        columns the settlement reads (the policy snapshot, ``outcome``,
+        ``max_attempts``, ``delivery_mode``, ``require_ack``, ``provider_refs``, the
+        dedup key and generation, ``cycle``), only a settlement writes any while a
+        lease is held. The claim writes only lease and attempt columns; a withdrawal
+        clears the lease (so the UPDATE finds no row); acks and follow-ups touch
+        delivered rows' ack columns; a replay or a resolution only dead letters;
+        followers' hand-offs change other rows. A row the UPDATE did not change lost
+        its lease, and its decision is dropped."""
         now = self._clock()
         settled: list[Settled] = []
         async with self._db.write() as tx:
-            current = await dispatch.leased_many(
-                tx.conn, [(claim.notification.id, claim.token) for claim, _ in items], now
-            )
             updates: list[tuple[str, str, dict[str, Any]]] = []
-            audits: list[dict[str, Any]] = []
+            audits: list[dict[str, Any]] = []  # one per update, in order
             for claim, attempts in items:
                 s = Settled(claim, attempt_base(claim))
                 s.results = [_result_event(s, a) for a in attempts]
-                leased = current.get(claim.notification.id)
-                if leased is not None and leased.lease_token != claim.token:
-                    leased = None  # a later attempt on the same row holds the lease
-                if leased is None:
-                    s.final = event(
-                        claim.notification,
-                        EventKind.LEASE_LOST,
-                        {
-                            "lease_token": claim.token,
-                            "attempt": claim.attempt,
-                            "provider_effect_may_have_occurred": True,
-                        },
+                n = claim.notification
+                values = self._decide(tx, n, claim, attempts, s, now)
+                refs = provider_refs(n, claim, attempts)
+                if refs is not None:
+                    values["provider_refs"] = refs
+                updates.append((n.id, claim.token, values))
+                audits.append(
+                    audit.delivery_record(
+                        n,
+                        status=values["status"],
+                        outcome=values["outcome"],
+                        delivered_at=values.get("delivered_at"),
+                        now=now,
                     )
-                else:
-                    s.leased = leased
-                    values = self._decide(tx, leased, claim, attempts, s, now)
-                    refs = provider_refs(leased, claim, attempts)
-                    if refs is not None:
-                        values["provider_refs"] = refs
-                    updates.append((leased.id, claim.token, values))
-                    audits.append(
-                        audit.delivery_record(
-                            leased,
-                            status=values["status"],
-                            outcome=values["outcome"],
-                            delivered_at=values.get("delivered_at"),
-                            now=now,
-                        )
-                    )
+                )
                 settled.append(s)
-            check_fenced(await dispatch.settle_many(tx.conn, updates), len(updates))
+            if riding and all(_settles_alone(s) for s in settled):
+                # Every lease is expected to hold: FenceMoved (a rollback) if one did not.
+                await dispatch.settle_leased_with_events(tx, updates, now)
+                changed = {(s.claim.notification.id, s.claim.token) for s in settled}
+            else:
+                changed = await dispatch.settle_leased(tx.conn, updates, now)
+            kept = []
+            for s, record in zip(settled, audits, strict=True):
+                claim = s.claim
+                if (claim.notification.id, claim.token) in changed:
+                    s.leased = claim.notification
+                    kept.append(record)
+                    continue
+                s.status, s.dead_letter = None, False
+                s.final = event(
+                    claim.notification,
+                    EventKind.LEASE_LOST,
+                    {
+                        "lease_token": claim.token,
+                        "attempt": claim.attempt,
+                        "provider_effect_may_have_occurred": True,
+                    },
+                )
             for s in settled:
                 if s.leased is not None and s.status is not None:
                     await after_settle(tx, s.status, s.leased, now, s.followers)
-            await audit.insert_deliveries_before_events(tx, audits)
+            await audit.insert_deliveries_before_events(tx, kept)
             await append(tx, [e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
         for s in settled:
@@ -332,10 +363,17 @@ class Settlement:
         return s
 
 
+def _settles_alone(s: Settled) -> bool:
+    """Does the settlement need no followers' part (``after_settle``), which reads and
+    writes after the row's UPDATE?"""
+    n = s.claim.notification
+    return s.status == Status.PENDING or (s.status == Status.DELIVERED and n.dedup_key is None)
+
+
 def check_fenced(changed: int, expected: int) -> None:
-    """Every settlement's row is locked under its lease (claimed, or ``leased_many``),
-    so each must change it; if one did not, roll back rather than record events for a
-    settlement that did not happen (its lease expires and is recovered)."""
+    """A settlement's row, locked by its claim under its lease, must change; if one
+    did not, roll back rather than record events for a settlement that did not happen
+    (its lease expires and is recovered)."""
     if changed != expected:
         raise RuntimeError(f"fenced settlement changed {changed} of {expected} rows")
 
