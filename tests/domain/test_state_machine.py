@@ -8,7 +8,8 @@ worker or service asks (``decide_admission``, ``decide_claim``, ``decide_settlem
 ``decide_hand_off``, ``decide_ack``, ``decide_withdrawal``, the Replay / ResolveFailure
 checks) and stores what it decides, as the store would; no database. After every step
 the invariants hold: each notification's and each ack's history is a walk of the
-diagram in docs/ARCHITECTURE.md, leaving a terminal state only through its documented
+diagram in ``domain/lifecycle.py``'s docstring (shown in docs/ARCHITECTURE.md), leaving a
+terminal state only through its documented
 door (a dead letter through Replay, ResolveFailure or withdrawal; a follower through
 promotion); ``cycle_attempts`` never exceeds ``max_attempts``; one dedup owner per
 window, and every pending follower hangs on exactly one pending leader.
@@ -102,11 +103,22 @@ ANSWERS = {
 }
 
 
+def mermaid_block(text: str) -> str:
+    return text.split("```mermaid", 1)[1].split("```", 1)[0]
+
+
 def diagram_edges() -> frozenset[tuple[str, str]]:
-    """The edges of the Mermaid state diagram in docs/ARCHITECTURE.md."""
-    block = DIAGRAM.read_text().split("```mermaid", 1)[1].split("```", 1)[0]
+    """The edges of the Mermaid state diagram in ``domain/lifecycle.py``'s docstring."""
+    assert lifecycle.__doc__ is not None
+    block = mermaid_block(lifecycle.__doc__)
     edges = re.findall(r"^\s*(\[\*\]|\w+) --> (\[\*\]|\w+)", block, re.MULTILINE)
     return frozenset(edges)
+
+
+def test_the_architecture_page_renders_the_domain_diagram() -> None:
+    """The diagram's one source is the domain's docstring; the docs show the same block."""
+    assert lifecycle.__doc__ is not None
+    assert mermaid_block(DIAGRAM.read_text()) == mermaid_block(lifecycle.__doc__)
 
 
 EDGES = diagram_edges()

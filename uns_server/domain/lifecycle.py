@@ -2,6 +2,40 @@
 
 Pure: values in, a decision out; the caller loads the rows and stores the decision.
 
+The notification and ack state machine. This docstring is its one source:
+docs/ARCHITECTURE.md renders the same block (a test keeps the two equal), and the
+Hypothesis model in tests/domain/test_state_machine.py walks only these edges.
+
+```mermaid
+stateDiagram-v2
+    [*] --> PENDING: SendNotification (leader)
+    [*] --> FOLLOWING: SendNotification (dedup key, its owner PENDING)
+    [*] --> DEDUPLICATED: SendNotification (dedup key, its owner DELIVERED inside the window)
+    PENDING --> PENDING: claim (lease, token, ATTEMPT_STARTED)<br/>retry<br/>expired lease recovered
+    PENDING --> DELIVERED: every channel accepted
+    PENDING --> FAILED: attempts spent, an interrupted one counts<br/>permanent rejection
+    PENDING --> WITHDRAWN: WithdrawNotification before delivery
+    FOLLOWING --> PENDING: promoted when its leader exhausts
+    FOLLOWING --> FOLLOWING: relinked to the promoted follower
+    FOLLOWING --> DEDUPLICATED: leader delivered (obligation satisfied)
+    FOLLOWING --> WITHDRAWN: withdrawn, itself or with its leader
+    FAILED --> PENDING: Replay (new cycle; operator; dead letters only)
+    FAILED --> FAILED: ResolveFailure (dead_letter cleared)
+    FAILED --> WITHDRAWN: WithdrawNotification (dead letters only)
+    DELIVERED --> [*]
+    DEDUPLICATED --> [*]
+    WITHDRAWN --> [*]
+
+    state "ack (require_ack, from DELIVERED)" as ack {
+        [*] --> ACK_PENDING: delivered (deadline = delivered_at + ack_timeout)
+        ACK_PENDING --> ACKED: Acknowledge / link / Slack / PagerDuty
+        ACK_PENDING --> DISMISSED: Acknowledge(dismiss)
+        ACK_PENDING --> TIMED_OUT: expiry sweep past the deadline
+        ACK_PENDING --> ACK_WITHDRAWN: WithdrawNotification
+        ACK_PENDING --> ACK_PENDING: reminder sent / escalation step fired
+    }
+```
+
 **A claim** either starts the next attempt of the cycle or, when the cycle's attempts
 are spent, settles the row as exhausted without calling any provider. Attempts are
 counted when they are claimed (committed before provider I/O), so an attempt whose
