@@ -35,7 +35,7 @@ _PARAM_NAME = re.compile(r"\$(\d+) = ")
 _PLACEHOLDER = re.compile(r"\$(\d+)(?!\d)")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?([+-]\d\d(:\d\d)?)?$")
 # asyncpg's one-time work on a connection's first use of a type it has no codec for
 # (arrays of varchar, timestamptz, ...): the catalog query, with JIT off around it.
 _DRIVER_MARKS = ("typeinfo_tree", "set_config('jit'")

@@ -138,6 +138,23 @@ def test_array_literals_parse_as_postgresql_writes_them() -> None:
     assert capture.parse_array("{a}x") is None
 
 
+def test_only_ids_keys_and_timestamps_are_freshened() -> None:
+    values = [
+        "'2026-12-02 12:41:45.1+05:30'",
+        "'{\"2026-12-02 12:41:45+00\",NULL}'",
+        "'2026-12-02 12:41:45 disk full'",  # a text that only starts like a timestamp
+        "'{\"a b\",c}'",
+        "NULL",
+    ]
+    stmt = capture.Statement(
+        "SELECT " + ", ".join(f"${n}" for n in range(1, 6)), dict(enumerate(values, 1))
+    )
+    assert capture.pgbench_script([stmt]) == (
+        "SELECT (now()), (ARRAY[now(), NULL]), (E'2026-12-02 12\\x3a41\\x3a45 disk full'), "
+        "('{\"a b\",c}'), (NULL);\n"
+    )
+
+
 def test_literals_hide_colons_from_pgbench() -> None:
     assert capture.quote("it's") == "'it''s'"
     assert capture.quote("it's 12:41 a\\b") == "E'it''s 12\\x3a41 a\\\\b'"
