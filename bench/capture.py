@@ -7,7 +7,15 @@ from the ``BEGIN`` before ``INSERT INTO uns_notifications`` to its ``COMMIT`` an
 substitute the parameters back in, replacing ids and keys with fresh random values per
 transaction (the unique indexes would refuse a repeat) and timestamps with ``now()``.
 So the pgbench baseline runs exactly the statements of the code under test, whatever
-they are today, not a hand-written guess.
+they are today, not a hand-written guess. We take the last such transaction in the log
+that is free of asyncpg's one-time type introspection (a connection's first use of an
+array type): that is the steady state every later accept runs.
+
+Array parameters (``'{a,"b c",NULL}'``: rows ride in a statement as ``unnest`` of one
+array per column) are parsed, and an array holding an id, key or timestamp becomes
+``ARRAY[...]`` of per-element expressions. pgbench (``-M prepared``) reads every
+``:name`` in a command as a variable, inside string literals too (``12:41:45``,
+``"a":null``), so a literal holding ``:`` is written as ``E'...'`` with ``\x3a``.
 
 Fresh values come from pgbench variables through immutable functions (``md5(:v1::text)``):
 a volatile expression such as ``random()`` in a WHERE clause would defeat the index and
@@ -19,26 +27,40 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 _ENTRY = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[(\d+)\] ([A-Z]+):  (.*)$")
 _STATEMENT = re.compile(r"^(?:statement|execute [^:]+): (.*)$", re.S)
 _PARAM_NAME = re.compile(r"\$(\d+) = ")
 _PLACEHOLDER = re.compile(r"\$(\d+)(?!\d)")
-_UUID = re.compile(r"^'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'$")
-_HEX64 = re.compile(r"^'[0-9a-f]{64}'$")
-_TIMESTAMP = re.compile(r"^'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?([+-]\d\d(:\d\d)?)?$")
+# asyncpg's one-time work on a connection's first use of a type it has no codec for
+# (arrays of varchar, timestamptz, ...): the catalog query, with JIT off around it.
+_DRIVER_MARKS = ("typeinfo_tree", "set_config('jit'")
 
 RANDOM_MAX = 9_000_000_000_000_000_000
+
+
+_VARIABLE = re.compile(r"[A-Za-z0-9_\u0080-\U0010ffff]+")
+
+# An array element: text, NULL or a sub-array.
+Element: TypeAlias = "str | list[Element] | None"
 
 
 @dataclass
 class Statement:
     sql: str
     params: dict[int, str] = field(default_factory=dict)  # SQL literal text or NULL
+    at: int = 0  # its entry's index in the log: orders statements across backends
 
     def verb(self) -> str:
         words = self.sql.split()
         return " ".join(words[:3]) if words else ""
+
+    def is_driver_introspection(self) -> bool:
+        return any(mark in self.sql for mark in _DRIVER_MARKS)
 
 
 def parse_log(text: str) -> dict[int, list[Statement]]:
@@ -52,10 +74,10 @@ def parse_log(text: str) -> dict[int, list[Statement]]:
             pid, level, message = entries[-1]
             entries[-1] = (pid, level, message + "\n" + line)
     by_pid: dict[int, list[Statement]] = {}
-    for pid, level, message in entries:
+    for at, (pid, level, message) in enumerate(entries):
         statements = by_pid.setdefault(pid, [])
         if level == "LOG" and (m := _STATEMENT.match(message)):
-            statements.append(Statement(m[1].strip().rstrip(";")))
+            statements.append(Statement(m[1].strip().rstrip(";"), at=at))
         elif level == "DETAIL" and message.startswith("Parameters: ") and statements:
             statements[-1].params = parse_parameters(message[len("Parameters: ") :])
     return by_pid
@@ -85,8 +107,89 @@ def parse_parameters(text: str) -> dict[int, str]:
     return out
 
 
+def parse_array(text: str) -> list[Element] | None:
+    """PostgreSQL's array output syntax (``{a,"b \\"c\\"",NULL,{1,2}}``) -> its elements,
+    or None when ``text`` is not one. Strict on purpose: a JSON object (``{"a": 1}``)
+    is not an array, as a quoted element must be followed by ``,`` or ``}``."""
+    try:
+        items, end = _array_at(text, 0)
+    except (ValueError, IndexError):
+        return None
+    return items if end == len(text) else None
+
+
+def _array_at(text: str, i: int) -> tuple[list[Element], int]:
+    if text[i] != "{":
+        raise ValueError("not an array")
+    i += 1
+    items: list[Element] = []
+    if text[i] == "}":
+        return items, i + 1
+    while True:
+        item: Element
+        if text[i] == "{":
+            item, i = _array_at(text, i)
+        elif text[i] == '"':
+            item, i = _quoted_at(text, i + 1)
+        else:
+            j = i
+            while text[j] not in ',{}"\\':
+                j += 1
+            if j == i:
+                raise ValueError("empty element")
+            item = None if text[i:j].upper() == "NULL" else text[i:j]
+            i = j
+        items.append(item)
+        if text[i] == "}":
+            return items, i + 1
+        if text[i] != ",":
+            raise ValueError("an element must be followed by ',' or '}'")
+        i += 1
+
+
+def _quoted_at(text: str, i: int) -> tuple[str, int]:
+    """A double-quoted element's text from just after its opening quote: ``\\`` escapes."""
+    out: list[str] = []
+    while (c := text[i]) != '"':
+        if c == "\\":
+            i += 1
+            c = text[i]
+        out.append(c)
+        i += 1
+    return "".join(out), i + 1
+
+
+def quote(text: str) -> str:
+    """``text`` as an SQL literal in which pgbench sees no variable: a ``:`` is written
+    as ``\\x3a`` in an ``E'...'`` literal (pgbench does not know SQL quoting)."""
+    quoted = text.replace("'", "''")
+    if ":" not in text:
+        return f"'{quoted}'"
+    return "E'" + quoted.replace("\\", "\\\\").replace(":", "\\x3a") + "'"
+
+
+def pgbench_variables(sql: str) -> list[str]:
+    """The ``:name`` pgbench reads as variables in a command, as its parser does
+    (``::`` is skipped, quotes are not known); a digit may start a name here, as it
+    could in older pgbench."""
+    out: list[str] = []
+    i = sql.find(":")
+    while i != -1:
+        if m := _VARIABLE.match(sql, i + 1):
+            out.append(m[0])
+            i = m.end()
+        else:
+            while i < len(sql) and sql[i] == ":":
+                i += 1
+        i = sql.find(":", i)
+    return out
+
+
 def accept_transaction(text: str) -> list[Statement]:
-    """The first complete transaction in the log that inserts a notification."""
+    """The last complete transaction in the log that inserts a notification, preferring
+    one without asyncpg's type introspection (the steady state: that runs once per
+    connection). When every one has it, the last one without those statements."""
+    found: list[list[Statement]] = []
     for statements in parse_log(text).values():
         begin: int | None = None
         for index, stmt in enumerate(statements):
@@ -97,13 +200,30 @@ def accept_transaction(text: str) -> list[Statement]:
                 tx = statements[begin : index + 1]
                 # The row may ride in the events append, as a CTE of its statement.
                 if any("INSERT INTO uns_notifications" in s.sql for s in tx):
-                    return tx
+                    found.append(tx)
                 begin = None
-    raise LookupError("no accept transaction in the PostgreSQL log")
+    if not found:
+        raise LookupError("no accept transaction in the PostgreSQL log")
+    found.sort(key=lambda tx: tx[-1].at)
+    steady = [tx for tx in found if not any(s.is_driver_introspection() for s in tx)]
+    if steady:
+        return steady[-1]
+    return [s for s in found[-1] if not s.is_driver_introspection()]
+
+
+def _is_fresh(value: str) -> bool:
+    return bool(_UUID.match(value) or _HEX64.match(value) or _TIMESTAMP.match(value))
+
+
+def _holds_fresh(items: list[Element]) -> bool:
+    return any(
+        _holds_fresh(item) if isinstance(item, list) else item is not None and _is_fresh(item)
+        for item in items
+    )
 
 
 class _Fresh:
-    """Captured id/key literals -> pgbench variables, one per distinct value."""
+    """Captured id/key values -> pgbench variables, one per distinct value."""
 
     def __init__(self) -> None:
         self.variables: dict[str, str] = {}
@@ -111,7 +231,8 @@ class _Fresh:
     def _var(self, value: str) -> str:
         return self.variables.setdefault(value, f"v{len(self.variables) + 1}")
 
-    def literal(self, value: str) -> str:
+    def expression(self, value: str) -> str:
+        """One value (unquoted text) as the SQL that stands for it in every transaction."""
         if _UUID.match(value):
             return f"md5(:{self._var(value)}::text)::uuid::text"
         if _HEX64.match(value):
@@ -119,7 +240,30 @@ class _Fresh:
             return f"md5(:{var}::text) || md5('k' || :{var}::text)"
         if _TIMESTAMP.match(value):
             return "now()"
-        return value
+        return quote(value)
+
+    def parameter(self, literal: str) -> str:
+        """A logged parameter (``NULL`` or a quoted literal). An array that holds an id,
+        key or timestamp becomes ``ARRAY[...]`` (the statement's cast after it stays);
+        any other array stays one literal, typed by its context as before."""
+        if literal == "NULL":
+            return literal
+        value = literal[1:-1].replace("''", "'")
+        items = parse_array(value) if value.startswith("{") else None
+        if items is not None and _holds_fresh(items):
+            return "ARRAY" + self._elements(items)
+        return self.expression(value)
+
+    def _elements(self, items: list[Element]) -> str:
+        parts = (
+            self._elements(item)
+            if isinstance(item, list)
+            else "NULL"
+            if item is None
+            else self.expression(item)
+            for item in items
+        )
+        return f"[{', '.join(parts)}]"
 
     def header(self) -> str:
         return "".join(f"\\set {var} random(1, {RANDOM_MAX})\n" for var in self.variables.values())
@@ -130,7 +274,7 @@ def to_sql(stmt: Statement, fresh: _Fresh) -> str:
         number = int(match[1])
         if number not in stmt.params:
             raise ValueError(f"statement uses ${number} but the log has no value for it")
-        return f"({fresh.literal(stmt.params[number])})"
+        return f"({fresh.parameter(stmt.params[number])})"
 
     return _PLACEHOLDER.sub(replace, stmt.sql)
 
@@ -139,4 +283,7 @@ def pgbench_script(transaction: list[Statement]) -> str:
     """One pgbench transaction: variables, then every statement ';'-terminated."""
     fresh = _Fresh()
     body = "".join(to_sql(stmt, fresh) + ";\n" for stmt in transaction)
+    stray = sorted(set(pgbench_variables(body)) - set(fresh.variables.values()))
+    if stray:  # pgbench would abort on them (or bind the wrong value)
+        raise ValueError(f"the script reads as pgbench variables: {', '.join(stray)}")
     return fresh.header() + body

@@ -1,8 +1,8 @@
 """drain: a backlog of pending notifications, then the time to deliver them all.
 
 Phase A runs uns-server with dispatch disabled on a database that logs every
-statement: one real SendNotification makes the template row and, as a by-product,
-the captured accept transaction for the pgbench baseline. The backlog is cloned from
+statement: two real SendNotifications (a warm-up, then the template row) give, as a
+by-product, the captured accept transaction for the pgbench baseline. The backlog is cloned from
 that row in SQL. Phase B restarts the server with dispatch on and default worker
 settings, and we count webhook arrivals at the receiver until all are in (or the cap).
 """
@@ -40,22 +40,27 @@ async def run(
         server = harness.start_server("drain-a", DATABASE, dispatch_enabled="false")
         await server.wait_serving()
         async with client.channel(server.target) as chan:
-            reply = await client.stub(chan).SendNotification(
-                client.send_request(TYPE_DELIVER, "drain-template", correlation=f"{PREFIX}0"),
-                metadata=client.METADATA,
-                timeout=client.CALL_TIMEOUT_SECONDS,
-            )
+            # The first accept on a connection also runs asyncpg's one-time type
+            # introspection: the second is the steady state the capture takes.
+            for key, correlation in (("drain-warmup", "warmup"), ("drain-template", "0")):
+                reply = await client.stub(chan).SendNotification(
+                    client.send_request(TYPE_DELIVER, key, correlation=PREFIX + correlation),
+                    metadata=client.METADATA,
+                    timeout=client.CALL_TIMEOUT_SECONDS,
+                )
         await server.aclose()
         await conn.execute(f"ALTER DATABASE {DATABASE} RESET log_statement")
         with harness.pg.log.open("rb") as fh:
             fh.seek(log_offset)
-            accept_sql = capture.accept_transaction(fh.read().decode(errors="replace"))
+            log = fh.read().decode(errors="replace")
+        (harness.run_dir / "drain-statements.log").write_text(log)  # what the capture read
+        accept_sql = capture.accept_transaction(log)
         if not measure:
             return DrainOutcome(None, accept_sql)
 
         backlog = profile.drain_backlog
         fill_seconds = await sqlgen.clone(
-            dsn, reply.notification_id, backlog - 1, seed="drain", correlation_prefix=PREFIX
+            dsn, reply.notification_id, backlog - 2, seed="drain", correlation_prefix=PREFIX
         )
         pending = int(await conn.fetchval("SELECT count(*) FROM uns_notifications"))
 
