@@ -131,6 +131,10 @@ def _metadata(metadata: Mapping[str, Any]) -> list[str]:
 
 def _walk(value: object, depth: int, problems: list[str]) -> None:
     """Collect content problems of a JSON-like value; ``depth`` counts containers."""
+    if type(value) is str:  # most values: skip the ABC check (``Mapping``) below
+        if "\x00" in value:
+            problems.append("must not contain NUL characters")
+        return
     if isinstance(value, Mapping | list | tuple):
         if depth > METADATA_MAX_DEPTH:
             problems.append(f"must be at most {METADATA_MAX_DEPTH} levels deep")
