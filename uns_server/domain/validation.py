@@ -44,7 +44,8 @@ def validate_send(req: SendRequest, now: datetime | None = None) -> None:
     violations: list[FieldViolation] = []
 
     def check(field: str, problems: list[str]) -> None:
-        violations.extend(FieldViolation(field, p) for p in problems)
+        if problems:  # nearly always empty: no generator for nothing (issue 24)
+            violations.extend(FieldViolation(field, p) for p in problems)
 
     check("notification_type", _notification_type(req.notification_type))
     if req.intent is None:
