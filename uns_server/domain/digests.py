@@ -28,13 +28,17 @@ def canonical_json(value: object) -> str:
     Mappings (string keys only) and lists/tuples nest; enums encode by name; floats that
     are integral become ints; non-finite numbers and other types raise ``ValueError``.
     """
-    return json.dumps(
-        _canonical(value),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    )
+    return _ENCODER.encode(_canonical(value))
+
+
+# What ``json.dumps(..., sort_keys=True, ...)`` would build on every call (an encoder
+# holds no state between calls): three digests per accept.
+_ENCODER = json.JSONEncoder(
+    sort_keys=True,
+    separators=(",", ":"),
+    ensure_ascii=False,
+    allow_nan=False,
+)
 
 
 def sha256_hex(value: object) -> str:
@@ -104,6 +108,15 @@ def struct_number(value: int | float) -> int | float:
 
 
 def _canonical(value: object) -> Any:
+    # Exact str, None, dict and list first: nearly every value is one, and the ABC
+    # check below (``Mapping``) costs more than the rest of the walk (issue 24).
+    cls = type(value)
+    if cls is str or value is None:
+        return value
+    if cls is dict:
+        return _mapping(value)  # type: ignore[arg-type]
+    if cls is list:
+        return [_canonical(item) for item in value]  # type: ignore[attr-defined]
     # bool before int: bool is an int subclass but a distinct JSON type.
     if value is None or isinstance(value, bool):
         return value
@@ -114,12 +127,16 @@ def _canonical(value: object) -> Any:
     if isinstance(value, int | float):
         return struct_number(value)
     if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"mapping key is not a string: {key!r}")
-            out[key] = _canonical(item)
-        return out
+        return _mapping(value)
     if isinstance(value, list | tuple):
         return [_canonical(item) for item in value]
     raise ValueError(f"not JSON-like: {type(value).__name__}")
+
+
+def _mapping(value: Mapping[Any, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ValueError(f"mapping key is not a string: {key!r}")
+        out[key] = _canonical(item)
+    return out

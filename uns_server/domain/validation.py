@@ -44,7 +44,8 @@ def validate_send(req: SendRequest, now: datetime | None = None) -> None:
     violations: list[FieldViolation] = []
 
     def check(field: str, problems: list[str]) -> None:
-        violations.extend(FieldViolation(field, p) for p in problems)
+        if problems:  # nearly always empty: no generator for nothing (issue 24)
+            violations.extend(FieldViolation(field, p) for p in problems)
 
     check("notification_type", _notification_type(req.notification_type))
     if req.intent is None:
@@ -131,6 +132,10 @@ def _metadata(metadata: Mapping[str, Any]) -> list[str]:
 
 def _walk(value: object, depth: int, problems: list[str]) -> None:
     """Collect content problems of a JSON-like value; ``depth`` counts containers."""
+    if type(value) is str:  # most values: skip the ABC check (``Mapping``) below
+        if "\x00" in value:
+            problems.append("must not contain NUL characters")
+        return
     if isinstance(value, Mapping | list | tuple):
         if depth > METADATA_MAX_DEPTH:
             problems.append(f"must be at most {METADATA_MAX_DEPTH} levels deep")
