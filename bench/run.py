@@ -76,7 +76,8 @@ async def run(options: Options) -> int:
     harness: Harness | None = None
     cleanup = contextlib.ExitStack()
     pair: tuple[trees.Tree, trees.Tree] | None = None
-    rounds = options.pairs or profile.ghz_pairs
+    # Rounds pair two trees; a run of one tree measures each row once, as before pairs.
+    rounds = (options.pairs or profile.ghz_pairs) if options.before is not None else 1
     try:
         if options.before is not None:
             try:

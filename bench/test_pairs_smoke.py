@@ -17,7 +17,8 @@ from bench.__main__ import main
 from bench.cpu import CpuMeter
 from bench.phases import PhaseMeter
 from bench.stats import Row
-from bench.workloads.common import schedule
+from bench.workloads import deliver
+from bench.workloads.common import Contestant, schedule
 from tests.support.postgres import free_port
 from tests.toolchain.tools import find_tool, tool_env
 from uns_server.observability.phases import PHASES
@@ -189,3 +190,11 @@ def test_bench_runs_pairs_against_head(tmp_path: Path) -> None:
     assert "| row | level | before ms/call | after ms/call | after ÷ before |" in table
     assert "| phase | c=1 before | c=1 after | c=16 before | c=16 after |" in table
     assert _worktrees() == worktrees  # the revision was exported, no worktree added
+
+
+@pytest.mark.parametrize("tree", ["", "before", "after"])
+def test_deliver_windows_never_share_keys(tree: str) -> None:
+    """A key sent in an earlier window is an idempotent replay, delivered once, back then:
+    a window that reused it measured nothing (negative latencies, no connections)."""
+    contestant = Contestant(target="t", db=None, meter=None, tree=tree)  # type: ignore[arg-type]
+    assert len({deliver._suffix(contestant, r) for r in range(3)}) == 3

@@ -118,5 +118,6 @@ async def run(
 
 
 def _suffix(contestant: Contestant, round_no: int) -> str:
-    """Key prefixes apart per window, so the receiver counts each window's own."""
-    return f"{contestant.tree}{round_no}-" if contestant.tree else ""
+    """Key prefixes apart per window, so the receiver counts each window's own (a
+    repeated key would be an idempotent replay, delivered once, in an earlier window)."""
+    return f"{contestant.tree or 'round'}{round_no}-"
