@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Event
-from uns_server.store import jsontext, pg
+from uns_server.store import jsontext, pg, records
 from uns_server.store.db import TOPIC_EVENTS, FenceMoved, WriteTx, notify_calls
 from uns_server.store.tables import events
 
@@ -31,14 +31,6 @@ _EVENT_ORDER_LOCK_ID = 0x554E53_0002
 # fifth more per event than the untyped rows did; this costs nothing more).
 _EVENT_FIELDS = tuple(f.name for f in fields(Event))
 _EVENT_COLUMNS = tuple(events.c[name] for name in _EVENT_FIELDS)
-_KIND_AT = _EVENT_FIELDS.index("kind")
-_KIND: dict[str, EventKind] = {k.value: k for k in EventKind}
-
-
-def _event(row: Sequence[Any]) -> Event:
-    values = list(row)
-    values[_KIND_AT] = _KIND[values[_KIND_AT]]
-    return Event(*values)
 
 
 _ARRAY_COLUMNS = ("id", "notification_id", "principal", "notification_type", "kind")
@@ -154,7 +146,7 @@ async def read_after(
     if notification_type:
         q = q.where(events.c.notification_type == notification_type)
     result = await conn.execute(q.order_by(events.c.sequence).limit(limit))
-    return [_event(row) for row in result]
+    return [records.event_from_values(row) for row in result]
 
 
 async def high_water(conn: AsyncConnection) -> int:
@@ -167,4 +159,4 @@ async def for_notification(conn: AsyncConnection, notification_id: str) -> list[
     """A notification's timeline, oldest first."""
     q = select(*_EVENT_COLUMNS).where(events.c.notification_id == notification_id)
     result = await conn.execute(q.order_by(events.c.sequence))
-    return [_event(row) for row in result]
+    return [records.event_from_values(row) for row in result]

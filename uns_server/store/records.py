@@ -10,7 +10,7 @@ dataclass, and maps enum values through a dict: no per-row reflection, no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from operator import itemgetter
 from typing import Any
@@ -89,7 +89,13 @@ def attempt(row: Row, lease_token: str) -> Attempt:
 
 
 def event(row: Row) -> Event:
-    values = list(_EVENT(row))
+    return event_from_values(_EVENT(row))
+
+
+def event_from_values(columns: Sequence[Any]) -> Event:
+    """An event from its columns already in ``Event``'s field order (the hub's select
+    of exactly those columns, read by position: no name lookup per column)."""
+    values = list(columns)
     values[_E_KIND] = _KIND[values[_E_KIND]]
     return Event(*values)
 
