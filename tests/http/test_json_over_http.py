@@ -152,6 +152,12 @@ async def test_tenancy_roles_and_refusals_are_grpcs(http: Http) -> None:
         (json.dumps(alert(noSuchField=1)).encode(), "application/json", 400),  # unknown field
         (json.dumps(alert(intent="NO_SUCH_INTENT")).encode(), "application/json", 400),
         (b"[" * 100_000 + b"]" * 100_000, "application/json", 400),  # nesting
+        # Parsed off the event loop (over 64 KiB), then refused by the service's limit.
+        (
+            json.dumps(alert(metadata={f"k{i}": "v" * 100 for i in range(2000)})).encode(),
+            "application/json",
+            400,
+        ),
         (b"\xff\xfe", "application/proto", 400),  # not a message
         (json.dumps(alert()).encode(), "text/plain", 415),
         (json.dumps(alert()).encode(), "", 415),
@@ -261,5 +267,22 @@ async def test_watch_events_is_server_sent_events_resumable_by_last_event_id(
                 assert response.status == 400
             async with session.get(WATCH + "?nope=1", headers=headers) as response:
                 assert response.status == 400
+    finally:
+        await server.stop()
+
+
+async def test_failed_lookups_are_charged_to_the_http_clients_address(tmp_path: Path) -> None:
+    """The bridge's calls all come from one unix socket; the budget of unknown-key
+    lookups is still per HTTP client: one client spending it refuses only itself."""
+    server = await _start(tmp_path, auth_failures_per_second=0.01, auth_failure_burst=2)
+    base = f"http://127.0.0.1:{server.app.http_port}"
+    try:
+        async with aiohttp.ClientSession(base) as session:
+            statuses = [(await Http(session).call(GET, {}, who=f"bad-{i}"))[0] for i in range(3)]
+            assert statuses == [401, 401, 429]
+        other = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+        async with aiohttp.ClientSession(base, connector=other) as session:
+            status, body, _ = await Http(session).call(GET, {}, who="bad-other")
+            assert (status, error_info(body)["reason"]) == (401, "UNAUTHENTICATED")
     finally:
         await server.stop()

@@ -62,6 +62,8 @@ OPENAPI = Path(__file__).parent / "openapi.json"
 PEER_HEADER = "uns-http-peer"
 JSON = "application/json"
 PROTO = "application/proto"
+# Bodies and answers larger than this are converted on a worker thread, not the loop.
+OFF_LOOP_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,10 @@ def methods(descriptor_set: Path = DESCRIPTOR_SET) -> list[Method]:
                     )
                 )
     return result
+
+
+def _to_json(cls: type[Message], serialized: bytes) -> str:
+    return json.dumps(json_format.MessageToDict(cls.FromString(serialized)))
 
 
 def _message_class(pool: descriptor_pool.DescriptorPool, type_name: str) -> type[Message]:
@@ -185,7 +191,10 @@ class Bridge:
         body = await self._body(request)
         message = method.request()
         if content_type == JSON:
-            parse_json(body, message)
+            if len(body) > OFF_LOOP_BYTES:  # a 1 MiB document parses for tens of ms
+                await asyncio.to_thread(parse_json, body, message)
+            else:
+                parse_json(body, message)
         else:
             try:
                 message.ParseFromString(body)
@@ -202,8 +211,11 @@ class Bridge:
             raise Refusal.from_rpc(exc) from exc
         if content_type == PROTO:
             return web.Response(body=answer, content_type=PROTO)
-        response = method.response.FromString(answer)
-        return web.json_response(json_format.MessageToDict(response))
+        if len(answer) > OFF_LOOP_BYTES:
+            text = await asyncio.to_thread(_to_json, method.response, answer)
+        else:
+            text = _to_json(method.response, answer)
+        return web.Response(text=text, content_type=JSON)
 
     async def _body(self, request: web.Request) -> bytes:
         limit = self._max_message_bytes
