@@ -172,6 +172,20 @@ async def test_what_the_bridge_refuses_is_4xx_with_error_info(
     assert error_info(answer)["reason"] == "INVALID_REQUEST"
 
 
+async def test_wrong_methods_and_unknown_rpcs_are_json_refusals(http: Http) -> None:
+    async with http.session.get(SEND) as response:
+        assert (response.status, response.headers["Allow"]) == (405, "POST")
+        assert error_info(await response.json())["reason"] == "INVALID_REQUEST"
+    async with http.session.post(WATCH, data=b"{}") as response:
+        assert (response.status, response.headers["Allow"]) == (405, "GET")
+    status, body, _ = await http.call("/uns.v1.NotificationService/NoSuchMethod", {})
+    assert (status, body["code"], error_info(body)["reason"]) == (
+        404,
+        "unimplemented",
+        "UNIMPLEMENTED",
+    )
+
+
 async def test_every_unary_method_of_every_service_is_routed(http: Http) -> None:
     unary = [m for m in methods() if not m.server_streaming]
     services = {m.path.split("/")[1] for m in unary}
@@ -286,3 +300,28 @@ async def test_failed_lookups_are_charged_to_the_http_clients_address(tmp_path: 
             assert (status, error_info(body)["reason"]) == (401, "UNAUTHENTICATED")
     finally:
         await server.stop()
+
+
+async def test_a_server_shutting_down_ends_the_stream_with_a_resumable_error(
+    tmp_path: Path,
+) -> None:
+    server = await _start(tmp_path, dispatch_enabled=False)
+    stopping: asyncio.Task[None] | None = None
+    try:
+        base = f"http://127.0.0.1:{server.app.http_port}"
+        async with aiohttp.ClientSession(base) as session:
+            headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {KEYS['alice']}"}
+            async with session.get(WATCH, headers=headers) as response:
+                (beat,) = await _sse(response, 1)
+                assert beat["event"] == "heartbeat"
+                stopping = asyncio.create_task(server.stop())
+                (error,) = await _sse(response, 1)
+            assert error["event"] == "error"
+            body = json.loads(error["data"])
+            assert body["code"] == "unavailable"
+            assert error_info(body)["reason"] == "SHUTTING_DOWN"
+    finally:
+        if stopping is None:
+            await server.stop()
+        else:
+            await stopping

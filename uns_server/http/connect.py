@@ -42,8 +42,10 @@ import grpc
 from aiohttp import web
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError, Message
+from google.rpc import error_details_pb2
 
 from uns_server.http.connect_wire import (
+    DOMAIN,
     Refusal,
     parse_json,
     parse_query,
@@ -99,6 +101,17 @@ def methods(descriptor_set: Path = DESCRIPTOR_SET) -> list[Method]:
     return result
 
 
+def _wrong_method(allowed: str) -> Callable[[web.Request], Any]:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        refusal = Refusal.invalid(
+            f"{request.method} is not allowed here: use {allowed}", field="method", http_status=405
+        )
+        refusal.headers["Allow"] = allowed
+        return refusal.response()
+
+    return handler
+
+
 def _to_json(cls: type[Message], serialized: bytes) -> str:
     return json.dumps(json_format.MessageToDict(cls.FromString(serialized)))
 
@@ -136,7 +149,19 @@ class Bridge:
                 result.append(web.get(method.path, self._streaming(method)))
             else:
                 result.append(web.post(method.path, self._unary(method)))
+            allowed = "GET" if method.server_streaming else "POST"
+            result.append(web.route("*", method.path, _wrong_method(allowed)))
+        # Any other method of the package: Connect's unimplemented (404), as JSON.
+        result.append(web.route("*", "/" + PACKAGE + ".{service}/{method}", self._unimplemented))
         return result
+
+    async def _unimplemented(self, request: web.Request) -> web.StreamResponse:
+        return Refusal(
+            grpc.StatusCode.UNIMPLEMENTED,
+            f"no method {request.path[1:]}",
+            [error_details_pb2.ErrorInfo(reason="UNIMPLEMENTED", domain=DOMAIN)],
+            http_status=404,
+        ).response()
 
     def channel(self) -> grpc.aio.Channel:
         if self._channel is None:
@@ -165,7 +190,7 @@ class Bridge:
         return metadata
 
     def _deadline(self, request: web.Request) -> float:
-        timeout = self._timeout
+        timeout = self._timeout * 0.9  # answered before the HTTP request's own limit
         header = request.headers.get("Connect-Timeout-Ms", "")
         if header.isdigit() and 0 < len(header) <= 10:
             timeout = min(timeout, int(header) / 1000)
