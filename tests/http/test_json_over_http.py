@@ -325,3 +325,31 @@ async def test_a_server_shutting_down_ends_the_stream_with_a_resumable_error(
             await server.stop()
         else:
             await stopping
+
+
+async def test_behind_tls_and_mtls_the_bridge_still_reaches_grpc(tmp_path: Path) -> None:
+    """The public gRPC port demands a client certificate; the bridge's private socket
+    does not, and the HTTP client authenticates with its key as everywhere on HTTP."""
+    import ssl
+
+    from tests.support.certs import TestCA
+
+    ca = TestCA(tmp_path)
+    issued = ca.issue("server", "localhost", server=True)
+    server = await _start(
+        tmp_path,
+        tls_cert_file=str(issued.cert),
+        tls_key_file=str(issued.key),
+        tls_client_ca_file=str(ca.cert),
+    )
+    try:
+        verify = ssl.create_default_context(cafile=str(ca.cert))
+        base = f"https://localhost:{server.app.http_port}"
+        connector = aiohttp.TCPConnector(ssl=verify)
+        async with aiohttp.ClientSession(base, connector=connector) as session:
+            status, sent, _ = await Http(session).call(SEND, alert())
+            assert status == 200, sent
+            status, body, _ = await Http(session).call(SEND, alert(), who="nobody")
+            assert (status, error_info(body)["reason"]) == (401, "UNAUTHENTICATED")
+    finally:
+        await server.stop()
