@@ -41,7 +41,7 @@ def quickstart(tmp_path: Path) -> Iterator[tuple[ServerProcess, int]]:
 
 
 def test_readme_curl_walkthrough(quickstart: tuple[ServerProcess, int], tmp_path: Path) -> None:
-    assert shutil.which("curl"), "curl is part of the toolchain (scripts/bootstrap)"
+    assert shutil.which("curl"), "the walkthrough needs curl on PATH"
     _, http_port = quickstart
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", walkthrough()],
