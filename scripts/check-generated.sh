@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-GENERATED_DIRS=(clients/python/uns clients/go/gen clients/rust/src/gen)
+GENERATED_DIRS=(clients/python/uns clients/go/gen clients/rust/src/gen uns_server/api/uns_v1.binpb uns_server/http/openapi.json)
 
 "$ROOT/scripts/generate.sh"
 

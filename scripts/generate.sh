@@ -5,6 +5,9 @@
 #   clients/python/uns/     Python package `uns.v1` (*_pb2.py, *_pb2_grpc.py, .pyi)
 #   clients/go/gen/         Go package unsv1 of module github.com/uns-io/uns/clients/go
 #   clients/rust/src/gen/   Rust sources included by clients/rust/src/lib.rs
+#   uns_server/api/uns_v1.binpb   the descriptor set with source info (comments),
+#                                 served by reflection (grpcurl describe shows them)
+#   uns_server/http/openapi.json  OpenAPI 3.1 of the Connect JSON routes (scripts/openapi.py)
 #
 # Installs the pinned plugins first when needed (scripts/install-tools.sh), then
 # deletes the old outputs so that removed protos leave nothing behind. The
@@ -35,9 +38,14 @@ if ((${#missing[@]})); then
 fi
 
 GENERATED_DIRS=(clients/python/uns clients/go/gen clients/rust/src/gen)
-rm -rf "${GENERATED_DIRS[@]}"
+DESCRIPTOR_SET=uns_server/api/uns_v1.binpb
+OPENAPI=uns_server/http/openapi.json
+rm -rf "${GENERATED_DIRS[@]}" "$DESCRIPTOR_SET" "$OPENAPI"
 
 buf generate
+# With imports and source info (buf build's default): the comments reach reflection.
+buf build protos -o "$DESCRIPTOR_SET"
+"$PYTHON" scripts/openapi.py "$DESCRIPTOR_SET" >"$OPENAPI"
 
 # Python: make `uns` and `uns.v1` regular, typed packages.
 for dir in clients/python/uns clients/python/uns/v1; do
@@ -50,4 +58,4 @@ if command -v gofmt >/dev/null 2>&1; then
   gofmt -w clients/go/gen
 fi
 
-echo "generate: regenerated ${GENERATED_DIRS[*]}"
+echo "generate: regenerated ${GENERATED_DIRS[*]} $DESCRIPTOR_SET $OPENAPI"

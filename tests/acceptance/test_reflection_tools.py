@@ -47,6 +47,11 @@ def test_grpcurl_describes_a_method(quickstart: ServerProcess) -> None:
     assert described.returncode == 0, described.stderr
     assert f"{METHOD} is a method" in described.stdout
     assert "rpc SendNotification ( .uns.v1.SendNotificationRequest )" in described.stdout
+    # The proto comments, from the descriptor set with source info.
+    assert "// Accepts an obligation durably and then dispatches it." in described.stdout
+    message = _run(grpcurl, "-plaintext", quickstart.target, "describe", "uns.v1.Heartbeat")
+    assert message.returncode == 0, message.stderr
+    assert "// Heartbeat tells a subscriber how far the stream has progressed." in message.stdout
     check = "grpc.health.v1.Health.Check"
     health = _run(grpcurl, "-plaintext", quickstart.target, "describe", check)
     assert health.returncode == 0, health.stderr

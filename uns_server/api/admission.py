@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # How long a call shed for concurrency is told to wait: in-flight calls take tens of
 # milliseconds, so a slot is free again well within it.
 CONCURRENCY_RETRY_SECONDS = 0.2
+FORWARDED_PEER = "uns-http-peer"  # set by uns_server.http.connect
 
 
 def peer_address(peer: str) -> str:
@@ -61,6 +62,14 @@ class Admission:
         self._metrics = metrics or Metrics.noop()
         self._max_concurrent = max_concurrent_rpcs
         self.in_flight = 0
+        self._forwarding_peers = False
+
+    def trust_forwarded_peer(self) -> None:
+        """Calls from a unix socket (JSON over HTTP's private bridge) are charged to the
+        client address in their ``uns-http-peer`` metadata: one HTTP client's failed key
+        lookups must not spend every HTTP client's budget. Only when the public port is
+        not itself a unix socket."""
+        self._forwarding_peers = True
 
     def wrap(self, method: str, handler: Handler) -> Handler:
         """A ``WrappingRegistrar`` wrapper: ``uns.v1`` unary and server-streaming calls."""
@@ -110,6 +119,10 @@ class Admission:
         refusal. Anything else that goes wrong (a database fault) is left to the
         servicer, which authenticates again and reports it."""
         address = peer_address(context.peer() or "")
+        if self._forwarding_peers and address.startswith("unix:"):
+            for key, value in context.invocation_metadata() or ():
+                if key == FORWARDED_PEER:
+                    address = value if isinstance(value, str) else value.decode()
         try:
             principal: Principal = await self._auth.authenticate(
                 *credentials(context), address=address

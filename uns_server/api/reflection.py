@@ -14,11 +14,17 @@ resolves packages, messages, fields, enums, enum values and services there, but 
 service's methods (the pure-Python pool does). grpcurl (``describe
 pkg.Service.Method``) and ghz ask for exactly that symbol, so they failed with "Symbol
 not found". :class:`MethodResolvingPool` adds that one lookup in front of the same pool.
+
+Documentation: the generated modules' descriptors carry no source info, so reflection
+served no comments and ``grpcurl describe`` showed none. scripts/generate.sh commits the
+descriptor set with source info (``uns_v1.binpb``); :class:`DocumentedReflection` answers
+with those files in place of the pool's copies of the same files.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -29,6 +35,41 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 V1_PACKAGE = "grpc.reflection.v1"
 V1_SERVICE_NAME = f"{V1_PACKAGE}.ServerReflection"
 V1_FILE_NAME = "grpc/reflection/v1/reflection.proto"  # its name upstream
+DESCRIPTOR_SET = Path(__file__).with_name("uns_v1.binpb")
+
+
+def documented_files(path: Path = DESCRIPTOR_SET) -> dict[str, bytes]:
+    """Each file of the committed descriptor set (source info included), by name."""
+    files = descriptor_pb2.FileDescriptorSet.FromString(path.read_bytes()).file
+    return {f.name: f.SerializeToString() for f in files}
+
+
+class DocumentedReflection(reflection.aio.ReflectionServicer):  # type: ignore[misc]
+    """grpcio-reflection's servicer, answering file descriptors with source info."""
+
+    def __init__(self, service_names: Sequence[str], pool: Any, files: dict[str, bytes]) -> None:
+        super().__init__(service_names, pool=pool)
+        self._documented = files
+
+    def _documented_response(self, response: Any) -> Any:
+        if response.HasField("file_descriptor_response"):
+            protos = response.file_descriptor_response.file_descriptor_proto
+            for i, serialized in enumerate(protos):
+                name = descriptor_pb2.FileDescriptorProto.FromString(serialized).name
+                if name in self._documented:
+                    protos[i] = self._documented[name]
+        return response
+
+    def _file_by_filename(self, request: Any, filename: str) -> Any:
+        return self._documented_response(super()._file_by_filename(request, filename))
+
+    def _file_containing_symbol(self, request: Any, name: str) -> Any:
+        return self._documented_response(super()._file_containing_symbol(request, name))
+
+    def _file_containing_extension(self, request: Any, containing: str, number: int) -> Any:
+        return self._documented_response(
+            super()._file_containing_extension(request, containing, number)
+        )
 
 
 def _renamed(type_name: str, old: str, new: str) -> str:
@@ -96,8 +137,10 @@ def add_reflection(service_names: Sequence[str], registrar: Any) -> None:
     """Reflection on ``service_names`` (plus itself), through ``registrar`` (a
     ``grpc.aio.Server`` or one that stands in for it)."""
     register_v1_descriptor(descriptor_pool.Default())
-    servicer = reflection.aio.ReflectionServicer(
-        [*service_names, reflection.SERVICE_NAME, V1_SERVICE_NAME], pool=MethodResolvingPool()
+    servicer = DocumentedReflection(
+        [*service_names, reflection.SERVICE_NAME, V1_SERVICE_NAME],
+        MethodResolvingPool(),
+        documented_files(),
     )
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, registrar)
     registrar.add_registered_method_handlers(

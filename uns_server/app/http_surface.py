@@ -1,5 +1,6 @@
-"""The HTTP surface's wiring: action links, provider callbacks, the operator console
-and the health endpoints, over the same database and services as gRPC."""
+"""The HTTP surface's wiring: action links, provider callbacks, the operator console,
+the health endpoints and JSON over HTTP (``http.connect``, the gRPC methods themselves
+over a loopback channel), over the same database and services as gRPC."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from uns_server.channels.config import PagerDutyConfig, SlackConfig
 from uns_server.domain.links import LinkSigner
+from uns_server.http import connect as http_connect
 from uns_server.http import console as http_console
 from uns_server.http import health as http_health
 from uns_server.http import integrations as http_integrations
@@ -60,6 +62,12 @@ def routes(app: App) -> list[Any]:
             ],
         )
     result += http_console.routes(console(app))
+    app.bridge = http_connect.Bridge(
+        lambda: app.bridge_target,
+        app.settings.max_receive_message_bytes,
+        app.settings.http_request_timeout_seconds,
+    )
+    result += app.bridge.routes()
     return result
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ from uns_server.channels.config import load_channels_config
 from uns_server.channels.fingerprint import channel_fingerprint
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.policy import ServerDefaults
+from uns_server.http.connect import Bridge
 from uns_server.http.server import HttpServer
 from uns_server.observability import phases
 from uns_server.observability.telemetry import Telemetry
@@ -168,6 +171,9 @@ class App:
         self.port = 0
         self.http: HttpServer | None = None
         self.http_port = 0
+        self.bridge: Bridge | None = None
+        self.bridge_target = ""
+        self._bridge_dir: str | None = None
 
     async def start(self) -> None:
         s = self.settings
@@ -185,6 +191,8 @@ class App:
             self.port = 0
         if self.port == 0:
             raise SettingsError(bind_failure(s.listen, reuse_port=s.reuse_port))
+        if s.http_enabled:
+            self._bridge_socket()
         await self.server.start()
         if s.metrics_listen:
             try:
@@ -203,6 +211,17 @@ class App:
         if s.http_enabled:
             await self._start_http()
         self._tasks.append(asyncio.create_task(self._become_ready()))
+
+    def _bridge_socket(self) -> None:
+        """JSON over HTTP calls this server's gRPC methods over a unix socket in a
+        directory only this user can enter (mkdtemp's mode 0700), plaintext even when
+        the public port has TLS; admission believes the client address it forwards."""
+        self._bridge_dir = tempfile.mkdtemp(prefix="uns-bridge-")
+        self.bridge_target = f"unix:{self._bridge_dir}/grpc.sock"
+        if self.server.add_insecure_port(self.bridge_target) == 0:
+            raise SettingsError(f"cannot listen on {self.bridge_target}")
+        if not self.settings.listen.startswith("unix"):
+            self.admission.trust_forwarded_peer()
 
     async def _start_http(self) -> None:
         """The HTTP surface: same process, same database and services as gRPC."""
@@ -297,6 +316,10 @@ class App:
         await self.server.stop(grace)
         if self.http is not None:
             await self.http.stop()
+        if self.bridge is not None:
+            await self.bridge.close()
+        if self._bridge_dir is not None:
+            shutil.rmtree(self._bridge_dir, ignore_errors=True)
         await self.channels.aclose()
         await self.db.dispose()
         await self.telemetry.aclose()
