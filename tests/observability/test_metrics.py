@@ -17,7 +17,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+import yaml
 
+from tests.deploy import dashboard
 from tests.observability.helpers import Scrape, scrape
 from tests.support.http_receiver import HttpReceiver, RecordedRequest, Reply
 from tests.support.policies import activate_policy
@@ -193,6 +195,16 @@ async def test_counters_move_by_the_outcomes_of_real_traffic(rig: Rig) -> None:
     drained = await scrape(rig.server)
     assert drained.value("uns_queue_depth", state="due") == 0
     assert drained.value("uns_queue_oldest_due_age_seconds") == 0
+
+    # Every metric the Grafana dashboard (deploy/grafana) queries is one this server
+    # exports, and so is every one the alert rules use (but the stuck-work gauge's
+    # and Prometheus's own `up`, checked by name in tests/deploy).
+    exported = {name for name, _, _ in drained.samples}
+    queried = {name for expr in dashboard.exprs() for name in dashboard.metric_names(expr)}
+    assert queried - exported == set()
+    rules = yaml.safe_load(dashboard.RULES.read_text())["groups"][0]["rules"]
+    alerted = {name for r in rules for name in dashboard.metric_names(r["expr"])}
+    assert alerted - exported <= {"uns_undeliverable_due_notifications"}
 
 
 async def test_watch_streams_are_counted_while_open(rig: Rig) -> None:
