@@ -63,16 +63,21 @@ def rpc_metrics(meter: Meter) -> Any:
 
             async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 started = time.monotonic()
+                iterator: Any = None
                 try:
                     result = inner(request, context)
                     if hasattr(result, "__aiter__"):
-                        async for item in result:
+                        iterator = result.__aiter__()
+                        async for item in iterator:
                             yield item
                     else:  # writes with context.write()
                         await result
                 except BaseException as exc:
                     record(started, context, exc)
                     raise
+                finally:  # a cancelled stream closes the inner one (its cleanup runs now)
+                    if iterator is not None and hasattr(iterator, "aclose"):
+                        await iterator.aclose()
                 record(started, context, None)
 
             stream_type = (
