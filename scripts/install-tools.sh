@@ -12,7 +12,8 @@
 # Idempotent: a tool whose pinned version is already installed is skipped, so a
 # second run takes about a second. A missing `go` or `cargo` skips that
 # language's tools with a message, unless UNS_REQUIRE_TOOLCHAINS=1. Chromium (for
-# the action-link browser test) comes from apt-get when it is missing and we may.
+# the action-link browser test), promtool (Debian's prometheus) and systemd-analyze
+# come from apt-get when they are missing and we may.
 set -euo pipefail
 
 # --- pinned versions (bump here; then run scripts/generate.sh and commit) ---
@@ -170,5 +171,25 @@ elif command -v apt-get >/dev/null 2>&1 && { [[ $(id -u) == 0 ]] || sudo -n true
 else
   missing_toolchain chromium "the browser test (install Debian's chromium package)"
 fi
+
+# --- promtool and systemd-analyze for the deployment files (tests/deploy/) ---
+# Debian's prometheus package brings promtool (checks deploy/prometheus/uns-rules.yml);
+# systemd brings systemd-analyze (verifies deploy/systemd/uns-server.service).
+apt_tool() { # command, package, what-needs-it
+  if command -v "$1" >/dev/null 2>&1; then
+    say "ok   $1 (found on PATH)"
+  elif command -v apt-get >/dev/null 2>&1 && { [[ $(id -u) == 0 ]] || sudo -n true 2>/dev/null; }; then
+    act "apt-get install $2 ($3)"
+    local sudo_=""; [[ $(id -u) == 0 ]] || sudo_="sudo -n"
+    $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null || {
+      $sudo_ apt-get update -qq >/dev/null &&
+        $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+    } || missing_toolchain "$1" "$3 (apt-get install $2 failed)"
+  else
+    missing_toolchain "$1" "$3 (install Debian's $2 package)"
+  fi
+}
+apt_tool promtool prometheus "the Prometheus rules check"
+apt_tool systemd-analyze systemd "the systemd unit check"
 
 say "done; tools are in $BIN"

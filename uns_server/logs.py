@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line (or plain text for humans).
+"""Structured logs: one JSON object per line, or text for humans with the same fields
+appended as ``key=value``.
 
 Extra fields passed with ``extra={...}`` (notification_id, channel, ...) are kept, and
 ``TraceContextFilter`` adds the current OpenTelemetry ``trace_id``/``span_id``.
@@ -29,6 +30,37 @@ class TraceContextFilter(logging.Filter):
         return True
 
 
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The ``extra={...}`` fields of a record (and the trace ids), in the order given."""
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger message key=value ...``: the same fields as the JSON lines, so
+    a human reading ``--log-format text`` loses nothing. A value with spaces, quotes or
+    ``=`` is JSON-quoted; a dict or list is compact JSON."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        pairs = " ".join(f"{k}={_text_value(v)}" for k, v in _fields(record).items())
+        if not pairs:
+            return line
+        head, sep, tail = line.partition("\n")  # an exception's traceback stays last
+        return f"{head} {pairs}{sep}{tail}"
+
+
+def _text_value(value: Any) -> str:
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
+    text = str(value)
+    if not text or any(c.isspace() or c in '"=' for c in text):
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -37,7 +69,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        entry.update(_fields(record))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
@@ -49,7 +81,7 @@ def configure(level: str, fmt: str) -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -134,7 +134,8 @@ class Settings:
     http_request_timeout_seconds: float = HTTP_REQUEST_TIMEOUT_SECONDS_DEFAULT
     # Action-link signing keys, comma-separated, newest first: links are signed with the
     # first and verified with any (rotation: prepend a new key, drop the old one once its
-    # links have expired). Empty: a random key per process (links die with it; loopback only).
+    # links have expired). Empty (loopback only): a dev link key kept in
+    # uns-dev-link-key.txt beside dev_key_file, so links survive a restart.
     action_link_keys: str = ""
     # Operator console (/console/ on the HTTP listener, docs/console.md): a session
     # ends after this long without a request, and this long after sign-in whatever.

@@ -9,12 +9,17 @@ added.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
+import yaml
 
+from tests.deploy import dashboard
 from tests.observability.helpers import Scrape, scrape
 from tests.support.http_receiver import HttpReceiver, RecordedRequest, Reply
 from tests.support.policies import activate_policy
@@ -22,6 +27,7 @@ from tests.support.server import RunningServer, ShiftableClock, send_request, st
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
+from uns_server.logs import JsonFormatter, TextFormatter
 from uns_server.settings import Settings, SettingsError
 
 LEASE_SECONDS = 5.0
@@ -190,6 +196,16 @@ async def test_counters_move_by_the_outcomes_of_real_traffic(rig: Rig) -> None:
     assert drained.value("uns_queue_depth", state="due") == 0
     assert drained.value("uns_queue_oldest_due_age_seconds") == 0
 
+    # Every metric the Grafana dashboard (deploy/grafana) queries is one this server
+    # exports, and so is every one the alert rules use (but the stuck-work gauge's
+    # and Prometheus's own `up`, checked by name in tests/deploy).
+    exported = {name for name, _, _ in drained.samples}
+    queried = {name for expr in dashboard.exprs() for name in dashboard.metric_names(expr)}
+    assert queried - exported == set()
+    rules = yaml.safe_load(dashboard.RULES.read_text())["groups"][0]["rules"]
+    alerted = {name for r in rules for name in dashboard.metric_names(r["expr"])}
+    assert alerted - exported <= {"uns_undeliverable_due_notifications"}
+
 
 async def test_watch_streams_are_counted_while_open(rig: Rig) -> None:
     assert (await scrape(rig.server)).value("uns_watch_streams") == 0
@@ -208,6 +224,42 @@ async def test_watch_streams_are_counted_while_open(rig: Rig) -> None:
             break
         await asyncio.sleep(0.05)
     assert (await scrape(rig.server)).value("uns_watch_streams") == 0
+
+
+async def test_rpcs_are_counted_by_method_and_code_with_process_metrics(rig: Rig) -> None:
+    before = await scrape(rig.server)
+    await rig.send("ops.ok", "rpc1")
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await rig.server.stub("alice").GetNotification(
+            pb.GetNotificationRequest(notification_id="00000000-0000-4000-8000-000000000000")
+        )
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+    after = await scrape(rig.server)
+    count = "uns_rpc_server_duration_seconds_count"
+    send = "/uns.v1.NotificationService/SendNotification"
+    get = "/uns.v1.NotificationService/GetNotification"
+    assert delta(after, before, count, method=send, code="OK") == 1
+    assert delta(after, before, count, method=get, code="NOT_FOUND") == 1
+    assert delta(after, before, count, method=get, code="OK") == 0
+    assert after.has("uns_rpc_server_duration_seconds_bucket")
+    assert after.value("process_resident_memory_bytes") > 0
+    assert after.has("python_info")
+
+
+async def test_a_failed_attempt_logs_its_notification_channel_and_error(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="uns.dispatch")
+    sent = await rig.send("ops.be", "be-log")
+    assert await rig.dispatch() == 1
+    [line] = [r for r in caplog.records if r.getMessage() == "delivery attempt settled"]
+    assert line.levelno == logging.WARNING
+    fields = json.loads(JsonFormatter().format(line))
+    assert fields["notification_id"] == sent.notification_id
+    assert fields["outcome"] == "failed" and fields["channel"] == "bad"
+    assert fields["error_class"] == "transient" and "500" in fields["error"]
+    text = TextFormatter().format(line)
+    assert f"notification_id={sent.notification_id} " in text and "channel=bad" in text
 
 
 def test_metrics_listen_must_be_host_and_port() -> None:

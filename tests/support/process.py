@@ -19,17 +19,28 @@ SERVING_TIMEOUT_SECONDS = 60.0
 
 class ServerProcess:
     def __init__(
-        self, cwd: Path, *args: str, env: dict[str, str] | None = None, preamble: str = ""
+        self,
+        cwd: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        preamble: str = "",
+        program: list[str] | None = None,
     ) -> None:
-        """``preamble``: Python statements the child runs before ``main()``."""
+        """``preamble``: Python statements the child runs before ``main()``; ``program``:
+        run that instead (e.g. ``scripts/serve``), with ``--listen`` and ``args``."""
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.cwd = cwd
         self.log = cwd / f"uns-server-{self.port}.log"
         command = [
-            sys.executable,
-            "-c",
-            f"{preamble}\nfrom uns_server.cli.server import main; main()",
+            *(
+                program
+                or [
+                    sys.executable,
+                    "-c",
+                    f"{preamble}\nfrom uns_server.cli.server import main; main()",
+                ]
+            ),
             "--listen",
             self.target,
             *args,

@@ -58,12 +58,18 @@ def server(settings: Settings) -> grpc.aio.Server:
 
 
 def add_services(app: App) -> None:
-    """Every handler wrapped once here (spans, load shedding, then the decode guard), not
-    by interceptors on every call."""
+    """Every handler wrapped once here (RPC metrics, spans, load shedding, then the decode
+    guard), not by interceptors on every call."""
     # Any: the generated functions are typed for a grpc Server, and the registrar has
     # only the two methods they call.
     registrar: Any = WrappingRegistrar(
-        app.server, [app.telemetry.rpc_wrapper, app.admission.wrap, decode_guard]
+        app.server,
+        [
+            app.telemetry.rpc_metrics_wrapper,
+            app.telemetry.rpc_wrapper,
+            app.admission.wrap,
+            decode_guard,
+        ],
     )
     notification_service_pb2_grpc.add_NotificationServiceServicer_to_server(
         NotificationServicer(

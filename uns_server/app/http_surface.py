@@ -5,8 +5,10 @@ over a loopback channel), over the same database and services as gRPC."""
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from uns_server.channels.config import PagerDutyConfig, SlackConfig
@@ -22,6 +24,7 @@ from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
 from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
+from uns_server.settings import ACTION_LINK_KEY_MIN_CHARS
 
 if TYPE_CHECKING:
     from uns_server.app.root import App
@@ -29,14 +32,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("uns.server")
 
 
+DEV_LINK_KEY_FILE = "uns-dev-link-key.txt"
+
+
 def link_service(app: App) -> ActionLinkService:
     keys = app.settings.link_keys
     if not keys:  # loopback only (settings refuse it elsewhere)
-        keys = (secrets.token_urlsafe(32),)
-        log.warning(
-            "no --action-link-keys: links are signed with a random key and stop "
-            "working when this process exits"
-        )
+        keys = (dev_link_key(Path(app.settings.dev_key_file).with_name(DEV_LINK_KEY_FILE)),)
     return ActionLinkService(
         app.db,
         app.acks,
@@ -45,6 +47,37 @@ def link_service(app: App) -> ActionLinkService:
         app.clock,
         lease_seconds=app.settings.lease_seconds,
     )
+
+
+def dev_link_key(path: Path) -> str:
+    """The quickstart's link signing key, kept in ``path`` (beside the dev key file,
+    created 0600) so the links in messages survive a restart. If the file cannot be
+    read or written: a random key for this process only (its links die with it)."""
+    try:
+        try:
+            key = path.read_text().strip()
+        except FileNotFoundError:
+            key = ""
+        if len(key) >= ACTION_LINK_KEY_MIN_CHARS:
+            return key
+        key = secrets.token_urlsafe(32)
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key + "\n")
+    except OSError as exc:
+        log.warning(
+            "no --action-link-keys and the dev link key file is unusable: links are "
+            "signed with a random key and stop working when this process exits",
+            extra={"dev_link_key_file": str(path), "error": str(exc)},
+        )
+        return secrets.token_urlsafe(32)
+    log.info(
+        "no --action-link-keys: created a dev link key (links survive restarts of this "
+        "quickstart; pass --action-link-keys in production)",
+        extra={"dev_link_key_file": str(path)},
+    )
+    return key
 
 
 def routes(app: App) -> list[Any]:

@@ -1,14 +1,14 @@
 """The ``log`` channel: one structured log line per notification, for local use and tests.
 
 It always "delivers" (writing a log record is the whole contract), so a development setup
-can exercise dispatch, acknowledgement and WatchEvents without any provider. The line is
-JSON in the message (readable by any formatter) and the same dict in ``extra`` under
-``uns_notification`` for structured handlers.
+can exercise dispatch, acknowledgement and WatchEvents without any provider. The record's
+message is ``uns notification <title>``; the notification's fields are the record's own
+fields (``notification_id``, ``channel``, ``links``, ...), so the JSON formatter writes
+them as JSON fields and the text formatter as ``key=value`` (no JSON string inside JSON).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 
@@ -17,6 +17,8 @@ from uns_server.channels.config import LogConfig
 
 LOGGER_NAME = "uns.channels.log"
 logger = logging.getLogger(LOGGER_NAME)
+# LogRecord attributes a field may not overwrite (``message`` is the formatted text).
+_RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
 class LogChannel:
@@ -46,8 +48,13 @@ class LogChannel:
         links = message.action_links(f"log:{self.name}")
         if links is not None:  # local use: the links to click are in the log
             record["links"] = {"acknowledge": links.acknowledge_url, "dismiss": links.dismiss_url}
-        line = json.dumps(record, default=str, ensure_ascii=False, sort_keys=True)
-        logger.log(self._level, "uns notification %s", line, extra={"uns_notification": record})
+        fields = {f"uns_{k}" if k in _RESERVED else k: v for k, v in record.items()}
+        logger.log(
+            self._level,
+            "uns notification %s",
+            message.title,
+            extra=fields,
+        )
         return ChannelResult.delivered(
             message_id,
             metadata={"logger": LOGGER_NAME},

@@ -10,7 +10,7 @@ in one process (tests) keep separate metrics and spans.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.metrics import MeterProvider as ApiMeterProvider
 from opentelemetry.metrics import NoOpMeterProvider
@@ -24,11 +24,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NoOpTracerProvider, Tracer
 from opentelemetry.trace import TracerProvider as ApiTracerProvider
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
 from uns_server.observability import tracing
 from uns_server.observability.metrics import METER_NAME, EventHub, Metrics
 from uns_server.observability.prometheus import PrometheusEndpoint
+from uns_server.observability.rpc_metrics import rpc_metrics
 
 if TYPE_CHECKING:
     from uns_server.settings import Settings
@@ -52,6 +53,12 @@ class Telemetry:
         self.tracer: Tracer = tracer_provider.get_tracer(tracing.TRACER_NAME)
         self.metrics = Metrics(meter_provider.get_meter(METER_NAME))
         self.rpc_wrapper = tracing.traced(self.tracer)  # see api.wrapping
+        # Per-RPC duration/method/code, only when metrics are exported (no cost otherwise).
+        self.rpc_metrics_wrapper = (
+            rpc_metrics(meter_provider.get_meter(METER_NAME))
+            if isinstance(meter_provider, MeterProvider)
+            else _unwrapped
+        )
         self.registry = registry
         self._endpoint = (
             PrometheusEndpoint(registry, metrics_listen)
@@ -75,6 +82,9 @@ class Telemetry:
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
             registry = CollectorRegistry(auto_describe=True)
+            # process_* (CPU, memory, open fds, start time) and python_info.
+            ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
             readers.append(PrometheusMetricReader(registry=registry, scope_info_enabled=False))
         if settings.otlp_endpoint:
             readers.append(
@@ -134,6 +144,10 @@ class Telemetry:
                 )
             )
         await asyncio.gather(*flushes)
+
+
+def _unwrapped(method: str, handler: Any) -> Any:
+    return handler
 
 
 def _otlp_metric_exporter(endpoint: str, protocol: str) -> MetricExporter:

@@ -293,7 +293,7 @@ def _traced(tracer: Tracer, method: str, handler: Any) -> Any:
     return handler_type(unary, **kwargs)
 
 
-def _status_code(
+def status_code(
     context: grpc.aio.ServicerContext[Any, Any], exc: BaseException | None
 ) -> grpc.StatusCode:
     if isinstance(exc, asyncio.CancelledError | GeneratorExit):
@@ -315,7 +315,7 @@ def _status_code(
 def _finish(
     span: Span, context: grpc.aio.ServicerContext[Any, Any], exc: BaseException | None
 ) -> None:
-    code = _status_code(context, exc)
+    code = status_code(context, exc)
     span.set_attribute("rpc.grpc.status_code", code.value[0])
     if code in _SERVER_ERRORS:
         span.set_status(Status(StatusCode.ERROR, code.name))

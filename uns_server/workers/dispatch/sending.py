@@ -43,6 +43,20 @@ _ATTEMPT_LOG_LEVEL = {
 }
 
 
+def _failure_fields(attempts: list[Attempt]) -> dict[str, str]:
+    """What an operator needs from a failed or retried attempt's log line: which
+    channel(s) failed, the error class (``transient`` / ``permanent``) and the
+    provider's error message, one per failed channel, in the order of ``channel``."""
+    failed = [a for a in attempts if not a.result.success]
+    if not failed:
+        return {}
+    return {
+        "channel": ",".join(a.channel for a in failed),
+        "error_class": ",".join("transient" if a.result.retryable else "permanent" for a in failed),
+        "error": "; ".join(a.result.error or "no error message" for a in failed),
+    }
+
+
 class Sender:
     def __init__(
         self,
@@ -94,6 +108,7 @@ class Sender:
                         "attempt": claim.attempt,
                         "cycle": n.cycle,
                         "outcome": outcome,
+                        **_failure_fields(attempts),
                     },
                 )
             finally:
