@@ -15,5 +15,6 @@ if [[ -z "$(git ls-tree -r --name-only "$against" -- protos)" ]]; then
   echo "check-contract: $against has no protos/; nothing to compare" >&2
   exit 0
 fi
-buf breaking --against ".git#ref=$(git rev-parse "$against")"
+# The uns.v1 module only (protos_vendor holds vendored googleapis files).
+buf breaking protos --against ".git#ref=$(git rev-parse "$against"),subdir=protos"
 echo "check-contract: lint, format and breaking (against $against) are clean"

@@ -73,6 +73,24 @@ class Client:
             {"idempotency_key": request.idempotency_key},
         )
 
+    def send_many(
+        self,
+        requests: Iterable[SendFields | pb.SendNotificationRequest],
+        *,
+        timeout: float | None = None,
+    ) -> builtins.list[pb.SendNotificationResponse | UnsError]:
+        """See ``AsyncClient.send_many``."""
+        request = _convert.batch_request(requests)
+        response = self._unary(
+            "BatchSendNotifications",
+            self._stub.BatchSendNotifications,
+            request,
+            SEND_RETRY_ON,
+            timeout,
+            {"requests": str(len(request.requests))},
+        )
+        return _convert.batch_results(response)
+
     def simulate(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]
     ) -> pb.SimulateResponse:

@@ -108,6 +108,30 @@ class AsyncClient:
             {"idempotency_key": request.idempotency_key},
         )
 
+    async def send_many(
+        self,
+        requests: Iterable[SendFields | pb.SendNotificationRequest],
+        *,
+        timeout: float | None = None,
+    ) -> builtins.list[pb.SendNotificationResponse | UnsError]:
+        """Send up to 1,000 notifications in one call (BatchSendNotifications): each
+        request a ``SendFields`` mapping (``send()``'s keyword arguments) or a ready-made
+        ``SendNotificationRequest``. Answers one entry per request, in order: the
+        response ``send()`` would return, or the ``UnsError`` it would raise (an
+        invalid, conflicting or rate-limited item fails alone). Items without an
+        idempotency key get one before the first attempt, so the call retries like
+        ``send()``. More than 1,000 requests raises ``InvalidRequest``."""
+        request = _convert.batch_request(requests)
+        response = await self._unary(
+            "BatchSendNotifications",
+            self._stub.BatchSendNotifications,
+            request,
+            SEND_RETRY_ON,
+            timeout,
+            {"requests": str(len(request.requests))},
+        )
+        return _convert.batch_results(response)
+
     async def simulate(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]
     ) -> pb.SimulateResponse:

@@ -12,6 +12,7 @@ from google.protobuf.internal import enum_type_wrapper
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
+from uns_clients._errors import UnsError, error_from_status
 
 _V = TypeVar("_V", bound=int)
 
@@ -154,3 +155,29 @@ def watch_request(
         after_sequence=after_sequence,
         replay_history=replay_history,
     )
+
+
+def batch_request(
+    requests: Iterable[SendFields | pb.SendNotificationRequest],
+) -> pb.BatchSendNotificationsRequest:
+    """Every request as ``send_request`` would send it: one without an idempotency key
+    gets a new one, so a retry of the batch replays instead of sending twice."""
+    return pb.BatchSendNotificationsRequest(
+        requests=[
+            with_idempotency_key(r)
+            if isinstance(r, pb.SendNotificationRequest)
+            else send_request(r)
+            for r in requests
+        ]
+    )
+
+
+def batch_results(
+    response: pb.BatchSendNotificationsResponse,
+) -> list[pb.SendNotificationResponse | UnsError]:
+    """One entry per request: the response, or the typed error the single send would
+    have raised."""
+    return [
+        r.response if r.WhichOneof("result") == "response" else error_from_status(r.error)
+        for r in response.results
+    ]

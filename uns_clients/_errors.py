@@ -219,7 +219,19 @@ def error_from_rpc(error: grpc.RpcError) -> UnsError:
     """
     code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
     details = error.details() if callable(getattr(error, "details", None)) else None
-    status = _status_details(error)
+    return _typed(code, details or None, _status_details(error))
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def error_from_status(status: status_pb2.Status) -> UnsError:
+    """The typed error for a ``google.rpc.Status`` message (a failed item of
+    ``send_many``)."""
+    return _typed(_CODES.get(status.code, grpc.StatusCode.UNKNOWN), None, status)
+
+
+def _typed(code: grpc.StatusCode, details: str | None, status: status_pb2.Status) -> UnsError:
     info = error_details_pb2.ErrorInfo()
     bad = error_details_pb2.BadRequest()
     retry = error_details_pb2.RetryInfo()

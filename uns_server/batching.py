@@ -49,6 +49,32 @@ class GroupCommit(Generic[T, R]):
             self._task = asyncio.create_task(self._drain(), context=contextvars.Context())
         return await future
 
+    async def submit_many(self, items: Sequence[T]) -> list[R | Exception]:
+        """Every item's result (or the exception its caller would have seen), in order.
+
+        The items queue together, so they go in as few batches as ``max_batch``
+        allows (with whatever else is waiting); one item's exception does not
+        affect the others.
+        """
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[tuple[R, int]]] = []
+        for item in items:
+            future: asyncio.Future[tuple[R, int]] = loop.create_future()
+            self._waiting.append((item, future))
+            futures.append(future)
+        if futures and self._task is None:
+            self._task = asyncio.create_task(self._drain(), context=contextvars.Context())
+        answers = await asyncio.gather(*futures, return_exceptions=True)
+        results: list[R | Exception] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, Exception):  # cancelled: the outcome is unknown
+                    raise answer
+                results.append(answer)
+            else:
+                results.append(answer[0])
+        return results
+
     async def close(self) -> None:
         """Cancel the batch in flight and every waiting one: their callers see
         CancelledError (a shutdown past its grace)."""

@@ -133,3 +133,52 @@ def test_go_over_time_example_plans_sends_and_withdraws(
     assert plan == "DELIVERY 1 at +2h0m0s held=false"
     assert uuid.UUID(notification_id)
     assert state == "NOTIFICATION_STATE_WITHDRAWN"
+
+
+@pytest.mark.parametrize(("lang", "build"), [("go", go_producer), ("rust", rust_producer)])
+def test_producer_batch_mode_sends_one_batch_and_replays_it(
+    quickstart: ServerProcess, tmp_path: Path, lang: str, build: Callable[[Path], list[str]]
+) -> None:
+    """--batch N: N notifications in one BatchSendNotifications call, one JSON line per
+    item; the same run again replays every item. An item the server refuses (its key
+    sent before with another payload) gets its code and reason on its line, the others
+    are accepted."""
+    command = build(tmp_path)
+    key = (quickstart.cwd / "uns-dev-key.txt").read_text().strip()
+    idem = f"{lang}-batch-{uuid.uuid4()}"
+    args = [*command, "--addr", quickstart.target, "--api-key", key, "--idempotency-key", idem]
+    first = [json.loads(line) for line in run([*args, "--batch", "3"]).stdout.splitlines()]
+    again = [json.loads(line) for line in run([*args, "--batch", "3"]).stdout.splitlines()]
+    assert [line["index"] for line in first] == [0, 1, 2]
+    assert len({line["notification_id"] for line in first}) == 3
+    assert not any(line["idempotent_replay"] for line in first)
+    assert [line["notification_id"] for line in again] == [
+        line["notification_id"] for line in first
+    ]
+    assert all(line["idempotent_replay"] for line in again)
+    with grpc.insecure_channel(quickstart.target) as channel:
+        got = (
+            pb_grpc.NotificationServiceStub(channel)
+            .GetNotification(
+                pb.GetNotificationRequest(notification_id=first[2]["notification_id"]),
+                metadata=(("authorization", f"Bearer {key}"),),
+            )
+            .notification
+        )
+    assert (got.idempotency_key, got.metadata["lang"]) == (f"{idem}-2", lang)
+
+    # The first item replays; the conflicting payload (another title) refuses the others alone.
+    proc = subprocess.run(
+        [*args, "--batch", "4", "--title", "another title"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=tool_env(),
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [line["index"] for line in lines] == [0, 1, 2, 3]
+    for line in lines[:3]:
+        assert line["error"]["reason"] == "IDEMPOTENCY_CONFLICT", line
+        assert line["error"]["code"] in ("AlreadyExists", "ALREADY_EXISTS")
+    assert "error" not in lines[3] and lines[3]["idempotent_replay"] is False

@@ -386,4 +386,11 @@ def test_guide_grpcurl_block_runs(server: ServerProcess, tmp_path: Path) -> None
     assert '"kind": "EVENT_KIND_ACKED"' in out  # the watch saw the terminal ack event
     cursor = int((tmp_path / "cursor.txt").read_text())
     nid = json.loads((tmp_path / "sent.json").read_text())["notificationId"]
+    # The batch: step 2's send replayed, a new one, an invalid one refused alone.
+    replayed, new, invalid = json.loads((tmp_path / "batch.json").read_text())["results"]
+    assert replayed["response"]["notificationId"] == nid
+    assert replayed["response"]["idempotentReplay"] is True
+    assert new["response"]["notificationId"] not in ("", nid)
+    assert invalid["error"]["code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert invalid["error"]["details"][0]["reason"] == "INVALID_REQUEST"
     assert cursor >= acked_event(server.target, dev_key(server), nid).sequence

@@ -47,7 +47,7 @@ from tests.security.rpcs import (
     Callers,
     row_counts,
 )
-from tests.support.grpc_errors import rich_error
+from tests.support.grpc_errors import rich_error, rich_status
 from tests.support.http_receiver import unused_tcp_port
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, send_request, start_server
@@ -78,6 +78,7 @@ RPC_SECONDS = 10.0
 WRITING_RPCS = frozenset(
     {
         "NotificationService/SendNotification",
+        "NotificationService/BatchSendNotifications",
         "NotificationService/Acknowledge",
         "NotificationService/Replay",
         "NotificationService/ResolveFailure",
@@ -89,6 +90,7 @@ WRITING_RPCS = frozenset(
 # Who passes the role check of each RPC (the role table is test_isolation's job).
 ROLE_OF = {
     "NotificationService/SendNotification": "alice",
+    "NotificationService/BatchSendNotifications": "alice",
     "NotificationService/Simulate": "alice",
     "NotificationService/GetNotification": "alice",
     "NotificationService/ListNotifications": "alice",
@@ -109,6 +111,7 @@ ROLE_OF = {
 }
 REQUEST_TYPES: dict[str, type[Message]] = {
     "NotificationService/SendNotification": pb.SendNotificationRequest,
+    "NotificationService/BatchSendNotifications": pb.BatchSendNotificationsRequest,
     "NotificationService/Simulate": pb.SimulateRequest,
     "NotificationService/GetNotification": pb.GetNotificationRequest,
     "NotificationService/ListNotifications": pb.ListNotificationsRequest,
@@ -164,6 +167,15 @@ async def check(server: RunningServer, caller: Caller, rpc: str, request: Messag
         return reason
     if rpc not in WRITING_RPCS:
         assert after == before, f"read-only {rpc} wrote: {before} -> {after}"
+    if isinstance(answer, pb.BatchSendNotificationsResponse):
+        assert len(answer.results) == len(request.requests)  # type: ignore[attr-defined]
+        for item in answer.results:
+            if item.WhichOneof("result") == "error":
+                err = rich_status(item.error)
+                assert err.domain == "uns.v1", err
+                assert err.reason in SPEC_REASONS, f"{rpc}: undocumented reason {err.reason}"
+                assert err.code == SPEC_REASONS[err.reason], f"{rpc}: {err.reason} {err.code}"
+                assert err.code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN), err
     return OK
 
 
@@ -486,6 +498,14 @@ def _send(data: st.DataObject, world: Fuzz) -> Message:
     return request
 
 
+def _batch(data: st.DataObject, world: Fuzz) -> Message:
+    """A few arbitrary sends; each failed item must carry its own rich status."""
+    request = pb.BatchSendNotificationsRequest()
+    for fields in data.draw(st.lists(send_fields(), max_size=4)):
+        fill_send(request.requests.add(), fields)
+    return request
+
+
 def _simulate(data: st.DataObject, world: Fuzz) -> Message:
     request = pb.SimulateRequest()
     if data.draw(st.booleans()):  # an unset request is a request too
@@ -681,6 +701,7 @@ def _revoke_key(data: st.DataObject, world: Fuzz) -> Message:
 
 BUILDERS: dict[str, Build] = {
     "NotificationService/SendNotification": _send,
+    "NotificationService/BatchSendNotifications": _batch,
     "NotificationService/Simulate": _simulate,
     "NotificationService/GetNotification": _get,
     "NotificationService/ListNotifications": _list,

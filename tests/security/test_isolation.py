@@ -85,6 +85,10 @@ ROLE_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
         lambda w: send_request(),
         {"alice": OK, "bob": OK, "rita": PD, "oscar": PD},
     ),
+    "NotificationService/BatchSendNotifications": (
+        lambda w: pb.BatchSendNotificationsRequest(requests=[send_request()]),
+        {"alice": OK, "bob": OK, "rita": PD, "oscar": PD},
+    ),
     "NotificationService/Simulate": (
         lambda w: pb.SimulateRequest(request=send_request()),
         {"alice": OK, "bob": OK, "rita": PD, "oscar": PD},

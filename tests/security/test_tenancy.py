@@ -176,6 +176,10 @@ UNTENANTED_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
         lambda: pb.SimulateRequest(request=send_request()),
         _SENDERS,
     ),
+    "NotificationService/BatchSendNotifications": (
+        lambda: pb.BatchSendNotificationsRequest(requests=[send_request()]),
+        _SENDERS,
+    ),
     "PolicyService/PutPolicyRevision": (
         lambda: ppb.PutPolicyRevisionRequest(
             notification_type=POLICY_TYPE,

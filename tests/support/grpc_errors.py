@@ -26,6 +26,17 @@ def rich_error(err: grpc.aio.AioRpcError) -> RichError:
     for key, value in err.trailing_metadata() or ():
         if key == GRPC_DETAILS_KEY:
             status.MergeFromString(value)
+    rich = rich_status(status)
+    assert rich.code == err.code()
+    rich.message = err.details() or ""
+    return rich
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def rich_status(status: status_pb2.Status) -> RichError:
+    """The same, from a ``google.rpc.Status`` message (a failed batch item)."""
     info = error_details_pb2.ErrorInfo()
     bad = error_details_pb2.BadRequest()
     retry: float | None = None
@@ -40,10 +51,10 @@ def rich_error(err: grpc.aio.AioRpcError) -> RichError:
             info_retry = error_details_pb2.RetryInfo()
             detail.Unpack(info_retry)
             retry = info_retry.retry_delay.ToTimedelta().total_seconds()
-    assert infos == 1, f"expected exactly one ErrorInfo, got {infos}: {err}"
+    assert infos == 1, f"expected exactly one ErrorInfo, got {infos}: {status}"
     return RichError(
-        code=err.code(),
-        message=err.details() or "",
+        code=_CODES[status.code],
+        message=status.message,
         reason=info.reason,
         domain=info.domain,
         metadata=dict(info.metadata),

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 # milliseconds, so a slot is free again well within it.
 CONCURRENCY_RETRY_SECONDS = 0.2
 FORWARDED_PEER = "uns-http-peer"  # set by uns_server.http.connect
+# Calls that charge the principal's budget per item in the servicer (``over_budget``),
+# not once at the door: a rate-limited item is refused alone.
+CHARGED_PER_ITEM = frozenset({"/uns.v1.NotificationService/BatchSendNotifications"})
 
 
 def peer_address(peer: str) -> str:
@@ -81,11 +84,11 @@ class Admission:
             )
         else:
             wrapped = handler._replace(  # type: ignore[attr-defined]
-                unary_unary=self._unary(handler.unary_unary)
+                unary_unary=self._unary(handler.unary_unary, charge=method not in CHARGED_PER_ITEM)
             )
         return wrapped
 
-    def _unary(self, inner: Any) -> Any:
+    def _unary(self, inner: Any, *, charge: bool = True) -> Any:
         async def unary(request: Any, context: Ctx) -> Any:
             if self.in_flight >= self._max_concurrent:
                 await self._abort(
@@ -99,7 +102,7 @@ class Admission:
                 )
             self.in_flight += 1
             try:
-                await self._admit(context)
+                await self._admit(context, charge=charge)
                 return await inner(request, context)
             finally:
                 self.in_flight -= 1
@@ -114,7 +117,7 @@ class Admission:
 
         return streaming
 
-    async def _admit(self, context: Ctx) -> None:
+    async def _admit(self, context: Ctx, *, charge: bool = True) -> None:
         """Authenticates and charges the principal's budget; aborts the call on a
         refusal. Anything else that goes wrong (a database fault) is left to the
         servicer, which authenticates again and reports it."""
@@ -131,19 +134,25 @@ class Admission:
             await self._abort(context, exc)
         except Exception:
             return
-        delay = await self._principals.take(principal.name)
-        if delay is not None:
-            await self._abort(
-                context,
-                RateLimited(
-                    f"{principal.name} is over its request budget; retry after the RetryInfo delay",
-                    retry_delay_seconds=delay,
-                    metadata={"limit": "principal", "principal": principal.name},
-                ),
-            )
+        refusal = await self.over_budget(principal.name) if charge else None
+        if refusal is not None:
+            await self._abort(context, refusal)
         ADMITTED.set(principal)
 
+    async def over_budget(self, principal: str) -> RateLimited | None:
+        """Takes one request from ``principal``'s budget: None, or the refusal if it
+        is spent (nothing taken)."""
+        delay = await self._principals.take(principal)
+        if delay is None:
+            return None
+        self._metrics.shed("principal")
+        return RateLimited(
+            f"{principal} is over its request budget; retry after the RetryInfo delay",
+            retry_delay_seconds=delay,
+            metadata={"limit": "principal", "principal": principal},
+        )
+
     async def _abort(self, context: Ctx, error: RateLimited | Unauthenticated) -> None:
-        if isinstance(error, RateLimited):
-            self._metrics.shed(error.metadata.get("limit", ""))
+        if isinstance(error, RateLimited) and error.metadata.get("limit") != "principal":
+            self._metrics.shed(error.metadata.get("limit", ""))  # over_budget counted it
         await context.abort_with_status(to_grpc_status(error))

@@ -51,6 +51,13 @@ def status_code(error: e.UnsError) -> grpc.StatusCode:
 
 
 def to_grpc_status(error: e.UnsError) -> grpc.Status:
+    result: grpc.Status = rpc_status.to_status(to_status_message(error))
+    return result
+
+
+def to_status_message(error: e.UnsError) -> status_pb2.Status:
+    """The ``google.rpc.Status`` of ``error``: what a call refused with it carries, and
+    what a failed item of a batch answers."""
     code = status_code(error)
     details = []
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=error.metadata)
@@ -69,9 +76,7 @@ def to_grpc_status(error: e.UnsError) -> grpc.Status:
         delay = duration_pb2.Duration()
         delay.FromTimedelta(timedelta(seconds=error.retry_delay_seconds))
         details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
-    status = status_pb2.Status(code=_code_value(code), message=error.message, details=details)
-    result: grpc.Status = rpc_status.to_status(status)
-    return result
+    return status_pb2.Status(code=_code_value(code), message=error.message, details=details)
 
 
 def _pack(message: Message) -> any_pb2.Any:

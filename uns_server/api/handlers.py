@@ -80,7 +80,7 @@ def _as_uns_error(exc: Exception) -> UnsError | None:
     return None
 
 
-def _refusal(exc: Exception) -> UnsError:
+def refusal(exc: Exception) -> UnsError:
     """The error to answer with. Anything unexpected becomes INTERNAL with a reference,
     never the exception's text (which may hold SQL and its parameters)."""
     error = _as_uns_error(exc)
@@ -172,7 +172,7 @@ def unary(
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
-                await context.abort_with_status(to_grpc_status(_refusal(exc)))
+                await context.abort_with_status(to_grpc_status(refusal(exc)))
                 raise AssertionError("abort_with_status returned") from exc
 
         return wrapper
@@ -202,7 +202,7 @@ def streaming(
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
-                await context.abort_with_status(to_grpc_status(_refusal(exc)))
+                await context.abort_with_status(to_grpc_status(refusal(exc)))
 
         return wrapper
 

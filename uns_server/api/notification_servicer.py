@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,10 +13,12 @@ from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_server.api import convert
-from uns_server.api.handlers import streaming, unary
+from uns_server.api.errors import to_status_message
+from uns_server.api.handlers import refusal, streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnsError
 from uns_server.domain.records import Notification
+from uns_server.domain.requests import SendRequest
 from uns_server.domain.validation import validate_notification_id
 from uns_server.observability.phases import ACCEPT, phased
 from uns_server.services.acks import VIA_GRPC, Acks
@@ -33,6 +35,10 @@ DEADLINE_MARGIN_SECONDS = 0.2
 WAIT_FOR_ATTEMPT_MAX_SECONDS = 30.0
 # A ListNotifications page with more rows is converted to protobuf in a worker thread.
 CONVERT_INLINE_ROWS = 20
+# SPEC §6 Batches: more requests in one BatchSendNotifications is INVALID_REQUEST.
+BATCH_REQUESTS_MAX = 1000
+# Takes one request from a principal's budget: None, or the refusal (``api.admission``).
+Budget = Callable[[str], Awaitable[UnsError | None]]
 
 
 class NotificationServicer(pb_grpc.NotificationServiceServicer):
@@ -45,8 +51,10 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         operations: Operations,
         watch: Watch,
         withdrawals: Withdrawals,
+        budget: Budget | None = None,
     ) -> None:
         self.auth = auth
+        self.budget = budget
         self.intake = intake
         self.queries = queries
         self.acks = acks
@@ -63,15 +71,43 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         status = result.status
         if request.wait_for_first_attempt and status == Status.PENDING:
             status = await self._wait_first_attempt(result, context)
-        return pb.SendNotificationResponse(
-            notification_id=result.notification_id,
-            state=convert.enum_to_wire(status, Status),
-            idempotent_replay=result.idempotent_replay,
-            require_ack=result.effective.require_ack,
-            delivery_mode=convert.enum_to_wire(result.effective.delivery_mode, DeliveryMode),
-            resolved_channels=list(result.effective.channels),
-            dedup_owner_id=result.dedup_owner_id or "",
-        )
+        return _send_response(result, status)
+
+    @phased(ACCEPT)
+    @unary(Role.PRODUCER)
+    async def BatchSendNotifications(
+        self, request: pb.BatchSendNotificationsRequest, context: Ctx, principal: Principal
+    ) -> pb.BatchSendNotificationsResponse:
+        count = len(request.requests)
+        if count > BATCH_REQUESTS_MAX:
+            raise InvalidRequest(
+                f"requests: {count} requests, at most {BATCH_REQUESTS_MAX} in one batch",
+                metadata={"fields": "requests"},
+                violations=[
+                    FieldViolation(
+                        "requests", f"at most {BATCH_REQUESTS_MAX} requests in one batch"
+                    )
+                ],
+            )
+        items: list[SendRequest | UnsError] = []
+        for item in request.requests:
+            # Each item spends the budget a single send would (``api.admission``).
+            over = await self.budget(principal.name) if self.budget is not None else None
+            if over is not None:
+                items.append(over)
+                continue
+            try:
+                items.append(convert.send_request(item))
+            except UnsError as exc:
+                items.append(exc)
+        results = await self.intake.send_many(principal.name, items)
+        response = pb.BatchSendNotificationsResponse()
+        for result in results:
+            if isinstance(result, SendResult):
+                response.results.add(response=_send_response(result, result.status))
+            else:
+                response.results.add(error=to_status_message(refusal(result)))
+        return response
 
     async def _wait_first_attempt(self, result: SendResult, context: Ctx) -> Status:
         remaining = context.time_remaining()
@@ -226,3 +262,15 @@ def _notifications(rows: list[Notification]) -> list[t.Notification]:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _send_response(result: SendResult, status: Status) -> pb.SendNotificationResponse:
+    return pb.SendNotificationResponse(
+        notification_id=result.notification_id,
+        state=convert.enum_to_wire(status, Status),
+        idempotent_replay=result.idempotent_replay,
+        require_ack=result.effective.require_ack,
+        delivery_mode=convert.enum_to_wire(result.effective.delivery_mode, DeliveryMode),
+        resolved_channels=list(result.effective.channels),
+        dedup_owner_id=result.dedup_owner_id or "",
+    )

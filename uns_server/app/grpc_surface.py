@@ -80,6 +80,7 @@ def add_services(app: App) -> None:
             Operations(app.db, app.clock),
             app.watch,
             app.withdrawals,
+            budget=app.admission.over_budget,
         ),
         registrar,
     )

@@ -164,13 +164,50 @@ class Intake:
         self._observe(result)
         return result
 
+    async def send_many(
+        self, principal: str, reqs: Sequence[SendRequest | UnsError]
+    ) -> list[SendResult | Exception]:
+        """``send`` for each request, in order, through the same group commit: the
+        valid ones queue together (as few transactions as ``max_batch`` allows), each
+        decided exactly as a single send, an earlier item of the batch counting like
+        a committed one (idempotency, dedup). An item given as an ``UnsError``, or
+        that fails validation or its own decision, answers that error alone."""
+        now = self._clock()
+        results: list[SendResult | Exception | None] = []
+        pending: list[_Pending] = []
+        context = tracing.current_trace_context()
+        for req in reqs:
+            if isinstance(req, UnsError):
+                results.append(req)
+                continue
+            try:
+                validate_send(req, now)
+            except UnsError as exc:
+                results.append(exc)
+                continue
+            key, fingerprint = _keys(principal, req)
+            pending.append(_Pending(principal, req, key, fingerprint, context))
+            results.append(None)
+        committed = iter(await self._group.submit_many(pending))
+        answers: list[SendResult | Exception] = []
+        for result in results:
+            answer = next(committed) if result is None else result
+            if isinstance(answer, SendResult):
+                self._count(answer)
+            answers.append(answer)
+        trace.get_current_span().set_attribute("uns.intake.batch_requests", len(reqs))
+        return answers
+
+    def _count(self, result: SendResult) -> None:
+        if result.outcome == Outcome.IDEMPOTENT_REPLAY:
+            self._metrics.idempotent_replay()
+        else:
+            self._metrics.accepted(result.outcome.lower())
+
     def _observe(self, result: SendResult) -> None:
         """Count and log the committed outcome; name it on the RPC's span."""
         outcome = result.outcome
-        if outcome == Outcome.IDEMPOTENT_REPLAY:
-            self._metrics.idempotent_replay()
-        else:
-            self._metrics.accepted(outcome.lower())
+        self._count(result)
         trace.get_current_span().set_attribute("uns.notification_id", result.notification_id)
         # DEBUG: one line per request would duplicate the ACCEPTED event at volume.
         log.debug(

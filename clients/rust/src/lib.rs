@@ -24,6 +24,14 @@ pub mod uns {
     }
 }
 
+/// Protobuf package `google.rpc`: the `Status` of a failed `BatchSendResult`.
+pub mod google {
+    /// Protobuf package `google.rpc`.
+    pub mod rpc {
+        include!("gen/google.rpc.rs");
+    }
+}
+
 pub use prost_types;
 pub use uns::v1::notification_service_client::NotificationServiceClient;
 pub use uns::v1::policy_service_client::PolicyServiceClient;

@@ -21,7 +21,13 @@
 // --cursor-file keeps the resume position on disk, so a restarted producer
 // (same --idempotency-key, or --notification-id) picks up where it stopped.
 //
-// Exit codes: 0 on success, 2 on a gRPC error (code, reason and message on
+// With --batch N it sends N notifications in one BatchSendNotifications call
+// (idempotency keys "<key>-0" .. "<key>-N-1"), reads nothing back and prints
+// one JSON line per item, in order: the fields above plus "index", or
+// "index" and "error": {"code", "reason", "message"} for a refused item.
+//
+// Exit codes: 0 on success, 2 on a gRPC error (or, with --batch, when any item
+// was refused) (code, reason and message on
 // stderr) or a usage error, 3 when --wait-timeout passed before the terminal
 // ack event (the line is printed without "ack"), 1 on anything else.
 package main
@@ -70,6 +76,7 @@ type options struct {
 	waitTimeout      time.Duration
 	cursorFile       string
 	notificationID   string
+	batch            int
 }
 
 // result is the JSON line printed on success.
@@ -97,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", 60*time.Second, "how long --wait-ack waits before giving up (exit 3)")
 	fs.StringVar(&o.cursorFile, "cursor-file", "", "keep the WatchEvents resume position in this `file` and resume from it when it exists")
 	fs.StringVar(&o.notificationID, "notification-id", "", "send nothing: wait for the terminal ack event of this notification `id` (implies --wait-ack)")
+	fs.IntVar(&o.batch, "batch", 0, "send `N` notifications in one BatchSendNotifications call and print one line per item")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -104,6 +112,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		err := fmt.Errorf("unexpected arguments: %v", fs.Args())
 		fmt.Fprintln(stderr, err)
 		fs.Usage()
+		return o, err
+	}
+	if o.batch < 0 || (o.batch > 0 && (o.waitAck || o.notificationID != "")) {
+		err := errors.New("--batch takes a positive N and does not combine with --wait-ack or --notification-id")
+		fmt.Fprintln(stderr, err)
 		return o, err
 	}
 	if o.idempotencyKey == "" {
@@ -311,6 +324,9 @@ func run(ctx context.Context, o options, stdout io.Writer, logger *log.Logger) e
 	defer conn.Close()
 	p := &producer{client: unsv1.NewNotificationServiceClient(conn), apiKey: o.apiKey, timeout: o.timeout, log: logger}
 
+	if o.batch > 0 {
+		return p.runBatch(ctx, o, stdout)
+	}
 	var out result
 	var ack *unsv1.Event
 	if o.waitAck {
@@ -366,6 +382,9 @@ func main() {
 	case errors.Is(err, errWaitTimeout):
 		logger.Print(err)
 		os.Exit(3)
+	case errors.Is(err, errBatchItems):
+		logger.Print(err)
+		os.Exit(2)
 	default:
 		if _, ok := status.FromError(err); ok {
 			logger.Print(describe(err))

@@ -25,10 +25,11 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from uns.v1 import types_pb2 as uns_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xbd\x05\n\x17SendNotificationRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12\x32\n\x06intent\x18\x02 \x01(\x0e\x32\x1a.uns.v1.NotificationIntentR\x06intent\x12\x14\n\x05title\x18\x03 \x01(\tR\x05title\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\x12\x16\n\x06source\x18\x05 \x01(\tR\x06source\x12\'\n\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12\x1b\n\tdedup_key\x18\x07 \x01(\tR\x08\x64\x65\x64upKey\x12%\n\x0e\x63orrelation_id\x18\x08 \x01(\tR\rcorrelationId\x12\x42\n\x10\x61utonomy_context\x18\t \x01(\x0b\x32\x17.uns.v1.AutonomyContextR\x0f\x61utonomyContext\x12\x33\n\x08metadata\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata\x12\x39\n\rdelivery_mode\x18\x0b \x01(\x0e\x32\x14.uns.v1.DeliveryModeR\x0c\x64\x65liveryMode\x12$\n\x0brequire_ack\x18\x0c \x01(\x08H\x00R\nrequireAck\x88\x01\x01\x12,\n\x08priority\x18\r \x01(\x0e\x32\x10.uns.v1.PriorityR\x08priority\x12\x33\n\x16wait_for_first_attempt\x18\x0e \x01(\x08R\x13waitForFirstAttempt\x12?\n\rschedule_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0cscheduleTimeB\x0e\n\x0c_require_ack\"\xd0\x02\n\x18SendNotificationResponse\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12/\n\x05state\x18\x02 \x01(\x0e\x32\x19.uns.v1.NotificationStateR\x05state\x12+\n\x11idempotent_replay\x18\x03 \x01(\x08R\x10idempotentReplay\x12\x1f\n\x0brequire_ack\x18\x04 \x01(\x08R\nrequireAck\x12\x39\n\rdelivery_mode\x18\x05 \x01(\x0e\x32\x14.uns.v1.DeliveryModeR\x0c\x64\x65liveryMode\x12+\n\x11resolved_channels\x18\x06 \x03(\tR\x10resolvedChannels\x12$\n\x0e\x64\x65\x64up_owner_id\x18\x07 \x01(\tR\x0c\x64\x65\x64upOwnerId\"L\n\x0fSimulateRequest\x12\x39\n\x07request\x18\x01 \x01(\x0b\x32\x1f.uns.v1.SendNotificationRequestR\x07request\"\xac\x03\n\x10SimulateResponse\x12\x42\n\x10\x65\x66\x66\x65\x63tive_policy\x18\x01 \x01(\x0b\x32\x17.uns.v1.EffectivePolicyR\x0f\x65\x66\x66\x65\x63tivePolicy\x12+\n\x11resolved_channels\x18\x02 \x03(\tR\x10resolvedChannels\x12\x39\n\rdelivery_mode\x18\x03 \x01(\x0e\x32\x14.uns.v1.DeliveryModeR\x0c\x64\x65liveryMode\x12\x1f\n\x0brequire_ack\x18\x04 \x01(\x08R\nrequireAck\x12\x31\n\x07outcome\x18\x05 \x01(\x0e\x32\x17.uns.v1.SimulateOutcomeR\x07outcome\x12\x38\n\x18\x65xisting_notification_id\x18\x06 \x01(\tR\x16\x65xistingNotificationId\x12$\n\x0e\x64\x65\x64up_owner_id\x18\x07 \x01(\tR\x0c\x64\x65\x64upOwnerId\x12\x38\n\rplanned_steps\x18\x08 \x03(\x0b\x32\x13.uns.v1.PlannedStepR\x0cplannedSteps\"\x80\x02\n\x0bPlannedStep\x12+\n\x04kind\x18\x01 \x01(\x0e\x32\x17.uns.v1.PlannedStepKindR\x04kind\x12\x16\n\x06number\x18\x02 \x01(\x05R\x06number\x12\x31\n\x06offset\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06offset\x12\x1a\n\x08\x63hannels\x18\x04 \x03(\tR\x08\x63hannels\x12-\n\x13held_by_quiet_hours\x18\x05 \x01(\x08R\x10heldByQuietHours\x12.\n\x04time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x8c\x01\n\x12\x41\x63knowledgeRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x18\n\x07\x64ismiss\x18\x02 \x01(\x08R\x07\x64ismiss\x12\x33\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata\"|\n\x13\x41\x63knowledgeResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\x12+\n\x11idempotent_replay\x18\x02 \x01(\x08R\x10idempotentReplay\"u\n\rReplayRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n\rvalidate_only\x18\x03 \x01(\x08R\x0cvalidateOnly\"J\n\x0eReplayResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\"}\n\x15ResolveFailureRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n\rvalidate_only\x18\x03 \x01(\x08R\x0cvalidateOnly\"R\n\x16ResolveFailureResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\"^\n\x1bWithdrawNotificationRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"X\n\x1cWithdrawNotificationResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\"\xe3\x01\n\x12WatchEventsRequest\x12)\n\x10notification_ids\x18\x01 \x03(\tR\x0fnotificationIds\x12\'\n\x05kinds\x18\x02 \x03(\x0e\x32\x11.uns.v1.EventKindR\x05kinds\x12+\n\x11notification_type\x18\x03 \x01(\tR\x10notificationType\x12%\n\x0e\x61\x66ter_sequence\x18\x04 \x01(\x03R\rafterSequence\x12%\n\x0ereplay_history\x18\x05 \x01(\x08R\rreplayHistory\"{\n\x13WatchEventsResponse\x12%\n\x05\x65vent\x18\x01 \x01(\x0b\x32\r.uns.v1.EventH\x00R\x05\x65vent\x12\x31\n\theartbeat\x18\x02 \x01(\x0b\x32\x11.uns.v1.HeartbeatH\x00R\theartbeatB\n\n\x08response\"k\n\tHeartbeat\x12.\n\x13high_water_sequence\x18\x01 \x01(\x03R\x11highWaterSequence\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"A\n\x16GetNotificationRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\"S\n\x17GetNotificationResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\"n\n\x18ListNotificationsRequest\x12\x16\n\x06\x66ilter\x18\x01 \x01(\tR\x06\x66ilter\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"\x7f\n\x19ListNotificationsResponse\x12:\n\rnotifications\x18\x01 \x03(\x0b\x32\x14.uns.v1.NotificationR\rnotifications\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xe3\x01\n\x0fSimulateOutcome\x12 \n\x1cSIMULATE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n\x14SIMULATE_OUTCOME_NEW\x10\x01\x12&\n\"SIMULATE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12)\n%SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT\x10\x03\x12\x1e\n\x1aSIMULATE_OUTCOME_COALESCED\x10\x04\x12!\n\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x05*\xb6\x01\n\x0fPlannedStepKind\x12!\n\x1dPLANNED_STEP_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1aPLANNED_STEP_KIND_DELIVERY\x10\x01\x12\x1e\n\x1aPLANNED_STEP_KIND_REMINDER\x10\x02\x12 \n\x1cPLANNED_STEP_KIND_ESCALATION\x10\x03\x12\x1e\n\x1aPLANNED_STEP_KIND_DEADLINE\x10\x04\x32\xd8\x05\n\x13NotificationService\x12U\n\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n\x08Simulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12\x46\n\x0b\x41\x63knowledge\x12\x1a.uns.v1.AcknowledgeRequest\x1a\x1b.uns.v1.AcknowledgeResponse\x12\x37\n\x06Replay\x12\x15.uns.v1.ReplayRequest\x1a\x16.uns.v1.ReplayResponse\x12O\n\x0eResolveFailure\x12\x1d.uns.v1.ResolveFailureRequest\x1a\x1e.uns.v1.ResolveFailureResponse\x12\x61\n\x14WithdrawNotification\x12#.uns.v1.WithdrawNotificationRequest\x1a$.uns.v1.WithdrawNotificationResponse\x12H\n\x0bWatchEvents\x12\x1a.uns.v1.WatchEventsRequest\x1a\x1b.uns.v1.WatchEventsResponse0\x01\x12R\n\x0fGetNotification\x12\x1e.uns.v1.GetNotificationRequest\x1a\x1f.uns.v1.GetNotificationResponse\x12X\n\x11ListNotifications\x12 .uns.v1.ListNotificationsRequest\x1a!.uns.v1.ListNotificationsResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x12uns/v1/types.proto\"\xbd\x05\n\x17SendNotificationRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12\x32\n\x06intent\x18\x02 \x01(\x0e\x32\x1a.uns.v1.NotificationIntentR\x06intent\x12\x14\n\x05title\x18\x03 \x01(\tR\x05title\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\x12\x16\n\x06source\x18\x05 \x01(\tR\x06source\x12\'\n\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12\x1b\n\tdedup_key\x18\x07 \x01(\tR\x08\x64\x65\x64upKey\x12%\n\x0e\x63orrelation_id\x18\x08 \x01(\tR\rcorrelationId\x12\x42\n\x10\x61utonomy_context\x18\t \x01(\x0b\x32\x17.uns.v1.AutonomyContextR\x0f\x61utonomyContext\x12\x33\n\x08metadata\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata\x12\x39\n\rdelivery_mode\x18\x0b \x01(\x0e\x32\x14.uns.v1.DeliveryModeR\x0c\x64\x65liveryMode\x12$\n\x0brequire_ack\x18\x0c \x01(\x08H\x00R\nrequireAck\x88\x01\x01\x12,\n\x08priority\x18\r \x01(\x0e\x32\x10.uns.v1.PriorityR\x08priority\x12\x33\n\x16wait_for_first_attempt\x18\x0e \x01(\x08R\x13waitForFirstAttempt\x12?\n\rschedule_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0cscheduleTimeB\x0e\n\x0c_require_ack\"\xd0\x02\n\x18SendNotificationResponse\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12/\n\x05state\x18\x02 \x01(\x0e\x32\x19.uns.v1.NotificationStateR\x05state\x12+\n\x11idempotent_replay\x18\x03 \x01(\x08R\x10idempotentReplay\x12\x1f\n\x0brequire_ack\x18\x04 \x01(\x08R\nrequireAck\x12\x39\n\rdelivery_mode\x18\x05 \x01(\x0e\x32\x14.uns.v1.DeliveryModeR\x0c\x64\x65liveryMode\x12+\n\x11resolved_channels\x18\x06 \x03(\tR\x10resolvedChannels\x12$\n\x0e\x64\x65\x64up_owner_id\x18\x07 \x01(\tR\x0c\x64\x65\x64upOwnerId\"\\\n\x1d\x42\x61tchSendNotificationsRequest\x12;\n\x08requests\x18\x01 \x03(\x0b\x32\x1f.uns.v1.SendNotificationRequestR\x08requests\"S\n\x1e\x42\x61tchSendNotificationsResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32\x17.uns.v1.BatchSendResultR\x07results\"\x87\x01\n\x0f\x42\x61tchSendResult\x12>\n\x08response\x18\x01 \x01(\x0b\x32 .uns.v1.SendNotificationResponseH\x00R\x08response\x12*\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.StatusH\x00R\x05\x65rrorB\x08\n\x06result\"L\n\x0fSimulateRequest\x12\x39\n\x07request\x18\x01 \x01(\x0b\x32\x1f.uns.v1.SendNotificationRequestR\x07request\"\xac\x03\n\x10SimulateResponse\x12\x42\n\x10\x65\x66\x66\x65\x63tive_policy\x18\x01 \x01(\x0b\x32\x17.uns.v1.EffectivePolicyR\x0f\x65\x66\x66\x65\x63tivePolicy\x12+\n\x11resolved_channels\x18\x02 \x03(\tR\x10resolvedChannels\x12\x39\n\rdelivery_mode\x18\x03 \x01(\x0e\x32\x14.uns.v1.DeliveryModeR\x0c\x64\x65liveryMode\x12\x1f\n\x0brequire_ack\x18\x04 \x01(\x08R\nrequireAck\x12\x31\n\x07outcome\x18\x05 \x01(\x0e\x32\x17.uns.v1.SimulateOutcomeR\x07outcome\x12\x38\n\x18\x65xisting_notification_id\x18\x06 \x01(\tR\x16\x65xistingNotificationId\x12$\n\x0e\x64\x65\x64up_owner_id\x18\x07 \x01(\tR\x0c\x64\x65\x64upOwnerId\x12\x38\n\rplanned_steps\x18\x08 \x03(\x0b\x32\x13.uns.v1.PlannedStepR\x0cplannedSteps\"\x80\x02\n\x0bPlannedStep\x12+\n\x04kind\x18\x01 \x01(\x0e\x32\x17.uns.v1.PlannedStepKindR\x04kind\x12\x16\n\x06number\x18\x02 \x01(\x05R\x06number\x12\x31\n\x06offset\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06offset\x12\x1a\n\x08\x63hannels\x18\x04 \x03(\tR\x08\x63hannels\x12-\n\x13held_by_quiet_hours\x18\x05 \x01(\x08R\x10heldByQuietHours\x12.\n\x04time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x8c\x01\n\x12\x41\x63knowledgeRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x18\n\x07\x64ismiss\x18\x02 \x01(\x08R\x07\x64ismiss\x12\x33\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata\"|\n\x13\x41\x63knowledgeResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\x12+\n\x11idempotent_replay\x18\x02 \x01(\x08R\x10idempotentReplay\"u\n\rReplayRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n\rvalidate_only\x18\x03 \x01(\x08R\x0cvalidateOnly\"J\n\x0eReplayResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\"}\n\x15ResolveFailureRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n\rvalidate_only\x18\x03 \x01(\x08R\x0cvalidateOnly\"R\n\x16ResolveFailureResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\"^\n\x1bWithdrawNotificationRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"X\n\x1cWithdrawNotificationResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\"\xe3\x01\n\x12WatchEventsRequest\x12)\n\x10notification_ids\x18\x01 \x03(\tR\x0fnotificationIds\x12\'\n\x05kinds\x18\x02 \x03(\x0e\x32\x11.uns.v1.EventKindR\x05kinds\x12+\n\x11notification_type\x18\x03 \x01(\tR\x10notificationType\x12%\n\x0e\x61\x66ter_sequence\x18\x04 \x01(\x03R\rafterSequence\x12%\n\x0ereplay_history\x18\x05 \x01(\x08R\rreplayHistory\"{\n\x13WatchEventsResponse\x12%\n\x05\x65vent\x18\x01 \x01(\x0b\x32\r.uns.v1.EventH\x00R\x05\x65vent\x12\x31\n\theartbeat\x18\x02 \x01(\x0b\x32\x11.uns.v1.HeartbeatH\x00R\theartbeatB\n\n\x08response\"k\n\tHeartbeat\x12.\n\x13high_water_sequence\x18\x01 \x01(\x03R\x11highWaterSequence\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"A\n\x16GetNotificationRequest\x12\'\n\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\"S\n\x17GetNotificationResponse\x12\x38\n\x0cnotification\x18\x01 \x01(\x0b\x32\x14.uns.v1.NotificationR\x0cnotification\"n\n\x18ListNotificationsRequest\x12\x16\n\x06\x66ilter\x18\x01 \x01(\tR\x06\x66ilter\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"\x7f\n\x19ListNotificationsResponse\x12:\n\rnotifications\x18\x01 \x03(\x0b\x32\x14.uns.v1.NotificationR\rnotifications\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xe3\x01\n\x0fSimulateOutcome\x12 \n\x1cSIMULATE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n\x14SIMULATE_OUTCOME_NEW\x10\x01\x12&\n\"SIMULATE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12)\n%SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT\x10\x03\x12\x1e\n\x1aSIMULATE_OUTCOME_COALESCED\x10\x04\x12!\n\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x05*\xb6\x01\n\x0fPlannedStepKind\x12!\n\x1dPLANNED_STEP_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1aPLANNED_STEP_KIND_DELIVERY\x10\x01\x12\x1e\n\x1aPLANNED_STEP_KIND_REMINDER\x10\x02\x12 \n\x1cPLANNED_STEP_KIND_ESCALATION\x10\x03\x12\x1e\n\x1aPLANNED_STEP_KIND_DEADLINE\x10\x04\x32\xc1\x06\n\x13NotificationService\x12U\n\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n\x08Simulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12g\n\x16\x42\x61tchSendNotifications\x12%.uns.v1.BatchSendNotificationsRequest\x1a&.uns.v1.BatchSendNotificationsResponse\x12\x46\n\x0b\x41\x63knowledge\x12\x1a.uns.v1.AcknowledgeRequest\x1a\x1b.uns.v1.AcknowledgeResponse\x12\x37\n\x06Replay\x12\x15.uns.v1.ReplayRequest\x1a\x16.uns.v1.ReplayResponse\x12O\n\x0eResolveFailure\x12\x1d.uns.v1.ResolveFailureRequest\x1a\x1e.uns.v1.ResolveFailureResponse\x12\x61\n\x14WithdrawNotification\x12#.uns.v1.WithdrawNotificationRequest\x1a$.uns.v1.WithdrawNotificationResponse\x12H\n\x0bWatchEvents\x12\x1a.uns.v1.WatchEventsRequest\x1a\x1b.uns.v1.WatchEventsResponse0\x01\x12R\n\x0fGetNotification\x12\x1e.uns.v1.GetNotificationRequest\x1a\x1f.uns.v1.GetNotificationResponse\x12X\n\x11ListNotifications\x12 .uns.v1.ListNotificationsRequest\x1a!.uns.v1.ListNotificationsResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,50 +37,56 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'uns.v1.notification_service
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1'
-  _globals['_SIMULATEOUTCOME']._serialized_start=3690
-  _globals['_SIMULATEOUTCOME']._serialized_end=3917
-  _globals['_PLANNEDSTEPKIND']._serialized_start=3920
-  _globals['_PLANNEDSTEPKIND']._serialized_end=4102
-  _globals['_SENDNOTIFICATIONREQUEST']._serialized_start=161
-  _globals['_SENDNOTIFICATIONREQUEST']._serialized_end=862
-  _globals['_SENDNOTIFICATIONRESPONSE']._serialized_start=865
-  _globals['_SENDNOTIFICATIONRESPONSE']._serialized_end=1201
-  _globals['_SIMULATEREQUEST']._serialized_start=1203
-  _globals['_SIMULATEREQUEST']._serialized_end=1279
-  _globals['_SIMULATERESPONSE']._serialized_start=1282
-  _globals['_SIMULATERESPONSE']._serialized_end=1710
-  _globals['_PLANNEDSTEP']._serialized_start=1713
-  _globals['_PLANNEDSTEP']._serialized_end=1969
-  _globals['_ACKNOWLEDGEREQUEST']._serialized_start=1972
-  _globals['_ACKNOWLEDGEREQUEST']._serialized_end=2112
-  _globals['_ACKNOWLEDGERESPONSE']._serialized_start=2114
-  _globals['_ACKNOWLEDGERESPONSE']._serialized_end=2238
-  _globals['_REPLAYREQUEST']._serialized_start=2240
-  _globals['_REPLAYREQUEST']._serialized_end=2357
-  _globals['_REPLAYRESPONSE']._serialized_start=2359
-  _globals['_REPLAYRESPONSE']._serialized_end=2433
-  _globals['_RESOLVEFAILUREREQUEST']._serialized_start=2435
-  _globals['_RESOLVEFAILUREREQUEST']._serialized_end=2560
-  _globals['_RESOLVEFAILURERESPONSE']._serialized_start=2562
-  _globals['_RESOLVEFAILURERESPONSE']._serialized_end=2644
-  _globals['_WITHDRAWNOTIFICATIONREQUEST']._serialized_start=2646
-  _globals['_WITHDRAWNOTIFICATIONREQUEST']._serialized_end=2740
-  _globals['_WITHDRAWNOTIFICATIONRESPONSE']._serialized_start=2742
-  _globals['_WITHDRAWNOTIFICATIONRESPONSE']._serialized_end=2830
-  _globals['_WATCHEVENTSREQUEST']._serialized_start=2833
-  _globals['_WATCHEVENTSREQUEST']._serialized_end=3060
-  _globals['_WATCHEVENTSRESPONSE']._serialized_start=3062
-  _globals['_WATCHEVENTSRESPONSE']._serialized_end=3185
-  _globals['_HEARTBEAT']._serialized_start=3187
-  _globals['_HEARTBEAT']._serialized_end=3294
-  _globals['_GETNOTIFICATIONREQUEST']._serialized_start=3296
-  _globals['_GETNOTIFICATIONREQUEST']._serialized_end=3361
-  _globals['_GETNOTIFICATIONRESPONSE']._serialized_start=3363
-  _globals['_GETNOTIFICATIONRESPONSE']._serialized_end=3446
-  _globals['_LISTNOTIFICATIONSREQUEST']._serialized_start=3448
-  _globals['_LISTNOTIFICATIONSREQUEST']._serialized_end=3558
-  _globals['_LISTNOTIFICATIONSRESPONSE']._serialized_start=3560
-  _globals['_LISTNOTIFICATIONSRESPONSE']._serialized_end=3687
-  _globals['_NOTIFICATIONSERVICE']._serialized_start=4105
-  _globals['_NOTIFICATIONSERVICE']._serialized_end=4833
+  _globals['_SIMULATEOUTCOME']._serialized_start=4032
+  _globals['_SIMULATEOUTCOME']._serialized_end=4259
+  _globals['_PLANNEDSTEPKIND']._serialized_start=4262
+  _globals['_PLANNEDSTEPKIND']._serialized_end=4444
+  _globals['_SENDNOTIFICATIONREQUEST']._serialized_start=186
+  _globals['_SENDNOTIFICATIONREQUEST']._serialized_end=887
+  _globals['_SENDNOTIFICATIONRESPONSE']._serialized_start=890
+  _globals['_SENDNOTIFICATIONRESPONSE']._serialized_end=1226
+  _globals['_BATCHSENDNOTIFICATIONSREQUEST']._serialized_start=1228
+  _globals['_BATCHSENDNOTIFICATIONSREQUEST']._serialized_end=1320
+  _globals['_BATCHSENDNOTIFICATIONSRESPONSE']._serialized_start=1322
+  _globals['_BATCHSENDNOTIFICATIONSRESPONSE']._serialized_end=1405
+  _globals['_BATCHSENDRESULT']._serialized_start=1408
+  _globals['_BATCHSENDRESULT']._serialized_end=1543
+  _globals['_SIMULATEREQUEST']._serialized_start=1545
+  _globals['_SIMULATEREQUEST']._serialized_end=1621
+  _globals['_SIMULATERESPONSE']._serialized_start=1624
+  _globals['_SIMULATERESPONSE']._serialized_end=2052
+  _globals['_PLANNEDSTEP']._serialized_start=2055
+  _globals['_PLANNEDSTEP']._serialized_end=2311
+  _globals['_ACKNOWLEDGEREQUEST']._serialized_start=2314
+  _globals['_ACKNOWLEDGEREQUEST']._serialized_end=2454
+  _globals['_ACKNOWLEDGERESPONSE']._serialized_start=2456
+  _globals['_ACKNOWLEDGERESPONSE']._serialized_end=2580
+  _globals['_REPLAYREQUEST']._serialized_start=2582
+  _globals['_REPLAYREQUEST']._serialized_end=2699
+  _globals['_REPLAYRESPONSE']._serialized_start=2701
+  _globals['_REPLAYRESPONSE']._serialized_end=2775
+  _globals['_RESOLVEFAILUREREQUEST']._serialized_start=2777
+  _globals['_RESOLVEFAILUREREQUEST']._serialized_end=2902
+  _globals['_RESOLVEFAILURERESPONSE']._serialized_start=2904
+  _globals['_RESOLVEFAILURERESPONSE']._serialized_end=2986
+  _globals['_WITHDRAWNOTIFICATIONREQUEST']._serialized_start=2988
+  _globals['_WITHDRAWNOTIFICATIONREQUEST']._serialized_end=3082
+  _globals['_WITHDRAWNOTIFICATIONRESPONSE']._serialized_start=3084
+  _globals['_WITHDRAWNOTIFICATIONRESPONSE']._serialized_end=3172
+  _globals['_WATCHEVENTSREQUEST']._serialized_start=3175
+  _globals['_WATCHEVENTSREQUEST']._serialized_end=3402
+  _globals['_WATCHEVENTSRESPONSE']._serialized_start=3404
+  _globals['_WATCHEVENTSRESPONSE']._serialized_end=3527
+  _globals['_HEARTBEAT']._serialized_start=3529
+  _globals['_HEARTBEAT']._serialized_end=3636
+  _globals['_GETNOTIFICATIONREQUEST']._serialized_start=3638
+  _globals['_GETNOTIFICATIONREQUEST']._serialized_end=3703
+  _globals['_GETNOTIFICATIONRESPONSE']._serialized_start=3705
+  _globals['_GETNOTIFICATIONRESPONSE']._serialized_end=3788
+  _globals['_LISTNOTIFICATIONSREQUEST']._serialized_start=3790
+  _globals['_LISTNOTIFICATIONSREQUEST']._serialized_end=3900
+  _globals['_LISTNOTIFICATIONSRESPONSE']._serialized_start=3902
+  _globals['_LISTNOTIFICATIONSRESPONSE']._serialized_end=4029
+  _globals['_NOTIFICATIONSERVICE']._serialized_start=4447
+  _globals['_NOTIFICATIONSERVICE']._serialized_end=5280
 # @@protoc_insertion_point(module_scope)

@@ -11,6 +11,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.rpc import status_pb2 as _status_pb2
 from uns.v1 import types_pb2 as _types_pb2
 import builtins as _builtins
 import sys
@@ -276,6 +277,84 @@ class SendNotificationResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SendNotificationResponse: _TypeAlias = SendNotificationResponse  # noqa: Y015
+
+@_typing.final
+class BatchSendNotificationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___SendNotificationRequest]:
+        """At most 1,000."""
+
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___SendNotificationRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchSendNotificationsRequest: _TypeAlias = BatchSendNotificationsRequest  # noqa: Y015
+
+@_typing.final
+class BatchSendNotificationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___BatchSendResult]:
+        """One per request, in the order of the requests."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___BatchSendResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchSendNotificationsResponse: _TypeAlias = BatchSendNotificationsResponse  # noqa: Y015
+
+@_typing.final
+class BatchSendResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESPONSE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def response(self) -> Global___SendNotificationResponse:
+        """What SendNotification would have answered."""
+
+    @_builtins.property
+    def error(self) -> _status_pb2.Status:
+        """What SendNotification would have refused with: code, message and
+        details (exactly one google.rpc.ErrorInfo, domain "uns.v1"; a
+        google.rpc.BadRequest with field paths relative to the item; a
+        google.rpc.RetryInfo when RATE_LIMITED).
+        """
+
+    def __init__(
+        self,
+        *,
+        response: Global___SendNotificationResponse | None = ...,
+        error: _status_pb2.Status | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "response", b"response", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "response", b"response", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["response", "error"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___BatchSendResult: _TypeAlias = BatchSendResult  # noqa: Y015
 
 @_typing.final
 class SimulateRequest(_message.Message):

@@ -63,6 +63,11 @@ class NotificationServiceStub:
                 request_serializer=uns_dot_v1_dot_notification__service__pb2.SimulateRequest.SerializeToString,
                 response_deserializer=uns_dot_v1_dot_notification__service__pb2.SimulateResponse.FromString,
                 _registered_method=True)
+        self.BatchSendNotifications = channel.unary_unary(
+                '/uns.v1.NotificationService/BatchSendNotifications',
+                request_serializer=uns_dot_v1_dot_notification__service__pb2.BatchSendNotificationsRequest.SerializeToString,
+                response_deserializer=uns_dot_v1_dot_notification__service__pb2.BatchSendNotificationsResponse.FromString,
+                _registered_method=True)
         self.Acknowledge = channel.unary_unary(
                 '/uns.v1.NotificationService/Acknowledge',
                 request_serializer=uns_dot_v1_dot_notification__service__pb2.AcknowledgeRequest.SerializeToString,
@@ -139,6 +144,22 @@ class NotificationServiceServicer:
         request, without writing anything or calling any provider. Refuses what
         SendNotification would refuse, with field paths in the SimulateRequest
         (request.title, request.metadata.email_to). Role: producer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchSendNotifications(self, request, context):
+        """Sends up to 1,000 notifications in one call: one result per request, in
+        order, each the SendNotificationResponse the single send would answer or
+        the google.rpc.Status (with its ErrorInfo) it would refuse with. An
+        invalid, conflicting or rate-limited item refuses only itself. Each item
+        is idempotent on its own key and deduplicated exactly as a single send,
+        also against earlier items of the same batch; items go through the same
+        group commit as single sends (as few transactions as the rules allow).
+        More than 1,000 requests is INVALID_ARGUMENT / INVALID_REQUEST for the
+        whole call. wait_for_first_attempt is ignored in a batch. Each item
+        spends the principal's request budget. Role: producer.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -241,6 +262,11 @@ def add_NotificationServiceServicer_to_server(servicer, server):
                     servicer.Simulate,
                     request_deserializer=uns_dot_v1_dot_notification__service__pb2.SimulateRequest.FromString,
                     response_serializer=uns_dot_v1_dot_notification__service__pb2.SimulateResponse.SerializeToString,
+            ),
+            'BatchSendNotifications': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchSendNotifications,
+                    request_deserializer=uns_dot_v1_dot_notification__service__pb2.BatchSendNotificationsRequest.FromString,
+                    response_serializer=uns_dot_v1_dot_notification__service__pb2.BatchSendNotificationsResponse.SerializeToString,
             ),
             'Acknowledge': grpc.unary_unary_rpc_method_handler(
                     servicer.Acknowledge,
@@ -351,6 +377,33 @@ class NotificationService:
             '/uns.v1.NotificationService/Simulate',
             uns_dot_v1_dot_notification__service__pb2.SimulateRequest.SerializeToString,
             uns_dot_v1_dot_notification__service__pb2.SimulateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchSendNotifications(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/uns.v1.NotificationService/BatchSendNotifications',
+            uns_dot_v1_dot_notification__service__pb2.BatchSendNotificationsRequest.SerializeToString,
+            uns_dot_v1_dot_notification__service__pb2.BatchSendNotificationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

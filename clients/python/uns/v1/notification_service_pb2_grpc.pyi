@@ -66,6 +66,18 @@ class NotificationServiceStub:
     SendNotification would refuse, with field paths in the SimulateRequest
     (request.title, request.metadata.email_to). Role: producer.
     """
+    BatchSendNotifications: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.BatchSendNotificationsRequest, _notification_service_pb2.BatchSendNotificationsResponse]
+    """Sends up to 1,000 notifications in one call: one result per request, in
+    order, each the SendNotificationResponse the single send would answer or
+    the google.rpc.Status (with its ErrorInfo) it would refuse with. An
+    invalid, conflicting or rate-limited item refuses only itself. Each item
+    is idempotent on its own key and deduplicated exactly as a single send,
+    also against earlier items of the same batch; items go through the same
+    group commit as single sends (as few transactions as the rules allow).
+    More than 1,000 requests is INVALID_ARGUMENT / INVALID_REQUEST for the
+    whole call. wait_for_first_attempt is ignored in a batch. Each item
+    spends the principal's request budget. Role: producer.
+    """
     Acknowledge: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.AcknowledgeRequest, _notification_service_pb2.AcknowledgeResponse]
     """Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
     set) before its deadline. A retry by the same actor with the same outcome
@@ -161,6 +173,18 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     request, without writing anything or calling any provider. Refuses what
     SendNotification would refuse, with field paths in the SimulateRequest
     (request.title, request.metadata.email_to). Role: producer.
+    """
+    BatchSendNotifications: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.BatchSendNotificationsRequest, _notification_service_pb2.BatchSendNotificationsResponse]  # type: ignore[assignment]
+    """Sends up to 1,000 notifications in one call: one result per request, in
+    order, each the SendNotificationResponse the single send would answer or
+    the google.rpc.Status (with its ErrorInfo) it would refuse with. An
+    invalid, conflicting or rate-limited item refuses only itself. Each item
+    is idempotent on its own key and deduplicated exactly as a single send,
+    also against earlier items of the same batch; items go through the same
+    group commit as single sends (as few transactions as the rules allow).
+    More than 1,000 requests is INVALID_ARGUMENT / INVALID_REQUEST for the
+    whole call. wait_for_first_attempt is ignored in a batch. Each item
+    spends the principal's request budget. Role: producer.
     """
     Acknowledge: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.AcknowledgeRequest, _notification_service_pb2.AcknowledgeResponse]  # type: ignore[assignment]
     """Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
@@ -266,6 +290,24 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         request, without writing anything or calling any provider. Refuses what
         SendNotification would refuse, with field paths in the SimulateRequest
         (request.title, request.metadata.email_to). Role: producer.
+        """
+
+    @_abc_1.abstractmethod
+    def BatchSendNotifications(
+        self,
+        request: _notification_service_pb2.BatchSendNotificationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_notification_service_pb2.BatchSendNotificationsResponse, _abc.Awaitable[_notification_service_pb2.BatchSendNotificationsResponse]]:
+        """Sends up to 1,000 notifications in one call: one result per request, in
+        order, each the SendNotificationResponse the single send would answer or
+        the google.rpc.Status (with its ErrorInfo) it would refuse with. An
+        invalid, conflicting or rate-limited item refuses only itself. Each item
+        is idempotent on its own key and deduplicated exactly as a single send,
+        also against earlier items of the same batch; items go through the same
+        group commit as single sends (as few transactions as the rules allow).
+        More than 1,000 requests is INVALID_ARGUMENT / INVALID_REQUEST for the
+        whole call. wait_for_first_attempt is ignored in a batch. Each item
+        spends the principal's request budget. Role: producer.
         """
 
     @_abc_1.abstractmethod

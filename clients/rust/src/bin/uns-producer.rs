@@ -26,8 +26,14 @@
 //! (same `--idempotency-key`, or `--notification-id`) picks up where it
 //! stopped.
 //!
+//! With `--batch N` it sends N notifications in one BatchSendNotifications
+//! call (idempotency keys `<key>-0` .. `<key>-<N-1>`), reads nothing back and
+//! prints one JSON line per item, in order: `index`, `notification_id`,
+//! `state`, `idempotent_replay`, `dedup_owner_id`, or `index` and `error`
+//! (`code`, `reason`, `message`) for a refused item.
+//!
 //! Exit codes: 0 on success, 2 on a gRPC error (code, reason and message on
-//! stderr) or a usage error, 3 when `--wait-timeout` passed before the
+//! stderr), with `--batch` when any item was refused, or a usage error, 3 when `--wait-timeout` passed before the
 //! terminal ack event (the line is printed without `ack`), 1 on anything else.
 
 use std::collections::hash_map::RandomState;
@@ -39,6 +45,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use prost::Message;
 use prost_types::{value::Kind, Struct, Value};
 use serde::Serialize;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -47,10 +54,12 @@ use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Status, TimeoutExpired};
 use tonic_types::{ErrorInfo, StatusExt};
+use uns_client::uns::v1::batch_send_result::Result as BatchItem;
 use uns_client::uns::v1::watch_events_response::Response as WatchResponse;
 use uns_client::uns::v1::{
-    AckState, Event, EventKind, GetNotificationRequest, Notification, NotificationIntent,
-    NotificationState, SendNotificationRequest, SendNotificationResponse, WatchEventsRequest,
+    AckState, BatchSendNotificationsRequest, BatchSendNotificationsResponse, Event, EventKind,
+    GetNotificationRequest, Notification, NotificationIntent, NotificationState,
+    SendNotificationRequest, SendNotificationResponse, WatchEventsRequest,
 };
 use uns_client::NotificationServiceClient;
 
@@ -102,8 +111,34 @@ struct Args {
     cursor_file: Option<PathBuf>,
     /// Send nothing: wait for the terminal ack event of this notification
     /// (implies --wait-ack).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "batch")]
     notification_id: Option<String>,
+    /// Send N notifications in one BatchSendNotifications call and print one
+    /// line per item.
+    #[arg(long, value_name = "N", conflicts_with = "wait_ack", value_parser = clap::value_parser!(u32).range(1..))]
+    batch: Option<u32>,
+}
+
+/// The JSON line printed for each item of `--batch N`.
+#[derive(Serialize)]
+struct BatchLine {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notification_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<String>,
+    idempotent_replay: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dedup_owner_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<BatchError>,
+}
+
+#[derive(Serialize)]
+struct BatchError {
+    code: String,
+    reason: String,
+    message: String,
 }
 
 /// The JSON line printed on success.
@@ -287,6 +322,89 @@ fn wait_before(status: &Status, failures: u32) -> Duration {
 /// made up (connection refused, timeout).
 fn error_info(status: &Status) -> Option<ErrorInfo> {
     status.get_details_error_info()
+}
+
+/// Calls BatchSendNotifications, retried exactly like `send`: every item
+/// carries its idempotency key, so a repeated batch replays.
+async fn send_batch(
+    client: &mut Client,
+    request: BatchSendNotificationsRequest,
+) -> Result<BatchSendNotificationsResponse, Status> {
+    let mut attempt = 1;
+    loop {
+        match client.batch_send_notifications(request.clone()).await {
+            Ok(response) => return Ok(response.into_inner()),
+            Err(status) if attempt < SEND_ATTEMPTS && retryable(&status) => {
+                let delay = wait_before(&status, attempt);
+                eprintln!(
+                    "uns-producer: BatchSendNotifications: {}; retrying in {}ms with the same idempotency keys",
+                    describe(&status),
+                    delay.as_millis()
+                );
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            Err(status) => return Err(status),
+        }
+    }
+}
+
+/// `--batch N`: N copies of the notification, the i-th with the idempotency
+/// key `<key>-<i>` and the title `<title> #<i>`. Prints one line per item;
+/// `Ok(false)` when some item was refused.
+async fn run_batch(args: &Args, n: u32) -> Result<bool, Failure> {
+    let mut client = connect(args)?;
+    let key = args
+        .idempotency_key
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let requests = (0..n)
+        .map(|i| {
+            let mut request = send_request(args, &format!("{key}-{i}"));
+            request.title = format!("{} #{i}", args.title);
+            request
+        })
+        .collect();
+    let response = send_batch(&mut client, BatchSendNotificationsRequest { requests }).await?;
+    let mut all_accepted = true;
+    for (index, item) in response.results.into_iter().enumerate() {
+        let mut line = BatchLine {
+            index,
+            notification_id: None,
+            state: None,
+            idempotent_replay: false,
+            dedup_owner_id: None,
+            error: None,
+        };
+        match item.result {
+            Some(BatchItem::Response(sent)) => {
+                line.notification_id = Some(sent.notification_id);
+                line.state = Some(state_name(sent.state));
+                line.idempotent_replay = sent.idempotent_replay;
+                line.dedup_owner_id = Some(sent.dedup_owner_id).filter(|id| !id.is_empty());
+            }
+            Some(BatchItem::Error(error)) => {
+                all_accepted = false;
+                // The same details a refused call carries in grpc-status-details-bin.
+                let status = Status::with_details(
+                    Code::from_i32(error.code),
+                    error.message.clone(),
+                    error.encode_to_vec().into(),
+                );
+                line.error = Some(BatchError {
+                    code: format!("{:?}", status.code()),
+                    reason: error_info(&status)
+                        .map(|info| info.reason)
+                        .unwrap_or_default(),
+                    message: error.message,
+                });
+            }
+            None => return Err(Failure::Other(format!("item {index}: an empty result"))),
+        }
+        let text = serde_json::to_string(&line).map_err(|err| Failure::Other(err.to_string()))?;
+        println!("{text}");
+    }
+    Ok(all_accepted)
 }
 
 /// Reads a notification back, retrying RATE_LIMITED only (a read that was
@@ -794,6 +912,24 @@ async fn main() -> ExitCode {
             };
         }
     };
+    if let Some(n) = args.batch {
+        return match run_batch(&args, n).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => {
+                eprintln!("uns-producer: some items of the batch were refused");
+                ExitCode::from(2)
+            }
+            Err(Failure::Rpc(status)) => {
+                eprintln!("uns-producer: {}", describe(&status));
+                ExitCode::from(2)
+            }
+            Err(Failure::WaitTimeout(..)) => ExitCode::FAILURE,
+            Err(Failure::Other(message)) => {
+                eprintln!("uns-producer: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let (output, code) = match run(args).await {
         Ok(output) => (output, ExitCode::SUCCESS),
         Err(Failure::WaitTimeout(output, why)) => {

@@ -1128,6 +1128,38 @@ pub struct SendNotificationResponse {
     #[prost(string, tag="7")]
     pub dedup_owner_id: ::prost::alloc::string::String,
 }
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct BatchSendNotificationsRequest {
+    /// At most 1,000.
+    #[prost(message, repeated, tag="1")]
+    pub requests: ::prost::alloc::vec::Vec<SendNotificationRequest>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct BatchSendNotificationsResponse {
+    /// One per request, in the order of the requests.
+    #[prost(message, repeated, tag="1")]
+    pub results: ::prost::alloc::vec::Vec<BatchSendResult>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct BatchSendResult {
+    #[prost(oneof="batch_send_result::Result", tags="1, 2")]
+    pub result: ::core::option::Option<batch_send_result::Result>,
+}
+/// Nested message and enum types in `BatchSendResult`.
+pub mod batch_send_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        /// What SendNotification would have answered.
+        #[prost(message, tag="1")]
+        Response(super::SendNotificationResponse),
+        /// What SendNotification would have refused with: code, message and
+        /// details (exactly one google.rpc.ErrorInfo, domain "uns.v1"; a
+        /// google.rpc.BadRequest with field paths relative to the item; a
+        /// google.rpc.RetryInfo when RATE_LIMITED).
+        #[prost(message, tag="2")]
+        Error(super::super::super::google::rpc::Status),
+    }
+}
 /// SimulateRequest asks what SendNotification would do with a request.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SimulateRequest {

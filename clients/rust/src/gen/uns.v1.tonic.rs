@@ -975,6 +975,35 @@ pub mod notification_service_client {
                 .insert(GrpcMethod::new("uns.v1.NotificationService", "Simulate"));
             self.inner.unary(req, path, codec).await
         }
+        pub async fn batch_send_notifications(
+            &mut self,
+            request: impl tonic::IntoRequest<super::BatchSendNotificationsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::BatchSendNotificationsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/uns.v1.NotificationService/BatchSendNotifications",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new(
+                        "uns.v1.NotificationService",
+                        "BatchSendNotifications",
+                    ),
+                );
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn acknowledge(
             &mut self,
             request: impl tonic::IntoRequest<super::AcknowledgeRequest>,
@@ -1173,6 +1202,13 @@ pub mod notification_service_server {
             request: tonic::Request<super::SimulateRequest>,
         ) -> std::result::Result<
             tonic::Response<super::SimulateResponse>,
+            tonic::Status,
+        >;
+        async fn batch_send_notifications(
+            &self,
+            request: tonic::Request<super::BatchSendNotificationsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::BatchSendNotificationsResponse>,
             tonic::Status,
         >;
         async fn acknowledge(
@@ -1383,6 +1419,55 @@ pub mod notification_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SimulateSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/uns.v1.NotificationService/BatchSendNotifications" => {
+                    #[allow(non_camel_case_types)]
+                    struct BatchSendNotificationsSvc<T: NotificationService>(pub Arc<T>);
+                    impl<
+                        T: NotificationService,
+                    > tonic::server::UnaryService<super::BatchSendNotificationsRequest>
+                    for BatchSendNotificationsSvc<T> {
+                        type Response = super::BatchSendNotificationsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::BatchSendNotificationsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as NotificationService>::batch_send_notifications(
+                                        &inner,
+                                        request,
+                                    )
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = BatchSendNotificationsSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -7,6 +7,7 @@
 package unsv1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -451,6 +452,183 @@ func (x *SendNotificationResponse) GetDedupOwnerId() string {
 	return ""
 }
 
+type BatchSendNotificationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 1,000.
+	Requests      []*SendNotificationRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchSendNotificationsRequest) Reset() {
+	*x = BatchSendNotificationsRequest{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchSendNotificationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchSendNotificationsRequest) ProtoMessage() {}
+
+func (x *BatchSendNotificationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchSendNotificationsRequest.ProtoReflect.Descriptor instead.
+func (*BatchSendNotificationsRequest) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BatchSendNotificationsRequest) GetRequests() []*SendNotificationRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type BatchSendNotificationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per request, in the order of the requests.
+	Results       []*BatchSendResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchSendNotificationsResponse) Reset() {
+	*x = BatchSendNotificationsResponse{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchSendNotificationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchSendNotificationsResponse) ProtoMessage() {}
+
+func (x *BatchSendNotificationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchSendNotificationsResponse.ProtoReflect.Descriptor instead.
+func (*BatchSendNotificationsResponse) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BatchSendNotificationsResponse) GetResults() []*BatchSendResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type BatchSendResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchSendResult_Response
+	//	*BatchSendResult_Error
+	Result        isBatchSendResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchSendResult) Reset() {
+	*x = BatchSendResult{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchSendResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchSendResult) ProtoMessage() {}
+
+func (x *BatchSendResult) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchSendResult.ProtoReflect.Descriptor instead.
+func (*BatchSendResult) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchSendResult) GetResult() isBatchSendResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchSendResult) GetResponse() *SendNotificationResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchSendResult_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+func (x *BatchSendResult) GetError() *status.Status {
+	if x != nil {
+		if x, ok := x.Result.(*BatchSendResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchSendResult_Result interface {
+	isBatchSendResult_Result()
+}
+
+type BatchSendResult_Response struct {
+	// What SendNotification would have answered.
+	Response *SendNotificationResponse `protobuf:"bytes,1,opt,name=response,proto3,oneof"`
+}
+
+type BatchSendResult_Error struct {
+	// What SendNotification would have refused with: code, message and
+	// details (exactly one google.rpc.ErrorInfo, domain "uns.v1"; a
+	// google.rpc.BadRequest with field paths relative to the item; a
+	// google.rpc.RetryInfo when RATE_LIMITED).
+	Error *status.Status `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchSendResult_Response) isBatchSendResult_Result() {}
+
+func (*BatchSendResult_Error) isBatchSendResult_Result() {}
+
 // SimulateRequest asks what SendNotification would do with a request.
 type SimulateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -462,7 +640,7 @@ type SimulateRequest struct {
 
 func (x *SimulateRequest) Reset() {
 	*x = SimulateRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[2]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +652,7 @@ func (x *SimulateRequest) String() string {
 func (*SimulateRequest) ProtoMessage() {}
 
 func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[2]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +665,7 @@ func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateRequest.ProtoReflect.Descriptor instead.
 func (*SimulateRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{2}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SimulateRequest) GetRequest() *SendNotificationRequest {
@@ -529,7 +707,7 @@ type SimulateResponse struct {
 
 func (x *SimulateResponse) Reset() {
 	*x = SimulateResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[3]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +719,7 @@ func (x *SimulateResponse) String() string {
 func (*SimulateResponse) ProtoMessage() {}
 
 func (x *SimulateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[3]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +732,7 @@ func (x *SimulateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateResponse.ProtoReflect.Descriptor instead.
 func (*SimulateResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SimulateResponse) GetEffectivePolicy() *EffectivePolicy {
@@ -634,7 +812,7 @@ type PlannedStep struct {
 
 func (x *PlannedStep) Reset() {
 	*x = PlannedStep{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +824,7 @@ func (x *PlannedStep) String() string {
 func (*PlannedStep) ProtoMessage() {}
 
 func (x *PlannedStep) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[4]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +837,7 @@ func (x *PlannedStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedStep.ProtoReflect.Descriptor instead.
 func (*PlannedStep) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PlannedStep) GetKind() PlannedStepKind {
@@ -719,7 +897,7 @@ type AcknowledgeRequest struct {
 
 func (x *AcknowledgeRequest) Reset() {
 	*x = AcknowledgeRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +909,7 @@ func (x *AcknowledgeRequest) String() string {
 func (*AcknowledgeRequest) ProtoMessage() {}
 
 func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[5]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +922,7 @@ func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AcknowledgeRequest) GetNotificationId() string {
@@ -781,7 +959,7 @@ type AcknowledgeResponse struct {
 
 func (x *AcknowledgeResponse) Reset() {
 	*x = AcknowledgeResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +971,7 @@ func (x *AcknowledgeResponse) String() string {
 func (*AcknowledgeResponse) ProtoMessage() {}
 
 func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[6]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +984,7 @@ func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{6}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AcknowledgeResponse) GetNotification() *Notification {
@@ -841,7 +1019,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +1031,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[7]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1044,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{7}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReplayRequest) GetNotificationId() string {
@@ -902,7 +1080,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1092,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1105,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReplayResponse) GetNotification() *Notification {
@@ -956,7 +1134,7 @@ type ResolveFailureRequest struct {
 
 func (x *ResolveFailureRequest) Reset() {
 	*x = ResolveFailureRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1146,7 @@ func (x *ResolveFailureRequest) String() string {
 func (*ResolveFailureRequest) ProtoMessage() {}
 
 func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1159,7 @@ func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureRequest.ProtoReflect.Descriptor instead.
 func (*ResolveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResolveFailureRequest) GetNotificationId() string {
@@ -1017,7 +1195,7 @@ type ResolveFailureResponse struct {
 
 func (x *ResolveFailureResponse) Reset() {
 	*x = ResolveFailureResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1207,7 @@ func (x *ResolveFailureResponse) String() string {
 func (*ResolveFailureResponse) ProtoMessage() {}
 
 func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1220,7 @@ func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureResponse.ProtoReflect.Descriptor instead.
 func (*ResolveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResolveFailureResponse) GetNotification() *Notification {
@@ -1066,7 +1244,7 @@ type WithdrawNotificationRequest struct {
 
 func (x *WithdrawNotificationRequest) Reset() {
 	*x = WithdrawNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1256,7 @@ func (x *WithdrawNotificationRequest) String() string {
 func (*WithdrawNotificationRequest) ProtoMessage() {}
 
 func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1269,7 @@ func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationRequest.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WithdrawNotificationRequest) GetNotificationId() string {
@@ -1121,7 +1299,7 @@ type WithdrawNotificationResponse struct {
 
 func (x *WithdrawNotificationResponse) Reset() {
 	*x = WithdrawNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1311,7 @@ func (x *WithdrawNotificationResponse) String() string {
 func (*WithdrawNotificationResponse) ProtoMessage() {}
 
 func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1324,7 @@ func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationResponse.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WithdrawNotificationResponse) GetNotification() *Notification {
@@ -1181,7 +1359,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1371,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1384,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchEventsRequest) GetNotificationIds() []string {
@@ -1260,7 +1438,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1450,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1463,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchEventsResponse) GetResponse() isWatchEventsResponse_Response {
@@ -1345,7 +1523,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1535,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1548,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Heartbeat) GetHighWaterSequence() int64 {
@@ -1398,7 +1576,7 @@ type GetNotificationRequest struct {
 
 func (x *GetNotificationRequest) Reset() {
 	*x = GetNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1588,7 @@ func (x *GetNotificationRequest) String() string {
 func (*GetNotificationRequest) ProtoMessage() {}
 
 func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1601,7 @@ func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationRequest.ProtoReflect.Descriptor instead.
 func (*GetNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetNotificationRequest) GetNotificationId() string {
@@ -1444,7 +1622,7 @@ type GetNotificationResponse struct {
 
 func (x *GetNotificationResponse) Reset() {
 	*x = GetNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1634,7 @@ func (x *GetNotificationResponse) String() string {
 func (*GetNotificationResponse) ProtoMessage() {}
 
 func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1647,7 @@ func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationResponse.ProtoReflect.Descriptor instead.
 func (*GetNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetNotificationResponse) GetNotification() *Notification {
@@ -1501,7 +1679,7 @@ type ListNotificationsRequest struct {
 
 func (x *ListNotificationsRequest) Reset() {
 	*x = ListNotificationsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1691,7 @@ func (x *ListNotificationsRequest) String() string {
 func (*ListNotificationsRequest) ProtoMessage() {}
 
 func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1704,7 @@ func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListNotificationsRequest) GetFilter() string {
@@ -1563,7 +1741,7 @@ type ListNotificationsResponse struct {
 
 func (x *ListNotificationsResponse) Reset() {
 	*x = ListNotificationsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1753,7 @@ func (x *ListNotificationsResponse) String() string {
 func (*ListNotificationsResponse) ProtoMessage() {}
 
 func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1766,7 @@ func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNotificationsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListNotificationsResponse) GetNotifications() []*Notification {
@@ -1609,7 +1787,7 @@ var File_uns_v1_notification_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\n" +
-	"!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xbd\x05\n" +
+	"!uns/v1/notification_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x12uns/v1/types.proto\"\xbd\x05\n" +
 	"\x17SendNotificationRequest\x12+\n" +
 	"\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x122\n" +
 	"\x06intent\x18\x02 \x01(\x0e2\x1a.uns.v1.NotificationIntentR\x06intent\x12\x14\n" +
@@ -1637,7 +1815,15 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"requireAck\x129\n" +
 	"\rdelivery_mode\x18\x05 \x01(\x0e2\x14.uns.v1.DeliveryModeR\fdeliveryMode\x12+\n" +
 	"\x11resolved_channels\x18\x06 \x03(\tR\x10resolvedChannels\x12$\n" +
-	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\"L\n" +
+	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\"\\\n" +
+	"\x1dBatchSendNotificationsRequest\x12;\n" +
+	"\brequests\x18\x01 \x03(\v2\x1f.uns.v1.SendNotificationRequestR\brequests\"S\n" +
+	"\x1eBatchSendNotificationsResponse\x121\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.uns.v1.BatchSendResultR\aresults\"\x87\x01\n" +
+	"\x0fBatchSendResult\x12>\n" +
+	"\bresponse\x18\x01 \x01(\v2 .uns.v1.SendNotificationResponseH\x00R\bresponse\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
+	"\x06result\"L\n" +
 	"\x0fSimulateRequest\x129\n" +
 	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\xac\x03\n" +
 	"\x10SimulateResponse\x12B\n" +
@@ -1719,10 +1905,11 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x1aPLANNED_STEP_KIND_DELIVERY\x10\x01\x12\x1e\n" +
 	"\x1aPLANNED_STEP_KIND_REMINDER\x10\x02\x12 \n" +
 	"\x1cPLANNED_STEP_KIND_ESCALATION\x10\x03\x12\x1e\n" +
-	"\x1aPLANNED_STEP_KIND_DEADLINE\x10\x042\xd8\x05\n" +
+	"\x1aPLANNED_STEP_KIND_DEADLINE\x10\x042\xc1\x06\n" +
 	"\x13NotificationService\x12U\n" +
 	"\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n" +
-	"\bSimulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12F\n" +
+	"\bSimulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12g\n" +
+	"\x16BatchSendNotifications\x12%.uns.v1.BatchSendNotificationsRequest\x1a&.uns.v1.BatchSendNotificationsResponse\x12F\n" +
 	"\vAcknowledge\x12\x1a.uns.v1.AcknowledgeRequest\x1a\x1b.uns.v1.AcknowledgeResponse\x127\n" +
 	"\x06Replay\x12\x15.uns.v1.ReplayRequest\x1a\x16.uns.v1.ReplayResponse\x12O\n" +
 	"\x0eResolveFailure\x12\x1d.uns.v1.ResolveFailureRequest\x1a\x1e.uns.v1.ResolveFailureResponse\x12a\n" +
@@ -1744,94 +1931,104 @@ func file_uns_v1_notification_service_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_uns_v1_notification_service_proto_goTypes = []any{
-	(SimulateOutcome)(0),                 // 0: uns.v1.SimulateOutcome
-	(PlannedStepKind)(0),                 // 1: uns.v1.PlannedStepKind
-	(*SendNotificationRequest)(nil),      // 2: uns.v1.SendNotificationRequest
-	(*SendNotificationResponse)(nil),     // 3: uns.v1.SendNotificationResponse
-	(*SimulateRequest)(nil),              // 4: uns.v1.SimulateRequest
-	(*SimulateResponse)(nil),             // 5: uns.v1.SimulateResponse
-	(*PlannedStep)(nil),                  // 6: uns.v1.PlannedStep
-	(*AcknowledgeRequest)(nil),           // 7: uns.v1.AcknowledgeRequest
-	(*AcknowledgeResponse)(nil),          // 8: uns.v1.AcknowledgeResponse
-	(*ReplayRequest)(nil),                // 9: uns.v1.ReplayRequest
-	(*ReplayResponse)(nil),               // 10: uns.v1.ReplayResponse
-	(*ResolveFailureRequest)(nil),        // 11: uns.v1.ResolveFailureRequest
-	(*ResolveFailureResponse)(nil),       // 12: uns.v1.ResolveFailureResponse
-	(*WithdrawNotificationRequest)(nil),  // 13: uns.v1.WithdrawNotificationRequest
-	(*WithdrawNotificationResponse)(nil), // 14: uns.v1.WithdrawNotificationResponse
-	(*WatchEventsRequest)(nil),           // 15: uns.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),          // 16: uns.v1.WatchEventsResponse
-	(*Heartbeat)(nil),                    // 17: uns.v1.Heartbeat
-	(*GetNotificationRequest)(nil),       // 18: uns.v1.GetNotificationRequest
-	(*GetNotificationResponse)(nil),      // 19: uns.v1.GetNotificationResponse
-	(*ListNotificationsRequest)(nil),     // 20: uns.v1.ListNotificationsRequest
-	(*ListNotificationsResponse)(nil),    // 21: uns.v1.ListNotificationsResponse
-	(NotificationIntent)(0),              // 22: uns.v1.NotificationIntent
-	(*AutonomyContext)(nil),              // 23: uns.v1.AutonomyContext
-	(*structpb.Struct)(nil),              // 24: google.protobuf.Struct
-	(DeliveryMode)(0),                    // 25: uns.v1.DeliveryMode
-	(Priority)(0),                        // 26: uns.v1.Priority
-	(*timestamppb.Timestamp)(nil),        // 27: google.protobuf.Timestamp
-	(NotificationState)(0),               // 28: uns.v1.NotificationState
-	(*EffectivePolicy)(nil),              // 29: uns.v1.EffectivePolicy
-	(*durationpb.Duration)(nil),          // 30: google.protobuf.Duration
-	(*Notification)(nil),                 // 31: uns.v1.Notification
-	(EventKind)(0),                       // 32: uns.v1.EventKind
-	(*Event)(nil),                        // 33: uns.v1.Event
+	(SimulateOutcome)(0),                   // 0: uns.v1.SimulateOutcome
+	(PlannedStepKind)(0),                   // 1: uns.v1.PlannedStepKind
+	(*SendNotificationRequest)(nil),        // 2: uns.v1.SendNotificationRequest
+	(*SendNotificationResponse)(nil),       // 3: uns.v1.SendNotificationResponse
+	(*BatchSendNotificationsRequest)(nil),  // 4: uns.v1.BatchSendNotificationsRequest
+	(*BatchSendNotificationsResponse)(nil), // 5: uns.v1.BatchSendNotificationsResponse
+	(*BatchSendResult)(nil),                // 6: uns.v1.BatchSendResult
+	(*SimulateRequest)(nil),                // 7: uns.v1.SimulateRequest
+	(*SimulateResponse)(nil),               // 8: uns.v1.SimulateResponse
+	(*PlannedStep)(nil),                    // 9: uns.v1.PlannedStep
+	(*AcknowledgeRequest)(nil),             // 10: uns.v1.AcknowledgeRequest
+	(*AcknowledgeResponse)(nil),            // 11: uns.v1.AcknowledgeResponse
+	(*ReplayRequest)(nil),                  // 12: uns.v1.ReplayRequest
+	(*ReplayResponse)(nil),                 // 13: uns.v1.ReplayResponse
+	(*ResolveFailureRequest)(nil),          // 14: uns.v1.ResolveFailureRequest
+	(*ResolveFailureResponse)(nil),         // 15: uns.v1.ResolveFailureResponse
+	(*WithdrawNotificationRequest)(nil),    // 16: uns.v1.WithdrawNotificationRequest
+	(*WithdrawNotificationResponse)(nil),   // 17: uns.v1.WithdrawNotificationResponse
+	(*WatchEventsRequest)(nil),             // 18: uns.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 19: uns.v1.WatchEventsResponse
+	(*Heartbeat)(nil),                      // 20: uns.v1.Heartbeat
+	(*GetNotificationRequest)(nil),         // 21: uns.v1.GetNotificationRequest
+	(*GetNotificationResponse)(nil),        // 22: uns.v1.GetNotificationResponse
+	(*ListNotificationsRequest)(nil),       // 23: uns.v1.ListNotificationsRequest
+	(*ListNotificationsResponse)(nil),      // 24: uns.v1.ListNotificationsResponse
+	(NotificationIntent)(0),                // 25: uns.v1.NotificationIntent
+	(*AutonomyContext)(nil),                // 26: uns.v1.AutonomyContext
+	(*structpb.Struct)(nil),                // 27: google.protobuf.Struct
+	(DeliveryMode)(0),                      // 28: uns.v1.DeliveryMode
+	(Priority)(0),                          // 29: uns.v1.Priority
+	(*timestamppb.Timestamp)(nil),          // 30: google.protobuf.Timestamp
+	(NotificationState)(0),                 // 31: uns.v1.NotificationState
+	(*status.Status)(nil),                  // 32: google.rpc.Status
+	(*EffectivePolicy)(nil),                // 33: uns.v1.EffectivePolicy
+	(*durationpb.Duration)(nil),            // 34: google.protobuf.Duration
+	(*Notification)(nil),                   // 35: uns.v1.Notification
+	(EventKind)(0),                         // 36: uns.v1.EventKind
+	(*Event)(nil),                          // 37: uns.v1.Event
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
-	22, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
-	23, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
-	24, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
-	25, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
-	26, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	27, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
-	28, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	25, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	2,  // 8: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	29, // 9: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	25, // 10: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
-	0,  // 11: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
-	6,  // 12: uns.v1.SimulateResponse.planned_steps:type_name -> uns.v1.PlannedStep
-	1,  // 13: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
-	30, // 14: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
-	27, // 15: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
-	24, // 16: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	31, // 17: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	31, // 18: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	31, // 19: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	31, // 20: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
-	32, // 21: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	33, // 22: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	17, // 23: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	27, // 24: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	31, // 25: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	31, // 26: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	2,  // 27: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	4,  // 28: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	7,  // 29: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	9,  // 30: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	11, // 31: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	13, // 32: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
-	15, // 33: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	18, // 34: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	20, // 35: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	3,  // 36: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	5,  // 37: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	8,  // 38: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	10, // 39: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	12, // 40: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	14, // 41: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
-	16, // 42: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	19, // 43: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	21, // 44: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	36, // [36:45] is the sub-list for method output_type
-	27, // [27:36] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	25, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
+	26, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
+	27, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
+	28, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
+	29, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
+	30, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
+	31, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	28, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	2,  // 8: uns.v1.BatchSendNotificationsRequest.requests:type_name -> uns.v1.SendNotificationRequest
+	6,  // 9: uns.v1.BatchSendNotificationsResponse.results:type_name -> uns.v1.BatchSendResult
+	3,  // 10: uns.v1.BatchSendResult.response:type_name -> uns.v1.SendNotificationResponse
+	32, // 11: uns.v1.BatchSendResult.error:type_name -> google.rpc.Status
+	2,  // 12: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
+	33, // 13: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	28, // 14: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	0,  // 15: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
+	9,  // 16: uns.v1.SimulateResponse.planned_steps:type_name -> uns.v1.PlannedStep
+	1,  // 17: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
+	34, // 18: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
+	30, // 19: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
+	27, // 20: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	35, // 21: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	35, // 22: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	35, // 23: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	35, // 24: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
+	36, // 25: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	37, // 26: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	20, // 27: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	30, // 28: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	35, // 29: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	35, // 30: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	2,  // 31: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	7,  // 32: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	4,  // 33: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
+	10, // 34: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	12, // 35: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	14, // 36: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	16, // 37: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
+	18, // 38: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	21, // 39: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	23, // 40: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	3,  // 41: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	8,  // 42: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	5,  // 43: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
+	11, // 44: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	13, // 45: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	15, // 46: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	17, // 47: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
+	19, // 48: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	22, // 49: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	24, // 50: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	41, // [41:51] is the sub-list for method output_type
+	31, // [31:41] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }
@@ -1841,7 +2038,11 @@ func file_uns_v1_notification_service_proto_init() {
 	}
 	file_uns_v1_types_proto_init()
 	file_uns_v1_notification_service_proto_msgTypes[0].OneofWrappers = []any{}
-	file_uns_v1_notification_service_proto_msgTypes[14].OneofWrappers = []any{
+	file_uns_v1_notification_service_proto_msgTypes[4].OneofWrappers = []any{
+		(*BatchSendResult_Response)(nil),
+		(*BatchSendResult_Error)(nil),
+	}
+	file_uns_v1_notification_service_proto_msgTypes[17].OneofWrappers = []any{
 		(*WatchEventsResponse_Event)(nil),
 		(*WatchEventsResponse_Heartbeat)(nil),
 	}
@@ -1851,7 +2052,7 @@ func file_uns_v1_notification_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_notification_service_proto_rawDesc), len(file_uns_v1_notification_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

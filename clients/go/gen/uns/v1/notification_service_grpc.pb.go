@@ -19,15 +19,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NotificationService_SendNotification_FullMethodName     = "/uns.v1.NotificationService/SendNotification"
-	NotificationService_Simulate_FullMethodName             = "/uns.v1.NotificationService/Simulate"
-	NotificationService_Acknowledge_FullMethodName          = "/uns.v1.NotificationService/Acknowledge"
-	NotificationService_Replay_FullMethodName               = "/uns.v1.NotificationService/Replay"
-	NotificationService_ResolveFailure_FullMethodName       = "/uns.v1.NotificationService/ResolveFailure"
-	NotificationService_WithdrawNotification_FullMethodName = "/uns.v1.NotificationService/WithdrawNotification"
-	NotificationService_WatchEvents_FullMethodName          = "/uns.v1.NotificationService/WatchEvents"
-	NotificationService_GetNotification_FullMethodName      = "/uns.v1.NotificationService/GetNotification"
-	NotificationService_ListNotifications_FullMethodName    = "/uns.v1.NotificationService/ListNotifications"
+	NotificationService_SendNotification_FullMethodName       = "/uns.v1.NotificationService/SendNotification"
+	NotificationService_Simulate_FullMethodName               = "/uns.v1.NotificationService/Simulate"
+	NotificationService_BatchSendNotifications_FullMethodName = "/uns.v1.NotificationService/BatchSendNotifications"
+	NotificationService_Acknowledge_FullMethodName            = "/uns.v1.NotificationService/Acknowledge"
+	NotificationService_Replay_FullMethodName                 = "/uns.v1.NotificationService/Replay"
+	NotificationService_ResolveFailure_FullMethodName         = "/uns.v1.NotificationService/ResolveFailure"
+	NotificationService_WithdrawNotification_FullMethodName   = "/uns.v1.NotificationService/WithdrawNotification"
+	NotificationService_WatchEvents_FullMethodName            = "/uns.v1.NotificationService/WatchEvents"
+	NotificationService_GetNotification_FullMethodName        = "/uns.v1.NotificationService/GetNotification"
+	NotificationService_ListNotifications_FullMethodName      = "/uns.v1.NotificationService/ListNotifications"
 )
 
 // NotificationServiceClient is the client API for NotificationService service.
@@ -66,6 +67,17 @@ type NotificationServiceClient interface {
 	// SendNotification would refuse, with field paths in the SimulateRequest
 	// (request.title, request.metadata.email_to). Role: producer.
 	Simulate(ctx context.Context, in *SimulateRequest, opts ...grpc.CallOption) (*SimulateResponse, error)
+	// Sends up to 1,000 notifications in one call: one result per request, in
+	// order, each the SendNotificationResponse the single send would answer or
+	// the google.rpc.Status (with its ErrorInfo) it would refuse with. An
+	// invalid, conflicting or rate-limited item refuses only itself. Each item
+	// is idempotent on its own key and deduplicated exactly as a single send,
+	// also against earlier items of the same batch; items go through the same
+	// group commit as single sends (as few transactions as the rules allow).
+	// More than 1,000 requests is INVALID_ARGUMENT / INVALID_REQUEST for the
+	// whole call. wait_for_first_attempt is ignored in a batch. Each item
+	// spends the principal's request budget. Role: producer.
+	BatchSendNotifications(ctx context.Context, in *BatchSendNotificationsRequest, opts ...grpc.CallOption) (*BatchSendNotificationsResponse, error)
 	// Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
 	// set) before its deadline. A retry by the same actor with the same outcome
 	// returns the original settlement. Roles: responder, for the notifications
@@ -140,6 +152,16 @@ func (c *notificationServiceClient) Simulate(ctx context.Context, in *SimulateRe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SimulateResponse)
 	err := c.cc.Invoke(ctx, NotificationService_Simulate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationServiceClient) BatchSendNotifications(ctx context.Context, in *BatchSendNotificationsRequest, opts ...grpc.CallOption) (*BatchSendNotificationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchSendNotificationsResponse)
+	err := c.cc.Invoke(ctx, NotificationService_BatchSendNotifications_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +283,17 @@ type NotificationServiceServer interface {
 	// SendNotification would refuse, with field paths in the SimulateRequest
 	// (request.title, request.metadata.email_to). Role: producer.
 	Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error)
+	// Sends up to 1,000 notifications in one call: one result per request, in
+	// order, each the SendNotificationResponse the single send would answer or
+	// the google.rpc.Status (with its ErrorInfo) it would refuse with. An
+	// invalid, conflicting or rate-limited item refuses only itself. Each item
+	// is idempotent on its own key and deduplicated exactly as a single send,
+	// also against earlier items of the same batch; items go through the same
+	// group commit as single sends (as few transactions as the rules allow).
+	// More than 1,000 requests is INVALID_ARGUMENT / INVALID_REQUEST for the
+	// whole call. wait_for_first_attempt is ignored in a batch. Each item
+	// spends the principal's request budget. Role: producer.
+	BatchSendNotifications(context.Context, *BatchSendNotificationsRequest) (*BatchSendNotificationsResponse, error)
 	// Settles a PENDING acknowledgement as ACKED (or DISMISSED when dismiss is
 	// set) before its deadline. A retry by the same actor with the same outcome
 	// returns the original settlement. Roles: responder, for the notifications
@@ -326,6 +359,9 @@ func (UnimplementedNotificationServiceServer) SendNotification(context.Context, 
 }
 func (UnimplementedNotificationServiceServer) Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Simulate not implemented")
+}
+func (UnimplementedNotificationServiceServer) BatchSendNotifications(context.Context, *BatchSendNotificationsRequest) (*BatchSendNotificationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchSendNotifications not implemented")
 }
 func (UnimplementedNotificationServiceServer) Acknowledge(context.Context, *AcknowledgeRequest) (*AcknowledgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Acknowledge not implemented")
@@ -401,6 +437,24 @@ func _NotificationService_Simulate_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(NotificationServiceServer).Simulate(ctx, req.(*SimulateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NotificationService_BatchSendNotifications_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchSendNotificationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationServiceServer).BatchSendNotifications(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NotificationService_BatchSendNotifications_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationServiceServer).BatchSendNotifications(ctx, req.(*BatchSendNotificationsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -538,6 +592,10 @@ var NotificationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Simulate",
 			Handler:    _NotificationService_Simulate_Handler,
+		},
+		{
+			MethodName: "BatchSendNotifications",
+			Handler:    _NotificationService_BatchSendNotifications_Handler,
 		},
 		{
 			MethodName: "Acknowledge",
