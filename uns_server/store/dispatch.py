@@ -46,13 +46,25 @@ _due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
 # Only rows every one of whose channels the claiming replica has configured
 # (``channels``): a replica never takes, and fails, work it cannot do. Another replica
 # with the channel claims it (docs/deployment.md, channel fingerprints).
-_SERVED_PG = text(
+_SERVED_PG_SQL = (
     "(notification -> 'effective' -> 'channels') <@ to_jsonb(CAST(:channels AS text[]))"
-).bindparams(bindparam("channels", type_=ARRAY(Text())))
-_SERVED_SQLITE = text(
+)
+_SERVED_SQLITE_SQL = (
     "NOT EXISTS (SELECT 1 FROM json_each(notification, '$.effective.channels') "
     "WHERE value NOT IN :channels)"
-).bindparams(bindparam("channels", expanding=True))
+)
+
+
+def _served_pg(sql: str) -> Any:
+    return text(sql).bindparams(bindparam("channels", type_=ARRAY(Text())))
+
+
+def _served_sqlite(sql: str) -> Any:
+    return text(sql).bindparams(bindparam("channels", expanding=True))
+
+
+_SERVED_PG = _served_pg(_SERVED_PG_SQL)
+_SERVED_SQLITE = _served_sqlite(_SERVED_SQLITE_SQL)
 
 
 def _claim_due(served: Any) -> Any:
@@ -319,12 +331,23 @@ async def update_rows(conn: AsyncConnection, ids: Sequence[str], **values: Any) 
         await conn.execute(update(n).where(n.c.id.in_(ids)).values(**values))
 
 
+def served(dialect: str, *, negated: bool = False) -> Any:
+    """The clause: every one of the row's channels is among ``:channels`` (``negated``:
+    some channel is not)."""
+    if not negated:
+        return _SERVED_PG if dialect == "postgresql" else _SERVED_SQLITE
+    if dialect == "postgresql":
+        return _served_pg(f"NOT ({_SERVED_PG_SQL})")
+    return _served_sqlite(f"NOT ({_SERVED_SQLITE_SQL})")
+
+
 async def next_due_at(conn: AsyncConnection, channels: Collection[str]) -> datetime | None:
     """When the earliest unleased pending leader that ``claim`` would take (its
     channels all among ``channels``) becomes due (expired leases are found by the idle
     poll). Work for other channels is left out: it would look due for ever."""
-    served = _SERVED_PG if conn.dialect.name == "postgresql" else _SERVED_SQLITE
-    q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), served)
+    q = select(func.min(n.c.next_attempt)).where(
+        _due, n.c.lease_until.is_(None), served(conn.dialect.name)
+    )
     value = (await conn.execute(q, {"channels": sorted(channels)})).scalar()
     if isinstance(value, str):  # aggregates bypass the column type on SQLite
         value = datetime.fromisoformat(value)
