@@ -12,7 +12,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import Status
-from uns_server.store.dispatch import served
+from uns_server.store.served import served
 from uns_server.store.tables import UtcDateTime
 from uns_server.store.tables import notifications as n
 
