@@ -83,4 +83,6 @@ def console(app: App) -> http_console.Console:
         watch=app.watch,
         clock=app.clock,
         public_url=lambda: app.public_url,
+        withdrawals=app.withdrawals,
+        channels=app.channels.names(),
     )
