@@ -4,12 +4,16 @@ headless Chromium."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 import pytest
 
 from tests.console.browser import launched
 from tests.console.conftest import ConsoleRig
+from tests.support.http_receiver import HttpReceiver, unused_tcp_port
 from tests.support.policies import activate_policy
-from tests.support.server import KEYS
+from tests.support.server import KEYS, ShiftableClock, start_server
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
 
@@ -67,3 +71,43 @@ async def test_a_stuck_notification_says_why_and_is_withdrawn_from_its_page(
         await expect(page.locator("#state")).to_contain_text("WITHDRAWN")
         await expect(page.locator("#waiting")).to_have_count(0)
     assert (await console.get(stuck)).state == t.NOTIFICATION_STATE_WITHDRAWN
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_refused_connection_reads_as_a_sentence(db_url: str, tmp_path: Path) -> None:
+    port = unused_tcp_port()
+    channels = tmp_path / "channels.yaml"
+    channels.write_text(
+        f"down:\n  type: webhook\n  url: http://127.0.0.1:{port}/hook\n"
+        "  secret: webhook-secret-for-tests\n  timeout_seconds: 1\n"
+    )
+    await activate_policy(
+        db_url,
+        "ops.down",
+        channels=["down"],
+        delivery_mode=DeliveryMode.GUARANTEED,
+        require_ack=False,
+        max_attempts=1,
+    )
+    server = await start_server(
+        db_url,
+        tmp_path,
+        channels_file=str(channels),
+        dispatch_enabled=False,
+        http_listen="127.0.0.1:0",
+    )
+    try:
+        async with HttpReceiver() as unused:
+            rig = ConsoleRig(server, unused, ShiftableClock())
+            nid = await rig.send("down-1", "ops.down")
+            assert await rig.deliver() == 1
+            async with httpx.AsyncClient() as http:
+                await rig.sign_in(http)
+                page = (await http.get(rig.url(f"/console/notifications/{nid}"))).text
+    finally:
+        await server.stop()
+    attempts = page[page.index('id="attempts"') :]
+    assert f"connection refused to 127.0.0.1:{port}" in attempts
+    assert "nothing reached the provider." in attempts
+    for python in ("provider_effect_possible", "ClientConnectorError", "False"):
+        assert python not in attempts
