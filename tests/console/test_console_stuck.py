@@ -111,3 +111,22 @@ async def test_a_refused_connection_reads_as_a_sentence(db_url: str, tmp_path: P
     assert "nothing reached the provider." in attempts
     for python in ("provider_effect_possible", "ClientConnectorError", "False"):
         assert python not in attempts
+
+
+async def test_dead_letters_and_their_preview_show_titles_and_channel_health(
+    console: ConsoleRig,
+) -> None:
+    [nid] = await console.dead_letters("titled", 1, "ops.hook")
+    async with httpx.AsyncClient() as http:
+        csrf = await console.sign_in(http)
+        triage = (await http.get(console.url("/console/dead-letters"))).text
+        preview = (
+            await http.post(
+                console.url("/console/dead-letters/preview"),
+                data={"csrf": csrf, "op": "replay", "id": nid},
+            )
+        ).text
+    health = "hook: 0% of 1 attempts succeeded in the last hour; last error: HTTP 400"
+    for page in (triage, preview):
+        assert "Disk almost full" in page  # the title, beside the id
+        assert health in page, page

@@ -107,6 +107,33 @@ def _card(
     return label, min(n, COUNT_CAP), filter_text, n > COUNT_CAP
 
 
+async def channel_health(c: Console) -> dict[str, ChannelHealth]:
+    """Each channel's last hour (the overview's health table), for other pages: every
+    configured channel, even one without attempts."""
+    now = c.clock()
+    async with c.db.read() as conn:
+        rows = await console.recent_events(
+            conn, HEALTH_KINDS, now - timedelta(hours=1), EVENT_WINDOW
+        )
+    health = digest(rows, {}).channels
+    for name in c.channels:
+        health.setdefault(name, ChannelHealth(name))
+    return health
+
+
+def health_text(name: str, health: dict[str, ChannelHealth], configured: tuple[str, ...]) -> str:
+    """One line: "hook: 0% of 3 attempts in the last hour; last error: ..."."""
+    if name not in configured:
+        return f"{name}: not configured on this server"
+    h = health.get(name) or ChannelHealth(name)
+    if not h.attempts:
+        return f"{name}: no attempt in the last hour"
+    text = f"{name}: {h.success_rate} of {h.attempts} attempts succeeded in the last hour"
+    if h.last_error:
+        text += f"; last error: {h.last_error}"
+    return text
+
+
 async def overview(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
     now = c.clock()
     conditions = console.state_conditions(now, now + timedelta(hours=1), now - timedelta(days=1))
