@@ -130,3 +130,27 @@ async def test_dead_letters_and_their_preview_show_titles_and_channel_health(
     for page in (triage, preview):
         assert "Disk almost full" in page  # the title, beside the id
         assert health in page, page
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_responder_keys_responds_for_is_set_and_shown(console: ConsoleRig) -> None:
+    async with httpx.AsyncClient() as http:
+        csrf = await console.sign_in(http)
+        created = await http.post(
+            console.url("/console/keys"),
+            data={
+                "csrf": csrf,
+                "principal": "pager-bot",
+                "role": "responder",
+                "responds_for": "alice, bob",
+            },
+        )
+        assert created.status_code == 200, created.text
+        refused = await http.post(
+            console.url("/console/keys"),
+            data={"csrf": csrf, "principal": "x", "role": "producer", "responds_for": "alice"},
+        )
+        assert refused.status_code == 400 and "responds_for" in refused.text
+        listing = (await http.get(console.url("/console/keys"))).text
+    row = next(r for r in listing.split("<tr>") if "pager-bot" in r)
+    assert '<td class="responds-for">alice, bob</td>' in row
