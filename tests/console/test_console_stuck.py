@@ -154,3 +154,29 @@ async def test_a_responder_keys_responds_for_is_set_and_shown(console: ConsoleRi
         listing = (await http.get(console.url("/console/keys"))).text
     row = next(r for r in listing.split("<tr>") if "pager-bot" in r)
     assert '<td class="responds-for">alice, bob</td>' in row
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_the_live_tail_filters_by_kind_and_type_and_caps_its_rows(
+    console: ConsoleRig,
+) -> None:
+    from playwright.async_api import expect
+
+    async with launched() as browser:
+        page = await browser.new_page()
+        await page.goto(console.url("/console/sign-in"))
+        await page.get_by_label("Operator API key").fill(KEYS["oscar"])
+        await page.locator("#sign-in").click()
+        await page.goto(console.url("/console/?kind=ACCEPTED&type=ops.batch&rows=25"))
+        tail = page.locator("#tail")
+        assert await tail.get_attribute("data-max") == "25"
+        await expect(page.locator("#tail-status")).to_have_text("Live")
+        await console.send("tail-hook", "ops.hook")  # another type: not shown
+        for i in range(27):
+            await console.send(f"tail-batch-{i}", "ops.batch")
+        await console.deliver()  # attempts and results: other kinds, not shown
+        await expect(tail.locator("tr")).to_have_count(25)
+        kinds = await tail.locator("tr td:nth-child(2)").all_text_contents()
+        assert set(kinds) == {"ACCEPTED"}
+        links = await tail.locator("tr a").all_text_contents()
+        assert all(text.startswith("ops.batch ") for text in links)

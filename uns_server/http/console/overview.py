@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -164,4 +165,27 @@ async def overview(request: web.Request, session: Session, c: Console) -> web.St
             Series("Median accept-to-delivery latency", latency, "s"), "Latency"
         ),
         window=EVENT_WINDOW,
+        tail=_tail(request),
     )
+
+
+TAIL_ROWS = (25, 50, 200)
+
+
+def _tail(request: web.Request) -> dict[str, object]:
+    """The live tail's filters (kind, type) and its row cap, from the query: the
+    stream URL they make and the values the form shows."""
+    kind = request.query.get("kind", "")
+    kind = kind if kind in {k.value for k in EventKind} else ""
+    ntype = request.query.get("type", "").strip()[:255]
+    raw = request.query.get("rows", "")
+    rows = int(raw) if raw.isdigit() and int(raw) in TAIL_ROWS else 50
+    query = urlencode([(k, v) for k, v in (("kind", kind), ("type", ntype)) if v])
+    return {
+        "kind": kind,
+        "type": ntype,
+        "rows": rows,
+        "row_choices": TAIL_ROWS,
+        "kinds": [k.value for k in EventKind],
+        "sse": "/console/events" + (f"?{query}" if query else ""),
+    }
