@@ -108,7 +108,7 @@ async def test_a_refused_connection_reads_as_a_sentence(db_url: str, tmp_path: P
         await server.stop()
     attempts = page[page.index('id="attempts"') :]
     assert f"connection refused to 127.0.0.1:{port}" in attempts
-    assert "nothing reached the provider." in attempts
+    assert "the provider did not act on it." in attempts
     for python in ("provider_effect_possible", "ClientConnectorError", "False"):
         assert python not in attempts
 

@@ -36,7 +36,7 @@ def when(value: datetime | str | None) -> Markup:
 
 
 def result_notes(metadata: Any) -> list[str]:
-    """A channel result's metadata as sentences: "nothing reached the provider", not
+    """A channel result's metadata as sentences: "the provider did not act on it", not
     ``provider_effect_possible=False``."""
     if not isinstance(metadata, dict):
         return []
@@ -44,7 +44,7 @@ def result_notes(metadata: Any) -> list[str]:
     for key, value in sorted(metadata.items()):
         if key == "provider_effect_possible":
             notes.append(
-                "the provider may have acted on it" if value else "nothing reached the provider"
+                "the provider may have acted on it" if value else "the provider did not act on it"
             )
         elif key == "http_status":
             notes.append(f"the provider answered HTTP {value}")
