@@ -40,6 +40,7 @@ from uns_clients._errors import (
     Unauthenticated,
     Unavailable,
     Unimplemented,
+    UnknownChannel,
     UnsError,
 )
 from uns_clients._watch import BlockingEventStream, EventStream
@@ -77,6 +78,7 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
+    "UnknownChannel",
     "UnsError",
     "WebhookVerificationError",
     "verify_webhook",

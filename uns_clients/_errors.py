@@ -82,6 +82,10 @@ class PolicyOverride(UnsError):
     """The request sets delivery_mode, require_ack or priority unlike the ACTIVE policy."""
 
 
+class UnknownChannel(UnsError):
+    """The policy names a channel the server does not have (``metadata.channels``)."""
+
+
 class IdempotencyConflict(UnsError):
     """The idempotency key was already used with a different payload."""
 
@@ -172,6 +176,7 @@ ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "INVALID_REQUEST": InvalidRequest,
     "RESERVED_METADATA_KEY": ReservedMetadataKey,
     "POLICY_OVERRIDE": PolicyOverride,
+    "UNKNOWN_CHANNEL": UnknownChannel,
     "IDEMPOTENCY_CONFLICT": IdempotencyConflict,
     "NOT_FOUND": NotFound,
     "ACK_NOT_PENDING": AckNotPending,

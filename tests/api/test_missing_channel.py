@@ -4,8 +4,14 @@ with no attempt consumed, for a replica that has the channel. Both dialects."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.observability.helpers import scrape
 from tests.support.policies import activate_policy
-from tests.support.server import RunningServer, send_request
+from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
 from tests.support.watching import events_until, has_kind
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -47,3 +53,45 @@ async def test_work_for_a_channel_this_server_lacks_is_left_pending(
     # a claim loop spinning on work it may not take).
     async with server.app.db.read() as conn:
         assert await dispatch.next_due_at(conn, server.app.channels.names()) is None
+
+
+STUCK_LINE = "notification due but no replica delivers its channel"
+
+
+async def test_work_no_replica_delivers_is_counted_by_channel_and_logged_once(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SPEC §6: a policy written before its channel was removed from the configuration
+    (PutPolicyRevision refuses it now): the gauge counts the work by channel, a warning
+    names the notification, once per interval, and both clear once it is withdrawn."""
+    clock = ShiftableClock()
+    server = await start_server(db_url, tmp_path, clock=clock, metrics_listen="127.0.0.1:0")
+    try:
+        spec = {"delivery_mode": DeliveryMode.GUARANTEED, "require_ack": False}
+        await activate_policy(db_url, "ops.hook", channels=["log", "hook", "pager"], **spec)
+        alice = server.stub("alice")
+        sent = await alice.SendNotification(send_request(notification_type="ops.hook"))
+        nid = sent.notification_id
+        watch = server.app.undeliverable
+        assert await watch.run_once() == {}  # just due: a replica with it may yet claim it
+        clock.advance(minutes=5)
+        with caplog.at_level(logging.WARNING, logger="uns.dispatch"):
+            assert await watch.run_once() == {"hook": 1, "pager": 1}
+            assert await watch.run_once() == {"hook": 1, "pager": 1}
+        lines = [r for r in caplog.records if r.getMessage() == STUCK_LINE]
+        assert [(r.__dict__["notification_id"], r.__dict__["channels"]) for r in lines] == [
+            (nid, "hook,pager")
+        ]
+        assert lines[0].__dict__["due_for_seconds"] >= 300
+        got = await scrape(server)
+        assert got.value("uns_undeliverable_due_notifications", channel="hook") == 1
+        assert got.value("uns_undeliverable_due_notifications", channel="pager") == 1
+        assert got.value("uns_undeliverable_due_notifications", channel="log") == 0
+
+        await alice.WithdrawNotification(
+            pb.WithdrawNotificationRequest(notification_id=nid, reason="no such channel")
+        )
+        assert await watch.run_once() == {}
+        assert not (await scrape(server)).has("uns_undeliverable_due_notifications")
+    finally:
+        await server.stop()

@@ -4,13 +4,15 @@ reach SendNotification / Simulate (resolution, freezing, overrides)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from tests.support.grpc_errors import rich_error
-from tests.support.server import KEYS, Client, RunningServer, send_request
+from tests.support.server import KEYS, Client, RunningServer, send_request, start_server
 from uns.v1 import notification_service_pb2 as npb
 from uns.v1 import policy_service_pb2 as pb
 from uns.v1 import policy_service_pb2_grpc as pb_grpc
@@ -289,7 +291,17 @@ async def test_declaring_a_different_delivery_mode_than_the_active_policy_is_ref
     assert same.delivery_mode == t.DELIVERY_MODE_GUARANTEED
 
 
-async def test_simulate_returns_the_policy_values(server: RunningServer) -> None:
+async def test_simulate_returns_the_policy_values(db_url: str, tmp_path: Path) -> None:
+    channels = tmp_path / "channels.yaml"
+    channels.write_text("audit-log:\n  type: log\n")
+    server = await start_server(db_url, tmp_path, channels_file=str(channels))
+    try:
+        await _simulate_returns_the_policy_values(server)
+    finally:
+        await server.stop()
+
+
+async def _simulate_returns_the_policy_values(server: RunningServer) -> None:
     oscar, alice = policies(server), server.stub("alice")
     before = await alice.Simulate(npb.SimulateRequest(request=send_request()))
     assert before.effective_policy.policy_revision == 0  # server defaults
@@ -364,3 +376,24 @@ async def test_reflection_lists_policy_service(server: RunningServer) -> None:
             names = {s.name for s in response.list_services_response.service}
             break
     assert "uns.v1.PolicyService" in names
+
+
+async def test_a_policy_naming_a_channel_this_server_lacks_is_refused(
+    server: RunningServer,
+) -> None:
+    """SPEC §6: in its channels or an escalation step's, every such field listed; nothing
+    is written."""
+    assert server.app.channels.names() == ("log",)
+    oscar = policies(server)
+    step = t.EscalationStep(after=Duration(seconds=600), channels=["log", "pager"])
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await put(oscar, channels=["log", "hook"], require_ack=True, escalation=[step])
+    err = rich_error(exc.value)
+    assert (err.code, err.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "UNKNOWN_CHANNEL")
+    assert err.metadata["channels"] == "hook,pager"
+    assert set(err.violations) == {"spec.channels[1]", "spec.escalation[0].channels[1]"}
+    assert "hook" in err.message and "log" in err.message  # what it lacks, what it has
+    listed = await oscar.ListPolicyRevisions(pb.ListPolicyRevisionsRequest(notification_type=TYPE))
+    assert list(listed.revisions) == []
+    # The channels it has are accepted.
+    assert (await put(oscar, channels=["log"])).revision == 1

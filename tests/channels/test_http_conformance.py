@@ -199,10 +199,11 @@ async def test_a_reply_that_is_not_http_is_transient(
 
 
 async def test_connection_refused_is_transient(case: Case, http_client: OutboundClient) -> None:
-    base = f"http://127.0.0.1:{unused_tcp_port()}"
-    result = await case.build(base, http_client, 1.0).send(make_message())
+    port = unused_tcp_port()
+    result = await case.build(f"http://127.0.0.1:{port}", http_client, 1.0).send(make_message())
     assert not result.success and result.retryable
-    assert "could not connect" in (result.error or "")
+    # A sentence, not a Python repr.
+    assert result.error == f"connection refused to 127.0.0.1:{port}"
     assert result.metadata["provider_effect_possible"] is False
 
 

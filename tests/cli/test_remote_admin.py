@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.support.server import KEYS, RunningServer, send_request
+from tests.support.server import KEYS, RunningServer, send_request, start_server
 from uns.v1 import notification_service_pb2 as pb
 from uns_server.services import auth
 
@@ -269,8 +269,19 @@ spec:
 
 
 async def test_policies_with_time_blocks_put_from_yaml_remotely_and_locally(
-    server: RunningServer, db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path
 ) -> None:
+    # The escalation steps name channels the server has (SPEC §6: UNKNOWN_CHANNEL).
+    channels = tmp_path / "channels.yaml"
+    channels.write_text("pagerduty:\n  type: log\nemail:\n  type: log\n")
+    server = await start_server(db_url, tmp_path, channels_file=str(channels))
+    try:
+        await _time_blocks(server, db_url, tmp_path)
+    finally:
+        await server.stop()
+
+
+async def _time_blocks(server: RunningServer, db_url: str, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(OVER_TIME_YAML)
     put = json.loads(

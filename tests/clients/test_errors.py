@@ -134,6 +134,7 @@ SPEC_REASONS = {
     "INVALID_REQUEST": "InvalidRequest",
     "RESERVED_METADATA_KEY": "ReservedMetadataKey",
     "POLICY_OVERRIDE": "PolicyOverride",
+    "UNKNOWN_CHANNEL": "UnknownChannel",
     "IDEMPOTENCY_CONFLICT": "IdempotencyConflict",
     "NOT_FOUND": "NotFound",
     "ACK_NOT_PENDING": "AckNotPending",

@@ -47,6 +47,7 @@ SPEC_REASONS: dict[str, grpc.StatusCode] = {
     "INVALID_REQUEST": grpc.StatusCode.INVALID_ARGUMENT,
     "RESERVED_METADATA_KEY": grpc.StatusCode.INVALID_ARGUMENT,
     "POLICY_OVERRIDE": grpc.StatusCode.INVALID_ARGUMENT,
+    "UNKNOWN_CHANNEL": grpc.StatusCode.INVALID_ARGUMENT,
     "IDEMPOTENCY_CONFLICT": grpc.StatusCode.ALREADY_EXISTS,
     "NOT_FOUND": grpc.StatusCode.NOT_FOUND,
     "ACK_NOT_PENDING": grpc.StatusCode.FAILED_PRECONDITION,

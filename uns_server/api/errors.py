@@ -23,6 +23,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
     e.ReservedMetadataKey: grpc.StatusCode.INVALID_ARGUMENT,
     e.PolicyOverride: grpc.StatusCode.INVALID_ARGUMENT,
+    e.UnknownPolicyChannel: grpc.StatusCode.INVALID_ARGUMENT,
     e.IdempotencyConflict: grpc.StatusCode.ALREADY_EXISTS,
     e.NotFound: grpc.StatusCode.NOT_FOUND,
     e.AckNotPending: grpc.StatusCode.FAILED_PRECONDITION,

@@ -85,7 +85,8 @@ def add_services(app: App) -> None:
         registrar,
     )
     policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(
-        PolicyServicer(app.authenticator, PolicyService(app.db, app.clock)), registrar
+        PolicyServicer(app.authenticator, PolicyService(app.db, app.clock, app.channels.names())),
+        registrar,
     )
     audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
         AuditServicer(AuditTrail(app.db), app.authenticator), registrar

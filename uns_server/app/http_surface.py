@@ -120,8 +120,10 @@ def console(app: App) -> http_console.Console:
         queries=Queries(app.db),
         operations=Operations(app.db, app.clock),
         acks=app.acks,
-        policies=PolicyService(app.db, app.clock),
+        policies=PolicyService(app.db, app.clock, app.channels.names()),
         watch=app.watch,
         clock=app.clock,
         public_url=lambda: app.public_url,
+        withdrawals=app.withdrawals,
+        channels=app.channels.names(),
     )

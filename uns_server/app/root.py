@@ -51,6 +51,7 @@ from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.queue_sampler import QueueSampler
 from uns_server.workers.statistics import FirstAnalyze
 from uns_server.workers.supervision import Supervision
+from uns_server.workers.undeliverable import UndeliverableWatch
 
 log = logging.getLogger("uns.server")
 
@@ -162,6 +163,10 @@ class App:
             QueueSampler(self.db, self.telemetry.metrics.queue, clock, self.telemetry.poll_seconds)
             if self.telemetry.metrics_enabled
             else None
+        )
+        # Due work for channels this server lacks: a gauge and a log line (SPEC §6).
+        self.undeliverable = UndeliverableWatch(
+            self.db, self.channels.names(), self.telemetry.metrics.queue, clock
         )
         self.server = grpc_surface.server(settings)
         self._tasks: list[asyncio.Task[None]] = []
@@ -287,6 +292,7 @@ class App:
                 asyncio.create_task(self.followups.run()),
             ]
             self._tasks.extend(self._writer_tasks)
+            self._tasks.append(asyncio.create_task(self.undeliverable.run()))  # reads only
         self._tasks.append(asyncio.create_task(self.health.run()))
         if self.queue_sampler is not None:
             self._tasks.append(asyncio.create_task(self.queue_sampler.run()))

@@ -20,6 +20,8 @@ import email.utils
 import functools
 import json
 import math
+import os
+import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -127,25 +129,53 @@ _UNSENDABLE = (aiohttp.InvalidURL, ValueError)
 
 
 def classify_request_error(exc: BaseException) -> ChannelResult:
-    """Map a failed request (no usable reply) to a result; never echoes URLs or headers."""
-    kind = type(exc).__name__
+    """Map a failed request (no usable reply) to a result; never echoes URLs or headers
+    (the host and port are named, never the path or the query)."""
     if isinstance(exc, NOT_SENT):
-        return ChannelResult.transient(
-            f"could not connect ({kind})", metadata={"provider_effect_possible": False}
-        )
+        return ChannelResult.transient(_not_sent(exc), metadata={"provider_effect_possible": False})
     if isinstance(exc, _TIMED_OUT):
         return ChannelResult.transient(
-            f"timed out waiting for the provider ({kind})",
+            "timed out waiting for the provider to answer",
             metadata={"provider_effect_possible": True},
         )
     if isinstance(exc, _UNSENDABLE):
+        what = (
+            "the URL is not usable"
+            if isinstance(exc, aiohttp.InvalidURL)
+            else "a header holds a character HTTP forbids"
+        )
         return ChannelResult.permanent(
-            f"request could not be sent ({kind})", metadata={"provider_effect_possible": False}
+            f"request could not be sent: {what}", metadata={"provider_effect_possible": False}
         )
     # The connection dropped mid-request, or the reply was not HTTP.
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        text = "the provider closed the connection before answering"
+    elif isinstance(exc, aiohttp.ClientResponseError | aiohttp.ClientPayloadError):
+        text = "the provider's reply was not valid HTTP"
+    else:
+        text = "the connection broke during the request"
     return ChannelResult.transient(
-        f"transport error ({kind})", metadata={"provider_effect_possible": True}
+        f"transport error: {text}", metadata={"provider_effect_possible": True}
     )
+
+
+def _not_sent(exc: BaseException) -> str:
+    """A sentence for a connection that was never made: "connection refused to
+    127.0.0.1:9", not the exception's repr."""
+    if not isinstance(exc, aiohttp.ClientConnectorError):
+        return "could not connect: no connection to the provider in time"
+    where = f"{exc.host}:{exc.port}"
+    cause = exc.os_error
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"could not connect: TLS with {where} failed"
+    if isinstance(cause, ConnectionRefusedError):
+        return f"connection refused to {where}"
+    if isinstance(cause, socket.gaierror):
+        return f"could not connect: the name {exc.host} does not resolve"
+    if isinstance(cause, TimeoutError):
+        return f"could not connect: no connection to {where} in time"
+    reason = os.strerror(cause.errno).lower() if cause.errno else "the connection failed"
+    return f"could not connect to {where}: {reason}"
 
 
 # A channel posts to the same few URLs all day; parsing one costs more than looking it

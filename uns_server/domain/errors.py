@@ -85,6 +85,12 @@ class PolicyOverride(UnsError):
     reason = "POLICY_OVERRIDE"
 
 
+class UnknownPolicyChannel(UnsError):
+    """The policy names a channel that this server does not have (SPEC §6)."""
+
+    reason = "UNKNOWN_CHANNEL"
+
+
 class IdempotencyConflict(UnsError):
     """The idempotency key was already used with a different payload."""
 

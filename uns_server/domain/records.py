@@ -274,6 +274,8 @@ class FailedSummary:
     created_at: datetime
     updated_at: datetime
     dedup_successor_id: str | None
+    title: str = ""
+    channels: tuple[str, ...] = ()  # its effective policy's
 
 
 @dataclass(frozen=True, slots=True)

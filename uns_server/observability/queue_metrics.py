@@ -1,5 +1,6 @@
-"""The queue gauges: ``uns_queue_depth{state=due|leased|scheduled}`` and
-``uns_queue_oldest_due_age_seconds``.
+"""The queue gauges: ``uns_queue_depth{state=due|leased|scheduled}``,
+``uns_queue_oldest_due_age_seconds`` and ``uns_undeliverable_due_notifications{channel}``
+(written by ``workers.undeliverable``).
 
 The numbers come from one cheap aggregate over the partial index
 ``ix_uns_notifications_due``, run by ``workers.queue_sampler`` every
@@ -10,7 +11,7 @@ The numbers come from one cheap aggregate over the partial index
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
@@ -25,6 +26,9 @@ class QueueStats:
     scheduled: int = 0
     oldest_due_age_seconds: float = 0.0
     high_water: int | None = None
+    # Due work naming a channel this server lacks, by that channel
+    # (``workers.undeliverable``); {} until its first scan.
+    undeliverable: dict[str, int] = field(default_factory=dict)
 
 
 def register_queue_gauges(meter: Meter, queue: QueueStats) -> None:
@@ -46,6 +50,17 @@ def register_queue_gauges(meter: Meter, queue: QueueStats) -> None:
         unit="{notification}",
         description="Pending leaders by state: due (claimable now), leased (being "
         "delivered), scheduled (backing off). Sampled every metrics_poll_seconds.",
+    )
+
+    def observe_undeliverable(_options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(v, {"channel": c}) for c, v in sorted(queue.undeliverable.items())]
+
+    meter.create_observable_gauge(
+        "uns.undeliverable_due_notifications",
+        callbacks=[observe_undeliverable],
+        unit="{notification}",
+        description="Notifications due for over a minute whose policy names this channel, "
+        "which this server lacks and no replica has claimed (SPEC 6).",
     )
     meter.create_observable_gauge(
         "uns.queue.oldest_due_age",

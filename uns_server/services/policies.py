@@ -10,12 +10,17 @@ policy files (``uns-admin``) is ``services.policy_documents``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from uns_server.domain import paging
-from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
+from uns_server.domain.errors import (
+    FieldViolation,
+    InvalidRequest,
+    NotFound,
+    UnknownPolicyChannel,
+)
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.validation import _notification_type
 from uns_server.store import policies
@@ -70,10 +75,49 @@ def decode_page_token(token: str, notification_type: str) -> int:
     return last
 
 
+def named_channels(spec: PolicySpec) -> list[tuple[str, str]]:
+    """Every channel the spec names, with the field that names it: its channels and
+    each escalation step's."""
+    named = [(f"spec.channels[{i}]", name) for i, name in enumerate(spec.channels)]
+    for i, step in enumerate(spec.escalation):
+        named += [(f"spec.escalation[{i}].channels[{j}]", n) for j, n in enumerate(step.channels)]
+    return named
+
+
+def check_channels(items: Sequence[PolicyInput], known: Collection[str]) -> None:
+    """UNKNOWN_CHANNEL (SPEC §6) when a spec names a channel not in ``known``, listing
+    every such field; the channel names are in ``metadata.channels``."""
+    violations: list[FieldViolation] = []
+    missing: dict[str, None] = {}
+    many = len(items) > 1
+    for k, item in enumerate(items):
+        for field, name in named_channels(item.spec):
+            if name not in known:
+                at = f"policies[{k}].{field}" if many else field
+                violations.append(FieldViolation(at, f"this server has no channel {name!r}"))
+                missing[name] = None
+    if violations:
+        names = ", ".join(missing)
+        have = ", ".join(sorted(known)) or "none"
+        raise UnknownPolicyChannel(
+            f"no such channel on this server: {names} (it has: {have})",
+            metadata={
+                "channels": ",".join(missing),
+                "fields": ",".join(v.field for v in violations),
+            },
+            violations=violations,
+        )
+
+
 class PolicyService:
-    def __init__(self, db: Database, clock: Clock) -> None:
+    """``channels`` is the set a policy may name (this server's configured channels);
+    ``None`` checks nothing (``uns-admin`` on the database, which has no server's
+    configuration)."""
+
+    def __init__(self, db: Database, clock: Clock, channels: Collection[str] | None = None) -> None:
         self._db = db
         self._clock = clock
+        self._channels = channels
 
     async def put(self, actor: str, item: PolicyInput, *, activate: bool = False) -> PolicyRevision:
         """Write one revision (or return the identical latest one); optionally activate it."""
@@ -85,6 +129,8 @@ class PolicyService:
         """Write several revisions in one transaction: all of them or none."""
         for item in items:
             validate_type(item.notification_type)
+        if self._channels is not None:
+            check_channels(items, self._channels)
         for attempt in range(_INSERT_RACE_RETRIES):
             try:
                 return await self._put_once(actor, items, activate)

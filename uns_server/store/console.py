@@ -126,6 +126,8 @@ def failed_query(dead_letter: bool, limit: int) -> Select[Any]:
             n.c.created_at,
             n.c.updated_at,
             n.c.dedup_successor_id,
+            n.c.notification["title"].as_string().label("title"),
+            n.c.notification[("effective", "channels")].label("channels"),
         )
         .where(*_dead_letter(dead_letter))
         .order_by(n.c.created_at.desc(), n.c.id.desc())

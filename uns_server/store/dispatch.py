@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
     Boolean,
     Text,
     any_,
@@ -29,7 +28,6 @@ from sqlalchemy import (
     cast,
     func,
     select,
-    text,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -38,21 +36,16 @@ from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Attempt, DedupWindow, Notification
 from uns_server.store import pg, records
 from uns_server.store.db import FenceMoved, WriteTx
+from uns_server.store.served import POSTGRESQL, served
 from uns_server.store.tables import UtcDateTime, dedup, events
 from uns_server.store.tables import notifications as n
 
 _due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
 
 # Only rows every one of whose channels the claiming replica has configured
-# (``channels``): a replica never takes, and fails, work it cannot do. Another replica
-# with the channel claims it (docs/deployment.md, channel fingerprints).
-_SERVED_PG = text(
-    "(notification -> 'effective' -> 'channels') <@ to_jsonb(CAST(:channels AS text[]))"
-).bindparams(bindparam("channels", type_=ARRAY(Text())))
-_SERVED_SQLITE = text(
-    "NOT EXISTS (SELECT 1 FROM json_each(notification, '$.effective.channels') "
-    "WHERE value NOT IN :channels)"
-).bindparams(bindparam("channels", expanding=True))
+# (``store.served``): a replica never takes, and fails, work it cannot do.
+_SERVED_PG = served(POSTGRESQL)
+_SERVED_SQLITE = served("sqlite")
 
 
 def _claim_due(served: Any) -> Any:
@@ -323,8 +316,8 @@ async def next_due_at(conn: AsyncConnection, channels: Collection[str]) -> datet
     """When the earliest unleased pending leader that ``claim`` would take (its
     channels all among ``channels``) becomes due (expired leases are found by the idle
     poll). Work for other channels is left out: it would look due for ever."""
-    served = _SERVED_PG if conn.dialect.name == "postgresql" else _SERVED_SQLITE
-    q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), served)
+    clause = _SERVED_PG if conn.dialect.name == POSTGRESQL else _SERVED_SQLITE
+    q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), clause)
     value = (await conn.execute(q, {"channels": sorted(channels)})).scalar()
     if isinstance(value, str):  # aggregates bypass the column type on SQLite
         value = datetime.fromisoformat(value)

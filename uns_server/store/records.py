@@ -152,6 +152,8 @@ def failed_summary(row: Row) -> FailedSummary:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         dedup_successor_id=row["dedup_successor_id"],
+        title=str(row["title"] or ""),
+        channels=tuple(str(c) for c in (row["channels"] or ())),
     )
 
 

@@ -122,7 +122,12 @@ async def key_create(
             continue
     try:
         secret, info = await keys.create(
-            c.db, str(form.get("principal", "")), roles, str(form.get("description", "")), c.clock()
+            c.db,
+            str(form.get("principal", "")),
+            roles,
+            str(form.get("description", "")),
+            c.clock(),
+            responds_for=[p for p in str(form.get("responds_for", "")).split(",") if p.strip()],
         )
     except UnsError as exc:
         return await key_list(request, session, c, status=400, problem=exc.message)

@@ -13,6 +13,7 @@ from uns_server.services.operations import Operations
 from uns_server.services.policies import PolicyService
 from uns_server.services.queries import Queries
 from uns_server.services.watch import Watch
+from uns_server.services.withdrawal import Withdrawals
 from uns_server.store.db import Database
 
 VIA = "console"
@@ -30,6 +31,9 @@ class Console:
     watch: Watch
     clock: Callable[[], datetime]
     public_url: Callable[[], str]
+    withdrawals: Withdrawals
+    # The channels this server is configured with (a notification naming another waits).
+    channels: tuple[str, ...] = ()
 
     @property
     def secure(self) -> bool:

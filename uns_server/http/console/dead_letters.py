@@ -10,7 +10,7 @@ preview accepted (anything that changed since is refused again, by the same rule
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp import web
@@ -19,6 +19,7 @@ from uns_server.domain.errors import UnsError
 from uns_server.domain.records import FailedSummary
 from uns_server.domain.validation import validate_notification_id
 from uns_server.http.console.context import VIA, Console
+from uns_server.http.console.overview import channel_health, health_text
 from uns_server.http.console.render import render
 from uns_server.http.console.sessions import Session
 from uns_server.http.console.triage import error_class, group_by, row_error
@@ -48,6 +49,8 @@ class Checked:
     ok: bool
     reason: str = ""
     message: str = ""
+    title: str = ""
+    channels: tuple[str, ...] = ()
 
 
 async def _bucket(c: Console, bucket: str) -> list[FailedSummary]:
@@ -63,6 +66,7 @@ async def triage(request: web.Request, session: Session, c: Console) -> web.Stre
     rows = await _bucket(c, bucket)
     groups = group_by(rows, by)
     by_id = {r.id: r for r in rows}
+    health = await channel_health(c)
     return render(
         request,
         "dead_letters.html",
@@ -74,6 +78,7 @@ async def triage(request: web.Request, session: Session, c: Console) -> web.Stre
         capped=len(rows) >= BUCKET_MAX,
         bucket_max=BUCKET_MAX,
         error_of=lambda r: error_class(row_error(r)),
+        health_of=lambda name: health_text(name, health, c.channels),
         actionable=bucket == "needs-action",
     )
 
@@ -124,6 +129,9 @@ async def preview(
         problem = f"At most {BULK_MAX} notifications per bulk action ({len(ids)} chosen)."
     _allow_bulk_time(request)
     checked = [] if problem else await _check(c, session, op, ids)
+    if checked:
+        checked = await _described(c, checked)
+    health = await channel_health(c)
     return render(
         request,
         "bulk_preview.html",
@@ -135,7 +143,20 @@ async def preview(
         problem=problem,
         accepted=[x for x in checked if x.ok],
         refused=[x for x in checked if not x.ok],
+        health_of=lambda name: health_text(name, health, c.channels),
     )
+
+
+async def _described(c: Console, checked: list[Checked]) -> list[Checked]:
+    """Each with its title and channels, from the dead-letter buckets' rows (what the
+    triage page listed them from)."""
+    rows = {r.id: r for b in BUCKETS for r in await _bucket(c, b)}
+    return [
+        replace(x, title=rows[x.notification_id].title, channels=rows[x.notification_id].channels)
+        if x.notification_id in rows
+        else x
+        for x in checked
+    ]
 
 
 async def apply(

@@ -14,7 +14,8 @@ import json
 
 from aiohttp import web
 
-from uns_server.domain.errors import ShuttingDown, TooManyStreams, UnsError
+from uns_server.domain.enums import EventKind
+from uns_server.domain.errors import InvalidRequest, ShuttingDown, TooManyStreams, UnsError
 from uns_server.http.console.context import Console
 from uns_server.http.console.notifications import summary
 from uns_server.http.console.sessions import COOKIE, Session
@@ -22,6 +23,7 @@ from uns_server.http.server import DEADLINE_KEY, SECURITY_HEADERS
 from uns_server.services.watch import Heartbeat
 
 SESSION_RECHECK_SECONDS = 60.0
+TAIL_KINDS = frozenset(k.value for k in EventKind)
 
 
 async def stream(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
@@ -42,17 +44,21 @@ async def stream(request: web.Request, session: Session, c: Console) -> web.Stre
     deadline = request.get(DEADLINE_KEY)
     if deadline is not None:
         deadline.reschedule(None)
+    # The live tail's filters (``kind`` repeated, ``type``); unknown kinds are dropped.
+    kinds = [k for k in request.query.getall("kind", []) if k in TAIL_KINDS]
     events = c.watch.stream(
         session.principal,
         cursor=cursor,
         notification_ids=[nid] if nid else [],
-        kinds=[],
-        notification_type="",
+        kinds=kinds,
+        notification_type=request.query.get("type", "").strip(),
     )
     try:
         first = await anext(events)
     except TooManyStreams as exc:
         return web.Response(status=429, text=exc.message)
+    except InvalidRequest as exc:  # a filter the stream refuses (a NUL in ``type``)
+        return web.Response(status=400, text=exc.message)
     await response.prepare(request)
     await response.write(b"retry: 3000\n\n")
     checked = c.clock()

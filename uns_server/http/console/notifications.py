@@ -13,6 +13,7 @@ from uns_server.http.console.context import VIA, Console
 from uns_server.http.console.render import render
 from uns_server.http.console.sessions import Session
 from uns_server.http.console.triage import error_class, row_error
+from uns_server.http.console.waiting import why_waiting
 from uns_server.services.operations import validate_reason
 from uns_server.store import audit, console
 from uns_server.store import events as event_store
@@ -31,6 +32,7 @@ ACTIONS = {
     "resolve": "Resolve",
     "ack": "Acknowledge",
     "dismiss": "Dismiss",
+    "withdraw": "Withdraw",
 }
 
 
@@ -107,6 +109,9 @@ async def detail(
     actions = [a for a, on in (("replay", dead), ("resolve", dead)) if on]
     if pending_ack:
         actions += ["ack", "dismiss"]
+    if row.status == Status.PENDING or dead or pending_ack:
+        actions.append("withdraw")
+    waiting = why_waiting(row, c.channels, c.clock())
     return render(
         request,
         "notification.html",
@@ -120,6 +125,7 @@ async def detail(
         ack_records=ack_records,
         error_class=error_class(row_error(row)) if row.status == Status.FAILED else "",
         actions=[(a, ACTIONS[a]) for a in actions],
+        waiting=waiting,
         # The live timeline resumes after the last event shown (sequences are allocated
         # in commit order, so nothing of this notification's can fall in between).
         after=max((e.sequence for e in timeline), default=high_water),
@@ -129,7 +135,8 @@ async def detail(
 
 
 async def act(request: web.Request, session: Session, form: Any, c: Console) -> web.StreamResponse:
-    """Replay, resolve, acknowledge or dismiss one notification, as the operator."""
+    """Replay, resolve, acknowledge, dismiss or withdraw one notification, as the
+    operator."""
     nid = request.match_info["id"]
     what = request.match_info["action"]
     reason = str(form.get("reason", "")).strip()
@@ -149,6 +156,8 @@ async def act(request: web.Request, session: Session, form: Any, c: Console) -> 
             await c.operations.replay(session.principal, nid, reason, via=VIA)
         elif what == "resolve":
             await c.operations.resolve_failure(session.principal, nid, reason, via=VIA)
+        elif what == "withdraw":
+            await c.withdrawals.withdraw(session.principal, nid, reason)
         else:
             row = await c.queries.get(session.principal, nid)
             await c.acks.answer(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -107,6 +108,33 @@ def _card(
     return label, min(n, COUNT_CAP), filter_text, n > COUNT_CAP
 
 
+async def channel_health(c: Console) -> dict[str, ChannelHealth]:
+    """Each channel's last hour (the overview's health table), for other pages: every
+    configured channel, even one without attempts."""
+    now = c.clock()
+    async with c.db.read() as conn:
+        rows = await console.recent_events(
+            conn, HEALTH_KINDS, now - timedelta(hours=1), EVENT_WINDOW
+        )
+    health = digest(rows, {}).channels
+    for name in c.channels:
+        health.setdefault(name, ChannelHealth(name))
+    return health
+
+
+def health_text(name: str, health: dict[str, ChannelHealth], configured: tuple[str, ...]) -> str:
+    """One line: "hook: 0% of 3 attempts in the last hour; last error: ..."."""
+    if name not in configured:
+        return f"{name}: not configured on this server"
+    h = health.get(name) or ChannelHealth(name)
+    if not h.attempts:
+        return f"{name}: no attempt in the last hour"
+    text = f"{name}: {h.success_rate} of {h.attempts} attempts succeeded in the last hour"
+    if h.last_error:
+        text += f"; last error: {h.last_error}"
+    return text
+
+
 async def overview(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
     now = c.clock()
     conditions = console.state_conditions(now, now + timedelta(hours=1), now - timedelta(days=1))
@@ -137,4 +165,27 @@ async def overview(request: web.Request, session: Session, c: Console) -> web.St
             Series("Median accept-to-delivery latency", latency, "s"), "Latency"
         ),
         window=EVENT_WINDOW,
+        tail=_tail(request),
     )
+
+
+TAIL_ROWS = (25, 50, 200)
+
+
+def _tail(request: web.Request) -> dict[str, object]:
+    """The live tail's filters (kind, type) and its row cap, from the query: the
+    stream URL they make and the values the form shows."""
+    kind = request.query.get("kind", "")
+    kind = kind if kind in {k.value for k in EventKind} else ""
+    ntype = request.query.get("type", "").strip()[:255]
+    raw = request.query.get("rows", "")
+    rows = int(raw) if raw.isdigit() and int(raw) in TAIL_ROWS else 50
+    query = urlencode([(k, v) for k, v in (("kind", kind), ("type", ntype)) if v])
+    return {
+        "kind": kind,
+        "type": ntype,
+        "rows": rows,
+        "row_choices": TAIL_ROWS,
+        "kinds": [k.value for k in EventKind],
+        "sse": "/console/events" + (f"?{query}" if query else ""),
+    }

@@ -35,12 +35,34 @@ def when(value: datetime | str | None) -> Markup:
     return Markup(f'<time datetime="{escape(iso)}" title="{escape(utc)}">{escape(utc)}</time>')
 
 
+def result_notes(metadata: Any) -> list[str]:
+    """A channel result's metadata as sentences: "the provider did not act on it", not
+    ``provider_effect_possible=False``."""
+    if not isinstance(metadata, dict):
+        return []
+    notes: list[str] = []
+    for key, value in sorted(metadata.items()):
+        if key == "provider_effect_possible":
+            notes.append(
+                "the provider may have acted on it" if value else "the provider did not act on it"
+            )
+        elif key == "http_status":
+            notes.append(f"the provider answered HTTP {value}")
+        elif key == "retry_after_seconds":
+            notes.append(f"the provider asked to retry after {value} s")
+        elif value not in (None, "", [], {}):
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+            notes.append(f"{key.replace('_', ' ')}: {shown}")
+    return notes
+
+
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("uns_server.http.console", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
 _env.filters["when"] = when
+_env.filters["result_notes"] = result_notes
 
 
 def render(
