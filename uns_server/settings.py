@@ -132,6 +132,13 @@ class Settings:
     public_url: str = ""
     http_max_body_bytes: int = HTTP_MAX_BODY_BYTES_DEFAULT
     http_request_timeout_seconds: float = HTTP_REQUEST_TIMEOUT_SECONDS_DEFAULT
+    # A connection whose request headers are not complete this long after it opened (or
+    # after its previous answer) is closed; an idle keep-alive connection after the
+    # second; one peer address holds at most this many connections (0: no cap). The
+    # HTTP listener shares the process and its file descriptors with gRPC.
+    http_header_timeout_seconds: float = 10.0
+    http_keepalive_timeout_seconds: float = 75.0
+    http_max_connections_per_peer: int = 64
     # Action-link signing keys, comma-separated, newest first: links are signed with the
     # first and verified with any (rotation: prepend a new key, drop the old one once its
     # links have expired). Empty (loopback only): a dev link key kept in
@@ -274,6 +281,12 @@ class Settings:
             raise SettingsError("http_max_body_bytes must be at least 1")
         if self.http_request_timeout_seconds <= 0:
             raise SettingsError("http_request_timeout_seconds must be positive")
+        if self.http_header_timeout_seconds <= 0 or self.http_keepalive_timeout_seconds <= 0:
+            raise SettingsError(
+                "http_header_timeout_seconds and http_keepalive_timeout_seconds must be positive"
+            )
+        if self.http_max_connections_per_peer < 0:
+            raise SettingsError("http_max_connections_per_peer must be 0 (no cap) or more")
         if self.console_session_idle_minutes <= 0 or self.console_session_absolute_hours <= 0:
             raise SettingsError("console session idle and absolute expiry must be positive")
         if any(len(k) < ACTION_LINK_KEY_MIN_CHARS for k in self.link_keys):

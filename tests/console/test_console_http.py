@@ -220,7 +220,7 @@ async def test_signing_out_ends_the_open_event_streams_of_the_session(console: C
         async with http.stream("GET", console.url("/console/events")) as s:
             out = await http.post(console.url("/console/sign-out"), data={"csrf": csrf})
             assert out.status_code == 303
-            console.clock.advance(seconds=61)  # the stream re-checks its session each minute
+            console.clock.advance(seconds=6)  # the stream re-checks its session every 5 s
 
             async def drained() -> None:
                 async for _ in s.aiter_lines():
@@ -399,3 +399,42 @@ async def test_the_queue_counts_are_lower_bounds_past_their_cap(console: Console
         exact = await store_console.queue_counts(conn, console.clock(), 10)
     assert capped == ({"due": 3, "in_flight": 0, "scheduled": 0}, True)  # read 3 of 3: "3+"
     assert exact == ({"due": 3, "in_flight": 0, "scheduled": 0}, False)
+
+
+@pytest.mark.parametrize("ending", ["sign-out", "idle expiry"])
+async def test_a_busy_event_stream_ends_when_its_session_ends(
+    console: ConsoleRig, ending: str
+) -> None:
+    """Events arriving faster than heartbeats do not keep a dead session's stream open:
+    the session is re-checked on time, before whatever the stream writes next."""
+    stop = asyncio.Event()
+
+    async def busy() -> None:
+        i = 0
+        while not stop.is_set():
+            await console.send(f"busy-{ending}-{i}")
+            i += 1
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        csrf = await console.sign_in(http)
+        async with http.stream("GET", console.url("/console/events")) as s:
+            lines = s.aiter_lines()
+            producer = asyncio.create_task(busy())
+            try:
+                async for line in lines:  # the stream is flowing
+                    if line.startswith("data: "):
+                        break
+                if ending == "sign-out":
+                    out = await http.post(console.url("/console/sign-out"), data={"csrf": csrf})
+                    assert out.status_code == 303
+                    console.clock.advance(seconds=6)
+                else:
+                    console.clock.advance(minutes=31)  # past console_session_idle_minutes
+
+                async def drained() -> int:
+                    return sum([line.startswith("data: ") async for line in lines])
+
+                await asyncio.wait_for(drained(), 30)  # the server closed it
+            finally:
+                stop.set()
+                await producer

@@ -254,3 +254,18 @@ async def test_failed_updates_are_retried_and_never_block_the_answer(rig: Rig) -
     second = await rig.server.app.message_updater.run_once()
     assert (second.done, second.retried) == (1, 0)
     assert len(rig.fakes.slack("chat.update")) == 2
+
+
+async def test_a_withdrawal_updates_slack_with_its_own_icon_and_words(rig: Rig) -> None:
+    nid = await rig.send("withdrawn-updates")
+    await rig.deliver()
+    await rig.server.stub("alice").WithdrawNotification(
+        pb.WithdrawNotificationRequest(notification_id=nid, reason="cleared")
+    )
+    await rig.server.app.message_updater.run_once()
+    [update] = rig.fakes.slack("chat.update")
+    [context] = [b for b in update["blocks"] if b["type"] == "context"]
+    text = context["elements"][0]["text"]
+    assert text.startswith(":leftwards_arrow_with_hook: Withdrawn by ")
+    assert "no answer needed" in text
+    assert ":alarm_clock:" not in json.dumps(update["blocks"])

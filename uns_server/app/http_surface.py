@@ -84,15 +84,19 @@ def routes(app: App) -> list[Any]:
     result: list[Any] = list(http_health.routes(app.ready))
     if app.links is not None:
         result += http_links.routes(app.links, lambda: app.public_url)
-        configs = app.channels_config.channels.values()
+        channels = app.channels_config.channels
         result += http_integrations.routes(
             ProviderAnswers(app.db, app.acks, app.links, app.clock),
-            [c.signing_secret for c in configs if isinstance(c, SlackConfig) and c.signing_secret],
-            [
-                c.webhook_secret
-                for c in configs
+            {
+                name: c.signing_secret
+                for name, c in channels.items()
+                if isinstance(c, SlackConfig) and c.signing_secret
+            },
+            {
+                name: c.webhook_secret
+                for name, c in channels.items()
                 if isinstance(c, PagerDutyConfig) and c.webhook_secret
-            ],
+            },
         )
     result += http_console.routes(console(app))
     app.bridge = http_connect.Bridge(

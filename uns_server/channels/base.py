@@ -175,6 +175,8 @@ class Settlement:
             return f"Dismissed by {self.actor} at {when}"
         if self.state == "TIMED_OUT":
             return f"Not answered in time ({when}); escalation required"
+        if self.state == "WITHDRAWN":
+            return f"Withdrawn by {self.actor} at {when}; no answer needed"
         return f"{self.state.capitalize()} by {self.actor} at {when}"
 
 

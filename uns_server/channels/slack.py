@@ -54,15 +54,21 @@ def slack_text(message: OutboundMessage | Settlement) -> str:
     return f"*{_escape(message.title)}*\n{_escape(message.message)}\n_{context}_"
 
 
+SETTLED_ICONS = {
+    "ACKED": ":white_check_mark:",
+    "DISMISSED": ":no_entry_sign:",
+    "TIMED_OUT": ":alarm_clock:",
+    "WITHDRAWN": ":leftwards_arrow_with_hook:",
+}
+
+
 def settled_blocks(settlement: Settlement) -> list[dict[str, Any]]:
     """The message once the obligation ended: the text, the outcome, no buttons."""
     actor = settlement.actor
     # A Slack user who answered is shown as a mention; anyone else as escaped text.
     shown = f"<@{actor[6:]}>" if actor.startswith("slack:U") else _escape(actor)
     outcome = _escape(settlement.summary).replace(_escape(actor), shown, 1)
-    icon = {"ACKED": ":white_check_mark:", "DISMISSED": ":no_entry_sign:"}.get(
-        settlement.state, ":alarm_clock:"
-    )
+    icon = SETTLED_ICONS.get(settlement.state, ":information_source:")
     return [
         {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(settlement)}},
         {"type": "context", "elements": [{"type": "mrkdwn", "text": f"{icon} {outcome}"}]},

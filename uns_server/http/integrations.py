@@ -1,10 +1,14 @@
 """Provider callbacks: ``POST /integrations/slack/interactions`` and
 ``POST /integrations/pagerduty/webhook``.
 
-The signature over the raw body is checked first (``domain.signatures``); a bad or
-stale signature, or a request already accepted once (a replay), is 401 and changes
-nothing. A verified callback is answered 200 whatever it settles (conflicts and late
-answers included), so the provider does not retry a decision.
+The signature over the raw body is checked first (``domain.signatures``), then again
+with only the secret of the channel that posted the message (Slack) or opened the
+incident (PagerDuty); a bad or stale signature, another channel's, or a request
+already accepted once (a replay: its receipt is inserted before anything settles, so
+concurrent copies go on once) is 401 and changes nothing. A signed payload of the
+wrong shape is 400 and changes nothing. A verified callback is answered 200 whatever
+it settles (conflicts and late answers included), so the provider does not retry a
+decision.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -28,39 +32,90 @@ def _refused() -> web.Response:
     return web.Response(status=401, text="invalid signature\n")
 
 
+def _malformed(what: str) -> web.Response:
+    return web.Response(status=400, text=f"expected {what}\n")
+
+
+def _slack_signed_by(
+    secrets: Mapping[str, str], channels: Sequence[str] | None, request: web.Request, body: bytes
+) -> bool:
+    """Verified with the secret of one of ``channels`` (all Slack channels if None)."""
+    chosen = (
+        list(secrets.values())
+        if channels is None
+        else [secrets[c] for c in channels if c in secrets]
+    )
+    return verify_slack(
+        chosen,
+        request.headers.get("X-Slack-Request-Timestamp"),
+        request.headers.get("X-Slack-Signature"),
+        body,
+        time.time(),
+    )
+
+
+def _slack_payload(body: bytes) -> dict[str, Any] | None:
+    """A ``block_actions`` payload of the expected shape (others are ignored: {}); None
+    when malformed."""
+    try:
+        payload: Any = json.loads(parse_qs(body.decode())["payload"][0])
+    except (KeyError, IndexError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(payload, dict):
+        return None
+    if payload.get("type") != "block_actions":
+        return {}
+    actions, user, channel = (payload.get(k) for k in ("actions", "user", "channel"))
+    if not isinstance(actions, list) or not all(isinstance(a, dict) for a in actions):
+        return None
+    if not isinstance(user, dict) or not isinstance(channel, dict | None):
+        return None
+    for action in actions:
+        if not all(isinstance(action.get(k, ""), str) for k in ("action_id", "value")):
+            return None
+    return payload
+
+
 def routes(
     answers: ProviderAnswers,
-    slack_secrets: Sequence[str],
-    pagerduty_secrets: Sequence[str],
+    slack_secrets: Mapping[str, str],
+    pagerduty_secrets: Mapping[str, str],
 ) -> list[web.RouteDef]:
+    """``*_secrets``: channel name -> its signing secret. A callback verifies only with
+    the secret of the channel that posted the message or opened the incident."""
+
     async def slack(request: web.Request) -> web.Response:
         if not slack_secrets:
             raise web.HTTPNotFound()
         body = await request.read()
-        signature = request.headers.get("X-Slack-Signature")
-        timestamp = request.headers.get("X-Slack-Request-Timestamp")
-        if not verify_slack(slack_secrets, timestamp, signature, body, time.time()):
+        if not _slack_signed_by(slack_secrets, None, request, body):
             return _refused()
-        assert signature is not None
-        digest = receipt_digest("slack", signature.encode())
-        if await answers.replayed(digest):
+        payload = _slack_payload(body)
+        if payload is None:
+            return _malformed("a form field 'payload' with a block_actions payload")
+        targets = []
+        channel = payload.get("channel") or {}
+        for action in payload.get("actions", []):
+            target = await answers.slack_target(
+                action.get("action_id", ""), action.get("value", "")
+            )
+            if target is not None:
+                posters = await answers.posted_by(
+                    target.notification_id, "slack_channel", str(channel.get("id", ""))
+                )
+                if not _slack_signed_by(slack_secrets, posters, request, body):
+                    return _refused()
+            targets.append(target)
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not await answers.claim(receipt_digest("slack", signature.encode()), "slack"):
             return _refused()
-        try:
-            payload: Any = json.loads(parse_qs(body.decode())["payload"][0])
-        except (KeyError, IndexError, ValueError, UnicodeDecodeError):
-            return web.Response(status=400, text="expected a form field 'payload'\n")
         outcomes = []
-        if isinstance(payload, dict) and payload.get("type") == "block_actions":
-            user = payload.get("user")
-            user = user if isinstance(user, dict) else {}
-            for action in payload.get("actions") or []:
-                if isinstance(action, dict):
-                    outcomes.append(
-                        await answers.slack_action(
-                            str(action.get("action_id", "")), str(action.get("value", "")), user
-                        )
-                    )
-        await answers.remember(digest, "slack")
+        for target in targets:
+            outcomes.append(
+                "invalid"
+                if target is None
+                else await answers.slack_action(target, payload.get("user", {}))
+            )
         log.info("slack interaction", extra={"outcomes": outcomes})
         return web.Response(text="")
 
@@ -68,21 +123,24 @@ def routes(
         if not pagerduty_secrets:
             raise web.HTTPNotFound()
         body = await request.read()
-        if not verify_pagerduty(
-            pagerduty_secrets, request.headers.get("X-PagerDuty-Signature"), body
-        ):
-            return _refused()
-        digest = receipt_digest("pagerduty", body)
-        if await answers.replayed(digest):
+        header = request.headers.get("X-PagerDuty-Signature")
+        if not verify_pagerduty(list(pagerduty_secrets.values()), header, body):
             return _refused()
         try:
             envelope: Any = json.loads(body)
             event = envelope["event"]
             assert isinstance(event, dict)
         except (ValueError, KeyError, TypeError, AssertionError):
-            return web.Response(status=400, text="expected a v3 webhook envelope\n")
-        outcome = await answers.pagerduty_event(event)
-        await answers.remember(digest, "pagerduty")
+            return _malformed("a v3 webhook envelope")
+        incident = await answers.pagerduty_incident(event)
+        if incident is not None:
+            nid, openers = incident
+            own = [pagerduty_secrets[c] for c in openers if c in pagerduty_secrets]
+            if not verify_pagerduty(own, header, body):
+                return _refused()  # signed by another channel's subscription
+        if not await answers.claim(receipt_digest("pagerduty", body), "pagerduty"):
+            return _refused()
+        outcome = "ignored" if incident is None else await answers.pagerduty_event(nid, event)
         log.info("pagerduty webhook", extra={"outcome": outcome})
         return web.json_response({"outcome": outcome})
 

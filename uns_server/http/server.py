@@ -4,6 +4,12 @@ Every request is bounded like an RPC: its body by ``http_max_body_bytes`` (413 p
 it) and its handling by ``http_request_timeout_seconds`` (503 past it). Every answer
 carries headers that keep capability URLs out of caches, referrers and frames, and a
 ``Server-Timing: app;dur=MS`` header with the time the handler took (not for streams).
+
+Every connection is bounded too (``_GuardedHandler``): its request headers must be
+complete within ``http_header_timeout_seconds`` of it opening (or of its previous
+answer), an idle keep-alive connection closes after ``http_keepalive_timeout_seconds``,
+and one peer address holds at most ``http_max_connections_per_peer``; the listener
+shares the process's file descriptors with gRPC.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from aiohttp import web
+from aiohttp import web, web_protocol
 
 from uns_server.settings import Settings, SettingsError
 
@@ -82,6 +88,101 @@ def _server_ssl(settings: Settings) -> ssl.SSLContext | None:
     return ctx
 
 
+class _GuardedHandler(web_protocol.RequestHandler):
+    """aiohttp's connection handler, closed when its headers do not arrive in time and
+    refused past the peer's connection cap (aiohttp has neither)."""
+
+    def __init__(self, limits: _Limits, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._uns_limits = limits
+        self._uns_timer: asyncio.TimerHandle | None = None
+        self._uns_peer: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        peername = transport.get_extra_info("peername")
+        peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
+        limits = self._uns_limits
+        if 0 < limits.per_peer <= limits.open.get(peer, 0):
+            log.warning("http connection refused: peer at its cap", extra={"peer": peer})
+            self.force_close()
+            return
+        limits.open[peer] = limits.open.get(peer, 0) + 1
+        self._uns_peer = peer
+        self._uns_arm()
+
+    def _uns_arm(self) -> None:
+        if self._uns_timer is None:
+            loop = asyncio.get_running_loop()
+            self._uns_timer = loop.call_later(self._uns_limits.header_timeout, self._uns_expire)
+
+    def _uns_expire(self) -> None:
+        self._uns_timer = None
+        if not self._request_in_progress and not self._messages:
+            log.info("http connection closed: headers not complete in time")
+            self.force_close()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._messages or self._request_in_progress:  # a whole request head arrived
+            if self._uns_timer is not None:
+                self._uns_timer.cancel()
+                self._uns_timer = None
+        else:  # part of a request head, on a new or a kept-alive connection
+            self._uns_arm()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._uns_timer is not None:
+            self._uns_timer.cancel()
+            self._uns_timer = None
+        if self._uns_peer is not None:
+            left = self._uns_limits.open.get(self._uns_peer, 1) - 1
+            if left > 0:
+                self._uns_limits.open[self._uns_peer] = left
+            else:
+                self._uns_limits.open.pop(self._uns_peer, None)
+            self._uns_peer = None
+        super().connection_lost(exc)
+
+
+class _Limits:
+    def __init__(self, header_timeout: float, per_peer: int) -> None:
+        self.header_timeout = header_timeout
+        self.per_peer = per_peer
+        self.open: dict[str, int] = {}
+
+
+class _GuardedSite(web.TCPSite):
+    """``TCPSite`` whose connections are ``_GuardedHandler``s."""
+
+    def __init__(self, runner: web.AppRunner, limits: _Limits, *args: Any, **kwargs: Any):
+        super().__init__(runner, *args, **kwargs)
+        self._uns_limits = limits
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner
+        server = self._runner.server
+        assert server is not None
+        # web.Server.__call__ builds a RequestHandler from these same arguments.
+        make = server._kwargs, server._loop
+
+        def factory() -> _GuardedHandler:
+            return _GuardedHandler(self._uns_limits, server, loop=make[1], **make[0])
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            factory,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+        )
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+
 class HttpServer:
     """Owns the aiohttp application and its listening socket."""
 
@@ -103,11 +204,20 @@ class HttpServer:
         except (OSError, ssl.SSLError) as exc:
             raise SettingsError(f"cannot load the TLS certificate for HTTP: {exc}") from exc
         self._runner = web.AppRunner(
-            self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS
+            self.app,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS,
+            keepalive_timeout=s.http_keepalive_timeout_seconds,
         )
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, host.strip("[]"), int(port), ssl_context=ssl_context, backlog=256
+        limits = _Limits(s.http_header_timeout_seconds, s.http_max_connections_per_peer)
+        site = _GuardedSite(
+            self._runner,
+            limits,
+            host.strip("[]"),
+            int(port),
+            ssl_context=ssl_context,
+            backlog=256,
         )
         try:
             await site.start()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,15 @@ VIA_SLACK = "slack"
 VIA_PAGERDUTY = "pagerduty"
 SLACK_ACTIONS = {"uns_ack": ACK, "uns_dismiss": DISMISS}
 PAGERDUTY_EVENTS = frozenset({"incident.acknowledged", "incident.resolved"})
+
+
+@dataclass(frozen=True)
+class Slack:
+    """What a verified button token names."""
+
+    notification_id: str
+    dismiss: bool
+    recipient: str
 
 
 def receipt_digest(provider: str, proof: bytes) -> str:
@@ -48,20 +58,37 @@ class ProviderAnswers:
         self._links = links_service
         self._clock = clock
 
-    async def replayed(self, digest: str) -> bool:
-        async with self._db.read() as conn:
-            return await links.seen_callback(conn, digest)
-
-    async def remember(self, digest: str, provider: str) -> None:
+    async def claim(self, digest: str, provider: str) -> bool:
+        """Insert the callback's receipt; False if it is there already (a replay). Done
+        before settling, so of concurrent copies of one callback only one goes on."""
         async with self._db.write() as tx:
-            await links.record_callback(tx.conn, digest, provider, self._clock())
+            return await links.record_callback(tx.conn, digest, provider, self._clock())
 
-    async def slack_action(self, action_id: str, token: str, user: Mapping[str, Any]) -> str:
-        """One Block Kit button press; returns what happened (for the log and tests)."""
+    async def slack_target(self, action_id: str, token: str) -> Slack | None:
+        """The notification and action a Block Kit button names; None if invalid."""
         action = SLACK_ACTIONS.get(action_id)
         claims = await self._links.verify(token) if action else None
         if action is None or claims is None or action not in claims.actions:
-            return "invalid"
+            return None
+        return Slack(claims.notification_id, action == DISMISS, claims.recipient)
+
+    async def posted_by(self, nid: str, provider_key: str, value: str) -> list[str] | None:
+        """The UNS channels whose recorded reference has ``provider_key == value`` (the
+        Slack channel that posted a message, the PagerDuty channel that opened an
+        incident); None when no such message is recorded yet (an answer racing the
+        attempt's commit): then any of that provider's channels may sign."""
+        async with self._db.read() as conn:
+            row = await notifications.get(conn, nid)
+        refs = (row.provider_refs or {}) if row is not None else {}
+        found = [
+            str(r.get("channel", name))
+            for name, r in refs.items()
+            if isinstance(r, Mapping) and r.get(provider_key) == value
+        ]
+        return found or None
+
+    async def slack_action(self, target: Slack, user: Mapping[str, Any]) -> str:
+        """One Block Kit button press; returns what happened (for the log and tests)."""
         user_id = str(user.get("id") or "")
         if not user_id:
             return "invalid"
@@ -70,31 +97,34 @@ class ProviderAnswers:
             for k, v in (
                 ("slack_user_name", user.get("username") or user.get("name")),
                 ("slack_team_id", user.get("team_id")),
-                ("recipient", claims.recipient),
+                ("recipient", target.recipient),
             )
             if v
         }
         return await self._settle(
-            claims.notification_id, f"slack:{user_id}", VIA_SLACK, action == DISMISS, metadata
+            target.notification_id, f"slack:{user_id}", VIA_SLACK, target.dismiss, metadata
         )
 
-    async def pagerduty_event(self, event: Mapping[str, Any]) -> str:
-        """One v3 webhook event; ``incident.acknowledged``/``resolved`` settle as ACKED."""
+    async def pagerduty_incident(self, event: Mapping[str, Any]) -> tuple[str, list[str]] | None:
+        """The notification an ``incident.acknowledged``/``resolved`` event answers and
+        the channels that opened that incident; None when it is not one UNS triggered."""
         if event.get("event_type") not in PAGERDUTY_EVENTS:
-            return "ignored"
+            return None
         data = event.get("data") or {}
         incident_key = data.get("incident_key") if isinstance(data, Mapping) else None
         if not isinstance(incident_key, str) or not incident_key:
-            return "ignored"
+            return None
         try:  # UNS triggers with "<notification id>:<channel>:<cycle>"
             nid = validate_notification_id(incident_key.split(":", 1)[0])
         except Exception:
-            return "ignored"
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, nid)
-        refs = (row.provider_refs or {}) if row is not None else {}
-        if not any(r.get("pagerduty_dedup_key") == incident_key for r in refs.values()):
-            return "ignored"  # not an incident UNS triggered
+            return None
+        channels = await self.posted_by(nid, "pagerduty_dedup_key", incident_key)
+        return None if channels is None else (nid, channels)
+
+    async def pagerduty_event(self, nid: str, event: Mapping[str, Any]) -> str:
+        """Settle as ACKED, as the PagerDuty user the event names."""
+        data = event.get("data") or {}
+        data = data if isinstance(data, Mapping) else {}
         agent = event.get("agent") or {}
         agent_id = str(agent.get("id") or "") if isinstance(agent, Mapping) else ""
         actor = f"pagerduty:{agent_id}" if agent_id else "pagerduty:unknown"

@@ -21,6 +21,7 @@ the pool's checkout checks) are one mechanism, each rule beside the code that us
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -433,7 +434,26 @@ def _check_at_checkout(engine: AsyncEngine, idle_seconds: float, losses: _Losses
             raise DisconnectionError(f"idle connection failed its ping: {exc}") from exc
 
 
+def _private_sqlite_file(url: str) -> None:
+    """Create a missing database file 0600 before SQLite does (it would follow the
+    umask, usually 0644: world-readable). SQLite gives the ``-wal`` and ``-shm`` files
+    the database file's own mode, so they are private too. An existing file keeps its
+    mode (the operator's choice)."""
+    path = make_url(url).database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # SQLite reports the unusable path itself, in its own words
+    os.fchmod(fd, 0o600)  # whatever the umask
+    os.close(fd)
+
+
 def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
+    _private_sqlite_file(url)
     engine = create_async_engine(
         url, pool_size=pool_size, max_overflow=0, json_serializer=jsontext.dumps
     )

@@ -210,6 +210,9 @@ events = Table(
     Column("kind", String(50), nullable=False),
     Column("at", UtcDateTime(), nullable=False),
     Column("payload", Json, nullable=False),
+    # WatchEvents catch-up by principal or type reads only matching events (0013).
+    Index("ix_uns_events_principal_sequence", "principal", "sequence"),
+    Index("ix_uns_events_type_sequence", "notification_type", "sequence"),
     sqlite_autoincrement=True,  # never reuse a sequence after retention deletes rows
 )
 

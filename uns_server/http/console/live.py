@@ -2,10 +2,12 @@
 
 Fed by the same in-process ``EventHub`` as WatchEvents (through ``Watch.stream``):
 an idle console costs no queries, only its heartbeat comment every
-``watch_heartbeat_seconds`` and, at most once every ``SESSION_RECHECK_SECONDS``, one
-primary-key read to end the stream when its session has ended (sign-out elsewhere,
-expiry, a revoked key). ``after`` (or the browser's ``Last-Event-ID`` on a
-reconnect) resumes gap-free after the last event the page already shows.
+``watch_heartbeat_seconds`` and, at most once every ``SESSION_RECHECK_SECONDS`` of the
+clock, one primary-key read to end the stream when its session has ended (sign-out
+elsewhere, expiry, a revoked key). The re-check is on time, before whatever the stream
+writes next (an event or a heartbeat), so a busy stream ends as soon as an idle one.
+``after`` (or the browser's ``Last-Event-ID`` on a reconnect) resumes gap-free after
+the last event the page already shows.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from uns_server.http.console.sessions import COOKIE, Session
 from uns_server.http.server import DEADLINE_KEY, SECURITY_HEADERS
 from uns_server.services.watch import Heartbeat
 
-SESSION_RECHECK_SECONDS = 60.0
+SESSION_RECHECK_SECONDS = 5.0
 TAIL_KINDS = frozenset(k.value for k in EventKind)
 
 
@@ -65,11 +67,11 @@ async def stream(request: web.Request, session: Session, c: Console) -> web.Stre
     try:
         item = first
         while True:
+            if (c.clock() - checked).total_seconds() >= SESSION_RECHECK_SECONDS:
+                checked = c.clock()
+                if await c.sessions.load(request.cookies.get(COOKIE), touch=False) is None:
+                    break  # the browser reconnects, is refused, and says so
             if isinstance(item, Heartbeat):
-                if (c.clock() - checked).total_seconds() >= SESSION_RECHECK_SECONDS:
-                    checked = c.clock()
-                    if await c.sessions.load(request.cookies.get(COOKIE), touch=False) is None:
-                        break  # the browser reconnects, is refused, and says so
                 await response.write(f": heartbeat {item.high_water_sequence}\n\n".encode())
             else:
                 ev = item.event
