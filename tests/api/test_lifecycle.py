@@ -317,7 +317,6 @@ async def test_signal_drains_in_flight_calls_and_exits_0(tmp_path: Path, sig: in
                 await asyncio.sleep(0.05)
             assert not in_flight.done()
 
-            signalled = time.monotonic()
             server.proc.send_signal(sig)
             # Health turns NOT_SERVING first (observed on the open Watch stream).
             assert (await asyncio.wait_for(watch.read(), timeout=10)).status == NOT_SERVING
@@ -326,9 +325,8 @@ async def test_signal_drains_in_flight_calls_and_exits_0(tmp_path: Path, sig: in
             assert reply.notification_id == listed.notifications[0].id
             watch.cancel()
 
-        code = await server.wait_exit(grace + 10)
+        code = await server.wait_exit(grace + 10)  # (it fails if the server is still up)
         assert code == 0, server.stderr()
-        assert time.monotonic() - signalled <= grace + 10
         assert any(e["message"] == "shutting down" for e in server.logs())
     finally:
         server.kill()

@@ -1,20 +1,21 @@
 """No request up to the message-size limit holds the server's event loop over 50 ms
-(issue 20, item 2).
+of CPU (issue 20, item 2; issue 35, item 4).
 
-A real ``uns-server`` process runs with asyncio's debug mode and
-``slow_callback_duration`` = 50 ms, so the loop itself logs "Executing <callback> took
-N seconds" for every callback that blocked it longer. Each case sends one large or
-hostile request of an RPC whose input can be large (Send with wide, deep or long
-metadata and strings, Simulate, Acknowledge, ListNotifications with huge filters and
-page tokens, WatchEvents filters, policy and key writes) or whose answer can be
-(ListNotifications of many notifications at their size limits), lets what it set off
+A real ``uns-server`` process runs with every event-loop callback timed in CPU time of
+the loop's thread (``time.thread_time``), and logs "Executing <callback> took N seconds"
+for each that used more than 50 ms. CPU time is what a request costs the loop and what
+grows with its input; wall-clock time would also count the moments a busy machine
+(neighbour processes, a loaded CI runner) gave the core to someone else. Each case
+sends one large or hostile request of an RPC whose input can be large (Send with wide,
+deep or long metadata and strings, Simulate, Acknowledge, ListNotifications with huge
+filters and page tokens, WatchEvents filters, policy and key writes) or whose answer can
+be (ListNotifications of many notifications at their size limits), lets what it set off
 finish (a send is dispatched too), and collects the warnings logged meanwhile.
 
-This is the issue's bound on the server's blocking, not a speed assertion on the test
-machine. On a loaded two-core machine a callback can be descheduled mid-run and look
-slow once, so a case that logged a warning is sent again: it fails only when every one
-of ``ATTEMPTS`` tries blocked the loop, and the failure names the callbacks and their
-times. Real offenders (work that grows with the input) are slow on every try.
+A garbage collection that happens to fall into a callback is charged to it: a case that
+logged a warning is sent again, and fails only when every one of ``ATTEMPTS`` tries
+blocked the loop; the failure names the callbacks and their CPU times. Real offenders
+(work that grows with the input) are slow on every try.
 """
 
 from __future__ import annotations
@@ -53,9 +54,24 @@ SETTLE_SECONDS = 0.3
 LIMIT = MAX_RECEIVE_MESSAGE_BYTES_DEFAULT
 # ~2 MB of notifications: a page of all of them took 170+ ms to read and encode.
 LARGE_NOTIFICATIONS = 60
+# Every callback the loop runs, timed in the loop thread's CPU time.
 PREAMBLE = f"""
-import asyncio.base_events
-asyncio.base_events.BaseEventLoop.slow_callback_duration = {SLOW_CALLBACK_SECONDS}
+import asyncio.base_events, asyncio.events, logging, time
+_run = asyncio.events.Handle._run
+_log = logging.getLogger("asyncio")
+def _cpu_timed_run(self):
+    started = time.thread_time()
+    try:
+        _run(self)
+    finally:
+        took = time.thread_time() - started
+        if took > {SLOW_CALLBACK_SECONDS}:
+            _log.warning(
+                "Executing %s took %.3f seconds (CPU)",
+                asyncio.base_events._format_handle(self),
+                took,
+            )
+asyncio.events.Handle._run = _cpu_timed_run
 """
 
 
@@ -343,7 +359,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         str(write_key_file(tmp)),
         "--idle-poll-seconds",
         "0.2",
-        env={"PYTHONASYNCIODEBUG": "1", "UNS_LOG_FORMAT": "json"},
+        env={"UNS_LOG_FORMAT": "json"},
         preamble=PREAMBLE,
     )
     try:
@@ -394,7 +410,7 @@ def test_no_request_blocks_the_event_loop(server: ServerProcess) -> None:
                 blocked += slow
             if blocked:
                 offenders[name] = blocked
-    assert not offenders, "requests that held the event loop over 50 ms on every try:\n" + (
+    assert not offenders, "requests that held the event loop over 50 ms of CPU on every try:\n" + (
         "\n".join(f"{name}: {slow}" for name, slow in offenders.items())
     )
     # The cases reached the service (not grpc's own size refusal) and were answered.

@@ -117,6 +117,18 @@ class ReplicatedPostgres:
             time.sleep(0.1)
         raise RuntimeError("the standby never became synchronous")
 
+    def listeners(self, server: PostgresProcess, database: str) -> int:
+        """How many UNS LISTEN connections ``server`` has on ``database`` now (they name
+        themselves: ``store.listen.LISTEN_APPLICATION_NAME``)."""
+        from uns_server.store.listen import LISTEN_APPLICATION_NAME
+
+        count = self._psql(
+            server,
+            "SELECT count(*) FROM pg_stat_activity"
+            f" WHERE application_name = '{LISTEN_APPLICATION_NAME}' AND datname = '{database}'",
+        )
+        return int(count or 0)
+
     def url(
         self,
         database: str = "postgres",

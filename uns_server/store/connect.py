@@ -96,11 +96,11 @@ class WritableHostConnector:
                 conn = await asyncpg.connect(
                     host=address[0], port=address[1], timeout=timeout, **kw
                 )
-            except (  # this host will not do now: try the next (as asyncpg itself does)
-                OSError,  # refused, unreachable, timed out
-                asyncpg.TargetServerAttributeNotMatched,  # e.g. a standby for read-write
-                asyncpg.CannotConnectNowError,  # starting up, shutting down
-            ) as exc:
+            except Exception as exc:  # this host will not do now: try the next
+                # Refused, unreachable, timed out (OSError); a standby for read-write
+                # (TargetServerAttributeNotMatched); starting up, shutting down
+                # (CannotConnectNowError); or anything else a host going away mid
+                # handshake answers. One host's failure never hides the others.
                 failure = exc
                 continue
             self.preferred = address

@@ -238,9 +238,12 @@ class Database:
         params["timeout"] = self.command_timeout or PG_CONNECT_TIMEOUT_DEFAULT
         return dict(params)
 
-    async def connect_driver(self) -> Any:
+    async def connect_driver(self, **server_settings: str) -> Any:
         """A bare asyncpg connection of its own (LISTEN), to the host the pool uses."""
-        return await self.connector(**self.driver_params())
+        params = self.driver_params()
+        if server_settings:
+            params["server_settings"] = {**params.get("server_settings", {}), **server_settings}
+        return await self.connector(**params)
 
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` (must not block) after commits that signalled ``topic``."""

@@ -9,6 +9,14 @@ multi-host URL is writable now (after a failover: the promoted standby; NOTIFY i
 only on the primary, and LISTEN is refused on a standby). A connection whose server
 vanished without closing it (a crashed host, a partition) is found by a periodic
 round trip. Callers keep a slow fallback poll for the moments in between.
+
+Whatever a connection attempt fails with (every host refused, a standby not promoted
+yet answering ``TargetServerAttributeNotMatched``, a timeout, a protocol error), the
+next attempt tries every host again after a backoff that tops out at
+``RECONNECT_SECONDS_MAX``; the loop never gives up. Once connected again, every topic
+fires once: what was committed meanwhile is caught up. The connection names itself
+``LISTEN_APPLICATION_NAME`` (``pg_stat_activity.application_name``), so an operator (or a
+test) sees which host each process listens on.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ RECONNECT_SECONDS_MAX = 10.0
 # proof may take.
 KEEPALIVE_SECONDS = 5.0
 KEEPALIVE_TIMEOUT_SECONDS = 5.0
+LISTEN_APPLICATION_NAME = "uns-listen"
 
 
 async def listen_forever(db: Database, topics: Sequence[str]) -> None:
@@ -35,7 +44,7 @@ async def listen_forever(db: Database, topics: Sequence[str]) -> None:
     while True:
         conn: Any = None
         try:
-            conn = await db.connect_driver()
+            conn = await db.connect_driver(application_name=LISTEN_APPLICATION_NAME)
             lost = asyncio.Event()
             conn.add_termination_listener(lambda _c, lost=lost: lost.set())
 
@@ -58,11 +67,13 @@ async def listen_forever(db: Database, topics: Sequence[str]) -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("LISTEN connection failed: %s", type(exc).__name__)
+            log.warning("LISTEN connection failed: %s; retrying", type(exc).__name__)
         finally:
             if conn is not None:
-                with contextlib.suppress(Exception):
+                try:
                     async with asyncio.timeout(2):
                         await conn.close()
+                except Exception:  # a vanished server does not answer the goodbye
+                    conn.terminate()
         await asyncio.sleep(delay)
         delay = min(delay * 2, RECONNECT_SECONDS_MAX)
