@@ -37,6 +37,7 @@ EXPECTED_EXPORTS = [
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
+    "UnknownChannel",
     "UnsError",
     "WebhookVerificationError",
     "verify_webhook",
@@ -78,6 +79,7 @@ ERRORS = [
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
+    "UnknownChannel",
 ]
 
 
