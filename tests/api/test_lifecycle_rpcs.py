@@ -112,10 +112,16 @@ async def test_watch_heartbeat_carries_high_water(db_url: str, tmp_path: Path) -
         )
         call = running.stub("alice").WatchEvents(pb.WatchEventsRequest(), timeout=None)
         try:
+            # The hub learns the settle's events after the RPC returns (on a busy machine a
+            # heartbeat or two later): the high water only moves forward until it has them.
+            seen = 0
             async for response in call:
                 assert response.HasField("heartbeat"), "no events expected from 'now'"
-                assert response.heartbeat.high_water_sequence >= 5
-                break
+                assert response.heartbeat.high_water_sequence >= seen
+                seen = response.heartbeat.high_water_sequence
+                if seen >= 5:
+                    break
+            assert seen >= 5
         finally:
             call.cancel()
         assert sent.state == t.NOTIFICATION_STATE_DELIVERED

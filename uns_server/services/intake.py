@@ -13,6 +13,9 @@ The decision itself is ``domain.admission.decide_admission`` (idempotent replay,
 IDEMPOTENCY_CONFLICT, a new leader, a follower of a pending owner, DEDUPLICATED at
 once). Intake only loads what it needs, under the dedup window's lock, asks, and
 stores the answer.
+
+Size: the single send and the batch (``send_many``) share one intake path through the
+group commit; splitting them would copy that path.
 """
 
 from __future__ import annotations
