@@ -5,9 +5,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from uns_server.observability.metrics import QueueStats
@@ -45,17 +44,23 @@ class QueueSampler:
         s.sampled = True
 
     async def run(self) -> None:
-        failing = False
-        while True:
-            try:
-                await self.run_once()
-                failing = False
-            except Exception as exc:
-                if not failing:  # once per outage, not every poll
-                    log.warning(
-                        "queue metrics query failed; keeping the last sample",
-                        extra={"error": f"{type(exc).__name__}: {exc}"},
-                    )
-                failing = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.sleep(self._poll)
+        await sample_forever(
+            self.run_once, self._poll, "queue metrics query failed; keeping the last sample"
+        )
+
+
+async def sample_forever(
+    run_once: Callable[[], Awaitable[object]], poll_seconds: float, failure: str
+) -> None:
+    """Run ``run_once`` every ``poll_seconds`` for good. A failed round keeps the last
+    sample and logs ``failure`` once per outage, not every poll."""
+    failing = False
+    while True:
+        try:
+            await run_once()
+            failing = False
+        except Exception as exc:
+            if not failing:
+                log.warning(failure, extra={"error": f"{type(exc).__name__}: {exc}"})
+            failing = True
+        await asyncio.sleep(poll_seconds)

@@ -20,8 +20,6 @@ set difference) to say why it waits.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -30,6 +28,7 @@ from datetime import datetime, timedelta
 from uns_server.observability.metrics import QueueStats
 from uns_server.store.db import Database
 from uns_server.store.queue import unserved_due
+from uns_server.workers.queue_sampler import sample_forever
 
 log = logging.getLogger("uns.dispatch")
 
@@ -91,17 +90,6 @@ class UndeliverableWatch:
         return dict(counts)
 
     async def run(self) -> None:
-        failing = False
-        while True:
-            try:
-                await self.run_once()
-                failing = False
-            except Exception as exc:
-                if not failing:  # once per outage, not every poll
-                    log.warning(
-                        "undeliverable-work query failed; keeping the last count",
-                        extra={"error": f"{type(exc).__name__}: {exc}"},
-                    )
-                failing = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.sleep(self._poll)
+        await sample_forever(
+            self.run_once, self._poll, "undeliverable-work query failed; keeping the last count"
+        )
