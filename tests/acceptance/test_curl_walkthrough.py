@@ -4,47 +4,23 @@ server with its HTTP listener on."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.support.postgres import free_port
+from tests.support.docs import marked_block
 from tests.support.process import ServerProcess
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def walkthrough() -> str:
-    text = README.read_text()
-    block = re.search(
-        r"<!-- curl-walkthrough:start.*?-->\s*```sh\n(.*?)```\s*<!-- curl-walkthrough:end",
-        text,
-        re.S,
-    )
-    assert block, "README lost its curl walkthrough markers"
-    return block.group(1)
-
-
-@pytest.fixture
-def quickstart(tmp_path: Path) -> Iterator[tuple[ServerProcess, int]]:
-    http_port = free_port()
-    server = ServerProcess(tmp_path, "--http-listen", f"127.0.0.1:{http_port}")
-    try:
-        server.wait_serving()
-        yield server, http_port
-    finally:
-        server.stop()
-
-
-def test_readme_curl_walkthrough(quickstart: tuple[ServerProcess, int], tmp_path: Path) -> None:
+def test_readme_curl_walkthrough(
+    http_quickstart: tuple[ServerProcess, int], tmp_path: Path
+) -> None:
     assert shutil.which("curl"), "the walkthrough needs curl on PATH"
-    _, http_port = quickstart
+    _, http_port = http_quickstart
     result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", walkthrough()],
+        ["bash", "-euo", "pipefail", "-c", marked_block("README.md", "curl-walkthrough")],
         cwd=tmp_path,
         env={**os.environ, "HTTP": f"http://127.0.0.1:{http_port}"},
         capture_output=True,

@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.docs import marked_block
 from tests.support.process import ServerProcess
 from tests.toolchain.tools import find_tool
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def walkthrough() -> str:
-    text = README.read_text()
-    block = re.search(
-        r"<!-- grpcurl-walkthrough:start.*?-->\s*```sh\n(.*?)```\s*<!-- grpcurl-walkthrough:end",
-        text,
-        re.S,
-    )
-    assert block, "README lost its grpcurl walkthrough markers"
-    return block.group(1)
 
 
 @pytest.fixture
@@ -46,7 +35,7 @@ def test_readme_grpcurl_walkthrough(quickstart: ServerProcess, tmp_path: Path) -
         "PATH": f"{Path(grpcurl).parent}{os.pathsep}{os.environ['PATH']}",
     }
     result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", walkthrough()],
+        ["bash", "-euo", "pipefail", "-c", marked_block("README.md", "grpcurl-walkthrough")],
         cwd=tmp_path,
         env=env,
         capture_output=True,

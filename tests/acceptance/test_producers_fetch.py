@@ -7,48 +7,23 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.postgres import free_port
+from tests.support.docs import marked_block
 from tests.support.process import ServerProcess
-
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "producers.md"
-
-
-def block() -> str:
-    text = GUIDE.read_text()
-    found = re.search(
-        r"<!-- producers-fetch:start.*?-->\s*```js\n(.*?)```\s*<!-- producers-fetch:end",
-        text,
-        re.S,
-    )
-    assert found, "docs/producers.md lost its fetch block markers"
-    return found.group(1)
-
-
-@pytest.fixture
-def quickstart(tmp_path: Path) -> Iterator[tuple[ServerProcess, int]]:
-    http_port = free_port()
-    server = ServerProcess(tmp_path, "--http-listen", f"127.0.0.1:{http_port}")
-    try:
-        server.wait_serving()
-        yield server, http_port
-    finally:
-        server.stop()
 
 
 def test_producer_guide_fetch_example(
-    quickstart: tuple[ServerProcess, int], tmp_path: Path
+    http_quickstart: tuple[ServerProcess, int], tmp_path: Path
 ) -> None:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
-    server, http_port = quickstart
+    server, http_port = http_quickstart
     script = tmp_path / "producer.mjs"
-    script.write_text(block())
+    script.write_text(marked_block("docs/producers.md", "producers-fetch", "js"))
     result = subprocess.run(
         [node, str(script)],
         cwd=tmp_path,

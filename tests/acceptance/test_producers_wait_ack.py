@@ -22,6 +22,7 @@ import grpc
 import pytest
 
 from tests.acceptance.test_producers import go_producer, rust_producer
+from tests.support.docs import marked_block
 from tests.support.process import ServerProcess
 from tests.toolchain.tools import REPO_ROOT, find_tool, tool_env
 from uns.v1 import notification_service_pb2 as pb
@@ -353,16 +354,6 @@ def test_readme_links_the_guide() -> None:
     assert "(docs/producers.md)" in (REPO_ROOT / "README.md").read_text()
 
 
-def guide_grpcurl_block() -> str:
-    block = re.search(
-        r"<!-- producers-grpcurl:start.*?-->\s*```sh\n(.*?)```\s*<!-- producers-grpcurl:end",
-        GUIDE.read_text(),
-        re.S,
-    )
-    assert block, "docs/producers.md lost its grpcurl markers"
-    return block.group(1)
-
-
 def test_guide_grpcurl_block_runs(server: ServerProcess, tmp_path: Path) -> None:
     grpcurl = find_tool("grpcurl")
     (tmp_path / "uns-dev-key.txt").write_text(dev_key(server))
@@ -372,7 +363,7 @@ def test_guide_grpcurl_block_runs(server: ServerProcess, tmp_path: Path) -> None
         "PATH": f"{Path(grpcurl).parent}{os.pathsep}{os.environ['PATH']}",
     }
     result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", guide_grpcurl_block()],
+        ["bash", "-euo", "pipefail", "-c", marked_block("docs/producers.md", "producers-grpcurl")],
         cwd=tmp_path,
         env=env,
         capture_output=True,
