@@ -138,6 +138,10 @@ class Watch:
                 sub.overflowed = False
                 while True:
                     async with self._db.read() as conn:
+                        # Read first: sequences commit in order (the event-order lock), so
+                        # every event up to this one is committed and the batch below sees
+                        # all of those the filter matches.
+                        committed = await events.high_water(conn)
                         batch = await events.read_after(
                             conn,
                             cursor,
@@ -162,6 +166,9 @@ class Watch:
                     positioned = True
                     if not sub.queue and not sub.overflowed:
                         cursor = max(cursor, self._hub.tail)
+                    # The hub's tail may lag what the catch-up read (it moves on a wake-up):
+                    # the last batch had every matching event up to ``committed``.
+                    cursor = max(cursor, committed)
                     sub.sent()
                     yield Heartbeat(cursor)
                 # Live: send what the hub queued (only events this filter matches).
