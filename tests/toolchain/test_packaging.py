@@ -7,10 +7,14 @@ repository: the server wheel must carry the generated stubs, the client and the 
 migrations (``uns-server --help``, ``uns-admin migrate``); the client wheel the stubs and
 ``uns_clients`` and no server or database driver. The README's install blocks run
 verbatim, with ``HOME`` in a temporary directory (pip's cache stays the real one).
+
+Installing needs the package index (or a warm pip cache). Without one the install tests
+skip, unless in CI (``CI`` set) or with ``UNS_REQUIRE_TOOLCHAINS=1``, where they fail.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,6 +27,8 @@ import pytest
 from tests.support.docs import marked_block
 from uns_server.store.migrate import head_revision
 
+pytestmark = pytest.mark.timeout(900)  # a cold pip cache downloads the dependencies
+
 ROOT = Path(__file__).resolve().parents[2]
 PIP = (sys.executable, "-m", "pip")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
@@ -30,6 +36,35 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
 # clients/python/uns_clients -> uns_clients, uns_server/migrations -> migrations).
 TREES = ("uns_server", "migrations", "uns_clients", "clients/python")
 FILES = ("pyproject.toml", "README.md")
+# What a producer's environment must not get from the client distribution.
+SERVER_ONLY = ["uns_server", "sqlalchemy", "asyncpg", "aiosqlite", "alembic", "aiohttp", "yaml"]
+NETWORK_ERRORS = (
+    "Could not find a version",
+    "No matching distribution",
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "ProxyError",
+)
+
+
+PROBE = f"""
+import importlib.util, json
+import uns_clients
+from uns_clients import AsyncClient, Client, ClientConfig
+from uns.v1 import notification_service_pb2_grpc, types_pb2
+print(json.dumps({{
+    "client_file": uns_clients.__file__,
+    "importable": {{m: importlib.util.find_spec(m) is not None for m in {SERVER_ONLY!r}}},
+}}))
+"""
+
+
+def must_run() -> bool:
+    return bool(os.environ.get("CI")) or os.environ.get("UNS_REQUIRE_TOOLCHAINS") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +139,11 @@ def run_readme_block(marker: str, src: Path, home: Path) -> subprocess.Completed
         text=True,
         timeout=600,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    if done.returncode != 0:
+        output = done.stdout + done.stderr
+        if any(marker in output for marker in NETWORK_ERRORS) and not must_run():
+            pytest.skip(f"pip cannot reach the package index: {output.strip()[-300:]}")
+        pytest.fail(f"README block {marker} failed:\n{output}")
     return done
 
 
@@ -112,6 +151,7 @@ def test_readme_server_install_gives_a_working_server(src: Path, tmp_path: Path)
     home = tmp_path / "home"
     done = run_readme_block("install-server", src, home)
     assert "usage: uns-server" in done.stdout
+    assert "warning" not in done.stderr.lower(), done.stderr  # a clean install says nothing
     venv = home / ".venvs" / "uns-server"
     work = tmp_path / "elsewhere"
     work.mkdir()
@@ -119,6 +159,7 @@ def test_readme_server_install_gives_a_working_server(src: Path, tmp_path: Path)
     locate = subprocess.run(
         [
             str(venv / "bin" / "python"),
+            "-I",
             "-c",
             "import uns, uns_clients, uns_server; "
             "print(uns.__file__, uns_clients.__file__, uns_server.__file__)",
@@ -147,16 +188,25 @@ def test_readme_client_install_gives_the_client_alone(src: Path, tmp_path: Path)
     done = run_readme_block("install-client", src, home)
     assert "uns_clients._client.AsyncClient" in done.stdout
     venv = home / ".venvs" / "uns-producer"
+    python = str(venv / "bin" / "python")
+    # -I: no cwd, PYTHONPATH or user site, so only the venv's packages can be found.
     probe = subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-c",
-            "import importlib.util as u; from uns.v1 import notification_service_pb2_grpc; "
-            "print([m for m in ('uns_server', 'sqlalchemy', 'asyncpg') if u.find_spec(m)])",
-        ],
+        [python, "-I", "-c", PROBE],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert probe.stdout.strip() == "[]"
+    report = json.loads(probe.stdout)
+    assert Path(report["client_file"]).is_relative_to(venv)
+    assert not [m for m, found in report["importable"].items() if found]
+    listed = subprocess.run(
+        [python, "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    installed = {d["name"].lower().replace("_", "-") for d in json.loads(listed.stdout)}
+    assert {"uns-clients", "grpcio", "grpcio-status", "protobuf", "tenacity"} <= installed
+    assert not installed & {"sqlalchemy", "asyncpg", "aiosqlite", "alembic", "uns-server"}
