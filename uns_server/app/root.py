@@ -203,7 +203,10 @@ class App:
             try:
                 metrics_port = self.telemetry.serve_metrics()
             except OSError as exc:
-                raise SettingsError(f"cannot listen on {s.metrics_listen}: {exc}") from exc
+                raise SettingsError(
+                    f"cannot listen on {s.metrics_listen} for metrics: {exc.strerror or exc} "
+                    "(choose another address with --metrics-listen, UNS_METRICS_LISTEN)"
+                ) from exc
             log.info("metrics", extra={"metrics_listen": s.metrics_listen, "port": metrics_port})
         log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
         log.info(
