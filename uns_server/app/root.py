@@ -16,15 +16,12 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
-import yaml
 from opentelemetry.trace import TracerProvider as ApiTracerProvider
 
 from uns_server.api.admission import Admission
 from uns_server.api.bind import bind_failure
-from uns_server.app import grpc_surface, http_surface, readiness
+from uns_server.app import config_files, grpc_surface, http_surface, readiness
 from uns_server.app.health import HealthMonitor
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.fingerprint import channel_fingerprint
@@ -75,7 +72,12 @@ class App:
         self.db = Database(
             settings.database_url, command_timeout=settings.db_command_timeout_seconds
         )
-        key_file = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else None
+        key_file = None
+        if settings.api_keys_file:
+            path = settings.api_keys_file
+            key_file = config_files.load(
+                path, "api_keys_file", lambda data: auth.key_file_from(data, path)
+            )
         self.authenticator = auth.Authenticator(
             self.db,
             key_file,
@@ -84,10 +86,14 @@ class App:
             ),
         )
         self._key_file = key_file
-        channel_data: Any = {}
         if settings.channels_file:
-            channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
-        self.channels_config = load_channels_config(channel_data, environ)
+            self.channels_config = config_files.load(
+                settings.channels_file,
+                "channels_file",
+                lambda data: load_channels_config(data or {}, environ),
+            )
+        else:
+            self.channels_config = load_channels_config({}, environ)
         self.channels = ChannelRegistry.from_config(self.channels_config)
         self.channel_fingerprint = channel_fingerprint(self.channels_config)
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
