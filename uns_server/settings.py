@@ -51,6 +51,10 @@ class SettingsError(ValueError):
 class Settings:
     # Storage.
     database_url: str = DATABASE_URL_DEFAULT
+    # PostgreSQL: where the LISTEN connection and migrations connect, when the pool's
+    # database_url goes through a transaction-pooling pgbouncer (docs/deployment.md
+    # "PgBouncer"); empty: database_url. Set, the pool keeps no prepared statements.
+    listen_database_url: str = ""
     auto_migrate: bool = True
     # Transport.
     listen: str = LISTEN_DEFAULT

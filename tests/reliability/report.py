@@ -75,6 +75,14 @@ FAULTS: dict[str, dict[str, str]] = {
         "load": "3 concurrent producers, steady (20 ms pause) around the failover; "
         "UNAVAILABLE sends retried with the same key",
     },
+    "pgbouncer": {
+        "fault": "the pool behind Debian's pgbouncer 1.18 in transaction mode (no "
+        "prepared statements kept), two servers: one LISTENs on PostgreSQL directly, the "
+        "other through a session-pooling pgbouncer (`--listen-database-url`); both pass "
+        "the start-up NOTIFY self-test; the pgbouncer is restarted once per 250 sends",
+        "load": "3 concurrent producers, steady (20 ms pause), spread over both servers "
+        "until the target is acknowledged; UNAVAILABLE sends retried with the same key",
+    },
     "reset": {
         "fault": "every server-to-PostgreSQL connection reset by a TCP proxy, at least "
         "three times, evenly spaced in acknowledged sends (one reset per 100)",
