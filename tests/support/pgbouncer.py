@@ -1,13 +1,15 @@
 """A throwaway pgbouncer on loopback in front of a ``PostgresProcess``: Debian's
 ``pgbouncer`` package (1.18 here: no prepared-statement support in transaction mode).
 
-``PgBouncer.find()`` is None when the binary is missing (tests skip, unless
+Without the binary the tests that need it skip (unless
 ``UNS_REQUIRE_TOOLCHAINS=1``: then they fail; ``scripts/install-tools.sh`` installs it).
-The configuration is the one docs/deployment.md shows, sized for tests.
+The configuration is docs/deployment.md's pgbouncer.ini excerpt with loopback
+addresses, test paths and ``auth_type = trust`` (the test PostgreSQL trusts loopback).
 """
 
 from __future__ import annotations
 
+import configparser
 import os
 import shutil
 import socket
@@ -16,25 +18,28 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
+from tests.support.docs import marked_block
 from tests.support.postgres import SYSTEM_USER, PostgresProcess, free_port
+from tests.toolchain.tools import INSTALL_HINT, search_path, skip_or_fail
 
 START_TIMEOUT_SECONDS = 30.0
-BINARY_PLACES = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
 
 
 def pgbouncer_binary() -> str:
     """The pgbouncer executable, or skip (fail with ``UNS_REQUIRE_TOOLCHAINS=1``)."""
-    found = shutil.which("pgbouncer") or next(
-        (p for p in BINARY_PLACES if os.access(p, os.X_OK)), None
-    )
-    if found:
-        return found
-    message = "pgbouncer is not installed (scripts/install-tools.sh, Debian's pgbouncer)"
-    if os.environ.get("UNS_REQUIRE_TOOLCHAINS") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
+    found = shutil.which("pgbouncer", path=f"{search_path()}{os.pathsep}/usr/sbin")
+    if found is None:
+        skip_or_fail(f"pgbouncer not found (Debian's pgbouncer package): {INSTALL_HINT}")
+        raise AssertionError("unreachable")  # skip_or_fail always raises
+    return found
+
+
+def documented_ini() -> configparser.ConfigParser:
+    """docs/deployment.md's pgbouncer.ini excerpt, parsed: the settings users copy."""
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.optionxform = str  # type: ignore[assignment,method-assign]  # keep keys' case
+    ini.read_string(marked_block("docs/deployment.md", "pgbouncer-ini", "ini"))
+    return ini
 
 
 class PgBouncer:
@@ -50,27 +55,22 @@ class PgBouncer:
         self.log = self.root / "pgbouncer.log"
         self.ini = self.root / "pgbouncer.ini"
         (self.root / "userlist.txt").write_text('"postgres" ""\n')
-        self.ini.write_text(
-            "[databases]\n"
-            f"* = host=127.0.0.1 port={postgres.port}\n"
-            "[pgbouncer]\n"
-            "listen_addr = 127.0.0.1\n"
-            f"listen_port = {self.port}\n"
-            f"unix_socket_dir = {self.root}\n"
-            "auth_type = trust\n"
-            f"auth_file = {self.root / 'userlist.txt'}\n"
-            f"pool_mode = {pool_mode}\n"
-            "max_client_conn = 500\n"
-            "default_pool_size = 10\n"
-            # pgbouncer's own bound on a transaction left idle (the server's setting
-            # cannot travel as a startup parameter through it).
-            "idle_transaction_timeout = 10\n"
-            # What UNS sends when it does not know it is pooled (the setting unset):
-            # accepted and dropped, so the NOTIFY self-test is what speaks.
-            "ignore_startup_parameters = idle_in_transaction_session_timeout\n"
-            f"logfile = {self.log}\n"
-            f"pidfile = {self.root / 'pgbouncer.pid'}\n"
+        ini = documented_ini()
+        ini["databases"] = {"*": f"host=127.0.0.1 port={postgres.port}"}
+        ini["pgbouncer"].update(
+            {
+                "listen_addr": "127.0.0.1",
+                "listen_port": str(self.port),
+                "unix_socket_dir": str(self.root),
+                "auth_type": "trust",
+                "auth_file": str(self.root / "userlist.txt"),
+                "pool_mode": pool_mode,
+                "logfile": str(self.log),
+                "pidfile": str(self.root / "pgbouncer.pid"),
+            }
         )
+        with self.ini.open("w") as f:
+            ini.write(f)
         self._user: str | None = None
         if os.geteuid() == 0:  # pgbouncer refuses to run as root, like PostgreSQL
             self._user = SYSTEM_USER
