@@ -242,6 +242,11 @@ class Settings:
                     f"metrics_listen must be HOST:PORT, got {self.metrics_listen!r}"
                 )
         self._validate_http()
+        if self.listen_database_url and not self.database_url.startswith("postgres"):
+            raise SettingsError(
+                "listen_database_url is for PostgreSQL (a LISTEN beside a pooled "
+                "database_url); SQLite needs none"
+            )
         if self.metrics_poll_seconds <= 0:
             raise SettingsError("metrics_poll_seconds must be positive")
         if self.otlp_protocol not in OTLP_PROTOCOLS:
