@@ -60,8 +60,8 @@ async def connect_and_migrate(
                 risk = await durability.failover_risk(db)
                 if risk:
                     log.warning("database failover may lose data: %s", risk)
-                if db.is_postgres and not await listen.notify_reaches_listen(db):
-                    raise SettingsError(LISTEN_DEAF)
+                if db.is_postgres:
+                    await _listen_self_test(db)
                 return
         except SettingsError:
             raise
@@ -74,6 +74,23 @@ async def connect_and_migrate(
                 },
             )
         await asyncio.sleep(s.db_retry_seconds)
+
+
+async def _listen_self_test(db: Database) -> None:
+    """Refuse a LISTEN connection that cannot hear the pool (``LISTEN_DEAF``). A test
+    that could not run (its host is a standby now, where LISTEN and NOTIFY are refused;
+    the database went away meanwhile) proves nothing either way: the server starts, as
+    it would have without the test, and says so."""
+    try:
+        heard = await listen.notify_reaches_listen(db)
+    except Exception as exc:
+        log.warning(
+            "LISTEN/NOTIFY self-test could not run; starting without it",
+            extra={"error": f"{type(exc).__name__}: {exc}"},
+        )
+        return
+    if not heard:
+        raise SettingsError(LISTEN_DEAF)
 
 
 async def ensure_api_key(
