@@ -152,6 +152,10 @@ NOT_TESTED = (
     "connection must be answered UNAVAILABLE, not hang), not a load scenario.",
     "Throughput and latency: load is modest (a few producers on a shared 2-core "
     "machine); this is not a benchmark.",
+    "PgBouncer beyond the *pgbouncer* row: only Debian's 1.18 with `auth_type = trust` "
+    "on loopback; not 1.21+ with `max_prepared_statements` (UNS keeps no prepared "
+    "statements behind it either way), SCRAM or TLS through it, PgBouncer in front of a "
+    "failing-over primary, or statement pooling (UNS needs transactions).",
 )
 
 _notes: dict[str, dict[str, Any]] = defaultdict(dict)
