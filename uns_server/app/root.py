@@ -73,7 +73,9 @@ class App:
         assert clock is not None
         self.clock = clock
         self.db = Database(
-            settings.database_url, command_timeout=settings.db_command_timeout_seconds
+            settings.database_url,
+            command_timeout=settings.db_command_timeout_seconds,
+            listen_url=settings.listen_database_url or None,
         )
         key_file = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else None
         self.authenticator = auth.Authenticator(
