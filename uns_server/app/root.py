@@ -70,7 +70,9 @@ class App:
         assert clock is not None
         self.clock = clock
         self.db = Database(
-            settings.database_url, command_timeout=settings.db_command_timeout_seconds
+            settings.database_url,
+            command_timeout=settings.db_command_timeout_seconds,
+            listen_url=settings.listen_database_url or None,
         )
         key_file = None
         if settings.api_keys_file:

@@ -1,8 +1,8 @@
 """One line of ``uns-server --help`` per setting: what it does, then its unit in brackets.
 
 Kept apart from ``Settings`` (whose comments say why each setting exists) so that the
-dataclass stays readable; ``build_parser`` needs an entry for every field, so a new
-setting without help fails every start of the CLI and its tests.
+dataclass stays readable. Every field needs an entry: tests/cli/test_server_help.py fails
+on a setting without one (the CLI itself still starts, showing only its variable).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 HELP: dict[str, str] = {
     "database_url": "SQLAlchemy URL of the database: sqlite+aiosqlite:///FILE or "
     "postgresql+asyncpg://... (URL)",
+    "listen_database_url": "PostgreSQL URL for LISTEN and migrations when --database-url "
+    "goes through a transaction-pooling pgbouncer; empty: --database-url (URL)",
     "auto_migrate": "migrate the schema to the newest revision at start (on/off)",
     "listen": "gRPC listen address (HOST:PORT)",
     "reuse_port": "share the gRPC port with other processes via SO_REUSEPORT (on/off)",
