@@ -7,6 +7,7 @@ read; ``WritableHostConnector`` finds the writable host of a multi-host URL.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from typing import Any
@@ -128,3 +129,16 @@ def transaction_pooler_args() -> dict[str, Any]:
 
 def _unique_statement_name() -> str:
     return f"__uns_{uuid.uuid4().hex}__"
+
+
+def describe_url(url: str) -> tuple[str, str | None]:
+    """How to show ``url`` to an operator (password hidden; a SQLite file as its absolute
+    path), and the SQLite file it names (None for PostgreSQL or an in-memory database)."""
+    u = make_url(normalize_url(url))
+    if u.get_backend_name() == "sqlite":
+        path = u.database
+        if not path or path == ":memory:" or path.startswith("file:"):
+            return u.render_as_string(), None
+        absolute = os.path.abspath(path)
+        return f"SQLite file {absolute}", absolute
+    return u.render_as_string(hide_password=True), None
