@@ -192,9 +192,10 @@ class Settlement:
         lease is held. The claim writes only lease and attempt columns; a withdrawal
         clears the lease (so the UPDATE finds no row); acks and follow-ups touch
         delivered rows' ack columns, except an answer that arrives while this attempt
-        is in flight, which sets the ack (the UPDATE keeps it: ``KEPT_ONCE_SET``); a replay or a resolution only dead letters;
-        followers' hand-offs change other rows. A row the UPDATE did not change lost
-        its lease, and its decision is dropped."""
+        is in flight, which sets the ack (the UPDATE keeps it: ``KEPT_ONCE_SET``); a
+        replay or a resolution only dead letters; followers' hand-offs change other
+        rows. A row the UPDATE did not change lost its lease, and its decision is
+        dropped."""
         now = self._clock()
         settled: list[Settled] = []
         async with self._db.write() as tx:
