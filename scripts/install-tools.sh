@@ -191,5 +191,7 @@ apt_tool() { # command, package, what-needs-it
 }
 apt_tool promtool prometheus "the Prometheus rules check"
 apt_tool systemd-analyze systemd "the systemd unit check"
+# Debian's pgbouncer (1.18) for tests/reliability/test_pgbouncer.py; in /usr/sbin.
+PATH="$PATH:/usr/sbin" apt_tool pgbouncer pgbouncer "the pgbouncer reliability test"
 
 say "done; tools are in $BIN"

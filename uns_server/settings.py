@@ -51,6 +51,10 @@ class SettingsError(ValueError):
 class Settings:
     # Storage.
     database_url: str = DATABASE_URL_DEFAULT
+    # PostgreSQL: where the LISTEN connection and migrations connect, when the pool's
+    # database_url goes through a transaction-pooling pgbouncer (docs/deployment.md
+    # "PgBouncer"); empty: database_url. Set, the pool keeps no prepared statements.
+    listen_database_url: str = ""
     auto_migrate: bool = True
     # Transport.
     listen: str = LISTEN_DEFAULT
@@ -238,6 +242,11 @@ class Settings:
                     f"metrics_listen must be HOST:PORT, got {self.metrics_listen!r}"
                 )
         self._validate_http()
+        if self.listen_database_url and not self.database_url.startswith("postgres"):
+            raise SettingsError(
+                "listen_database_url is for PostgreSQL (a LISTEN beside a pooled "
+                "database_url); SQLite needs none"
+            )
         if self.metrics_poll_seconds <= 0:
             raise SettingsError("metrics_poll_seconds must be positive")
         if self.otlp_protocol not in OTLP_PROTOCOLS:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from tests.acceptance.test_producers import go_producer, rust_producer
+from tests.acceptance.test_producers import CARGO_TARGET_DIR, go_producer, rust_producer
 from tests.support.docs import marked_block
 from tests.support.process import ServerProcess
 from tests.toolchain.tools import REPO_ROOT, find_tool, tool_env
@@ -79,13 +79,25 @@ def poll(what: str, probe: Callable[[], T | None], timeout: float = DEADLINE_SEC
 class Producer:
     """``uns-producer`` running in the background, its output in files."""
 
-    def __init__(self, command: list[str], workdir: Path, *args: str) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        workdir: Path,
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = f"producer-{time.monotonic_ns()}"
         self.stdout_path = workdir / f"{self.name}.out"
         self.stderr_path = workdir / f"{self.name}.err"
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
-                [*command, *args], stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=tool_env()
+                [*command, *args],
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                env=tool_env(env or {}),
             )
 
     def stdout(self) -> str:
@@ -385,3 +397,33 @@ def test_guide_grpcurl_block_runs(server: ServerProcess, tmp_path: Path) -> None
     assert invalid["error"]["code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert invalid["error"]["details"][0]["reason"] == "INVALID_REQUEST"
     assert cursor >= acked_event(server.target, dev_key(server), nid).sequence
+
+
+@pytest.mark.parametrize("lang", ["go", "rust"])
+def test_guide_producer_blocks_run_from_the_repository_root(tmp_path: Path, lang: str) -> None:
+    """The guide's build-and-run block, verbatim, in a directory laid out like the
+    repository root (``clients/`` linked in) where the quickstart wrote its dev key."""
+    find_tool("go" if lang == "go" else "cargo")
+    block = marked_block("docs/producers.md", f"producer-{lang}")
+    server = ServerProcess(tmp_path)
+    try:
+        server.wait_serving()
+        (tmp_path / "clients").symlink_to(REPO_ROOT / "clients")
+        env = {"ADDR": server.target, "CARGO_TARGET_DIR": CARGO_TARGET_DIR}
+        producer = Producer(
+            ["bash", "-euo", "pipefail", "-c", block], tmp_path, cwd=tmp_path, env=env
+        )
+        try:
+            nid = producer.notification_id()
+            wait_delivered(server.target, dev_key(server), nid)
+            producer.wait_for(WATCHING)
+            acknowledge(server.target, dev_key(server), nid)
+            code, line = producer.result()
+        finally:
+            producer.kill()
+    finally:
+        server.stop()
+    assert code == 0, producer.stderr()
+    assert line["notification_id"] == nid
+    assert line["ack"]["kind"] == "EVENT_KIND_ACKED"
+    assert (tmp_path / "backup-db1.cursor").is_file()

@@ -28,6 +28,7 @@ async def test_a_second_server_on_a_taken_address_exits_2(tmp_path: Path) -> Non
             err = second.stderr()
             assert f"cannot listen on {listen}: the address is already in use" in err
             assert "--reuse-port" in err
+            assert "--listen (UNS_LISTEN)" in err  # the flag to change
             assert "Traceback" not in err
         finally:
             second.kill()
@@ -59,3 +60,22 @@ async def test_servers_share_a_port_only_when_every_one_asks(tmp_path: Path) -> 
     finally:
         for server in servers:
             server.kill()
+
+
+async def test_a_taken_http_address_names_the_http_flag(tmp_path: Path) -> None:
+    http = f"127.0.0.1:{free_port()}"
+    first = server_on(tmp_path / "a", f"127.0.0.1:{free_port()}", "--http-listen", http)
+    try:
+        await first.wait_health(SERVING)
+        second = server_on(tmp_path / "b", f"127.0.0.1:{free_port()}", "--http-listen", http)
+        try:
+            assert await second.wait_exit() == 2
+            err = second.stderr()
+            assert f"cannot listen on {http} for HTTP" in err
+            assert "--http-listen" in err
+            assert "--reuse-port" not in err
+            assert "Traceback" not in err
+        finally:
+            second.kill()
+    finally:
+        first.kill()

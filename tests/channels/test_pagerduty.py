@@ -8,6 +8,7 @@ import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, make_message
 from tests.support.http_receiver import HttpReceiver, Reply
+from uns_server.channels.base import Settlement
 from uns_server.channels.config import PagerDutyConfig
 from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.pagerduty import PagerDutyChannel
@@ -100,3 +101,35 @@ async def test_anything_but_202_success_is_not_delivered(
     receiver.script(reply)
     result = await _channel(receiver, http_client).send(make_message())
     assert not result.success and not result.retryable
+
+
+def _settlement(state: str) -> Settlement:
+    return Settlement(state, "uns-timeout-worker", "expiry", "2026-12-04T10:00:00+00:00", "t", "m")
+
+
+@pytest.mark.parametrize(
+    ("state", "resolve_on_timeout", "sent"),
+    [
+        ("ACKED", False, ["resolve"]),
+        ("DISMISSED", False, ["resolve"]),
+        ("WITHDRAWN", False, ["resolve"]),
+        ("TIMED_OUT", False, []),  # escalation is required: the incident stays open
+        ("TIMED_OUT", True, ["resolve"]),
+    ],
+)
+async def test_an_ended_obligation_resolves_its_incident(
+    receiver: HttpReceiver,
+    http_client: OutboundClient,
+    state: str,
+    resolve_on_timeout: bool,
+    sent: list[str],
+) -> None:
+    receiver.script(ACCEPTED)
+    config = PagerDutyConfig(
+        routing_key=PLANTED_SECRET, base_url=receiver.url(""), resolve_on_timeout=resolve_on_timeout
+    )
+    channel = PagerDutyChannel("pager", config, http_client)
+    result = await channel.update({"pagerduty_dedup_key": "k1"}, _settlement(state))
+    assert result.success
+    assert [r.json()["event_action"] for r in receiver.requests] == sent
+    assert all(r.json()["dedup_key"] == "k1" for r in receiver.requests)

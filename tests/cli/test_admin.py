@@ -41,8 +41,17 @@ class Result:
     out: str
     err: str
 
+    @property
+    def messages(self) -> list[str]:
+        """stderr without the ``uns-admin: database ...`` line every database command
+        prints first."""
+        return [line for line in self.err.splitlines() if not line.startswith(DATABASE_LINE)]
 
-async def admin(db_url: str | None, *args: str) -> Result:
+
+DATABASE_LINE = "uns-admin: database "
+
+
+async def admin(db_url: str | None, *args: str, cwd: Path | None = None) -> Result:
     """Run ``python -m uns_server.cli.admin`` with a clean UNS_* environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UNS_")}
     url = ["--database-url", db_url] if db_url is not None else []
@@ -55,6 +64,7 @@ async def admin(db_url: str | None, *args: str) -> Result:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=env,
+        cwd=cwd,
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode is not None
@@ -276,7 +286,7 @@ async def test_policies_put_refuses_invalid_files(
     assert result.code == 2, result
     assert result.out == ""
     assert expected in result.err
-    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+    assert len(result.messages) == 1 and "Traceback" not in result.err
     assert json.loads(ok(await admin(db_url, "policies", "list", "demo.alert")).out) == []
 
 
@@ -322,6 +332,31 @@ async def test_usage_and_failure_exit_codes(tmp_path: Path) -> None:
     assert unknown.code == 2
     down = await admin("postgresql+asyncpg://nobody@127.0.0.1:1/uns", "keys", "list")
     assert down.code == 1 and down.out == ""
-    assert len(down.err.strip().splitlines()) == 1 and "Traceback" not in down.err
+    assert len(down.messages) == 1 and "Traceback" not in down.err
+    # The database it tried, without the password.
+    hidden = await admin("postgresql://nobody:s3cret@127.0.0.1:1/uns", "keys", "list")
+    assert f"{DATABASE_LINE}postgresql+asyncpg://nobody:***@127.0.0.1:1/uns" in hidden.err
+    assert "s3cret" not in hidden.err
     bad_url = await admin("mysql://x@localhost/db", "keys", "list")
     assert bad_url.code == 2 and "--database-url" in bad_url.err
+
+
+async def test_only_migrate_creates_a_database_and_each_command_names_its_own(
+    tmp_path: Path,
+) -> None:
+    # From a directory with no database, the default ./uns.db: refused, not created.
+    for command in (["keys", "list"], ["policies", "list", "demo.alert"], ["maintain"]):
+        refused = await admin(None, *command, cwd=tmp_path)
+        assert refused.code == 1, refused
+        assert refused.out == ""
+        assert refused.err.splitlines()[0] == f"{DATABASE_LINE}SQLite file {tmp_path / 'uns.db'}"
+        assert refused.messages == [
+            f"uns-admin: no database at {tmp_path / 'uns.db'}: give the server's "
+            "--database-url (or UNS_DATABASE_URL), or create this one with `uns-admin migrate`"
+        ]
+        assert not (tmp_path / "uns.db").exists()
+    migrated = ok(await admin(None, "migrate", cwd=tmp_path))
+    assert migrated.err.splitlines()[0] == f"{DATABASE_LINE}SQLite file {tmp_path / 'uns.db'}"
+    assert (tmp_path / "uns.db").exists()
+    listed = ok(await admin(None, "keys", "list", cwd=tmp_path))
+    assert listed.messages == [] and listed.err.startswith(DATABASE_LINE)

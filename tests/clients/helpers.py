@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 
 from tests.support.server import KEYS, RunningServer, ShiftableClock, write_key_file
 from uns.v1 import types_pb2 as t
-from uns_clients import AsyncClient, ClientConfig, EventStream, Unimplemented
+from uns_clients import ClientConfig, EventStream
 from uns_server.app import App
 from uns_server.settings import Settings
 
@@ -31,7 +30,6 @@ SEND: dict[str, Any] = {
     "source": "disk-monitor",
 }
 
-WATCH_SKIP = "WatchEvents not implemented on server yet"
 WAIT_SECONDS = 30.0
 
 
@@ -62,20 +60,6 @@ async def start_server_on(
     await app.start()
     await app.ready.wait()
     return RunningServer(app, f"127.0.0.1:{app.port}")
-
-
-async def require_watch_events(client: AsyncClient) -> None:
-    """Skip the test while the server answers WatchEvents with UNIMPLEMENTED."""
-    probe = client.watch()
-    try:
-        async with asyncio.timeout(1.0):
-            await anext(probe)
-    except Unimplemented:
-        pytest.skip(WATCH_SKIP)
-    except TimeoutError:
-        pass  # a live stream waiting for events: implemented
-    finally:
-        await probe.aclose()
 
 
 async def collect_until(

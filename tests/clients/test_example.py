@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.clients.helpers import require_watch_events
 from tests.support.server import KEYS, RunningServer
 from uns_clients import AsyncClient
 
@@ -19,7 +18,6 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "clients" / "python" / "examples
 async def test_producer_example_prints_id_and_follows_to_delivery(
     server: RunningServer, async_client: Callable[[str], AsyncClient]
 ) -> None:
-    await require_watch_events(async_client("alice"))
     env = {**os.environ, "UNS_TARGET": server.target, "UNS_API_KEY": KEYS["alice"]}
     process = await asyncio.create_subprocess_exec(
         sys.executable,

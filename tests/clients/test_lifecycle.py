@@ -23,7 +23,6 @@ from uns_clients import (
     NotDeadLettered,
     NotFound,
     NotWithdrawable,
-    Unimplemented,
 )
 from uns_server.domain.enums import DeliveryMode
 
@@ -43,10 +42,7 @@ async def test_acknowledge_is_idempotent_for_the_same_outcome(
 ) -> None:
     alice, rita = async_client("alice"), async_client("rita")
     notification_id = await delivered_with_ack(alice)
-    try:
-        acked = await rita.acknowledge(notification_id, metadata={"note": "on it"})
-    except Unimplemented:
-        pytest.skip("Acknowledge not implemented on server yet")
+    acked = await rita.acknowledge(notification_id, metadata={"note": "on it"})
     assert isinstance(acked, pb.AcknowledgeResponse)
     assert acked.notification.ack_state == t.ACK_STATE_ACKED and not acked.idempotent_replay
     assert acked.notification.ack_actor == "rita"
@@ -61,11 +57,8 @@ async def test_acknowledge_is_idempotent_for_the_same_outcome(
 async def test_acknowledge_refusals(server: RunningServer, async_client: AsyncClients) -> None:
     alice, rita = async_client("alice"), async_client("rita")
     sent = await alice.send(**send_fields(wait_for_first_attempt=True))
-    try:
-        with pytest.raises(AckNotPending):
-            await rita.acknowledge(sent.notification_id)  # no ack required
-    except Unimplemented:
-        pytest.skip("Acknowledge not implemented on server yet")
+    with pytest.raises(AckNotPending):
+        await rita.acknowledge(sent.notification_id)  # no ack required
     with pytest.raises(NotFound):
         await rita.acknowledge(UNKNOWN_ID)
 
@@ -75,10 +68,7 @@ async def test_sync_dismiss(
 ) -> None:
     notification_id = await delivered_with_ack(async_client("alice"))
     rita = sync_client("rita")
-    try:
-        dismissed = await asyncio.to_thread(rita.acknowledge, notification_id, dismiss=True)
-    except Unimplemented:
-        pytest.skip("Acknowledge not implemented on server yet")
+    dismissed = await asyncio.to_thread(rita.acknowledge, notification_id, dismiss=True)
     assert dismissed.notification.ack_state == t.ACK_STATE_DISMISSED
 
 
@@ -87,11 +77,8 @@ async def test_replay_and_resolve_failure_refuse_what_is_not_dead_lettered(
 ) -> None:
     sent = await async_client("alice").send(**send_fields(wait_for_first_attempt=True))
     oscar = async_client("oscar")
-    try:
-        with pytest.raises(NotDeadLettered):
-            await oscar.replay(sent.notification_id)
-    except Unimplemented:
-        pytest.skip("Replay not implemented on server yet")
+    with pytest.raises(NotDeadLettered):
+        await oscar.replay(sent.notification_id)
     with pytest.raises(NotDeadLettered):
         await oscar.resolve_failure(sent.notification_id)
     with pytest.raises(NotFound):

@@ -1,5 +1,5 @@
 """watch(): events in sequence order, filters, and resuming across a server restart with no
-gap and no duplicate. Skipped while the server answers WatchEvents with UNIMPLEMENTED."""
+gap and no duplicate."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from tests.clients.helpers import (
     collect_until,
     config_for,
-    require_watch_events,
     send_fields,
     start_server_on,
 )
@@ -57,7 +56,6 @@ async def test_events_of_a_notification_in_sequence_order(
     server: RunningServer, async_client: AsyncClients
 ) -> None:
     alice = async_client("alice")
-    await require_watch_events(alice)
     sent = await alice.send(**send_fields(wait_for_first_attempt=True))
     async with alice.watch(notification_ids=[sent.notification_id], replay_history=True) as stream:
         seen = await collect_until(stream, delivered(sent.notification_id))
@@ -76,7 +74,6 @@ async def test_live_stream_with_filters_and_a_start_cursor(
     server: RunningServer, async_client: AsyncClients
 ) -> None:
     alice = async_client("alice")
-    await require_watch_events(alice)
     before = await alice.send(**send_fields(notification_type="demo.watched"))
     async with alice.watch(replay_history=True, kinds=["ACCEPTED"]) as stream:
         (accepted,) = await collect_until(stream, lambda seen: len(seen) == 1)
@@ -101,7 +98,6 @@ async def test_positioned_stream_from_now_gets_what_is_sent_after_it(
     server: RunningServer, async_client: AsyncClients
 ) -> None:
     alice = async_client("alice")
-    await require_watch_events(alice)
     earlier = await alice.send(**send_fields(notification_type="demo.positioned"))
     replay = alice.watch(
         notification_ids=[earlier.notification_id], kinds=["ACCEPTED"], replay_history=True
@@ -123,7 +119,6 @@ async def test_positioned_stream_from_now_gets_what_is_sent_after_it(
 
 
 async def test_watch_refusals_are_typed(server: RunningServer, async_client: AsyncClients) -> None:
-    await require_watch_events(async_client("alice"))
     with pytest.raises(Unauthenticated):  # every role may watch (its own tenants)
         await anext(async_client("uns_not_a_key_of_this_server").watch())
     with pytest.raises(InvalidRequest) as exc:
@@ -137,7 +132,6 @@ async def test_close_ends_a_waiting_iteration(
     server: RunningServer, async_client: AsyncClients
 ) -> None:
     alice = async_client("alice")
-    await require_watch_events(alice)
     stream = alice.watch()
     waiting = asyncio.ensure_future(anext(stream, None))
     await asyncio.sleep(0.2)
@@ -166,7 +160,6 @@ async def test_resumes_after_server_restart_without_gaps_or_duplicates(
     )
     producer = AsyncClient(config_for(first.target, "alice", retry_max_attempts=50))
     try:
-        await require_watch_events(watcher)
         stream = watcher.watch(replay_history=True)
         before = [
             (await producer.send(**send_fields(wait_for_first_attempt=True))).notification_id

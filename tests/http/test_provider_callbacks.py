@@ -98,7 +98,7 @@ async def test_a_slack_button_answers_as_the_slack_user_and_updates_the_messages
 
     assert not rig.fakes.slack("chat.update")  # queued, not sent inside the answer
     result = await rig.server.app.message_updater.run_once()
-    assert (result.done, result.failed) == (2, 0)
+    assert (result.done, result.failed) == (3, 0)  # Slack, PagerDuty, the webhook
     [update] = rig.fakes.slack("chat.update")
     ref = {r.channel: r for r in notification.provider_references}["alerts-slack"]
     assert (update["channel"], update["ts"]) == (SLACK_CHANNEL_ID, ref.slack_ts)
@@ -106,6 +106,8 @@ async def test_a_slack_button_answers_as_the_slack_user_and_updates_the_messages
     assert all(block["type"] != "actions" for block in update["blocks"])  # no live buttons
     trigger, resolve = rig.fakes.pagerduty_events()
     assert (resolve["event_action"], resolve["dedup_key"]) == ("resolve", trigger["dedup_key"])
+    [_delivery, settled] = rig.fakes.calls("/hook")
+    assert settled.json()["type"] == "uns.notification.settled"
     assert (await rig.server.app.message_updater.run_once()).done == 0  # sent once
 
 
@@ -196,10 +198,13 @@ async def test_pagerduty_webhooks_settle_as_the_pagerduty_user(rig: Rig) -> None
 
     await rig.server.app.message_updater.run_once()
     assert len(rig.fakes.slack("chat.update")) == 1
-    assert len(rig.fakes.pagerduty_events()) == 1  # PagerDuty's own answer is not echoed
+    # Acknowledged in PagerDuty: the obligation is over, so the incident is resolved
+    # (an acknowledged incident would re-page at its acknowledgement timeout).
+    trigger, resolve = rig.fakes.pagerduty_events()
+    assert (resolve["event_action"], resolve["dedup_key"]) == ("resolve", trigger["dedup_key"])
 
 
-async def test_answers_from_links_acknowledge_the_pagerduty_alert(rig: Rig) -> None:
+async def test_answers_from_links_resolve_the_pagerduty_incident(rig: Rig) -> None:
     await rig.send("pd-from-link")
     await rig.deliver()
     async with httpx.AsyncClient() as http:
@@ -207,16 +212,13 @@ async def test_answers_from_links_acknowledge_the_pagerduty_alert(rig: Rig) -> N
             await click(http, email_links(rig.smtp.messages[0])["Acknowledge"], "ack")
         ).status_code == 303
     await rig.server.app.message_updater.run_once()
-    trigger, acknowledge = rig.fakes.pagerduty_events()
-    assert (acknowledge["event_action"], acknowledge["dedup_key"]) == (
-        "acknowledge",
-        trigger["dedup_key"],
-    )
+    trigger, resolve = rig.fakes.pagerduty_events()
+    assert (resolve["event_action"], resolve["dedup_key"]) == ("resolve", trigger["dedup_key"])
     [update] = rig.fakes.slack("chat.update")
     assert "Acknowledged by email:oncall@example.com" in json.dumps(update["blocks"])
 
 
-async def test_a_timeout_resolves_the_alert_and_updates_slack(rig: Rig) -> None:
+async def test_a_timeout_updates_slack_and_leaves_the_incident_open(rig: Rig) -> None:
     nid = await rig.send("timeout-updates")
     await rig.deliver()
     rig.clock.advance(minutes=31)
@@ -227,7 +229,8 @@ async def test_a_timeout_resolves_the_alert_and_updates_slack(rig: Rig) -> None:
     await rig.server.app.message_updater.run_once()
     [update] = rig.fakes.slack("chat.update")
     assert "Not answered in time" in json.dumps(update["blocks"])
-    assert rig.fakes.pagerduty_events()[-1]["event_action"] == "resolve"
+    # Escalation is required: PagerDuty keeps escalating (no resolve_on_timeout here).
+    assert [e["event_action"] for e in rig.fakes.pagerduty_events()] == ["trigger"]
 
 
 async def test_failed_updates_are_retried_and_never_block_the_answer(rig: Rig) -> None:
@@ -248,7 +251,7 @@ async def test_failed_updates_are_retried_and_never_block_the_answer(rig: Rig) -
         else answer(r)
     )
     first = await rig.server.app.message_updater.run_once()
-    assert (first.done, first.retried) == (1, 1)  # PagerDuty done, Slack to retry
+    assert (first.done, first.retried) == (2, 1)  # PagerDuty, webhook done; Slack to retry
     rig.fakes.receiver.responder = answer
     rig.clock.advance(minutes=10)
     second = await rig.server.app.message_updater.run_once()

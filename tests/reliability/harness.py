@@ -160,6 +160,7 @@ class ServerFactory:
     lease_seconds: float = 3.0
     concurrency: int = 8
     extra: tuple[str, ...] = ()
+    preamble: str = ""  # Python the child runs first (ServerProcess's ``preamble``)
     started: list[ServerProcess] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -201,7 +202,7 @@ class ServerFactory:
             args += ["--channels-file", str(channels_file)]
         for name, value in flags.items():
             args += ["--" + name.replace("_", "-"), str(value)]
-        server = ServerProcess(self.directory, *args)
+        server = ServerProcess(self.directory, *args, preamble=self.preamble)
         self.started.append(server)
         if wait:
             await asyncio.to_thread(server.wait_serving)

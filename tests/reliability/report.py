@@ -75,6 +75,14 @@ FAULTS: dict[str, dict[str, str]] = {
         "load": "3 concurrent producers, steady (20 ms pause) around the failover; "
         "UNAVAILABLE sends retried with the same key",
     },
+    "pgbouncer": {
+        "fault": "the pool behind Debian's pgbouncer 1.18 in transaction mode (no "
+        "prepared statements kept), two servers: one LISTENs on PostgreSQL directly, the "
+        "other through a session-pooling pgbouncer (`--listen-database-url`); both pass "
+        "the start-up NOTIFY self-test; the pgbouncer is restarted once per 250 sends",
+        "load": "3 concurrent producers, steady (20 ms pause), spread over both servers "
+        "until the target is acknowledged; UNAVAILABLE sends retried with the same key",
+    },
     "reset": {
         "fault": "every server-to-PostgreSQL connection reset by a TCP proxy, at least "
         "three times, evenly spaced in acknowledged sends (one reset per 100)",
@@ -144,6 +152,10 @@ NOT_TESTED = (
     "connection must be answered UNAVAILABLE, not hang), not a load scenario.",
     "Throughput and latency: load is modest (a few producers on a shared 2-core "
     "machine); this is not a benchmark.",
+    "PgBouncer beyond the *pgbouncer* row: only Debian's 1.18 with `auth_type = trust` "
+    "on loopback; not 1.21+ with `max_prepared_statements` (UNS keeps no prepared "
+    "statements behind it either way), SCRAM or TLS through it, PgBouncer in front of a "
+    "failing-over primary, or statement pooling (UNS needs transactions).",
 )
 
 _notes: dict[str, dict[str, Any]] = defaultdict(dict)

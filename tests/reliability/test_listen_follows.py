@@ -12,13 +12,20 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
+from tests.reliability.checker import EventView, History
+from tests.reliability.harness import OPERATOR, Producers, ServerFactory, metadata
 from tests.reliability.tcp_proxy import TcpProxy
 from tests.reliability.test_failover import LISTEN_FOLLOWS_WITHIN_SECONDS, new_database
 from tests.support.postgres import PostgresProcess
 from tests.support.standby import ReplicatedPostgres
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
 
@@ -137,3 +144,129 @@ async def test_every_listen_connection_follows_the_writable_host(
             await listener.close()
         await writer.dispose()
         await proxy.stop()
+
+
+# The watching server's hub wakes only by LISTEN: its safety-net poll is turned off, and
+# it dispatches nothing (its own commits would wake it in-process).
+NOTIFY_ONLY = "import uns_server.services.watch.hub as hub; hub.HUB_FALLBACK_POLL_SECONDS = 3600.0"
+
+
+async def test_a_watch_stream_through_the_server_resumes_after_the_primary_goes(
+    tmp_path: Path, pair: ReplicatedPostgres
+) -> None:
+    """WatchEvents through a server whose LISTEN followed the writable host: the
+    primary killed (and restarted), then blackholed for good while the standby is
+    promoted. After each outage, with both servers' LISTEN on the writable host, a
+    stream resumed from its cursor gets what was committed since it closed (catch-up,
+    before its first heartbeat) and then, live, what another server commits (a push,
+    which only a NOTIFY to this server's LISTEN can bring)."""
+    name = await new_database(pair)
+    proxy = TcpProxy("127.0.0.1", pair.primary.port)
+    await proxy.start()
+    url = pair.url(name, primary_port=proxy.port, primary_first=True)
+    ntype = "rel.listen.watch"
+    timeout = ("--db-command-timeout-seconds", str(COMMAND_TIMEOUT_SECONDS))
+    writers = ServerFactory(tmp_path, url, extra=timeout)
+    watchers = ServerFactory(
+        tmp_path, url, extra=(*timeout, "--no-dispatch-enabled"), preamble=NOTIFY_ONLY
+    )
+    producers = Producers(History(), ntype, "listen-watch", "", call_timeout=10)
+    stream: WatchStream | None = None
+    try:
+        writer = await writers.start()
+        watcher = await watchers.start()
+        producers.target = writer.target
+        stream = WatchStream(watcher.target, ntype)
+
+        async def check_resumes(server: PostgresProcess, outage: str) -> None:
+            await until(
+                lambda: listening(pair, server, name, 2), f"both servers LISTEN after {outage}"
+            )
+            missed = {await sent(producers) for _ in range(3)}
+            caught_up = await stream.open()  # from the cursor the last stream ended at
+            assert missed <= {e.notification_id for e in caught_up}, f"catch-up after {outage}"
+            pushed = await sent(producers)
+            await stream.wait_for(pushed, f"a push after {outage}")
+            await stream.close()
+
+        await check_resumes(pair.primary, "the start")
+        await asyncio.to_thread(pair.primary.stop, "immediate")
+        await asyncio.to_thread(pair.primary.start)
+        await check_resumes(pair.primary, "the primary was killed")
+        proxy.blackhole()
+        await asyncio.to_thread(pair.fail_over)
+        await check_resumes(pair.standby, "the failover")
+        sequences = [e.sequence for e in stream.received]
+        assert sequences == sorted(set(sequences)), "every event once, in order"
+    finally:
+        if stream is not None:
+            await stream.channel.close()
+        await producers.close()
+        writers.stop_all()
+        watchers.stop_all()
+        await proxy.stop()
+
+
+async def listening(pair: ReplicatedPostgres, server: PostgresProcess, name: str, n: int) -> bool:
+    return await asyncio.to_thread(pair.listeners, server, name) == n
+
+
+async def sent(producers: Producers) -> str:
+    """One notification sent (retried while the writer's pool still holds dead
+    connections); its id."""
+    nid = await producers.send_until_known()
+    assert nid is not None, f"a send failed: {dict(producers.history.codes)}"
+    return nid
+
+
+class WatchStream:
+    """One WatchEvents stream at a time, each resumed after the last sequence seen."""
+
+    def __init__(self, target: str, notification_type: str) -> None:
+        self.channel = grpc.aio.insecure_channel(target)
+        self.notification_type = notification_type
+        self.cursor = 0
+        self.received: list[EventView] = []
+        self.call: Any = None
+
+    async def open(self) -> list[EventView]:
+        """Resume from the cursor; what came before the first heartbeat (the catch-up)."""
+        self.call = pb_grpc.NotificationServiceStub(self.channel).WatchEvents(
+            pb.WatchEventsRequest(
+                notification_type=self.notification_type,
+                after_sequence=self.cursor,
+                replay_history=self.cursor == 0,
+            ),
+            metadata=metadata(OPERATOR),
+        )
+        caught_up: list[EventView] = []
+        async with asyncio.timeout(LISTEN_FOLLOWS_WITHIN_SECONDS):
+            while True:
+                event = await self._next()
+                if event is None:
+                    return caught_up
+                caught_up.append(event)
+
+    async def wait_for(self, notification_id: str, what: str) -> None:
+        try:
+            async with asyncio.timeout(LISTEN_FOLLOWS_WITHIN_SECONDS):
+                while True:
+                    event = await self._next()
+                    if event is not None and event.notification_id == notification_id:
+                        return
+        except TimeoutError:
+            raise AssertionError(f"never: {what}") from None
+
+    async def _next(self) -> EventView | None:
+        """The next event, or None for a heartbeat."""
+        response = await self.call.read()
+        assert response is not grpc.aio.EOF, "the stream ended"
+        if response.HasField("heartbeat"):
+            return None
+        event = EventView.from_proto(response.event)
+        self.received.append(event)
+        self.cursor = max(self.cursor, event.sequence)
+        return event
+
+    async def close(self) -> None:
+        self.call.cancel()

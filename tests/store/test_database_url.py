@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.engine import make_url
 
+from uns_server.settings import Settings, SettingsError
 from uns_server.store.connect import normalize_url
 from uns_server.store.db import Database
 
@@ -52,3 +53,29 @@ def test_single_host_urls_are_left_alone() -> None:
 def test_a_host_that_cannot_be_read_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot read host"):
         normalize_url("postgresql://u@a:1,b:x/db")
+
+
+def test_the_listen_url_is_where_session_work_connects() -> None:
+    """A LISTEN URL of its own: the LISTEN connection (``driver_params``) goes there, and
+    the pool is taken to be transaction-pooled. The same URL spelled otherwise is not
+    another one."""
+    pooled = "postgresql://uns@pgbouncer:6432/uns"
+    db = Database(pooled, listen_url="postgresql://uns@db-a:5432/uns")
+    assert db.transaction_pooled
+    args = db.driver_params()
+    assert (args["host"], args["port"]) == ("db-a", 5432)
+    same = Database(pooled, listen_url="postgresql+asyncpg://uns@pgbouncer:6432/uns")
+    assert not same.transaction_pooled
+    assert not Database(pooled).transaction_pooled
+
+
+def test_a_listen_url_beside_sqlite_is_refused() -> None:
+    with pytest.raises(SettingsError, match="listen_database_url"):
+        Settings.from_env(
+            {"UNS_LISTEN_DATABASE_URL": "postgresql://uns@db/uns"},
+            database_url="sqlite+aiosqlite:///./uns.db",
+        )
+    assert Settings.from_env(
+        {"UNS_LISTEN_DATABASE_URL": "postgresql://uns@db/uns"},
+        database_url="postgresql://uns@pgbouncer:6432/uns",
+    ).listen_database_url

@@ -83,7 +83,9 @@ def test_python_stubs_import_and_round_trip() -> None:
     ps = importlib.import_module("uns.v1.policy_service_pb2")
     ns_grpc = importlib.import_module("uns.v1.notification_service_pb2_grpc")
     ps_grpc = importlib.import_module("uns.v1.policy_service_pb2_grpc")
-    assert Path(ns.__file__ or "").is_relative_to(PYTHON_CLIENT_DIR / "uns" / "v1")
+    # Through the root link ``uns -> clients/python/uns`` when imported from the root.
+    stubs = (PYTHON_CLIENT_DIR / "uns" / "v1").resolve()
+    assert Path(ns.__file__ or "").resolve().is_relative_to(stubs)
 
     request = ns.SendNotificationRequest(
         notification_type="demo.alert",

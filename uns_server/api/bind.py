@@ -36,14 +36,15 @@ def bind_failure(listen: str, *, reuse_port: bool) -> str:
             try:
                 sock.bind(address)
             except OSError as exc:
+                change = "a free address with --listen (UNS_LISTEN)"
                 if exc.errno == errno.EADDRINUSE:
                     hint = (
-                        "another process holds it without SO_REUSEPORT"
+                        f"another process holds it without SO_REUSEPORT; choose {change}"
                         if reuse_port
-                        else "is another uns-server running there? To run several "
-                        "processes on one port on purpose, start every one of them "
-                        "with --reuse-port (UNS_REUSE_PORT=true)"
+                        else f"is another uns-server running there? Choose {change}, "
+                        "or, to run several processes on one port on purpose, start every "
+                        "one of them with --reuse-port (UNS_REUSE_PORT=true)"
                     )
                     return f"cannot listen on {listen}: the address is already in use ({hint})"
-                return f"cannot listen on {listen}: {exc.strerror or exc}"
-    return f"cannot listen on {listen}"
+                return f"cannot listen on {listen}: {exc.strerror or exc} (choose {change})"
+    return f"cannot listen on {listen} (choose another address with --listen)"

@@ -351,6 +351,8 @@ def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
         email_message_id=ref.get("email_message_id", ""),
         pagerduty_dedup_key=ref.get("pagerduty_dedup_key", ""),
         webhook_id=ref.get("webhook_id", ""),
+        follow_up=ref.get("follow_up", ""),
+        follow_up_number=int(ref.get("follow_up_number", 0)),
     )
     if ref.get("at"):
         msg.accept_time.FromDatetime(datetime.fromisoformat(ref["at"]))

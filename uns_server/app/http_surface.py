@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from uns_server.channels.config import PagerDutyConfig, SlackConfig
+from uns_server.channels.slack import SlackChannel
 from uns_server.domain.links import LinkSigner
 from uns_server.http import connect as http_connect
 from uns_server.http import console as http_console
@@ -81,6 +83,25 @@ def dev_link_key(path: Path) -> str:
     return key
 
 
+def _ephemeral_reply(app: App) -> http_integrations.EphemeralReply:
+    async def reply(response_url: str, text: str, posters: Sequence[str] | None) -> None:
+        """Through the Slack channel that posted the message (any Slack channel if its
+        reference is not recorded)."""
+        names = list(posters or app.channels.names())
+        for name in names:
+            channel = app.channels.get(name) if name in app.channels else None
+            if isinstance(channel, SlackChannel):
+                result = await channel.reply_ephemeral(response_url, text)
+                if not result.success:
+                    log.warning(
+                        "ephemeral Slack reply failed",
+                        extra={"channel": name, "error": result.error},
+                    )
+                return
+
+    return reply
+
+
 def routes(app: App) -> list[Any]:
     result: list[Any] = list(http_health.routes(app.ready))
     if app.links is not None:
@@ -98,6 +119,7 @@ def routes(app: App) -> list[Any]:
                 for name, c in channels.items()
                 if isinstance(c, PagerDutyConfig) and c.webhook_secret
             },
+            _ephemeral_reply(app),
         )
     result += http_console.routes(console(app))
     app.bridge = http_connect.Bridge(

@@ -4,7 +4,7 @@ Start-up never crashes on a database that is down: the server listens at once wi
 health NOT_SERVING while ``connect_and_migrate`` retries the connection (and the
 migration) every ``db_retry_seconds``; it returns when the schema is at head. Only a
 setting that can never work (``SettingsError``, e.g. no API key on a non-loopback
-address) ends the retries.
+address, or a LISTEN connection that cannot hear the pool's NOTIFY) ends the retries.
 """
 
 from __future__ import annotations
@@ -20,11 +20,20 @@ from pathlib import Path
 from uns_server.domain.enums import Role
 from uns_server.services import auth
 from uns_server.settings import Settings, SettingsError
-from uns_server.store import api_keys, durability, migrate
+from uns_server.store import api_keys, durability, listen, migrate
 from uns_server.store.clock import DatabaseClock
 from uns_server.store.db import Database
 
 log = logging.getLogger("uns.server")
+# Refusing is the choice (not polling, slower and silent on every replica): a LISTEN
+# that hears nothing is a configuration error, and one setting fixes it.
+LISTEN_DEAF = (
+    "LISTEN/NOTIFY self-test failed: a NOTIFY committed through the pool (database_url) "
+    f"did not reach the LISTEN connection within {listen.SELF_TEST_SECONDS:g} s. The LISTEN "
+    "connection is probably behind a transaction-pooling PgBouncer: set "
+    "--listen-database-url / UNS_LISTEN_DATABASE_URL to PostgreSQL itself or to a "
+    "session-pooling PgBouncer (docs/deployment.md, PgBouncer)"
+)
 
 
 async def connect_and_migrate(
@@ -51,6 +60,8 @@ async def connect_and_migrate(
                 risk = await durability.failover_risk(db)
                 if risk:
                     log.warning("database failover may lose data: %s", risk)
+                if db.is_postgres:
+                    await _listen_self_test(db)
                 return
         except SettingsError:
             raise
@@ -63,6 +74,23 @@ async def connect_and_migrate(
                 },
             )
         await asyncio.sleep(s.db_retry_seconds)
+
+
+async def _listen_self_test(db: Database) -> None:
+    """Refuse a LISTEN connection that cannot hear the pool (``LISTEN_DEAF``). A test
+    that could not run (its host is a standby now, where LISTEN and NOTIFY are refused;
+    the database went away meanwhile) proves nothing either way: the server starts, as
+    it would have without the test, and says so."""
+    try:
+        heard = await listen.notify_reaches_listen(db)
+    except Exception as exc:
+        log.warning(
+            "LISTEN/NOTIFY self-test could not run; starting without it",
+            extra={"error": f"{type(exc).__name__}: {exc}"},
+        )
+        return
+    if not heard:
+        raise SettingsError(LISTEN_DEAF)
 
 
 async def ensure_api_key(

@@ -16,15 +16,12 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
-import yaml
 from opentelemetry.trace import TracerProvider as ApiTracerProvider
 
 from uns_server.api.admission import Admission
 from uns_server.api.bind import bind_failure
-from uns_server.app import grpc_surface, http_surface, readiness
+from uns_server.app import config_files, grpc_surface, http_surface, readiness
 from uns_server.app.health import HealthMonitor
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.fingerprint import channel_fingerprint
@@ -73,9 +70,16 @@ class App:
         assert clock is not None
         self.clock = clock
         self.db = Database(
-            settings.database_url, command_timeout=settings.db_command_timeout_seconds
+            settings.database_url,
+            command_timeout=settings.db_command_timeout_seconds,
+            listen_url=settings.listen_database_url or None,
         )
-        key_file = auth.load_key_file(settings.api_keys_file) if settings.api_keys_file else None
+        key_file = None
+        if settings.api_keys_file:
+            path = settings.api_keys_file
+            key_file = config_files.load(
+                path, "api_keys_file", lambda data: auth.key_file_from(data, path)
+            )
         self.authenticator = auth.Authenticator(
             self.db,
             key_file,
@@ -84,10 +88,14 @@ class App:
             ),
         )
         self._key_file = key_file
-        channel_data: Any = {}
         if settings.channels_file:
-            channel_data = yaml.safe_load(Path(settings.channels_file).read_text()) or {}
-        self.channels_config = load_channels_config(channel_data, environ)
+            self.channels_config = config_files.load(
+                settings.channels_file,
+                "channels_file",
+                lambda data: load_channels_config(data or {}, environ),
+            )
+        else:
+            self.channels_config = load_channels_config({}, environ)
         self.channels = ChannelRegistry.from_config(self.channels_config)
         self.channel_fingerprint = channel_fingerprint(self.channels_config)
         self.telemetry = Telemetry.from_settings(settings, tracer_provider)
@@ -203,7 +211,10 @@ class App:
             try:
                 metrics_port = self.telemetry.serve_metrics()
             except OSError as exc:
-                raise SettingsError(f"cannot listen on {s.metrics_listen}: {exc}") from exc
+                raise SettingsError(
+                    f"cannot listen on {s.metrics_listen} for metrics: {exc.strerror or exc} "
+                    "(choose another address with --metrics-listen, UNS_METRICS_LISTEN)"
+                ) from exc
             log.info("metrics", extra={"metrics_listen": s.metrics_listen, "port": metrics_port})
         log.info("listening", extra={"listen": s.listen, "port": self.port, "tls": s.tls_enabled})
         log.info(

@@ -164,6 +164,7 @@ class Settlement:
     priority: str = ""
     intent: str = ""
     source: str = ""
+    notification_id: str = ""
 
     @property
     def summary(self) -> str:

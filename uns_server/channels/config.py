@@ -171,6 +171,9 @@ class PagerDutyConfig(_ReprHidesSecrets):
     webhook_secret: str | None = None
     """The secret of the PagerDuty v3 webhook subscription that posts to
     ``/integrations/pagerduty/webhook`` (incident acknowledged/resolved settle the ack)."""
+    resolve_on_timeout: bool = False
+    """Resolve the incidents also when the ack times out. By default they stay open: a
+    timeout means escalation is required, which PagerDuty's own escalation carries on."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -265,6 +268,7 @@ def _pagerduty(o: Options) -> PagerDutyConfig:
         base_url=o.url("base_url", default=PAGERDUTY_BASE_URL_DEFAULT).rstrip("/"),
         timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
         webhook_secret=o.secret("webhook_secret", default=None),
+        resolve_on_timeout=o.flag("resolve_on_timeout", False),
     )
 
 

@@ -94,18 +94,23 @@ class PagerDutyChannel(HttpChannel):
         self.recipient = f"pagerduty:{name}"
 
     async def _update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
-        """The obligation ended: ``acknowledge`` the alert when someone acknowledged it,
-        ``resolve`` it otherwise (dismissed, timed out), with the same ``dedup_key``."""
+        """The obligation ended: ``resolve`` the incident (acknowledged, dismissed or
+        withdrawn: nobody needs paging any more). ``acknowledge`` would not do: its
+        ``acknowledgement_timeout`` re-pages for an obligation that is over. A timeout
+        leaves the incident open (escalation is required) unless ``resolve_on_timeout``."""
         key = reference.get("pagerduty_dedup_key")
         if not key:
             return ChannelResult.permanent("no PagerDuty dedup_key to update")
-        action = "acknowledge" if settlement.state == "ACKED" else "resolve"
+        if settlement.state == "TIMED_OUT" and not self._config.resolve_on_timeout:
+            return ChannelResult.delivered(key, metadata={"event_action": "none"})
         data = await self._enqueue(
-            {"routing_key": self._config.routing_key, "event_action": action, "dedup_key": key}
+            {"routing_key": self._config.routing_key, "event_action": "resolve", "dedup_key": key}
         )
         if isinstance(data, ChannelResult):
             return data
-        return ChannelResult.delivered(key, metadata={"http_status": 202, "event_action": action})
+        return ChannelResult.delivered(
+            key, metadata={"http_status": 202, "event_action": "resolve"}
+        )
 
     async def _enqueue(self, event: Mapping[str, Any]) -> dict[str, Any] | ChannelResult:
         """POST one event to ``/v2/enqueue``: the accepted answer's JSON, or the failure

@@ -129,6 +129,22 @@ class SlackChannel(HttpChannel):
         # Who the message reaches: the configured channel, or the webhook's own channel.
         self.recipient = f"slack:{config.channel or name}"
 
+    async def reply_ephemeral(self, response_url: str, text: str) -> ChannelResult:
+        """Answer a button press only to the person who pressed it (Slack's
+        ``response_url`` with ``response_type: ephemeral``; the message stays)."""
+        body = encode_json({"response_type": "ephemeral", "replace_original": False, "text": text})
+        if isinstance(body, ChannelResult):
+            return body
+        reply = await self._post(
+            response_url,
+            content=body,
+            headers={"content-type": "application/json"},
+            timeout_seconds=self._config.timeout_seconds,
+        )
+        if isinstance(reply, ChannelResult):
+            return reply
+        return classify_http_response(reply, now=self._now()) or ChannelResult.delivered(None)
+
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         if self._config.token is not None:
             return await self._post_message(message, self._config.token)

@@ -26,11 +26,12 @@ from uns_server.channels._http import (
     encode_json,
 )
 from uns_server.channels._signing import signing_key
-from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
+from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage, Settlement
 from uns_server.channels.config import WebhookConfig
 from uns_server.channels.http_transport import OutboundClient
 
 EVENT_TYPE = "uns.notification"
+SETTLED_TYPE = "uns.notification.settled"
 
 
 def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
@@ -74,6 +75,24 @@ def webhook_payload(
     return payload
 
 
+def settled_payload(settlement: Settlement, now: float) -> dict[str, Any]:
+    """The body that tells a receiver how an obligation it was sent has ended."""
+    return {
+        "type": SETTLED_TYPE,
+        "timestamp": datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z"),
+        "data": {
+            "notification_id": settlement.notification_id,
+            "state": "WITHDRAWN" if settlement.state == "WITHDRAWN" else "DELIVERED",
+            "ack_state": settlement.state,
+            "actor": settlement.actor,
+            "via": settlement.via,
+            "settle_time": settlement.at,
+            "title": settlement.title,
+            "summary": settlement.summary,
+        },
+    }
+
+
 class WebhookChannel(HttpChannel):
     """POSTs a signed JSON notification to one configured URL."""
 
@@ -98,10 +117,20 @@ class WebhookChannel(HttpChannel):
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         now = self._now()
-        body = encode_json(webhook_payload(message, now, message.action_links(self.recipient)))
+        payload = webhook_payload(message, now, message.action_links(self.recipient))
+        return await self._send_signed(payload, message.idempotency_token, now)
+
+    async def _update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+        """``uns.notification.settled``, signed like a delivery; its ``webhook-id`` is
+        stable per notification, so a repeat can be dropped."""
+        now = self._now()
+        msg_id = f"{settlement.notification_id}:settled"
+        return await self._send_signed(settled_payload(settlement, now), msg_id, now)
+
+    async def _send_signed(self, payload: dict[str, Any], msg_id: str, now: float) -> ChannelResult:
+        body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
-        msg_id = message.idempotency_token
         timestamp = int(now)
         headers = {
             **self._config.headers,

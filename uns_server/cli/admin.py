@@ -47,6 +47,7 @@ from uns_server.services.policies import PolicyInput, PolicyService
 from uns_server.services.retention import Report, Retention
 from uns_server.store import links as links_store
 from uns_server.store import migrate
+from uns_server.store.connect import describe_url
 from uns_server.store.db import Database
 
 EXIT_OK = 0
@@ -304,12 +305,29 @@ COMMANDS: dict[tuple[str, str | None], Command] = {
 }
 
 
+def _check_database(args: argparse.Namespace) -> None:
+    """Say which database this command uses; refuse a SQLite file that is not there
+    (only ``migrate`` creates a database)."""
+    try:
+        shown, sqlite_file = describe_url(args.database_url)
+    except Exception as exc:  # unparsable URL
+        raise UsageError(f"--database-url: {exc}") from None
+    # Which database, always (stderr: stdout stays the command's output). A command run
+    # from the wrong directory must not quietly work on an empty ./uns.db it created.
+    print(f"{PROG}: database {shown}", file=sys.stderr)
+    if sqlite_file is not None and args.command != "migrate" and not os.path.exists(sqlite_file):
+        raise Failure(
+            f"no database at {sqlite_file}: give the server's --database-url "
+            "(or UNS_DATABASE_URL), or create this one with `uns-admin migrate`"
+        )
+
+
 async def run(args: argparse.Namespace) -> None:
     sub = getattr(args, f"{args.command}_command", None)
     command = COMMANDS[(args.command, sub)]
     try:
         db = Database(args.database_url)
-    except Exception as exc:  # unparsable URL, unknown dialect
+    except Exception as exc:  # unknown dialect
         raise UsageError(f"--database-url: {exc}") from None
     try:
         await command(db, args)
@@ -331,6 +349,7 @@ def main(argv: list[str] | None = None) -> None:
             args.policy_inputs = policy_commands.load_policy_file(args.file)
         if remote.wants_remote(args):  # keys, policies with --target: over gRPC
             raise SystemExit(remote.main(args))
+        _check_database(args)
         asyncio.run(run(args))
     except UsageError as exc:
         _fail(EXIT_USAGE, str(exc))

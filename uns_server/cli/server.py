@@ -15,6 +15,7 @@ import yaml
 
 from uns_server import logs
 from uns_server.app import App
+from uns_server.cli.server_help import HELP
 from uns_server.settings import Settings, SettingsError
 
 log = logging.getLogger("uns.server")
@@ -30,17 +31,17 @@ def build_parser() -> argparse.ArgumentParser:
     for f in fields(Settings):
         flag = "--" + f.name.replace("_", "-")
         default = None if f.default is MISSING else f.default
-        env = f"UNS_{f.name.upper()}"
+        shown = "none" if default in (None, "") else default
+        # %% : argparse formats help with %-interpolation.
+        described = f"{HELP[f.name]}. " if f.name in HELP else ""  # tests require one
+        text = f"{described}[UNS_{f.name.upper()}] default: {shown}".replace("%", "%%")
         if str(f.type).startswith("bool"):
             parser.add_argument(
-                flag,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=f"[{env}] default: {default}",
+                flag, action=argparse.BooleanOptionalAction, default=None, help=text
             )
         else:
             kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
-            parser.add_argument(flag, type=kind, default=None, help=f"[{env}] default: {default}")
+            parser.add_argument(flag, type=kind, default=None, help=text)
     return parser
 
 

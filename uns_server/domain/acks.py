@@ -3,6 +3,7 @@ gRPC Acknowledge, signed action links, Slack and PagerDuty callbacks, the consol
 Pure: the caller loads (and locks) the row, asks, and settles.
 
     (none) --delivered with require_ack--> PENDING
+    (none) --answer while the delivery is in flight--> ACKED | DISMISSED
     PENDING --answer before deadline--> ACKED | DISMISSED
     PENDING --deadline passed, expiry worker--> TIMED_OUT
     PENDING --WithdrawNotification--> WITHDRAWN
@@ -33,6 +34,9 @@ class AckTarget:
     ack_status: str | None
     deadline: datetime | None
     actor: str | None  # who settled the ack, once settled
+    # A delivery attempt is leased and unsettled: the message may have reached its
+    # recipient, who may answer before the attempt's result is committed.
+    in_flight: bool = False
 
 
 def decide_ack(
@@ -49,6 +53,8 @@ def decide_ack(
     SPEC §3)."""
     status = target.ack_status
     info = {"notification_id": target.id, "ack_state": status or "NONE"}
+    if status is None and target.require_ack and target.in_flight:
+        return False  # answered from the message its delivery is sending: honoured
     if status is None:
         raise AckNotPending(
             "the notification has no pending acknowledgement "

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from datetime import UTC
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -51,9 +51,21 @@ def idempotency_digest(principal: str, source: str, idempotency_key: str) -> str
     return sha256_hex([principal, source, idempotency_key])
 
 
-def dedup_digest(principal: str, source: str, dedup_key: str, effective_hash: str) -> str:
-    """The coalescing scope: SHA-256 of ``[principal, source, dedup_key, effective_hash]``."""
-    return sha256_hex([principal, source, dedup_key, effective_hash])
+def dedup_digest(
+    principal: str,
+    source: str,
+    dedup_key: str,
+    effective_hash: str,
+    scheduled_for: datetime | None = None,
+) -> str:
+    """The coalescing scope: SHA-256 of ``[principal, source, dedup_key, effective_hash]``,
+    and for a send scheduled in the future its ``schedule_time`` as well: a send that is
+    due now never waits behind a scheduled leader (it would be delivered only at the
+    leader's time), while repeats of one scheduled send still coalesce."""
+    parts = [principal, source, dedup_key, effective_hash]
+    if scheduled_for is not None:
+        parts.append(scheduled_for.astimezone(UTC).isoformat())
+    return sha256_hex(parts)
 
 
 def fingerprint(req: SendRequest) -> str:

@@ -13,10 +13,11 @@ decision.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -76,13 +77,33 @@ def _slack_payload(body: bytes) -> dict[str, Any] | None:
     return payload
 
 
+# A press on a button of an obligation that has ended is told so (only the presser sees it).
+STALE_OUTCOMES = frozenset({"conflict", "not_pending", "deadline_passed", "repeat"})
+# ``reply(response_url, text, posters)``: the Slack channel that posted answers ephemerally.
+EphemeralReply = Callable[[str, str, Sequence[str] | None], Coroutine[Any, Any, None]]
+
+
 def routes(
     answers: ProviderAnswers,
     slack_secrets: Mapping[str, str],
     pagerduty_secrets: Mapping[str, str],
+    reply: EphemeralReply | None = None,
 ) -> list[web.RouteDef]:
     """``*_secrets``: channel name -> its signing secret. A callback verifies only with
     the secret of the channel that posted the message or opened the incident."""
+    replies: set[asyncio.Task[None]] = set()
+
+    async def tell_stale(
+        payload: Mapping[str, Any], nid: str, posters: Sequence[str] | None
+    ) -> None:
+        url = payload.get("response_url")
+        note = await answers.settled_note(nid)
+        if reply is None or note is None or not isinstance(url, str) or not url:
+            return
+        # After the 200: Slack wants the interaction answered within three seconds.
+        task = asyncio.create_task(reply(url, note, posters))
+        replies.add(task)
+        task.add_done_callback(replies.discard)
 
     async def slack(request: web.Request) -> web.Response:
         if not slack_secrets:
@@ -95,6 +116,7 @@ def routes(
             return _malformed("a form field 'payload' with a block_actions payload")
         targets = []
         channel = payload.get("channel") or {}
+        posters: list[str] | None = None
         for action in payload.get("actions", []):
             target = await answers.slack_target(
                 action.get("action_id", ""), action.get("value", "")
@@ -111,11 +133,14 @@ def routes(
             return _refused()
         outcomes = []
         for target in targets:
-            outcomes.append(
+            outcome = (
                 "invalid"
                 if target is None
                 else await answers.slack_action(target, payload.get("user", {}))
             )
+            if target is not None and outcome in STALE_OUTCOMES:
+                await tell_stale(payload, target.notification_id, posters)
+            outcomes.append(outcome)
         log.info("slack interaction", extra={"outcomes": outcomes})
         return web.Response(text="")
 

@@ -224,7 +224,10 @@ class HttpServer:
         except OSError as exc:
             await self._runner.cleanup()
             self._runner = None
-            raise SettingsError(f"cannot listen on {s.http_listen}: {exc}") from exc
+            raise SettingsError(
+                f"cannot listen on {s.http_listen} for HTTP: {exc.strerror or exc} (choose "
+                "another address with --http-listen, UNS_HTTP_LISTEN)"
+            ) from exc
         server = site._server  # the bound port, when HOST:0 asked for any
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else int(port)

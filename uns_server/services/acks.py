@@ -2,6 +2,7 @@
 settle.
 
     (none) --delivered with require_ack--> PENDING
+    (none) --answered while the delivery is in flight--> ACKED | DISMISSED
     PENDING --Acknowledge before deadline--> ACKED | DISMISSED      (responder)
     PENDING --deadline passed, expiry worker--> TIMED_OUT           (uns-timeout-worker)
 
@@ -27,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from uns_server.domain.acks import AckTarget, decide_ack
-from uns_server.domain.enums import AckStatus, EventKind
+from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.errors import AckConflict, NotFound
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_ack_metadata, validate_notification_id
@@ -68,6 +69,7 @@ def ack_target(row: Notification) -> AckTarget:
         ack_status=row.ack_status,
         deadline=row.deadline,
         actor=row.actor,
+        in_flight=row.status == Status.PENDING and row.lease_token is not None,
     )
 
 

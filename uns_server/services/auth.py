@@ -123,7 +123,12 @@ def parse_responds_for(values: object) -> frozenset[str]:
 def load_key_file(path: str) -> KeyFile:
     """A YAML/JSON list of entries ``{key | key_sha256 | certificate_cn, principal, roles,
     responds_for}`` (``responds_for``: the other principals a responder answers for)."""
-    entries: Any = yaml.safe_load(Path(path).read_text()) or []
+    return key_file_from(yaml.safe_load(Path(path).read_text()), path)
+
+
+def key_file_from(entries: Any, path: str) -> KeyFile:
+    """The key file's parsed content (see ``load_key_file``); ``path`` names it in errors."""
+    entries = entries or []
     if isinstance(entries, Mapping):
         entries = entries.get("keys", [])
     keys: dict[str, Principal] = {}

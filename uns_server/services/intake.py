@@ -145,7 +145,7 @@ class Intake:
             read: Existing | Fresh | None = await _holder(conn, key)
             if read is None:
                 active = await policies.active(conn, req.notification_type)
-                read = await self._fresh(conn, principal, req, active)
+                read = await self._fresh(conn, principal, req, active, now)
         admission = decide_admission(fingerprint, read, new_id=str(uuid.uuid4()), now=now)
         if not isinstance(admission, Admit):
             existing = admission.existing
@@ -312,7 +312,7 @@ class Intake:
         # The key held by a committed notification, or by an earlier item of this group.
         read: Existing | Fresh | None = existing.get(item.key) or group.admitted.get(item.key)
         if read is None:
-            read = await self._fresh(conn, principal, req, active.get(req.notification_type))
+            read = await self._fresh(conn, principal, req, active.get(req.notification_type), now)
         admission = decide_admission(item.fingerprint, read, new_id=str(uuid.uuid4()), now=now)
         if isinstance(admission, Replay):
             return _replayed(admission.existing)
@@ -358,14 +358,17 @@ class Intake:
         principal: str,
         req: SendRequest,
         active: PolicyRevision | None,
+        now: datetime,
     ) -> Fresh:
         """For a key not seen before: the policy, then the dedup window (locked) and
-        its owner."""
+        its owner. A send scheduled for later coalesces only with sends scheduled for
+        the same time (``digests.dedup_digest``)."""
         effective = resolve(req, active, self._defaults)
         if not req.dedup_key:
             return Fresh(effective)
+        scheduled = req.schedule_time if req.schedule_time and req.schedule_time > now else None
         dedup_key = digests.dedup_digest(
-            principal, req.source, req.dedup_key, effective.effective_hash
+            principal, req.source, req.dedup_key, effective.effective_hash, scheduled
         )
         window = await notifications.locked_dedup_window(conn, dedup_key)
         owner = (

@@ -6,9 +6,11 @@ through ``SentMessageUpdates``. The rows are an outbox
 (``store.message_updates``); the ``MessageUpdater`` worker sends them later, so a slow
 or failing provider never holds up the answer itself.
 
-What is updated: Slack messages sent through the Web API (``chat.update`` with the
-stored channel + ts) and PagerDuty alerts (``acknowledge``/``resolve`` with the stored
-dedup_key). A PagerDuty answer is not echoed back to PagerDuty.
+What is updated: every message the obligation sent, the delivery and each reminder and
+escalation step (``services.message_updates.updatable``): Slack messages sent through the
+Web API (``chat.update`` with the stored channel + ts), PagerDuty incidents (``resolve``
+with the stored dedup_key; on TIMED_OUT only where the channel says
+``resolve_on_timeout``) and webhook receivers (one ``uns.notification.settled`` request).
 """
 
 from __future__ import annotations
@@ -23,18 +25,36 @@ from uns_server.domain.records import Notification
 from uns_server.store import message_updates
 from uns_server.store.db import WriteTx
 
-VIA_PAGERDUTY = "pagerduty"
+# A queued update whose message was still being delivered when the obligation ended:
+# its reference is the delivery's, read once that attempt has settled.
+IN_FLIGHT = "in_flight_channel"
 VIA_WITHDRAWAL = "withdrawal"
 TOPIC_MESSAGE_UPDATES = "uns_message_updates"
 
 
-def updatable(reference: Mapping[str, Any], via: str) -> bool:
+def updatable(reference: Mapping[str, Any]) -> bool:
+    """Whether the message ``reference`` names is told how the obligation ended: every
+    Slack message posted through the Web API and every PagerDuty incident (the delivery,
+    each reminder, each escalation step); a webhook receiver once per channel (for the
+    delivery's reference), as one ``uns.notification.settled`` request."""
     kind = reference.get("type")
     if kind == "slack":
         return bool(reference.get("slack_ts") and reference.get("slack_channel"))
     if kind == "pagerduty":
-        return bool(reference.get("pagerduty_dedup_key")) and via != VIA_PAGERDUTY
+        return bool(reference.get("pagerduty_dedup_key"))
+    if kind == "webhook":
+        return not reference.get("follow_up")
     return False
+
+
+def in_flight_channels(row: Notification) -> list[str]:
+    """The channels of a delivery attempt still in flight (leased, not yet settled):
+    an answer can arrive before its result is committed, so their references are
+    looked up when the update is sent (``IN_FLIGHT``)."""
+    if row.ack_status is not None or row.lease_token is None:
+        return []
+    succeeded = set((row.outcome or {}).get("channels_succeeded", []))
+    return [c for c in row.notification["effective"]["channels"] if c not in succeeded]
 
 
 async def queue_on_settle(
@@ -52,11 +72,26 @@ async def queue_on_settle(
         "priority": doc["effective"]["priority"],
         "intent": doc.get("intent") or "",
         "source": row.source,
+        "notification_id": row.id,
     }
     rows = [
-        {"notification_id": row.id, "channel": name, "reference": ref, "outcome": settlement}
-        for name, ref in sorted(refs.items())
-        if updatable(ref, via)
+        {
+            "notification_id": row.id,
+            "channel": str(ref.get("channel", key)),
+            "reference": ref,
+            "outcome": settlement,
+        }
+        for key, ref in sorted(refs.items())
+        if isinstance(ref, Mapping) and updatable(ref)
+    ]
+    rows += [
+        {
+            "notification_id": row.id,
+            "channel": channel,
+            "reference": {IN_FLIGHT: channel},
+            "outcome": settlement,
+        }
+        for channel in in_flight_channels(row)
     ]
     if rows:
         await message_updates.enqueue(tx.conn, rows, now)

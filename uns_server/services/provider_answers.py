@@ -14,9 +14,10 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, DISMISS
 from uns_server.domain.validation import validate_notification_id
@@ -86,6 +87,23 @@ class ProviderAnswers:
             if isinstance(r, Mapping) and r.get(provider_key) == value
         ]
         return found or None
+
+    async def settled_note(self, nid: str) -> str | None:
+        """For a press on a button of an obligation that has ended: who settled it and
+        when, in a sentence for the person who pressed (None while it is still open).
+        A withdrawal does not name who withdrew (as ``ACK_NOT_PENDING`` does not)."""
+        async with self._db.read() as conn:
+            row = await notifications.get(conn, nid)
+        if row is None or row.ack_status in (None, AckStatus.PENDING):
+            return None
+        at = (row.responded_at or row.updated_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+        state = row.ack_status
+        if state == AckStatus.WITHDRAWN:
+            return f"This notification was withdrawn at {at} UTC; no answer is needed."
+        if state == AckStatus.TIMED_OUT:
+            return f"This notification was not answered in time ({at} UTC); escalation is required."
+        done = "acknowledged" if state == AckStatus.ACKED else "dismissed"
+        return f"This notification was already {done} by {row.actor} at {at} UTC."
 
     async def slack_action(self, target: Slack, user: Mapping[str, Any]) -> str:
         """One Block Kit button press; returns what happened (for the log and tests)."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import AckStatus
+from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.records import Notification
 from uns_server.store import records
 from uns_server.store.tables import notifications as n
@@ -23,10 +23,18 @@ async def settle_pending(
     metadata: dict[str, Any] | None,
     now: datetime,
 ) -> bool:
-    """PENDING -> ``status``; False when the ack was no longer PENDING."""
+    """PENDING -> ``status``; False when the ack was no longer PENDING. A row whose
+    delivery is in flight (leased, no ack yet) settles too: its settlement keeps this
+    ack (``store.dispatch.KEPT_ONCE_SET``)."""
+    in_flight = and_(
+        n.c.ack_status.is_(None),
+        n.c.require_ack.is_(True),
+        n.c.status == Status.PENDING.value,
+        n.c.lease_token.is_not(None),
+    )
     result = await conn.execute(
         update(n)
-        .where(n.c.id == notification_id, n.c.ack_status == AckStatus.PENDING.value)
+        .where(n.c.id == notification_id, or_(n.c.ack_status == AckStatus.PENDING.value, in_flight))
         .values(
             ack_status=status.value,
             actor=actor,

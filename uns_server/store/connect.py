@@ -7,7 +7,9 @@ read; ``WritableHostConnector`` finds the writable host of a multi-host URL.
 
 from __future__ import annotations
 
+import os
 import re
+import uuid
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -107,3 +109,36 @@ class WritableHostConnector:
             return conn
         assert failure is not None
         raise failure
+
+
+def transaction_pooler_args() -> dict[str, Any]:
+    """``connect_args`` for a pool behind a transaction-pooling pgbouncer, where each
+    transaction may run on another server connection: no statement is kept prepared
+    across transactions. asyncpg's cache off sends unnamed statements (Parse, Bind and
+    Execute before one Sync: one server connection); SQLAlchemy's off prepares each
+    statement again, under a unique name (two clients' statements may meet on one
+    server connection, and a name asyncpg numbers per connection would collide).
+    pgbouncer 1.18 (Debian 12) keeps no prepared statements; 1.21+ could, with
+    ``max_prepared_statements``, but this needs none."""
+    return {
+        "statement_cache_size": 0,
+        "prepared_statement_cache_size": 0,
+        "prepared_statement_name_func": _unique_statement_name,
+    }
+
+
+def _unique_statement_name() -> str:
+    return f"__uns_{uuid.uuid4().hex}__"
+
+
+def describe_url(url: str) -> tuple[str, str | None]:
+    """How to show ``url`` to an operator (password hidden; a SQLite file as its absolute
+    path), and the SQLite file it names (None for PostgreSQL or an in-memory database)."""
+    u = make_url(normalize_url(url))
+    if u.get_backend_name() == "sqlite":
+        path = u.database
+        if not path or path == ":memory:" or path.startswith("file:"):
+            return u.render_as_string(), None
+        absolute = os.path.abspath(path)
+        return f"SQLite file {absolute}", absolute
+    return u.render_as_string(hide_password=True), None

@@ -46,6 +46,7 @@ from uns_server.store.connect import (
     PG_CONNECT_TIMEOUT_DEFAULT,
     WritableHostConnector,
     normalize_url,
+    transaction_pooler_args,
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -159,11 +160,20 @@ class Database:
         *,
         pool_size: int = PG_POOL_SIZE_DEFAULT,
         command_timeout: float | None = None,
+        listen_url: str | None = None,
     ) -> None:
         """``command_timeout`` bounds every PostgreSQL statement and connection attempt
         client-side, so a silently blackholed database makes calls fail (UNAVAILABLE)
-        instead of hanging; None (migrations, maintenance) means no bound."""
+        instead of hanging; None (migrations, maintenance) means no bound.
+
+        ``listen_url`` (PostgreSQL) is where the session-long work connects: the LISTEN
+        connection and migrations (a session advisory lock). Another URL than ``url``
+        says ``url`` goes through a transaction pooler (pgbouncer ``pool_mode =
+        transaction``): the pool then keeps no prepared statements and sends no
+        session settings (``connect.transaction_pooler_args``)."""
         self.url = normalize_url(url)
+        self.session_url = normalize_url(listen_url) if listen_url else self.url
+        self.transaction_pooled = self.session_url != self.url
         self.command_timeout = command_timeout
         self.dialect = make_url(self.url).get_backend_name()
         # Names this process in its NOTIFY payloads. Its own commits already fired their
@@ -172,6 +182,9 @@ class Database:
         self.origin = uuid.uuid4().hex
         self._listeners: dict[str, list[Callable[[], None]]] = {}
         self.connector = WritableHostConnector()  # PostgreSQL: shared by every connection
+        self.session_connector = (
+            WritableHostConnector() if self.transaction_pooled else self.connector
+        )
         if self.dialect == "sqlite":
             self.writer = _sqlite_engine(self.url, immediate=True, pool_size=1)
             self.reader = _sqlite_engine(self.url, immediate=False, pool_size=4)
@@ -189,16 +202,15 @@ class Database:
                 # at 1 producer (docs/PERFORMANCE.md). Nothing here inserts RETURNING.
                 use_insertmanyvalues=False,
                 json_serializer=jsontext.dumps,
-                connect_args=self.pg_connect_args(
-                    idle_in_transaction_session_timeout=str(PG_IDLE_IN_TRANSACTION_MS)
-                ),
+                connect_args=self._pool_connect_args(),
             )
             self._losses = _Losses()
             event.listen(
                 self.writer.sync_engine, "handle_error", _classify_lost_connection(self._losses)
             )
             _check_at_checkout(self.writer, PG_PING_AFTER_IDLE_SECONDS, self._losses)
-            _bound_transactions(self.writer, PG_TRANSACTION_TIMEOUT_MS)
+            if not self.transaction_pooled:  # a session setting would land on one
+                _bound_transactions(self.writer, PG_TRANSACTION_TIMEOUT_MS)
             self.reader = self.writer
             self._write_lock = None
             # The same pool; SQLAlchemy leaves BEGIN/COMMIT to ``_pg_transaction``.
@@ -210,18 +222,27 @@ class Database:
     def is_postgres(self) -> bool:
         return self.dialect == "postgresql"
 
+    def _pool_connect_args(self) -> dict[str, Any]:
+        if self.transaction_pooled:
+            # pgbouncer refuses startup parameters it does not know; its own
+            # ``idle_transaction_timeout`` bounds an idle transaction instead.
+            return {**self.pg_connect_args(), **transaction_pooler_args()}
+        return self.pg_connect_args(
+            idle_in_transaction_session_timeout=str(PG_IDLE_IN_TRANSACTION_MS)
+        )
+
     def pg_connect_args(
-        self, *, bound_statements: bool = True, **server_settings: str
+        self, *, bound_statements: bool = True, session: bool = False, **server_settings: str
     ) -> dict[str, Any]:
         """``connect_args`` for a SQLAlchemy engine on this database: the connect bound,
         the statement bound unless ``bound_statements`` is off (migrations: an index
         build may take minutes), ``server_settings``, and the connector that finds the
-        writable host of a multi-host URL."""
+        writable host of a multi-host URL (of ``session_url`` when ``session``)."""
         args: dict[str, Any] = {
             "server_settings": server_settings,
             # SQLAlchemy's asyncpg adapter calls this instead of asyncpg.connect, with
             # the URL's parameters (what its public ``async_creator`` would not pass).
-            "async_creator_fn": self.connector,
+            "async_creator_fn": self.session_connector if session else self.connector,
             "timeout": self.command_timeout or PG_CONNECT_TIMEOUT_DEFAULT,
         }
         if self.command_timeout and bound_statements:
@@ -229,21 +250,22 @@ class Database:
         return args
 
     def driver_params(self) -> dict[str, Any]:
-        """``asyncpg.connect`` keywords for this database: every host of a multi-host URL,
-        ``target_session_attrs`` and the other URL options, read the way SQLAlchemy's
-        dialect reads them."""
-        _args, params = self.writer.dialect.create_connect_args(make_url(self.url))
+        """``asyncpg.connect`` keywords for ``session_url``: every host of a multi-host
+        URL, ``target_session_attrs`` and the other URL options, read the way
+        SQLAlchemy's dialect reads them."""
+        _args, params = self.writer.dialect.create_connect_args(make_url(self.session_url))
         for name in _SQLALCHEMY_ONLY_PARAMS:
             params.pop(name, None)
         params["timeout"] = self.command_timeout or PG_CONNECT_TIMEOUT_DEFAULT
         return dict(params)
 
     async def connect_driver(self, **server_settings: str) -> Any:
-        """A bare asyncpg connection of its own (LISTEN), to the host the pool uses."""
+        """A bare asyncpg connection of its own (LISTEN) on ``session_url``: the
+        writable host, the one the pool uses."""
         params = self.driver_params()
         if server_settings:
             params["server_settings"] = {**params.get("server_settings", {}), **server_settings}
-        return await self.connector(**params)
+        return await self.session_connector(**params)
 
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` (must not block) after commits that signalled ``topic``."""

@@ -256,11 +256,26 @@ def _settle_leased_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statemen
                 n.c.lease_token == token,
                 n.c.lease_until > bindparam("b_now", type_=UtcDateTime()),
             )
-            .values({c: bindparam(f"v_{c}", type_=n.c[c].type) for c in columns})
+            .values(_assignments(columns))
         )
         returning = stmt.returning(n.c.id, cast(token, Text).label("token"))
         found = _settle_leased_statements[columns] = (stmt, pg.Statement(returning))
     return found
+
+
+# A settlement decides from the claim's copy of the row; the one column another writer
+# may set while the lease is held is the ack: an answer that arrived while the delivery
+# carrying it was in flight settles it (``services.acks``), and the settlement keeps it.
+KEPT_ONCE_SET = frozenset({"ack_status"})
+
+
+def _assignments(columns: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        c: func.coalesce(n.c[c], bindparam(f"v_{c}", type_=n.c[c].type))
+        if c in KEPT_ONCE_SET
+        else bindparam(f"v_{c}", type_=n.c[c].type)
+        for c in columns
+    }
 
 
 def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
@@ -269,7 +284,7 @@ def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
         stmt = (
             update(n)
             .where(n.c.id == bindparam("b_id"), n.c.lease_token == bindparam("b_token"))
-            .values({c: bindparam(f"v_{c}", type_=n.c[c].type) for c in columns})
+            .values(_assignments(columns))
         )
         found = _settle_statements[columns] = (stmt, pg.Statement(stmt.returning(n.c.id)))
     return found
@@ -373,7 +388,7 @@ def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:
     found = _fenced_updates.get(columns)
     if found is None:
         found = _fenced_updates[columns] = pg.FencedUpdate(
-            n, columns, ("lease_token", "lease_until")
+            n, columns, ("lease_token", "lease_until"), kept=KEPT_ONCE_SET
         )
     return found
 

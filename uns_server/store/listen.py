@@ -17,6 +17,11 @@ next attempt tries every host again after a backoff that tops out at
 fires once: what was committed meanwhile is caught up. The connection names itself
 ``LISTEN_APPLICATION_NAME`` (``pg_stat_activity.application_name``), so an operator (or a
 test) sees which host each process listens on.
+
+A LISTEN behind a transaction-pooling pgbouncer hears nothing (its server connection goes
+back to the pool between statements, and notifications to it are dropped), silently.
+``notify_reaches_listen`` is the start-up self-test that finds it: LISTEN on a private
+channel over ``session_url``, NOTIFY through the pool, and wait for the delivery.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +43,35 @@ RECONNECT_SECONDS_MAX = 10.0
 KEEPALIVE_SECONDS = 5.0
 KEEPALIVE_TIMEOUT_SECONDS = 5.0
 LISTEN_APPLICATION_NAME = "uns-listen"
+# How long the start-up self-test waits for its NOTIFY: PostgreSQL delivers at commit,
+# in milliseconds; only a LISTEN that can never hear it (a transaction pooler) waits
+# this long.
+SELF_TEST_SECONDS = 15.0
+SELF_TEST_APPLICATION_NAME = "uns-listen-self-test"
+
+
+async def notify_reaches_listen(db: Database, within: float = SELF_TEST_SECONDS) -> bool:
+    """Whether a NOTIFY committed through the pool reaches a LISTEN on ``session_url``
+    within ``within`` seconds. Raises what connecting or the statements raise (the
+    database is unavailable: try again later); False only when both worked and the
+    notification never came."""
+    channel = f"uns_self_test_{uuid.uuid4().hex}"
+    heard = asyncio.Event()
+    conn = await db.connect_driver(application_name=SELF_TEST_APPLICATION_NAME)
+    try:
+        await conn.add_listener(channel, lambda *_args: heard.set())
+        async with db.write() as tx:
+            tx.signal(channel)  # NOTIFY at commit, through the pool
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                await heard.wait()
+        return heard.is_set()
+    finally:
+        try:
+            async with asyncio.timeout(2):
+                await conn.close()
+        except Exception:
+            conn.terminate()
 
 
 async def listen_forever(db: Database, topics: Sequence[str]) -> None:

@@ -67,10 +67,10 @@ async def upgrade(db: Database, revision: str = "head") -> None:
             await tx.conn.run_sync(run)
         return
     engine = create_async_engine(
-        db.url,
+        db.session_url,  # the lock is the session's: never through a transaction pooler
         poolclass=NullPool,
         connect_args=db.pg_connect_args(
-            bound_statements=False, application_name=MIGRATION_APPLICATION_NAME
+            bound_statements=False, session=True, application_name=MIGRATION_APPLICATION_NAME
         ),
     )
     try:

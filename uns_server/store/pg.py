@@ -168,7 +168,15 @@ class FencedUpdate:
     (``WriteTx.defer``) it must change every row it is given (``exact_sql``), or the
     statement it rides in inserts nothing: its caller sees that and rolls back."""
 
-    def __init__(self, table: Table, columns: Sequence[str], lease: tuple[str, str]) -> None:
+    def __init__(
+        self,
+        table: Table,
+        columns: Sequence[str],
+        lease: tuple[str, str],
+        *,
+        kept: frozenset[str] = frozenset(),
+    ) -> None:
+        """``kept``: columns whose value, once set, the update keeps (COALESCE)."""
         token, until = lease
         self.table = table.name
         self._columns = (
@@ -186,7 +194,8 @@ class FencedUpdate:
             ),
         )
         self._assign = ", ".join(
-            f"{c} = {e}" for (_, _, _, e), c in zip(self._columns[3:], columns, strict=True)
+            f"{c} = COALESCE({self.table}.{c}, {e})" if c in kept else f"{c} = {e}"
+            for (_, _, _, e), c in zip(self._columns[3:], columns, strict=True)
         )
         self._where = (
             f"{self.table}.id = r.b_id AND {self.table}.{token} = r.b_token "

@@ -54,6 +54,7 @@ from uns_server.services.action_links import ActionLinkService
 from uns_server.store import followups
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent, append
+from uns_server.workers.dispatch.references import follow_up_key, sent_reference
 from uns_server.workers.followup_progress import (
     NUMBER_FIELD,
     Progress,
@@ -310,6 +311,9 @@ class FollowUpWorker:
             }
             if isinstance(decision, schedule.RetryStep):
                 values |= {"followup_step": progress.to_json(), "followup_at": decision.at}
+                refs = _follow_up_refs(current, claim, sent, now)
+                if refs is not None:  # the channels that took it are closed later too
+                    values["provider_refs"] = refs
                 await followups.settle(tx.conn, n.id, claim.token, values)
                 return True
             counters = {
@@ -327,10 +331,39 @@ class FollowUpWorker:
                     **counters,
                 )
             values |= {**counters, "followup_at": next_at, "followup_step": None}
+            refs = _follow_up_refs(current, claim, sent, now)
+            if refs is not None:
+                values["provider_refs"] = refs
             await followups.settle(tx.conn, n.id, claim.token, values)
             payload = step_payload(step, progress, decision.outcome, lease_token=claim.token)
             await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
         return True
+
+
+def _follow_up_refs(
+    current: Notification, claim: FollowUpClaim, sent: Sequence[Sent], now: datetime
+) -> dict[str, Any] | None:
+    """``current``'s provider references with the messages this call of the step sent
+    (one entry per channel and step), so that they are updated or resolved when the
+    obligation ends and answers to them are recognised; None if nothing was sent."""
+    step = claim.step
+    new = {
+        follow_up_key(s.channel, step.kind.value, step.number): ref
+        for s in sent
+        if (
+            ref := sent_reference(
+                s.channel,
+                s.result,
+                attempt=step.number,
+                cycle=current.cycle,
+                at=now,
+                follow_up=step.kind.value,
+                follow_up_number=step.number,
+            )
+        )
+        is not None
+    }
+    return {**(current.provider_refs or {}), **new} if new else None
 
 
 def delivered_at(n: Notification) -> datetime:

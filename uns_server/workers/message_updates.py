@@ -12,17 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from uns_server.aio import wait_event
 from uns_server.channels.base import ChannelResult, Settlement, UpdatableChannel
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.records import MessageUpdate
 from uns_server.domain.retry import next_attempt_at
-from uns_server.services.message_updates import TOPIC_MESSAGE_UPDATES
-from uns_server.store import links, message_updates
+from uns_server.services.message_updates import IN_FLIGHT, TOPIC_MESSAGE_UPDATES, updatable
+from uns_server.store import links, message_updates, notifications
 from uns_server.store.db import Database
 
 log = logging.getLogger("uns.message_updates")
@@ -32,6 +33,8 @@ SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
 # Provider callbacks are remembered this long (replays are refused meanwhile; Slack's
 # own signatures expire after five minutes, PagerDuty's never do).
 CALLBACK_RECEIPT_DAYS = 7
+# An in-flight delivery that the channel did not take leaves no message to update.
+NOTHING_TO_UPDATE = ChannelResult.delivered("", metadata={"skipped": "no message was sent"})
 
 
 @dataclass(frozen=True)
@@ -116,14 +119,34 @@ class MessageUpdater:
                     )
         return UpdateResult(done, retried, failed, lost)
 
+    async def _reference(self, update: MessageUpdate) -> Mapping[str, Any] | ChannelResult:
+        """The reference to update. One queued while its delivery was in flight is the
+        delivery's, once that attempt has settled: until then a retry, and nothing to
+        do if the channel did not take the message."""
+        channel = update.reference.get(IN_FLIGHT)
+        if channel is None:
+            reference: Mapping[str, Any] = update.reference
+            return reference
+        async with self._db.read() as conn:
+            row = await notifications.get(conn, update.notification_id)
+        ref = ((row.provider_refs or {}) if row is not None else {}).get(channel)
+        if isinstance(ref, Mapping):
+            return ref if updatable(ref) else NOTHING_TO_UPDATE
+        if row is not None and row.lease_token is not None:
+            return ChannelResult.transient("the delivery is still in flight")
+        return NOTHING_TO_UPDATE
+
     async def _send(self, update: MessageUpdate) -> ChannelResult:
+        reference = await self._reference(update)
+        if isinstance(reference, ChannelResult):
+            return reference
         name = update.channel
         channel = self._channels.get(name) if name in self._channels else None
         if not isinstance(channel, UpdatableChannel):
             return ChannelResult.permanent(f"channel {name!r} is not configured for updates")
         try:
             async with asyncio.timeout(self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE):
-                return await channel.update(update.reference, Settlement(**update.outcome))
+                return await channel.update(reference, Settlement(**update.outcome))
         except TimeoutError:
             return ChannelResult.transient("provider call timed out")
         except Exception as exc:  # an adapter bug must not lose the update

@@ -5,24 +5,57 @@ message can be updated later (``services.message_updates``) and shown
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
+from uns_server.channels.base import ChannelResult
 from uns_server.domain.records import Notification
 from uns_server.workers.dispatch.claims import Attempt, Claim
 
 
+def sent_reference(
+    channel: str,
+    result: ChannelResult,
+    *,
+    attempt: int,
+    cycle: int,
+    at: datetime,
+    follow_up: str = "",
+    follow_up_number: int = 0,
+) -> dict[str, Any] | None:
+    """The stored reference of a message a channel accepted (None if it did not): the
+    provider's own reference, with where it came from. Follow-ups (reminders and
+    escalation steps) say which one, so that each of them is closed too."""
+    if not result.success:
+        return None
+    ref: dict[str, Any] = {
+        **result.reference,
+        "channel": channel,
+        "message_id": result.message_id or "",
+        "attempt": attempt,
+        "cycle": cycle,
+        "at": at.isoformat(),
+    }
+    if follow_up:
+        ref |= {"follow_up": follow_up, "follow_up_number": follow_up_number}
+    return ref
+
+
+def follow_up_key(channel: str, follow_up: str, number: int) -> str:
+    """Where a follow-up's reference is kept in ``provider_refs`` (the delivery's is
+    kept under the channel's name): one entry per message sent."""
+    return f"{channel}:{follow_up.lower()}:{number}"
+
+
 def reference(claim: Claim, attempt: Attempt) -> dict[str, Any] | None:
     """The provider reference of a successful channel attempt, with where it came from."""
-    if not attempt.result.success:
-        return None
-    return {
-        **attempt.result.reference,
-        "channel": attempt.channel,
-        "message_id": attempt.result.message_id or "",
-        "attempt": claim.attempt,
-        "cycle": claim.notification.cycle,
-        "at": attempt.observed_at.isoformat(),
-    }
+    return sent_reference(
+        attempt.channel,
+        attempt.result,
+        attempt=claim.attempt,
+        cycle=claim.notification.cycle,
+        at=attempt.observed_at,
+    )
 
 
 def reference_payload(claim: Claim, attempt: Attempt) -> dict[str, Any]:

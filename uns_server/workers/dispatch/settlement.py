@@ -191,7 +191,8 @@ class Settlement:
         dedup key and generation, ``cycle``), only a settlement writes any while a
         lease is held. The claim writes only lease and attempt columns; a withdrawal
         clears the lease (so the UPDATE finds no row); acks and follow-ups touch
-        delivered rows' ack columns; a replay or a resolution only dead letters;
+        delivered rows' ack columns, but an answer while the attempt is in flight sets
+        the ack (kept: ``KEPT_ONCE_SET``); a replay or a resolution only dead letters;
         followers' hand-offs change other rows. A row the UPDATE did not change lost
         its lease, and its decision is dropped."""
         now = self._clock()

@@ -766,6 +766,8 @@ class ProviderReference(_message.Message):
     EMAIL_MESSAGE_ID_FIELD_NUMBER: _builtins.int
     PAGERDUTY_DEDUP_KEY_FIELD_NUMBER: _builtins.int
     WEBHOOK_ID_FIELD_NUMBER: _builtins.int
+    FOLLOW_UP_FIELD_NUMBER: _builtins.int
+    FOLLOW_UP_NUMBER_FIELD_NUMBER: _builtins.int
     channel: _builtins.str
     """The configured channel name, e.g. "alerts-slack"."""
     channel_type: _builtins.str
@@ -795,6 +797,12 @@ class ProviderReference(_message.Message):
     """PagerDuty: the Events API v2 dedup_key (the incident's incident_key)."""
     webhook_id: _builtins.str
     """Webhook: the webhook-id header (stable across retries)."""
+    follow_up: _builtins.str
+    """Empty for the delivery; "REMINDER" or "ESCALATION" for a message a follow-up
+    sent. Every message an obligation sent is closed when it ends.
+    """
+    follow_up_number: _builtins.int
+    """The reminder's or escalation step's number (1-based); 0 for the delivery."""
     @_builtins.property
     def accept_time(self) -> _timestamp_pb2.Timestamp:
         """When the provider accepted it."""
@@ -814,10 +822,12 @@ class ProviderReference(_message.Message):
         email_message_id: _builtins.str = ...,
         pagerduty_dedup_key: _builtins.str = ...,
         webhook_id: _builtins.str = ...,
+        follow_up: _builtins.str = ...,
+        follow_up_number: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time", "attempt", b"attempt", "channel", b"channel", "channel_type", b"channel_type", "cycle", b"cycle", "email_message_id", b"email_message_id", "message_id", b"message_id", "pagerduty_dedup_key", b"pagerduty_dedup_key", "recipient", b"recipient", "slack_channel", b"slack_channel", "slack_ts", b"slack_ts", "webhook_id", b"webhook_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time", "attempt", b"attempt", "channel", b"channel", "channel_type", b"channel_type", "cycle", b"cycle", "email_message_id", b"email_message_id", "follow_up", b"follow_up", "follow_up_number", b"follow_up_number", "message_id", b"message_id", "pagerduty_dedup_key", b"pagerduty_dedup_key", "recipient", b"recipient", "slack_channel", b"slack_channel", "slack_ts", b"slack_ts", "webhook_id", b"webhook_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

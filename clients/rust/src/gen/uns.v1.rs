@@ -177,6 +177,13 @@ pub struct ProviderReference {
     /// Webhook: the webhook-id header (stable across retries).
     #[prost(string, tag="12")]
     pub webhook_id: ::prost::alloc::string::String,
+    /// Empty for the delivery; "REMINDER" or "ESCALATION" for a message a follow-up
+    /// sent. Every message an obligation sent is closed when it ends.
+    #[prost(string, tag="13")]
+    pub follow_up: ::prost::alloc::string::String,
+    /// The reminder's or escalation step's number (1-based); 0 for the delivery.
+    #[prost(int32, tag="14")]
+    pub follow_up_number: i32,
 }
 /// Notification is one durable obligation as the server stores it.
 #[derive(Clone, PartialEq, ::prost::Message)]

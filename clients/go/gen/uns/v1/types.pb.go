@@ -1105,9 +1105,14 @@ type ProviderReference struct {
 	// PagerDuty: the Events API v2 dedup_key (the incident's incident_key).
 	PagerdutyDedupKey string `protobuf:"bytes,11,opt,name=pagerduty_dedup_key,json=pagerdutyDedupKey,proto3" json:"pagerduty_dedup_key,omitempty"`
 	// Webhook: the webhook-id header (stable across retries).
-	WebhookId     string `protobuf:"bytes,12,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WebhookId string `protobuf:"bytes,12,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	// Empty for the delivery; "REMINDER" or "ESCALATION" for a message a follow-up
+	// sent. Every message an obligation sent is closed when it ends.
+	FollowUp string `protobuf:"bytes,13,opt,name=follow_up,json=followUp,proto3" json:"follow_up,omitempty"`
+	// The reminder's or escalation step's number (1-based); 0 for the delivery.
+	FollowUpNumber int32 `protobuf:"varint,14,opt,name=follow_up_number,json=followUpNumber,proto3" json:"follow_up_number,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProviderReference) Reset() {
@@ -1222,6 +1227,20 @@ func (x *ProviderReference) GetWebhookId() string {
 		return x.WebhookId
 	}
 	return ""
+}
+
+func (x *ProviderReference) GetFollowUp() string {
+	if x != nil {
+		return x.FollowUp
+	}
+	return ""
+}
+
+func (x *ProviderReference) GetFollowUpNumber() int32 {
+	if x != nil {
+		return x.FollowUpNumber
+	}
+	return 0
 }
 
 // Notification is one durable obligation as the server stores it.
@@ -1766,7 +1785,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
 	"\x0fchannels_failed\x18\x03 \x03(\tR\x0echannelsFailed\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xb3\x03\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xfa\x03\n" +
 	"\x11ProviderReference\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12!\n" +
 	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x1c\n" +
@@ -1783,7 +1802,9 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	" \x01(\tR\x0eemailMessageId\x12.\n" +
 	"\x13pagerduty_dedup_key\x18\v \x01(\tR\x11pagerdutyDedupKey\x12\x1d\n" +
 	"\n" +
-	"webhook_id\x18\f \x01(\tR\twebhookId\"\x89\x0f\n" +
+	"webhook_id\x18\f \x01(\tR\twebhookId\x12\x1b\n" +
+	"\tfollow_up\x18\r \x01(\tR\bfollowUp\x12(\n" +
+	"\x10follow_up_number\x18\x0e \x01(\x05R\x0efollowUpNumber\"\x89\x0f\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
