@@ -34,6 +34,7 @@ from uns_clients._errors import (
     PermissionDenied,
     PolicyOverride,
     RateLimited,
+    RecipientInUse,
     ReplayBlocked,
     ReservedMetadataKey,
     TooManyStreams,
@@ -43,6 +44,7 @@ from uns_clients._errors import (
     UnknownChannel,
     UnsError,
 )
+from uns_clients._people import AsyncPeople
 from uns_clients._watch import BlockingEventStream, EventStream
 from uns_clients.webhooks import (
     TOLERANCE_SECONDS_DEFAULT,
@@ -56,6 +58,7 @@ __all__ = [
     "AckDeadlinePassed",
     "AckNotPending",
     "AsyncClient",
+    "AsyncPeople",
     "BlockingEventStream",
     "Client",
     "ClientConfig",
@@ -71,6 +74,7 @@ __all__ = [
     "PermissionDenied",
     "PolicyOverride",
     "RateLimited",
+    "RecipientInUse",
     "ReplayBlocked",
     "ReservedMetadataKey",
     "SendFields",

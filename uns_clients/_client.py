@@ -28,6 +28,7 @@ from uns_clients import _convert
 from uns_clients._config import ClientConfig
 from uns_clients._convert import EventKindLike, SendFields
 from uns_clients._errors import UnsError, error_from_rpc
+from uns_clients._people import AsyncPeople
 from uns_clients._retry import (
     NO_RETRY,
     SAFE_RETRY_ON,
@@ -84,6 +85,8 @@ class AsyncClient:
         self._stub = pb_grpc.NotificationServiceStub(self._channel)
         self._metadata = self.config.auth_metadata()
         self._streams: WeakSet[EventStream] = WeakSet()
+        self.people = AsyncPeople(self._channel, self._unary)
+        """People, rotations and who is on call (``uns.v1.RecipientService``)."""
 
     async def send(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]

@@ -86,6 +86,11 @@ class UnknownChannel(UnsError):
     """The policy names a channel the server does not have (``metadata.channels``)."""
 
 
+class RecipientInUse(UnsError):
+    """The person is still named by a rotation (``metadata["rotations"]``) and cannot be
+    deleted; remove them from those rotations first."""
+
+
 class IdempotencyConflict(UnsError):
     """The idempotency key was already used with a different payload."""
 
@@ -184,6 +189,7 @@ ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "ACK_DEADLINE_PASSED": AckDeadlinePassed,
     "NOT_DEAD_LETTERED": NotDeadLettered,
     "REPLAY_BLOCKED": ReplayBlocked,
+    "RECIPIENT_IN_USE": RecipientInUse,
     "NOT_WITHDRAWABLE": NotWithdrawable,
     "UNAUTHENTICATED": Unauthenticated,
     "PERMISSION_DENIED": PermissionDenied,

@@ -143,6 +143,7 @@ SPEC_REASONS = {
     "NOT_DEAD_LETTERED": "NotDeadLettered",
     "NOT_WITHDRAWABLE": "NotWithdrawable",
     "REPLAY_BLOCKED": "ReplayBlocked",
+    "RECIPIENT_IN_USE": "RecipientInUse",
     "UNAUTHENTICATED": "Unauthenticated",
     "PERMISSION_DENIED": "PermissionDenied",
     "UNAVAILABLE": "Unavailable",

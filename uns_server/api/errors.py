@@ -31,6 +31,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.AckDeadlinePassed: grpc.StatusCode.FAILED_PRECONDITION,
     e.NotDeadLettered: grpc.StatusCode.FAILED_PRECONDITION,
     e.ReplayBlocked: grpc.StatusCode.FAILED_PRECONDITION,
+    e.RecipientInUse: grpc.StatusCode.FAILED_PRECONDITION,
     e.NotWithdrawable: grpc.StatusCode.FAILED_PRECONDITION,
     e.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     e.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,

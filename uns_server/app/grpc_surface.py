@@ -18,6 +18,8 @@ from uns.v1 import (
     notification_service_pb2_grpc,
     policy_service_pb2,
     policy_service_pb2_grpc,
+    recipient_service_pb2,
+    recipient_service_pb2_grpc,
 )
 from uns_server.api.audit_servicer import AuditServicer
 from uns_server.api.bind import reuse_port_option
@@ -25,11 +27,14 @@ from uns_server.api.handlers import decode_guard
 from uns_server.api.key_servicer import KeyServicer
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
+from uns_server.api.recipient_servicer import RecipientServicer
 from uns_server.api.reflection import add_reflection
 from uns_server.api.wrapping import WrappingRegistrar
+from uns_server.channels.kinds import person_kinds
 from uns_server.services.audit import AuditTrail
 from uns_server.services.keys import KeyService
 from uns_server.services.operations import Operations
+from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyService
 from uns_server.services.queries import Queries
 from uns_server.settings import Settings
@@ -94,12 +99,20 @@ def add_services(app: App) -> None:
     key_service_pb2_grpc.add_KeyServiceServicer_to_server(
         KeyServicer(app.authenticator, KeyService(app.db, app.clock)), registrar
     )
+    recipient_service_pb2_grpc.add_RecipientServiceServicer_to_server(
+        RecipientServicer(
+            app.authenticator,
+            PeopleService(app.db, app.clock, person_kinds(app.channels_config)),
+        ),
+        registrar,
+    )
     health_pb2_grpc.add_HealthServicer_to_server(app.health.servicer, registrar)
     services = (
         notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
         policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name,
         audit_service_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name,
         key_service_pb2.DESCRIPTOR.services_by_name["KeyService"].full_name,
+        recipient_service_pb2.DESCRIPTOR.services_by_name["RecipientService"].full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
     )
     add_reflection(services, registrar)

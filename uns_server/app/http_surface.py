@@ -23,6 +23,7 @@ from uns_server.http import links as http_links
 from uns_server.http.console.sessions import Sessions
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.operations import Operations
+from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyService
 from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
@@ -152,4 +153,5 @@ def console(app: App) -> http_console.Console:
         public_url=lambda: app.public_url,
         withdrawals=app.withdrawals,
         channels=app.channels.names(),
+        people=PeopleService(app.db, app.clock),
     )

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 from urllib.parse import unquote
 
 from uns_server.cli import keys as key_commands
+from uns_server.cli import people as people_commands
 from uns_server.cli import policies as policy_commands
 from uns_server.cli import remote
 from uns_server.cli.admin_parser import PROG, build_parser
@@ -35,10 +36,13 @@ from uns_server.cli.errors import UsageError, describe
 from uns_server.cli.keys import when
 from uns_server.domain import retention as retention_rules
 from uns_server.domain.enums import Role
-from uns_server.domain.errors import InvalidRequest, NotFound
+from uns_server.domain.errors import InvalidRequest, NotFound, RecipientInUse
 from uns_server.domain.links import LinkSigner, token_hash
+from uns_server.domain.oncall import OnCall
+from uns_server.domain.people import Recipient, Rotation
 from uns_server.domain.policy import PolicyRevision
 from uns_server.services.keys import KeyInfo, KeyService
+from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyInput, PolicyService
 from uns_server.services.retention import Report, Retention
 from uns_server.store import links as links_store
@@ -174,6 +178,72 @@ def _policies(command: policy_commands.Command) -> Command:
     return run
 
 
+class DatabasePeople:
+    """``cli.people.People`` on the database: ``PeopleService`` once the schema is at
+    head, written by this operating-system user (``_actor``). Contacts' channels are
+    not checked (no server configuration here), as for policies."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._service = PeopleService(db, utcnow)
+
+    async def put_recipient(self, recipient: Recipient) -> Recipient:
+        await _require_schema(self._db)
+        return await self._service.put_recipient(_actor(), recipient)
+
+    async def get_recipient(self, recipient_id: str) -> Recipient:
+        await _require_schema(self._db)
+        return await self._service.get_recipient(recipient_id)
+
+    async def list_recipients(self) -> list[Recipient]:
+        await _require_schema(self._db)
+        out: list[Recipient] = []
+        token = ""
+        while True:
+            page, token = await self._service.list_recipients(people_commands.PAGE_SIZE, token)
+            out += page
+            if not token:
+                return out
+
+    async def delete_recipient(self, recipient_id: str) -> Recipient:
+        await _require_schema(self._db)
+        return await self._service.delete_recipient(_actor(), recipient_id)
+
+    async def put_rotation(self, rotation: Rotation) -> Rotation:
+        await _require_schema(self._db)
+        return await self._service.put_rotation(_actor(), rotation)
+
+    async def get_rotation(self, rotation_id: str) -> Rotation:
+        await _require_schema(self._db)
+        return await self._service.get_rotation(rotation_id)
+
+    async def list_rotations(self) -> list[Rotation]:
+        await _require_schema(self._db)
+        out: list[Rotation] = []
+        token = ""
+        while True:
+            page, token = await self._service.list_rotations(people_commands.PAGE_SIZE, token)
+            out += page
+            if not token:
+                return out
+
+    async def delete_rotation(self, rotation_id: str) -> Rotation:
+        await _require_schema(self._db)
+        return await self._service.delete_rotation(_actor(), rotation_id)
+
+    async def on_call(self, rotation_id: str, at: datetime | None) -> tuple[datetime, OnCall]:
+        await _require_schema(self._db)
+        _rotation, when, answer = await self._service.on_call(rotation_id, at)
+        return when, answer
+
+
+def _people(command: people_commands.Command) -> Command:
+    async def run(db: Database, args: argparse.Namespace) -> None:
+        await command(DatabasePeople(db), args)
+
+    return run
+
+
 async def cmd_maintain(db: Database, args: argparse.Namespace) -> None:
     policy = retention_rules.RetentionPolicy(
         terminal_days=args.terminal_days,
@@ -229,6 +299,7 @@ COMMANDS: dict[tuple[str, str | None], Command] = {
     ("migrate", None): cmd_migrate,
     **{("keys", name): _keys(command) for name, command in key_commands.COMMANDS.items()},
     **{("policies", name): _policies(c) for name, c in policy_commands.COMMANDS.items()},
+    **{key: _people(c) for key, c in people_commands.COMMANDS.items()},
     ("maintain", None): cmd_maintain,
     ("links", "revoke"): cmd_links_revoke,
 }
@@ -284,7 +355,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(EXIT_USAGE, str(exc))
     except InvalidRequest as exc:
         _fail(EXIT_USAGE, describe(exc))
-    except (Failure, NotFound) as exc:
+    except (Failure, NotFound, RecipientInUse) as exc:
         _fail(EXIT_FAILURE, str(exc))
     except KeyboardInterrupt:
         _fail(130, "interrupted")

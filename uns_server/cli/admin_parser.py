@@ -10,6 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
+from uns_server.cli import people as people_commands
 from uns_server.cli import remote
 from uns_server.domain import retention as retention_rules
 from uns_server.settings import DATABASE_URL_DEFAULT
@@ -83,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         "list", parents=[connection], help="list a type's revisions, newest first"
     )
     listing.add_argument("notification_type", metavar="TYPE")
+
+    people_commands.add_parsers(commands, connection)
 
     links_parser = commands.add_parser("links", help="signed action links").add_subparsers(
         dest="links_command", required=True, metavar="COMMAND"

@@ -91,6 +91,12 @@ class UnknownPolicyChannel(UnsError):
     reason = "UNKNOWN_CHANNEL"
 
 
+class RecipientInUse(UnsError):
+    """The person is still referenced (a rotation's member or override) and cannot be deleted."""
+
+    reason = "RECIPIENT_IN_USE"
+
+
 class IdempotencyConflict(UnsError):
     """The idempotency key was already used with a different payload."""
 

@@ -4,6 +4,9 @@ Column names follow seed 000 §2 (``status``, ``ack_status``, ``next_attempt``..
 times are timezone-aware UTC (``UtcDateTime``) instead of float epochs so both
 dialects compare them natively. Migrations in ``migrations/`` must build exactly
 this schema (``tests/store/test_migrations.py`` checks for drift).
+
+Size: the whole schema is one file on purpose: every table of the one ``MetaData``
+that Alembic compares against the migrations, read side by side.
 """
 
 from __future__ import annotations
@@ -375,4 +378,68 @@ console_sessions = Table(
     Column("created_at", UtcDateTime(), nullable=False),
     Column("last_seen_at", UtcDateTime(), nullable=False),
     Column("expires_at", UtcDateTime(), nullable=False, index=True),  # absolute expiry
+)
+
+# People and on-call rotations (SPEC §6). Contacts, quiet hours, members and overrides
+# are JSON (read and written whole); ``uns_rotation_refs`` lists every recipient a
+# rotation names (members and overrides) with a foreign key, so the database itself
+# refuses to delete a person still referenced, even against a concurrent put.
+recipients = Table(
+    "uns_recipients",
+    metadata,
+    Column("recipient_id", String(64), primary_key=True),
+    Column("display_name", String(255), nullable=False),
+    Column("time_zone", String(64), nullable=False),
+    Column("contacts", Json, nullable=False),
+    Column("quiet_hours", JsonOrNull),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Column("updated_by", String(255), nullable=False),
+)
+
+rotations = Table(
+    "uns_rotations",
+    metadata,
+    Column("rotation_id", String(64), primary_key=True),
+    Column("members", Json, nullable=False),
+    Column("start_time", UtcDateTime(), nullable=False),
+    Column("shift_seconds", BigInteger, nullable=False),
+    Column("time_zone", String(64), nullable=False),
+    Column("overrides", Json, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Column("updated_by", String(255), nullable=False),
+)
+
+rotation_refs = Table(
+    "uns_rotation_refs",
+    metadata,
+    Column(
+        "rotation_id",
+        String(64),
+        ForeignKey("uns_rotations.rotation_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column(
+        "recipient_id",
+        String(64),
+        ForeignKey("uns_recipients.recipient_id"),
+        nullable=False,
+        index=True,
+    ),
+    PrimaryKeyConstraint("rotation_id", "recipient_id"),
+)
+
+# Every write to people and rotations: who, when, what (the content after a put; the
+# content before a delete), append-only like the other audit tables.
+people_audit_records = Table(
+    "uns_people_audit_records",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("kind", String(16), nullable=False),  # recipient | rotation
+    Column("object_id", String(64), nullable=False),
+    Column("action", String(16), nullable=False),  # PUT | DELETE
+    Column("actor", String(255), nullable=False),
+    Column("content", Json, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False, index=True),
 )

@@ -12,9 +12,10 @@ against any reachable server, with an API key, instead of on its database.
     uns-admin --target uns.example:443 --tls keys create --principal ci --roles producer
     uns-admin --target uns.example:443 --tls policies put --file policy.yaml --activate
 
-``keys`` and ``policies`` work on the database by default; given ``--target`` (or
-``UNS_TARGET``) they run here instead, over ``uns.v1.KeyService`` and
-``uns.v1.PolicyService``, with the same output. A remote ``policies put`` of a list
+``keys``, ``policies``, ``recipients``, ``rotations`` and ``oncall`` work on the
+database by default; given ``--target`` (or ``UNS_TARGET``) they run here instead, over
+``uns.v1.KeyService``, ``uns.v1.PolicyService`` and ``uns.v1.RecipientService``, with
+the same output. A remote ``policies put`` of a list
 writes one revision per call (not one transaction).
 
 Connection options are accepted before the command (like ``--database-url``) or after
@@ -45,6 +46,7 @@ import sys
 
 from uns_clients import AsyncClient, ClientConfig, InvalidRequest, UnsError
 from uns_server.cli import keys as key_commands
+from uns_server.cli import people as people_commands
 from uns_server.cli import policies as policy_commands
 from uns_server.cli.errors import UsageError
 from uns_server.cli.remote.acks import cmd_ack
@@ -68,6 +70,7 @@ from uns_server.cli.remote.output import (
     describe,
     fatal_message,
 )
+from uns_server.cli.remote.people import RemotePeople
 from uns_server.cli.remote.policies import RemotePolicies
 from uns_server.cli.remote.show import cmd_show
 
@@ -90,6 +93,11 @@ async def _run(args: argparse.Namespace, config: ClientConfig) -> int:
         command = policy_commands.COMMANDS[args.policies_command]
         async with open_channel(config) as channel:
             await command(RemotePolicies(channel, config), args)
+        return EXIT_OK
+    if args.command in ("recipients", "rotations", "oncall"):
+        sub = getattr(args, f"{args.command}_command", None)
+        async with open_channel(config) as channel:
+            await people_commands.COMMANDS[(args.command, sub)](RemotePeople(channel, config), args)
         return EXIT_OK
     async with AsyncClient(config) as client:
         if args.command == "dlq":

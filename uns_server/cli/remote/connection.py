@@ -17,7 +17,7 @@ from uns_server.cli.errors import UsageError
 TARGET_DEFAULT = "127.0.0.1:50051"
 TIMEOUT_SECONDS_DEFAULT = 30.0
 # Database commands that run here instead when a target is given.
-LOCAL_OR_REMOTE = frozenset({"keys", "policies"})
+LOCAL_OR_REMOTE = frozenset({"keys", "policies", "recipients", "rotations", "oncall"})
 
 
 def connection_arguments(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -83,7 +83,8 @@ def connection_parent() -> argparse.ArgumentParser:
 
 
 def wants_remote(args: argparse.Namespace) -> bool:
-    """Whether a ``keys`` / ``policies`` command runs against a server, not the database."""
+    """Whether a ``keys``, ``policies`` or people command runs against a server, not
+    the database."""
     if args.command not in LOCAL_OR_REMOTE:
         return False
     return bool(getattr(args, "target", None) or os.environ.get("UNS_TARGET"))

@@ -10,6 +10,7 @@ from datetime import datetime
 from uns_server.http.console.sessions import Session, Sessions
 from uns_server.services.acks import Acks
 from uns_server.services.operations import Operations
+from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyService
 from uns_server.services.queries import Queries
 from uns_server.services.watch import Watch
@@ -34,6 +35,8 @@ class Console:
     withdrawals: Withdrawals
     # The channels this server is configured with (a notification naming another waits).
     channels: tuple[str, ...] = ()
+    # People and rotations (the people page); None: the page is not served.
+    people: PeopleService | None = None
 
     @property
     def secure(self) -> bool:

@@ -1695,5 +1695,256 @@ impl PolicyRevisionState {
         }
     }
 }
+/// Contact is one way to reach a person: a channel this server has and the
+/// person's address on it.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Contact {
+    /// Required. The name of a channel configured on this server, e.g. "email"
+    /// or "slack-bot".
+    #[prost(string, tag="1")]
+    pub channel: ::prost::alloc::string::String,
+    /// Required. The person's address on the channel, checked against its type:
+    /// an email address for an email channel; a Slack user id (U… or W…, for a
+    /// direct message) for a Slack Web API channel; a PagerDuty user id (P…) for
+    /// a PagerDuty channel; for a webhook or log channel any identifier (at most
+    /// 255 characters), which the receiver interprets.
+    #[prost(string, tag="2")]
+    pub address: ::prost::alloc::string::String,
+}
+/// Recipient is a person an obligation can be owed by.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Recipient {
+    /// Required. Stable id: 1 to 64 characters of \[a-z0-9._-\], e.g. "alice".
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// Required. The name shown to people, at most 255 characters.
+    #[prost(string, tag="2")]
+    pub display_name: ::prost::alloc::string::String,
+    /// Required. The person's IANA time zone, e.g. "Europe/Paris".
+    #[prost(string, tag="3")]
+    pub time_zone: ::prost::alloc::string::String,
+    /// The ways to reach the person, in order of preference; at most 20.
+    #[prost(message, repeated, tag="4")]
+    pub contacts: ::prost::alloc::vec::Vec<Contact>,
+    /// Optional. The person's own quiet hours (QuietHours.time_zone is required
+    /// there too; usually the person's time_zone).
+    #[prost(message, optional, tag="5")]
+    pub quiet_hours: ::core::option::Option<QuietHours>,
+    /// Output only. When the person was first put.
+    #[prost(message, optional, tag="6")]
+    pub create_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Output only. When the person was last put.
+    #[prost(message, optional, tag="7")]
+    pub update_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Output only. The operator principal that last put the person.
+    #[prost(string, tag="8")]
+    pub updated_by: ::prost::alloc::string::String,
+}
+/// RotationOverride puts one person on call for a window, over the shifts
+/// (a holiday cover or a swap).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RotationOverride {
+    /// Required. An existing recipient, who need not be a member.
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// Required. The first instant of the window (inclusive).
+    #[prost(message, optional, tag="2")]
+    pub start_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Required. The end of the window (exclusive), after start_time.
+    #[prost(message, optional, tag="3")]
+    pub end_time: ::core::option::Option<::prost_types::Timestamp>,
+}
+/// Rotation is an on-call schedule: its members take shifts in order,
+/// starting with the first member at start_time, and repeat.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Rotation {
+    /// Required. Stable id: 1 to 64 characters of \[a-z0-9._-\], e.g. "primary".
+    #[prost(string, tag="1")]
+    pub rotation_id: ::prost::alloc::string::String,
+    /// Required. Recipient ids in shift order; 1 to 100, each an existing
+    /// recipient. A person may appear more than once (e.g. a double shift).
+    #[prost(string, repeated, tag="2")]
+    pub members: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Required. When the first member's first shift begins. Before it, the
+    /// rotation counts backwards: the last member had the shift before.
+    #[prost(message, optional, tag="3")]
+    pub start_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Required. The length of one shift: positive, whole seconds, at most 366
+    /// days. A whole number of days is counted in local wall-clock days of
+    /// time_zone (see GetOnCall).
+    #[prost(message, optional, tag="4")]
+    pub shift: ::core::option::Option<::prost_types::Duration>,
+    /// Required. The IANA time zone the shifts are counted in.
+    #[prost(string, tag="5")]
+    pub time_zone: ::prost::alloc::string::String,
+    /// Windows in which someone else is on call; at most 500. Later entries win
+    /// where windows overlap.
+    #[prost(message, repeated, tag="6")]
+    pub overrides: ::prost::alloc::vec::Vec<RotationOverride>,
+    /// Output only. When the rotation was first put.
+    #[prost(message, optional, tag="7")]
+    pub create_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Output only. When the rotation was last put.
+    #[prost(message, optional, tag="8")]
+    pub update_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Output only. The operator principal that last put the rotation.
+    #[prost(string, tag="9")]
+    pub updated_by: ::prost::alloc::string::String,
+}
+/// PutRecipientRequest creates or replaces a person.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PutRecipientRequest {
+    /// Required. The person; output-only fields are ignored.
+    #[prost(message, optional, tag="1")]
+    pub recipient: ::core::option::Option<Recipient>,
+}
+/// PutRecipientResponse returns the stored person.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PutRecipientResponse {
+    /// The person as stored.
+    #[prost(message, optional, tag="1")]
+    pub recipient: ::core::option::Option<Recipient>,
+}
+/// GetRecipientRequest names a person.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetRecipientRequest {
+    /// Required. The recipient_id.
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+}
+/// GetRecipientResponse holds one person.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GetRecipientResponse {
+    /// The person.
+    #[prost(message, optional, tag="1")]
+    pub recipient: ::core::option::Option<Recipient>,
+}
+/// ListRecipientsRequest pages through the people.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListRecipientsRequest {
+    /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
+    #[prost(int32, tag="1")]
+    pub page_size: i32,
+    /// The next_page_token of the previous page.
+    #[prost(string, tag="2")]
+    pub page_token: ::prost::alloc::string::String,
+}
+/// ListRecipientsResponse is one page of people.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListRecipientsResponse {
+    /// People, by recipient_id.
+    #[prost(message, repeated, tag="1")]
+    pub recipients: ::prost::alloc::vec::Vec<Recipient>,
+    /// Token for the next page; empty on the last page.
+    #[prost(string, tag="2")]
+    pub next_page_token: ::prost::alloc::string::String,
+}
+/// DeleteRecipientRequest names the person to remove.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteRecipientRequest {
+    /// Required. The recipient_id.
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+}
+/// DeleteRecipientResponse confirms a removal.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DeleteRecipientResponse {
+    /// The person as it was before the removal.
+    #[prost(message, optional, tag="1")]
+    pub recipient: ::core::option::Option<Recipient>,
+}
+/// PutRotationRequest creates or replaces a rotation.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PutRotationRequest {
+    /// Required. The rotation; output-only fields are ignored.
+    #[prost(message, optional, tag="1")]
+    pub rotation: ::core::option::Option<Rotation>,
+}
+/// PutRotationResponse returns the stored rotation.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PutRotationResponse {
+    /// The rotation as stored.
+    #[prost(message, optional, tag="1")]
+    pub rotation: ::core::option::Option<Rotation>,
+}
+/// GetRotationRequest names a rotation.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetRotationRequest {
+    /// Required. The rotation_id.
+    #[prost(string, tag="1")]
+    pub rotation_id: ::prost::alloc::string::String,
+}
+/// GetRotationResponse holds one rotation.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GetRotationResponse {
+    /// The rotation.
+    #[prost(message, optional, tag="1")]
+    pub rotation: ::core::option::Option<Rotation>,
+}
+/// ListRotationsRequest pages through the rotations.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListRotationsRequest {
+    /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
+    #[prost(int32, tag="1")]
+    pub page_size: i32,
+    /// The next_page_token of the previous page.
+    #[prost(string, tag="2")]
+    pub page_token: ::prost::alloc::string::String,
+}
+/// ListRotationsResponse is one page of rotations.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListRotationsResponse {
+    /// Rotations, by rotation_id.
+    #[prost(message, repeated, tag="1")]
+    pub rotations: ::prost::alloc::vec::Vec<Rotation>,
+    /// Token for the next page; empty on the last page.
+    #[prost(string, tag="2")]
+    pub next_page_token: ::prost::alloc::string::String,
+}
+/// DeleteRotationRequest names the rotation to remove.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteRotationRequest {
+    /// Required. The rotation_id.
+    #[prost(string, tag="1")]
+    pub rotation_id: ::prost::alloc::string::String,
+}
+/// DeleteRotationResponse confirms a removal.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DeleteRotationResponse {
+    /// The rotation as it was before the removal.
+    #[prost(message, optional, tag="1")]
+    pub rotation: ::core::option::Option<Rotation>,
+}
+/// GetOnCallRequest asks who of a rotation is on call.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetOnCallRequest {
+    /// Required. The rotation_id.
+    #[prost(string, tag="1")]
+    pub rotation_id: ::prost::alloc::string::String,
+    /// The instant to ask about; now (the server's clock) when unset.
+    #[prost(message, optional, tag="2")]
+    pub time: ::core::option::Option<::prost_types::Timestamp>,
+}
+/// GetOnCallResponse says who is on call and until when.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetOnCallResponse {
+    /// The person on call at the asked instant.
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// The first instant after the asked one at which someone else may be on
+    /// call: the end of the shift or of the override, or the start of an
+    /// override, whichever comes first. Always after the asked instant.
+    #[prost(message, optional, tag="2")]
+    pub shift_end_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// The instant the answer is for (the request's time, or the server's now).
+    #[prost(message, optional, tag="3")]
+    pub time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Whether an override (rather than the shift) puts recipient_id on call.
+    #[prost(bool, tag="4")]
+    pub r#override: bool,
+    /// Who is on call from shift_end_time on (the next hand-off).
+    #[prost(string, tag="5")]
+    pub next_recipient_id: ::prost::alloc::string::String,
+}
 include!("uns.v1.tonic.rs");
 // @@protoc_insertion_point(module)

@@ -1,0 +1,266 @@
+"""People and rotations: ``uns_recipients``, ``uns_rotations``, ``uns_rotation_refs``
+and their audit records. One function per query; rows become ``domain.people`` values.
+
+A rotation's references (members and override recipients) are rows of
+``uns_rotation_refs`` with a foreign key to the person: deleting a referenced person
+fails with ``StillReferenced`` whatever commits concurrently, and putting a rotation
+that names a person deleted meanwhile fails with ``MissingPeople``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import RowMapping, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from uns_server.domain.people import Contact, Recipient, Rotation
+from uns_server.domain.schedule.quiet_hours import QuietHours
+from uns_server.store.tables import people_audit_records, recipients, rotation_refs, rotations
+
+
+class StillReferenced(Exception):
+    """A rotation still names the person (the foreign key refused the delete)."""
+
+
+class FirstPutRace(Exception):
+    """A concurrent first put of the same id won; a retry updates its row."""
+
+
+class MissingPeople(Exception):
+    """A rotation names a person that does not exist (the foreign key refused it)."""
+
+
+def _recipient(row: RowMapping) -> Recipient:
+    quiet = row["quiet_hours"]
+    return Recipient(
+        recipient_id=row["recipient_id"],
+        display_name=row["display_name"],
+        time_zone=row["time_zone"],
+        contacts=tuple(Contact(c["channel"], c["address"]) for c in row["contacts"]),
+        quiet_hours=QuietHours.from_json(quiet) if quiet else None,
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        updated_by=row["updated_by"],
+    )
+
+
+def _rotation(row: RowMapping) -> Rotation:
+    return Rotation(
+        rotation_id=row["rotation_id"],
+        members=tuple(row["members"]),
+        start=row["start_time"],
+        shift=timedelta(seconds=row["shift_seconds"]),
+        time_zone=row["time_zone"],
+        overrides=Rotation.overrides_from_json(row["overrides"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        updated_by=row["updated_by"],
+    )
+
+
+def recipient_json(r: Recipient) -> dict[str, Any]:
+    return {
+        "recipient_id": r.recipient_id,
+        "display_name": r.display_name,
+        "time_zone": r.time_zone,
+        "contacts": r.contacts_json(),
+        "quiet_hours": r.quiet_hours.to_json() if r.quiet_hours else None,
+    }
+
+
+def rotation_json(r: Rotation) -> dict[str, Any]:
+    return {
+        "rotation_id": r.rotation_id,
+        "members": list(r.members),
+        "start_time": r.start.isoformat(),
+        "shift_seconds": int(r.shift.total_seconds()),
+        "time_zone": r.time_zone,
+        "overrides": r.overrides_json(),
+    }
+
+
+async def _audit(
+    conn: AsyncConnection,
+    kind: str,
+    object_id: str,
+    action: str,
+    actor: str,
+    content: Mapping[str, Any],
+    now: datetime,
+) -> None:
+    await conn.execute(
+        insert(people_audit_records).values(
+            id=str(uuid.uuid4()),
+            kind=kind,
+            object_id=object_id,
+            action=action,
+            actor=actor,
+            content=dict(content),
+            created_at=now,
+        )
+    )
+
+
+async def get_recipient(conn: AsyncConnection, recipient_id: str) -> Recipient | None:
+    q = select(recipients).where(recipients.c.recipient_id == recipient_id)
+    row = (await conn.execute(q)).mappings().first()
+    return _recipient(row) if row else None
+
+
+async def list_recipients(
+    conn: AsyncConnection, *, after: str | None, limit: int
+) -> list[Recipient]:
+    q = select(recipients)
+    if after is not None:
+        q = q.where(recipients.c.recipient_id > after)
+    rows = (await conn.execute(q.order_by(recipients.c.recipient_id).limit(limit))).mappings()
+    return [_recipient(r) for r in rows]
+
+
+async def existing_recipients(conn: AsyncConnection, ids: Collection[str]) -> set[str]:
+    if not ids:
+        return set()
+    q = select(recipients.c.recipient_id).where(recipients.c.recipient_id.in_(sorted(ids)))
+    return set((await conn.execute(q)).scalars())
+
+
+async def put_recipient(
+    conn: AsyncConnection, recipient: Recipient, *, actor: str, now: datetime
+) -> Recipient:
+    values = {
+        "display_name": recipient.display_name,
+        "time_zone": recipient.time_zone,
+        "contacts": recipient.contacts_json(),
+        "quiet_hours": recipient.quiet_hours.to_json() if recipient.quiet_hours else None,
+        "updated_at": now,
+        "updated_by": actor,
+    }
+    changed = await conn.execute(
+        update(recipients)
+        .where(recipients.c.recipient_id == recipient.recipient_id)
+        .values(**values)
+    )
+    if changed.rowcount == 0:
+        try:
+            await conn.execute(
+                insert(recipients).values(
+                    recipient_id=recipient.recipient_id, created_at=now, **values
+                )
+            )
+        except IntegrityError as exc:
+            raise FirstPutRace(recipient.recipient_id) from exc
+    await _audit(
+        conn, "recipient", recipient.recipient_id, "PUT", actor, recipient_json(recipient), now
+    )
+    stored = await get_recipient(conn, recipient.recipient_id)
+    assert stored is not None
+    return stored
+
+
+async def referencing_rotations(conn: AsyncConnection, recipient_id: str) -> list[str]:
+    q = (
+        select(rotation_refs.c.rotation_id)
+        .where(rotation_refs.c.recipient_id == recipient_id)
+        .order_by(rotation_refs.c.rotation_id)
+    )
+    return list((await conn.execute(q)).scalars())
+
+
+async def delete_recipient(
+    conn: AsyncConnection, recipient: Recipient, *, actor: str, now: datetime
+) -> None:
+    """Raises ``StillReferenced`` when a rotation names the person (foreign key); the
+    caller's transaction is then unusable and must roll back (it does, as the error
+    leaves ``Database.write``)."""
+    try:
+        await conn.execute(
+            delete(recipients).where(recipients.c.recipient_id == recipient.recipient_id)
+        )
+    except IntegrityError as exc:
+        raise StillReferenced(recipient.recipient_id) from exc
+    await _audit(
+        conn, "recipient", recipient.recipient_id, "DELETE", actor, recipient_json(recipient), now
+    )
+
+
+async def get_rotation(conn: AsyncConnection, rotation_id: str) -> Rotation | None:
+    q = select(rotations).where(rotations.c.rotation_id == rotation_id)
+    row = (await conn.execute(q)).mappings().first()
+    return _rotation(row) if row else None
+
+
+async def list_rotations(conn: AsyncConnection, *, after: str | None, limit: int) -> list[Rotation]:
+    q = select(rotations)
+    if after is not None:
+        q = q.where(rotations.c.rotation_id > after)
+    rows = (await conn.execute(q.order_by(rotations.c.rotation_id).limit(limit))).mappings()
+    return [_rotation(r) for r in rows]
+
+
+async def put_rotation(
+    conn: AsyncConnection, rotation: Rotation, *, actor: str, now: datetime
+) -> Rotation:
+    """Raises ``MissingPeople`` when a named person does not exist (foreign key) or a
+    concurrent first put of the same id won (primary key): a retry tells them apart."""
+    values = {
+        "members": list(rotation.members),
+        "start_time": rotation.start,
+        "shift_seconds": int(rotation.shift.total_seconds()),
+        "time_zone": rotation.time_zone,
+        "overrides": rotation.overrides_json(),
+        "updated_at": now,
+        "updated_by": actor,
+    }
+    try:
+        changed = await conn.execute(
+            update(rotations)
+            .where(rotations.c.rotation_id == rotation.rotation_id)
+            .values(**values)
+        )
+        if changed.rowcount == 0:
+            await conn.execute(
+                insert(rotations).values(rotation_id=rotation.rotation_id, created_at=now, **values)
+            )
+        await conn.execute(
+            delete(rotation_refs).where(rotation_refs.c.rotation_id == rotation.rotation_id)
+        )
+        await conn.execute(
+            insert(rotation_refs),
+            [
+                {"rotation_id": rotation.rotation_id, "recipient_id": who}
+                for who in sorted(rotation.referenced())
+            ],
+        )
+    except IntegrityError as exc:
+        raise MissingPeople(rotation.rotation_id) from exc
+    await _audit(conn, "rotation", rotation.rotation_id, "PUT", actor, rotation_json(rotation), now)
+    stored = await get_rotation(conn, rotation.rotation_id)
+    assert stored is not None
+    return stored
+
+
+async def delete_rotation(
+    conn: AsyncConnection, rotation: Rotation, *, actor: str, now: datetime
+) -> None:
+    await conn.execute(
+        delete(rotation_refs).where(rotation_refs.c.rotation_id == rotation.rotation_id)
+    )
+    await conn.execute(delete(rotations).where(rotations.c.rotation_id == rotation.rotation_id))
+    await _audit(
+        conn, "rotation", rotation.rotation_id, "DELETE", actor, rotation_json(rotation), now
+    )
+
+
+async def audit_records(conn: AsyncConnection, object_id: str) -> list[dict[str, Any]]:
+    """The audit records of one person or rotation, oldest first (tests, console)."""
+    q = (
+        select(people_audit_records)
+        .where(people_audit_records.c.object_id == object_id)
+        .order_by(people_audit_records.c.created_at, people_audit_records.c.id)
+    )
+    return [dict(r) for r in (await conn.execute(q)).mappings()]
