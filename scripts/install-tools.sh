@@ -160,13 +160,16 @@ fi
 # --- Chromium for the browser test of action links (tests/http/test_browser.py) ---
 # Debian's package, driven by Playwright (pip, dev extra) through executable_path:
 # no browser download. Installed with apt-get when we may (root or passwordless sudo).
+# Another apt-get (an unattended upgrade, a neighbouring install) may hold dpkg's lock:
+# wait for it rather than fail the install.
+APT_WAIT="-o DPkg::Lock::Timeout=600"
 if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
   say "ok   chromium (found on PATH)"
 elif command -v apt-get >/dev/null 2>&1 && { [[ $(id -u) == 0 ]] || sudo -n true 2>/dev/null; }; then
   act "apt-get install chromium (the browser test of action links)"
   sudo_=""; [[ $(id -u) == 0 ]] || sudo_="sudo -n"
-  $sudo_ apt-get install -y -qq chromium >/dev/null || {
-    $sudo_ apt-get update -qq >/dev/null && $sudo_ apt-get install -y -qq chromium >/dev/null
+  $sudo_ apt-get $APT_WAIT install -y -qq chromium >/dev/null || {
+    $sudo_ apt-get $APT_WAIT update -qq >/dev/null && $sudo_ apt-get $APT_WAIT install -y -qq chromium >/dev/null
   } || missing_toolchain chromium "the browser test (apt-get install chromium failed)"
 else
   missing_toolchain chromium "the browser test (install Debian's chromium package)"
@@ -181,9 +184,9 @@ apt_tool() { # command, package, what-needs-it
   elif command -v apt-get >/dev/null 2>&1 && { [[ $(id -u) == 0 ]] || sudo -n true 2>/dev/null; }; then
     act "apt-get install $2 ($3)"
     local sudo_=""; [[ $(id -u) == 0 ]] || sudo_="sudo -n"
-    $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null || {
-      $sudo_ apt-get update -qq >/dev/null &&
-        $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+    $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq --no-install-recommends "$2" >/dev/null || {
+      $sudo_ apt-get $APT_WAIT update -qq >/dev/null &&
+        $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq --no-install-recommends "$2" >/dev/null
     } || missing_toolchain "$1" "$3 (apt-get install $2 failed)"
   else
     missing_toolchain "$1" "$3 (install Debian's $2 package)"
