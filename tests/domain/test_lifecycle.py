@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from uns_server.domain import moves
 from uns_server.domain.enums import DeliveryMode, Status
 from uns_server.domain.errors import NotDeadLettered, ReplayBlocked
 from uns_server.domain.lifecycle import (
@@ -20,8 +21,6 @@ from uns_server.domain.lifecycle import (
     decide_claim,
     decide_hand_off,
     interrupted_outcome,
-    replay_values,
-    resolve_values,
 )
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -181,8 +180,7 @@ def test_replay_is_blocked_while_a_successor_carries_the_obligation(
 
 
 def test_replay_opens_the_next_cycle_afresh_and_resolve_only_clears_the_flag() -> None:
-    values = replay_values(2, NOW)
-    assert values["status"] == Status.PENDING and values["cycle"] == 3
-    assert values["cycle_attempts"] == 0 and values["dead_letter"] is False
-    assert values["next_attempt"] == NOW and values["lease_token"] is None
-    assert resolve_values(NOW) == {"dead_letter": False, "updated_at": NOW}
+    replay = moves.Replay("n", from_cycle=2, at=NOW)
+    assert replay.cycle == 3
+    resolve = moves.ResolveFailure("n", NOW)
+    assert (resolve.notification_id, resolve.at) == ("n", NOW)

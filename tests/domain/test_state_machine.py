@@ -27,7 +27,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from uns_server.domain import admission, lifecycle
+from uns_server.domain import admission, lifecycle, moves
 from uns_server.domain.acks import AckTarget, decide_ack
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Priority, Status
 from uns_server.domain.errors import (
@@ -486,11 +486,10 @@ class Lifecycle(RuleBasedStateMachine):
             return
         # Replaying while a successor carries the obligation would deliver it twice.
         assert successor is None or successor.state in (FAILED, WITHDRAWN), successor
-        values = lifecycle.replay_values(n.cycle, self.now)
-        n.cycle, n.cycle_attempts = values["cycle"], values["cycle_attempts"]  # type: ignore[assignment]
+        n.cycle, n.cycle_attempts = moves.Replay(n.id, n.cycle, self.now).cycle, 0
         n.succeeded = ()
         self._move(n, K.REPLAY_REQUESTED, PENDING)
-        n.dead_letter = bool(values["dead_letter"])
+        n.dead_letter = False
 
     @rule(i=ids, any_note=st.booleans())
     def resolve(self, i: int, any_note: bool) -> None:
@@ -503,7 +502,7 @@ class Lifecycle(RuleBasedStateMachine):
             assert not (n.state == FAILED and n.dead_letter)
             return
         self._move(n, K.FAILURE_RESOLVED, FAILED)
-        n.dead_letter = bool(lifecycle.resolve_values(self.now)["dead_letter"])
+        n.dead_letter = False
 
     # -- invariants ----------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from uns_server.domain.withdrawal import (
     Target,
     Withdraw,
     decide_withdrawal,
-    withdrawn_values,
+    followers_withdrawn,
+    rows_withdrawn,
 )
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -116,15 +117,17 @@ def test_withdrawal_never_reopens_and_always_fences(
     if isinstance(decision, Repeat):
         assert row.withdrawn_by == caller
         return
-    values = withdrawn_values(decision.scope, actor=caller, reason="r", now=NOW)
-    # Any lease in flight is fenced, follow-ups stop, nothing becomes due again.
-    assert values["lease_token"] is None and values["followup_lease_token"] is None
-    assert "next_attempt" not in values
-    # Only a step caught between retries is looked at again, to be closed as STOPPED.
-    assert values["followup_at"] == (NOW if decision.scope == Scope.ACK else None)
+    move = rows_withdrawn(row, decision, actor=caller, reason="r", now=NOW)
+    assert move.notification_ids == (row.id,) and move.scope == decision.scope
+    assert (move.actor, move.reason, move.at) == (caller, "r", NOW)
+    # The store applies it only to a row still in the state it was decided from.
     if decision.scope == Scope.ACK:
         assert status == Status.DELIVERED and ack == AckStatus.PENDING
-        assert values["ack_status"] == AckStatus.WITHDRAWN
+        assert move.expected_status == Status.DELIVERED
+        assert move.ack_status == AckStatus.WITHDRAWN
     else:
         assert status == Status.PENDING or (status == Status.FAILED and dead_letter)
-        assert values["status"] == Status.WITHDRAWN and values["dead_letter"] is False
+        assert move.expected_status == status and move.ack_status is None
+    followers = followers_withdrawn(decision, actor=caller, reason="r", now=NOW)
+    assert followers.notification_ids == decision.followers
+    assert (followers.scope, followers.expected_status) == (Scope.NOTIFICATION, Status.PENDING)

@@ -847,9 +847,8 @@ async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
         window = await NOTIFICATIONS.locked_dedup_window(tx.conn, "d")  # until commit
         assert window is not None
         generation = window.generation + 1
-        await NOTIFICATIONS.update_dedup_window(
-            tx.conn, "d", owner_id=f"next-{i}", generation=generation
-        )
+        change = WindowChange("d", f"next-{i}", generation, until, insert=False)
+        await NOTIFICATIONS.take_dedup_window(tx.conn, change)
         return generation
 
     generations = await _race(db_url, 4, lead_next)

@@ -352,28 +352,3 @@ def check_replay_unblocked(
                 "successor_state": successor_status,
             }
         )
-
-
-def replay_values(cycle: int, now: datetime) -> dict[str, object]:
-    """The columns a replay sets: cycle ``cycle + 1`` starts afresh, due now."""
-    return {
-        "status": Status.PENDING,
-        "dead_letter": False,
-        "cycle": cycle + 1,
-        "cycle_attempts": 0,
-        "next_attempt": now,
-        "lease_token": None,
-        "lease_until": None,
-        "outcome": {
-            "channels_attempted": [],
-            "channels_succeeded": [],
-            "channels_failed": [],
-            "error_message": None,
-        },
-        "updated_at": now,
-    }
-
-
-def resolve_values(now: datetime) -> dict[str, object]:
-    """The columns ResolveFailure sets: the row stays FAILED, out of the queue."""
-    return {"dead_letter": False, "updated_at": now}

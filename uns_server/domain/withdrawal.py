@@ -104,31 +104,42 @@ def decide_withdrawal(
     )
 
 
-def withdrawn_values(scope: Scope, *, actor: str, reason: str, now: datetime) -> dict[str, object]:
-    """The columns a withdrawal sets. Both scopes clear the dispatch and follow-up
-    leases (fencing anything in flight) and stop follow-ups (no claim takes a
-    withdrawn notification or ack, except to close a step caught between retries)."""
-    values: dict[str, object] = {
-        "withdrawn_at": now,
-        "withdrawn_by": actor,
-        "withdraw_reason": reason,
-        "lease_token": None,
-        "lease_until": None,
-        "followup_at": None,
-        "followup_lease_token": None,
-        "followup_lease_until": None,
-        "updated_at": now,
-    }
-    if scope == Scope.NOTIFICATION:
-        values |= {"status": Status.WITHDRAWN.value, "dead_letter": False}
-    else:
-        values |= {
-            # Due now: a reminder or step waiting to retry is closed (STOPPED, with what
-            # its channels said) by the follow-up worker; no claim takes it otherwise.
-            "followup_at": now,
-            "ack_status": AckStatus.WITHDRAWN.value,
-            "actor": actor,
-            "responded_at": now,
-            "response_metadata": {"reason": reason} if reason else None,
-        }
-    return values
+@dataclass(frozen=True, slots=True)
+class WithdrawRows:
+    """The rows stop standing: both scopes clear the dispatch and follow-up leases
+    (fencing anything in flight), stop follow-ups (no claim takes a withdrawn
+    notification or ack, except to close a step caught between retries) and record who
+    withdrew and why.
+
+    NOTIFICATION: each row becomes WITHDRAWN (a dead letter leaves the queue); expected
+    ``expected_status`` (PENDING, or FAILED for a dead letter). ACK: the one row's
+    pending ack becomes WITHDRAWN with ``actor`` as its answerer, and its follow-up
+    falls due at once so that a reminder or step caught between retries is closed;
+    expected DELIVERED with the ack PENDING."""
+
+    notification_ids: tuple[str, ...]
+    scope: Scope
+    expected_status: Status
+    actor: str
+    reason: str
+    at: datetime
+
+    @property
+    def ack_status(self) -> AckStatus | None:
+        return AckStatus.WITHDRAWN if self.scope == Scope.ACK else None
+
+
+def rows_withdrawn(
+    target: Target, decision: Withdraw, *, actor: str, reason: str, now: datetime
+) -> WithdrawRows:
+    """The move that withdraws the target itself, per ``decision`` (applied by
+    ``store.moves.withdraw``, like the moves of ``domain.moves``)."""
+    expected = Status.DELIVERED if decision.scope == Scope.ACK else Status(target.status)
+    return WithdrawRows((target.id,), decision.scope, expected, actor, reason, now)
+
+
+def followers_withdrawn(
+    decision: Withdraw, *, actor: str, reason: str, now: datetime
+) -> WithdrawRows:
+    """The move that withdraws the pending followers sharing the target's obligation."""
+    return WithdrawRows(decision.followers, Scope.NOTIFICATION, Status.PENDING, actor, reason, now)

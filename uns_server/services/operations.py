@@ -13,18 +13,17 @@ empty when none was given) and record it in the event payload as ``reason``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
-from uns_server.domain import lifecycle
+from uns_server.domain import lifecycle, moves
 from uns_server.domain.enums import EventKind
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
-from uns_server.store import dispatch, events, notifications
+from uns_server.store import events, notifications
+from uns_server.store import moves as store_moves
 from uns_server.store.db import TOPIC_WORK, Connection, Database
 from uns_server.store.events import NewEvent
 
@@ -45,11 +44,6 @@ def validate_reason(reason: str) -> str:
             violations=[FieldViolation("reason", p) for p in problems],
         )
     return reason
-
-
-def _preview(row: Notification, values: Mapping[str, Any]) -> Notification:
-    """``row`` as it would be with ``values`` written (validate_only)."""
-    return replace(row, **values)
 
 
 class Operations:
@@ -91,12 +85,12 @@ class Operations:
             async with self._db.read() as conn:
                 row = await self._dead_letter(conn, notification_id, lock=False)
                 await self._check_replay(conn, row)
-            return _preview(row, lifecycle.replay_values(row.cycle, now))
+            return moves.replayed(row, moves.Replay(row.id, row.cycle, now))
         async with self._db.write() as tx:
             row = await self._dead_letter(tx.conn, notification_id, lock=True)
             await self._check_replay(tx.conn, row)
-            values = lifecycle.replay_values(row.cycle, now)
-            await dispatch.update_rows(tx.conn, [row.id], **values)
+            move = moves.Replay(row.id, row.cycle, now)
+            _check_applied(await store_moves.replay(tx.conn, move), row.id)
             await events.append(
                 tx,
                 [
@@ -107,7 +101,7 @@ class Operations:
                         EventKind.REPLAY_REQUESTED,
                         {
                             "actor": principal.name,
-                            "cycle": values["cycle"],
+                            "cycle": move.cycle,
                             "cumulative_attempts": row.attempts,
                             "reason": reason,
                             **({"via": via} if via else {}),
@@ -136,10 +130,11 @@ class Operations:
         if validate_only:
             async with self._db.read() as conn:
                 row = await self._dead_letter(conn, notification_id, lock=False)
-            return _preview(row, lifecycle.resolve_values(now))
+            return moves.resolved(row, moves.ResolveFailure(row.id, now))
         async with self._db.write() as tx:
             row = await self._dead_letter(tx.conn, notification_id, lock=True)
-            await dispatch.update_rows(tx.conn, [row.id], **lifecycle.resolve_values(now))
+            resolve = moves.ResolveFailure(row.id, now)
+            _check_applied(await store_moves.resolve_failure(tx.conn, resolve), row.id)
             await events.append(
                 tx,
                 [
@@ -160,3 +155,10 @@ class Operations:
             resolved = await notifications.get(tx.conn, row.id)
         assert resolved is not None
         return resolved
+
+
+def _check_applied(applied: moves.Applied, notification_id: str) -> None:
+    # The row was read under its lock in this transaction and checked dead-lettered:
+    # a lost move here is a bug, not a race, so it must not commit half of the door.
+    if applied.lost:
+        raise RuntimeError(f"dead letter {notification_id} moved under its row lock")

@@ -19,11 +19,13 @@ from typing import Any, Protocol
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import EventKind, Role, Status
 from uns_server.domain.errors import NotFound
+from uns_server.domain.moves import Applied
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.services.operations import validate_reason
 from uns_server.store import audit, dispatch, events, notifications
+from uns_server.store import moves as store_moves
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent
 
@@ -71,22 +73,23 @@ class Withdrawals:
             followers: list[Notification] = []
             if row.status == Status.PENDING and row.dedup_owner_id is None:
                 followers = await dispatch.pending_followers(tx.conn, nid)
+            target = withdrawal.Target(
+                id=nid,
+                status=row.status,
+                ack_status=row.ack_status,
+                dead_letter=row.dead_letter,
+                deadline=row.deadline,
+                dedup_owner_id=row.dedup_owner_id,
+                withdrawn_by=row.withdrawn_by,
+            )
             decision = withdrawal.decide_withdrawal(
-                withdrawal.Target(
-                    id=nid,
-                    status=row.status,
-                    ack_status=row.ack_status,
-                    dead_letter=row.dead_letter,
-                    deadline=row.deadline,
-                    dedup_owner_id=row.dedup_owner_id,
-                    withdrawn_by=row.withdrawn_by,
-                ),
+                target,
                 caller=principal.name,
                 pending_followers=tuple(f.id for f in followers),
                 now=now,
             )
             if isinstance(decision, withdrawal.Withdraw):
-                await self._store(tx, row, followers, decision, principal.name, reason, now)
+                await self._store(tx, row, target, followers, decision, principal.name, reason, now)
                 changed = await notifications.get(tx.conn, nid)
                 assert changed is not None
                 row = changed
@@ -96,6 +99,7 @@ class Withdrawals:
         self,
         tx: WriteTx,
         row: Notification,
+        target: withdrawal.Target,
         followers: Sequence[Notification],
         decision: withdrawal.Withdraw,
         actor: str,
@@ -103,26 +107,26 @@ class Withdrawals:
         now: datetime,
     ) -> None:
         scope = decision.scope
-        values = withdrawal.withdrawn_values(scope, actor=actor, reason=reason, now=now)
-        await dispatch.update_rows(tx.conn, [row.id], **values)
+        move = withdrawal.rows_withdrawn(target, decision, actor=actor, reason=reason, now=now)
+        _check_applied(await store_moves.withdraw(tx.conn, move), row.id)
         payload = {"actor": actor, "reason": reason, "scope": scope.value}
         new_events = [_event(row, payload)]
         if followers:
-            followers_values = withdrawal.withdrawn_values(
-                withdrawal.Scope.NOTIFICATION, actor=actor, reason=reason, now=now
+            with_owner = withdrawal.followers_withdrawn(
+                decision, actor=actor, reason=reason, now=now
             )
-            await dispatch.update_rows(tx.conn, list(decision.followers), **followers_values)
+            withdrawn = set((await store_moves.withdraw(tx.conn, with_owner)).ids)
             new_events += [
                 _event(f, {**payload, "with_owner_id": row.id})
                 for f in followers
-                if f.id in decision.followers
+                if f.id in withdrawn  # a follower settled meanwhile stays as it is
             ]
         if scope == withdrawal.Scope.ACK:
             await audit.record_ack(
                 tx.conn,
                 row.id,
                 old_status=row.ack_status,
-                new_status=str(values["ack_status"]),
+                new_status=str(move.ack_status),
                 actor=actor,
                 metadata={"reason": reason},
                 now=now,
@@ -155,3 +159,10 @@ def _may_withdraw(principal: Principal, owner: str) -> bool:
 
 def _event(row: Notification, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(row.id, row.principal, row.notification_type, EventKind.WITHDRAWN, payload)
+
+
+def _check_applied(applied: Applied, notification_id: str) -> None:
+    # The row and its followers were read under their locks in this transaction: a
+    # lost move here is a bug, not a race, so nothing of the withdrawal may commit.
+    if applied.lost:
+        raise RuntimeError(f"withdrawal of {notification_id}: a row moved under its lock")

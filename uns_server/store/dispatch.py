@@ -322,11 +322,6 @@ async def status_of(conn: AsyncConnection, notification_id: str) -> Status | Non
     return None if value is None else Status(value)
 
 
-async def update_rows(conn: AsyncConnection, ids: Sequence[str], **values: Any) -> None:
-    if ids:
-        await conn.execute(update(n).where(n.c.id.in_(ids)).values(**values))
-
-
 async def next_due_at(conn: AsyncConnection, channels: Collection[str]) -> datetime | None:
     """When the earliest unleased pending leader that ``claim`` would take (its
     channels all among ``channels``) becomes due (expired leases are found by the idle

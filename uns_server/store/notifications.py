@@ -112,13 +112,9 @@ async def take_dedup_window(conn: AsyncConnection, change: WindowChange) -> None
             conn, change.key, owner_id=owner_id, generation=generation, until=until
         )
     else:
-        await update_dedup_window(
-            conn, change.key, owner_id=owner_id, generation=generation, until=until
-        )
-
-
-async def update_dedup_window(conn: AsyncConnection, key: str, **values: Any) -> None:
-    await conn.execute(update(dedup).where(dedup.c.key == key).values(**values))
+        # The row was read under its lock (``locked_dedup_window``) in this transaction.
+        q = update(dedup).where(dedup.c.key == change.key)
+        await conn.execute(q.values(owner_id=owner_id, generation=generation, until=until))
 
 
 # Listing (AIP-158): newest first, keyset-paged on (created_at, id).

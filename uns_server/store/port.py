@@ -29,6 +29,10 @@ place that says what it must do:
   ``domain.retention.holds_work``.
 - ``Events.append``/``read_after``: sequences ascend in commit order; read-after is
   exclusive of its cursor and oldest first.
+- ``Moves``: each lifecycle move changes only rows still in the state it expects
+  (replay and resolve only a dead letter of the named cycle, a withdrawal only the
+  status it was decided from, follower moves only pending followers of the named
+  owner, window moves only a window of the named owner) and says how many changed.
 - ``Notifications``: one row per idempotency key and one dedup window per key (a
   concurrent duplicate fails as a unique violation); the window is locked while read,
   so concurrent new generations of one key serialise.
@@ -46,6 +50,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.moves import (
+    Applied,
+    ExtendWindow,
+    MoveWindow,
+    Promote,
+    RecordSuccessor,
+    Relink,
+    Replay,
+    ResolveFailure,
+    SatisfyFollowers,
+)
 from uns_server.domain.records import (
     Attempt,
     DedupWindow,
@@ -54,6 +69,7 @@ from uns_server.domain.records import (
     Notification,
     RetentionCandidate,
 )
+from uns_server.domain.withdrawal import WithdrawRows
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
 
@@ -330,10 +346,6 @@ class Notifications(Protocol):
         """Open the first window of ``key``; a concurrent first window fails (unique)."""
         ...
 
-    async def update_dedup_window(self, conn: AsyncConnection, key: str, **values: Any) -> None:
-        """Hand the locked window to a new owner or generation."""
-        ...
-
     async def locked_dedup_window(self, conn: AsyncConnection, key: str) -> DedupWindow | None:
         """Intake's read of the window of ``key``, locked until commit."""
         ...
@@ -347,6 +359,23 @@ class Notifications(Protocol):
         ...
 
 
+class Moves(Protocol):
+    """The typed lifecycle moves (``domain.moves``), one named query each
+    (``store.moves``): a row no longer in the state the move expects is left alone,
+    and ``Applied`` says how many of the named rows changed (and which, for moves of
+    several rows)."""
+
+    async def replay(self, conn: AsyncConnection, move: Replay) -> Applied: ...
+    async def resolve_failure(self, conn: AsyncConnection, move: ResolveFailure) -> Applied: ...
+    async def withdraw(self, conn: AsyncConnection, move: WithdrawRows) -> Applied: ...
+    async def satisfy_followers(self, conn: AsyncConnection, move: SatisfyFollowers) -> Applied: ...
+    async def extend_window(self, conn: AsyncConnection, move: ExtendWindow) -> Applied: ...
+    async def record_successor(self, conn: AsyncConnection, move: RecordSuccessor) -> Applied: ...
+    async def promote(self, conn: AsyncConnection, move: Promote) -> Applied: ...
+    async def relink(self, conn: AsyncConnection, move: Relink) -> Applied: ...
+    async def move_window(self, conn: AsyncConnection, move: MoveWindow) -> Applied: ...
+
+
 if TYPE_CHECKING:  # the SQL modules implement the port (checked by mypy, not imported)
     from uns_server.store import (
         acks,
@@ -354,6 +383,7 @@ if TYPE_CHECKING:  # the SQL modules implement the port (checked by mypy, not im
         events,
         followups,
         message_updates,
+        moves,
         notifications,
         retention,
     )
@@ -365,3 +395,4 @@ if TYPE_CHECKING:  # the SQL modules implement the port (checked by mypy, not im
     _events: Events = events
     _retention: Retention = retention
     _notifications: Notifications = notifications
+    _moves: Moves = moves

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from uns_server.domain import lifecycle
+from uns_server.domain import lifecycle, moves
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Notification
-from uns_server.store import dispatch, notifications
+from uns_server.store import dispatch
+from uns_server.store import moves as store_moves
 from uns_server.store.db import TOPIC_WORK, WriteTx
 from uns_server.store.events import NewEvent
 from uns_server.workers.dispatch.claims import event
@@ -39,13 +40,12 @@ async def satisfy_followers(
     if leader.dedup_key is None:
         return
     window = int(leader.notification["effective"]["dedup_window_seconds"])
-    await notifications.update_dedup_window(
-        tx.conn, leader.dedup_key, owner_id=leader.id, until=now + timedelta(seconds=window)
-    )
+    # A newer leader that took the window meanwhile keeps it (the move is then lost).
+    extend = moves.ExtendWindow(leader.dedup_key, leader.id, now + timedelta(seconds=window))
+    await store_moves.extend_window(tx.conn, extend)
     followers = await dispatch.pending_followers(tx.conn, leader.id)
-    await dispatch.update_rows(
-        tx.conn, [f.id for f in followers], status=Status.DEDUPLICATED.value, updated_at=now
-    )
+    satisfy = moves.SatisfyFollowers(leader.id, tuple(f.id for f in followers), now)
+    satisfied = set((await store_moves.satisfy_followers(tx.conn, satisfy)).ids)
     new_events.extend(
         event(
             f,
@@ -57,6 +57,7 @@ async def satisfy_followers(
             },
         )
         for f in followers
+        if f.id in satisfied  # one withdrawn meanwhile stays WITHDRAWN
     )
 
 
@@ -78,7 +79,8 @@ async def hand_off(
     )
     if decision is None:
         return
-    await dispatch.update_rows(tx.conn, [leader.id], dedup_successor_id=decision.successor_id)
+    successor_moved = moves.RecordSuccessor(leader.id, decision.successor_id)
+    _check_applied(await store_moves.record_successor(tx.conn, successor_moved), leader.id)
     new_events.append(
         event(
             leader,
@@ -89,21 +91,20 @@ async def hand_off(
     if not decision.promoted:  # the newer owner already leads its own window
         return
     successor, rest = followers[0], followers[1:]
-    await dispatch.update_rows(
-        tx.conn, [successor.id], dedup_owner_id=None, next_attempt=now, updated_at=now
-    )
-    await dispatch.update_rows(
-        tx.conn, list(decision.relinked), dedup_owner_id=successor.id, updated_at=now
-    )
+    promote = moves.Promote(successor.id, leader.id, now)
+    _check_applied(await store_moves.promote(tx.conn, promote), leader.id)
+    relink = moves.Relink(decision.relinked, leader.id, successor.id, now)
+    relinked = set((await store_moves.relink(tx.conn, relink)).ids)
     if leader.dedup_key is not None:  # always, for a leader with followers
-        await notifications.update_dedup_window(tx.conn, leader.dedup_key, owner_id=successor.id)
+        window = moves.MoveWindow(leader.dedup_key, leader.id, successor.id)
+        _check_applied(await store_moves.move_window(tx.conn, window), leader.id)
     link = {
         "previous_owner_id": leader.id,
         "owner_id": successor.id,
         "generation": decision.generation,
     }
     new_events.append(event(successor, EventKind.DEDUP_OWNER_PROMOTED, link))
-    new_events.extend(event(f, EventKind.DEDUP_RELINKED, link) for f in rest)
+    new_events.extend(event(f, EventKind.DEDUP_RELINKED, link) for f in rest if f.id in relinked)
     tx.signal(TOPIC_WORK)
 
 
@@ -122,3 +123,11 @@ def _generation(follower: Notification) -> int:
     # Intake gives every row of a dedup key a generation (a follower joins its owner's).
     assert follower.dedup_generation is not None, "a follower without a dedup generation"
     return follower.dedup_generation
+
+
+def _check_applied(applied: moves.Applied, leader_id: str) -> None:
+    # The leader's own row, its promoted follower and its window move only in its own
+    # settlement (a follower withdrawn meanwhile is the one race, and promoting it would
+    # resurrect it): a lost move rolls the settlement back, to be decided afresh.
+    if applied.lost:
+        raise RuntimeError(f"hand-off of {leader_id}: a row moved during its settlement")

@@ -1,0 +1,168 @@
+"""Typed moves: what a lifecycle transition changes, as the domain decided it. Pure.
+
+A move names the rows it changes, the state they must still be in, and the new
+values in domain terms (no column names). ``store.moves`` applies each with one named
+query whose WHERE holds that expected state, so a row that moved meanwhile is not
+overwritten: the store answers :class:`Applied` with what it changed, and a move that
+changed fewer rows than it named is *lost* (``Applied.lost``), a typed outcome the
+caller handles, never a silent blind write (River's ``JobSetStateIfRunning``).
+
+The moves here are the operator doors (Replay, ResolveFailure), withdrawal, and what
+a settled dedup leader does to its followers and its window (seed 000 §1.1)::
+
+    FAILED+dead_letter --Replay--------> PENDING (cycle + 1, due now, outcome cleared)
+    FAILED+dead_letter --ResolveFailure-> FAILED (dead_letter cleared)
+    PENDING | FAILED+dead_letter --Withdraw(NOTIFICATION)--> WITHDRAWN
+    DELIVERED+ack PENDING --Withdraw(ACK)--> ack WITHDRAWN
+    FOLLOWING (of L) --SatisfyFollowers(L delivered)--> DEDUPLICATED
+    FOLLOWING (of L) --Promote(L exhausted)--> PENDING leader, due now
+    FOLLOWING (of L) --Relink(to the promoted P)--> FOLLOWING (of P)
+    window (owner L) --ExtendWindow / MoveWindow--> window (until / owner moved)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from uns_server.domain.enums import Status
+from uns_server.domain.records import Notification
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What a move changed: ``changed`` of the ``named`` rows (``ids``: which ones, for
+    the moves of several rows)."""
+
+    named: int
+    changed: int
+    ids: tuple[str, ...] = ()
+
+    @property
+    def lost(self) -> bool:
+        """Some named row was no longer in the expected state: nothing of it changed."""
+        return self.changed < self.named
+
+
+# -- the operator doors out of the dead-letter queue ----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A dead letter starts cycle ``from_cycle + 1`` afresh: PENDING, due ``at``,
+    its cycle's attempts and outcome cleared, no lease. Expected: FAILED, dead-lettered,
+    still in ``from_cycle``."""
+
+    notification_id: str
+    from_cycle: int
+    at: datetime
+
+    @property
+    def cycle(self) -> int:
+        return self.from_cycle + 1
+
+
+EMPTY_OUTCOME: dict[str, object] = {
+    "channels_attempted": [],
+    "channels_succeeded": [],
+    "channels_failed": [],
+    "error_message": None,
+}
+
+
+def replayed(row: Notification, move: Replay) -> Notification:
+    """``row`` as ``move`` leaves it (Replay's ``validate_only`` preview)."""
+    return replace(
+        row,
+        status=Status.PENDING,
+        dead_letter=False,
+        cycle=move.cycle,
+        cycle_attempts=0,
+        next_attempt=move.at,
+        lease_token=None,
+        lease_until=None,
+        outcome=dict(EMPTY_OUTCOME),
+        updated_at=move.at,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveFailure:
+    """A dead letter leaves the queue and stays FAILED. Expected: FAILED, dead-lettered."""
+
+    notification_id: str
+    at: datetime
+
+
+def resolved(row: Notification, move: ResolveFailure) -> Notification:
+    """``row`` as ``move`` leaves it (ResolveFailure's ``validate_only`` preview)."""
+    return replace(row, dead_letter=False, updated_at=move.at)
+
+
+# -- withdrawal --------------------------------------------------------------------------
+
+# ``WithdrawRows`` (withdrawal's move) lives beside its decision in ``domain.withdrawal``.
+
+
+# -- a settled dedup leader, its followers and its window ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SatisfyFollowers:
+    """The leader delivered: its pending followers are DEDUPLICATED. Expected: PENDING
+    and still following ``leader_id`` (one withdrawn meanwhile stays WITHDRAWN: the
+    move is partly lost, and ``Applied.ids`` says which were satisfied)."""
+
+    leader_id: str
+    follower_ids: tuple[str, ...]
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendWindow:
+    """The delivered leader's dedup window coalesces until ``until``. Expected: the
+    window owned by ``owner_id`` or by no one (a newer leader that took it meanwhile
+    keeps it)."""
+
+    key: str
+    owner_id: str
+    until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSuccessor:
+    """The exhausted leader names who carries its obligation now (Replay checks it)."""
+
+    leader_id: str
+    successor_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Promote:
+    """The first pending follower of the exhausted leader leads, due ``at``. Expected:
+    PENDING and following ``from_owner_id``."""
+
+    follower_id: str
+    from_owner_id: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Relink:
+    """The other pending followers now follow the promoted one. Expected: PENDING and
+    following ``from_owner_id`` (one withdrawn meanwhile is left alone)."""
+
+    follower_ids: tuple[str, ...]
+    from_owner_id: str
+    to_owner_id: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MoveWindow:
+    """The exhausted leader's dedup window passes to the promoted follower. Expected:
+    owned by ``from_owner_id``."""
+
+    key: str
+    from_owner_id: str
+    to_owner_id: str
