@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tests.console.browser import launched
 from tests.console.conftest import ConsoleRig, channels_yaml
+from tests.console.people import put_people
 from tests.support.http_receiver import HttpReceiver, Reply
 from tests.support.policies import activate_policy
 from tests.support.server import KEYS, ShiftableClock, start_server
@@ -48,6 +49,7 @@ async def seed(rig: ConsoleRig) -> str:
     await keys.create(db, "oncall", [Role.RESPONDER, Role.OPERATOR], "on-call rota", now)
     _, old = await keys.create(db, "legacy-cron", [Role.PRODUCER], "retired host", now)
     await keys.revoke(db, old.id, now)
+    await put_people(rig)
     return dead[0]
 
 
@@ -111,6 +113,7 @@ async def capture(rig: ConsoleRig, dead: str, out: Path) -> None:
                     ("dead-letters", "/console/dead-letters?by=error"),
                     ("policy-diff", "/console/policies/ops.hook?a=1&b=2"),
                     ("keys", "/console/keys"),
+                    ("people", "/console/people"),
                 ]
             for name, path in shots:
                 await page.goto(rig.url(path))

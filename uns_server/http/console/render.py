@@ -6,7 +6,7 @@ rewrites the text into the viewer's zone, so without script the page still reads
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import jinja2
@@ -33,6 +33,17 @@ def when(value: datetime | str | None) -> Markup:
     utc = value.strftime("%Y-%m-%d %H:%M:%S UTC")
     iso = value.isoformat()
     return Markup(f'<time datetime="{escape(iso)}" title="{escape(utc)}">{escape(utc)}</time>')
+
+
+def span(value: timedelta) -> str:
+    """A length as people say it: "1 day 12 hours", "30 minutes" (a shift, a window)."""
+    seconds = int(value.total_seconds())
+    parts = []
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count} {unit}{'' if count == 1 else 's'}")
+    return " ".join(parts) or "0 seconds"
 
 
 def result_notes(metadata: Any) -> list[str]:
@@ -63,6 +74,7 @@ _env = jinja2.Environment(
 )
 _env.filters["when"] = when
 _env.filters["result_notes"] = result_notes
+_env.filters["span"] = span
 
 
 def render(
