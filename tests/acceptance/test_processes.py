@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from tests.support.watching import positioned
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
+from uns_server.settings import Settings, SettingsError
 
 SEND = "/uns.v1.NotificationService/SendNotification"
 NTYPE = "ops.procs"
@@ -41,6 +43,7 @@ notification_type: {NTYPE}
 spec: {{channels: [hook], delivery_mode: GUARANTEED, require_ack: false, max_attempts: 5}}
 """
 DEADLINE = 90.0
+PG_URL = "postgresql+asyncpg://uns@127.0.0.1:5432/uns"
 
 
 class Supervised(ServerProcess):
@@ -129,6 +132,11 @@ def metrics_ports() -> int:
     raise AssertionError("no two consecutive free ports")
 
 
+def http_status(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return int(response.status)
+
+
 def sends_counted(port: int) -> float:
     """SendNotification calls answered OK by the child whose metrics are on ``port``."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
@@ -208,7 +216,9 @@ async def test_two_children_answer_on_one_port_and_sigterm_drains_both(
     url = await postgres.new()
     metrics = metrics_ports()
     server = await running(
-        tmp_path, *server_args(url, tmp_path), "--metrics-listen", f"127.0.0.1:{metrics}"
+        tmp_path,
+        *server_args(url, tmp_path),
+        *("--metrics-listen", f"127.0.0.1:{metrics}", "--http-listen", "127.0.0.1:0"),
     )
     try:
         pids = server.started()
@@ -217,6 +227,11 @@ async def test_two_children_answer_on_one_port_and_sigterm_drains_both(
         listening = [e for e in server.logs() if e["message"] == "listening"]
         assert {e["port"] for e in listening} == {server.port}
         assert {e["child"] for e in listening} == {0, 1}
+        http = [e for e in server.logs() if e["message"] == "http listening"]
+        assert {e["child"] for e in http} == {0, 1}
+        (http_port,) = {e["port"] for e in http}  # HOST:0 became one port for both
+        for _ in range(4):  # a connection each
+            assert http_status(f"http://127.0.0.1:{http_port}/readyz") == 200
 
         sends = 40
         ids = await asyncio.gather(*(send_once(server.target, f"s{i}") for i in range(sends)))
@@ -509,3 +524,41 @@ async def test_sqlite_refuses_more_than_one_process(tmp_path: Path) -> None:
         assert "--processes 2 needs PostgreSQL" in err and "Traceback" not in err
     finally:
         server.kill()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"processes": 0}, "processes must be at least 1"),
+        ({"processes": 2}, "--processes 2 needs PostgreSQL"),
+        (
+            {"processes": 3, "metrics_listen": "127.0.0.1:65534", "database_url": PG_URL},
+            "process i serves metrics on port PORT+i, past 65535",
+        ),
+    ],
+)
+def test_settings_refuse_what_cannot_work(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        Settings.from_env({}, **overrides)
+    fine = {"processes": 3, "metrics_listen": "127.0.0.1:65533", "database_url": PG_URL}
+    assert Settings.from_env({}, **fine).processes == 3
+
+
+async def test_children_drain_when_the_supervisor_is_killed(tmp_path: Path) -> None:
+    """SIGKILL leaves the supervisor no time to stop anything: its children see the
+    pipe it kept open close, and drain by themselves instead of serving on unsupervised."""
+    nowhere = f"postgresql+asyncpg://uns@127.0.0.1:{free_port()}/uns"
+    server = Supervised(tmp_path, *server_args(nowhere, tmp_path), "--db-retry-seconds", "0.5")
+    try:
+        for child in (0, 1):
+            await server.wait_log(
+                lambda e, c=child: e["message"] == "listening" and e["child"] == c
+            )
+        pids = server.started()
+        server.proc.kill()
+        for child, pid in pids.items():
+            await wait_until(lambda p=pid: not _alive(p), f"child {child} to exit", 60)
+        gone = [e for e in server.logs() if e["message"] == "the supervisor is gone: draining"]
+        assert {e["child"] for e in gone} == {0, 1}
+    finally:
+        server.cleanup()
