@@ -332,7 +332,9 @@ async def test_fencing_holds_across_children(
 
     def slow_first_attempts(request: RecordedRequest) -> Reply:
         first = request.headers["webhook-id"].endswith(":1")
-        return Reply(delay_seconds=1.5 if first else 0.0)
+        # Long enough that the freeze finds attempts in flight on a busy machine, short
+        # of the cancellation at 0.8 x lease_seconds.
+        return Reply(delay_seconds=4.0 if first else 0.0)
 
     receiver.responder = slow_first_attempts
     metrics = metrics_ports()
@@ -340,7 +342,7 @@ async def test_fencing_holds_across_children(
     server = await running(
         tmp_path,
         *args,
-        *("--lease-seconds", "3", "--idle-poll-seconds", "0.5"),
+        *("--lease-seconds", "6", "--idle-poll-seconds", "0.5"),
         *("--metrics-listen", f"127.0.0.1:{metrics}"),
     )
     try:
@@ -373,15 +375,15 @@ async def test_fencing_holds_across_children(
                 if e.kind == t.EVENT_KIND_ATTEMPT_STARTED
                 and e.payload["recovery_may_repeat_provider_effect"]
             ]
-            if lost and len(lost) == len(recovered):
+            results = Counter(
+                e.notification_id
+                for e in events
+                if e.kind == t.EVENT_KIND_DELIVERY_RESULT and e.payload["status"] == "DELIVERED"
+            )
+            if lost and len(lost) == len(recovered) and set(results) == set(ids):
                 break
             assert time.monotonic() < end, f"LEASE_LOST {len(lost)}, recovered {len(recovered)}"
             await asyncio.sleep(0.5)
-        results = Counter(
-            e.notification_id
-            for e in events
-            if e.kind == t.EVENT_KIND_DELIVERY_RESULT and e.payload["status"] == "DELIVERED"
-        )
         assert results == dict.fromkeys(ids, 1)  # every one DELIVERED, none twice
         assert len(lost) <= frozen_accepted
         assert server.started() == pids  # nothing was restarted
