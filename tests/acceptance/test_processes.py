@@ -564,3 +564,29 @@ async def test_children_drain_when_the_supervisor_is_killed(tmp_path: Path) -> N
         assert {e["child"] for e in gone} == {0, 1}
     finally:
         server.cleanup()
+
+
+async def test_a_child_that_cannot_start_stops_all_with_status_2(tmp_path: Path) -> None:
+    """Exit status 2 is a configuration that can never work (here child 1's metrics
+    port, PORT+1, is taken): restarting would loop, so the supervisor stops every child
+    and exits 2 itself, as a single server would."""
+    nowhere = f"postgresql+asyncpg://uns@127.0.0.1:{free_port()}/uns"
+    metrics = metrics_ports()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", metrics + 1))
+        taken.listen()
+        server = Supervised(
+            tmp_path,
+            *server_args(nowhere, tmp_path),
+            *("--metrics-listen", f"127.0.0.1:{metrics}"),
+        )
+        try:
+            assert await server.wait_exit(DEADLINE) == 2
+            err = server.stderr()
+            assert f"cannot listen on 127.0.0.1:{metrics + 1} for metrics" in err
+            assert "a child cannot start (exit status 2, see its message): stopping all" in err
+            assert "child exited; restarting" not in err
+            for pid in server.started().values():
+                await wait_until(lambda p=pid: not _alive(p), f"child {pid} to exit", 60)
+        finally:
+            server.cleanup()
