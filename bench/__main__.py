@@ -10,8 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = (
-    "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "console",
-    "peer",
+    "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "processes",
+    "console", "peer",
 )  # fmt: skip
 PAIRED = ("accept", "deliver", "ghz")  # the workloads --before measures from both trees
 

@@ -80,14 +80,22 @@ class Window:
 class CpuMeter:
     """Snapshots of (server, PostgreSQL tree, this process); ``stop`` gives the deltas."""
 
-    def __init__(self, server_pid: Callable[[], int | None], postmaster_pid: int | None) -> None:
+    def __init__(
+        self,
+        server_pid: Callable[[], int | None],
+        postmaster_pid: int | None,
+        *,
+        tree: bool = False,
+    ) -> None:
+        """``tree``: the server is a supervisor (``--processes N``): count its children."""
         self._server_pid = server_pid
         self._pg = postmaster_pid
+        self._tree = tree
         self._start: tuple[Any, ...] | None = None
 
     def _snapshot(self) -> tuple[int | None, float | None, float | None, float | None]:
         pid = self._server_pid()
-        server = _cpu_of(pid) if pid else None
+        server = (_tree_cpu(pid) if self._tree else _cpu_of(pid)) if pid else None
         db = _tree_cpu(self._pg) if self._pg else None
         return pid, server, db, _cpu_of(os.getpid())
 

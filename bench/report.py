@@ -348,6 +348,30 @@ def watch_bound(res: Results) -> list[str]:
     ]
 
 
+def processes_table(res: Results) -> list[str]:
+    """Accept throughput by ``--processes N`` beside N = 1, with the load average each
+    level started and ended at (bench/workloads/processes.py)."""
+    levels = res.by_name("processes")
+    if not levels:
+        return []
+    one = next((r.rate for r in levels if r.extra.get("processes") == 1), None)
+    cores = levels[0].extra.get("cpu_count")
+    lines = [
+        f"Throughput by --processes (accept, 16 producers on their own connections, {cores} cores):"
+    ]
+    for r in levels:
+        n = r.extra.get("processes")
+        times = _div(r.rate, one)
+        lines.append(
+            f"  --processes {n}: {_fmt(r.rate, 0)}/s"
+            + ("" if times is None else f" ({times:.2f}x one process)")
+            + f", server CPU {_fmt(server_ms(r), 2)} ms per accept, load average "
+            f"{r.extra.get('load_average_start', 0.0):.1f} -> "
+            f"{r.extra.get('load_average_end', 0.0):.1f}"
+        )
+    return lines
+
+
 def paired(res: Results) -> bool:
     return any(r.variant for r in res.rows)
 
@@ -399,7 +423,12 @@ def render(res: Results, cores: int | None = None) -> str:
     lines = [table(res), "", f"{heading}:"]
     lines += [t.line() for t in targets(measured)]
     ghz = [] if measured is not res else ghz_cpu(res)  # pairs print theirs per tree
-    bounds = (cpu_budget(measured, cores), watch_bound(measured), console_pages(measured))
+    bounds = (
+        cpu_budget(measured, cores),
+        watch_bound(measured),
+        console_pages(measured),
+        processes_table(measured),
+    )
     for bound in (ghz, *bounds):
         if bound:
             lines += ["", *bound]

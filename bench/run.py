@@ -27,7 +27,7 @@ from bench.cpu import CpuMeter
 from bench.harness import WEBHOOK_SECRET, Harness, ServerChild
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
-from bench.workloads import accept, console, deliver, drain, growth, outside, watch
+from bench.workloads import accept, console, deliver, drain, growth, outside, processes, watch
 from bench.workloads.common import Contestant
 
 MAIN_DATABASE = "uns_main"
@@ -146,6 +146,8 @@ async def run(options: Options) -> int:
                 _log(f"ghz {meta['ghz']}; skipped")
         if "growth" in want:
             rows += await phase("growth", growth.run(harness, profile, tag))
+        if "processes" in want:
+            rows += await phase("processes", processes.run(harness, profile, tag))
         if "console" in want:
             rows += await phase("console", console.run(harness, receiver, profile, tag))
         if "peer" in want:
@@ -288,8 +290,9 @@ async def _uns(
 
 _ORDER = (
     "accept", "grpc echo", "pgbench accept-tx", "pgbench single-row", "procrastinate defer",
-    "deliver", "procrastinate process", "watch", "drain", "growth", "console", "console idle",
-    "ghz echo", "ghz accept", "ghz accept+log", "ghz accept+webhook", "aiohttp POST",
+    "deliver", "procrastinate process", "watch", "drain", "growth", "processes", "console",
+    "console idle", "ghz echo", "ghz accept", "ghz accept+log", "ghz accept+webhook",
+    "aiohttp POST",
 )  # fmt: skip
 
 

@@ -75,9 +75,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure(level: str, fmt: str) -> None:
+class FixedFields(logging.Filter):
+    """Adds the same fields to every record: which child of ``uns-server --processes N``
+    wrote a line, since the children share the supervisor's stderr."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        super().__init__()
+        self._fields = fields
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in self._fields.items():
+            setattr(record, key, value)
+        return True
+
+
+def configure(level: str, fmt: str, fields: dict[str, Any] | None = None) -> None:
+    """Log to stderr at ``level`` in ``fmt``; ``fields`` are added to every line."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(TraceContextFilter())
+    if fields:
+        handler.addFilter(FixedFields(fields))
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -62,6 +62,10 @@ class Settings:
     # connections between them). Off, a second server on a taken address exits with
     # status 2 instead of silently taking part of the clients.
     reuse_port: bool = False
+    # Serving processes on this host (docs/deployment.md "Several processes per host"):
+    # above 1, this process only supervises that many children, each a whole server
+    # (own event loop, dispatcher, LISTEN connection) on the same ports and database.
+    processes: int = 1
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     # With a client CA, clients must present a certificate (mTLS).
@@ -213,6 +217,7 @@ class Settings:
         if self.tls_client_ca_file and not self.tls_enabled:
             raise SettingsError("--tls-client-ca-file (mTLS) needs --tls-cert-file/--tls-key-file")
         for name in (
+            "processes",
             "dispatch_concurrency",
             "dispatch_batch_size",
             "max_receive_message_bytes",
@@ -242,6 +247,7 @@ class Settings:
                     f"metrics_listen must be HOST:PORT, got {self.metrics_listen!r}"
                 )
         self._validate_http()
+        self._validate_processes()
         if self.listen_database_url and not self.database_url.startswith("postgres"):
             raise SettingsError(
                 "listen_database_url is for PostgreSQL (a LISTEN beside a pooled "
@@ -256,6 +262,25 @@ class Settings:
                 f"refusing to serve {self.listen} without TLS: API keys would cross the "
                 "network in clear text. Configure --tls-cert-file/--tls-key-file, bind a "
                 "loopback address, or pass --allow-insecure if a proxy terminates TLS."
+            )
+
+    def _validate_processes(self) -> None:
+        if self.processes == 1:
+            return
+        if not self.database_url.startswith("postgres"):
+            # SQLite takes one writer at a time through a file lock and has no LISTEN:
+            # more processes would queue on the lock and hear each other's commits only
+            # by polling. A quickstart on SQLite is one process.
+            raise SettingsError(
+                f"--processes {self.processes} needs PostgreSQL: SQLite serves one process "
+                "(one writer at a time, no LISTEN). Use --processes 1, or a postgresql:// "
+                "--database-url"
+            )
+        _host, _, m_port = self.metrics_listen.rpartition(":")
+        if self.metrics_listen and int(m_port) and int(m_port) + self.processes - 1 > 65535:
+            raise SettingsError(
+                f"--metrics-listen {self.metrics_listen} with --processes {self.processes}: "
+                "process i serves metrics on port PORT+i, past 65535; choose a lower port"
             )
 
     def principal_rate_limits(self) -> dict[str, tuple[float, int]]:

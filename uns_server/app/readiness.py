@@ -116,6 +116,10 @@ async def ensure_api_key(
     secret, digest, prefix = auth.new_key()
     path = Path(s.dev_key_file)
     async with db.write() as tx:
+        # Processes started together (--processes N, replicas) mint one key between them.
+        await api_keys.lock_dev_key(tx.conn)
+        if await api_keys.count_active(tx.conn):
+            return
         await api_keys.insert_key(
             tx.conn,
             key_id=str(uuid.uuid4()),

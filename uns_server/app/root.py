@@ -60,10 +60,12 @@ class App:
         environ: dict[str, str] | None = None,
         clock: Callable[[], datetime] | None = None,
         tracer_provider: ApiTracerProvider | None = None,
+        instance: str = "",
     ) -> None:
         """``clock`` replaces the database's (``store.clock``; tests move time with it);
         ``tracer_provider`` the one the settings describe (tests capture spans in
-        memory with it)."""
+        memory with it); ``instance`` names one child of ``--processes N`` in
+        telemetry."""
         self.settings = settings
         self.db_clock = DatabaseClock(host_clock(environ)) if clock is None else None
         clock = clock or self.db_clock
@@ -98,7 +100,7 @@ class App:
             self.channels_config = load_channels_config({}, environ)
         self.channels = ChannelRegistry.from_config(self.channels_config)
         self.channel_fingerprint = channel_fingerprint(self.channels_config)
-        self.telemetry = Telemetry.from_settings(settings, tracer_provider)
+        self.telemetry = Telemetry.from_settings(settings, tracer_provider, instance=instance)
         if phases.REQUESTED:
             self.telemetry.metrics.observe_phases()
         self.telemetry.metrics.channel_config(self.channel_fingerprint, self.channels.names())

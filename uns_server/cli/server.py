@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import logging
 import os
 import signal
@@ -45,10 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def serve(settings: Settings) -> int:
-    """Run until SIGTERM/SIGINT (exit 0) or until the server cannot ever start (exit 2)."""
+async def serve(settings: Settings, *, parent: int | None = None, instance: str = "") -> int:
+    """Run until SIGTERM/SIGINT (exit 0) or until the server cannot ever start (exit 2).
+    ``parent``: a pipe from the supervisor whose end (it died) drains like SIGTERM;
+    ``instance``: this child's name in telemetry (``service.instance.id``)."""
     try:
-        app = App(settings, dict(os.environ))
+        app = App(settings, dict(os.environ), instance=instance)
     except (SettingsError, OSError, ValueError, yaml.YAMLError) as exc:
         # Unreadable or invalid --api-keys-file / --channels-file.
         log.critical("cannot start: %s", " ".join(str(exc).split()))
@@ -57,6 +60,8 @@ async def serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if parent is not None:
+        _drain_when_closed(loop, parent, stop)
     try:
         await app.start()
     except SettingsError as exc:  # the address is taken, or cannot be bound
@@ -88,6 +93,24 @@ async def serve(settings: Settings) -> int:
     return code
 
 
+def _drain_when_closed(loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event) -> None:
+    """Stop when the supervisor's end of the pipe closes: a supervisor that was killed
+    (SIGKILL, OOM) leaves no child serving on without it."""
+
+    def readable() -> None:
+        try:
+            more = os.read(fd, 4096)
+        except OSError:
+            more = b""
+        if not more:
+            loop.remove_reader(fd)
+            if not stop.is_set():
+                log.warning("the supervisor is gone: draining")
+                stop.set()
+
+    loop.add_reader(fd, readable)
+
+
 def _tune_gc() -> None:
     """What start-up allocated (modules, protobuf descriptors, compiled SQL) lives as long
     as the process: freeze it out of the collector's scans, and collect the young
@@ -107,7 +130,28 @@ def main(argv: list[str] | None = None) -> None:
         print(f"uns-server: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     logs.configure(settings.log_level, settings.log_format)
+    if settings.processes > 1:
+        from uns_server.cli.processes import Supervisor
+
+        raise SystemExit(asyncio.run(Supervisor(settings).run()))
     raise SystemExit(asyncio.run(serve(settings)))
+
+
+def child_main() -> None:
+    """One serving child of ``uns-server --processes N`` (``cli/processes.py``). Its
+    settings arrive on stdin as one JSON line (not in argv or the environment: they may
+    hold secrets); the pipe then stays open until the supervisor exits."""
+    spec = json.loads(sys.stdin.buffer.readline())
+    try:
+        settings = Settings(**spec["settings"])
+        settings.validate()
+    except (SettingsError, TypeError) as exc:
+        print(f"uns-server: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    child = int(spec["child"])
+    logs.configure(settings.log_level, settings.log_format, {"child": child})
+    instance = f"{spec['host']}:{settings.listen.rpartition(':')[2]}/{child}"
+    raise SystemExit(asyncio.run(serve(settings, parent=sys.stdin.fileno(), instance=instance)))
 
 
 if __name__ == "__main__":

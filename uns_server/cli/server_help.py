@@ -14,7 +14,9 @@ HELP: dict[str, str] = {
     "goes through a transaction-pooling pgbouncer; empty: --database-url (URL)",
     "auto_migrate": "migrate the schema to the newest revision at start (on/off)",
     "listen": "gRPC listen address (HOST:PORT)",
-    "reuse_port": "share the gRPC port with other processes via SO_REUSEPORT (on/off)",
+    "reuse_port": "share the gRPC and HTTP ports with other processes via SO_REUSEPORT (on/off)",
+    "processes": "serving processes on this host under one supervisor, sharing the ports and "
+    "the database; above 1 needs PostgreSQL (count)",
     "tls_cert_file": "TLS certificate chain for gRPC and HTTP (PEM file path)",
     "tls_key_file": "TLS private key for --tls-cert-file (PEM file path)",
     "tls_client_ca_file": "CA whose client certificates are required: mTLS (PEM file path)",

@@ -218,6 +218,8 @@ class HttpServer:
             int(port),
             ssl_context=ssl_context,
             backlog=256,
+            # --reuse-port (and so every child of --processes) shares the HTTP port too.
+            reuse_port=s.reuse_port or None,
         )
         try:
             await site.start()

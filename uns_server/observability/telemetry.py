@@ -69,9 +69,18 @@ class Telemetry:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, tracer_provider: ApiTracerProvider | None = None
+        cls,
+        settings: Settings,
+        tracer_provider: ApiTracerProvider | None = None,
+        *,
+        instance: str = "",
     ) -> Telemetry:
-        resource = Resource.create({"service.name": SERVICE_NAME})
+        """``instance``: the child of ``--processes N`` this is, as ``service.instance.id``
+        (its processes' cumulative OTLP series must not be merged into one)."""
+        attributes = {"service.name": SERVICE_NAME}
+        if instance:
+            attributes["service.instance.id"] = instance
+        resource = Resource.create(attributes)
         if tracer_provider is None:
             tracer_provider = tracing.build_tracer_provider(
                 resource, settings.otlp_endpoint, settings.otlp_protocol

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.records import ApiKey
@@ -49,6 +49,18 @@ async def active_by_hash(conn: AsyncConnection, key_hash: str) -> ApiKey | None:
 async def list_keys(conn: AsyncConnection) -> list[ApiKey]:
     rows = (await conn.execute(select(api_keys).order_by(api_keys.c.created_at))).mappings()
     return [records.api_key(row) for row in rows]
+
+
+# Taken by a server about to mint the quickstart's dev key (``app.readiness``), so that
+# processes starting together on one database mint one key, not one each.
+_DEV_KEY_LOCK_ID = 0x554E53_0004  # "UNS" + 4
+
+
+async def lock_dev_key(conn: AsyncConnection) -> None:
+    """Serialise dev-key minting until this transaction ends (SQLite's single writer
+    does this already)."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _DEV_KEY_LOCK_ID})
 
 
 async def count_active(conn: AsyncConnection) -> int:
