@@ -129,6 +129,13 @@ async def existing_recipients(conn: AsyncConnection, ids: Collection[str]) -> se
     return set((await conn.execute(q)).scalars())
 
 
+async def existing_rotations(conn: AsyncConnection, ids: Collection[str]) -> set[str]:
+    if not ids:
+        return set()
+    q = select(rotations.c.rotation_id).where(rotations.c.rotation_id.in_(sorted(ids)))
+    return set((await conn.execute(q)).scalars())
+
+
 async def put_recipient(
     conn: AsyncConnection, recipient: Recipient, *, actor: str, now: datetime
 ) -> Recipient:
@@ -264,3 +271,19 @@ async def audit_records(conn: AsyncConnection, object_id: str) -> list[dict[str,
         .order_by(people_audit_records.c.created_at, people_audit_records.c.id)
     )
     return [dict(r) for r in (await conn.execute(q)).mappings()]
+
+
+async def rotations_by_id(conn: AsyncConnection, ids: Collection[str]) -> dict[str, Rotation]:
+    """The named rotations that exist."""
+    if not ids:
+        return {}
+    q = select(rotations).where(rotations.c.rotation_id.in_(sorted(ids)))
+    return {r.rotation_id: r for r in map(_rotation, (await conn.execute(q)).mappings())}
+
+
+async def recipients_by_id(conn: AsyncConnection, ids: Collection[str]) -> dict[str, Recipient]:
+    """The named people that exist."""
+    if not ids:
+        return {}
+    q = select(recipients).where(recipients.c.recipient_id.in_(sorted(ids)))
+    return {r.recipient_id: r for r in map(_recipient, (await conn.execute(q)).mappings())}

@@ -561,6 +561,8 @@ class EffectivePolicy(_message.Message):
     QUIET_HOURS_FIELD_NUMBER: _builtins.int
     REMINDER_FIELD_NUMBER: _builtins.int
     ESCALATION_FIELD_NUMBER: _builtins.int
+    TARGETS_FIELD_NUMBER: _builtins.int
+    ESCALATION_LOOPS_FIELD_NUMBER: _builtins.int
     delivery_mode: Global___DeliveryMode.ValueType
     """What happens after the last failed attempt."""
     require_ack: _builtins.bool
@@ -583,6 +585,8 @@ class EffectivePolicy(_message.Message):
     """SHA-256 of the effective values above. Part of the dedup key, so
     notifications resolved under different policies never coalesce.
     """
+    escalation_loops: _builtins.int
+    """How many more times the escalation steps run after the first pass."""
     @_builtins.property
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Channels the notification is delivered through, e.g. "log", "webhook"."""
@@ -598,6 +602,12 @@ class EffectivePolicy(_message.Message):
     @_builtins.property
     def escalation(self) -> _containers.RepeatedCompositeFieldContainer[Global___EscalationStep]:
         """The policy's escalation steps, in order; empty when none."""
+
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Target]:
+        """The people and rotations the policy asks; empty when none. Rotations are
+        resolved to the person on call when each message is sent.
+        """
 
     def __init__(
         self,
@@ -616,14 +626,48 @@ class EffectivePolicy(_message.Message):
         quiet_hours: Global___QuietHours | None = ...,
         reminder: Global___Reminder | None = ...,
         escalation: _abc.Iterable[Global___EscalationStep] | None = ...,
+        targets: _abc.Iterable[Global___Target] | None = ...,
+        escalation_loops: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "escalation", b"escalation", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EffectivePolicy: _TypeAlias = EffectivePolicy  # noqa: Y015
+
+@_typing.final
+class Target(_message.Message):
+    """Target names a person or an on-call rotation that a policy, or one of its
+    escalation steps, asks. A rotation is resolved to the person on call when
+    each message is sent, so a step that fires after a hand-off asks the new
+    person. Naming an unknown recipient or rotation is INVALID_REQUEST.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
+    ROTATION_ID_FIELD_NUMBER: _builtins.int
+    recipient_id: _builtins.str
+    """A person (uns.v1.Recipient.recipient_id)."""
+    rotation_id: _builtins.str
+    """An on-call rotation (uns.v1.Rotation.rotation_id)."""
+    def __init__(
+        self,
+        *,
+        recipient_id: _builtins.str = ...,
+        rotation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["recipient_id", b"recipient_id", "rotation_id", b"rotation_id", "target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["recipient_id", b"recipient_id", "rotation_id", b"rotation_id", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["recipient_id", "rotation_id"]  # noqa: Y015
+    _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_target) -> _WhichOneofReturnType_target | None: ...
+
+Global___Target: _TypeAlias = Target  # noqa: Y015
 
 @_typing.final
 class Reminder(_message.Message):
@@ -681,6 +725,7 @@ class EscalationStep(_message.Message):
 
     AFTER_FIELD_NUMBER: _builtins.int
     CHANNELS_FIELD_NUMBER: _builtins.int
+    TARGETS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def after(self) -> _duration_pb2.Duration:
         """Required. From delivery to the step; positive and before the ack
@@ -689,17 +734,26 @@ class EscalationStep(_message.Message):
 
     @_builtins.property
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Required. The channels the step sends to, e.g. "pagerduty"."""
+        """The channels the step sends to, e.g. "pagerduty". A step needs channels
+        or targets.
+        """
+
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Target]:
+        """The people or rotations the step asks, each on their own contacts, at
+        most 20 (a rotation is resolved when the step fires).
+        """
 
     def __init__(
         self,
         *,
         after: _duration_pb2.Duration | None = ...,
         channels: _abc.Iterable[_builtins.str] | None = ...,
+        targets: _abc.Iterable[Global___Target] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "channels", b"channels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "channels", b"channels", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
