@@ -16,6 +16,7 @@ from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 
 # The policy's schedule and targets on the wire (re-exported: ``convert.escalation``).
+from uns_server.api import recipients_wire
 from uns_server.api.schedule_wire import duration as duration
 from uns_server.api.schedule_wire import escalation as escalation
 from uns_server.api.schedule_wire import escalation_from_wire as escalation_from_wire
@@ -281,6 +282,7 @@ def notification(row: Notification) -> t.Notification:
         msg.response_metadata.CopyFrom(dict_to_struct(row.response_metadata))
     refs = row.provider_refs or {}
     msg.provider_references.extend(provider_reference(refs[name]) for name in sorted(refs))
+    msg.recipients.extend(recipients_wire.recipients(outcome, refs, provider_reference))
     for field, value in (
         ("next_attempt_time", row.next_attempt),
         ("lease_expire_time", row.lease_until),
@@ -317,6 +319,7 @@ def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
         webhook_id=ref.get("webhook_id", ""),
         follow_up=ref.get("follow_up", ""),
         follow_up_number=int(ref.get("follow_up_number", 0)),
+        recipient_id=ref.get("recipient_id", ""),
     )
     if ref.get("at"):
         msg.accept_time.FromDatetime(datetime.fromisoformat(ref["at"]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from uns_server.domain.errors import FieldViolation
@@ -72,3 +72,68 @@ def target_violations(targets: Sequence[Target], field: str) -> list[FieldViolat
         if _ID.fullmatch(value) is None:
             out.append(FieldViolation(f"{at}.{name}", "must be 1-64 characters of [a-z0-9._-]"))
     return out
+
+
+@dataclass
+class PersonSent:
+    """What a notification sent one person it asked (``Notification.recipients``): read
+    from what dispatch and the follow-up worker recorded. A person's message stands
+    under its route key ``<channel>@<recipient id>`` (``+<n>`` for a further contact on
+    the same channel) where a shared message stands under its channel name."""
+
+    recipient_id: str
+    channels_tried: list[str] = field(default_factory=list)
+    channels_accepted: list[str] = field(default_factory=list)
+    references: list[Mapping[str, Any]] = field(default_factory=list)
+    reminders_sent: int = 0
+    unreachable_reason: str = ""
+
+
+def route_person(key: str) -> tuple[str, str] | None:
+    """(channel, recipient id) of a route key; None for a shared channel."""
+    channel, at, rest = key.partition("@")
+    return (channel, rest.partition("+")[0]) if at else None
+
+
+def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[PersonSent]:
+    """Per person asked, in the order first seen: channels tried and accepted, the
+    references of every message sent to them, reminders sent, why unreachable."""
+    people: dict[str, PersonSent] = {}
+
+    def person(rid: str) -> PersonSent:
+        return people.setdefault(rid, PersonSent(rid))
+
+    succeeded = list(outcome.get("channels_succeeded", []))
+    for key in [
+        *succeeded,
+        *outcome.get("channels_attempted", []),
+        *outcome.get("channels_failed", []),
+    ]:
+        found = route_person(str(key))
+        if found is None:
+            continue
+        channel, rid = found
+        p = person(rid)
+        _add(p.channels_tried, channel)
+        if key in succeeded:
+            _add(p.channels_accepted, channel)
+    sent = [r for r in refs.values() if isinstance(r, Mapping) and r.get("recipient_id")]
+    reminders: dict[str, set[Any]] = {}  # numbers per person (one ref per contact)
+    for ref in sorted(sent, key=lambda r: str(r.get("at", ""))):
+        p = person(str(ref["recipient_id"]))
+        p.references.append(ref)
+        _add(p.channels_tried, str(ref.get("channel", "")))
+        _add(p.channels_accepted, str(ref.get("channel", "")))
+        if ref.get("follow_up") == "REMINDER":
+            reminders.setdefault(p.recipient_id, set()).add(ref.get("follow_up_number"))
+    for rid, numbers in reminders.items():
+        people[rid].reminders_sent = len(numbers)
+    for u in outcome.get("recipients_unreachable", []):
+        if u.get("recipient_id"):
+            person(str(u["recipient_id"])).unreachable_reason = str(u.get("reason", ""))
+    return list(people.values())
+
+
+def _add(items: list[str], value: str) -> None:
+    if value not in items:
+        items.append(value)

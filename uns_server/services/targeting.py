@@ -8,7 +8,8 @@ on call then (``domain.oncall.resolve_targets``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from uns_server.domain.oncall import resolve_targets
@@ -52,3 +53,63 @@ async def people_at(
         found = await people.recipients_by_id(conn, who)
     gone = tuple(t.rotation_id for t in targets if t.rotation_id and t.rotation_id not in rotations)
     return who, found, gone
+
+
+@dataclass(frozen=True)
+class PersonRoute:
+    """One message to one person on one of their contacts. ``key`` names it among
+    the notification's deliveries (``<channel>@<recipient id>``, ``+<n>`` for a
+    person's further contact on the same channel): it stands where a channel name
+    stands in the outcome (``channels_succeeded``), the provider references and the
+    events, so a retry sends only what has not been accepted."""
+
+    key: str
+    channel: str
+    recipient_id: str
+    address: str
+
+
+@dataclass(frozen=True)
+class Asked:
+    """Who a message asks now: each person's routes, and whom it could not reach
+    (``{recipient_id | rotation_id, reason}``; recorded, never silently skipped)."""
+
+    routes: tuple[PersonRoute, ...] = ()
+    unreachable: tuple[dict[str, str], ...] = ()
+
+
+NO_CONTACT = "no contact on a channel this server has"
+DELETED_RECIPIENT = "the recipient no longer exists"
+DELETED_ROTATION = "the rotation no longer exists"
+
+
+def routes_of(
+    who: Sequence[str], found: Mapping[str, Recipient], channels: Collection[str]
+) -> Asked:
+    routes: list[PersonRoute] = []
+    unreachable: list[dict[str, str]] = []
+    for rid in who:
+        person = found.get(rid)
+        if person is None:
+            unreachable.append({"recipient_id": rid, "reason": DELETED_RECIPIENT})
+            continue
+        usable = [c for c in person.contacts if c.channel in channels]
+        if not usable:
+            unreachable.append({"recipient_id": rid, "reason": NO_CONTACT})
+        seen: dict[str, int] = {}
+        for contact in usable:
+            n = seen[contact.channel] = seen.get(contact.channel, 0) + 1
+            key = f"{contact.channel}@{rid}" + (f"+{n}" if n > 1 else "")
+            routes.append(PersonRoute(key, contact.channel, rid, contact.address))
+    return Asked(tuple(routes), tuple(unreachable))
+
+
+async def asked_at(
+    db: Database, targets: Sequence[Target], at: datetime, channels: Collection[str]
+) -> Asked:
+    """Each person ``targets`` ask at ``at`` on each of their contacts whose channel
+    is in ``channels`` (the server's), and whom they cannot reach."""
+    who, found, gone = await people_at(db, targets, at)
+    asked = routes_of(who, found, channels)
+    lost = tuple({"rotation_id": r, "reason": DELETED_ROTATION} for r in gone)
+    return Asked(asked.routes, asked.unreachable + lost)

@@ -822,6 +822,7 @@ class ProviderReference(_message.Message):
     WEBHOOK_ID_FIELD_NUMBER: _builtins.int
     FOLLOW_UP_FIELD_NUMBER: _builtins.int
     FOLLOW_UP_NUMBER_FIELD_NUMBER: _builtins.int
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
     channel: _builtins.str
     """The configured channel name, e.g. "alerts-slack"."""
     channel_type: _builtins.str
@@ -857,6 +858,10 @@ class ProviderReference(_message.Message):
     """
     follow_up_number: _builtins.int
     """The reminder's or escalation step's number (1-based); 0 for the delivery."""
+    recipient_id: _builtins.str
+    """The person this message was for (a policy's or step's targets); empty for
+    a message to a shared channel.
+    """
     @_builtins.property
     def accept_time(self) -> _timestamp_pb2.Timestamp:
         """When the provider accepted it."""
@@ -878,14 +883,69 @@ class ProviderReference(_message.Message):
         webhook_id: _builtins.str = ...,
         follow_up: _builtins.str = ...,
         follow_up_number: _builtins.int = ...,
+        recipient_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time", "attempt", b"attempt", "channel", b"channel", "channel_type", b"channel_type", "cycle", b"cycle", "email_message_id", b"email_message_id", "follow_up", b"follow_up", "follow_up_number", b"follow_up_number", "message_id", b"message_id", "pagerduty_dedup_key", b"pagerduty_dedup_key", "recipient", b"recipient", "slack_channel", b"slack_channel", "slack_ts", b"slack_ts", "webhook_id", b"webhook_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time", "attempt", b"attempt", "channel", b"channel", "channel_type", b"channel_type", "cycle", b"cycle", "email_message_id", b"email_message_id", "follow_up", b"follow_up", "follow_up_number", b"follow_up_number", "message_id", b"message_id", "pagerduty_dedup_key", b"pagerduty_dedup_key", "recipient", b"recipient", "recipient_id", b"recipient_id", "slack_channel", b"slack_channel", "slack_ts", b"slack_ts", "webhook_id", b"webhook_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProviderReference: _TypeAlias = ProviderReference  # noqa: Y015
+
+@_typing.final
+class NotificationRecipient(_message.Message):
+    """NotificationRecipient is one person a notification asked (PolicySpec.targets,
+    EscalationStep.targets): what was sent to them, or why nothing could be.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
+    CHANNELS_TRIED_FIELD_NUMBER: _builtins.int
+    CHANNELS_ACCEPTED_FIELD_NUMBER: _builtins.int
+    PROVIDER_REFERENCES_FIELD_NUMBER: _builtins.int
+    REMINDERS_SENT_FIELD_NUMBER: _builtins.int
+    UNREACHABLE_REASON_FIELD_NUMBER: _builtins.int
+    recipient_id: _builtins.str
+    """The person (uns.v1.Recipient.recipient_id)."""
+    reminders_sent: _builtins.int
+    """Reminders sent to them."""
+    unreachable_reason: _builtins.str
+    """Why nothing could be sent to them: "no contact on a channel this server
+    has", "the recipient no longer exists". Empty when they were reached.
+    """
+    @_builtins.property
+    def channels_tried(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channels of their contacts that UNS tried, in the order first tried."""
+
+    @_builtins.property
+    def channels_accepted(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channels of their contacts that accepted a message."""
+
+    @_builtins.property
+    def provider_references(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProviderReference]:
+        """The provider's reference of each message they were sent (the delivery,
+        each reminder and escalation step), in the order they were sent.
+        """
+
+    def __init__(
+        self,
+        *,
+        recipient_id: _builtins.str = ...,
+        channels_tried: _abc.Iterable[_builtins.str] | None = ...,
+        channels_accepted: _abc.Iterable[_builtins.str] | None = ...,
+        provider_references: _abc.Iterable[Global___ProviderReference] | None = ...,
+        reminders_sent: _builtins.int = ...,
+        unreachable_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels_accepted", b"channels_accepted", "channels_tried", b"channels_tried", "provider_references", b"provider_references", "recipient_id", b"recipient_id", "reminders_sent", b"reminders_sent", "unreachable_reason", b"unreachable_reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NotificationRecipient: _TypeAlias = NotificationRecipient  # noqa: Y015
 
 @_typing.final
 class Notification(_message.Message):
@@ -926,6 +986,7 @@ class Notification(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     PROVIDER_REFERENCES_FIELD_NUMBER: _builtins.int
+    RECIPIENTS_FIELD_NUMBER: _builtins.int
     WITHDRAW_TIME_FIELD_NUMBER: _builtins.int
     WITHDRAW_ACTOR_FIELD_NUMBER: _builtins.int
     WITHDRAW_REASON_FIELD_NUMBER: _builtins.int
@@ -1036,6 +1097,13 @@ class Notification(_message.Message):
         """
 
     @_builtins.property
+    def recipients(self) -> _containers.RepeatedCompositeFieldContainer[Global___NotificationRecipient]:
+        """The people the notification asked, in the order first asked, with the
+        contacts tried, the provider references and the reminders sent to each
+        (SPEC §6). Empty when its policy names no targets.
+        """
+
+    @_builtins.property
     def withdraw_time(self) -> _timestamp_pb2.Timestamp:
         """When the notification (or its pending ack) was withdrawn; unset if never."""
 
@@ -1088,6 +1156,7 @@ class Notification(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         provider_references: _abc.Iterable[Global___ProviderReference] | None = ...,
+        recipients: _abc.Iterable[Global___NotificationRecipient] | None = ...,
         withdraw_time: _timestamp_pb2.Timestamp | None = ...,
         withdraw_actor: _builtins.str = ...,
         withdraw_reason: _builtins.str = ...,
@@ -1098,7 +1167,7 @@ class Notification(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "update_time", b"update_time", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "recipients", b"recipients", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

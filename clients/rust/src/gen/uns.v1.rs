@@ -219,6 +219,35 @@ pub struct ProviderReference {
     /// The reminder's or escalation step's number (1-based); 0 for the delivery.
     #[prost(int32, tag="14")]
     pub follow_up_number: i32,
+    /// The person this message was for (a policy's or step's targets); empty for
+    /// a message to a shared channel.
+    #[prost(string, tag="15")]
+    pub recipient_id: ::prost::alloc::string::String,
+}
+/// NotificationRecipient is one person a notification asked (PolicySpec.targets,
+/// EscalationStep.targets): what was sent to them, or why nothing could be.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct NotificationRecipient {
+    /// The person (uns.v1.Recipient.recipient_id).
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// The channels of their contacts that UNS tried, in the order first tried.
+    #[prost(string, repeated, tag="2")]
+    pub channels_tried: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The channels of their contacts that accepted a message.
+    #[prost(string, repeated, tag="3")]
+    pub channels_accepted: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The provider's reference of each message they were sent (the delivery,
+    /// each reminder and escalation step), in the order they were sent.
+    #[prost(message, repeated, tag="4")]
+    pub provider_references: ::prost::alloc::vec::Vec<ProviderReference>,
+    /// Reminders sent to them.
+    #[prost(int32, tag="5")]
+    pub reminders_sent: i32,
+    /// Why nothing could be sent to them: "no contact on a channel this server
+    /// has", "the recipient no longer exists". Empty when they were reached.
+    #[prost(string, tag="6")]
+    pub unreachable_reason: ::prost::alloc::string::String,
 }
 /// Notification is one durable obligation as the server stores it.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -323,6 +352,11 @@ pub struct Notification {
     /// the latest accepted message, in channel name order.
     #[prost(message, repeated, tag="50")]
     pub provider_references: ::prost::alloc::vec::Vec<ProviderReference>,
+    /// The people the notification asked, in the order first asked, with the
+    /// contacts tried, the provider references and the reminders sent to each
+    /// (SPEC §6). Empty when its policy names no targets.
+    #[prost(message, repeated, tag="51")]
+    pub recipients: ::prost::alloc::vec::Vec<NotificationRecipient>,
     /// When the notification (or its pending ack) was withdrawn; unset if never.
     #[prost(message, optional, tag="34")]
     pub withdraw_time: ::core::option::Option<::prost_types::Timestamp>,
@@ -885,6 +919,11 @@ pub struct AckAuditRecord {
     /// Empty for records written before this field existed.
     #[prost(string, tag="9")]
     pub via: ::prost::alloc::string::String,
+    /// The person who answered (acked_by is recipient:<id>): through their own
+    /// link, or a Slack button pressed by the Slack user of their contact. Empty
+    /// for any other actor.
+    #[prost(string, tag="10")]
+    pub recipient_id: ::prost::alloc::string::String,
 }
 /// ListDeliveryAuditRecordsRequest pages through one notification's delivery
 /// audit records.

@@ -1231,8 +1231,11 @@ type ProviderReference struct {
 	FollowUp string `protobuf:"bytes,13,opt,name=follow_up,json=followUp,proto3" json:"follow_up,omitempty"`
 	// The reminder's or escalation step's number (1-based); 0 for the delivery.
 	FollowUpNumber int32 `protobuf:"varint,14,opt,name=follow_up_number,json=followUpNumber,proto3" json:"follow_up_number,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The person this message was for (a policy's or step's targets); empty for
+	// a message to a shared channel.
+	RecipientId   string `protobuf:"bytes,15,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProviderReference) Reset() {
@@ -1363,6 +1366,107 @@ func (x *ProviderReference) GetFollowUpNumber() int32 {
 	return 0
 }
 
+func (x *ProviderReference) GetRecipientId() string {
+	if x != nil {
+		return x.RecipientId
+	}
+	return ""
+}
+
+// NotificationRecipient is one person a notification asked (PolicySpec.targets,
+// EscalationStep.targets): what was sent to them, or why nothing could be.
+type NotificationRecipient struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The person (uns.v1.Recipient.recipient_id).
+	RecipientId string `protobuf:"bytes,1,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
+	// The channels of their contacts that UNS tried, in the order first tried.
+	ChannelsTried []string `protobuf:"bytes,2,rep,name=channels_tried,json=channelsTried,proto3" json:"channels_tried,omitempty"`
+	// The channels of their contacts that accepted a message.
+	ChannelsAccepted []string `protobuf:"bytes,3,rep,name=channels_accepted,json=channelsAccepted,proto3" json:"channels_accepted,omitempty"`
+	// The provider's reference of each message they were sent (the delivery,
+	// each reminder and escalation step), in the order they were sent.
+	ProviderReferences []*ProviderReference `protobuf:"bytes,4,rep,name=provider_references,json=providerReferences,proto3" json:"provider_references,omitempty"`
+	// Reminders sent to them.
+	RemindersSent int32 `protobuf:"varint,5,opt,name=reminders_sent,json=remindersSent,proto3" json:"reminders_sent,omitempty"`
+	// Why nothing could be sent to them: "no contact on a channel this server
+	// has", "the recipient no longer exists". Empty when they were reached.
+	UnreachableReason string `protobuf:"bytes,6,opt,name=unreachable_reason,json=unreachableReason,proto3" json:"unreachable_reason,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *NotificationRecipient) Reset() {
+	*x = NotificationRecipient{}
+	mi := &file_uns_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationRecipient) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationRecipient) ProtoMessage() {}
+
+func (x *NotificationRecipient) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationRecipient.ProtoReflect.Descriptor instead.
+func (*NotificationRecipient) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NotificationRecipient) GetRecipientId() string {
+	if x != nil {
+		return x.RecipientId
+	}
+	return ""
+}
+
+func (x *NotificationRecipient) GetChannelsTried() []string {
+	if x != nil {
+		return x.ChannelsTried
+	}
+	return nil
+}
+
+func (x *NotificationRecipient) GetChannelsAccepted() []string {
+	if x != nil {
+		return x.ChannelsAccepted
+	}
+	return nil
+}
+
+func (x *NotificationRecipient) GetProviderReferences() []*ProviderReference {
+	if x != nil {
+		return x.ProviderReferences
+	}
+	return nil
+}
+
+func (x *NotificationRecipient) GetRemindersSent() int32 {
+	if x != nil {
+		return x.RemindersSent
+	}
+	return 0
+}
+
+func (x *NotificationRecipient) GetUnreachableReason() string {
+	if x != nil {
+		return x.UnreachableReason
+	}
+	return ""
+}
+
 // Notification is one durable obligation as the server stores it.
 type Notification struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1433,6 +1537,10 @@ type Notification struct {
 	// Per channel that accepted the notification, the provider's reference for
 	// the latest accepted message, in channel name order.
 	ProviderReferences []*ProviderReference `protobuf:"bytes,50,rep,name=provider_references,json=providerReferences,proto3" json:"provider_references,omitempty"`
+	// The people the notification asked, in the order first asked, with the
+	// contacts tried, the provider references and the reminders sent to each
+	// (SPEC §6). Empty when its policy names no targets.
+	Recipients []*NotificationRecipient `protobuf:"bytes,51,rep,name=recipients,proto3" json:"recipients,omitempty"`
 	// When the notification (or its pending ack) was withdrawn; unset if never.
 	WithdrawTime *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=withdraw_time,json=withdrawTime,proto3" json:"withdraw_time,omitempty"`
 	// Who withdrew it: the producer's principal or the operator.
@@ -1456,7 +1564,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_uns_v1_types_proto_msgTypes[8]
+	mi := &file_uns_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1576,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[8]
+	mi := &file_uns_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1589,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Notification) GetId() string {
@@ -1715,6 +1823,13 @@ func (x *Notification) GetProviderReferences() []*ProviderReference {
 	return nil
 }
 
+func (x *Notification) GetRecipients() []*NotificationRecipient {
+	if x != nil {
+		return x.Recipients
+	}
+	return nil
+}
+
 func (x *Notification) GetWithdrawTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.WithdrawTime
@@ -1787,7 +1902,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_uns_v1_types_proto_msgTypes[9]
+	mi := &file_uns_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1914,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[9]
+	mi := &file_uns_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1927,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Event) GetId() string {
@@ -1913,7 +2028,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
 	"\x0fchannels_failed\x18\x03 \x03(\tR\x0echannelsFailed\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xfa\x03\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x9d\x04\n" +
 	"\x11ProviderReference\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12!\n" +
 	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x1c\n" +
@@ -1932,7 +2047,15 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"webhook_id\x18\f \x01(\tR\twebhookId\x12\x1b\n" +
 	"\tfollow_up\x18\r \x01(\tR\bfollowUp\x12(\n" +
-	"\x10follow_up_number\x18\x0e \x01(\x05R\x0efollowUpNumber\"\x89\x0f\n" +
+	"\x10follow_up_number\x18\x0e \x01(\x05R\x0efollowUpNumber\x12!\n" +
+	"\frecipient_id\x18\x0f \x01(\tR\vrecipientId\"\xb0\x02\n" +
+	"\x15NotificationRecipient\x12!\n" +
+	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x12%\n" +
+	"\x0echannels_tried\x18\x02 \x03(\tR\rchannelsTried\x12+\n" +
+	"\x11channels_accepted\x18\x03 \x03(\tR\x10channelsAccepted\x12J\n" +
+	"\x13provider_references\x18\x04 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12%\n" +
+	"\x0ereminders_sent\x18\x05 \x01(\x05R\rremindersSent\x12-\n" +
+	"\x12unreachable_reason\x18\x06 \x01(\tR\x11unreachableReason\"\xc8\x0f\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -1970,7 +2093,10 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18  \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12J\n" +
-	"\x13provider_references\x182 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12?\n" +
+	"\x13provider_references\x182 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12=\n" +
+	"\n" +
+	"recipients\x183 \x03(\v2\x1d.uns.v1.NotificationRecipientR\n" +
+	"recipients\x12?\n" +
 	"\rwithdraw_time\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\fwithdrawTime\x12%\n" +
 	"\x0ewithdraw_actor\x18# \x01(\tR\rwithdrawActor\x12'\n" +
 	"\x0fwithdraw_reason\x18$ \x01(\tR\x0ewithdrawReason\x12%\n" +
@@ -2059,7 +2185,7 @@ func file_uns_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationIntent)(0),       // 0: uns.v1.NotificationIntent
 	(AutonomyMode)(0),             // 1: uns.v1.AutonomyMode
@@ -2076,11 +2202,12 @@ var file_uns_v1_types_proto_goTypes = []any{
 	(*EscalationStep)(nil),        // 12: uns.v1.EscalationStep
 	(*DeliveryOutcome)(nil),       // 13: uns.v1.DeliveryOutcome
 	(*ProviderReference)(nil),     // 14: uns.v1.ProviderReference
-	(*Notification)(nil),          // 15: uns.v1.Notification
-	(*Event)(nil),                 // 16: uns.v1.Event
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
+	(*NotificationRecipient)(nil), // 15: uns.v1.NotificationRecipient
+	(*Notification)(nil),          // 16: uns.v1.Notification
+	(*Event)(nil),                 // 17: uns.v1.Event
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
 }
 var file_uns_v1_types_proto_depIdxs = []int32{
 	1,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
@@ -2090,37 +2217,39 @@ var file_uns_v1_types_proto_depIdxs = []int32{
 	11, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
 	12, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
 	10, // 6: uns.v1.EffectivePolicy.targets:type_name -> uns.v1.Target
-	17, // 7: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
-	17, // 8: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
+	18, // 7: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
+	18, // 8: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
 	10, // 9: uns.v1.EscalationStep.targets:type_name -> uns.v1.Target
-	18, // 10: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
-	0,  // 11: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
-	7,  // 12: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
-	19, // 13: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
-	9,  // 14: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
-	4,  // 15: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
-	13, // 16: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
-	18, // 17: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
-	18, // 18: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
-	18, // 19: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
-	5,  // 20: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
-	18, // 21: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
-	18, // 22: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
-	19, // 23: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
-	18, // 24: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
-	18, // 25: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	14, // 26: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
-	18, // 27: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
-	18, // 28: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
-	18, // 29: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
-	6,  // 30: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	18, // 31: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	19, // 32: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	19, // 10: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
+	14, // 11: uns.v1.NotificationRecipient.provider_references:type_name -> uns.v1.ProviderReference
+	0,  // 12: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
+	7,  // 13: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
+	20, // 14: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
+	9,  // 15: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
+	4,  // 16: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
+	13, // 17: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
+	19, // 18: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
+	19, // 19: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
+	19, // 20: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
+	5,  // 21: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
+	19, // 22: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
+	19, // 23: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
+	20, // 24: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
+	19, // 25: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
+	19, // 26: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
+	14, // 27: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
+	15, // 28: uns.v1.Notification.recipients:type_name -> uns.v1.NotificationRecipient
+	19, // 29: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
+	19, // 30: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
+	19, // 31: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	6,  // 32: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	19, // 33: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	20, // 34: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
@@ -2138,7 +2267,7 @@ func file_uns_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_types_proto_rawDesc), len(file_uns_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
