@@ -151,13 +151,16 @@ class Sender:
     async def _send(self, claim: Claim, channel_name: str) -> Attempt:
         nid = claim.notification.id
         started = time.monotonic()
-        with tracing.channel_span(self._tracer, channel=channel_name, notification_id=nid) as span:
+        # Spans and metrics name the real channel: a label per person would not scale.
+        route = claim.route(channel_name)
+        label = route.channel if route else channel_name
+        with tracing.channel_span(self._tracer, channel=label, notification_id=nid) as span:
             result = await self._call_adapter(claim, channel_name)
             kind = "success" if result.success else "transient" if result.retryable else "permanent"
             span.set_attribute("uns.result", kind)
             if not result.success:
                 tracing.set_error(span, result.error or kind)
-        self._metrics.channel_send(channel_name, kind, time.monotonic() - started)
+        self._metrics.channel_send(label, kind, time.monotonic() - started)
         return Attempt(channel_name, result, self._clock())
 
     async def _call_adapter(self, claim: Claim, channel_name: str) -> ChannelResult:
