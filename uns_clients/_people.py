@@ -95,7 +95,8 @@ class AsyncPeople:
     async def delete_recipient(
         self, recipient_id: str, *, timeout: float | None = None
     ) -> rpb.Recipient:
-        """Remove a person; ``RecipientInUse`` while a rotation names them."""
+        """Remove a person; ``RecipientInUse`` while a rotation names them or an open
+        obligation is owed by them (its policy targets them, or it was sent to them)."""
         response = await self._call(
             "DeleteRecipient", rpb.DeleteRecipientRequest(recipient_id=recipient_id), timeout
         )

@@ -22,6 +22,7 @@ from uns_server.domain.policy import (
 )
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
+from uns_server.domain.targets import Target
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -179,11 +180,15 @@ SPEC_CHANGES: dict[str, Any] = {
     "quiet_hours": QuietHours("Europe/Paris", time(22), time(7)),
     "reminder": Reminder(timedelta(minutes=5), 2.0, 3),
     "escalation": (EscalationStep(timedelta(minutes=10), ("pagerduty",)),),
+    "targets": (Target(recipient_id="alice"), Target(rotation_id="primary")),
+    "escalation_loops": 2,
 }
+# Left out of the canonical JSON when unset (older revisions keep their hash).
+OPTIONAL = {"quiet_hours", "reminder", "escalation", "targets", "escalation_loops"}
 
 
 def test_time_blocks_round_trip_and_are_left_out_when_unset() -> None:
-    full = spec(**{k: SPEC_CHANGES[k] for k in ("quiet_hours", "reminder", "escalation")})
+    full = spec(**{k: SPEC_CHANGES[k] for k in OPTIONAL})
     assert PolicySpec.from_json(full.to_json()) == full
     assert full.to_json()["quiet_hours"] == {
         "time_zone": "Europe/Paris",
@@ -191,7 +196,7 @@ def test_time_blocks_round_trip_and_are_left_out_when_unset() -> None:
         "end": "07:00",
     }
     # Revisions written before the blocks existed keep their content hash.
-    assert set(spec().to_json()) == set(SPEC_CHANGES) - {"quiet_hours", "reminder", "escalation"}
+    assert set(spec().to_json()) == set(SPEC_CHANGES) - OPTIONAL
 
 
 @pytest.mark.parametrize(
@@ -437,8 +442,7 @@ def test_effective_policy_json_round_trip() -> None:
     ):
         data = eff.to_json()
         assert EffectivePolicy.from_json(data) == eff
-        unset = {"quiet_hours", "reminder", "escalation"}  # left out when unset
-        assert set(data) == {f.name for f in fields(EffectivePolicy)} - unset
+        assert set(data) == {f.name for f in fields(EffectivePolicy)} - OPTIONAL
     data = resolve(request(), None, ServerDefaults()).to_json()
     assert data == {
         "channels": ["log"],

@@ -14,6 +14,7 @@ from uns_server.api import convert
 from uns_server.api.handlers import unary
 from uns_server.domain.enums import AckStatus, AutonomyMode, DeliveryMode, Intent, Role, Status
 from uns_server.domain.records import AckAuditRecord, DeliveryAuditRecord
+from uns_server.services.acks import recipient_of
 from uns_server.services.audit import AuditTrail
 from uns_server.services.auth import Authenticator, Principal
 
@@ -53,6 +54,7 @@ def ack_record(rec: AckAuditRecord) -> pb.AckAuditRecord:
         new_state=_enum(rec.new_status, AckStatus),
         acked_by=rec.acked_by,
         via=rec.via or "",
+        recipient_id=recipient_of(rec.acked_by or "").get("recipient_id", ""),
     )
     if rec.ack_metadata is not None:
         msg.ack_metadata.CopyFrom(convert.dict_to_struct(rec.ack_metadata))

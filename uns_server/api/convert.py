@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar, cast
 
-from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
+
+# The policy's schedule and targets on the wire (re-exported: ``convert.escalation``).
+from uns_server.api import recipients_wire
+from uns_server.api.schedule_wire import duration as duration
+from uns_server.api.schedule_wire import escalation as escalation
+from uns_server.api.schedule_wire import escalation_from_wire as escalation_from_wire
+from uns_server.api.schedule_wire import planned_steps as planned_steps
+from uns_server.api.schedule_wire import quiet_hours as quiet_hours
+from uns_server.api.schedule_wire import reminder as reminder
+from uns_server.api.schedule_wire import reminder_from_wire as reminder_from_wire
+from uns_server.api.schedule_wire import targets as targets
+from uns_server.api.schedule_wire import targets_from_wire as targets_from_wire
 from uns_server.domain.enums import (
     AckStatus,
     AutonomyMode,
@@ -27,7 +39,6 @@ from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMet
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.records import Event, Notification
 from uns_server.domain.requests import AutonomyContext, SendRequest
-from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, Step
 from uns_server.domain.validation import METADATA_MAX_BYTES, validate_send
 from uns_server.services.watch import WatchItem
 
@@ -201,54 +212,6 @@ def send_request(req: pb.SendNotificationRequest) -> SendRequest:
     return request
 
 
-def quiet_hours(q: QuietHours | None) -> t.QuietHours | None:
-    if q is None:
-        return None
-    return t.QuietHours(**q.to_json())
-
-
-def duration(value: timedelta) -> duration_pb2.Duration:
-    d = duration_pb2.Duration()
-    d.FromTimedelta(value)
-    return d
-
-
-def reminder(r: Reminder | None) -> t.Reminder | None:
-    if r is None:
-        return None
-    return t.Reminder(
-        first_after=duration(r.first_after), multiplier=r.multiplier, max_count=r.max_count
-    )
-
-
-def escalation(steps: Sequence[EscalationStep]) -> list[t.EscalationStep]:
-    return [t.EscalationStep(after=duration(s.after), channels=list(s.channels)) for s in steps]
-
-
-def reminder_from_wire(r: t.Reminder) -> Reminder:
-    return Reminder(r.first_after.ToTimedelta(), r.multiplier or 1.0, r.max_count)
-
-
-def escalation_from_wire(steps: Sequence[t.EscalationStep]) -> list[EscalationStep]:
-    return [EscalationStep(s.after.ToTimedelta(), tuple(dict.fromkeys(s.channels))) for s in steps]
-
-
-def planned_steps(steps: Sequence[Step], accepted_at: datetime | None) -> list[pb.PlannedStep]:
-    out = []
-    for s in steps:
-        assert accepted_at is not None
-        step = pb.PlannedStep(
-            kind=pb.PlannedStepKind.Value(f"PLANNED_STEP_KIND_{s.kind.value}"),
-            number=s.number,
-            offset=duration(s.at - accepted_at),
-            channels=list(s.channels),
-            held_by_quiet_hours=s.held,
-        )
-        step.time.FromDatetime(s.at)
-        out.append(step)
-    return out
-
-
 def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
     return t.EffectivePolicy(
         channels=list(e.channels),
@@ -265,6 +228,8 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
         quiet_hours=quiet_hours(e.quiet_hours),
         reminder=reminder(e.reminder),
         escalation=escalation(e.escalation),
+        targets=targets(e.targets),
+        escalation_loops=e.escalation_loops,
     )
 
 
@@ -317,6 +282,7 @@ def notification(row: Notification) -> t.Notification:
         msg.response_metadata.CopyFrom(dict_to_struct(row.response_metadata))
     refs = row.provider_refs or {}
     msg.provider_references.extend(provider_reference(refs[name]) for name in sorted(refs))
+    msg.recipients.extend(recipients_wire.recipients(outcome, refs, provider_reference))
     for field, value in (
         ("next_attempt_time", row.next_attempt),
         ("lease_expire_time", row.lease_until),
@@ -353,6 +319,7 @@ def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
         webhook_id=ref.get("webhook_id", ""),
         follow_up=ref.get("follow_up", ""),
         follow_up_number=int(ref.get("follow_up_number", 0)),
+        recipient_id=ref.get("recipient_id", ""),
     )
     if ref.get("at"):
         msg.accept_time.FromDatetime(datetime.fromisoformat(ref["at"]))

@@ -135,7 +135,9 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             outcome=pb.SimulateOutcome.Value(f"SIMULATE_OUTCOME_{decision.outcome.value}"),
             existing_notification_id=decision.existing.id if decision.existing else "",
             dedup_owner_id=decision.owner.id if decision.owner else "",
-            planned_steps=convert.planned_steps(decision.plan, decision.accepted_at),
+            planned_steps=convert.planned_steps(
+                decision.plan, decision.accepted_at, decision.asked
+            ),
         )
 
     @unary(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)

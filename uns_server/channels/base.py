@@ -62,15 +62,22 @@ class OutboundMessage:
 
     def action_links(self, recipient: str) -> ActionLinks | None:
         """The Acknowledge/Dismiss links for ``recipient`` (``email:...``, ``slack:...``),
-        when the notification needs an answer and links can be made."""
+        when the notification needs an answer and links can be made. A person's own
+        message (``recipient_id``) carries links signed for ``recipient:<id>``
+        whatever the channel, so their answer settles as them."""
         if not self.require_ack or self.links is None:
             return None
-        return self.links(recipient)
+        return self.links(f"recipient:{self.recipient_id}" if self.recipient_id else recipient)
 
     # A reminder or escalation step of a delivered notification ("REMINDER",
     # "ESCALATION"; empty for the delivery itself) and its 1-based number.
     follow_up: str = ""
     follow_up_number: int = 0
+    # A targeted person's own message (SPEC §6): who, and their address on this
+    # channel (an email address, a Slack user id for a direct message, ...), which
+    # replaces the channel's configured destination. Empty for a shared message.
+    recipient_id: str = ""
+    to: str = ""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def compose(
     and with ``links`` the Acknowledge/Dismiss links in the body and in headers."""
     email = EmailMessage(policy=_POLICY)
     email["From"] = config.from_addr
-    email["To"] = ", ".join(config.to)
+    email["To"] = message.to or ", ".join(config.to)
     email["Subject"] = _one_line(f"[{message.priority}] {message.title}")
     email["Date"] = formatdate(usegmt=True)
     email["Message-ID"] = message_id_for(message.idempotency_token, config.from_addr)
@@ -143,6 +143,8 @@ class EmailChannel:
         config = self._config
         try:
             email = compose(message, config, message.action_links(self.recipient))
+            # A person's own message goes to their address alone.
+            to = [message.to] if message.to else list(config.to)
         except (TypeError, ValueError) as exc:
             return ChannelResult.permanent(f"message cannot be encoded ({type(exc).__name__})")
         try:
@@ -151,7 +153,7 @@ class EmailChannel:
                     # Flattened here: aiosmtplib's own flattening folds at 78 columns.
                     email.as_bytes(policy=_WIRE_POLICY),
                     sender=parseaddr(config.from_addr)[1],
-                    recipients=list(config.to),
+                    recipients=to,
                     hostname=config.host,
                     port=config.port,
                     username=config.username,
@@ -171,7 +173,7 @@ class EmailChannel:
             metadata={"smtp_reply": reply, "refused_recipients": sorted(refused)},
             reference={
                 "type": "email",
-                "recipient": self.recipient,
+                "recipient": f"email:{message.to}" if message.to else self.recipient,
                 "email_message_id": message_id,
             },
         )

@@ -45,6 +45,9 @@ class LogChannel:
             "metadata": dict(message.metadata),
             "attempt": message.attempt,
         }
+        if message.recipient_id:
+            record["recipient_id"] = message.recipient_id
+            record["address"] = message.to
         links = message.action_links(f"log:{self.name}")
         if links is not None:  # local use: the links to click are in the log
             record["links"] = {"acknowledge": links.acknowledge_url, "dismiss": links.dismiss_url}

@@ -68,6 +68,10 @@ def pagerduty_event(
             },
         },
     }
+    if message.recipient_id:  # a targeted person's own incident (same routing key)
+        custom = event["payload"]["custom_details"]
+        custom["uns_recipient_id"] = message.recipient_id
+        custom["uns_recipient_address"] = message.to
     if links is not None:
         event["links"] = [
             {"href": links.acknowledge_url, "text": "Acknowledge in UNS"},

@@ -146,14 +146,27 @@ class SlackChannel(HttpChannel):
         return classify_http_response(reply, now=self._now()) or ChannelResult.delivered(None)
 
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
+        if message.to and self._config.token is None:
+            # People's contacts are refused on such channels; a contact put before the
+            # channel changed mode lands here.
+            return ChannelResult.permanent(
+                "an incoming webhook cannot send a direct message (use the Web API mode)"
+            )
         if self._config.token is not None:
-            return await self._post_message(message, self._config.token)
+            result = await self._post_message(message, self._config.token)
+            if message.to and result.success:
+                reference = {**result.reference, "recipient": f"slack:{message.to}"}
+                return ChannelResult.delivered(
+                    result.message_id, metadata=result.metadata, reference=reference
+                )
+            return result
         assert self._config.webhook_url is not None  # config validation guarantees one mode
         return await self._post_incoming_webhook(message, self._config.webhook_url)
 
     async def _post_message(self, message: OutboundMessage, token: str) -> ChannelResult:
         payload: dict[str, Any] = {
-            "channel": self._config.channel,
+            # A person's own message: a direct message to their Slack user id.
+            "channel": message.to or self._config.channel,
             "text": slack_text(message),
             "unfurl_links": False,
             "unfurl_media": False,

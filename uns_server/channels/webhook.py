@@ -67,6 +67,8 @@ def webhook_payload(
             "acknowledge": links.acknowledge_url,
             "dismiss": links.dismiss_url,
         }
+    if message.recipient_id:  # a targeted person's own message
+        payload["data"]["recipient"] = {"recipient_id": message.recipient_id, "address": message.to}
     if message.follow_up:  # a reminder or escalation step, not the first delivery
         payload["data"]["follow_up"] = {
             "kind": message.follow_up,

@@ -28,10 +28,12 @@ it is the next change point. Either way the person is the same at every instant 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from uns_server.domain.people import Rotation
+from uns_server.domain.targets import Target
 
 _DAY = timedelta(days=1)
 _SEARCH_STEPS = 256
@@ -122,3 +124,20 @@ def on_call(rotation: Rotation, t: datetime) -> OnCall:
             return OnCall(who, point, by_override, nxt)
         point = _next_change(rotation, point)
     return OnCall(who, first, by_override, _who(rotation, first)[0])
+
+
+def resolve_targets(
+    targets: Sequence[Target], at: datetime, rotations: Mapping[str, Rotation]
+) -> tuple[str, ...]:
+    """The people ``targets`` ask at ``at``, in order, each once: a person as named,
+    a rotation as whoever is on call then. A rotation missing from ``rotations``
+    (deleted since the policy was written) asks nobody; the caller records that."""
+    out: dict[str, None] = {}
+    for target in targets:
+        if target.recipient_id:
+            out[target.recipient_id] = None
+            continue
+        rotation = rotations.get(target.rotation_id)
+        if rotation is not None and rotation.members:
+            out[on_call(rotation, at).recipient_id] = None
+    return tuple(out)

@@ -73,6 +73,17 @@ def ack_target(row: Notification) -> AckTarget:
     )
 
 
+RECIPIENT_ACTOR = "recipient:"
+
+
+def recipient_of(actor: str) -> dict[str, str]:
+    """``{"recipient_id": ...}`` when a targeted person answered (their link, or a
+    Slack button pressed by their Slack user): SPEC §6."""
+    if actor.startswith(RECIPIENT_ACTOR):
+        return {"recipient_id": actor.removeprefix(RECIPIENT_ACTOR)}
+    return {}
+
+
 class Acks:
     def __init__(
         self, db: Database, clock: Callable[[], datetime], metrics: Metrics | None = None
@@ -201,7 +212,7 @@ async def settle(
                 row.principal,
                 row.notification_type,
                 EventKind(outcome.value),
-                {"actor": actor, "metadata": metadata, "via": via},
+                {"actor": actor, "metadata": metadata, "via": via, **recipient_of(actor)},
             )
         ],
         now,

@@ -50,6 +50,7 @@ from uns_server.domain.validation import validate_send
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
+from uns_server.services import targeting
 from uns_server.services.intake_row import notification_row
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Connection, Database, is_lost_race
@@ -89,6 +90,8 @@ class Decision:
     # For NEW: the plan over time from ``domain.schedule.plan``.
     plan: tuple[schedule.Step, ...] = ()
     accepted_at: datetime | None = None
+    # Who each planned step asks, by (kind, number) (``services.targeting``).
+    asked: Mapping[tuple[schedule.StepKind, int], tuple[str, ...]] = field(default_factory=dict)
 
 
 class Handoff(Protocol):
@@ -155,7 +158,8 @@ class Intake:
             return decision
         # The same rules as the workers: intake's first attempt, the follow-up worker.
         steps = schedule.plan(now, req.schedule_time, decision.effective.spec.timing, req.intent)
-        return replace(decision, plan=tuple(steps), accepted_at=now)
+        asked = await targeting.asked_by_step(self._db, steps)
+        return replace(decision, plan=tuple(steps), accepted_at=now, asked=asked)
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
         validate_send(req, self._clock())

@@ -95,7 +95,8 @@ class PeopleService:
         return rows, _encode("recipients", rows[-1].recipient_id)
 
     async def delete_recipient(self, actor: str, recipient_id: str) -> Recipient:
-        """RECIPIENT_IN_USE while a rotation names the person."""
+        """RECIPIENT_IN_USE while a rotation names the person, or while an open
+        obligation (delivery or ack PENDING) names or was sent to them (SPEC §6)."""
         check_id(recipient_id, "recipient_id")
         try:
             async with self._db.write() as tx:
@@ -105,6 +106,9 @@ class PeopleService:
                 using = await people.referencing_rotations(tx.conn, recipient_id)
                 if using:
                     raise _in_use(recipient_id, using)
+                owed = await people.owing_notifications(tx.conn, recipient_id)
+                if owed:
+                    raise _owed(recipient_id, owed)
                 await people.delete_recipient(tx.conn, found, actor=actor, now=self._clock())
                 return found
         except people.StillReferenced:
@@ -172,6 +176,14 @@ def _in_use(recipient_id: str, rotations: list[str]) -> RecipientInUse:
     return RecipientInUse(
         f"recipient {recipient_id} is still named by rotation(s) {', '.join(rotations)}",
         metadata={"recipient_id": recipient_id, "rotations": ",".join(rotations)},
+    )
+
+
+def _owed(recipient_id: str, notification_ids: list[str]) -> RecipientInUse:
+    return RecipientInUse(
+        f"recipient {recipient_id} is still owed an answer by notification(s) "
+        f"{', '.join(notification_ids)}; withdraw or settle them first",
+        metadata={"recipient_id": recipient_id, "notifications": ",".join(notification_ids)},
     )
 
 

@@ -22,8 +22,9 @@ from uns_server.domain.errors import (
     UnknownPolicyChannel,
 )
 from uns_server.domain.policy import PolicyRevision, PolicySpec
+from uns_server.domain.targets import Target
 from uns_server.domain.validation import _notification_type
-from uns_server.store import policies
+from uns_server.store import people, policies
 from uns_server.store.db import Database
 
 Clock = Callable[[], datetime]
@@ -84,6 +85,47 @@ def named_channels(spec: PolicySpec) -> list[tuple[str, str]]:
     return named
 
 
+def named_targets(spec: PolicySpec) -> list[tuple[str, Target]]:
+    """Every target the spec names, with the field that names it."""
+    named = [(f"spec.targets[{i}]", t) for i, t in enumerate(spec.targets)]
+    for i, step in enumerate(spec.escalation):
+        named += [(f"spec.escalation[{i}].targets[{j}]", t) for j, t in enumerate(step.targets)]
+    return named
+
+
+async def check_targets(db: Database, items: Sequence[PolicyInput]) -> None:
+    """INVALID_REQUEST (SPEC §6) when a spec names a recipient or rotation that does
+    not exist, listing every such field. A person deleted after this check is
+    recorded as unreachable when a message would be sent (``workers.dispatch``)."""
+    named = [(k, field, t) for k, item in enumerate(items) for field, t in named_targets(item.spec)]
+    if not named:
+        return
+    async with db.read() as conn:
+        people_found = await people.existing_recipients(
+            conn, {t.recipient_id for _, _, t in named if t.recipient_id}
+        )
+        rotations_found = await people.existing_rotations(
+            conn, {t.rotation_id for _, _, t in named if t.rotation_id}
+        )
+    violations: list[FieldViolation] = []
+    many = len(items) > 1
+    for k, field, t in named:
+        at = f"policies[{k}].{field}" if many else field
+        if t.rotation_id and t.rotation_id not in rotations_found:
+            violations.append(FieldViolation(f"{at}.rotation_id", f"no rotation {t.rotation_id!r}"))
+        elif t.recipient_id and t.recipient_id not in people_found:
+            violations.append(
+                FieldViolation(f"{at}.recipient_id", f"no recipient {t.recipient_id!r}")
+            )
+    if violations:
+        fields = ",".join(v.field for v in violations)
+        raise InvalidRequest(
+            "; ".join(f"{v.field}: {v.description}" for v in violations),
+            metadata={"fields": fields},
+            violations=violations,
+        )
+
+
 def check_channels(items: Sequence[PolicyInput], known: Collection[str]) -> None:
     """UNKNOWN_CHANNEL (SPEC §6) when a spec names a channel not in ``known``, listing
     every such field; the channel names are in ``metadata.channels``."""
@@ -131,6 +173,7 @@ class PolicyService:
             validate_type(item.notification_type)
         if self._channels is not None:
             check_channels(items, self._channels)
+        await check_targets(self._db, items)
         for attempt in range(_INSERT_RACE_RETRIES):
             try:
                 return await self._put_once(actor, items, activate)

@@ -16,6 +16,7 @@ from uns_server.domain.enums import DeliveryMode, Priority
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.schedule import EscalationStep, Reminder
+from uns_server.domain.targets import Target
 from uns_server.domain.validation import _notification_type
 from uns_server.services.policies import PolicyInput
 
@@ -32,6 +33,8 @@ _SPEC_FIELDS = (
     "quiet_hours",
     "reminder",
     "escalation",
+    "targets",
+    "escalation_loops",
 )
 
 
@@ -122,6 +125,11 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
     quiet_hours = _quiet_hours(raw.get("quiet_hours"), violations)
     reminder = _reminder(raw.get("reminder"), violations)
     escalation = _escalation(raw.get("escalation"), violations)
+    targets = _targets(raw.get("targets"), "spec.targets", violations)
+    loops = raw.get("escalation_loops", 0)
+    if isinstance(loops, bool) or not isinstance(loops, int):
+        violations.append(FieldViolation("spec.escalation_loops", "must be an integer"))
+        loops = 0
     try:
         spec = PolicySpec.build(
             channels,
@@ -134,6 +142,8 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
             quiet_hours=quiet_hours,
             reminder=reminder,
             escalation=escalation,
+            targets=targets,
+            escalation_loops=loops,
         )
     except InvalidRequest as exc:
         # delivery_mode is reported once, by _enum, when it was present but wrong.
@@ -195,8 +205,32 @@ def _reminder(value: Any, violations: list[FieldViolation]) -> Reminder | None:
     return Reminder(first_after, float(multiplier or 1), max_count)
 
 
+def _targets(value: Any, field: str, violations: list[FieldViolation]) -> tuple[Target, ...]:
+    """``[{recipient_id: alice}, {rotation_id: primary}]`` (shape checked by the domain)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        violations.append(
+            FieldViolation(field, "must be a list of {recipient_id} or {rotation_id}")
+        )
+        return ()
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping) or not all(isinstance(v, str) for v in item.values()):
+            violations.append(
+                FieldViolation(f"{field}[{i}]", "must be {recipient_id} or {rotation_id}")
+            )
+            continue
+        violations += [
+            FieldViolation(f"{field}[{i}].{k}", "unknown field")
+            for k in sorted(set(item) - {"recipient_id", "rotation_id"})
+        ]
+        out.append(Target(item.get("recipient_id", ""), item.get("rotation_id", "")))
+    return tuple(dict.fromkeys(out))
+
+
 def _escalation(value: Any, violations: list[FieldViolation]) -> list[EscalationStep]:
-    """``[{after, channels}]``."""
+    """``[{after, channels, targets}]``."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -210,15 +244,16 @@ def _escalation(value: Any, violations: list[FieldViolation]) -> list[Escalation
             continue
         violations += [
             FieldViolation(f"{at}.{k}", "unknown field")
-            for k in sorted(set(item) - {"after", "channels"})
+            for k in sorted(set(item) - {"after", "channels", "targets"})
         ]
         after = _duration(item.get("after"), f"{at}.after", violations)
         channels = item.get("channels", [])
         if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
             violations.append(FieldViolation(f"{at}.channels", "must be a list of channel names"))
             channels = []
+        targets = _targets(item.get("targets"), f"{at}.targets", violations)
         if after is not None:
-            steps.append(EscalationStep(after, tuple(dict.fromkeys(channels))))
+            steps.append(EscalationStep(after, tuple(dict.fromkeys(channels)), targets))
     return steps
 
 

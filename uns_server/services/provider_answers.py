@@ -21,9 +21,9 @@ from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, DISMISS
 from uns_server.domain.validation import validate_notification_id
-from uns_server.services.acks import Acks
+from uns_server.services.acks import RECIPIENT_ACTOR, Acks
 from uns_server.services.action_links import ActionLinkService
-from uns_server.store import links, notifications
+from uns_server.store import links, notifications, people
 from uns_server.store.db import Database
 
 log = logging.getLogger("uns.callbacks")
@@ -119,9 +119,22 @@ class ProviderAnswers:
             )
             if v
         }
+        actor = f"slack:{user_id}"
+        if await self._is_contact(target.recipient, user_id):
+            actor = target.recipient  # the person the direct message was for (SPEC §6)
         return await self._settle(
-            target.notification_id, f"slack:{user_id}", VIA_SLACK, target.dismiss, metadata
+            target.notification_id, actor, VIA_SLACK, target.dismiss, metadata
         )
+
+    async def _is_contact(self, recipient: str, slack_user_id: str) -> bool:
+        """Is ``slack_user_id`` a contact address of the person ``recipient`` names
+        (``recipient:<id>``, the identity a person's own message's button carries)?
+        Anyone else pressing a forwarded button answers as their Slack user."""
+        if not recipient.startswith(RECIPIENT_ACTOR):
+            return False
+        async with self._db.read() as conn:
+            person = await people.get_recipient(conn, recipient.removeprefix(RECIPIENT_ACTOR))
+        return person is not None and any(c.address == slack_user_id for c in person.contacts)
 
     async def pagerduty_incident(self, event: Mapping[str, Any]) -> tuple[str, list[str]] | None:
         """The notification an ``incident.acknowledged``/``resolved`` event answers and

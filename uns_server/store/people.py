@@ -14,13 +14,19 @@ from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import RowMapping, delete, insert, select, update
+from sqlalchemy import RowMapping, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.people import Contact, Recipient, Rotation
 from uns_server.domain.schedule.quiet_hours import QuietHours
-from uns_server.store.tables import people_audit_records, recipients, rotation_refs, rotations
+from uns_server.store.tables import (
+    notifications,
+    people_audit_records,
+    recipients,
+    rotation_refs,
+    rotations,
+)
 
 
 class StillReferenced(Exception):
@@ -126,6 +132,13 @@ async def existing_recipients(conn: AsyncConnection, ids: Collection[str]) -> se
     if not ids:
         return set()
     q = select(recipients.c.recipient_id).where(recipients.c.recipient_id.in_(sorted(ids)))
+    return set((await conn.execute(q)).scalars())
+
+
+async def existing_rotations(conn: AsyncConnection, ids: Collection[str]) -> set[str]:
+    if not ids:
+        return set()
+    q = select(rotations.c.rotation_id).where(rotations.c.rotation_id.in_(sorted(ids)))
     return set((await conn.execute(q)).scalars())
 
 
@@ -264,3 +277,51 @@ async def audit_records(conn: AsyncConnection, object_id: str) -> list[dict[str,
         .order_by(people_audit_records.c.created_at, people_audit_records.c.id)
     )
     return [dict(r) for r in (await conn.execute(q)).mappings()]
+
+
+async def rotations_by_id(conn: AsyncConnection, ids: Collection[str]) -> dict[str, Rotation]:
+    """The named rotations that exist."""
+    if not ids:
+        return {}
+    q = select(rotations).where(rotations.c.rotation_id.in_(sorted(ids)))
+    return {r.rotation_id: r for r in map(_rotation, (await conn.execute(q)).mappings())}
+
+
+async def recipients_by_id(conn: AsyncConnection, ids: Collection[str]) -> dict[str, Recipient]:
+    """The named people that exist."""
+    if not ids:
+        return {}
+    q = select(recipients).where(recipients.c.recipient_id.in_(sorted(ids)))
+    return {r.recipient_id: r for r in map(_recipient, (await conn.execute(q)).mappings())}
+
+
+async def owing_notifications(
+    conn: AsyncConnection, recipient_id: str, limit: int = 10
+) -> list[str]:
+    """Open obligations (a delivery still PENDING, or an ack still PENDING) that owe
+    ``recipient_id`` an answer: their frozen targets name the person, or a message
+    was sent to them (a provider reference carries their id). Read in Python over
+    the open rows only (JSON paths differ by dialect; open work is the small part)."""
+    q = select(
+        notifications.c.id, notifications.c.notification, notifications.c.provider_refs
+    ).where(or_(notifications.c.status == "PENDING", notifications.c.ack_status == "PENDING"))
+    out: list[str] = []
+    for row in (await conn.execute(q)).mappings():
+        if _names(row["notification"], row["provider_refs"], recipient_id):
+            out.append(row["id"])
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _names(doc: Mapping[str, Any], refs: Mapping[str, Any] | None, recipient_id: str) -> bool:
+    effective = doc.get("effective") or {}
+    targets = list(effective.get("targets") or [])
+    for step in effective.get("escalation") or []:
+        targets += step.get("targets") or []
+    if any(t.get("recipient_id") == recipient_id for t in targets):
+        return True
+    return any(
+        isinstance(r, Mapping) and r.get("recipient_id") == recipient_id
+        for r in (refs or {}).values()
+    )

@@ -5,7 +5,7 @@ one event payload that records the decided step (``workers.followups``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -90,7 +90,8 @@ def step_of(progress: Progress, timing: schedule.Timing) -> schedule.Step:
     if progress.kind == schedule.StepKind.REMINDER:
         channels = timing.channels
     else:
-        channels = timing.escalation[progress.number - 1].channels
+        # Step numbers run on through the loops (``escalation_offsets``).
+        channels = timing.escalation[(progress.number - 1) % len(timing.escalation)].channels
     return schedule.Step(progress.kind, progress.number, progress.due_time, channels)
 
 
@@ -100,8 +101,12 @@ def step_payload(
     outcome: schedule.StepOutcome,
     *,
     lease_token: str | None,
+    people: Mapping[str, str] | None = None,
+    unreachable: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
-    """The step's one event: every channel's latest answer, the calls made, the decision."""
+    """The step's one event: every channel's latest answer, the calls made, the decision;
+    with targets, who it asked (``people``: route key -> recipient id) and whom it
+    could not reach."""
     payload: dict[str, Any] = {
         NUMBER_FIELD[step.kind]: step.number,
         "channels": list(step.channels),
@@ -116,6 +121,14 @@ def step_payload(
         "attempts": progress.calls,
         "decision": outcome.value,
     }
+    if people:  # SPEC §6: who the step asked, per result too
+        payload["recipient_ids"] = list(dict.fromkeys(people.values()))
+        for r in payload["results"]:
+            if r["channel"] in people:
+                r["recipient_id"] = people[r["channel"]]
+                r["route"], r["channel"] = r["channel"], r["channel"].partition("@")[0]
+    if unreachable:
+        payload["recipients_unreachable"] = list(unreachable)
     return payload
 
 

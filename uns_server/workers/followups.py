@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from uns_server.aio import wait_event
-from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.channels.base import ChannelResult
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import schedule
 from uns_server.domain.enums import AckStatus, EventKind
@@ -54,7 +54,14 @@ from uns_server.services.action_links import ActionLinkService
 from uns_server.store import followups
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.events import NewEvent, append
-from uns_server.workers.dispatch.references import follow_up_key, sent_reference
+from uns_server.workers.followup_messages import (
+    NOBODY,
+    FollowUpClaim,
+    Sent,
+    ask,
+    follow_up_refs,
+    message,
+)
 from uns_server.workers.followup_progress import (
     NUMBER_FIELD,
     Progress,
@@ -64,7 +71,6 @@ from uns_server.workers.followup_progress import (
     step_payload,
     timing_of,
 )
-from uns_server.workers.messages import outbound_message
 
 log = logging.getLogger("uns.followups")
 Clock = Callable[[], datetime]
@@ -80,22 +86,6 @@ _COUNTER = {
     schedule.StepKind.REMINDER: "reminders_sent",
     schedule.StepKind.ESCALATION: "escalations_sent",
 }
-
-
-@dataclass(frozen=True)
-class FollowUpClaim:
-    notification: Notification
-    token: str
-    step: schedule.Step
-    recovered: bool  # an earlier try of this step never settled
-    # The channels to call now: the step's, less those that answered it for good.
-    channels: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Sent:
-    channel: str
-    result: ChannelResult
 
 
 @dataclass(frozen=True)
@@ -239,7 +229,8 @@ class FollowUpWorker:
 
     async def deliver(self, claim: FollowUpClaim) -> None:
         try:
-            channels = claim.channels or claim.step.channels
+            claim = await ask(self._db, claim, self._channels.names(), self._clock())
+            channels = claim.channels if claim.routes else claim.channels or claim.step.channels
             sent = await asyncio.gather(*(self._send(claim, ch) for ch in channels))
             await self.settle(claim, sent)
         except Exception:
@@ -247,13 +238,16 @@ class FollowUpWorker:
             log.exception("follow-up failed", extra={"notification_id": claim.notification.id})
 
     async def _send(self, claim: FollowUpClaim, channel: str) -> Sent:
-        if channel not in self._channels:
-            return Sent(channel, ChannelResult.permanent(f"channel {channel!r} is not configured"))
+        route = claim.route(channel)
+        target = route.channel if route else channel
+        if channel == NOBODY:
+            reason = "; ".join(str(u) for u in claim.unreachable) or "the targets ask nobody"
+            return Sent(channel, ChannelResult.permanent(f"no target can be reached: {reason}"))
+        if target not in self._channels:
+            return Sent(channel, ChannelResult.permanent(f"channel {target!r} is not configured"))
         try:
             async with asyncio.timeout(self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE):
-                result = await self._channels.get(channel).send(
-                    _message(claim, channel, self._links)
-                )
+                result = await self._channels.get(target).send(message(claim, channel, self._links))
         except TimeoutError:
             result = ChannelResult.transient("provider call timed out")
         except Exception as exc:  # an adapter bug must not lose the step
@@ -311,7 +305,7 @@ class FollowUpWorker:
             }
             if isinstance(decision, schedule.RetryStep):
                 values |= {"followup_step": progress.to_json(), "followup_at": decision.at}
-                refs = _follow_up_refs(current, claim, sent, now)
+                refs = follow_up_refs(current, claim, sent, now)
                 if refs is not None:  # the channels that took it are closed later too
                     values["provider_refs"] = refs
                 await followups.settle(tx.conn, n.id, claim.token, values)
@@ -331,39 +325,20 @@ class FollowUpWorker:
                     **counters,
                 )
             values |= {**counters, "followup_at": next_at, "followup_step": None}
-            refs = _follow_up_refs(current, claim, sent, now)
+            refs = follow_up_refs(current, claim, sent, now)
             if refs is not None:
                 values["provider_refs"] = refs
             await followups.settle(tx.conn, n.id, claim.token, values)
-            payload = step_payload(step, progress, decision.outcome, lease_token=claim.token)
+            payload = step_payload(
+                step,
+                progress,
+                decision.outcome,
+                lease_token=claim.token,
+                people=claim.people,
+                unreachable=claim.unreachable,
+            )
             await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
         return True
-
-
-def _follow_up_refs(
-    current: Notification, claim: FollowUpClaim, sent: Sequence[Sent], now: datetime
-) -> dict[str, Any] | None:
-    """``current``'s provider references with the messages this call of the step sent
-    (one entry per channel and step), so that they are updated or resolved when the
-    obligation ends and answers to them are recognised; None if nothing was sent."""
-    step = claim.step
-    new = {
-        follow_up_key(s.channel, step.kind.value, step.number): ref
-        for s in sent
-        if (
-            ref := sent_reference(
-                s.channel,
-                s.result,
-                attempt=step.number,
-                cycle=current.cycle,
-                at=now,
-                follow_up=step.kind.value,
-                follow_up_number=step.number,
-            )
-        )
-        is not None
-    }
-    return {**(current.provider_refs or {}), **new} if new else None
 
 
 def delivered_at(n: Notification) -> datetime:
@@ -374,23 +349,3 @@ def delivered_at(n: Notification) -> datetime:
 
 def _event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(n.id, n.principal, n.notification_type, kind, payload)
-
-
-def _message(
-    claim: FollowUpClaim, channel: str, links: ActionLinkService | None
-) -> OutboundMessage:
-    n, step = claim.notification, claim.step
-    label = "Reminder" if step.kind == schedule.StepKind.REMINDER else "Escalation step"
-    make_links = None
-    if links is not None and n.require_ack and n.deadline is not None:
-        make_links = links.until(n.id, n.deadline)
-    return outbound_message(
-        n,
-        attempt=step.number,
-        # Stable across recoveries of this step, so providers can drop duplicates.
-        idempotency_token=f"{n.id}:{channel}:{step.kind.value.lower()}:{step.number}",
-        links=make_links,
-        title_prefix=f"{label} {step.number}: ",
-        follow_up=step.kind.value,
-        follow_up_number=step.number,
-    )

@@ -19,6 +19,8 @@ def outbound_message(
     title_prefix: str = "",
     follow_up: str = "",
     follow_up_number: int = 0,
+    recipient_id: str = "",
+    to: str = "",
 ) -> OutboundMessage:
     """``links`` makes the Acknowledge/Dismiss links per recipient (None: the HTTP
     surface is off, or no answer is awaited)."""
@@ -39,4 +41,6 @@ def outbound_message(
         links=links,
         follow_up=follow_up,
         follow_up_number=follow_up_number,
+        recipient_id=recipient_id,
+        to=to,
     )

@@ -25,6 +25,7 @@ from uns_server.domain.policy.spec import (
 )
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
+from uns_server.domain.targets import Target
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class EffectivePolicy:
     quiet_hours: QuietHours | None = None
     reminder: Reminder | None = None
     escalation: tuple[EscalationStep, ...] = ()
+    targets: tuple[Target, ...] = ()
+    escalation_loops: int = 0
 
     @property
     def spec(self) -> PolicySpec:
@@ -74,6 +77,8 @@ class EffectivePolicy:
             quiet_hours=self.quiet_hours,
             reminder=self.reminder,
             escalation=self.escalation,
+            targets=self.targets,
+            escalation_loops=self.escalation_loops,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -119,6 +124,8 @@ class EffectivePolicy:
             quiet_hours=spec.quiet_hours,
             reminder=spec.reminder,
             escalation=spec.escalation,
+            targets=spec.targets,
+            escalation_loops=spec.escalation_loops,
             policy_id=policy_id,
             policy_revision=policy_revision,
             policy_hash=policy_hash,

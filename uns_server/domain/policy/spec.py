@@ -17,12 +17,19 @@ from uns_server.domain.digests import sha256_hex
 from uns_server.domain.enums import DeliveryMode, Priority
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.schedule import (
+    ESCALATION_LOOPS_MAX,
     ESCALATION_STEPS_MAX,
     EscalationStep,
     QuietHours,
     Reminder,
     Timing,
     reminder_violations,
+)
+from uns_server.domain.targets import (
+    Target,
+    target_violations,
+    targets_from_json,
+    targets_json,
 )
 
 ACK_TIMEOUT_MINUTES_DEFAULT = 60
@@ -57,6 +64,9 @@ class PolicySpec:
     quiet_hours: QuietHours | None = None
     reminder: Reminder | None = None
     escalation: tuple[EscalationStep, ...] = ()
+    # People and on-call (SPEC §6); absent from ``to_json`` when unset, as above.
+    targets: tuple[Target, ...] = ()
+    escalation_loops: int = 0
 
     @classmethod
     def build(
@@ -72,13 +82,17 @@ class PolicySpec:
         quiet_hours: Mapping[str, str] | None = None,
         reminder: Reminder | None = None,
         escalation: Sequence[EscalationStep] = (),
+        targets: Sequence[Target] = (),
+        escalation_loops: int = 0,
     ) -> PolicySpec:
         """Validate operator input and fill in the documented defaults.
 
         Zero means the default (60 minutes, 300 seconds, 5 attempts), ``None`` priority
         means NORMAL; duplicate channels are dropped, first occurrence wins. Quiet hours
         come as ``{time_zone, start, end}`` text. Reminders and escalation steps need
-        ``require_ack`` and must fall before the ack deadline. Raises ``InvalidRequest``
+        ``require_ack`` and must fall before the ack deadline. A policy needs
+        ``channels`` or ``targets`` (a step likewise); whether a target exists is
+        checked on the database (``services.policies``). Raises ``InvalidRequest``
         listing every problem under ``spec.<field>``.
         """
         violations: list[FieldViolation] = []
@@ -97,8 +111,19 @@ class PolicySpec:
             reminder,
             escalation,
         )
-        if not channels:
-            violations.append(FieldViolation("spec.channels", "at least one channel is required"))
+        violations += target_violations(targets, "spec.targets")
+        if not 0 <= escalation_loops <= ESCALATION_LOOPS_MAX:
+            violations.append(
+                FieldViolation(
+                    "spec.escalation_loops", f"must be between 0 and {ESCALATION_LOOPS_MAX}"
+                )
+            )
+        elif escalation_loops and not escalation:
+            violations.append(FieldViolation("spec.escalation_loops", "needs escalation steps"))
+        if not channels and not targets:
+            violations.append(
+                FieldViolation("spec.channels", "at least one channel or target is required")
+            )
         if len(channels) > CHANNELS_MAX:
             violations.append(
                 FieldViolation("spec.channels", f"must list at most {CHANNELS_MAX} channels")
@@ -135,6 +160,8 @@ class PolicySpec:
             quiet_hours=quiet,
             reminder=reminder,
             escalation=tuple(escalation),
+            targets=tuple(dict.fromkeys(targets)),
+            escalation_loops=escalation_loops,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -155,6 +182,10 @@ class PolicySpec:
             out["reminder"] = self.reminder.to_json()
         if self.escalation:
             out["escalation"] = [step.to_json() for step in self.escalation]
+        if self.targets:
+            out["targets"] = targets_json(self.targets)
+        if self.escalation_loops:
+            out["escalation_loops"] = self.escalation_loops
         return out
 
     @property
@@ -167,6 +198,8 @@ class PolicySpec:
             quiet=self.quiet_hours,
             reminder=self.reminder,
             escalation=self.escalation,
+            targets=self.targets,
+            escalation_loops=self.escalation_loops,
         )
 
     @classmethod
@@ -185,6 +218,8 @@ class PolicySpec:
             ),
             reminder=Reminder.from_json(data["reminder"]) if data.get("reminder") else None,
             escalation=tuple(EscalationStep.from_json(s) for s in data.get("escalation") or ()),
+            targets=targets_from_json(data.get("targets")),
+            escalation_loops=int(data.get("escalation_loops") or 0),
         )
 
 
@@ -209,8 +244,11 @@ def _follow_up_violations(
             out.append(
                 FieldViolation(f"{at}.after", "must be positive and before the ack deadline")
             )
-        if not step.channels:
-            out.append(FieldViolation(f"{at}.channels", "at least one channel is required"))
+        if not step.channels and not step.targets:
+            out.append(
+                FieldViolation(f"{at}.channels", "at least one channel or target is required")
+            )
+        out += target_violations(step.targets, f"{at}.targets")
         for j, name in enumerate(step.channels):
             if _CHANNEL.fullmatch(name) is None:
                 out.append(

@@ -9,7 +9,7 @@ Timeline of one obligation, all offsets from the instant ``t0`` it was accepted:
 
     t0 --(schedule_time, if later)--> first attempt --delivered at d-->
         reminder k at  d + first_after * (1 + m + ... + m^(k-1)),  k = 1..max_count
-        step i     at  d + escalation[i].after
+        step i     at  d + escalation[i].after  (+ p * max(after) in loop p, p <= escalation_loops)
         deadline   at  d + ack_timeout_minutes          (TIMED_OUT, unchanged)
 
 One module per concern, all re-exported here (callers write ``schedule.plan``):
@@ -24,6 +24,7 @@ One module per concern, all re-exported here (callers write ``schedule.plan``):
 """
 
 from uns_server.domain.schedule.follow_up_steps import (
+    ESCALATION_LOOPS_MAX,
     ESCALATION_STEPS_MAX,
     REMINDER_FIRST_AFTER_MAX,
     REMINDER_FIRST_AFTER_MIN,
@@ -38,6 +39,7 @@ from uns_server.domain.schedule.follow_up_steps import (
     Wait,
     after_fired,
     decide_follow_up,
+    escalation_offsets,
     follow_ups,
     pending_follow_ups,
     reminder_violations,
@@ -60,6 +62,7 @@ from uns_server.domain.schedule.step_retry import (
 )
 
 __all__ = [
+    "ESCALATION_LOOPS_MAX",
     "ESCALATION_STEPS_MAX",
     "QUIET_EXEMPT",
     "REMINDER_FIRST_AFTER_MAX",
@@ -84,6 +87,7 @@ __all__ = [
     "after_fired",
     "decide_follow_up",
     "decide_step_attempt",
+    "escalation_offsets",
     "first_attempt_at",
     "follow_ups",
     "is_quiet",

@@ -3,7 +3,7 @@
 Offsets from the delivery instant ``d``::
 
     reminder k at  d + first_after * (1 + m + ... + m^(k-1)),  k = 1..max_count
-    step i     at  d + escalation[i].after
+    step i     at  d + escalation[i].after  (+ p * max(after) in loop p, p <= escalation_loops)
     deadline   at  d + ack_timeout_minutes          (TIMED_OUT, unchanged)
 
 Every step passes through :func:`~uns_server.domain.schedule.quiet_hours.next_allowed`.
@@ -21,12 +21,14 @@ from typing import Any
 
 from uns_server.domain.errors import FieldViolation
 from uns_server.domain.schedule.quiet_hours import QuietHours, next_allowed
+from uns_server.domain.targets import Target, targets_from_json, targets_json
 
 REMINDER_FIRST_AFTER_MIN = timedelta(seconds=1)
 REMINDER_FIRST_AFTER_MAX = timedelta(days=7)
 REMINDER_MULTIPLIER_MAX = 10.0
 REMINDER_MAX_COUNT_MAX = 20
 ESCALATION_STEPS_MAX = 10
+ESCALATION_LOOPS_MAX = 9
 
 
 @dataclass(frozen=True)
@@ -85,17 +87,27 @@ def reminder_violations(r: Reminder, field: str) -> list[FieldViolation]:
 
 @dataclass(frozen=True)
 class EscalationStep:
-    """One ``PolicySpec.escalation`` step: ``after`` delivery, send to ``channels``."""
+    """One ``PolicySpec.escalation`` step: ``after`` delivery, send to ``channels``
+    and ask ``targets`` (people or rotations, resolved when the step fires)."""
 
     after: timedelta
     channels: tuple[str, ...]
+    targets: tuple[Target, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"after": self.after.total_seconds(), "channels": list(self.channels)}
+        # ``targets`` only when set: steps written before them keep their hash.
+        out: dict[str, Any] = {"after": self.after.total_seconds(), "channels": list(self.channels)}
+        if self.targets:
+            out["targets"] = targets_json(self.targets)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EscalationStep:
-        return cls(timedelta(seconds=float(data["after"])), tuple(data["channels"]))
+        return cls(
+            timedelta(seconds=float(data["after"])),
+            tuple(data["channels"]),
+            targets_from_json(data.get("targets")),
+        )
 
 
 class StepKind(StrEnum):
@@ -116,6 +128,9 @@ class Step:
     at: datetime
     channels: tuple[str, ...]
     held: bool = False  # quiet hours moved it from its nominal time
+    # The people or rotations it asks (the policy's for the delivery and reminders,
+    # the step's own for an escalation step); resolved when it is sent.
+    targets: tuple[Target, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +143,8 @@ class Timing:
     quiet: QuietHours | None = None
     reminder: Reminder | None = None
     escalation: tuple[EscalationStep, ...] = ()
+    targets: tuple[Target, ...] = ()
+    escalation_loops: int = 0
 
     @property
     def follows_up(self) -> bool:
@@ -141,23 +158,38 @@ def follow_ups(delivered_at: datetime, timing: Timing, intent: str | None) -> li
     if not timing.require_ack:
         return []
     deadline = delivered_at + timing.ack_timeout
-    nominal: list[tuple[StepKind, int, datetime, tuple[str, ...]]] = []
+    nominal: list[tuple[StepKind, int, datetime, tuple[str, ...], tuple[Target, ...]]] = []
     if timing.reminder is not None:
         nominal += [
-            (StepKind.REMINDER, k, delivered_at + offset, timing.channels)
+            (StepKind.REMINDER, k, delivered_at + offset, timing.channels, timing.targets)
             for k, offset in enumerate(timing.reminder.offsets(timing.ack_timeout), start=1)
         ]
     nominal += [
-        (StepKind.ESCALATION, i, delivered_at + step.after, step.channels)
-        for i, step in enumerate(timing.escalation, start=1)
+        (StepKind.ESCALATION, i, delivered_at + after, step.channels, step.targets)
+        for i, (after, step) in enumerate(escalation_offsets(timing), start=1)
     ]
     steps = []
-    for kind, number, at, channels in nominal:
+    for kind, number, at, channels, targets in nominal:
         held = next_allowed(at, timing.quiet, intent)
         if held < deadline:
-            steps.append(Step(kind, number, held, channels, held != at))
+            steps.append(Step(kind, number, held, channels, held != at, targets))
     order = {StepKind.ESCALATION: 0, StepKind.REMINDER: 1}
     return sorted(steps, key=lambda s: (s.at, order[s.kind], s.number))
+
+
+def escalation_offsets(timing: Timing) -> list[tuple[timedelta, EscalationStep]]:
+    """Each escalation step's offset from delivery, looped: with ``escalation_loops``
+    L, the steps run L more times after the first pass, pass ``p`` shifted by ``p``
+    times the latest step's ``after`` (PagerDuty's ``num_loops``: after the last step,
+    start again). Steps of any pass stop at the ack deadline like every step."""
+    if not timing.escalation:
+        return []
+    period = max(step.after for step in timing.escalation)
+    return [
+        (p * period + step.after, step)
+        for p in range(timing.escalation_loops + 1)
+        for step in timing.escalation
+    ]
 
 
 def pending_follow_ups(

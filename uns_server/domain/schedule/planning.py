@@ -42,7 +42,16 @@ def plan(
     escalation step and the deadline."""
     nominal = accepted_at if schedule_time is None or schedule_time < accepted_at else schedule_time
     delivery_at = first_attempt_at(accepted_at, schedule_time, timing.quiet, intent)
-    steps = [Step(StepKind.DELIVERY, 1, delivery_at, timing.channels, delivery_at != nominal)]
+    steps = [
+        Step(
+            StepKind.DELIVERY,
+            1,
+            delivery_at,
+            timing.channels,
+            delivery_at != nominal,
+            timing.targets,
+        )
+    ]
     if timing.require_ack:
         steps += follow_ups(delivery_at, timing, intent)
         steps.append(Step(StepKind.DEADLINE, 1, delivery_at + timing.ack_timeout, ()))

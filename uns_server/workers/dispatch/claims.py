@@ -10,6 +10,7 @@ from typing import Any
 from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Notification
+from uns_server.services.targeting import PersonRoute
 from uns_server.store.events import NewEvent
 
 
@@ -23,6 +24,14 @@ class Claim:
     attempt: int
     cycle_attempt: int
     channels: tuple[str, ...]  # still to deliver in this cycle
+    # The policy's targets as resolved for this attempt (``Sender.deliver``): every
+    # person's route (their keys join ``channels`` while still to deliver) and whom
+    # the targets could not reach.
+    routes: tuple[PersonRoute, ...] = ()
+    unreachable: tuple[dict[str, str], ...] = ()
+
+    def route(self, key: str) -> PersonRoute | None:
+        return next((r for r in self.routes if r.key == key), None)
 
 
 @dataclass(frozen=True, slots=True)

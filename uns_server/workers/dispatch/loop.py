@@ -78,6 +78,7 @@ class Dispatcher:
             tracer=telemetry.tracer,
             metrics=telemetry.metrics,
             links=links,
+            db=db,
         )
         self._wake = asyncio.Event()
         # Work signals (commits that made work due, here or in another process) counted,

@@ -4,13 +4,15 @@ message can be updated later (``services.message_updates``) and shown
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from uns_server.channels.base import ChannelResult
+from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Notification
-from uns_server.workers.dispatch.claims import Attempt, Claim
+from uns_server.store.events import NewEvent
+from uns_server.workers.dispatch.claims import Attempt, Claim, event
 
 
 def sent_reference(
@@ -22,6 +24,7 @@ def sent_reference(
     at: datetime,
     follow_up: str = "",
     follow_up_number: int = 0,
+    recipient_id: str = "",
 ) -> dict[str, Any] | None:
     """The stored reference of a message a channel accepted (None if it did not): the
     provider's own reference, with where it came from. Follow-ups (reminders and
@@ -38,6 +41,8 @@ def sent_reference(
     }
     if follow_up:
         ref |= {"follow_up": follow_up, "follow_up_number": follow_up_number}
+    if recipient_id:  # a targeted person's own message
+        ref["recipient_id"] = recipient_id
     return ref
 
 
@@ -48,13 +53,16 @@ def follow_up_key(channel: str, follow_up: str, number: int) -> str:
 
 
 def reference(claim: Claim, attempt: Attempt) -> dict[str, Any] | None:
-    """The provider reference of a successful channel attempt, with where it came from."""
+    """The provider reference of a successful channel attempt, with where it came from
+    (a person's message: the real channel and the person; it is kept under its key)."""
+    route = claim.route(attempt.channel)
     return sent_reference(
-        attempt.channel,
+        route.channel if route else attempt.channel,
         attempt.result,
         attempt=claim.attempt,
         cycle=claim.notification.cycle,
         at=attempt.observed_at,
+        recipient_id=route.recipient_id if route else "",
     )
 
 
@@ -73,3 +81,31 @@ def provider_refs(
     if not new:
         return None
     return {**(n.provider_refs or {}), **new}
+
+
+def route_fields(claim: Claim, key: str) -> dict[str, str]:
+    """A person's message names its channel, its route and its person."""
+    route = claim.route(key)
+    if route is None:
+        return {"channel": key}
+    return {"channel": route.channel, "route": key, "recipient_id": route.recipient_id}
+
+
+def result_event(claim: Claim, base: Mapping[str, Any], a: Attempt) -> NewEvent:
+    """CHANNEL_ATTEMPT_RESULT: one channel's answer, recorded whatever the lease."""
+    return event(
+        claim.notification,
+        EventKind.CHANNEL_ATTEMPT_RESULT,
+        {
+            **base,
+            "lease_token": claim.token,
+            **route_fields(claim, a.channel),
+            "success": a.result.success,
+            "retryable": a.result.retryable,
+            "message_id": a.result.message_id,
+            "error": a.result.error,
+            "metadata": dict(a.result.metadata),
+            "provider_observed_at": a.observed_at.isoformat(),
+            **reference_payload(claim, a),
+        },
+    )

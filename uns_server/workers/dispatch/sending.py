@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from opentelemetry.trace import Tracer
@@ -15,13 +16,21 @@ from opentelemetry.trace import Tracer
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Status
+from uns_server.domain.targets import targets_from_json
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import PROVIDER, phased
+from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
+from uns_server.services.targeting import PersonRoute
+from uns_server.store.db import Database
 from uns_server.workers.dispatch.claims import Attempt, Claim
 from uns_server.workers.dispatch.settlement import Settlement
 from uns_server.workers.messages import outbound_message
+
+# The stand-in channel of a delivery whose targets reach nobody and whose policy has no
+# channel: it fails permanently (a dead letter for GUARANTEED work; Replay asks again).
+NOBODY = "targets"
 
 log = logging.getLogger("uns.dispatch")
 
@@ -68,6 +77,7 @@ class Sender:
         tracer: Tracer,
         metrics: Metrics,
         links: ActionLinkService | None,
+        db: Database | None = None,
     ) -> None:
         self._channels = channels
         self._clock = clock
@@ -75,9 +85,32 @@ class Sender:
         self._timeout = lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE
         self._tracer, self._metrics = tracer, metrics
         self._links = links  # Acknowledge/Dismiss links in messages (HTTP surface on)
+        self._db = db  # people and rotations, for policies with targets
+
+    async def ask_people(self, claim: Claim) -> Claim:
+        """The claim with its policy's targets resolved now (SPEC §6): a rotation asks
+        whoever is on call at this attempt; each person's routes not yet accepted in
+        this cycle join the channels to send. A claim without targets is unchanged."""
+        raw = claim.notification.notification["effective"].get("targets")
+        if not raw or self._db is None:
+            return claim
+        asked = await targeting.asked_at(
+            self._db, targets_from_json(raw), self._clock(), self._channels.names()
+        )
+        done = set(claim.notification.outcome.get("channels_succeeded", []))
+        keys = tuple(r.key for r in asked.routes if r.key not in done)
+        channels = claim.channels + keys
+        if not asked.routes and not claim.notification.notification["effective"]["channels"]:
+            channels = (NOBODY,)  # refused below: nobody can be asked
+        return replace(claim, channels=channels, routes=asked.routes, unreachable=asked.unreachable)
 
     async def deliver(self, claim: Claim) -> None:
-        """Send to the claim's channels and settle what they answered."""
+        """Send to the claim's channels and its people, and settle what they answered."""
+        try:
+            claim = await self.ask_people(claim)
+        except Exception:  # the database is away: the lease expires and it is retried
+            log.exception("targets not resolved", extra={"notification_id": claim.notification.id})
+            return
         n = claim.notification
         nid = n.id
         started = time.monotonic()
@@ -118,35 +151,50 @@ class Sender:
     async def _send(self, claim: Claim, channel_name: str) -> Attempt:
         nid = claim.notification.id
         started = time.monotonic()
-        with tracing.channel_span(self._tracer, channel=channel_name, notification_id=nid) as span:
+        # Spans and metrics name the real channel: a label per person would not scale.
+        route = claim.route(channel_name)
+        label = route.channel if route else channel_name
+        with tracing.channel_span(self._tracer, channel=label, notification_id=nid) as span:
             result = await self._call_adapter(claim, channel_name)
             kind = "success" if result.success else "transient" if result.retryable else "permanent"
             span.set_attribute("uns.result", kind)
             if not result.success:
                 tracing.set_error(span, result.error or kind)
-        self._metrics.channel_send(channel_name, kind, time.monotonic() - started)
+        self._metrics.channel_send(label, kind, time.monotonic() - started)
         return Attempt(channel_name, result, self._clock())
 
     async def _call_adapter(self, claim: Claim, channel_name: str) -> ChannelResult:
-        if channel_name not in self._channels:
+        route = claim.route(channel_name)
+        if channel_name == NOBODY:
+            result = ChannelResult.permanent(
+                "no target can be reached: " + _unreachable_text(claim.unreachable)
+            )
+        elif route is not None:
+            result = await self._call(
+                claim, route.channel, self._message(claim, channel_name, route)
+            )
+        elif channel_name not in self._channels:
             result = ChannelResult.permanent(f"channel {channel_name!r} is not configured")
         else:
-            try:
-                async with asyncio.timeout(self._timeout):
-                    result = await self._channels.get(channel_name).send(
-                        self._message(claim, channel_name)
-                    )
-            except TimeoutError:
-                result = ChannelResult.transient("provider call timed out")
-            except Exception as exc:  # an adapter bug must not lose the obligation
-                log.exception(
-                    "channel adapter raised",
-                    extra={"channel": channel_name, "notification_id": claim.notification.id},
-                )
-                result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
+            result = await self._call(claim, channel_name, self._message(claim, channel_name))
         return result
 
-    def _message(self, claim: Claim, channel: str) -> OutboundMessage:
+    async def _call(self, claim: Claim, channel: str, message: OutboundMessage) -> ChannelResult:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._channels.get(channel).send(message)
+        except TimeoutError:
+            return ChannelResult.transient("provider call timed out")
+        except Exception as exc:  # an adapter bug must not lose the obligation
+            log.exception(
+                "channel adapter raised",
+                extra={"channel": channel, "notification_id": claim.notification.id},
+            )
+            return ChannelResult.transient(f"adapter error: {type(exc).__name__}")
+
+    def _message(
+        self, claim: Claim, channel: str, route: PersonRoute | None = None
+    ) -> OutboundMessage:
         n = claim.notification
         make_links = None
         if self._links is not None and n.require_ack:
@@ -158,4 +206,15 @@ class Sender:
             # Stable across retries of one cycle, so providers can drop duplicates.
             idempotency_token=f"{n.id}:{channel}:{n.cycle}",
             links=make_links,
+            recipient_id=route.recipient_id if route else "",
+            to=route.address if route else "",
         )
+
+
+def _unreachable_text(unreachable: Sequence[Mapping[str, str]]) -> str:
+    return (
+        "; ".join(
+            f"{u.get('recipient_id') or u.get('rotation_id')}: {u['reason']}" for u in unreachable
+        )
+        or "the targets ask nobody"
+    )

@@ -31,7 +31,7 @@ from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_un
 from uns_server.store.events import NewEvent, append
 from uns_server.workers.dispatch.claims import Attempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
-from uns_server.workers.dispatch.references import provider_refs, reference_payload
+from uns_server.workers.dispatch.references import provider_refs, result_event
 
 log = logging.getLogger("uns.dispatch")
 
@@ -202,7 +202,7 @@ class Settlement:
             audits: list[dict[str, Any]] = []  # one per update, in order
             for claim, attempts in items:
                 s = Settled(claim, attempt_base(claim))
-                s.results = [_result_event(s, a) for a in attempts]
+                s.results = [result_event(s.claim, s.base, a) for a in attempts]
                 n = claim.notification
                 values = self._decide(tx, n, claim, attempts, s, now)
                 refs = provider_refs(n, claim, attempts)
@@ -275,7 +275,8 @@ class Settlement:
         decides (``lifecycle.decide_settlement``), this records it."""
         effective = n.notification["effective"]
         settling = lifecycle.Settling(
-            channels=tuple(effective["channels"]),
+            # With targets: each person's routes resolved by this attempt, too.
+            channels=tuple(dict.fromkeys((*effective["channels"], *claim.channels))),
             succeeded_before=tuple(n.outcome.get("channels_succeeded", [])),
             cycle_attempt=claim.cycle_attempt,
             max_attempts=n.max_attempts,
@@ -300,6 +301,8 @@ class Settlement:
             for a in attempts
         ]
         decision = lifecycle.decide_settlement(settling, answers, now, rand=self._rand)
+        if claim.unreachable:  # SPEC §6: recorded, never silently skipped
+            decision.outcome["recipients_unreachable"] = list(claim.unreachable)
         if decision.status == Status.PENDING:
             tx.signal(TOPIC_WORK)
         s.status, s.dead_letter = decision.status, decision.dead_letter
@@ -377,24 +380,3 @@ def check_fenced(changed: int, expected: int) -> None:
     (its lease expires and is recovered)."""
     if changed != expected:
         raise RuntimeError(f"fenced settlement changed {changed} of {expected} rows")
-
-
-def _result_event(s: Settled, a: Attempt) -> NewEvent:
-    """CHANNEL_ATTEMPT_RESULT: one channel's answer, recorded whatever the lease."""
-    claim = s.claim
-    return event(
-        claim.notification,
-        EventKind.CHANNEL_ATTEMPT_RESULT,
-        {
-            **s.base,
-            "lease_token": claim.token,
-            "channel": a.channel,
-            "success": a.result.success,
-            "retryable": a.result.retryable,
-            "message_id": a.result.message_id,
-            "error": a.result.error,
-            "metadata": dict(a.result.metadata),
-            "provider_observed_at": a.observed_at.isoformat(),
-            **reference_payload(claim, a),
-        },
-    )

@@ -152,6 +152,7 @@ class AckAuditRecord(_message.Message):
     ACK_METADATA_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     VIA_FIELD_NUMBER: _builtins.int
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The UUID of this audit record (column id)."""
     notification_id: _builtins.str
@@ -175,6 +176,11 @@ class AckAuditRecord(_message.Message):
     "link" (a signed action link), "slack" (Slack interactivity),
     "pagerduty" (a PagerDuty webhook) or "expiry" (the timeout worker).
     Empty for records written before this field existed.
+    """
+    recipient_id: _builtins.str
+    """The person who answered (acked_by is recipient:<id>): through their own
+    link, or a Slack button pressed by the Slack user of their contact. Empty
+    for any other actor.
     """
     @_builtins.property
     def ack_time(self) -> _timestamp_pb2.Timestamp:
@@ -202,10 +208,11 @@ class AckAuditRecord(_message.Message):
         ack_metadata: _struct_pb2.Struct | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         via: _builtins.str = ...,
+        recipient_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ack_metadata", b"ack_metadata", "ack_time", b"ack_time", "create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_metadata", b"ack_metadata", "ack_time", b"ack_time", "acked_by", b"acked_by", "create_time", b"create_time", "id", b"id", "new_state", b"new_state", "notification_id", b"notification_id", "old_state", b"old_state", "via", b"via"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_metadata", b"ack_metadata", "ack_time", b"ack_time", "acked_by", b"acked_by", "create_time", b"create_time", "id", b"id", "new_state", b"new_state", "notification_id", b"notification_id", "old_state", b"old_state", "recipient_id", b"recipient_id", "via", b"via"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

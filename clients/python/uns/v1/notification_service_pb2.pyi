@@ -458,6 +458,7 @@ class PlannedStep(_message.Message):
     CHANNELS_FIELD_NUMBER: _builtins.int
     HELD_BY_QUIET_HOURS_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
+    RECIPIENT_IDS_FIELD_NUMBER: _builtins.int
     kind: Global___PlannedStepKind.ValueType
     """What the step does."""
     number: _builtins.int
@@ -476,6 +477,14 @@ class PlannedStep(_message.Message):
     def time(self) -> _timestamp_pb2.Timestamp:
         """When it is due if the request were sent now (acceptance + offset)."""
 
+    @_builtins.property
+    def recipient_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The people it asks, in order: the policy's targets for the delivery and
+        reminders, the step's own for an escalation step, each rotation resolved
+        to the person on call at the step's time. Empty when it asks nobody
+        (a rotation with nobody on call is left out).
+        """
+
     def __init__(
         self,
         *,
@@ -485,10 +494,11 @@ class PlannedStep(_message.Message):
         channels: _abc.Iterable[_builtins.str] | None = ...,
         held_by_quiet_hours: _builtins.bool = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
+        recipient_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "held_by_quiet_hours", b"held_by_quiet_hours", "kind", b"kind", "number", b"number", "offset", b"offset", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "held_by_quiet_hours", b"held_by_quiet_hours", "kind", b"kind", "number", b"number", "offset", b"offset", "recipient_ids", b"recipient_ids", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

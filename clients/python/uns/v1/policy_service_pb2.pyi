@@ -61,6 +61,8 @@ class PolicySpec(_message.Message):
     QUIET_HOURS_FIELD_NUMBER: _builtins.int
     REMINDER_FIELD_NUMBER: _builtins.int
     ESCALATION_FIELD_NUMBER: _builtins.int
+    TARGETS_FIELD_NUMBER: _builtins.int
+    ESCALATION_LOOPS_FIELD_NUMBER: _builtins.int
     delivery_mode: _types_pb2.DeliveryMode.ValueType
     """Required. BEST_EFFORT or GUARANTEED."""
     require_ack: _builtins.bool
@@ -73,10 +75,17 @@ class PolicySpec(_message.Message):
     """Dedup window after a delivery in seconds, 0-86400; 0 means 300."""
     max_attempts: _builtins.int
     """Attempts per delivery cycle, 1-100; 0 means 5."""
+    escalation_loops: _builtins.int
+    """Optional, 0-9. After the last escalation step, start the steps again this
+    many times (PagerDuty's num_loops): pass p fires each step p times the
+    latest step's `after` later. Every step still stops at the ack deadline.
+    Needs escalation steps.
+    """
     @_builtins.property
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Required. Channels to deliver through, e.g. "log", "webhook", "slack",
-        "email", "pagerduty". Each must be configured on the server.
+        """Channels to deliver through, e.g. "log", "webhook", "slack", "email",
+        "pagerduty". Each must be configured on the server. A policy needs
+        channels or targets.
         """
 
     @_builtins.property
@@ -100,6 +109,15 @@ class PolicySpec(_message.Message):
         spec.escalation[i].<field>).
         """
 
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Target]:
+        """Optional. The people or rotations asked, at most 20: each person gets
+        their own message on each of their contacts whose channel the server has,
+        with their own answer links, beside the one message per shared channel.
+        An unknown recipient or rotation is INVALID_REQUEST
+        (spec.targets[i].recipient_id or .rotation_id).
+        """
+
     def __init__(
         self,
         *,
@@ -113,10 +131,12 @@ class PolicySpec(_message.Message):
         quiet_hours: _types_pb2.QuietHours | None = ...,
         reminder: _types_pb2.Reminder | None = ...,
         escalation: _abc.Iterable[_types_pb2.EscalationStep] | None = ...,
+        targets: _abc.Iterable[_types_pb2.Target] | None = ...,
+        escalation_loops: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "escalation", b"escalation", "max_attempts", b"max_attempts", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "max_attempts", b"max_attempts", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

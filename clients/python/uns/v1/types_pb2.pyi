@@ -561,6 +561,8 @@ class EffectivePolicy(_message.Message):
     QUIET_HOURS_FIELD_NUMBER: _builtins.int
     REMINDER_FIELD_NUMBER: _builtins.int
     ESCALATION_FIELD_NUMBER: _builtins.int
+    TARGETS_FIELD_NUMBER: _builtins.int
+    ESCALATION_LOOPS_FIELD_NUMBER: _builtins.int
     delivery_mode: Global___DeliveryMode.ValueType
     """What happens after the last failed attempt."""
     require_ack: _builtins.bool
@@ -583,6 +585,8 @@ class EffectivePolicy(_message.Message):
     """SHA-256 of the effective values above. Part of the dedup key, so
     notifications resolved under different policies never coalesce.
     """
+    escalation_loops: _builtins.int
+    """How many more times the escalation steps run after the first pass."""
     @_builtins.property
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Channels the notification is delivered through, e.g. "log", "webhook"."""
@@ -598,6 +602,12 @@ class EffectivePolicy(_message.Message):
     @_builtins.property
     def escalation(self) -> _containers.RepeatedCompositeFieldContainer[Global___EscalationStep]:
         """The policy's escalation steps, in order; empty when none."""
+
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Target]:
+        """The people and rotations the policy asks; empty when none. Rotations are
+        resolved to the person on call when each message is sent.
+        """
 
     def __init__(
         self,
@@ -616,14 +626,48 @@ class EffectivePolicy(_message.Message):
         quiet_hours: Global___QuietHours | None = ...,
         reminder: Global___Reminder | None = ...,
         escalation: _abc.Iterable[Global___EscalationStep] | None = ...,
+        targets: _abc.Iterable[Global___Target] | None = ...,
+        escalation_loops: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "escalation", b"escalation", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EffectivePolicy: _TypeAlias = EffectivePolicy  # noqa: Y015
+
+@_typing.final
+class Target(_message.Message):
+    """Target names a person or an on-call rotation that a policy, or one of its
+    escalation steps, asks. A rotation is resolved to the person on call when
+    each message is sent, so a step that fires after a hand-off asks the new
+    person. Naming an unknown recipient or rotation is INVALID_REQUEST.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
+    ROTATION_ID_FIELD_NUMBER: _builtins.int
+    recipient_id: _builtins.str
+    """A person (uns.v1.Recipient.recipient_id)."""
+    rotation_id: _builtins.str
+    """An on-call rotation (uns.v1.Rotation.rotation_id)."""
+    def __init__(
+        self,
+        *,
+        recipient_id: _builtins.str = ...,
+        rotation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["recipient_id", b"recipient_id", "rotation_id", b"rotation_id", "target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["recipient_id", b"recipient_id", "rotation_id", b"rotation_id", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["recipient_id", "rotation_id"]  # noqa: Y015
+    _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_target) -> _WhichOneofReturnType_target | None: ...
+
+Global___Target: _TypeAlias = Target  # noqa: Y015
 
 @_typing.final
 class Reminder(_message.Message):
@@ -681,6 +725,7 @@ class EscalationStep(_message.Message):
 
     AFTER_FIELD_NUMBER: _builtins.int
     CHANNELS_FIELD_NUMBER: _builtins.int
+    TARGETS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def after(self) -> _duration_pb2.Duration:
         """Required. From delivery to the step; positive and before the ack
@@ -689,17 +734,26 @@ class EscalationStep(_message.Message):
 
     @_builtins.property
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Required. The channels the step sends to, e.g. "pagerduty"."""
+        """The channels the step sends to, e.g. "pagerduty". A step needs channels
+        or targets.
+        """
+
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Target]:
+        """The people or rotations the step asks, each on their own contacts, at
+        most 20 (a rotation is resolved when the step fires).
+        """
 
     def __init__(
         self,
         *,
         after: _duration_pb2.Duration | None = ...,
         channels: _abc.Iterable[_builtins.str] | None = ...,
+        targets: _abc.Iterable[Global___Target] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "channels", b"channels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "channels", b"channels", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -768,6 +822,7 @@ class ProviderReference(_message.Message):
     WEBHOOK_ID_FIELD_NUMBER: _builtins.int
     FOLLOW_UP_FIELD_NUMBER: _builtins.int
     FOLLOW_UP_NUMBER_FIELD_NUMBER: _builtins.int
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
     channel: _builtins.str
     """The configured channel name, e.g. "alerts-slack"."""
     channel_type: _builtins.str
@@ -803,6 +858,10 @@ class ProviderReference(_message.Message):
     """
     follow_up_number: _builtins.int
     """The reminder's or escalation step's number (1-based); 0 for the delivery."""
+    recipient_id: _builtins.str
+    """The person this message was for (a policy's or step's targets); empty for
+    a message to a shared channel.
+    """
     @_builtins.property
     def accept_time(self) -> _timestamp_pb2.Timestamp:
         """When the provider accepted it."""
@@ -824,14 +883,69 @@ class ProviderReference(_message.Message):
         webhook_id: _builtins.str = ...,
         follow_up: _builtins.str = ...,
         follow_up_number: _builtins.int = ...,
+        recipient_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time", "attempt", b"attempt", "channel", b"channel", "channel_type", b"channel_type", "cycle", b"cycle", "email_message_id", b"email_message_id", "follow_up", b"follow_up", "follow_up_number", b"follow_up_number", "message_id", b"message_id", "pagerduty_dedup_key", b"pagerduty_dedup_key", "recipient", b"recipient", "slack_channel", b"slack_channel", "slack_ts", b"slack_ts", "webhook_id", b"webhook_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_time", b"accept_time", "attempt", b"attempt", "channel", b"channel", "channel_type", b"channel_type", "cycle", b"cycle", "email_message_id", b"email_message_id", "follow_up", b"follow_up", "follow_up_number", b"follow_up_number", "message_id", b"message_id", "pagerduty_dedup_key", b"pagerduty_dedup_key", "recipient", b"recipient", "recipient_id", b"recipient_id", "slack_channel", b"slack_channel", "slack_ts", b"slack_ts", "webhook_id", b"webhook_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProviderReference: _TypeAlias = ProviderReference  # noqa: Y015
+
+@_typing.final
+class NotificationRecipient(_message.Message):
+    """NotificationRecipient is one person a notification asked (PolicySpec.targets,
+    EscalationStep.targets): what was sent to them, or why nothing could be.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
+    CHANNELS_TRIED_FIELD_NUMBER: _builtins.int
+    CHANNELS_ACCEPTED_FIELD_NUMBER: _builtins.int
+    PROVIDER_REFERENCES_FIELD_NUMBER: _builtins.int
+    REMINDERS_SENT_FIELD_NUMBER: _builtins.int
+    UNREACHABLE_REASON_FIELD_NUMBER: _builtins.int
+    recipient_id: _builtins.str
+    """The person (uns.v1.Recipient.recipient_id)."""
+    reminders_sent: _builtins.int
+    """Reminders sent to them."""
+    unreachable_reason: _builtins.str
+    """Why nothing could be sent to them: "no contact on a channel this server
+    has", "the recipient no longer exists". Empty when they were reached.
+    """
+    @_builtins.property
+    def channels_tried(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channels of their contacts that UNS tried, in the order first tried."""
+
+    @_builtins.property
+    def channels_accepted(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channels of their contacts that accepted a message."""
+
+    @_builtins.property
+    def provider_references(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProviderReference]:
+        """The provider's reference of each message they were sent (the delivery,
+        each reminder and escalation step), in the order they were sent.
+        """
+
+    def __init__(
+        self,
+        *,
+        recipient_id: _builtins.str = ...,
+        channels_tried: _abc.Iterable[_builtins.str] | None = ...,
+        channels_accepted: _abc.Iterable[_builtins.str] | None = ...,
+        provider_references: _abc.Iterable[Global___ProviderReference] | None = ...,
+        reminders_sent: _builtins.int = ...,
+        unreachable_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels_accepted", b"channels_accepted", "channels_tried", b"channels_tried", "provider_references", b"provider_references", "recipient_id", b"recipient_id", "reminders_sent", b"reminders_sent", "unreachable_reason", b"unreachable_reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NotificationRecipient: _TypeAlias = NotificationRecipient  # noqa: Y015
 
 @_typing.final
 class Notification(_message.Message):
@@ -872,6 +986,7 @@ class Notification(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     PROVIDER_REFERENCES_FIELD_NUMBER: _builtins.int
+    RECIPIENTS_FIELD_NUMBER: _builtins.int
     WITHDRAW_TIME_FIELD_NUMBER: _builtins.int
     WITHDRAW_ACTOR_FIELD_NUMBER: _builtins.int
     WITHDRAW_REASON_FIELD_NUMBER: _builtins.int
@@ -982,6 +1097,13 @@ class Notification(_message.Message):
         """
 
     @_builtins.property
+    def recipients(self) -> _containers.RepeatedCompositeFieldContainer[Global___NotificationRecipient]:
+        """The people the notification asked, in the order first asked, with the
+        contacts tried, the provider references and the reminders sent to each
+        (SPEC §6). Empty when its policy names no targets.
+        """
+
+    @_builtins.property
     def withdraw_time(self) -> _timestamp_pb2.Timestamp:
         """When the notification (or its pending ack) was withdrawn; unset if never."""
 
@@ -1034,6 +1156,7 @@ class Notification(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         provider_references: _abc.Iterable[Global___ProviderReference] | None = ...,
+        recipients: _abc.Iterable[Global___NotificationRecipient] | None = ...,
         withdraw_time: _timestamp_pb2.Timestamp | None = ...,
         withdraw_actor: _builtins.str = ...,
         withdraw_reason: _builtins.str = ...,
@@ -1044,7 +1167,7 @@ class Notification(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "update_time", b"update_time", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "recipients", b"recipients", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -78,6 +78,36 @@ pub struct EffectivePolicy {
     /// The policy's escalation steps, in order; empty when none.
     #[prost(message, repeated, tag="14")]
     pub escalation: ::prost::alloc::vec::Vec<EscalationStep>,
+    /// The people and rotations the policy asks; empty when none. Rotations are
+    /// resolved to the person on call when each message is sent.
+    #[prost(message, repeated, tag="15")]
+    pub targets: ::prost::alloc::vec::Vec<Target>,
+    /// How many more times the escalation steps run after the first pass.
+    #[prost(int32, tag="16")]
+    pub escalation_loops: i32,
+}
+/// Target names a person or an on-call rotation that a policy, or one of its
+/// escalation steps, asks. A rotation is resolved to the person on call when
+/// each message is sent, so a step that fires after a hand-off asks the new
+/// person. Naming an unknown recipient or rotation is INVALID_REQUEST.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Target {
+    /// Exactly one is required.
+    #[prost(oneof="target::Target", tags="1, 2")]
+    pub target: ::core::option::Option<target::Target>,
+}
+/// Nested message and enum types in `Target`.
+pub mod target {
+    /// Exactly one is required.
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Target {
+        /// A person (uns.v1.Recipient.recipient_id).
+        #[prost(string, tag="1")]
+        RecipientId(::prost::alloc::string::String),
+        /// An on-call rotation (uns.v1.Rotation.rotation_id).
+        #[prost(string, tag="2")]
+        RotationId(::prost::alloc::string::String),
+    }
 }
 /// Reminder re-sends a delivered notification on its channels while its
 /// acknowledgement is PENDING: after first_after, then after each interval
@@ -106,15 +136,20 @@ pub struct Reminder {
 /// interrupted; retried like a reminder), held by quiet hours like deliveries,
 /// and records ESCALATED.
 /// The ack deadline still ends in TIMED_OUT.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct EscalationStep {
     /// Required. From delivery to the step; positive and before the ack
     /// deadline.
     #[prost(message, optional, tag="1")]
     pub after: ::core::option::Option<::prost_types::Duration>,
-    /// Required. The channels the step sends to, e.g. "pagerduty".
+    /// The channels the step sends to, e.g. "pagerduty". A step needs channels
+    /// or targets.
     #[prost(string, repeated, tag="2")]
     pub channels: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The people or rotations the step asks, each on their own contacts, at
+    /// most 20 (a rotation is resolved when the step fires).
+    #[prost(message, repeated, tag="3")]
+    pub targets: ::prost::alloc::vec::Vec<Target>,
 }
 /// DeliveryOutcome summarises the latest dispatch attempt.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -184,6 +219,35 @@ pub struct ProviderReference {
     /// The reminder's or escalation step's number (1-based); 0 for the delivery.
     #[prost(int32, tag="14")]
     pub follow_up_number: i32,
+    /// The person this message was for (a policy's or step's targets); empty for
+    /// a message to a shared channel.
+    #[prost(string, tag="15")]
+    pub recipient_id: ::prost::alloc::string::String,
+}
+/// NotificationRecipient is one person a notification asked (PolicySpec.targets,
+/// EscalationStep.targets): what was sent to them, or why nothing could be.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct NotificationRecipient {
+    /// The person (uns.v1.Recipient.recipient_id).
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// The channels of their contacts that UNS tried, in the order first tried.
+    #[prost(string, repeated, tag="2")]
+    pub channels_tried: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The channels of their contacts that accepted a message.
+    #[prost(string, repeated, tag="3")]
+    pub channels_accepted: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The provider's reference of each message they were sent (the delivery,
+    /// each reminder and escalation step), in the order they were sent.
+    #[prost(message, repeated, tag="4")]
+    pub provider_references: ::prost::alloc::vec::Vec<ProviderReference>,
+    /// Reminders sent to them.
+    #[prost(int32, tag="5")]
+    pub reminders_sent: i32,
+    /// Why nothing could be sent to them: "no contact on a channel this server
+    /// has", "the recipient no longer exists". Empty when they were reached.
+    #[prost(string, tag="6")]
+    pub unreachable_reason: ::prost::alloc::string::String,
 }
 /// Notification is one durable obligation as the server stores it.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -288,6 +352,11 @@ pub struct Notification {
     /// the latest accepted message, in channel name order.
     #[prost(message, repeated, tag="50")]
     pub provider_references: ::prost::alloc::vec::Vec<ProviderReference>,
+    /// The people the notification asked, in the order first asked, with the
+    /// contacts tried, the provider references and the reminders sent to each
+    /// (SPEC §6). Empty when its policy names no targets.
+    #[prost(message, repeated, tag="51")]
+    pub recipients: ::prost::alloc::vec::Vec<NotificationRecipient>,
     /// When the notification (or its pending ack) was withdrawn; unset if never.
     #[prost(message, optional, tag="34")]
     pub withdraw_time: ::core::option::Option<::prost_types::Timestamp>,
@@ -850,6 +919,11 @@ pub struct AckAuditRecord {
     /// Empty for records written before this field existed.
     #[prost(string, tag="9")]
     pub via: ::prost::alloc::string::String,
+    /// The person who answered (acked_by is recipient:<id>): through their own
+    /// link, or a Slack button pressed by the Slack user of their contact. Empty
+    /// for any other actor.
+    #[prost(string, tag="10")]
+    pub recipient_id: ::prost::alloc::string::String,
 }
 /// ListDeliveryAuditRecordsRequest pages through one notification's delivery
 /// audit records.
@@ -1230,6 +1304,12 @@ pub struct PlannedStep {
     /// When it is due if the request were sent now (acceptance + offset).
     #[prost(message, optional, tag="6")]
     pub time: ::core::option::Option<::prost_types::Timestamp>,
+    /// The people it asks, in order: the policy's targets for the delivery and
+    /// reminders, the step's own for an escalation step, each rotation resolved
+    /// to the person on call at the step's time. Empty when it asks nobody
+    /// (a rotation with nobody on call is left out).
+    #[prost(string, repeated, tag="7")]
+    pub recipient_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// AcknowledgeRequest settles a PENDING acknowledgement.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -1516,8 +1596,9 @@ impl PlannedStepKind {
 /// PolicySpec is the content of a policy revision.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PolicySpec {
-    /// Required. Channels to deliver through, e.g. "log", "webhook", "slack",
-    /// "email", "pagerduty". Each must be configured on the server.
+    /// Channels to deliver through, e.g. "log", "webhook", "slack", "email",
+    /// "pagerduty". Each must be configured on the server. A policy needs
+    /// channels or targets.
     #[prost(string, repeated, tag="1")]
     pub channels: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     /// Required. BEST_EFFORT or GUARANTEED.
@@ -1553,6 +1634,19 @@ pub struct PolicySpec {
     /// spec.escalation\[i\].<field>).
     #[prost(message, repeated, tag="10")]
     pub escalation: ::prost::alloc::vec::Vec<EscalationStep>,
+    /// Optional. The people or rotations asked, at most 20: each person gets
+    /// their own message on each of their contacts whose channel the server has,
+    /// with their own answer links, beside the one message per shared channel.
+    /// An unknown recipient or rotation is INVALID_REQUEST
+    /// (spec.targets\[i\].recipient_id or .rotation_id).
+    #[prost(message, repeated, tag="11")]
+    pub targets: ::prost::alloc::vec::Vec<Target>,
+    /// Optional, 0-9. After the last escalation step, start the steps again this
+    /// many times (PagerDuty's num_loops): pass p fires each step p times the
+    /// latest step's `after` later. Every step still stops at the ack deadline.
+    /// Needs escalation steps.
+    #[prost(int32, tag="12")]
+    pub escalation_loops: i32,
 }
 /// PolicyRevision is one immutable revision of a type's policy.
 #[derive(Clone, PartialEq, ::prost::Message)]

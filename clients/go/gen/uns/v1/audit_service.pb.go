@@ -244,7 +244,11 @@ type AckAuditRecord struct {
 	// "link" (a signed action link), "slack" (Slack interactivity),
 	// "pagerduty" (a PagerDuty webhook) or "expiry" (the timeout worker).
 	// Empty for records written before this field existed.
-	Via           string `protobuf:"bytes,9,opt,name=via,proto3" json:"via,omitempty"`
+	Via string `protobuf:"bytes,9,opt,name=via,proto3" json:"via,omitempty"`
+	// The person who answered (acked_by is recipient:<id>): through their own
+	// link, or a Slack button pressed by the Slack user of their contact. Empty
+	// for any other actor.
+	RecipientId   string `protobuf:"bytes,10,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +342,13 @@ func (x *AckAuditRecord) GetCreateTime() *timestamppb.Timestamp {
 func (x *AckAuditRecord) GetVia() string {
 	if x != nil {
 		return x.Via
+	}
+	return ""
+}
+
+func (x *AckAuditRecord) GetRecipientId() string {
+	if x != nil {
+		return x.RecipientId
 	}
 	return ""
 }
@@ -605,7 +616,7 @@ const file_uns_v1_audit_service_proto_rawDesc = "" +
 	"\x12policy_config_hash\x18\x0e \x01(\tR\x10policyConfigHash\x12=\n" +
 	"\fdeliver_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\x12;\n" +
 	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\x84\x03\n" +
+	"createTime\"\xa7\x03\n" +
 	"\x0eAckAuditRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fnotification_id\x18\x02 \x01(\tR\x0enotificationId\x12-\n" +
@@ -616,7 +627,9 @@ const file_uns_v1_audit_service_proto_rawDesc = "" +
 	"\fack_metadata\x18\a \x01(\v2\x17.google.protobuf.StructR\vackMetadata\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12\x10\n" +
-	"\x03via\x18\t \x01(\tR\x03via\"\x86\x01\n" +
+	"\x03via\x18\t \x01(\tR\x03via\x12!\n" +
+	"\frecipient_id\x18\n" +
+	" \x01(\tR\vrecipientId\"\x86\x01\n" +
 	"\x1fListDeliveryAuditRecordsRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +

@@ -805,7 +805,12 @@ type PlannedStep struct {
 	// True when quiet hours moved it later than it would otherwise be.
 	HeldByQuietHours bool `protobuf:"varint,5,opt,name=held_by_quiet_hours,json=heldByQuietHours,proto3" json:"held_by_quiet_hours,omitempty"`
 	// When it is due if the request were sent now (acceptance + offset).
-	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	// The people it asks, in order: the policy's targets for the delivery and
+	// reminders, the step's own for an escalation step, each rotation resolved
+	// to the person on call at the step's time. Empty when it asks nobody
+	// (a rotation with nobody on call is left out).
+	RecipientIds  []string `protobuf:"bytes,7,rep,name=recipient_ids,json=recipientIds,proto3" json:"recipient_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -878,6 +883,13 @@ func (x *PlannedStep) GetHeldByQuietHours() bool {
 func (x *PlannedStep) GetTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Time
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetRecipientIds() []string {
+	if x != nil {
+		return x.RecipientIds
 	}
 	return nil
 }
@@ -1835,14 +1847,15 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x17.uns.v1.SimulateOutcomeR\aoutcome\x128\n" +
 	"\x18existing_notification_id\x18\x06 \x01(\tR\x16existingNotificationId\x12$\n" +
 	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\x128\n" +
-	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\x80\x02\n" +
+	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\xa5\x02\n" +
 	"\vPlannedStep\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.uns.v1.PlannedStepKindR\x04kind\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x05R\x06number\x121\n" +
 	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12\x1a\n" +
 	"\bchannels\x18\x04 \x03(\tR\bchannels\x12-\n" +
 	"\x13held_by_quiet_hours\x18\x05 \x01(\bR\x10heldByQuietHours\x12.\n" +
-	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x8c\x01\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12#\n" +
+	"\rrecipient_ids\x18\a \x03(\tR\frecipientIds\"\x8c\x01\n" +
 	"\x12AcknowledgeRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x18\n" +
 	"\adismiss\x18\x02 \x01(\bR\adismiss\x123\n" +

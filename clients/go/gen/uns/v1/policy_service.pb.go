@@ -78,8 +78,9 @@ func (PolicyRevisionState) EnumDescriptor() ([]byte, []int) {
 // PolicySpec is the content of a policy revision.
 type PolicySpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. Channels to deliver through, e.g. "log", "webhook", "slack",
-	// "email", "pagerduty". Each must be configured on the server.
+	// Channels to deliver through, e.g. "log", "webhook", "slack", "email",
+	// "pagerduty". Each must be configured on the server. A policy needs
+	// channels or targets.
 	Channels []string `protobuf:"bytes,1,rep,name=channels,proto3" json:"channels,omitempty"`
 	// Required. BEST_EFFORT or GUARANTEED.
 	DeliveryMode DeliveryMode `protobuf:"varint,2,opt,name=delivery_mode,json=deliveryMode,proto3,enum=uns.v1.DeliveryMode" json:"delivery_mode,omitempty"`
@@ -104,9 +105,20 @@ type PolicySpec struct {
 	// Optional. Escalation steps while the ack is PENDING, at most 10, each
 	// before the ack deadline. Needs require_ack (INVALID_REQUEST,
 	// spec.escalation[i].<field>).
-	Escalation    []*EscalationStep `protobuf:"bytes,10,rep,name=escalation,proto3" json:"escalation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Escalation []*EscalationStep `protobuf:"bytes,10,rep,name=escalation,proto3" json:"escalation,omitempty"`
+	// Optional. The people or rotations asked, at most 20: each person gets
+	// their own message on each of their contacts whose channel the server has,
+	// with their own answer links, beside the one message per shared channel.
+	// An unknown recipient or rotation is INVALID_REQUEST
+	// (spec.targets[i].recipient_id or .rotation_id).
+	Targets []*Target `protobuf:"bytes,11,rep,name=targets,proto3" json:"targets,omitempty"`
+	// Optional, 0-9. After the last escalation step, start the steps again this
+	// many times (PagerDuty's num_loops): pass p fires each step p times the
+	// latest step's `after` later. Every step still stops at the ack deadline.
+	// Needs escalation steps.
+	EscalationLoops int32 `protobuf:"varint,12,opt,name=escalation_loops,json=escalationLoops,proto3" json:"escalation_loops,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PolicySpec) Reset() {
@@ -207,6 +219,20 @@ func (x *PolicySpec) GetEscalation() []*EscalationStep {
 		return x.Escalation
 	}
 	return nil
+}
+
+func (x *PolicySpec) GetTargets() []*Target {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *PolicySpec) GetEscalationLoops() int32 {
+	if x != nil {
+		return x.EscalationLoops
+	}
+	return 0
 }
 
 // PolicyRevision is one immutable revision of a type's policy.
@@ -762,7 +788,7 @@ var File_uns_v1_policy_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_policy_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xd2\x03\n" +
+	"\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xa7\x04\n" +
 	"\n" +
 	"PolicySpec\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
@@ -779,7 +805,9 @@ const file_uns_v1_policy_service_proto_rawDesc = "" +
 	"\n" +
 	"escalation\x18\n" +
 	" \x03(\v2\x16.uns.v1.EscalationStepR\n" +
-	"escalation\"\x91\x03\n" +
+	"escalation\x12(\n" +
+	"\atargets\x18\v \x03(\v2\x0e.uns.v1.TargetR\atargets\x12)\n" +
+	"\x10escalation_loops\x18\f \x01(\x05R\x0fescalationLoops\"\x91\x03\n" +
 	"\x0ePolicyRevision\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12+\n" +
 	"\x11notification_type\x18\x02 \x01(\tR\x10notificationType\x12\x1a\n" +
@@ -857,7 +885,8 @@ var file_uns_v1_policy_service_proto_goTypes = []any{
 	(*QuietHours)(nil),                     // 13: uns.v1.QuietHours
 	(*Reminder)(nil),                       // 14: uns.v1.Reminder
 	(*EscalationStep)(nil),                 // 15: uns.v1.EscalationStep
-	(*timestamppb.Timestamp)(nil),          // 16: google.protobuf.Timestamp
+	(*Target)(nil),                         // 16: uns.v1.Target
+	(*timestamppb.Timestamp)(nil),          // 17: google.protobuf.Timestamp
 }
 var file_uns_v1_policy_service_proto_depIdxs = []int32{
 	11, // 0: uns.v1.PolicySpec.delivery_mode:type_name -> uns.v1.DeliveryMode
@@ -865,28 +894,29 @@ var file_uns_v1_policy_service_proto_depIdxs = []int32{
 	13, // 2: uns.v1.PolicySpec.quiet_hours:type_name -> uns.v1.QuietHours
 	14, // 3: uns.v1.PolicySpec.reminder:type_name -> uns.v1.Reminder
 	15, // 4: uns.v1.PolicySpec.escalation:type_name -> uns.v1.EscalationStep
-	1,  // 5: uns.v1.PolicyRevision.spec:type_name -> uns.v1.PolicySpec
-	0,  // 6: uns.v1.PolicyRevision.state:type_name -> uns.v1.PolicyRevisionState
-	16, // 7: uns.v1.PolicyRevision.create_time:type_name -> google.protobuf.Timestamp
-	16, // 8: uns.v1.PolicyRevision.activate_time:type_name -> google.protobuf.Timestamp
-	1,  // 9: uns.v1.PutPolicyRevisionRequest.spec:type_name -> uns.v1.PolicySpec
-	2,  // 10: uns.v1.PutPolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 11: uns.v1.ActivatePolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 12: uns.v1.GetPolicyResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 13: uns.v1.ListPolicyRevisionsResponse.revisions:type_name -> uns.v1.PolicyRevision
-	3,  // 14: uns.v1.PolicyService.PutPolicyRevision:input_type -> uns.v1.PutPolicyRevisionRequest
-	5,  // 15: uns.v1.PolicyService.ActivatePolicyRevision:input_type -> uns.v1.ActivatePolicyRevisionRequest
-	7,  // 16: uns.v1.PolicyService.GetPolicy:input_type -> uns.v1.GetPolicyRequest
-	9,  // 17: uns.v1.PolicyService.ListPolicyRevisions:input_type -> uns.v1.ListPolicyRevisionsRequest
-	4,  // 18: uns.v1.PolicyService.PutPolicyRevision:output_type -> uns.v1.PutPolicyRevisionResponse
-	6,  // 19: uns.v1.PolicyService.ActivatePolicyRevision:output_type -> uns.v1.ActivatePolicyRevisionResponse
-	8,  // 20: uns.v1.PolicyService.GetPolicy:output_type -> uns.v1.GetPolicyResponse
-	10, // 21: uns.v1.PolicyService.ListPolicyRevisions:output_type -> uns.v1.ListPolicyRevisionsResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 5: uns.v1.PolicySpec.targets:type_name -> uns.v1.Target
+	1,  // 6: uns.v1.PolicyRevision.spec:type_name -> uns.v1.PolicySpec
+	0,  // 7: uns.v1.PolicyRevision.state:type_name -> uns.v1.PolicyRevisionState
+	17, // 8: uns.v1.PolicyRevision.create_time:type_name -> google.protobuf.Timestamp
+	17, // 9: uns.v1.PolicyRevision.activate_time:type_name -> google.protobuf.Timestamp
+	1,  // 10: uns.v1.PutPolicyRevisionRequest.spec:type_name -> uns.v1.PolicySpec
+	2,  // 11: uns.v1.PutPolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
+	2,  // 12: uns.v1.ActivatePolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
+	2,  // 13: uns.v1.GetPolicyResponse.revision:type_name -> uns.v1.PolicyRevision
+	2,  // 14: uns.v1.ListPolicyRevisionsResponse.revisions:type_name -> uns.v1.PolicyRevision
+	3,  // 15: uns.v1.PolicyService.PutPolicyRevision:input_type -> uns.v1.PutPolicyRevisionRequest
+	5,  // 16: uns.v1.PolicyService.ActivatePolicyRevision:input_type -> uns.v1.ActivatePolicyRevisionRequest
+	7,  // 17: uns.v1.PolicyService.GetPolicy:input_type -> uns.v1.GetPolicyRequest
+	9,  // 18: uns.v1.PolicyService.ListPolicyRevisions:input_type -> uns.v1.ListPolicyRevisionsRequest
+	4,  // 19: uns.v1.PolicyService.PutPolicyRevision:output_type -> uns.v1.PutPolicyRevisionResponse
+	6,  // 20: uns.v1.PolicyService.ActivatePolicyRevision:output_type -> uns.v1.ActivatePolicyRevisionResponse
+	8,  // 21: uns.v1.PolicyService.GetPolicy:output_type -> uns.v1.GetPolicyResponse
+	10, // 22: uns.v1.PolicyService.ListPolicyRevisions:output_type -> uns.v1.ListPolicyRevisionsResponse
+	19, // [19:23] is the sub-list for method output_type
+	15, // [15:19] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_policy_service_proto_init() }

@@ -734,9 +734,14 @@ type EffectivePolicy struct {
 	// The policy's reminders; unset when none.
 	Reminder *Reminder `protobuf:"bytes,13,opt,name=reminder,proto3" json:"reminder,omitempty"`
 	// The policy's escalation steps, in order; empty when none.
-	Escalation    []*EscalationStep `protobuf:"bytes,14,rep,name=escalation,proto3" json:"escalation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Escalation []*EscalationStep `protobuf:"bytes,14,rep,name=escalation,proto3" json:"escalation,omitempty"`
+	// The people and rotations the policy asks; empty when none. Rotations are
+	// resolved to the person on call when each message is sent.
+	Targets []*Target `protobuf:"bytes,15,rep,name=targets,proto3" json:"targets,omitempty"`
+	// How many more times the escalation steps run after the first pass.
+	EscalationLoops int32 `protobuf:"varint,16,opt,name=escalation_loops,json=escalationLoops,proto3" json:"escalation_loops,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *EffectivePolicy) Reset() {
@@ -867,6 +872,110 @@ func (x *EffectivePolicy) GetEscalation() []*EscalationStep {
 	return nil
 }
 
+func (x *EffectivePolicy) GetTargets() []*Target {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *EffectivePolicy) GetEscalationLoops() int32 {
+	if x != nil {
+		return x.EscalationLoops
+	}
+	return 0
+}
+
+// Target names a person or an on-call rotation that a policy, or one of its
+// escalation steps, asks. A rotation is resolved to the person on call when
+// each message is sent, so a step that fires after a hand-off asks the new
+// person. Naming an unknown recipient or rotation is INVALID_REQUEST.
+type Target struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one is required.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*Target_RecipientId
+	//	*Target_RotationId
+	Target        isTarget_Target `protobuf_oneof:"target"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Target) Reset() {
+	*x = Target{}
+	mi := &file_uns_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Target) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Target) ProtoMessage() {}
+
+func (x *Target) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Target.ProtoReflect.Descriptor instead.
+func (*Target) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Target) GetTarget() isTarget_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Target) GetRecipientId() string {
+	if x != nil {
+		if x, ok := x.Target.(*Target_RecipientId); ok {
+			return x.RecipientId
+		}
+	}
+	return ""
+}
+
+func (x *Target) GetRotationId() string {
+	if x != nil {
+		if x, ok := x.Target.(*Target_RotationId); ok {
+			return x.RotationId
+		}
+	}
+	return ""
+}
+
+type isTarget_Target interface {
+	isTarget_Target()
+}
+
+type Target_RecipientId struct {
+	// A person (uns.v1.Recipient.recipient_id).
+	RecipientId string `protobuf:"bytes,1,opt,name=recipient_id,json=recipientId,proto3,oneof"`
+}
+
+type Target_RotationId struct {
+	// An on-call rotation (uns.v1.Rotation.rotation_id).
+	RotationId string `protobuf:"bytes,2,opt,name=rotation_id,json=rotationId,proto3,oneof"`
+}
+
+func (*Target_RecipientId) isTarget_Target() {}
+
+func (*Target_RotationId) isTarget_Target() {}
+
 // Reminder re-sends a delivered notification on its channels while its
 // acknowledgement is PENDING: after first_after, then after each interval
 // times multiplier, at most max_count times, and never at or after the ack
@@ -890,7 +999,7 @@ type Reminder struct {
 
 func (x *Reminder) Reset() {
 	*x = Reminder{}
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1011,7 @@ func (x *Reminder) String() string {
 func (*Reminder) ProtoMessage() {}
 
 func (x *Reminder) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[3]
+	mi := &file_uns_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1024,7 @@ func (x *Reminder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reminder.ProtoReflect.Descriptor instead.
 func (*Reminder) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Reminder) GetFirstAfter() *durationpb.Duration {
@@ -950,15 +1059,19 @@ type EscalationStep struct {
 	// Required. From delivery to the step; positive and before the ack
 	// deadline.
 	After *durationpb.Duration `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
-	// Required. The channels the step sends to, e.g. "pagerduty".
-	Channels      []string `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// The channels the step sends to, e.g. "pagerduty". A step needs channels
+	// or targets.
+	Channels []string `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// The people or rotations the step asks, each on their own contacts, at
+	// most 20 (a rotation is resolved when the step fires).
+	Targets       []*Target `protobuf:"bytes,3,rep,name=targets,proto3" json:"targets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EscalationStep) Reset() {
 	*x = EscalationStep{}
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1083,7 @@ func (x *EscalationStep) String() string {
 func (*EscalationStep) ProtoMessage() {}
 
 func (x *EscalationStep) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[4]
+	mi := &file_uns_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1096,7 @@ func (x *EscalationStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EscalationStep.ProtoReflect.Descriptor instead.
 func (*EscalationStep) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EscalationStep) GetAfter() *durationpb.Duration {
@@ -996,6 +1109,13 @@ func (x *EscalationStep) GetAfter() *durationpb.Duration {
 func (x *EscalationStep) GetChannels() []string {
 	if x != nil {
 		return x.Channels
+	}
+	return nil
+}
+
+func (x *EscalationStep) GetTargets() []*Target {
+	if x != nil {
+		return x.Targets
 	}
 	return nil
 }
@@ -1017,7 +1137,7 @@ type DeliveryOutcome struct {
 
 func (x *DeliveryOutcome) Reset() {
 	*x = DeliveryOutcome{}
-	mi := &file_uns_v1_types_proto_msgTypes[5]
+	mi := &file_uns_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1149,7 @@ func (x *DeliveryOutcome) String() string {
 func (*DeliveryOutcome) ProtoMessage() {}
 
 func (x *DeliveryOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[5]
+	mi := &file_uns_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1162,7 @@ func (x *DeliveryOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryOutcome.ProtoReflect.Descriptor instead.
 func (*DeliveryOutcome) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeliveryOutcome) GetChannelsAttempted() []string {
@@ -1111,13 +1231,16 @@ type ProviderReference struct {
 	FollowUp string `protobuf:"bytes,13,opt,name=follow_up,json=followUp,proto3" json:"follow_up,omitempty"`
 	// The reminder's or escalation step's number (1-based); 0 for the delivery.
 	FollowUpNumber int32 `protobuf:"varint,14,opt,name=follow_up_number,json=followUpNumber,proto3" json:"follow_up_number,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The person this message was for (a policy's or step's targets); empty for
+	// a message to a shared channel.
+	RecipientId   string `protobuf:"bytes,15,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProviderReference) Reset() {
 	*x = ProviderReference{}
-	mi := &file_uns_v1_types_proto_msgTypes[6]
+	mi := &file_uns_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1252,7 @@ func (x *ProviderReference) String() string {
 func (*ProviderReference) ProtoMessage() {}
 
 func (x *ProviderReference) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[6]
+	mi := &file_uns_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1265,7 @@ func (x *ProviderReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderReference.ProtoReflect.Descriptor instead.
 func (*ProviderReference) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProviderReference) GetChannel() string {
@@ -1243,6 +1366,107 @@ func (x *ProviderReference) GetFollowUpNumber() int32 {
 	return 0
 }
 
+func (x *ProviderReference) GetRecipientId() string {
+	if x != nil {
+		return x.RecipientId
+	}
+	return ""
+}
+
+// NotificationRecipient is one person a notification asked (PolicySpec.targets,
+// EscalationStep.targets): what was sent to them, or why nothing could be.
+type NotificationRecipient struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The person (uns.v1.Recipient.recipient_id).
+	RecipientId string `protobuf:"bytes,1,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
+	// The channels of their contacts that UNS tried, in the order first tried.
+	ChannelsTried []string `protobuf:"bytes,2,rep,name=channels_tried,json=channelsTried,proto3" json:"channels_tried,omitempty"`
+	// The channels of their contacts that accepted a message.
+	ChannelsAccepted []string `protobuf:"bytes,3,rep,name=channels_accepted,json=channelsAccepted,proto3" json:"channels_accepted,omitempty"`
+	// The provider's reference of each message they were sent (the delivery,
+	// each reminder and escalation step), in the order they were sent.
+	ProviderReferences []*ProviderReference `protobuf:"bytes,4,rep,name=provider_references,json=providerReferences,proto3" json:"provider_references,omitempty"`
+	// Reminders sent to them.
+	RemindersSent int32 `protobuf:"varint,5,opt,name=reminders_sent,json=remindersSent,proto3" json:"reminders_sent,omitempty"`
+	// Why nothing could be sent to them: "no contact on a channel this server
+	// has", "the recipient no longer exists". Empty when they were reached.
+	UnreachableReason string `protobuf:"bytes,6,opt,name=unreachable_reason,json=unreachableReason,proto3" json:"unreachable_reason,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *NotificationRecipient) Reset() {
+	*x = NotificationRecipient{}
+	mi := &file_uns_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationRecipient) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationRecipient) ProtoMessage() {}
+
+func (x *NotificationRecipient) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationRecipient.ProtoReflect.Descriptor instead.
+func (*NotificationRecipient) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NotificationRecipient) GetRecipientId() string {
+	if x != nil {
+		return x.RecipientId
+	}
+	return ""
+}
+
+func (x *NotificationRecipient) GetChannelsTried() []string {
+	if x != nil {
+		return x.ChannelsTried
+	}
+	return nil
+}
+
+func (x *NotificationRecipient) GetChannelsAccepted() []string {
+	if x != nil {
+		return x.ChannelsAccepted
+	}
+	return nil
+}
+
+func (x *NotificationRecipient) GetProviderReferences() []*ProviderReference {
+	if x != nil {
+		return x.ProviderReferences
+	}
+	return nil
+}
+
+func (x *NotificationRecipient) GetRemindersSent() int32 {
+	if x != nil {
+		return x.RemindersSent
+	}
+	return 0
+}
+
+func (x *NotificationRecipient) GetUnreachableReason() string {
+	if x != nil {
+		return x.UnreachableReason
+	}
+	return ""
+}
+
 // Notification is one durable obligation as the server stores it.
 type Notification struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1313,6 +1537,10 @@ type Notification struct {
 	// Per channel that accepted the notification, the provider's reference for
 	// the latest accepted message, in channel name order.
 	ProviderReferences []*ProviderReference `protobuf:"bytes,50,rep,name=provider_references,json=providerReferences,proto3" json:"provider_references,omitempty"`
+	// The people the notification asked, in the order first asked, with the
+	// contacts tried, the provider references and the reminders sent to each
+	// (SPEC §6). Empty when its policy names no targets.
+	Recipients []*NotificationRecipient `protobuf:"bytes,51,rep,name=recipients,proto3" json:"recipients,omitempty"`
 	// When the notification (or its pending ack) was withdrawn; unset if never.
 	WithdrawTime *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=withdraw_time,json=withdrawTime,proto3" json:"withdraw_time,omitempty"`
 	// Who withdrew it: the producer's principal or the operator.
@@ -1336,7 +1564,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_uns_v1_types_proto_msgTypes[7]
+	mi := &file_uns_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1576,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[7]
+	mi := &file_uns_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1589,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Notification) GetId() string {
@@ -1595,6 +1823,13 @@ func (x *Notification) GetProviderReferences() []*ProviderReference {
 	return nil
 }
 
+func (x *Notification) GetRecipients() []*NotificationRecipient {
+	if x != nil {
+		return x.Recipients
+	}
+	return nil
+}
+
 func (x *Notification) GetWithdrawTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.WithdrawTime
@@ -1667,7 +1902,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_uns_v1_types_proto_msgTypes[8]
+	mi := &file_uns_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1914,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[8]
+	mi := &file_uns_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1927,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Event) GetId() string {
@@ -1749,7 +1984,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"QuietHours\x12\x1b\n" +
 	"\ttime_zone\x18\x01 \x01(\tR\btimeZone\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\tR\x05start\x12\x10\n" +
-	"\x03end\x18\x03 \x01(\tR\x03end\"\xe5\x04\n" +
+	"\x03end\x18\x03 \x01(\tR\x03end\"\xba\x05\n" +
 	"\x0fEffectivePolicy\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
 	"\rdelivery_mode\x18\x02 \x01(\x0e2\x14.uns.v1.DeliveryModeR\fdeliveryMode\x12\x1f\n" +
@@ -1770,22 +2005,30 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\breminder\x18\r \x01(\v2\x10.uns.v1.ReminderR\breminder\x126\n" +
 	"\n" +
 	"escalation\x18\x0e \x03(\v2\x16.uns.v1.EscalationStepR\n" +
-	"escalation\"\x83\x01\n" +
+	"escalation\x12(\n" +
+	"\atargets\x18\x0f \x03(\v2\x0e.uns.v1.TargetR\atargets\x12)\n" +
+	"\x10escalation_loops\x18\x10 \x01(\x05R\x0fescalationLoops\"Z\n" +
+	"\x06Target\x12#\n" +
+	"\frecipient_id\x18\x01 \x01(\tH\x00R\vrecipientId\x12!\n" +
+	"\vrotation_id\x18\x02 \x01(\tH\x00R\n" +
+	"rotationIdB\b\n" +
+	"\x06target\"\x83\x01\n" +
 	"\bReminder\x12:\n" +
 	"\vfirst_after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"firstAfter\x12\x1e\n" +
 	"\n" +
 	"multiplier\x18\x02 \x01(\x01R\n" +
 	"multiplier\x12\x1b\n" +
-	"\tmax_count\x18\x03 \x01(\x05R\bmaxCount\"]\n" +
+	"\tmax_count\x18\x03 \x01(\x05R\bmaxCount\"\x87\x01\n" +
 	"\x0eEscalationStep\x12/\n" +
 	"\x05after\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x05after\x12\x1a\n" +
-	"\bchannels\x18\x02 \x03(\tR\bchannels\"\xbd\x01\n" +
+	"\bchannels\x18\x02 \x03(\tR\bchannels\x12(\n" +
+	"\atargets\x18\x03 \x03(\v2\x0e.uns.v1.TargetR\atargets\"\xbd\x01\n" +
 	"\x0fDeliveryOutcome\x12-\n" +
 	"\x12channels_attempted\x18\x01 \x03(\tR\x11channelsAttempted\x12-\n" +
 	"\x12channels_succeeded\x18\x02 \x03(\tR\x11channelsSucceeded\x12'\n" +
 	"\x0fchannels_failed\x18\x03 \x03(\tR\x0echannelsFailed\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xfa\x03\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x9d\x04\n" +
 	"\x11ProviderReference\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12!\n" +
 	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12\x1c\n" +
@@ -1804,7 +2047,15 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"webhook_id\x18\f \x01(\tR\twebhookId\x12\x1b\n" +
 	"\tfollow_up\x18\r \x01(\tR\bfollowUp\x12(\n" +
-	"\x10follow_up_number\x18\x0e \x01(\x05R\x0efollowUpNumber\"\x89\x0f\n" +
+	"\x10follow_up_number\x18\x0e \x01(\x05R\x0efollowUpNumber\x12!\n" +
+	"\frecipient_id\x18\x0f \x01(\tR\vrecipientId\"\xb0\x02\n" +
+	"\x15NotificationRecipient\x12!\n" +
+	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x12%\n" +
+	"\x0echannels_tried\x18\x02 \x03(\tR\rchannelsTried\x12+\n" +
+	"\x11channels_accepted\x18\x03 \x03(\tR\x10channelsAccepted\x12J\n" +
+	"\x13provider_references\x18\x04 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12%\n" +
+	"\x0ereminders_sent\x18\x05 \x01(\x05R\rremindersSent\x12-\n" +
+	"\x12unreachable_reason\x18\x06 \x01(\tR\x11unreachableReason\"\xc8\x0f\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -1842,7 +2093,10 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18  \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12J\n" +
-	"\x13provider_references\x182 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12?\n" +
+	"\x13provider_references\x182 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12=\n" +
+	"\n" +
+	"recipients\x183 \x03(\v2\x1d.uns.v1.NotificationRecipientR\n" +
+	"recipients\x12?\n" +
 	"\rwithdraw_time\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\fwithdrawTime\x12%\n" +
 	"\x0ewithdraw_actor\x18# \x01(\tR\rwithdrawActor\x12'\n" +
 	"\x0fwithdraw_reason\x18$ \x01(\tR\x0ewithdrawReason\x12%\n" +
@@ -1931,7 +2185,7 @@ func file_uns_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationIntent)(0),       // 0: uns.v1.NotificationIntent
 	(AutonomyMode)(0),             // 1: uns.v1.AutonomyMode
@@ -1943,53 +2197,59 @@ var file_uns_v1_types_proto_goTypes = []any{
 	(*AutonomyContext)(nil),       // 7: uns.v1.AutonomyContext
 	(*QuietHours)(nil),            // 8: uns.v1.QuietHours
 	(*EffectivePolicy)(nil),       // 9: uns.v1.EffectivePolicy
-	(*Reminder)(nil),              // 10: uns.v1.Reminder
-	(*EscalationStep)(nil),        // 11: uns.v1.EscalationStep
-	(*DeliveryOutcome)(nil),       // 12: uns.v1.DeliveryOutcome
-	(*ProviderReference)(nil),     // 13: uns.v1.ProviderReference
-	(*Notification)(nil),          // 14: uns.v1.Notification
-	(*Event)(nil),                 // 15: uns.v1.Event
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 18: google.protobuf.Struct
+	(*Target)(nil),                // 10: uns.v1.Target
+	(*Reminder)(nil),              // 11: uns.v1.Reminder
+	(*EscalationStep)(nil),        // 12: uns.v1.EscalationStep
+	(*DeliveryOutcome)(nil),       // 13: uns.v1.DeliveryOutcome
+	(*ProviderReference)(nil),     // 14: uns.v1.ProviderReference
+	(*NotificationRecipient)(nil), // 15: uns.v1.NotificationRecipient
+	(*Notification)(nil),          // 16: uns.v1.Notification
+	(*Event)(nil),                 // 17: uns.v1.Event
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
 }
 var file_uns_v1_types_proto_depIdxs = []int32{
 	1,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
 	2,  // 1: uns.v1.EffectivePolicy.delivery_mode:type_name -> uns.v1.DeliveryMode
 	3,  // 2: uns.v1.EffectivePolicy.priority:type_name -> uns.v1.Priority
 	8,  // 3: uns.v1.EffectivePolicy.quiet_hours:type_name -> uns.v1.QuietHours
-	10, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
-	11, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
-	16, // 6: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
-	16, // 7: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
-	17, // 8: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
-	0,  // 9: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
-	7,  // 10: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
-	18, // 11: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
-	9,  // 12: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
-	4,  // 13: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
-	12, // 14: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
-	17, // 15: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
-	17, // 16: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
-	17, // 17: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
-	5,  // 18: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
-	17, // 19: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
-	17, // 20: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
-	18, // 21: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
-	17, // 22: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
-	17, // 23: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	13, // 24: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
-	17, // 25: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
-	17, // 26: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
-	17, // 27: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
-	6,  // 28: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	17, // 29: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	18, // 30: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	11, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
+	12, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
+	10, // 6: uns.v1.EffectivePolicy.targets:type_name -> uns.v1.Target
+	18, // 7: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
+	18, // 8: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
+	10, // 9: uns.v1.EscalationStep.targets:type_name -> uns.v1.Target
+	19, // 10: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
+	14, // 11: uns.v1.NotificationRecipient.provider_references:type_name -> uns.v1.ProviderReference
+	0,  // 12: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
+	7,  // 13: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
+	20, // 14: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
+	9,  // 15: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
+	4,  // 16: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
+	13, // 17: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
+	19, // 18: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
+	19, // 19: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
+	19, // 20: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
+	5,  // 21: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
+	19, // 22: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
+	19, // 23: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
+	20, // 24: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
+	19, // 25: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
+	19, // 26: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
+	14, // 27: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
+	15, // 28: uns.v1.Notification.recipients:type_name -> uns.v1.NotificationRecipient
+	19, // 29: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
+	19, // 30: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
+	19, // 31: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	6,  // 32: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	19, // 33: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	20, // 34: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
@@ -1997,13 +2257,17 @@ func file_uns_v1_types_proto_init() {
 	if File_uns_v1_types_proto != nil {
 		return
 	}
+	file_uns_v1_types_proto_msgTypes[3].OneofWrappers = []any{
+		(*Target_RecipientId)(nil),
+		(*Target_RotationId)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_types_proto_rawDesc), len(file_uns_v1_types_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

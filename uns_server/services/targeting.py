@@ -1,0 +1,115 @@
+"""Who a step asks (SPEC §6): a policy's or an escalation step's targets resolved to
+people at the instant the message is sent, or planned (Simulate).
+
+Rotations are read when asked, never frozen with the policy: the ACCEPTED event
+freezes the targets as written, so a step that fires after a hand-off asks the person
+on call then (``domain.oncall.resolve_targets``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from uns_server.domain.oncall import resolve_targets
+from uns_server.domain.people import Recipient
+from uns_server.domain.schedule import Step, StepKind
+from uns_server.domain.targets import Target
+from uns_server.store import people
+from uns_server.store.db import Database
+
+
+async def asked_by_step(
+    db: Database, steps: Sequence[Step]
+) -> dict[tuple[StepKind, int], tuple[str, ...]]:
+    """Simulate's ``recipient_ids`` per planned step, each rotation resolved at the
+    step's planned time; steps that ask nobody are left out."""
+    named = {t.rotation_id for s in steps for t in s.targets if t.rotation_id}
+    if not any(s.targets for s in steps):
+        return {}
+    async with db.read() as conn:
+        rotations = await people.rotations_by_id(conn, named)
+    out: dict[tuple[StepKind, int], tuple[str, ...]] = {}
+    for s in steps:
+        who = resolve_targets(s.targets, s.at, rotations)
+        if who:
+            out[(s.kind, s.number)] = who
+    return out
+
+
+async def people_at(
+    db: Database, targets: Sequence[Target], at: datetime
+) -> tuple[tuple[str, ...], Mapping[str, Recipient], tuple[str, ...]]:
+    """The people ``targets`` ask at ``at`` (ids in order), those of them that exist,
+    and the rotations that no longer exist (asked nobody)."""
+    if not targets:
+        return (), {}, ()
+    async with db.read() as conn:
+        rotations = await people.rotations_by_id(
+            conn, {t.rotation_id for t in targets if t.rotation_id}
+        )
+        who = resolve_targets(targets, at, rotations)
+        found = await people.recipients_by_id(conn, who)
+    gone = tuple(t.rotation_id for t in targets if t.rotation_id and t.rotation_id not in rotations)
+    return who, found, gone
+
+
+@dataclass(frozen=True)
+class PersonRoute:
+    """One message to one person on one of their contacts. ``key`` names it among
+    the notification's deliveries (``<channel>@<recipient id>``, ``+<n>`` for a
+    person's further contact on the same channel): it stands where a channel name
+    stands in the outcome (``channels_succeeded``), the provider references and the
+    events, so a retry sends only what has not been accepted."""
+
+    key: str
+    channel: str
+    recipient_id: str
+    address: str
+
+
+@dataclass(frozen=True)
+class Asked:
+    """Who a message asks now: each person's routes, and whom it could not reach
+    (``{recipient_id | rotation_id, reason}``; recorded, never silently skipped)."""
+
+    routes: tuple[PersonRoute, ...] = ()
+    unreachable: tuple[dict[str, str], ...] = ()
+
+
+NO_CONTACT = "no contact on a channel this server has"
+DELETED_RECIPIENT = "the recipient no longer exists"
+DELETED_ROTATION = "the rotation no longer exists"
+
+
+def routes_of(
+    who: Sequence[str], found: Mapping[str, Recipient], channels: Collection[str]
+) -> Asked:
+    routes: list[PersonRoute] = []
+    unreachable: list[dict[str, str]] = []
+    for rid in who:
+        person = found.get(rid)
+        if person is None:
+            unreachable.append({"recipient_id": rid, "reason": DELETED_RECIPIENT})
+            continue
+        usable = [c for c in person.contacts if c.channel in channels]
+        if not usable:
+            unreachable.append({"recipient_id": rid, "reason": NO_CONTACT})
+        seen: dict[str, int] = {}
+        for contact in usable:
+            n = seen[contact.channel] = seen.get(contact.channel, 0) + 1
+            key = f"{contact.channel}@{rid}" + (f"+{n}" if n > 1 else "")
+            routes.append(PersonRoute(key, contact.channel, rid, contact.address))
+    return Asked(tuple(routes), tuple(unreachable))
+
+
+async def asked_at(
+    db: Database, targets: Sequence[Target], at: datetime, channels: Collection[str]
+) -> Asked:
+    """Each person ``targets`` ask at ``at`` on each of their contacts whose channel
+    is in ``channels`` (the server's), and whom they cannot reach."""
+    who, found, gone = await people_at(db, targets, at)
+    asked = routes_of(who, found, channels)
+    lost = tuple({"rotation_id": r, "reason": DELETED_ROTATION} for r in gone)
+    return Asked(asked.routes, asked.unreachable + lost)

@@ -1,0 +1,131 @@
+"""What a follow-up step sends (``workers.followups``): its message per channel or per
+person, the people its targets ask when it fires, and the references of what it sent.
+
+A reminder asks the policy's targets, an escalation step its own (SPEC §6); a rotation
+is resolved when the step is sent (each call of it: a retry after a hand-off asks the
+new person). Each person's message stands under its route key, as in a delivery
+(``services.targeting.PersonRoute``), beside the step's shared channels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from uns_server.channels.base import ChannelResult, OutboundMessage
+from uns_server.domain import schedule
+from uns_server.domain.records import Notification
+from uns_server.services import targeting
+from uns_server.services.action_links import ActionLinkService
+from uns_server.services.targeting import PersonRoute
+from uns_server.store.db import Database
+from uns_server.workers.dispatch.references import follow_up_key, sent_reference
+from uns_server.workers.followup_progress import Progress
+from uns_server.workers.messages import outbound_message
+
+# The stand-in channel of a step whose targets reach nobody and that has no channel
+# of its own: it is refused (the step GAVE_UP, its event says whom it could not reach).
+NOBODY = "targets"
+
+
+@dataclass(frozen=True)
+class FollowUpClaim:
+    notification: Notification
+    token: str
+    step: schedule.Step
+    recovered: bool  # an earlier try of this step never settled
+    # The channels to call now: the step's, less those that answered it for good.
+    channels: tuple[str, ...] = ()
+    # The step's targets as resolved for this call (``ask``).
+    routes: tuple[PersonRoute, ...] = ()
+    unreachable: tuple[dict[str, str], ...] = ()
+
+    def route(self, key: str) -> PersonRoute | None:
+        return next((r for r in self.routes if r.key == key), None)
+
+    @property
+    def people(self) -> dict[str, str]:
+        return {r.key: r.recipient_id for r in self.routes}
+
+
+@dataclass(frozen=True)
+class Sent:
+    channel: str
+    result: ChannelResult
+
+
+async def ask(
+    db: Database, claim: FollowUpClaim, channels: Collection[str], now: datetime
+) -> FollowUpClaim:
+    """The claim with its step's targets resolved at ``now``: the step's channels grow
+    by every person's route (so the step is decided over them), the calls by those
+    routes that have not answered it for good."""
+    step = claim.step
+    if not step.targets:
+        return claim
+    asked = await targeting.asked_at(db, step.targets, now, channels)
+    progress = Progress.of(claim.notification, step)
+    answers = progress.answers() if progress else {}
+    keys = tuple(r.key for r in asked.routes)
+    if not keys and not step.channels:
+        keys = (NOBODY,)
+    # Recomputed here (not the claim's fallback to every channel): with people, only
+    # what has not answered for good is called again.
+    calls = tuple(k for k in step.channels + keys if k not in answers or answers[k].transient)
+    return dataclasses.replace(
+        claim,
+        step=dataclasses.replace(step, channels=step.channels + keys),
+        channels=calls,
+        routes=asked.routes,
+        unreachable=asked.unreachable,
+    )
+
+
+def message(claim: FollowUpClaim, channel: str, links: ActionLinkService | None) -> OutboundMessage:
+    n, step = claim.notification, claim.step
+    route = claim.route(channel)
+    label = "Reminder" if step.kind == schedule.StepKind.REMINDER else "Escalation step"
+    make_links = None
+    if links is not None and n.require_ack and n.deadline is not None:
+        make_links = links.until(n.id, n.deadline)
+    return outbound_message(
+        n,
+        attempt=step.number,
+        # Stable across recoveries of this step, so providers can drop duplicates.
+        idempotency_token=f"{n.id}:{channel}:{step.kind.value.lower()}:{step.number}",
+        links=make_links,
+        title_prefix=f"{label} {step.number}: ",
+        follow_up=step.kind.value,
+        follow_up_number=step.number,
+        recipient_id=route.recipient_id if route else "",
+        to=route.address if route else "",
+    )
+
+
+def follow_up_refs(
+    current: Notification, claim: FollowUpClaim, sent: Sequence[Sent], now: datetime
+) -> dict[str, Any] | None:
+    """``current``'s provider references with the messages this call of the step sent
+    (one entry per channel or person's route and step), so that they are updated or
+    resolved when the obligation ends and answers to them are recognised; None if
+    nothing was sent."""
+    step = claim.step
+    new: dict[str, Any] = {}
+    for s in sent:
+        route = claim.route(s.channel)
+        ref = sent_reference(
+            route.channel if route else s.channel,
+            s.result,
+            attempt=step.number,
+            cycle=current.cycle,
+            at=now,
+            follow_up=step.kind.value,
+            follow_up_number=step.number,
+            recipient_id=route.recipient_id if route else "",
+        )
+        if ref is not None:
+            new[follow_up_key(s.channel, step.kind.value, step.number)] = ref
+    return {**(current.provider_refs or {}), **new} if new else None
