@@ -1,6 +1,7 @@
 """One claim's attempt: call each channel still to deliver, outside any transaction,
 then hand the answers to ``Settlement``. A provider call is bounded by a share of the
-lease; a timeout or an adapter bug is a transient answer, never a lost obligation."""
+lease; a timeout or an adapter bug is a transient answer, never a lost obligation
+(``workers.provider_call``)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,9 @@ from uns_server.services.action_links import ActionLinkService
 from uns_server.workers.dispatch.claims import Attempt, Claim
 from uns_server.workers.dispatch.settlement import Settlement
 from uns_server.workers.messages import outbound_message
+from uns_server.workers.provider_call import guarded_call
 
 log = logging.getLogger("uns.dispatch")
-
-# A provider call that outlives this share of the lease would settle too late anyway.
-SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
 
 _ATTEMPT_OUTCOME = {
     Status.DELIVERED: "delivered",
@@ -72,7 +71,7 @@ class Sender:
         self._channels = channels
         self._clock = clock
         self._settlement = settlement
-        self._timeout = lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE
+        self._lease = lease
         self._tracer, self._metrics = tracer, metrics
         self._links = links  # Acknowledge/Dismiss links in messages (HTTP surface on)
 
@@ -129,22 +128,13 @@ class Sender:
 
     async def _call_adapter(self, claim: Claim, channel_name: str) -> ChannelResult:
         if channel_name not in self._channels:
-            result = ChannelResult.permanent(f"channel {channel_name!r} is not configured")
-        else:
-            try:
-                async with asyncio.timeout(self._timeout):
-                    result = await self._channels.get(channel_name).send(
-                        self._message(claim, channel_name)
-                    )
-            except TimeoutError:
-                result = ChannelResult.transient("provider call timed out")
-            except Exception as exc:  # an adapter bug must not lose the obligation
-                log.exception(
-                    "channel adapter raised",
-                    extra={"channel": channel_name, "notification_id": claim.notification.id},
-                )
-                result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
-        return result
+            return ChannelResult.permanent(f"channel {channel_name!r} is not configured")
+        channel = self._channels.get(channel_name)
+        return await guarded_call(
+            lambda: channel.send(self._message(claim, channel_name)),
+            lease=self._lease,
+            log_extra={"channel": channel_name, "notification_id": claim.notification.id},
+        )
 
     def _message(self, claim: Claim, channel: str) -> OutboundMessage:
         n = claim.notification
