@@ -1,8 +1,9 @@
-"""The claiming loop: ``Dispatcher`` keeps up to ``concurrency`` deliveries in flight,
-claiming due leaders in batches (``store.dispatch.claim``, asking
-``lifecycle.decide_claim`` about each), and takes the leases intake hands over
-(``reserve``, ``lease_new``, ``hand_over``). Each claim is delivered by ``Sender`` and
-settled by ``Settlement`` (see the package docstring for the whole attempt)."""
+"""The claiming round: ``Dispatcher`` keeps up to ``concurrency`` deliveries in flight,
+run by the shared worker loop (``workers.loop``), claiming due leaders in batches
+(``store.dispatch.claim``, asking ``lifecycle.decide_claim`` about each), and takes
+the leases intake hands over (``reserve``, ``lease_new``, ``hand_over``). Each claim
+is delivered by ``Sender`` and settled by ``Settlement`` (see the package docstring
+for the whole attempt)."""
 
 from __future__ import annotations
 
