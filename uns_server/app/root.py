@@ -47,6 +47,7 @@ from uns_server.workers.followups import FollowUpWorker
 from uns_server.workers.loop import LoopWorker
 from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.queue_sampler import QueueSampler
+from uns_server.workers.receipts import ReceiptPruner
 from uns_server.workers.statistics import FirstAnalyze
 from uns_server.workers.supervision import Supervision
 from uns_server.workers.undeliverable import UndeliverableWatch
@@ -145,6 +146,8 @@ class App:
             idle_poll_seconds=settings.idle_poll_seconds,
             supervision=self.supervision,
         )
+        # Provider-callback receipts past the window in which a replay is refused.
+        self.receipts = ReceiptPruner(self.db, clock)
         # Reminders and escalation steps of pending acks (policy reminder/escalation).
         self.followups = FollowUpWorker(
             self.db,
@@ -308,9 +311,10 @@ class App:
 
     @property
     def writers(self) -> tuple[LoopWorker, ...]:
-        """The workers that write (``required``: each reports to ``Supervision``); on
-        shutdown they are stopped between rounds, not cancelled inside one."""
-        return (self.dispatcher, self.expiry, self.message_updater, self.followups)
+        """The workers that write (all but the receipt pruner ``required``: they report
+        to ``Supervision``); on shutdown they are stopped between rounds, not cancelled
+        inside one."""
+        return (self.dispatcher, self.expiry, self.message_updater, self.followups, self.receipts)
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace

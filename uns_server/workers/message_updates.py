@@ -5,8 +5,7 @@
 ``domain.message_updates.decide_settle`` what the answer makes of each: DONE, PENDING
 again with backoff (transient), or FAILED (permanent, or ``MAX_ATTEMPTS`` used), which
 the store records only while the lease is still held. An update whose worker died is
-claimed again once its lease expires. The same round prunes old provider-callback
-receipts now and then.
+claimed again once its lease expires.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import message_updates as rules
 from uns_server.domain.records import MessageUpdate
 from uns_server.services.message_updates import IN_FLIGHT, TOPIC_MESSAGE_UPDATES, updatable
-from uns_server.store import links, message_updates, notifications
+from uns_server.store import message_updates, notifications
 from uns_server.store.db import Database, WriteTx
 from uns_server.workers.loop import LoopWorker, seconds_until
 from uns_server.workers.provider_call import guarded_call
@@ -34,11 +33,6 @@ from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.message_updates")
 BATCH = 32
-# Provider callbacks are remembered this long (replays are refused meanwhile; Slack's
-# own signatures expire after five minutes, PagerDuty's never do).
-CALLBACK_RECEIPT_DAYS = 7
-# Rounds between two prunings of the callback receipts (the first round prunes).
-PRUNE_EVERY_ROUNDS = 1000
 # An in-flight delivery that the channel did not take leaves no message to update.
 NOTHING_TO_UPDATE = ChannelResult.delivered("", metadata={"skipped": "no message was sent"})
 
@@ -73,15 +67,11 @@ class MessageUpdater(LoopWorker):
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
         self._rand = rand
-        self._rounds = 0
         db.on_commit(TOPIC_MESSAGE_UPDATES, self.wake)
 
     async def run_once(self) -> UpdateResult:
         """Send one batch of due updates and settle them; then, unless the batch was
         full, read when the next one falls due."""
-        if self._rounds % PRUNE_EVERY_ROUNDS == 0:
-            await self.prune_receipts()
-        self._rounds += 1
         now = self._clock()
         async with self._db.write() as tx:
             claims = await message_updates.claim(tx.conn, now=now, limit=BATCH, lease=self._lease)
@@ -170,8 +160,3 @@ class MessageUpdater(LoopWorker):
             lease=self._lease,
             log_extra={"channel": name, "notification_id": update.notification_id},
         )
-
-    async def prune_receipts(self) -> int:
-        before = self._clock() - timedelta(days=CALLBACK_RECEIPT_DAYS)
-        async with self._db.write() as tx:
-            return await links.prune_callbacks(tx.conn, before)
