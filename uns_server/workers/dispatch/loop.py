@@ -113,13 +113,19 @@ class Dispatcher(LoopWorker):
     def _claim_worthwhile(self) -> bool:
         """Is a claim worth its transaction now? Not on a wake-up that only says a
         delivery finished, unless the last claim is ``QUIET_RECLAIM_SECONDS`` old (or
-        an idle poll: the loop slept that long without a wake-up)."""
+        an idle poll: the loop slept that long without a wake-up), or, idle, the next
+        due time it slept until has come."""
         known = self._due_known
         return (
             self._more_due
             or self._signals != self._signals_seen
             or time.monotonic() - self._last_claim >= min(QUIET_RECLAIM_SECONDS, self._idle_poll)
-            or (known is not None and known[1] is not None and known[1] <= self._clock())
+            or (
+                not self._inflight
+                and known is not None
+                and known[1] is not None
+                and known[1] <= self._clock()
+            )
         )
 
     async def run_once(self) -> Claimed:
