@@ -77,11 +77,11 @@ class MessageUpdater(LoopWorker):
             claims = await message_updates.claim(tx.conn, now=now, limit=BATCH, lease=self._lease)
         results = await asyncio.gather(*(self._send(update) for update, _ in claims))
         counts: Counter[str] = Counter()
-        now = self._clock()
-        async with self._db.write() as tx:
-            for (update, token), result in zip(claims, results, strict=True):
-                counts[await self._settle(tx, update, token, result, now)] += 1
-        if counts:
+        if claims:
+            now = self._clock()
+            async with self._db.write() as tx:
+                for (update, token), result in zip(claims, results, strict=True):
+                    counts[await self._settle(tx, update, token, result, now)] += 1
             log.info("message updates", extra=dict(counts))
         settled = UpdateResult(counts["done"], counts["retried"], counts["failed"], counts["lost"])
         if len(claims) == BATCH:
