@@ -58,7 +58,7 @@ class Rig:
     async def step(self, *replies: Reply) -> int:
         self.receiver.script(*replies)
         self.clock.advance(hours=1)  # past any backoff
-        return await self.server.app.dispatcher.run_once()
+        return (await self.server.app.dispatcher.run_once()).claimed
 
     async def deliveries(self, nid: str, **paging: object) -> apb.ListDeliveryAuditRecordsResponse:
         reply: apb.ListDeliveryAuditRecordsResponse = await self.audit().ListDeliveryAuditRecords(

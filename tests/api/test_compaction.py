@@ -61,7 +61,7 @@ async def test_resume_below_the_horizon_is_refused_with_the_resync_point(
     manual: RunningServer, clock: ShiftableClock
 ) -> None:
     old = await send(manual, "old")
-    assert await manual.app.dispatcher.run_once() == 1
+    assert (await manual.app.dispatcher.run_once()).claimed == 1
     pending = await send(manual, "pending")
     oscar, alice = manual.stub("oscar"), manual.stub("alice")
     before = await events_until(

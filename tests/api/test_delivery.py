@@ -50,7 +50,7 @@ class Rig:
     async def step(self) -> int:
         """Let time pass beyond any backoff, then run one dispatch batch."""
         self.clock.advance(hours=2)
-        return await self.server.app.dispatcher.run_once()
+        return (await self.server.app.dispatcher.run_once()).claimed
 
     async def timeline(self, notification_id: str, last_kind: int) -> list[t.Event]:
         return await events_until(
@@ -114,11 +114,11 @@ async def test_transient_failures_back_off_then_deliver(rig: Rig) -> None:
         Reply(status=503), Reply(status=429, headers={"retry-after": "120"}), Reply(status=200)
     )
     nid = await rig.send("ops.guaranteed", "retry")
-    assert await rig.server.app.dispatcher.run_once() == 1
+    assert (await rig.server.app.dispatcher.run_once()).claimed == 1
     first = await rig.get(nid)
     assert first.state == t.NOTIFICATION_STATE_PENDING and first.cycle_attempts == 1
     assert first.next_attempt_time.ToDatetime() > first.update_time.ToDatetime()
-    assert await rig.server.app.dispatcher.run_once() == 0  # backing off: not due yet
+    assert (await rig.server.app.dispatcher.run_once()).claimed == 0  # backing off: not due yet
 
     assert await rig.step() == 1
     second = await rig.get(nid)
@@ -185,9 +185,9 @@ async def test_work_of_a_dead_worker_is_recovered_after_its_lease(rig: Rig) -> N
     dispatcher = rig.server.app.dispatcher
     nid = await rig.send("ops.guaranteed", "crash")
     await dispatcher.claim(1)  # claimed, then the worker "dies": no settlement
-    assert await dispatcher.run_once() == 0  # still leased
+    assert (await dispatcher.run_once()).claimed == 0  # still leased
     rig.clock.advance(seconds=LEASE_SECONDS + 1)
-    assert await dispatcher.run_once() == 1
+    assert (await dispatcher.run_once()).claimed == 1
     assert (await rig.get(nid)).state == t.NOTIFICATION_STATE_DELIVERED
 
 
@@ -210,7 +210,7 @@ async def test_an_interrupted_last_attempt_counts(
     nid = await rig.send("ops.once", "interrupted")
     [dead] = await dispatcher.claim(1)  # claimed, then the worker dies mid-attempt
     rig.clock.advance(seconds=LEASE_SECONDS + 1)
-    assert await dispatcher.run_once() == 0  # recovered, but nothing left to attempt
+    assert (await dispatcher.run_once()).claimed == 0  # recovered, but nothing left to attempt
 
     failed = await rig.get(nid)
     assert failed.state == t.NOTIFICATION_STATE_FAILED

@@ -57,7 +57,7 @@ class Rig:
         sent = await self.server.stub("alice").SendNotification(
             send_request(notification_type=TYPE)
         )
-        assert await self.server.app.dispatcher.run_once() == 1
+        assert (await self.server.app.dispatcher.run_once()).claimed == 1
         n = await self.get(sent.notification_id)
         assert n.ack_state == t.ACK_STATE_PENDING
         return sent.notification_id, n.deliver_time.ToDatetime(tzinfo=UTC)
@@ -214,7 +214,7 @@ async def test_without_an_answer_every_step_fires_then_the_deadline(rig: Rig) ->
         rig.at(d + minutes(m) + timedelta(seconds=1))
         await rig.worker.run_once()
     rig.at(d + minutes(61))
-    assert await rig.server.app.expiry.run_once() == 1
+    assert (await rig.server.app.expiry.run_once()).expired == 1
     assert (await rig.worker.run_once()).fired == 0
     events = await rig.events(nid, t.EVENT_KIND_TIMED_OUT)
     follow = [

@@ -1,8 +1,8 @@
-"""Health tells the truth: repeated storage faults in dispatch and the ack-expiry
-sweep turn gRPC health NOT_SERVING until they stop, even while the database answers
-``SELECT 1``. The fault is injected in PostgreSQL itself: another session holds an
-exclusive lock on the notifications table (what a long migration does), so every
-claim and sweep times out."""
+"""Health tells the truth: repeated storage faults in any required worker (dispatch,
+the ack-expiry sweep, follow-ups, message updates) turn gRPC health NOT_SERVING until
+they stop, even while the database answers ``SELECT 1``. The fault is injected in
+PostgreSQL itself: another session holds an exclusive lock on a table (what a long
+migration does), so every round of the workers that use it times out."""
 
 from __future__ import annotations
 
@@ -53,8 +53,17 @@ async def wait_health(target: str, expected: int) -> None:
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.parametrize(
+    ("table", "workers"),
+    [
+        # Claims, the expiry sweep and follow-up claims all read the notifications.
+        ("uns_notifications", ("dispatch", "expiry", "followups")),
+        # Only the message-update worker uses its outbox.
+        ("uns_message_updates", ("message_updates",)),
+    ],
+)
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(
-    server: RunningServer,
+    server: RunningServer, table: str, workers: tuple[str, ...]
 ) -> None:
     app = server.app
     await wait_health(server.target, SERVING)
@@ -63,10 +72,10 @@ async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they
     try:
         lock = blocker.transaction()
         await lock.start()
-        await blocker.execute("LOCK TABLE uns_notifications IN ACCESS EXCLUSIVE MODE")
+        await blocker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
         await wait_health(server.target, NOT_SERVING)
         deadline = time.monotonic() + WITHIN_SECONDS
-        while app.supervision.unhealthy != ("dispatch", "expiry"):  # both tell
+        while app.supervision.unhealthy != workers:  # each of them tells
             assert time.monotonic() < deadline, app.supervision.unhealthy
             await asyncio.sleep(0.1)
         await app.db.ping()  # the database itself answers: only the workers can tell

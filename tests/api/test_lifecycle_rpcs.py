@@ -382,7 +382,7 @@ async def test_exhausted_leader_hands_off_to_first_follower(
                 )
             )
             ids.append(sent.notification_id)
-        assert await srv.app.dispatcher.run_once() == 1  # only the leader is due
+        assert (await srv.app.dispatcher.run_once()).claimed == 1  # only the leader is due
         leader, successor, third = [await get(srv, i) for i in ids]
         assert leader.state == t.NOTIFICATION_STATE_FAILED and leader.dead_letter
         assert leader.dedup_successor_id == ids[1]
@@ -437,7 +437,7 @@ async def test_exhausted_leader_without_followers_hands_off_to_a_newer_active_ow
             return str(sent.notification_id)
 
         old = await send("n1")
-        assert await srv.app.dispatcher.run_once() == 1
+        assert (await srv.app.dispatcher.run_once()).claimed == 1
         assert (await get(srv, old)).dead_letter
         newer = await send("n2")  # the failed owner no longer coalesces: a new generation
         assert (await get(srv, newer)).dedup_owner_id == ""
@@ -481,7 +481,7 @@ async def test_interrupted_last_attempt_of_a_leader_promotes_its_follower(
             ids.append(sent.notification_id)
         assert len(await srv.app.dispatcher.claim(1)) == 1  # then the worker dies
         clock.advance(minutes=5)  # past the lease
-        assert await srv.app.dispatcher.run_once() == 0
+        assert (await srv.app.dispatcher.run_once()).claimed == 0
         leader, follower = [await get(srv, i) for i in ids]
         assert leader.state == t.NOTIFICATION_STATE_FAILED and leader.dead_letter
         assert leader.cycle_attempts == 1 and leader.dedup_successor_id == ids[1]

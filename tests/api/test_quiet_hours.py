@@ -131,7 +131,7 @@ async def test_a_retry_is_held_too(db_url: str, tmp_path: Path, clock: Shiftable
         move_to(clock, datetime(2026, 1, 15, 2, 59, 59, 900000, tzinfo=UTC))
         alice = running.stub("alice")
         sent = await alice.SendNotification(send_request(notification_type="night.broken"))
-        assert await running.app.dispatcher.run_once() == 1
+        assert (await running.app.dispatcher.run_once()).claimed == 1
         got = await alice.GetNotification(
             pb.GetNotificationRequest(notification_id=sent.notification_id)
         )

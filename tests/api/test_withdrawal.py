@@ -107,7 +107,7 @@ async def test_withdraw_a_scheduled_send_before_delivery(rig: Rig) -> None:
     )
     # Its time comes and goes: nothing is attempted.
     rig.clock.advance(hours=2)
-    assert await rig.server.app.dispatcher.run_once() == 0
+    assert (await rig.server.app.dispatcher.run_once()).claimed == 0
     events = await rig.timeline(nid, t.EVENT_KIND_WITHDRAWN)
     assert kinds(events) == ["ACCEPTED", "WITHDRAWN"]
     assert dict(events[-1].payload) == {
@@ -120,7 +120,7 @@ async def test_withdraw_a_scheduled_send_before_delivery(rig: Rig) -> None:
 
 async def test_withdraw_a_pending_ack_stops_it(rig: Rig) -> None:
     nid = await rig.send(require_ack=True)
-    assert await rig.server.app.dispatcher.run_once() == 1
+    assert (await rig.server.app.dispatcher.run_once()).claimed == 1
     withdrawn = await rig.withdraw(nid, "oscar")
     assert withdrawn.state == t.NOTIFICATION_STATE_DELIVERED
     assert withdrawn.ack_state == t.ACK_STATE_WITHDRAWN
@@ -137,13 +137,13 @@ async def test_withdraw_a_pending_ack_stops_it(rig: Rig) -> None:
     assert err.metadata["ack_state"] == "WITHDRAWN"
     assert "oscar" not in err.message and "oscar" not in err.metadata.values()
     rig.clock.advance(hours=2)
-    assert await rig.server.app.expiry.run_once() == 0
+    assert (await rig.server.app.expiry.run_once()).expired == 0
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_WITHDRAWN
 
 
 async def test_settled_notifications_are_not_withdrawable(rig: Rig) -> None:
     nid = await rig.send()  # no ack required
-    assert await rig.server.app.dispatcher.run_once() == 1
+    assert (await rig.server.app.dispatcher.run_once()).claimed == 1
     code, reason = await refusal(rig.withdraw(nid))
     assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "NOT_WITHDRAWABLE")
     assert (await rig.get(nid)).withdraw_actor == ""
@@ -169,7 +169,7 @@ async def test_an_attempt_in_flight_is_fenced(rig: Rig) -> None:
     after = await rig.get(nid)
     assert after.state == t.NOTIFICATION_STATE_WITHDRAWN and not after.HasField("deliver_time")
     rig.clock.advance(hours=2)
-    assert await dispatcher.run_once() == 0
+    assert (await dispatcher.run_once()).claimed == 0
 
 
 async def test_withdrawing_a_dedup_leader_withdraws_its_pending_followers(rig: Rig) -> None:

@@ -41,7 +41,7 @@ class ConsoleRig:
         return str(sent.notification_id)
 
     async def deliver(self) -> int:
-        return await self.server.app.dispatcher.run_once()
+        return (await self.server.app.dispatcher.run_once()).claimed
 
     async def dead_letters(self, prefix: str, count: int, notification_type: str) -> list[str]:
         """``count`` notifications whose one allowed attempt the webhook refuses (400)."""

@@ -43,7 +43,7 @@ class Rig:
         return str(sent.notification_id)
 
     async def deliver(self) -> int:
-        return await self.server.app.dispatcher.run_once()
+        return (await self.server.app.dispatcher.run_once()).claimed
 
     async def ack_records(self, notification_id: str) -> list[audit_pb.AckAuditRecord]:
         channel = grpc.aio.insecure_channel(self.server.target)

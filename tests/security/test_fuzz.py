@@ -279,7 +279,7 @@ async def seed(world: Fuzz) -> None:
         assert outcome.reason == OK, outcome
         world.ids.append(outcome.response.notification_id)
     dispatcher = world.server.app.dispatcher
-    while await dispatcher.run_once():
+    while (await dispatcher.run_once()).claimed:
         pass
     page = await world.callers("oscar").call(
         "NotificationService/ListNotifications", pb.ListNotificationsRequest(page_size=2)

@@ -158,7 +158,7 @@ class Rig:
     async def step(self) -> int:
         """Past any backoff, one dispatch batch."""
         self.clock.advance(hours=2)
-        return await self.server.app.dispatcher.run_once()
+        return (await self.server.app.dispatcher.run_once()).claimed
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
 from uns_server.store import (
@@ -573,8 +574,7 @@ async def test_message_updates_are_claimed_once_per_lease_and_settled_fenced(
 ) -> None:
     outcome = {"state": "ACKED", "actor": "carol", "via": "grpc", "at": NOW.isoformat()}
     queued = [
-        {"notification_id": str(uuid.uuid4()), "channel": ch, "reference": {"n": i}}
-        | {"outcome": outcome}
+        message_updates.Queued(str(uuid.uuid4()), ch, {"n": i}, outcome)
         for i, ch in enumerate(["slack", "pager", "slack"])
     ]
     async with db.write() as tx:
@@ -586,7 +586,7 @@ async def test_message_updates_are_claimed_once_per_lease_and_settled_fenced(
     async with db.write() as tx:
         first = await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=2, lease=LEASE)
     assert {u.reference["n"] for u, _ in first} == {0, 1}  # the oldest
-    assert all(u.status == message_updates.PENDING and u.attempts == 0 for u, _ in first)
+    assert all(u.status == UpdateStatus.PENDING and u.attempts == 0 for u, _ in first)
     async with db.write() as tx:  # leased ones wait for their lease to expire
         [(third, _)] = await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=10, lease=LEASE)
         assert third.reference == {"n": 2}
@@ -600,11 +600,24 @@ async def test_message_updates_are_claimed_once_per_lease_and_settled_fenced(
             if c[0].id == update.id
         ]
     assert again.attempts == 1 and current != stale  # the first claim counted
-    async with db.write() as tx:
-        settle = MESSAGE_UPDATES.settle
-        assert not await settle(tx.conn, update.id, stale, status=message_updates.DONE, now=NOW)
-        assert await settle(tx.conn, update.id, current, status=message_updates.DONE, now=NOW)
-        assert not await settle(tx.conn, update.id, current, status=message_updates.FAILED, now=NOW)
+    settled, lost = message_updates.Fenced.SETTLED, message_updates.Fenced.LOST
+    later = NOW + timedelta(minutes=1)
+    async with db.write() as tx:  # stale: every transition changes nothing
+        assert await MESSAGE_UPDATES.mark_done(tx.conn, update.id, stale, now=NOW) is lost
+        give_up, retry = MESSAGE_UPDATES.give_up, MESSAGE_UPDATES.retry_at
+        assert await give_up(tx.conn, update.id, stale, error="x", now=NOW) is lost
+        assert await retry(tx.conn, update.id, stale, at=later, error="x", now=NOW) is lost
+        # current: PENDING again (unleased, due later), then claimable and settled once
+        assert await retry(tx.conn, update.id, current, at=later, error="x", now=NOW) is settled
+        assert await MESSAGE_UPDATES.mark_done(tx.conn, update.id, current, now=NOW) is lost
+        [(_, newest)] = [
+            c
+            for c in await MESSAGE_UPDATES.claim(tx.conn, now=later, limit=10, lease=LEASE)
+            if c[0].id == update.id
+        ]
+        assert await MESSAGE_UPDATES.mark_done(tx.conn, update.id, newest, now=later) is settled
+        # settled once: DONE is final and its token spent
+        assert await give_up(tx.conn, update.id, newest, error="x", now=later) is lost
 
 
 # --- acknowledgements -------------------------------------------------------------

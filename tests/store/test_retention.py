@@ -49,7 +49,7 @@ class Rig:
         """One dispatch batch (past any backoff), every channel call answered ``reply``."""
         self.receiver.default = reply
         self.clock.advance(minutes=1)
-        return await self.server.app.dispatcher.run_once()
+        return (await self.server.app.dispatcher.run_once()).claimed
 
     async def get(self, notification_id: str) -> t.Notification:
         reply = await self.server.stub("oscar").GetNotification(
@@ -294,7 +294,7 @@ async def test_uns_admin_maintain_dry_run_apply_and_json(db_url: str, tmp_path: 
     try:
         alice = server.stub("alice")
         done = (await alice.SendNotification(send_request(idempotency_key="x"))).notification_id
-        assert await server.app.dispatcher.run_once() == 1
+        assert (await server.app.dispatcher.run_once()).claimed == 1
         waiting = (await alice.SendNotification(send_request(idempotency_key="y"))).notification_id
 
         dry = ok(await admin(db_url, "maintain"))

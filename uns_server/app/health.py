@@ -2,8 +2,9 @@
 database and the workers.
 
 The monitor pings the database every ``HEALTH_CHECK_SECONDS`` and listens to
-``Supervision`` (repeated storage faults in dispatch or the expiry sweep, reported as
-they happen): either turns health NOT_SERVING until it recovers.
+``Supervision`` (repeated failed rounds of a required worker: dispatch, ack expiry,
+follow-ups, message updates; reported by the shared loop, ``workers.loop``, as they
+happen): either turns health NOT_SERVING until it recovers.
 """
 
 from __future__ import annotations
@@ -40,8 +41,7 @@ class HealthMonitor:
 
     async def run(self) -> None:
         """Health follows the database (a ``SELECT 1`` every HEALTH_CHECK_SECONDS) and
-        the workers (``Supervision``: repeated storage faults in dispatch or the
-        expiry sweep, reported as they happen)."""
+        the required workers (``Supervision``, reported as they happen)."""
         serving = reachable = True
         changed = self._supervision.changed
         while True:

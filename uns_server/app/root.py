@@ -44,8 +44,10 @@ from uns_server.store.listen import listen_forever
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.followups import FollowUpWorker
+from uns_server.workers.loop import LoopWorker
 from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.queue_sampler import QueueSampler
+from uns_server.workers.receipts import ReceiptPruner
 from uns_server.workers.statistics import FirstAnalyze
 from uns_server.workers.supervision import Supervision
 from uns_server.workers.undeliverable import UndeliverableWatch
@@ -144,7 +146,10 @@ class App:
             clock,
             lease_seconds=settings.lease_seconds,
             idle_poll_seconds=settings.idle_poll_seconds,
+            supervision=self.supervision,
         )
+        # Provider-callback receipts past the window in which a replay is refused.
+        self.receipts = ReceiptPruner(self.db, clock)
         # Reminders and escalation steps of pending acks (policy reminder/escalation).
         self.followups = FollowUpWorker(
             self.db,
@@ -153,6 +158,7 @@ class App:
             lease_seconds=settings.lease_seconds,
             poll_seconds=settings.idle_poll_seconds,
             links=self.links,
+            supervision=self.supervision,
         )
         self.hub = EventHub(self.db, settings.watch_queue_max, settings.watch_queue_max_bytes)
         self.withdrawals = Withdrawals(
@@ -298,17 +304,19 @@ class App:
         self.ready.set()
         log.info("ready: database reachable and migrated")
         if s.dispatch_enabled:
-            self._writer_tasks = [
-                asyncio.create_task(self.dispatcher.run()),
-                asyncio.create_task(self.expiry.run()),
-                asyncio.create_task(self.message_updater.run()),
-                asyncio.create_task(self.followups.run()),
-            ]
+            self._writer_tasks = [asyncio.create_task(w.run()) for w in self.writers]
             self._tasks.extend(self._writer_tasks)
             self._tasks.append(asyncio.create_task(self.undeliverable.run()))  # reads only
         self._tasks.append(asyncio.create_task(self.health.run()))
         if self.queue_sampler is not None:
             self._tasks.append(asyncio.create_task(self.queue_sampler.run()))
+
+    @property
+    def writers(self) -> tuple[LoopWorker, ...]:
+        """The workers that write (all but the receipt pruner ``required``: they report
+        to ``Supervision``); on shutdown they are stopped between rounds, not cancelled
+        inside one."""
+        return (self.dispatcher, self.expiry, self.message_updater, self.followups, self.receipts)
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
@@ -319,10 +327,8 @@ class App:
         await self.hub.close()
         # Writers finish their current transaction instead of being cancelled inside
         # it; whatever is still running after the grace period is cancelled.
-        self.dispatcher.stop()
-        self.expiry.stop()
-        self.message_updater.stop()
-        self.followups.stop()
+        for worker in self.writers:
+            worker.stop()
         writers = [t for t in self._writer_tasks if not t.done()]
         if writers:
             await asyncio.wait(writers, timeout=grace)

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
+from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.policy import PolicyRevision
 
 __all__ = [
@@ -217,8 +218,7 @@ class MessageUpdate:
     reference: Any
     """What the provider handed back for the message (``ChannelResult.reference``)."""
     outcome: Json
-    status: str
-    """PENDING, DONE or FAILED."""
+    status: UpdateStatus
     attempts: int
     next_attempt: datetime
     lease_until: datetime | None

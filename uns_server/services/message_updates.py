@@ -74,27 +74,17 @@ async def queue_on_settle(
         "source": row.source,
         "notification_id": row.id,
     }
-    rows = [
-        {
-            "notification_id": row.id,
-            "channel": str(ref.get("channel", key)),
-            "reference": ref,
-            "outcome": settlement,
-        }
+    queued = [
+        message_updates.Queued(row.id, str(ref.get("channel", key)), ref, settlement)
         for key, ref in sorted(refs.items())
         if isinstance(ref, Mapping) and updatable(ref)
     ]
-    rows += [
-        {
-            "notification_id": row.id,
-            "channel": channel,
-            "reference": {IN_FLIGHT: channel},
-            "outcome": settlement,
-        }
+    queued += [
+        message_updates.Queued(row.id, channel, {IN_FLIGHT: channel}, settlement)
         for channel in in_flight_channels(row)
     ]
-    if rows:
-        await message_updates.enqueue(tx.conn, rows, now)
+    if queued:
+        await message_updates.enqueue(tx.conn, queued, now)
         tx.signal(TOPIC_MESSAGE_UPDATES)
 
 

@@ -21,8 +21,9 @@ place that says what it must do:
   follow-up lease is separate from the dispatch lease, and ``leased``/``settle`` are
   fenced by its token (a stale one sees nothing and changes nothing).
 - ``MessageUpdates``: due PENDING updates are claimed oldest first under a new token
-  (``attempts`` counted), not again until the lease expires; ``settle`` is fenced by
-  the token.
+  (``attempts`` counted), not again until the lease expires; ``mark_done``,
+  ``retry_at`` and ``give_up`` are fenced by the PENDING state and the token, and a
+  stale one is told ``Fenced.LOST``.
 - ``Acks.settle_pending``: only a PENDING ack settles; a second settle reports False.
 - ``Retention``: every query that asks "is this row settled?" (candidates, the
   guarded delete, old events, expired windows, idempotency keys) agrees with
@@ -72,6 +73,7 @@ from uns_server.domain.records import (
 from uns_server.domain.withdrawal import WithdrawRows
 from uns_server.store.db import WriteTx
 from uns_server.store.events import NewEvent
+from uns_server.store.message_updates import Fenced, Queued
 
 
 class Dispatch(Protocol):
@@ -187,10 +189,8 @@ class FollowUps(Protocol):
 class MessageUpdates(Protocol):
     """The message-update outbox (``store.message_updates``)."""
 
-    async def enqueue(
-        self, conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], now: datetime
-    ) -> None:
-        """Queue updates (notification_id, channel, reference, outcome), due now."""
+    async def enqueue(self, conn: AsyncConnection, queued: Sequence[Queued], now: datetime) -> None:
+        """Queue updates, due now."""
         ...
 
     async def claim(
@@ -199,18 +199,29 @@ class MessageUpdates(Protocol):
         """Lease up to ``limit`` due updates: (update as before the claim, new token)."""
         ...
 
-    async def settle(
+    async def mark_done(
+        self, conn: AsyncConnection, update_id: str, token: str, *, now: datetime
+    ) -> Fenced:
+        """DONE, where the update is PENDING and ``token`` still holds the lease."""
+        ...
+
+    async def retry_at(
         self,
         conn: AsyncConnection,
         update_id: str,
         token: str,
         *,
-        status: str,
+        at: datetime,
+        error: str | None,
         now: datetime,
-        next_attempt: datetime | None = None,
-        error: str | None = None,
-    ) -> bool:
-        """Record the outcome where ``token`` still holds the lease; whether it did."""
+    ) -> Fenced:
+        """PENDING again, unleased, due ``at``: fenced like ``mark_done``."""
+        ...
+
+    async def give_up(
+        self, conn: AsyncConnection, update_id: str, token: str, *, error: str | None, now: datetime
+    ) -> Fenced:
+        """FAILED for good: fenced like ``mark_done``."""
         ...
 
     async def next_due_at(self, conn: AsyncConnection) -> datetime | None:

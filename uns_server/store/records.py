@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import Any
 
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
+from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.records import (
     AckAuditRecord,
@@ -71,6 +72,7 @@ _ACK_AUDIT = _columns(AckAuditRecord, tables.ack_audit_records)
 _AA_OLD = _index(AckAuditRecord, "old_status")
 _AA_NEW = _index(AckAuditRecord, "new_status")
 _MESSAGE_UPDATE = _columns(MessageUpdate, tables.message_updates)
+_MU_STATUS = _index(MessageUpdate, "status")
 _CONSOLE_SESSION = _columns(ConsoleSession, tables.console_sessions)
 
 
@@ -133,7 +135,9 @@ def ack_audit(row: Row) -> AckAuditRecord:
 
 
 def message_update(row: Row) -> MessageUpdate:
-    return MessageUpdate(*_MESSAGE_UPDATE(row))
+    values = list(_MESSAGE_UPDATE(row))
+    values[_MU_STATUS] = UpdateStatus(values[_MU_STATUS])
+    return MessageUpdate(*values)
 
 
 def console_session(row: Row) -> ConsoleSession:

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from uns_server.aio import wait_event
 from uns_server.channels.base import ChannelResult
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import schedule
@@ -71,13 +70,14 @@ from uns_server.workers.followup_progress import (
     step_payload,
     timing_of,
 )
+from uns_server.workers.loop import LoopWorker, seconds_until
+from uns_server.workers.provider_call import guarded_call
+from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.followups")
 Clock = Callable[[], datetime]
 
 BATCH_DEFAULT = 64
-# A provider call that outlives this share of the lease would settle too late anyway.
-SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
 _KIND_EVENT = {
     schedule.StepKind.REMINDER: EventKind.REMINDER_SENT,
     schedule.StepKind.ESCALATION: EventKind.ESCALATED,
@@ -92,9 +92,13 @@ _COUNTER = {
 class RunResult:
     fired: int  # steps sent and settled (or fenced)
     rescheduled: int  # rows looked at with nothing due yet
+    more: bool = False  # a full batch: look again at once
+    due_in: float | None = None  # until the next follow-up falls due
 
 
-class FollowUpWorker:
+class FollowUpWorker(LoopWorker):
+    name = "followups"  # repeated faults turn health NOT_SERVING
+
     def __init__(
         self,
         db: Database,
@@ -106,43 +110,29 @@ class FollowUpWorker:
         batch_size: int = BATCH_DEFAULT,
         rand: Callable[[], float] = random.random,
         links: ActionLinkService | None = None,
+        supervision: Supervision | None = None,
     ) -> None:
+        super().__init__(poll_seconds, supervision)
         self._db = db
         self._rand = rand
         self._links = links  # Acknowledge/Dismiss links in reminders (HTTP surface on)
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
-        self._poll = poll_seconds
         self._batch = batch_size
-        self._stopping = asyncio.Event()
 
     async def run_once(self) -> RunResult:
-        """Claim one batch and send what is due to completion."""
+        """Claim one batch and send what is due to completion; then, unless the batch
+        was full, read when the next follow-up falls due."""
         claims, rescheduled = await self.claim()
         await asyncio.gather(*(self.deliver(c) for c in claims))
-        return RunResult(len(claims), rescheduled)
-
-    def stop(self) -> None:
-        """Finish the current batch, then return from ``run``."""
-        self._stopping.set()
-
-    async def run(self) -> None:
-        while not self._stopping.is_set():
-            timeout = self._poll
-            try:
-                result = await self.run_once()
-                if result.fired:
-                    log.info("follow-ups sent", extra={"count": result.fired})
-                if result.fired + result.rescheduled >= self._batch:
-                    continue
-                async with self._db.read() as conn:
-                    due = await followups.next_due_at(conn)
-                if due is not None:
-                    timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
-            except Exception:
-                log.exception("follow-up run failed")
-            await wait_event(self._stopping, timeout)
+        if claims:
+            log.info("follow-ups sent", extra={"count": len(claims)})
+        if len(claims) + rescheduled >= self._batch:
+            return RunResult(len(claims), rescheduled, more=True)
+        async with self._db.read() as conn:
+            due = await followups.next_due_at(conn)
+        return RunResult(len(claims), rescheduled, due_in=seconds_until(due, self._clock()))
 
     async def claim(self) -> tuple[list[FollowUpClaim], int]:
         """Lease the rows with a step due now; store when to look again at the others."""
@@ -245,14 +235,11 @@ class FollowUpWorker:
             return Sent(channel, ChannelResult.permanent(f"no target can be reached: {reason}"))
         if target not in self._channels:
             return Sent(channel, ChannelResult.permanent(f"channel {target!r} is not configured"))
-        try:
-            async with asyncio.timeout(self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE):
-                result = await self._channels.get(target).send(message(claim, channel, self._links))
-        except TimeoutError:
-            result = ChannelResult.transient("provider call timed out")
-        except Exception as exc:  # an adapter bug must not lose the step
-            log.exception("channel adapter raised", extra={"channel": channel})
-            result = ChannelResult.transient(f"adapter error: {type(exc).__name__}")
+        result = await guarded_call(
+            lambda: self._channels.get(target).send(message(claim, channel, self._links)),
+            lease=self._lease,
+            log_extra={"channel": channel, "notification_id": claim.notification.id},
+        )
         return Sent(channel, result)
 
     async def settle(self, claim: FollowUpClaim, sent: Sequence[Sent]) -> bool:

@@ -1,38 +1,38 @@
 """Message updates: send the outbox of ``services.message_updates``, at least once.
 
 ``run_once`` claims due updates with a lease and a fencing token, calls each channel's
-``update`` outside any transaction, then records the outcome only while the lease is
-still held: DONE, PENDING again with backoff (transient), or FAILED (permanent, or
-``MAX_ATTEMPTS`` used). An update whose worker died is claimed again once its lease
-expires. The same loop prunes old provider-callback receipts.
+``update`` outside any transaction (``provider_call``), then asks
+``domain.message_updates.decide_settle`` what the answer makes of each: DONE, PENDING
+again with backoff (transient), or FAILED (permanent, or ``MAX_ATTEMPTS`` used), which
+the store records only while the lease is still held. An update whose worker died is
+claimed again once its lease expires.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from uns_server.aio import wait_event
 from uns_server.channels.base import ChannelResult, Settlement, UpdatableChannel
 from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain import message_updates as rules
 from uns_server.domain.records import MessageUpdate
-from uns_server.domain.retry import next_attempt_at
 from uns_server.services.message_updates import IN_FLIGHT, TOPIC_MESSAGE_UPDATES, updatable
-from uns_server.store import links, message_updates, notifications
-from uns_server.store.db import Database
+from uns_server.store import message_updates, notifications
+from uns_server.store.db import Database, WriteTx
+from uns_server.workers.loop import LoopWorker, seconds_until
+from uns_server.workers.provider_call import guarded_call
+from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.message_updates")
 BATCH = 32
-MAX_ATTEMPTS = 10
-SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
-# Provider callbacks are remembered this long (replays are refused meanwhile; Slack's
-# own signatures expire after five minutes, PagerDuty's never do).
-CALLBACK_RECEIPT_DAYS = 7
 # An in-flight delivery that the channel did not take leaves no message to update.
 NOTHING_TO_UPDATE = ChannelResult.delivered("", metadata={"skipped": "no message was sent"})
 
@@ -43,9 +43,13 @@ class UpdateResult:
     retried: int = 0
     failed: int = 0
     lost: int = 0
+    more: bool = False  # a full batch: look again at once
+    due_in: float | None = None  # until the next update falls due
 
 
-class MessageUpdater:
+class MessageUpdater(LoopWorker):
+    name = "message_updates"  # repeated faults turn health NOT_SERVING
+
     def __init__(
         self,
         db: Database,
@@ -55,69 +59,76 @@ class MessageUpdater:
         lease_seconds: float,
         idle_poll_seconds: float,
         rand: Callable[[], float] = random.random,
+        supervision: Supervision | None = None,
     ) -> None:
+        super().__init__(idle_poll_seconds, supervision)
         self._db = db
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
-        self._poll = idle_poll_seconds
         self._rand = rand
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
-        db.on_commit(TOPIC_MESSAGE_UPDATES, self._wake.set)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
+        db.on_commit(TOPIC_MESSAGE_UPDATES, self.wake)
 
     async def run_once(self) -> UpdateResult:
+        """Send one batch of due updates and settle them; then, unless the batch was
+        full, read when the next one falls due."""
         now = self._clock()
         async with self._db.write() as tx:
             claims = await message_updates.claim(tx.conn, now=now, limit=BATCH, lease=self._lease)
         results = await asyncio.gather(*(self._send(update) for update, _ in claims))
-        done = retried = failed = lost = 0
-        now = self._clock()
-        async with self._db.write() as tx:
-            for (update, token), result in zip(claims, results, strict=True):
-                attempts = update.attempts + 1
-                if result.success:
-                    status, due = message_updates.DONE, None
-                elif result.retryable and attempts < MAX_ATTEMPTS:
-                    status = message_updates.PENDING
-                    due = next_attempt_at(
-                        now,
-                        attempts,
-                        rand=self._rand,
-                        retry_after_seconds=result.retry_after_seconds or 0.0,
-                    )
-                else:
-                    status, due = message_updates.FAILED, None
-                ok = await message_updates.settle(
-                    tx.conn,
-                    update.id,
-                    token,
-                    status=status,
-                    now=now,
-                    next_attempt=due,
-                    error=result.error,
+        counts: Counter[str] = Counter()
+        if claims:
+            now = self._clock()
+            async with self._db.write() as tx:
+                for (update, token), result in zip(claims, results, strict=True):
+                    counts[await self._settle(tx, update, token, result, now)] += 1
+            log.info("message updates", extra=dict(counts))
+        settled = UpdateResult(counts["done"], counts["retried"], counts["failed"], counts["lost"])
+        if len(claims) == BATCH:
+            return dataclasses.replace(settled, more=True)
+        async with self._db.read() as conn:
+            due = await message_updates.next_due_at(conn)
+        return dataclasses.replace(settled, due_in=seconds_until(due, self._clock()))
+
+    async def _settle(
+        self, tx: WriteTx, update: MessageUpdate, token: str, result: ChannelResult, now: datetime
+    ) -> str:
+        """Record one answer, fenced by ``token``; which count it adds to."""
+        decision = rules.decide_settle(
+            success=result.success,
+            retryable=result.retryable,
+            error=result.error,
+            retry_after_seconds=result.retry_after_seconds,
+            attempts=update.attempts + 1,  # the claim counted this one
+            now=now,
+            rand=self._rand,
+        )
+        match decision:
+            case rules.Done():
+                fenced = await message_updates.mark_done(tx.conn, update.id, token, now=now)
+                counted = "done"
+            case rules.RetryAt(at, error):
+                fenced = await message_updates.retry_at(
+                    tx.conn, update.id, token, at=at, error=error, now=now
                 )
-                if not ok:
-                    lost += 1
-                elif status == message_updates.DONE:
-                    done += 1
-                elif status == message_updates.PENDING:
-                    retried += 1
-                else:
-                    failed += 1
-                    log.warning(
-                        "message update failed for good",
-                        extra={
-                            "notification_id": update.notification_id,
-                            "channel": update.channel,
-                            "error": result.error,
-                        },
-                    )
-        return UpdateResult(done, retried, failed, lost)
+                counted = "retried"
+            case rules.GiveUp(error):
+                fenced = await message_updates.give_up(
+                    tx.conn, update.id, token, error=error, now=now
+                )
+                counted = "failed"
+        if fenced is message_updates.Fenced.LOST:
+            return "lost"
+        if counted == "failed":
+            log.warning(
+                "message update failed for good",
+                extra={
+                    "notification_id": update.notification_id,
+                    "channel": update.channel,
+                    "error": result.error,
+                },
+            )
+        return counted
 
     async def _reference(self, update: MessageUpdate) -> Mapping[str, Any] | ChannelResult:
         """The reference to update. One queued while its delivery was in flight is the
@@ -144,39 +155,8 @@ class MessageUpdater:
         channel = self._channels.get(name) if name in self._channels else None
         if not isinstance(channel, UpdatableChannel):
             return ChannelResult.permanent(f"channel {name!r} is not configured for updates")
-        try:
-            async with asyncio.timeout(self._lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE):
-                return await channel.update(reference, Settlement(**update.outcome))
-        except TimeoutError:
-            return ChannelResult.transient("provider call timed out")
-        except Exception as exc:  # an adapter bug must not lose the update
-            log.exception("message update raised", extra={"channel": name})
-            return ChannelResult.transient(f"adapter error: {type(exc).__name__}")
-
-    async def prune_receipts(self) -> int:
-        before = self._clock() - timedelta(days=CALLBACK_RECEIPT_DAYS)
-        async with self._db.write() as tx:
-            return await links.prune_callbacks(tx.conn, before)
-
-    async def run(self) -> None:
-        sweeps = 0
-        while not self._stopping.is_set():
-            self._wake.clear()
-            try:
-                result = await self.run_once()
-                if result != UpdateResult():
-                    log.info("message updates", extra=result.__dict__)
-                if sweeps % 1000 == 0:
-                    await self.prune_receipts()
-                sweeps += 1
-                if result.done + result.retried + result.failed + result.lost == BATCH:
-                    continue
-                async with self._db.read() as conn:
-                    due = await message_updates.next_due_at(conn)
-            except Exception:
-                log.exception("message update sweep failed")
-                due = None
-            timeout = self._poll
-            if due is not None:
-                timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
-            await wait_event(self._wake, timeout)
+        return await guarded_call(
+            lambda: channel.update(reference, Settlement(**update.outcome)),
+            lease=self._lease,
+            log_extra={"channel": name, "notification_id": update.notification_id},
+        )

@@ -1,11 +1,12 @@
 """Supervised consumers: repeated storage faults make a worker unhealthy (seed 004).
 
-The dispatch and expiry loops survive a failed claim or sweep (they log it and try
-again at the next poll), which is right for a blip but hides a lasting fault: a
+The shared worker loop (``workers.loop``) survives a failed round (it logs it and
+tries again at the next poll), which is right for a blip but hides a lasting fault: a
 replica whose workers cannot touch their tables while ``SELECT 1`` still answers
-would stay SERVING and take traffic it cannot serve. So each loop reports every
-round here; a worker whose last ``FAULTS_BEFORE_UNHEALTHY`` rounds all failed is
-unhealthy until one succeeds, and health (``app``) answers NOT_SERVING meanwhile.
+would stay SERVING and take traffic it cannot serve. So the loop reports every round
+of a ``required`` worker (dispatch, expiry, follow-ups, message updates) here; a
+worker whose last ``FAULTS_BEFORE_UNHEALTHY`` rounds all failed is unhealthy until
+one succeeds, and health (``app``) answers NOT_SERVING meanwhile.
 
     healthy --FAULTS_BEFORE_UNHEALTHY failures in a row--> unhealthy
     unhealthy --one success--> healthy

@@ -23,12 +23,13 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from uns_server.observability.metrics import QueueStats
 from uns_server.store.db import Database
 from uns_server.store.queue import unserved_due
-from uns_server.workers.queue_sampler import sample_forever
+from uns_server.workers.loop import LoopWorker
 
 log = logging.getLogger("uns.dispatch")
 
@@ -39,7 +40,17 @@ POLL_SECONDS = 15.0
 SCAN_LIMIT = 1000
 
 
-class UndeliverableWatch:
+@dataclass(frozen=True)
+class Unserved:
+    counts: dict[str, int]  # notifications by channel this server lacks
+    more: bool = False
+    due_in: float | None = None
+
+
+class UndeliverableWatch(LoopWorker):
+    name = "undeliverable"
+    required = False  # a gauge and a log line: a failed scan keeps the last count
+
     def __init__(
         self,
         db: Database,
@@ -51,16 +62,16 @@ class UndeliverableWatch:
         log_every: timedelta = LOG_EVERY,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
+        super().__init__(poll_seconds)
         self._db = db
         self._channels = frozenset(channels)
         self._stats = stats
         self._clock = clock
         self._grace = grace
         self._log_every = log_every
-        self._poll = poll_seconds
         self._logged: dict[str, datetime] = {}  # notification id -> last warning
 
-    async def run_once(self) -> dict[str, int]:
+    async def run_once(self) -> Unserved:
         """One scan: the count by missing channel (also written to the gauge)."""
         now = self._clock()
         async with self._db.read() as conn:
@@ -87,9 +98,4 @@ class UndeliverableWatch:
             seen[nid] = last
         self._logged = seen  # forget those that moved on
         self._stats.undeliverable = dict(counts)
-        return dict(counts)
-
-    async def run(self) -> None:
-        await sample_forever(
-            self.run_once, self._poll, "undeliverable-work query failed; keeping the last count"
-        )
+        return Unserved(dict(counts))

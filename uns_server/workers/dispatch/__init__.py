@@ -31,7 +31,8 @@ The modules, one concern each:
 
 - ``claims``: the values a claim hands a delivery (``Claim``, ``Attempt``) and the
   events a claim commits before any provider I/O;
-- ``loop``: ``Dispatcher``, the claiming loop (slots, wake-ups, intake's hand-over);
+- ``loop``: ``Dispatcher``, the claiming round (slots, when a claim is worth it,
+  intake's hand-over) that the shared loop (``workers.loop``) runs;
 - ``sending``: one claim's provider calls (timeouts, tracing, the message);
 - ``settlement``: batched, fenced, durable settlement and the exhausted-claim case;
 - ``followers``: what a settled leader does to its dedup followers (satisfy, promote,

@@ -1,8 +1,9 @@
-"""The claiming loop: ``Dispatcher`` keeps up to ``concurrency`` deliveries in flight,
-claiming due leaders in batches (``store.dispatch.claim``, asking
-``lifecycle.decide_claim`` about each), and takes the leases intake hands over
-(``reserve``, ``lease_new``, ``hand_over``). Each claim is delivered by ``Sender`` and
-settled by ``Settlement`` (see the package docstring for the whole attempt)."""
+"""The claiming round: ``Dispatcher`` keeps up to ``concurrency`` deliveries in flight,
+run by the shared worker loop (``workers.loop``), claiming due leaders in batches
+(``store.dispatch.claim``, asking ``lifecycle.decide_claim`` about each), and takes
+the leases intake hands over (``reserve``, ``lease_new``, ``hand_over``). Each claim
+is delivered by ``Sender`` and settled by ``Settlement`` (see the package docstring
+for the whole attempt)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +29,7 @@ from uns_server.store.events import NewEvent, append
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
 from uns_server.workers.dispatch.sending import Sender
 from uns_server.workers.dispatch.settlement import Settled, Settlement
+from uns_server.workers.loop import LoopWorker, seconds_until
 from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.dispatch")
@@ -36,11 +39,18 @@ Clock = Callable[[], datetime]
 # claims only if the last claim is this old. This bounds how late a retry that fell due
 # meanwhile is picked up while deliveries are in flight.
 QUIET_RECLAIM_SECONDS = 0.05
-# This worker's name in ``Supervision`` (repeated claim faults turn health NOT_SERVING).
-SUPERVISED_NAME = "dispatch"
 
 
-class Dispatcher:
+@dataclass(frozen=True)
+class Claimed:
+    claimed: int  # leaders claimed (and delivered, when called alone)
+    more: bool = False  # a full claim: more may be due right now
+    due_in: float | None = None  # idle: until the next leader falls due
+
+
+class Dispatcher(LoopWorker):
+    name = "dispatch"  # repeated claim faults turn health NOT_SERVING
+
     def __init__(
         self,
         db: Database,
@@ -62,10 +72,10 @@ class Dispatcher:
         self._lease = timedelta(seconds=lease_seconds)
         self._batch = batch_size
         self._concurrency = concurrency
+        super().__init__(idle_poll_seconds, supervision)
         self._idle_poll = idle_poll_seconds
         # While deliveries are in flight, claim again once this many slots are free.
         self._refill_at = max(1, min(batch_size, concurrency) // 2)
-        self._supervision = supervision or Supervision()
         telemetry = telemetry or Telemetry.disabled()
         # Deliveries that finish while a settle transaction is in flight settle
         # together in the next one.
@@ -80,7 +90,6 @@ class Dispatcher:
             links=links,
             db=db,
         )
-        self._wake = asyncio.Event()
         # Work signals (commits that made work due, here or in another process) counted,
         # and how many of them the last claim's query could see: a signal that came
         # before the claim looked is covered by it, one after may not be.
@@ -88,9 +97,9 @@ class Dispatcher:
         self._signals_seen = -1
         self._last_claim = 0.0
         self._more_due = True  # the last claim was full (or failed): claim again
-        # The next due time read while idle, and the work-signal count it reflects.
-        self._due_known: tuple[int, datetime | None] | None = None
-        self._stopping = asyncio.Event()
+        # The next due time read while idle, the work-signal count it reflects and when
+        # it was read (``time.monotonic``).
+        self._due_known: tuple[int, datetime | None, float] | None = None
         self._running = False
         self._inflight: set[asyncio.Task[None]] = set()
         # Slots promised to callers that lease new rows themselves (``reserve``).
@@ -103,24 +112,59 @@ class Dispatcher:
         self._wake.set()
 
     def _claim_worthwhile(self) -> bool:
+        """Is a claim worth its transaction now? Not on a wake-up that only says a
+        delivery finished, unless the last claim is ``QUIET_RECLAIM_SECONDS`` old (or
+        an idle poll: the loop slept that long without a wake-up), or, idle, the next
+        due time it slept until has come."""
+        known = self._due_known
         return (
             self._more_due
             or self._signals != self._signals_seen
-            or time.monotonic() - self._last_claim >= QUIET_RECLAIM_SECONDS
+            or time.monotonic() - self._last_claim >= min(QUIET_RECLAIM_SECONDS, self._idle_poll)
+            or (
+                not self._inflight
+                and known is not None
+                and known[1] is not None
+                and known[1] <= self._clock()
+            )
         )
 
-    async def run_once(self, limit: int | None = None) -> int:
-        """Claim one batch and deliver it to completion; returns how many were claimed."""
-        claims = await self.claim(limit or self._batch)
-        await asyncio.gather(*(self.deliver(c) for c in claims))
-        return len(claims)
+    async def run_once(self) -> Claimed:
+        """One round: claim due leaders into the free delivery slots and start their
+        deliveries. Under ``run`` they go on in the background (the next round refills
+        the slots they free); called alone (tests, one-off tools) it claims whether or
+        not a claim looks worthwhile and waits for them, so they are settled on return.
+        Idle (nothing in flight), it also reads when the next leader falls due."""
+        alone = not self._running
+        inflight = self._inflight
+        free = self._concurrency - len(inflight) - self._reserved
+        claims: list[Claim] = []
+        # Refill in batches, not one slot per finished delivery: a claim (and the
+        # settlement of what it claimed) costs about the same for 1 row as for 8.
+        if (
+            free > 0
+            and (not inflight or free >= self._refill_at)
+            and (alone or self._claim_worthwhile())
+        ):
+            limit = min(free, self._batch)
+            self._more_due = True  # until a claim says otherwise (a failed one does not)
+            claims = await self.claim(limit)
+            self._more_due = len(claims) == limit
+            tasks = [self._spawn(c) for c in claims]
+            if alone:
+                await asyncio.gather(*tasks)
+            elif claims and self._more_due:
+                return Claimed(len(claims), more=True)  # more may be due right now
+        if inflight:
+            return Claimed(len(claims))  # a finished delivery wakes the loop
+        due = await self._next_due()
+        return Claimed(len(claims), due_in=seconds_until(due, self._clock()))
 
     def stop(self) -> None:
         """Claim nothing more; ``run`` returns once in-flight deliveries have settled.
         (Cancelling instead could interrupt a transaction half-way — on SQLite that
         can leave the write lock held by a connection nobody returns.)"""
-        self._stopping.set()
-        self._wake.set()
+        super().stop()
 
     def reserve(self, wanted: int) -> int:
         """Up to ``wanted`` delivery slots for leaders that the caller (intake) leases
@@ -163,44 +207,22 @@ class Dispatcher:
         for claim in claims:
             self._spawn(claim)
 
-    def _spawn(self, claim: Claim) -> None:
+    def _spawn(self, claim: Claim) -> asyncio.Task[None]:
         task = asyncio.create_task(self._deliver_logged(claim))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
         task.add_done_callback(lambda _t: self._wake.set())
+        return task
 
     @phased(DISPATCH_LOOP)
     async def run(self) -> None:
-        """Keep up to ``concurrency`` deliveries in flight until stopped (or cancelled)."""
+        """Keep up to ``concurrency`` deliveries in flight until stopped (or cancelled):
+        the shared loop (``workers.loop``) runs ``run_once``, woken by work signals and
+        by every delivery that finishes."""
         inflight = self._inflight
         self._running = True
         try:
-            while not self._stopping.is_set():
-                self._wake.clear()
-                free = self._concurrency - len(inflight) - self._reserved
-                claims: list[Claim] = []
-                # Refill in batches, not one slot per finished delivery: a claim (and the
-                # settlement of what it claimed) costs about the same for 1 row as for 8.
-                if (
-                    free > 0
-                    and (not inflight or free >= self._refill_at)
-                    and self._claim_worthwhile()
-                ):
-                    limit = min(free, self._batch)
-                    try:
-                        claims = await self.claim(limit)
-                        self._more_due = len(claims) == limit
-                        self._supervision.succeeded(SUPERVISED_NAME)
-                    except Exception:
-                        self._more_due = True
-                        self._supervision.failed(SUPERVISED_NAME)
-                        log.exception("claim failed; retrying after the idle poll interval")
-                for c in claims:
-                    self._spawn(c)
-                if claims and self._more_due:
-                    continue  # there may be more due work right now
-                if not await self._sleep(bool(inflight)):
-                    self._more_due = True  # timed out: something may have fallen due
+            await super().run()
             # Leases handed over by transactions still committing: deliver them too.
             while self._reserved:
                 self._wake.clear()
@@ -213,39 +235,27 @@ class Dispatcher:
             await asyncio.gather(*inflight, return_exceptions=True)
             await self.settlement.close()
 
-    async def _sleep(self, busy: bool) -> bool:
-        """Wait for a wake-up (True) or until the next due time or idle poll (False)."""
-        timeout = self._idle_poll
-        if not busy:
-            try:
-                due = await self._next_due()
-                if due is not None:
-                    timeout = min(timeout, max(0.0, (due - self._clock()).total_seconds()))
-            except Exception:
-                self._supervision.failed(SUPERVISED_NAME)
-                log.exception("next-due query failed")
-        woken = await wait_event(self._wake, timeout)
-        if not woken:
-            self._due_known = None  # the idle poll also re-reads the next due time
-        return woken
-
     async def _next_due(self) -> datetime | None:
         """The next due time, read again only when it may have moved earlier: after a
         work signal (every commit that leaves unleased work pending sends one, here or,
-        through NOTIFY, in another process), once the time read has passed, or after
-        an idle poll. Claims and settlements without a signal only remove or lease
+        through NOTIFY, in another process), once the time read has passed, or once
+        the read is an idle poll old. Claims and settlements without a signal only remove or lease
         work, so a time read before them is at worst early (one needless wake-up). A
         lone producer went idle after every delivery and paid a read transaction for
         the same answer each time."""
         known = self._due_known
-        if known is not None and known[0] == self._signals:
+        if (
+            known is not None
+            and known[0] == self._signals
+            and time.monotonic() - known[2] < self._idle_poll
+        ):
             due = known[1]
             if due is None or due > self._clock():
                 return due
-        signals = self._signals
+        signals, read_at = self._signals, time.monotonic()
         async with self._db.read() as conn:
             due = await dispatch.next_due_at(conn, self._channels.names())
-        self._due_known = (signals, due)
+        self._due_known = (signals, due, read_at)
         return due
 
     @phased(ATTEMPT)  # the task of each spawned delivery

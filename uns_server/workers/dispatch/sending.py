@@ -1,6 +1,7 @@
 """One claim's attempt: call each channel still to deliver, outside any transaction,
 then hand the answers to ``Settlement``. A provider call is bounded by a share of the
-lease; a timeout or an adapter bug is a transient answer, never a lost obligation."""
+lease; a timeout or an adapter bug is a transient answer, never a lost obligation
+(``workers.provider_call``)."""
 
 from __future__ import annotations
 
@@ -27,15 +28,13 @@ from uns_server.store.db import Database
 from uns_server.workers.dispatch.claims import Attempt, Claim
 from uns_server.workers.dispatch.settlement import Settlement
 from uns_server.workers.messages import outbound_message
+from uns_server.workers.provider_call import guarded_call
 
 # The stand-in channel of a delivery whose targets reach nobody and whose policy has no
 # channel: it fails permanently (a dead letter for GUARANTEED work; Replay asks again).
 NOBODY = "targets"
 
 log = logging.getLogger("uns.dispatch")
-
-# A provider call that outlives this share of the lease would settle too late anyway.
-SEND_TIMEOUT_SHARE_OF_LEASE = 0.8
 
 _ATTEMPT_OUTCOME = {
     Status.DELIVERED: "delivered",
@@ -82,7 +81,7 @@ class Sender:
         self._channels = channels
         self._clock = clock
         self._settlement = settlement
-        self._timeout = lease.total_seconds() * SEND_TIMEOUT_SHARE_OF_LEASE
+        self._lease = lease
         self._tracer, self._metrics = tracer, metrics
         self._links = links  # Acknowledge/Dismiss links in messages (HTTP surface on)
         self._db = db  # people and rotations, for policies with targets
@@ -171,26 +170,27 @@ class Sender:
             )
         elif route is not None:
             result = await self._call(
-                claim, route.channel, self._message(claim, channel_name, route)
+                claim, route.channel, lambda: self._message(claim, channel_name, route)
             )
         elif channel_name not in self._channels:
             result = ChannelResult.permanent(f"channel {channel_name!r} is not configured")
         else:
-            result = await self._call(claim, channel_name, self._message(claim, channel_name))
+            result = await self._call(
+                claim, channel_name, lambda: self._message(claim, channel_name)
+            )
         return result
 
-    async def _call(self, claim: Claim, channel: str, message: OutboundMessage) -> ChannelResult:
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await self._channels.get(channel).send(message)
-        except TimeoutError:
-            return ChannelResult.transient("provider call timed out")
-        except Exception as exc:  # an adapter bug must not lose the obligation
-            log.exception(
-                "channel adapter raised",
-                extra={"channel": channel, "notification_id": claim.notification.id},
-            )
-            return ChannelResult.transient(f"adapter error: {type(exc).__name__}")
+    async def _call(
+        self, claim: Claim, channel: str, message: Callable[[], OutboundMessage]
+    ) -> ChannelResult:
+        """The provider call, guarded (building the message included: a bug there must
+        not lose the obligation either)."""
+        adapter = self._channels.get(channel)
+        return await guarded_call(
+            lambda: adapter.send(message()),
+            lease=self._lease,
+            log_extra={"channel": channel, "notification_id": claim.notification.id},
+        )
 
     def _message(
         self, claim: Claim, channel: str, route: PersonRoute | None = None

@@ -1,0 +1,29 @@
+"""Provider-callback receipts are kept for a week, then pruned by their own worker
+(``workers.receipts``), on both dialects."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from uns_server.store import links
+from uns_server.store.db import Database
+from uns_server.workers.receipts import CALLBACK_RECEIPT_DAYS, ReceiptPruner
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+KEEP = timedelta(days=CALLBACK_RECEIPT_DAYS)
+
+
+async def test_receipts_older_than_a_week_are_pruned(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+        async with db.write() as tx:
+            assert await links.record_callback(tx.conn, "old", "slack", NOW - KEEP - timedelta(1))
+            assert await links.record_callback(tx.conn, "recent", "slack", NOW - KEEP / 2)
+        pruner = ReceiptPruner(db, lambda: NOW)
+        assert (await pruner.run_once()).receipts == 1
+        assert (await pruner.run_once()).receipts == 0
+        async with db.read() as conn:
+            assert not await links.seen_callback(conn, "old")
+            assert await links.seen_callback(conn, "recent")  # a replay is still refused
+    finally:
+        await db.dispose()
