@@ -30,10 +30,8 @@ place that says what it must do:
   ``domain.retention.holds_work``.
 - ``Events.append``/``read_after``: sequences ascend in commit order; read-after is
   exclusive of its cursor and oldest first.
-- ``Moves``: each lifecycle move changes only rows still in the state it expects
-  (replay and resolve only a dead letter of the named cycle, a withdrawal only the
-  status it was decided from, follower moves only pending followers of the named
-  owner, window moves only a window of the named owner) and says how many changed.
+- ``Moves``: a lifecycle move changes only rows still in the state it expects, and
+  says which changed (``tests/store/test_moves.py``).
 - ``Notifications``: one row per idempotency key and one dedup window per key (a
   concurrent duplicate fails as a unique violation); the window is locked while read,
   so concurrent new generations of one key serialise.
@@ -371,10 +369,7 @@ class Notifications(Protocol):
 
 
 class Moves(Protocol):
-    """The typed lifecycle moves (``domain.moves``), one named query each
-    (``store.moves``): a row no longer in the state the move expects is left alone,
-    and ``Applied`` says how many of the named rows changed (and which, for moves of
-    several rows)."""
+    """The typed lifecycle moves (``domain.moves``), one named query each."""
 
     async def replay(self, conn: AsyncConnection, move: Replay) -> Applied: ...
     async def resolve_failure(self, conn: AsyncConnection, move: ResolveFailure) -> Applied: ...
