@@ -8,7 +8,7 @@ import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, make_message
 from tests.support.http_receiver import HttpReceiver, Reply
-from uns_server.channels.base import Settlement
+from uns_server.channels.base import ObligationOutcome
 from uns_server.channels.config import PagerDutyConfig
 from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.pagerduty import PagerDutyChannel
@@ -103,8 +103,10 @@ async def test_anything_but_202_success_is_not_delivered(
     assert not result.success and not result.retryable
 
 
-def _settlement(state: str) -> Settlement:
-    return Settlement(state, "uns-timeout-worker", "expiry", "2026-12-04T10:00:00+00:00", "t", "m")
+def _settlement(state: str) -> ObligationOutcome:
+    return ObligationOutcome(
+        state, "uns-timeout-worker", "expiry", "2026-12-04T10:00:00+00:00", "t", "m"
+    )
 
 
 @pytest.mark.parametrize(

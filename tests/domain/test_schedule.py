@@ -354,10 +354,10 @@ def test_follow_up_properties(
 
 # -- retrying one step -------------------------------------------------------------------
 
-OK = schedule.ChannelAnswer(success=True, retryable=False)
-BUSY = schedule.ChannelAnswer(success=False, retryable=True)  # 503, 429, timeout, transport
-NO = schedule.ChannelAnswer(success=False, retryable=False)  # a rejection
-SLOW = schedule.ChannelAnswer(success=False, retryable=True, retry_after_seconds=120.0)
+OK = schedule.StepAnswer(success=True, retryable=False)
+BUSY = schedule.StepAnswer(success=False, retryable=True)  # 503, 429, timeout, transport
+NO = schedule.StepAnswer(success=False, retryable=False)  # a rejection
+SLOW = schedule.StepAnswer(success=False, retryable=True, retry_after_seconds=120.0)
 NIGHT = QuietHours("Europe/Paris", time(22, 0), time(7, 0))
 SENT, GAVE_UP, STOPPED = (
     schedule.StepDecided(schedule.StepOutcome.SENT),
@@ -404,7 +404,7 @@ def after(seconds: float) -> datetime:
     ],
 )
 def test_decide_step_attempt(
-    answers: dict[str, schedule.ChannelAnswer],
+    answers: dict[str, schedule.StepAnswer],
     attempts: int,
     max_attempts: int,
     pending: bool,
@@ -469,7 +469,7 @@ def test_a_retry_in_quiet_hours_waits_for_the_window_to_end() -> None:
     rand=st.floats(0.0, 1.0),
 )
 def test_decide_step_attempt_properties(
-    answers: dict[str, schedule.ChannelAnswer],
+    answers: dict[str, schedule.StepAnswer],
     attempts: int,
     max_attempts: int,
     pending: bool,

@@ -20,8 +20,8 @@ from tests.support.server import RunningServer, ShiftableClock, send_request, st
 from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import EventKind, Status
 from uns_server.store.tables import events, notification_audit_records, notifications
-from uns_server.workers.dispatch import Attempt, Claim
-from uns_server.workers.dispatch.settlement import Settlement
+from uns_server.workers.dispatch import ChannelAttempt, Claim
+from uns_server.workers.dispatch.settlement import Settler
 
 LEASE_SECONDS = 5.0
 
@@ -57,9 +57,9 @@ async def _send(server: RunningServer, count: int, prefix: str) -> list[str]:
     return ids
 
 
-def _ok(claim: Claim, **metadata: Any) -> list[Attempt]:
+def _ok(claim: Claim, **metadata: Any) -> list[ChannelAttempt]:
     return [
-        Attempt(ch, ChannelResult.delivered("m", metadata=metadata), datetime.now(UTC))
+        ChannelAttempt(ch, ChannelResult.delivered("m", metadata=metadata), datetime.now(UTC))
         for ch in claim.channels
     ]
 
@@ -179,7 +179,7 @@ async def test_a_row_that_cannot_settle_does_not_hold_back_the_others(
     await _send(server, 3, "poison")
     claims = await dispatcher.claim(3)
     bad = claims[1]
-    items: list[tuple[Claim, Sequence[Attempt]]] = [
+    items: list[tuple[Claim, Sequence[ChannelAttempt]]] = [
         (c, _ok(c, unserializable=object()) if c is bad else _ok(c)) for c in claims
     ]
 
@@ -197,11 +197,11 @@ async def test_a_lost_commit_acknowledgement_is_not_settled_twice(
     dispatcher = server.app.dispatcher
     ids = await _send(server, 2, "acklost")
     claims = await dispatcher.claim(2)
-    original = Settlement.settle_batch
+    original = Settler.settle_batch
     calls = 0
 
     async def commit_then_fail(
-        self: Settlement, items: Sequence[tuple[Claim, Sequence[Attempt]]]
+        self: Settler, items: Sequence[tuple[Claim, Sequence[ChannelAttempt]]]
     ) -> list[Status | None]:
         nonlocal calls
         calls += 1
@@ -210,7 +210,7 @@ async def test_a_lost_commit_acknowledgement_is_not_settled_twice(
             raise OperationalError("COMMIT", {}, ConnectionError("reply lost"))
         raise AssertionError("settled again")
 
-    monkeypatch.setattr(Settlement, "settle_batch", commit_then_fail)
+    monkeypatch.setattr(Settler, "settle_batch", commit_then_fail)
     monkeypatch.setattr("uns_server.workers.dispatch.settlement.SETTLE_RETRY_DELAY_SECONDS", 0.01)
 
     results = await dispatcher.settlement.settle_many_durably([(c, _ok(c)) for c in claims])

@@ -31,7 +31,7 @@ import aiohttp
 import yarl
 
 from uns_server.channels._redact import LogRedaction, redact, scrub_result, secret_variants
-from uns_server.channels.base import ChannelResult, OutboundMessage, Settlement
+from uns_server.channels.base import ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.http_transport import NOT_SENT, OutboundClient
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -253,11 +253,15 @@ class HttpChannel:
     async def _deliver(self, message: OutboundMessage) -> ChannelResult:
         raise NotImplementedError
 
-    async def update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+    async def update(
+        self, reference: Mapping[str, str], settlement: ObligationOutcome
+    ) -> ChannelResult:
         """Show how the obligation ended on a sent message (``UpdatableChannel``)."""
         return scrub_result(await self._update(reference, settlement), self._secrets)
 
-    async def _update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+    async def _update(
+        self, reference: Mapping[str, str], settlement: ObligationOutcome
+    ) -> ChannelResult:
         return ChannelResult.permanent(f"channel {self.name!r} cannot update sent messages")
 
     async def _post(

@@ -159,7 +159,7 @@ class Channel(Protocol):
 
 
 @dataclass(frozen=True)
-class Settlement:
+class ObligationOutcome:
     """How an obligation ended, to update the messages that announced it."""
 
     state: str  # ACKED, DISMISSED, TIMED_OUT (or another terminal ack state)
@@ -194,6 +194,8 @@ class UpdatableChannel(Protocol):
 
     name: str
 
-    async def update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+    async def update(
+        self, reference: Mapping[str, str], settlement: ObligationOutcome
+    ) -> ChannelResult:
         """Show ``settlement`` on the sent message; classified like ``send``."""
         ...

@@ -23,7 +23,7 @@ from uns_server.channels._http import (
     encode_json,
     unexpected_success,
 )
-from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage, Settlement
+from uns_server.channels.base import ActionLinks, ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import PagerDutyConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -97,7 +97,9 @@ class PagerDutyChannel(HttpChannel):
         # The routing key is a credential: the channel's name stands for the service.
         self.recipient = f"pagerduty:{name}"
 
-    async def _update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+    async def _update(
+        self, reference: Mapping[str, str], settlement: ObligationOutcome
+    ) -> ChannelResult:
         """The obligation ended: ``resolve`` the incident (acknowledged, dismissed or
         withdrawn: nobody needs paging any more). ``acknowledge`` would not do: its
         ``acknowledgement_timeout`` re-pages for an obligation that is over. A timeout

@@ -29,7 +29,7 @@ from uns_server.channels._http import (
     parse_retry_after,
     unexpected_success,
 )
-from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage, Settlement
+from uns_server.channels.base import ActionLinks, ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import SlackConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -46,7 +46,7 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def slack_text(message: OutboundMessage | Settlement) -> str:
+def slack_text(message: OutboundMessage | ObligationOutcome) -> str:
     """Title in bold, the message, and a context line; producer text cannot inject mentions."""
     context = " · ".join(
         _escape(part) for part in (message.priority, message.intent, message.source) if part
@@ -62,7 +62,7 @@ SETTLED_ICONS = {
 }
 
 
-def settled_blocks(settlement: Settlement) -> list[dict[str, Any]]:
+def settled_blocks(settlement: ObligationOutcome) -> list[dict[str, Any]]:
     """The message once the obligation ended: the text, the outcome, no buttons."""
     actor = settlement.actor
     # A Slack user who answered is shown as a mention; anyone else as escaped text.
@@ -230,7 +230,9 @@ class SlackChannel(HttpChannel):
             )
         return ChannelResult.permanent(f"slack error: {code}", metadata=metadata)
 
-    async def _update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+    async def _update(
+        self, reference: Mapping[str, str], settlement: ObligationOutcome
+    ) -> ChannelResult:
         """``chat.update`` of the message ``reference`` names (Web API mode only)."""
         channel, ts = reference.get("slack_channel"), reference.get("slack_ts")
         if self._config.token is None or not channel or not ts:

@@ -26,7 +26,7 @@ from uns_server.channels._http import (
     encode_json,
 )
 from uns_server.channels._signing import signing_key
-from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage, Settlement
+from uns_server.channels.base import ActionLinks, ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import WebhookConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -77,7 +77,7 @@ def webhook_payload(
     return payload
 
 
-def settled_payload(settlement: Settlement, now: float) -> dict[str, Any]:
+def settled_payload(settlement: ObligationOutcome, now: float) -> dict[str, Any]:
     """The body that tells a receiver how an obligation it was sent has ended."""
     return {
         "type": SETTLED_TYPE,
@@ -122,7 +122,9 @@ class WebhookChannel(HttpChannel):
         payload = webhook_payload(message, now, message.action_links(self.recipient))
         return await self._send_signed(payload, message.idempotency_token, now)
 
-    async def _update(self, reference: Mapping[str, str], settlement: Settlement) -> ChannelResult:
+    async def _update(
+        self, reference: Mapping[str, str], settlement: ObligationOutcome
+    ) -> ChannelResult:
         """``uns.notification.settled``, signed like a delivery; its ``webhook-id`` is
         stable per notification, so a repeat can be dropped."""
         now = self._now()

@@ -94,7 +94,7 @@ class Decision:
     asked: Mapping[tuple[schedule.StepKind, int], tuple[str, ...]] = field(default_factory=dict)
 
 
-class Handoff(Protocol):
+class LeaseHandover(Protocol):
     """The local dispatcher (``workers.dispatch.Dispatcher``), to which a group commit
     hands the due leaders it inserts already leased: they skip the claim transaction
     and the wake-up before it."""
@@ -128,7 +128,7 @@ class Intake:
         metrics: Metrics | None = None,
         *,
         max_batch: int = MAX_BATCH_DEFAULT,
-        handoff: Handoff | None = None,
+        handoff: LeaseHandover | None = None,
     ) -> None:
         self._db = db
         self._handoff = handoff
@@ -265,7 +265,7 @@ class Intake:
         ACTIVE policies), one multi-row insert of the new notifications, one append
         of their events. Dedup items lock and write their window rows one by one.
         New leaders go in leased to the local dispatcher as far as it has free slots
-        (``Handoff``); it gets their claims once the transaction has committed."""
+        (``LeaseHandover``); it gets their claims once the transaction has committed."""
         now = self._clock()
         results: list[SendResult | Exception] = []
         reserved, claims = 0, []

@@ -47,9 +47,9 @@ class Progress:
             return None
         return progress
 
-    def answers(self) -> dict[str, schedule.ChannelAnswer]:
+    def answers(self) -> dict[str, schedule.StepAnswer]:
         return {
-            ch: schedule.ChannelAnswer(r["success"], r["retryable"], r.get("retry_after_seconds"))
+            ch: schedule.StepAnswer(r["success"], r["retryable"], r.get("retry_after_seconds"))
             for ch, r in self.results.items()
         }
 

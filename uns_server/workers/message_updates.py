@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from uns_server.channels.base import ChannelResult, Settlement, UpdatableChannel
+from uns_server.channels.base import ChannelResult, ObligationOutcome, UpdatableChannel
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import message_updates as rules
 from uns_server.domain.records import MessageUpdate
@@ -156,7 +156,7 @@ class MessageUpdater(LoopWorker):
         if not isinstance(channel, UpdatableChannel):
             return ChannelResult.permanent(f"channel {name!r} is not configured for updates")
         return await guarded_call(
-            lambda: channel.update(reference, Settlement(**update.outcome)),
+            lambda: channel.update(reference, ObligationOutcome(**update.outcome)),
             lease=self._lease,
             log_extra={"channel": name, "notification_id": update.notification_id},
         )

@@ -32,7 +32,7 @@ class StepOutcome(StrEnum):
 
 
 @dataclass(frozen=True)
-class ChannelAnswer:
+class StepAnswer:
     """What one channel said to the latest call of a step (``ChannelResult``, classified)."""
 
     success: bool
@@ -62,7 +62,7 @@ class RetryStep:
 def decide_step_attempt(
     *,
     channels: Sequence[str],
-    answers: Mapping[str, ChannelAnswer],
+    answers: Mapping[str, StepAnswer],
     attempts: int,
     max_attempts: int,
     ack_pending: bool,

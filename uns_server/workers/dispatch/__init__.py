@@ -29,7 +29,7 @@ a row whose lease was lost gets LEASE_LOST while the others in the batch settle.
 
 The modules, one concern each:
 
-- ``claims``: the values a claim hands a delivery (``Claim``, ``Attempt``) and the
+- ``claims``: the values a claim hands a delivery (``Claim``, ``ChannelAttempt``) and the
   events a claim commits before any provider I/O;
 - ``loop``: ``Dispatcher``, the claiming round (slots, when a claim is worth it,
   intake's hand-over) that the shared loop (``workers.loop``) runs;
@@ -40,7 +40,7 @@ The modules, one concern each:
 - ``references``: the provider references a successful channel attempt records.
 """
 
-from uns_server.workers.dispatch.claims import Attempt, Claim
+from uns_server.workers.dispatch.claims import ChannelAttempt, Claim
 from uns_server.workers.dispatch.loop import Dispatcher
 
-__all__ = ["Attempt", "Claim", "Dispatcher"]
+__all__ = ["ChannelAttempt", "Claim", "Dispatcher"]

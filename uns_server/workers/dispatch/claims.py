@@ -1,5 +1,5 @@
 """What a claim hands a delivery (``Claim``), what one provider call answered
-(``Attempt``), and the events a claim commits before any provider I/O."""
+(``ChannelAttempt``), and the events a claim commits before any provider I/O."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
+class ChannelAttempt:
     """What one channel answered to one provider call."""
 
     channel: str

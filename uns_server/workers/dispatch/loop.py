@@ -2,7 +2,7 @@
 run by the shared worker loop (``workers.loop``), claiming due leaders in batches
 (``store.dispatch.claim``, asking ``lifecycle.decide_claim`` about each), and takes
 the leases intake hands over (``reserve``, ``lease_new``, ``hand_over``). Each claim
-is delivered by ``Sender`` and settled by ``Settlement`` (see the package docstring
+is delivered by ``Sender`` and settled by ``Settler`` (see the package docstring
 for the whole attempt)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from uns_server.store.db import TOPIC_WORK, Database
 from uns_server.store.events import NewEvent, append
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
 from uns_server.workers.dispatch.sending import Sender
-from uns_server.workers.dispatch.settlement import Settled, Settlement
+from uns_server.workers.dispatch.settlement import Settled, Settler
 from uns_server.workers.loop import LoopWorker, seconds_until
 from uns_server.workers.supervision import Supervision
 
@@ -79,7 +79,7 @@ class Dispatcher(LoopWorker):
         telemetry = telemetry or Telemetry.disabled()
         # Deliveries that finish while a settle transaction is in flight settle
         # together in the next one.
-        self.settlement = Settlement(db, clock, rand=rand, metrics=telemetry.metrics)
+        self.settlement = Settler(db, clock, rand=rand, metrics=telemetry.metrics)
         self._sender = Sender(
             channels,
             clock,

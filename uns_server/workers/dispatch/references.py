@@ -12,7 +12,7 @@ from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Notification
 from uns_server.store.events import NewEvent
-from uns_server.workers.dispatch.claims import Attempt, Claim, event
+from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, event
 
 
 def sent_reference(
@@ -52,7 +52,7 @@ def follow_up_key(channel: str, follow_up: str, number: int) -> str:
     return f"{channel}:{follow_up.lower()}:{number}"
 
 
-def reference(claim: Claim, attempt: Attempt) -> dict[str, Any] | None:
+def reference(claim: Claim, attempt: ChannelAttempt) -> dict[str, Any] | None:
     """The provider reference of a successful channel attempt, with where it came from
     (a person's message: the real channel and the person; it is kept under its key)."""
     route = claim.route(attempt.channel)
@@ -66,14 +66,14 @@ def reference(claim: Claim, attempt: Attempt) -> dict[str, Any] | None:
     )
 
 
-def reference_payload(claim: Claim, attempt: Attempt) -> dict[str, Any]:
+def reference_payload(claim: Claim, attempt: ChannelAttempt) -> dict[str, Any]:
     """The CHANNEL_ATTEMPT_RESULT payload's part for the reference (none on failure)."""
     ref = reference(claim, attempt)
     return {} if ref is None else {"provider_reference": ref}
 
 
 def provider_refs(
-    n: Notification, claim: Claim, attempts: Sequence[Attempt]
+    n: Notification, claim: Claim, attempts: Sequence[ChannelAttempt]
 ) -> dict[str, Any] | None:
     """The notification's provider references with this attempt's successes; None if
     unchanged."""
@@ -91,7 +91,7 @@ def route_fields(claim: Claim, key: str) -> dict[str, str]:
     return {"channel": route.channel, "route": key, "recipient_id": route.recipient_id}
 
 
-def result_event(claim: Claim, base: Mapping[str, Any], a: Attempt) -> NewEvent:
+def result_event(claim: Claim, base: Mapping[str, Any], a: ChannelAttempt) -> NewEvent:
     """CHANNEL_ATTEMPT_RESULT: one channel's answer, recorded whatever the lease."""
     return event(
         claim.notification,

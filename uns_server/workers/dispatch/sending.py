@@ -1,5 +1,5 @@
 """One claim's attempt: call each channel still to deliver, outside any transaction,
-then hand the answers to ``Settlement``. A provider call is bounded by a share of the
+then hand the answers to ``Settler``. A provider call is bounded by a share of the
 lease; a timeout or an adapter bug is a transient answer, never a lost obligation
 (``workers.provider_call``)."""
 
@@ -25,8 +25,8 @@ from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.db import Database
-from uns_server.workers.dispatch.claims import Attempt, Claim
-from uns_server.workers.dispatch.settlement import Settlement
+from uns_server.workers.dispatch.claims import ChannelAttempt, Claim
+from uns_server.workers.dispatch.settlement import Settler
 from uns_server.workers.messages import outbound_message
 from uns_server.workers.provider_call import guarded_call
 
@@ -51,7 +51,7 @@ _ATTEMPT_LOG_LEVEL = {
 }
 
 
-def _failure_fields(attempts: list[Attempt]) -> dict[str, str]:
+def _failure_fields(attempts: list[ChannelAttempt]) -> dict[str, str]:
     """What an operator needs from a failed or retried attempt's log line: which
     channel(s) failed, the error class (``transient`` / ``permanent``) and the
     provider's error message, one per failed channel, in the order of ``channel``."""
@@ -70,7 +70,7 @@ class Sender:
         self,
         channels: ChannelRegistry,
         clock: Callable[[], datetime],
-        settlement: Settlement,
+        settlement: Settler,
         *,
         lease: timedelta,
         tracer: Tracer,
@@ -147,7 +147,7 @@ class Sender:
                 self._metrics.attempt(outcome, time.monotonic() - started)
 
     @phased(PROVIDER)
-    async def _send(self, claim: Claim, channel_name: str) -> Attempt:
+    async def _send(self, claim: Claim, channel_name: str) -> ChannelAttempt:
         nid = claim.notification.id
         started = time.monotonic()
         # Spans and metrics name the real channel: a label per person would not scale.
@@ -160,7 +160,7 @@ class Sender:
             if not result.success:
                 tracing.set_error(span, result.error or kind)
         self._metrics.channel_send(label, kind, time.monotonic() - started)
-        return Attempt(channel_name, result, self._clock())
+        return ChannelAttempt(channel_name, result, self._clock())
 
     async def _call_adapter(self, claim: Claim, channel_name: str) -> ChannelResult:
         route = claim.route(channel_name)

@@ -1,4 +1,4 @@
-"""Settlement: record what the providers answered, fenced by the lease token.
+"""Settler: record what the providers answered, fenced by the lease token.
 
 Deliveries that finish while a settle transaction is in flight are settled together
 in the next one (``submit``; one fenced executemany per kind of update, which also
@@ -29,7 +29,7 @@ from uns_server.observability.phases import SETTLE, phased
 from uns_server.store import audit, dispatch
 from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_unreachable
 from uns_server.store.events import NewEvent, append
-from uns_server.workers.dispatch.claims import Attempt, Claim, attempt_base, event
+from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
 from uns_server.workers.dispatch.references import provider_refs, result_event
 
@@ -43,7 +43,7 @@ SETTLE_RETRY_DELAY_SECONDS_MAX = 5.0
 # Most deliveries settled in one transaction (the rest wait for the next one).
 SETTLE_BATCH_MAX = 64
 
-Item = tuple[Claim, Sequence[Attempt]]
+Item = tuple[Claim, Sequence[ChannelAttempt]]
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Settled:
         return [*self.results, *self.followers, *([self.final] if self.final else [])]
 
 
-class Settlement:
+class Settler:
     def __init__(
         self,
         db: Database,
@@ -80,7 +80,7 @@ class Settlement:
             self.settle_many_durably, max_batch=SETTLE_BATCH_MAX
         )
 
-    async def submit(self, claim: Claim, attempts: Sequence[Attempt]) -> Status | None:
+    async def submit(self, claim: Claim, attempts: Sequence[ChannelAttempt]) -> Status | None:
         """Record the delivery's outcome, in one transaction with every other delivery
         that finishes while the previous settle transaction is in flight. The new
         status, or None when the lease was lost."""
@@ -267,7 +267,7 @@ class Settlement:
         tx: WriteTx,
         n: Notification,
         claim: Claim,
-        attempts: Sequence[Attempt],
+        attempts: Sequence[ChannelAttempt],
         s: Settled,
         now: datetime,
     ) -> dict[str, Any]:
