@@ -23,11 +23,13 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
+from uns_server.domain import moves
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
+from uns_server.domain.schedule import StepKind
 from uns_server.store import (
     acks,
     dispatch,
@@ -543,27 +545,56 @@ async def test_follow_up_settlement_is_fenced_by_its_own_lease(db: Database) -> 
     [nid] = await insert(db, awaiting())
     token, other = str(uuid.uuid4()), str(uuid.uuid4())
     async with db.write() as tx:
-        await FOLLOWUPS.update_row(
-            tx.conn, nid, followup_lease_token=token, followup_lease_until=NOW + LEASE
-        )
+        stale = moves.LeaseFollowUp(nid, other, token, NOW + LEASE)  # not the lease read
+        assert (await FOLLOWUPS.lease(tx.conn, stale)).lost
+        lease = moves.LeaseFollowUp(nid, None, token, NOW + LEASE)
+        assert not (await FOLLOWUPS.lease(tx.conn, lease)).lost
 
+    counts = moves.FollowUpCounts(0, 0).after(StepKind.REMINDER, 1)
     async with db.write() as tx:
         assert await FOLLOWUPS.due(tx.conn, NOW, 10) == []  # held
         held = await FOLLOWUPS.leased(tx.conn, nid, token, NOW)
         assert held is not None and held.followup_lease_token == token
         assert await FOLLOWUPS.leased(tx.conn, nid, other, NOW) is None
         assert await FOLLOWUPS.leased(tx.conn, nid, token, NOW + LEASE) is None  # expired
-        assert not await FOLLOWUPS.settle(tx.conn, nid, other, {"reminders_sent": 1})
+        wrong = moves.SettleFollowUpStep(nid, other, counts, None, None, NOW)
+        assert (await FOLLOWUPS.settle_step(tx.conn, wrong)).lost
     assert (await fetch(db, nid))["reminders_sent"] == 0
 
-    released = {"reminders_sent": 1, "followup_lease_token": None, "followup_lease_until": None}
+    retry_at = NOW + timedelta(seconds=30)
+    step = {"kind": "REMINDER", "number": 1}
     async with db.write() as tx:
-        assert await FOLLOWUPS.settle(tx.conn, nid, token, released)
+        retry = moves.RetryFollowUpStep(nid, token, step, retry_at, None, NOW)
+        assert not (await FOLLOWUPS.retry_step(tx.conn, retry)).lost
     stored = await fetch(db, nid)
-    assert (stored["reminders_sent"], stored["followup_lease_token"]) == (1, None)
-    async with db.write() as tx:  # settled: the token holds nothing any more
-        assert not await FOLLOWUPS.settle(tx.conn, nid, token, {"reminders_sent": 2})
-    assert (await fetch(db, nid))["reminders_sent"] == 1
+    assert (stored["followup_step"], stored["followup_at"]) == (step, retry_at)
+    assert stored["followup_lease_token"] is None  # released until the retry is due
+
+    async with db.write() as tx:  # released: the old token holds nothing any more
+        late = moves.SettleFollowUpStep(nid, token, counts, None, None, NOW)
+        assert (await FOLLOWUPS.settle_step(tx.conn, late)).lost
+        again = moves.LeaseFollowUp(nid, None, other, NOW + LEASE)
+        assert not (await FOLLOWUPS.lease(tx.conn, again)).lost
+    refs = {"log": {"message_id": "m"}}
+    async with db.write() as tx:
+        fired = moves.SettleFollowUpStep(nid, other, counts, retry_at, refs, NOW)
+        assert not (await FOLLOWUPS.settle_step(tx.conn, fired)).lost
+    stored = await fetch(db, nid)
+    assert (stored["reminders_sent"], stored["escalations_sent"]) == (1, 0)
+    assert (stored["followup_step"], stored["followup_lease_token"]) == (None, None)
+    assert (stored["followup_at"], stored["provider_refs"]) == (retry_at, refs)
+
+    async with db.write() as tx:  # nothing due yet: look again later, lease as read
+        wait = moves.RescheduleFollowUp(nid, None, NOW + LEASE)
+        assert not (await FOLLOWUPS.reschedule(tx.conn, wait)).lost
+    assert (await fetch(db, nid))["followup_at"] == NOW + LEASE
+
+
+def test_a_follow_up_counter_only_moves_forward() -> None:
+    counts = moves.FollowUpCounts(reminders_sent=2, escalations_sent=1)
+    assert counts.after(StepKind.REMINDER, 1) == counts  # a late close counts nothing
+    assert counts.after(StepKind.REMINDER, 3) == moves.FollowUpCounts(3, 1)
+    assert counts.after(StepKind.ESCALATION, 2) == moves.FollowUpCounts(2, 2)
 
 
 # --- message updates --------------------------------------------------------------

@@ -18,15 +18,21 @@ a settled dedup leader does to its followers and its window (seed 000 §1.1)::
     FOLLOWING (of L) --Promote(L exhausted)--> PENDING leader, due now
     FOLLOWING (of L) --Relink(to the promoted P)--> FOLLOWING (of P)
     window (owner L) --ExtendWindow / MoveWindow--> window (until / owner moved)
+    follow-up free --LeaseFollowUp--> leased --RetryFollowUpStep--> free, due at the retry
+    follow-up free --RescheduleFollowUp--> free, due later
+    leased (or a step left when the ack ended) --SettleFollowUpStep--> free, next step due
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from uns_server.domain.enums import Status
 from uns_server.domain.records import Notification
+from uns_server.domain.schedule import StepKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,3 +172,73 @@ class MoveWindow:
     key: str
     from_owner_id: str
     to_owner_id: str
+
+
+# -- follow-ups (reminders and escalation steps), under their own lease --------------
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUpCounts:
+    """How many reminders and escalation steps an obligation has counted as sent."""
+
+    reminders_sent: int
+    escalations_sent: int
+
+    def after(self, kind: StepKind, number: int) -> FollowUpCounts:
+        """Counted up to step ``number`` of ``kind``: a counter only moves forward (a
+        step recovered after a lost lease, or closed late, never counts twice)."""
+        if kind == StepKind.REMINDER:
+            return replace(self, reminders_sent=max(self.reminders_sent, number))
+        return replace(self, escalations_sent=max(self.escalations_sent, number))
+
+
+@dataclass(frozen=True, slots=True)
+class RescheduleFollowUp:
+    """Nothing is due yet: look again at ``at`` (None: nothing more to send; an
+    expired lease is released). Expected: the follow-up lease as read
+    (``expected_token``, None when free)."""
+
+    notification_id: str
+    expected_token: str | None
+    at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseFollowUp:
+    """A step is due: lease the row's follow-up under ``token`` until ``until``.
+    Expected: the follow-up lease as read (an expired one is recovered)."""
+
+    notification_id: str
+    expected_token: str | None
+    token: str
+    until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RetryFollowUpStep:
+    """The step's call is retried at ``at``; ``step`` records its progress, and the
+    channels that took it already are in ``provider_refs`` (closed when it ends).
+    Expected: ``token`` still holds the follow-up lease, which is released."""
+
+    notification_id: str
+    token: str
+    step: Mapping[str, Any]
+    at: datetime
+    provider_refs: Mapping[str, Any] | None
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SettleFollowUpStep:
+    """The step is decided (SENT, GAVE_UP or STOPPED: its one event): counted, the next
+    follow-up due at ``next_at`` (None: nothing more to send), the lease released.
+    Expected: ``token`` still holds the follow-up lease; a step closed after its ack
+    ended (``token`` None) expects the lease as read, ``expected_token``."""
+
+    notification_id: str
+    token: str | None
+    counts: FollowUpCounts
+    next_at: datetime | None
+    provider_refs: Mapping[str, Any] | None
+    now: datetime
+    expected_token: str | None = None

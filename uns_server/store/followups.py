@@ -10,14 +10,20 @@ the worker can record that step as STOPPED.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.moves import (
+    Applied,
+    LeaseFollowUp,
+    RescheduleFollowUp,
+    RetryFollowUpStep,
+    SettleFollowUpStep,
+)
 from uns_server.domain.records import Notification
 from uns_server.store import records
 from uns_server.store.tables import UtcDateTime
@@ -43,10 +49,6 @@ async def due(conn: AsyncConnection, now: datetime, limit: int) -> list[Notifica
     return [records.notification(row) for row in (await conn.execute(q)).mappings()]
 
 
-async def update_row(conn: AsyncConnection, notification_id: str, **values: Any) -> None:
-    await conn.execute(update(n).where(n.c.id == notification_id).values(**values))
-
-
 async def leased(
     conn: AsyncConnection, notification_id: str, token: str, now: datetime
 ) -> Notification | None:
@@ -64,16 +66,59 @@ async def leased(
     return None if row is None else records.notification(row)
 
 
-async def settle(
-    conn: AsyncConnection, notification_id: str, token: str, values: Mapping[str, Any]
-) -> bool:
-    """Fenced update: False when ``token`` no longer holds the lease."""
-    result = await conn.execute(
-        update(n)
-        .where(n.c.id == notification_id, n.c.followup_lease_token == token)
-        .values(**values)
-    )
-    return bool(result.rowcount == 1)
+def _lease_is(token: str | None) -> ColumnElement[bool]:
+    if token is None:
+        return n.c.followup_lease_token.is_(None)
+    return n.c.followup_lease_token == token
+
+
+async def _apply(conn: AsyncConnection, nid: str, fence: Any, values: dict[str, Any]) -> Applied:
+    result = await conn.execute(update(n).where(n.c.id == nid, fence).values(values))
+    return Applied(1, int(result.rowcount))
+
+
+async def reschedule(conn: AsyncConnection, move: RescheduleFollowUp) -> Applied:
+    """Look again later; the row was locked by ``due``, its lease still as read."""
+    values = {"followup_at": move.at, "followup_lease_token": None, "followup_lease_until": None}
+    return await _apply(conn, move.notification_id, _lease_is(move.expected_token), values)
+
+
+async def lease(conn: AsyncConnection, move: LeaseFollowUp) -> Applied:
+    """Lease the row's follow-up; it was locked by ``due``, its lease still as read."""
+    values = {"followup_lease_token": move.token, "followup_lease_until": move.until}
+    return await _apply(conn, move.notification_id, _lease_is(move.expected_token), values)
+
+
+async def retry_step(conn: AsyncConnection, move: RetryFollowUpStep) -> Applied:
+    """Fenced by the follow-up token: the step's progress stored, its retry due."""
+    values: dict[str, Any] = {
+        "followup_lease_token": None,
+        "followup_lease_until": None,
+        "updated_at": move.now,
+        "followup_step": dict(move.step),
+        "followup_at": move.at,
+    }
+    if move.provider_refs is not None:
+        values["provider_refs"] = dict(move.provider_refs)
+    return await _apply(conn, move.notification_id, _lease_is(move.token), values)
+
+
+async def settle_step(conn: AsyncConnection, move: SettleFollowUpStep) -> Applied:
+    """Fenced by the follow-up token (or, closing a step whose ack ended, by the lease
+    as read): the step counted, the next one due, the lease released."""
+    values: dict[str, Any] = {
+        "followup_lease_token": None,
+        "followup_lease_until": None,
+        "updated_at": move.now,
+        "reminders_sent": move.counts.reminders_sent,
+        "escalations_sent": move.counts.escalations_sent,
+        "followup_at": move.next_at,
+        "followup_step": None,
+    }
+    if move.provider_refs is not None:
+        values["provider_refs"] = dict(move.provider_refs)
+    fence = _lease_is(move.token if move.token is not None else move.expected_token)
+    return await _apply(conn, move.notification_id, fence, values)
 
 
 async def next_due_at(conn: AsyncConnection) -> datetime | None:

@@ -149,8 +149,12 @@ class FollowUps(Protocol):
         locked (SKIP LOCKED)."""
         ...
 
-    async def update_row(self, conn: AsyncConnection, notification_id: str, **values: Any) -> None:
-        """Set columns of a row the caller holds (locked by ``due``)."""
+    async def reschedule(self, conn: AsyncConnection, move: m.RescheduleFollowUp) -> m.Applied:
+        """Look again later at a row ``due`` locked, its lease still as read."""
+        ...
+
+    async def lease(self, conn: AsyncConnection, move: m.LeaseFollowUp) -> m.Applied:
+        """Lease the follow-up of a row ``due`` locked, its lease still as read."""
         ...
 
     async def leased(
@@ -159,14 +163,12 @@ class FollowUps(Protocol):
         """The row while ``token`` holds its unexpired follow-up lease, locked."""
         ...
 
-    async def settle(
-        self,
-        conn: AsyncConnection,
-        notification_id: str,
-        token: str,
-        values: Mapping[str, Any],
-    ) -> bool:
-        """Apply ``values`` where ``token`` still holds the follow-up lease; whether it did."""
+    async def retry_step(self, conn: AsyncConnection, move: m.RetryFollowUpStep) -> m.Applied:
+        """Store the step's progress and its retry where ``move.token`` holds the lease."""
+        ...
+
+    async def settle_step(self, conn: AsyncConnection, move: m.SettleFollowUpStep) -> m.Applied:
+        """Count the decided step, the next one due, where the lease is as expected."""
         ...
 
     async def next_due_at(self, conn: AsyncConnection) -> datetime | None:

@@ -46,7 +46,7 @@ from typing import Any
 
 from uns_server.channels.base import ChannelResult
 from uns_server.channels.registry import ChannelRegistry
-from uns_server.domain import schedule
+from uns_server.domain import moves, schedule
 from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.records import Notification
 from uns_server.services.action_links import ActionLinkService
@@ -65,7 +65,6 @@ from uns_server.workers.followup_progress import (
     NUMBER_FIELD,
     Progress,
     result_json,
-    sent_count,
     step_of,
     step_payload,
     timing_of,
@@ -81,10 +80,6 @@ BATCH_DEFAULT = 64
 _KIND_EVENT = {
     schedule.StepKind.REMINDER: EventKind.REMINDER_SENT,
     schedule.StepKind.ESCALATION: EventKind.ESCALATED,
-}
-_COUNTER = {
-    schedule.StepKind.REMINDER: "reminders_sent",
-    schedule.StepKind.ESCALATION: "escalations_sent",
 }
 
 
@@ -155,23 +150,15 @@ class FollowUpWorker(LoopWorker):
                     escalations_sent=n.escalations_sent,
                     now=now,
                 )
+                held = n.followup_lease_token  # as read under the row lock (``due``)
                 if isinstance(decision, schedule.Wait):
-                    await followups.update_row(
-                        tx.conn,
-                        n.id,
-                        followup_at=decision.at,
-                        followup_lease_token=None,
-                        followup_lease_until=None,
-                    )
+                    wait = moves.RescheduleFollowUp(n.id, held, decision.at)
+                    _check_locked(await followups.reschedule(tx.conn, wait), n.id)
                     rescheduled += 1
                     continue
                 token = str(uuid.uuid4())
-                await followups.update_row(
-                    tx.conn,
-                    n.id,
-                    followup_lease_token=token,
-                    followup_lease_until=now + self._lease,
-                )
+                lease = moves.LeaseFollowUp(n.id, held, token, now + self._lease)
+                _check_locked(await followups.lease(tx.conn, lease), n.id)
                 recovered = n.followup_lease_token is not None
                 step = decision.step
                 progress = Progress.of(n, step)
@@ -184,14 +171,12 @@ class FollowUpWorker(LoopWorker):
 
     async def _close_stopped(self, tx: WriteTx, n: Notification, now: datetime) -> None:
         progress = Progress.of(n)
-        values: dict[str, Any] = {
-            "followup_at": None,
-            "followup_step": None,
-            "followup_lease_token": None,
-            "followup_lease_until": None,
-        }
+        counts = moves.FollowUpCounts(n.reminders_sent, n.escalations_sent)
+        close = moves.SettleFollowUpStep(
+            n.id, None, counts, None, None, now, expected_token=n.followup_lease_token
+        )
         if progress is None:  # nothing to close (the query takes no such row)
-            await followups.update_row(tx.conn, n.id, **values)
+            _check_locked(await followups.settle_step(tx.conn, close), n.id)
             return
         if n.followup_lease_token is not None:  # a call whose lease expired unsettled
             progress = dataclasses.replace(progress, recovered=True)
@@ -210,10 +195,8 @@ class FollowUpWorker(LoopWorker):
             rand=self._rand,
         )
         assert isinstance(decided, schedule.StepDecided)
-        column = _COUNTER[step.kind]
-        values[column] = max(sent_count(n, step.kind), step.number)
-        values["updated_at"] = now
-        await followups.update_row(tx.conn, n.id, **values)
+        close = dataclasses.replace(close, counts=counts.after(step.kind, step.number))
+        _check_locked(await followups.settle_step(tx.conn, close), n.id)
         payload = step_payload(step, progress, decided.outcome, lease_token=None)
         await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
 
@@ -285,37 +268,26 @@ class FollowUpWorker(LoopWorker):
                 intent=intent,
                 rand=self._rand,
             )
-            values: dict[str, Any] = {
-                "followup_lease_token": None,
-                "followup_lease_until": None,
-                "updated_at": now,
-            }
+            refs = follow_up_refs(current, claim, sent, now)  # closed later too
             if isinstance(decision, schedule.RetryStep):
-                values |= {"followup_step": progress.to_json(), "followup_at": decision.at}
-                refs = follow_up_refs(current, claim, sent, now)
-                if refs is not None:  # the channels that took it are closed later too
-                    values["provider_refs"] = refs
-                await followups.settle(tx.conn, n.id, claim.token, values)
-                return True
-            counters = {
-                "reminders_sent": current.reminders_sent,
-                "escalations_sent": current.escalations_sent,
-            }
-            column = _COUNTER[step.kind]
-            counters[column] = max(counters[column], step.number)
+                retry = moves.RetryFollowUpStep(
+                    n.id, claim.token, progress.to_json(), decision.at, refs, now
+                )
+                return not (await followups.retry_step(tx.conn, retry)).lost
+            counts = moves.FollowUpCounts(current.reminders_sent, current.escalations_sent)
+            counts = counts.after(step.kind, step.number)
             next_at = None
             if pending:
                 next_at = schedule.after_fired(
                     delivered_at=delivered_at(current),
                     timing=timing,
                     intent=intent,
-                    **counters,
+                    reminders_sent=counts.reminders_sent,
+                    escalations_sent=counts.escalations_sent,
                 )
-            values |= {**counters, "followup_at": next_at, "followup_step": None}
-            refs = follow_up_refs(current, claim, sent, now)
-            if refs is not None:
-                values["provider_refs"] = refs
-            await followups.settle(tx.conn, n.id, claim.token, values)
+            fired = moves.SettleFollowUpStep(n.id, claim.token, counts, next_at, refs, now)
+            if (await followups.settle_step(tx.conn, fired)).lost:
+                return False  # ``leased`` held it locked: not expected, but nothing fired
             payload = step_payload(
                 step,
                 progress,
@@ -336,3 +308,10 @@ def delivered_at(n: Notification) -> datetime:
 
 def _event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(n.id, n.principal, n.notification_type, kind, payload)
+
+
+def _check_locked(applied: moves.Applied, notification_id: str) -> None:
+    # ``due`` locked the row and read its lease in this transaction: a lost move is a
+    # bug, so nothing of this round may commit.
+    if applied.lost:
+        raise RuntimeError(f"follow-up of {notification_id} moved under its row lock")
