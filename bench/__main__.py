@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = (
     "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "console",
-    "peer",
+    "peer", "batch",
 )  # fmt: skip
 PAIRED = ("accept", "deliver", "ghz")  # the workloads --before measures from both trees
 
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="UNS beside the PostgreSQL ceiling (pgbench), a bare grpc.aio echo server "
-        "and a peer queue (procrastinate), measured in one run on this machine.",
+        "and peer queues (procrastinate, River), measured in one run on this machine.",
     )
     parser.add_argument(
         "--quick", action="store_true", help="small counts, 2-3 minutes (default: full)"

@@ -27,7 +27,7 @@ from bench.cpu import CpuMeter
 from bench.harness import WEBHOOK_SECRET, Harness, ServerChild
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
-from bench.workloads import accept, console, deliver, drain, growth, outside, watch
+from bench.workloads import accept, batch, console, deliver, drain, growth, outside, watch
 from bench.workloads.common import Contestant
 
 MAIN_DATABASE = "uns_main"
@@ -148,6 +148,12 @@ async def run(options: Options) -> int:
             rows += await phase("growth", growth.run(harness, profile, tag))
         if "console" in want:
             rows += await phase("console", console.run(harness, receiver, profile, tag))
+        if "batch" in want:
+            batch_rows, notes = await phase("batch", batch.run(harness, profile, tag), ([], {}))
+            rows += batch_rows
+            meta.update(notes)
+            if "river" in notes:
+                _log(notes["river"])
         if "peer" in want:
             if peer.available():
                 rows += await phase("peer", peer.run(harness, profile))
@@ -290,6 +296,7 @@ _ORDER = (
     "accept", "grpc echo", "pgbench accept-tx", "pgbench single-row", "procrastinate defer",
     "deliver", "procrastinate process", "watch", "drain", "growth", "console", "console idle",
     "ghz echo", "ghz accept", "ghz accept+log", "ghz accept+webhook", "aiohttp POST",
+    "batch accept", "pgbench batch-insert", "river InsertMany", "batch drain", "river work",
 )  # fmt: skip
 
 
