@@ -32,9 +32,8 @@ async def test_batch_rows_and_their_baselines(tmp_path: Path) -> None:
     assert drain.ops == drain.extra["backlog"] == SMOKE.batch_items + 2 + SMOKE.batch_size
     assert "PENDING" not in drain.extra["states_after"], drain.extra
     insert = by_name["pgbench batch-insert"]
-    assert insert.ops > 0 and insert.ops % SMOKE.batch_size == 0 and not insert.note.count(
-        "failed"
-    )
+    assert insert.ops > 0 and insert.ops % SMOKE.batch_size == 0, insert.note
+    assert "failed" not in insert.note
     assert "INSERT INTO uns_notifications" in notes["batch_transaction_sql"]
     text = report.render(report.Results(rows), 2)
     assert "batch accept / pgbench batch-insert" in text
@@ -65,7 +64,7 @@ def test_batch_insert_script_grows_each_array_to_the_batch() -> None:
                 2: f"'{{{uuid}}}'",
                 3: f"'{{{key}}}'",
                 4: "'{7}'",
-                5: "'{\"{\\\"a\\\": null}\"}'",
+                5: '\'{"{\\"a\\": null}"}\'',
                 6: "'2026-12-06 05:17:24.390047+00'",
             },
         ),
