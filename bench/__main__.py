@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="sample uns-server with py-spy during accept/deliver/watch; print hotspots",
+        help="sample uns-server with py-spy during accept/deliver/watch and the batch "
+        "accept and drain; print hotspots",
     )
     parser.add_argument(
         "--phases",

@@ -217,6 +217,12 @@ def batch_bound(res: Results, cores: int | None) -> list[str]:
             f"cores busy; at most {ceiling:,.0f}/s here ({ceiling / goal:.2f}x the goal; "
             f"the goal needs <= {cores * 1000 / goal:.3f} ms per item)"
         )
+        if server:  # one uns-server process runs its Python on one core
+            lines.append(
+                f"    one uns-server process (one core for its Python): at most "
+                f"{1000 / server:,.0f}/s ({1000 / server / goal:.2f}x the goal; the goal "
+                f"needs <= {1000 / goal:.3f} ms of server CPU per item)"
+            )
     return (
         ["CPU budget of the batch rows (all processes, per notification):", *lines] if lines else []
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import capture, config, ghz, pairs, profiling, report, trees
 from bench import phases as phase_cpu
-from bench.baselines import echo, peer, pgbench
+from bench.baselines import echo, peer, pgbench, river
 from bench.cpu import CpuMeter
 from bench.harness import WEBHOOK_SECRET, Harness, ServerChild
 from bench.receiver import WebhookReceiver
@@ -149,11 +149,20 @@ async def run(options: Options) -> int:
         if "console" in want:
             rows += await phase("console", console.run(harness, receiver, profile, tag))
         if "batch" in want:
-            batch_rows, notes = await phase("batch", batch.run(harness, profile, tag), ([], {}))
+            spots: batch.Hotspots | None = {} if options.profile else None
+            work = batch.run(harness, profile, tag, spots)
+            batch_rows, notes = await phase("batch", work, ([], {}))
             rows += batch_rows
             meta.update(notes)
-            if "river" in notes:
-                _log(notes["river"])
+            if spots:
+                meta["batch_hotspots"] = spots
+            if river.available():  # as many jobs as notifications were accepted
+                jobs = next((r.ops for r in batch_rows if r.name == "batch accept"), 0)
+                rows += await phase("river", batch.river_rows(harness, profile, jobs or
+                                                              profile.batch_items))  # fmt: skip
+            else:
+                meta["river"] = "go not found: the River rows were skipped"
+                _log(meta["river"])
         if "peer" in want:
             if peer.available():
                 rows += await phase("peer", peer.run(harness, profile))
@@ -183,6 +192,8 @@ async def run(options: Options) -> int:
         print()
         print(profiling.render(hotspots))
         meta["hotspots"] = hotspots
+    for name, spots in meta.get("batch_hotspots", {}).items():
+        print(f"\n{name}: " + profiling.render(spots))
     json_path = run_dir / "results.json"
     report.write_json(json_path, results, meta, {"pairs": pairs.to_json(results)})
     (run_dir / "table.txt").write_text(text + "\n")

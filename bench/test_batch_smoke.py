@@ -20,6 +20,8 @@ async def test_batch_rows_and_their_baselines(tmp_path: Path) -> None:
     try:
         harness.write_channels("http://127.0.0.1:9/unused")  # the batch type logs
         rows, notes = await batch.run(harness, SMOKE, "smoke")
+        if river.available():
+            rows += await batch.river_rows(harness, SMOKE, SMOKE.batch_items)
     finally:
         harness.close()
     by_name = {r.name: r for r in rows}
@@ -103,3 +105,4 @@ def test_batch_targets_are_ratios_of_the_same_setting() -> None:
     assert report.ratios(res)["batch drain n=30000"] == "0.20x river-work"
     bound = report.batch_bound(res, 2)
     assert "at most 4,706/s here (0.47x the goal" in bound[1]
+    assert "one uns-server process (one core for its Python): at most 4,000/s" in bound[2]

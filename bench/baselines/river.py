@@ -131,10 +131,14 @@ async def _child(
     windows: dict[str, Window] = {}
     result: dict[str, Any] = {}
     current: str | None = None
+    stray: list[str] = []  # anything on stdout that is not one of its JSON lines
     assert proc.stdout is not None
     try:
         async with asyncio.timeout(cap_seconds * 3 + 60):
             async for raw in proc.stdout:
+                if not raw.strip().startswith(b"{"):
+                    stray.append(raw.decode(errors="replace").strip())
+                    continue
                 message = json.loads(raw)
                 phase = message.get("phase")
                 if phase is not None and current is not None:
@@ -150,5 +154,8 @@ async def _child(
             proc.kill()
             await proc.wait()
     if not result or proc.returncode != 0:
-        raise RuntimeError(f"River child failed; see {harness.run_dir / 'river.log'}")
+        raise RuntimeError(
+            f"River child exited {proc.returncode}; see {harness.run_dir / 'river.log'}; "
+            f"stdout: {' | '.join(stray)[-500:]}"
+        )
     return result, windows

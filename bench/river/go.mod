@@ -1,4 +1,4 @@
-module github.com/uns/bench/river
+module github.com/uns-io/uns/bench/river
 
 go 1.26.0
 

@@ -140,7 +140,11 @@ func run(dsn string, jobs, batch, producers, workers int, capSeconds float64) er
 
 	// Drain: start the client on the backlog and count completions.
 	phase("work")
-	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	// A channel as large as the backlog: River drops events a full channel cannot take.
+	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: jobs + 1,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted},
+	})
 	defer cancel()
 	started = time.Now()
 	if err := client.Start(ctx); err != nil {

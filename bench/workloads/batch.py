@@ -12,7 +12,8 @@ One database, three servers in turn:
    log channel; the time from spawn until no notification is PENDING.
 
 Then, with no uns-server alive, pgbench runs the batch insert at the same producer
-count and River inserts (``InsertMany``) and works the same number of no-op jobs.
+count, and (``river_rows``, a phase of its own) River inserts (``InsertMany``) and
+works as many no-op jobs as were accepted.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from bench import capture, client
+from bench import capture, client, profiling
 from bench.baselines import pgbench, river
 from bench.config import Profile
 from bench.cpu import CpuMeter
@@ -32,7 +33,7 @@ from uns.v1 import notification_service_pb2 as pb
 
 DATABASE = "uns_batch"
 PGBENCH_DATABASE = "pgb_batch"
-POLL_SECONDS = 0.1
+Hotspots = dict[str, dict[str, list[tuple[str, float]]]]  # row -> profiling.summarize
 
 
 def requests(tag: str, size: int, items: int) -> list[pb.BatchSendNotificationsRequest]:
@@ -80,10 +81,11 @@ async def capture_batch(harness: Harness, tag: str) -> list[capture.Statement]:
     return capture.accept_transaction(log)
 
 
-async def accept(harness: Harness, profile: Profile, tag: str) -> Row:
+async def accept(harness: Harness, profile: Profile, tag: str, hotspots: Hotspots | None) -> Row:
     """Closed-loop producers until every prepared batch is sent or the cap."""
     batches = requests(f"{tag}-batch", profile.batch_size, profile.batch_items)
     server = harness.start_server("batch-accept", DATABASE, dispatch_enabled="false")
+    sampler: profiling.Sampler | None = None
     try:
         await server.wait_serving()
         meter = CpuMeter(lambda: server.pid, harness.postmaster)
@@ -117,11 +119,16 @@ async def accept(harness: Harness, profile: Profile, tag: str) -> Row:
                             refused += 1
                             first_error = first_error or str(result.error.message)[:300]
 
+            if hotspots is not None:
+                sampler = profiling.Sampler(server.pid, harness.run_dir, "batch-accept")
             meter.start()
             await asyncio.gather(*(producer() for _ in range(profile.batch_producers)))
             seconds = time.perf_counter() - started
             window = meter.stop()
     finally:
+        if sampler is not None:
+            sampler.stop()
+            hotspots["batch accept"] = profiling.summarize(sampler.raw)
         await server.aclose()
     note = f"{refused} refused ({first_error})" if refused else "latency per batch call"
     if accepted < profile.batch_items:
@@ -141,9 +148,10 @@ async def accept(harness: Harness, profile: Profile, tag: str) -> Row:
     )
 
 
-async def drain(harness: Harness, profile: Profile) -> Row:
+async def drain(harness: Harness, profile: Profile, hotspots: Hotspots | None) -> Row:
     """The accepted backlog delivered on the log channel by a fresh server."""
     conn = await harness.sql(DATABASE)
+    sampler: profiling.Sampler | None = None
     try:
         backlog = await pending(conn)
         spawned = time.perf_counter()
@@ -153,6 +161,8 @@ async def drain(harness: Harness, profile: Profile) -> Row:
         meter.start()
         try:
             serving = await server.wait_serving()
+            if hotspots is not None:
+                sampler = profiling.Sampler(pid, harness.run_dir, "batch-drain")
             left, _ = await wait_backlog(conn, profile.batch_drain_cap_seconds)
             elapsed = time.perf_counter() - spawned
             window = meter.stop()
@@ -160,6 +170,9 @@ async def drain(harness: Harness, profile: Profile) -> Row:
                 await conn.fetch("SELECT status, count(*) FROM uns_notifications GROUP BY status")
             )
         finally:
+            if sampler is not None:
+                sampler.stop()
+                hotspots["batch drain"] = profiling.summarize(sampler.raw)
             await server.aclose()
     finally:
         await conn.close()
@@ -213,29 +226,35 @@ async def pgbench_rows(
     return row
 
 
-async def run(harness: Harness, profile: Profile, tag: str) -> tuple[list[Row], dict[str, str]]:
-    """The batch rows and their baselines; the meta notes say what was skipped."""
+async def run(
+    harness: Harness, profile: Profile, tag: str, hotspots: Hotspots | None = None
+) -> tuple[list[Row], dict[str, str]]:
+    """The UNS batch rows and the pgbench one; the meta notes hold the captured SQL.
+    With ``hotspots`` (``--profile``), py-spy samples the accept and drain servers and
+    their summaries are put there."""
     rows: list[Row] = []
     notes: dict[str, str] = {}
     harness.create_database(DATABASE)
     try:
         tx = await capture_batch(harness, tag)
         notes["batch_transaction_sql"] = "\n".join(s.sql for s in tx)
-        rows.append(await accept(harness, profile, tag))
-        rows.append(await drain(harness, profile))
+        rows.append(await accept(harness, profile, tag, hotspots))
+        rows.append(await drain(harness, profile, hotspots))
     finally:
         await harness.drop_database(DATABASE)
     rows.append(await pgbench_rows(harness, profile, tx, harness.run_dir))
-    if river.available():
-        binary = await river.build(harness.run_dir)
-        rows += await river.run(
-            harness,
-            binary,
-            jobs=max(rows[0].ops, profile.batch_size),
-            batch=profile.batch_size,
-            producers=profile.batch_producers,
-            cap_seconds=profile.batch_drain_cap_seconds,
-        )
-    else:
-        notes["river"] = "go not found: River rows skipped"
     return rows, notes
+
+
+async def river_rows(harness: Harness, profile: Profile, jobs: int) -> list[Row]:
+    """River inserting ``jobs`` no-op jobs in batches of the same size from as many
+    producers, then working them (raises when ``go`` is missing: ``river.available``)."""
+    binary = await river.build(harness.run_dir)
+    return await river.run(
+        harness,
+        binary,
+        jobs=max(jobs, profile.batch_size),
+        batch=profile.batch_size,
+        producers=profile.batch_producers,
+        cap_seconds=profile.batch_drain_cap_seconds,
+    )
