@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and peer queues (procrastinate, River), measured in one run on this machine.",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="small counts, 2-3 minutes (default: full)"
+        "--quick", action="store_true", help="small counts, 3-5 minutes (default: full)"
     )
     parser.add_argument(
         "--smoke",
