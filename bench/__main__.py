@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = (
     "drain", "pgbench", "echo", "accept", "deliver", "watch", "ghz", "growth", "processes",
-    "console", "peer",
+    "console", "peer", "batch",
 )  # fmt: skip
 PAIRED = ("accept", "deliver", "ghz")  # the workloads --before measures from both trees
 
@@ -20,10 +20,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="UNS beside the PostgreSQL ceiling (pgbench), a bare grpc.aio echo server "
-        "and a peer queue (procrastinate), measured in one run on this machine.",
+        "and peer queues (procrastinate, River), measured in one run on this machine.",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="small counts, 2-3 minutes (default: full)"
+        "--quick", action="store_true", help="small counts, 3-5 minutes (default: full)"
     )
     parser.add_argument(
         "--smoke",
@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="sample uns-server with py-spy during accept/deliver/watch; print hotspots",
+        help="sample uns-server with py-spy during accept/deliver/watch and the batch "
+        "accept and drain; print hotspots",
     )
     parser.add_argument(
         "--phases",

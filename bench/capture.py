@@ -287,3 +287,64 @@ def pgbench_script(transaction: list[Statement]) -> str:
     if stray:  # pgbench would abort on them (or bind the wrong value)
         raise ValueError(f"the script reads as pgbench variables: {', '.join(stray)}")
     return fresh.header() + body
+
+
+def _copy_element(fresh: _Fresh, value: str | None) -> str:
+    """One element of a captured one-row array, as the SQL for copy ``g`` (a column of
+    ``generate_series``): ids and keys fresh per transaction and per copy."""
+    if value is None:
+        return "NULL"
+    if _UUID.match(value):
+        return f"md5(:{fresh._var(value)}::text || '.' || g)::uuid::text"
+    if _HEX64.match(value):
+        var = fresh._var(value)
+        return f"md5(:{var}::text || '.' || g) || md5('k' || :{var}::text || '.' || g)"
+    if _TIMESTAMP.match(value):
+        return "now()::text"
+    return quote(value)
+
+
+def _copies(fresh: _Fresh, literal: str, copies: int) -> str:
+    """A logged parameter for ``copies`` rows: an array's elements repeated ``copies``
+    times (copy by copy, in order), a scalar as ``_Fresh.parameter`` writes it."""
+    if literal == "NULL":
+        return literal
+    value = literal[1:-1].replace("''", "'")
+    items = parse_array(value) if value.startswith("{") else None
+    if items is None:
+        return fresh.parameter(literal)
+    if any(isinstance(item, list) for item in items):
+        raise ValueError("a nested array parameter cannot be copied per row")
+    elements = ", ".join(_copy_element(fresh, item) for item in items)  # type: ignore[arg-type]
+    return (
+        f"ARRAY(SELECT u.x FROM generate_series(1, {copies}) g, "
+        f"unnest(ARRAY[{elements}]::text[]) WITH ORDINALITY AS u(x, j) ORDER BY g, u.j)"
+    )
+
+
+def batch_insert_script(transaction: list[Statement], copies: int) -> str:
+    """The writes of a captured one-item batch as one pgbench transaction of ``copies``
+    rows: its reads dropped, each remaining statement run once with every array
+    parameter (one row per element, ``unnest``) repeated ``copies`` times and fresh ids
+    and keys per copy. So the statement that inserts a batch's rows, events and lock
+    is UNS's own, at the batch's size (the text stays that of one row: pgbench's
+    variables and the server's plan do not grow with the batch)."""
+    writes = [s for s in transaction if s.sql.upper() in ("BEGIN", "COMMIT") or "INSERT" in s.sql]
+    if not any("INSERT INTO uns_notifications" in s.sql for s in writes):
+        raise ValueError("the transaction inserts no notification")
+    fresh = _Fresh()
+
+    def to_batch_sql(stmt: Statement) -> str:
+        def replace(match: re.Match[str]) -> str:
+            number = int(match[1])
+            if number not in stmt.params:
+                raise ValueError(f"statement uses ${number} but the log has no value for it")
+            return f"({_copies(fresh, stmt.params[number], copies)})"
+
+        return _PLACEHOLDER.sub(replace, stmt.sql)
+
+    body = "".join(to_batch_sql(stmt) + ";\n" for stmt in writes)
+    stray = sorted(set(pgbench_variables(body)) - set(fresh.variables.values()))
+    if stray:
+        raise ValueError(f"the script reads as pgbench variables: {', '.join(stray)}")
+    return fresh.header() + body

@@ -52,6 +52,14 @@ class Profile:
     console_idle_seconds: float = 20.0
     # PostgreSQL reports an idle backend's transactions up to 10 s late.
     console_stats_settle_seconds: float = 11.0
+    # batch: BatchSendNotifications of batch_size items from batch_producers closed-loop
+    # producers until batch_items are accepted (or the cap); the same items are then the
+    # drain's backlog, and River inserts and works as many jobs.
+    batch_size: int = 500
+    batch_producers: int = 4
+    batch_items: int = 20_000
+    batch_cap_seconds: float = 60.0
+    batch_drain_cap_seconds: float = 120.0
 
 
 QUICK = Profile(
@@ -101,6 +109,9 @@ FULL = Profile(
     ghz_drain_seconds=120.0,
     ghz_pairs=3,
     console_notifications=1_000_000,
+    batch_items=100_000,
+    batch_cap_seconds=300.0,
+    batch_drain_cap_seconds=300.0,
 )
 
 # Seconds, not minutes: every workload at a token size, to check that the bench runs
@@ -133,4 +144,9 @@ SMOKE = Profile(
     console_requests=2,
     console_idle_seconds=1.0,
     console_stats_settle_seconds=0.0,
+    batch_size=50,
+    batch_producers=2,
+    batch_items=300,
+    batch_cap_seconds=20.0,
+    batch_drain_cap_seconds=30.0,
 )

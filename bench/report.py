@@ -103,6 +103,16 @@ def ratios(res: Results) -> dict[str, str]:
             "accept": _div(deliver.rate, res.rate("accept c=16")),
             "process": _div(deliver.rate, peer.rate if peer else None),
         }
+    for row in res.by_name("batch accept"):
+        out[row.key] = {
+            "pgbench-batch": _div(row.rate, res.rate(f"pgbench batch-insert {row.setting}")),
+            "InsertMany": _div(row.rate, res.rate(f"river InsertMany {row.setting}")),
+        }
+    batch_drain, river_work = res.first("batch drain"), res.first("river work")
+    if batch_drain is not None:
+        out[batch_drain.key] = {
+            "river-work": _div(batch_drain.rate, river_work.rate if river_work else None)
+        }
     growth = res.by_name("growth")
     if len(growth) == 2:
         out[growth[1].key] = {"empty-p50": _div(growth[1].pct(50), growth[0].pct(50))}
@@ -162,7 +172,60 @@ def targets(res: Results) -> list[Target]:
         slowest = max(pages, key=lambda r: r.pct(95) or 0.0)
         out.append(Target(f"console p95 server ms, slowest ({slowest.setting})"[:46], "< 100 ms",
                           slowest.pct(95), CONSOLE_TARGET_MS, False, " ms"))  # fmt: skip
-    return out + ghz_targets(res)
+    return out + ghz_targets(res) + batch_targets(res)
+
+
+BATCH_ACCEPT_GOAL = 10_000.0  # accepted notifications/s on this 2-core machine
+BATCH_DRAIN_GOAL = 5_000.0  # delivered/s from a backlog (log channel)
+
+
+def batch_targets(res: Results) -> list[Target]:
+    """Issue 33 item 5: the batch intake beside pgbench and River."""
+    accept, drain = res.first("batch accept"), res.first("batch drain")
+    if accept is None and drain is None:
+        return []
+    rate = accept.rate if accept else None
+    setting = accept.setting if accept else ""
+    return [
+        Target("batch accept / pgbench batch-insert", ">= 0.50",
+               _div(rate, res.rate(f"pgbench batch-insert {setting}")), 0.5, True, "x"),
+        Target("batch accept / River InsertMany", ">= 0.50",
+               _div(rate, res.rate(f"river InsertMany {setting}")), 0.5, True, "x"),
+        Target("batch accept, notifications/s", ">= 10,000/s", rate, BATCH_ACCEPT_GOAL, True,
+               "/s"),
+        Target("batch drain (log channel), delivered/s", ">= 5,000/s",
+               drain.rate if drain else None, BATCH_DRAIN_GOAL, True, "/s"),
+    ]  # fmt: skip
+
+
+def batch_bound(res: Results, cores: int | None) -> list[str]:
+    """What two cores allow the batch rows: the server, PostgreSQL and the load
+    generator share them, so a rate cannot pass cores ÷ (all their CPU per item)."""
+    lines = []
+    for name, goal in (("batch accept", BATCH_ACCEPT_GOAL), ("batch drain", BATCH_DRAIN_GOAL)):
+        row = res.first(name)
+        cpu = _cpu_per_op(row)
+        if row is None or cpu is None or not cores or not row.rate:
+            continue
+        server = (row.server_cpu_s or 0.0) * 1000 / row.ops
+        db = (row.db_cpu_s or 0.0) * 1000 / row.ops
+        gen = (row.client_cpu_s or 0.0) * 1000 / row.ops
+        ceiling = cores * 1000 / cpu
+        lines.append(
+            f"  {name}: {cpu:.3f} ms CPU per item (uns-server {server:.3f}, PostgreSQL "
+            f"{db:.3f}, load generator {gen:.3f}); {cpu * row.rate / 1000:.2f} of {cores} "
+            f"cores busy; at most {ceiling:,.0f}/s here ({ceiling / goal:.2f}x the goal; "
+            f"the goal needs <= {cores * 1000 / goal:.3f} ms per item)"
+        )
+        if server:  # one uns-server process runs its Python on one core
+            lines.append(
+                f"    one uns-server process (one core for its Python): at most "
+                f"{1000 / server:,.0f}/s ({1000 / server / goal:.2f}x the goal; the goal "
+                f"needs <= {1000 / goal:.3f} ms of server CPU per item)"
+            )
+    return (
+        ["CPU budget of the batch rows (all processes, per notification):", *lines] if lines else []
+    )
 
 
 CONSOLE_TARGET_MS = 100.0
@@ -417,7 +480,7 @@ def render(res: Results, cores: int | None = None) -> str:
     and the bounds. In a run with pairs they are the "after" tree's (the median of its
     windows), and bench/pairs.py prints the ghz block of each tree."""
     measured = for_tree(res, "after") if paired(res) else res
-    heading = "Targets (issue 7; ghz: issue 24; console: issue 23)"
+    heading = "Targets (issue 7; ghz: issue 24; console: issue 23; batch: issue 33)"
     if measured is not res:
         heading += "; paired rows: the after tree, median of its windows"
     lines = [table(res), "", f"{heading}:"]
@@ -428,6 +491,7 @@ def render(res: Results, cores: int | None = None) -> str:
         watch_bound(measured),
         console_pages(measured),
         processes_table(measured),
+        batch_bound(measured, cores),
     )
     for bound in (ghz, *bounds):
         if bound:

@@ -22,12 +22,22 @@ from typing import Any
 
 from bench import capture, config, ghz, pairs, profiling, report, trees
 from bench import phases as phase_cpu
-from bench.baselines import echo, peer, pgbench
+from bench.baselines import echo, peer, pgbench, river
 from bench.cpu import CpuMeter
 from bench.harness import WEBHOOK_SECRET, Harness, ServerChild
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
-from bench.workloads import accept, console, deliver, drain, growth, outside, processes, watch
+from bench.workloads import (
+    accept,
+    batch,
+    console,
+    deliver,
+    drain,
+    growth,
+    outside,
+    processes,
+    watch,
+)
 from bench.workloads.common import Contestant
 
 MAIN_DATABASE = "uns_main"
@@ -150,6 +160,21 @@ async def run(options: Options) -> int:
             rows += await phase("processes", processes.run(harness, profile, tag))
         if "console" in want:
             rows += await phase("console", console.run(harness, receiver, profile, tag))
+        if "batch" in want:
+            spots: batch.Hotspots | None = {} if options.profile else None
+            work = batch.run(harness, profile, tag, spots)
+            batch_rows, notes = await phase("batch", work, ([], {}))
+            rows += batch_rows
+            meta.update(notes)
+            if spots:
+                meta["batch_hotspots"] = spots
+            if river.available():  # as many jobs as notifications were accepted
+                jobs = next((r.ops for r in batch_rows if r.name == "batch accept"), 0)
+                rows += await phase("river", batch.river_rows(harness, profile, jobs or
+                                                              profile.batch_items))  # fmt: skip
+            else:
+                meta["river"] = "go not found: the River rows were skipped"
+                _log(meta["river"])
         if "peer" in want:
             if peer.available():
                 rows += await phase("peer", peer.run(harness, profile))
@@ -179,6 +204,8 @@ async def run(options: Options) -> int:
         print()
         print(profiling.render(hotspots))
         meta["hotspots"] = hotspots
+    for name, spots in meta.get("batch_hotspots", {}).items():
+        print(f"\n{name}: " + profiling.render(spots))
     json_path = run_dir / "results.json"
     report.write_json(json_path, results, meta, {"pairs": pairs.to_json(results)})
     (run_dir / "table.txt").write_text(text + "\n")
@@ -292,7 +319,8 @@ _ORDER = (
     "accept", "grpc echo", "pgbench accept-tx", "pgbench single-row", "procrastinate defer",
     "deliver", "procrastinate process", "watch", "drain", "growth", "processes", "console",
     "console idle", "ghz echo", "ghz accept", "ghz accept+log", "ghz accept+webhook",
-    "aiohttp POST",
+    "aiohttp POST", "batch accept", "pgbench batch-insert", "river InsertMany", "batch drain",
+    "river work",
 )  # fmt: skip
 
 

@@ -325,6 +325,16 @@ def test_active_policy_applies() -> None:
     )
 
 
+def test_an_active_revision_is_resolved_once_and_only_for_its_own_spec() -> None:
+    first = resolve(request(), revision(), ServerDefaults())
+    assert resolve(request(), revision(), ServerDefaults()) is first  # memoised
+    # The same id, number and hash over another spec (no store makes one; a test can):
+    # the memo answers for the spec it was computed from, never for another.
+    other = revision(spec(max_attempts=9), content_hash=content_hash(spec()))
+    assert resolve(request(), other, ServerDefaults()).max_attempts == 9
+    assert resolve(request(), revision(), ServerDefaults()) == first
+
+
 @pytest.mark.parametrize(
     "declared",
     [

@@ -196,12 +196,33 @@ def resolve(
                 for f in conflicts
             ],
         )
-    return EffectivePolicy.of(
+    return _of_revision(active)
+
+
+# An ACTIVE revision's effective policy depends on the revision alone, and every send of
+# its type asks for it: computing its hash (canonical JSON and SHA-256 of the spec) per
+# request was about a tenth of a batch accept's server CPU (docs/PERFORMANCE.md, issue
+# 33). Keyed by the revision, checked against its spec, so an entry is only ever reused
+# for the same inputs; a bounded memo, cleared when full.
+_REVISIONS_MAX = 1024
+_by_revision: dict[tuple[str, int, str], tuple[PolicySpec, EffectivePolicy]] = {}
+
+
+def _of_revision(active: PolicyRevision) -> EffectivePolicy:
+    key = (active.policy_id, active.revision, active.content_hash)
+    hit = _by_revision.get(key)
+    if hit is not None and hit[0] == active.spec:
+        return hit[1]
+    effective = EffectivePolicy.of(
         active.spec,
         policy_id=active.policy_id,
         policy_revision=active.revision,
         policy_hash=active.content_hash,
     )
+    if len(_by_revision) >= _REVISIONS_MAX:
+        _by_revision.clear()
+    _by_revision[key] = (active.spec, effective)
+    return effective
 
 
 def _show(value: DeliveryMode | bool | Priority | None) -> str:
