@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from uns_server.domain import moves
 from uns_server.domain.enums import AckStatus, DeliveryMode, Status
 from uns_server.domain.lifecycle import (
     RETRY_AFTER_CAP_SECONDS,
@@ -16,6 +17,7 @@ from uns_server.domain.lifecycle import (
     decide_settlement,
 )
 from uns_server.domain.schedule import QuietHours
+from uns_server.store import leased_moves
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 G, B = DeliveryMode.GUARANTEED.value, DeliveryMode.BEST_EFFORT.value
@@ -32,6 +34,11 @@ OK = ChannelAnswer("slack", True)
 OK_EMAIL = ChannelAnswer("email", True)
 TRANSIENT = ChannelAnswer("email", False, True, "503")
 PERMANENT = ChannelAnswer("email", False, False, "550 no such user")
+
+
+def _columns(s: Settlement) -> dict[str, object]:
+    """The columns the store writes for this settlement (``store.leased_moves``)."""
+    return leased_moves.columns(moves.SettleAttempt("n", "t", s), NOW)
 
 
 def _outcome(
@@ -93,7 +100,7 @@ def test_delivered_with_require_ack_opens_the_ack() -> None:
         ack_status=AckStatus.PENDING,
         deadline=NOW + timedelta(minutes=30),
     )
-    assert s.values(NOW) == {
+    assert _columns(s) == {
         "lease_token": None,
         "lease_until": None,
         "updated_at": NOW,
@@ -122,7 +129,7 @@ def test_retry_is_due_after_the_backoff(
     row = replace(ROW, cycle_attempt=cycle_attempt, max_attempts=10)
     s = decide_settlement(row, [OK, answer], NOW, rand=lambda: rand)
     assert s.next_attempt == NOW + timedelta(seconds=due_in)
-    values = s.values(NOW)
+    values = _columns(s)
     assert values["status"] == "PENDING" and values["next_attempt"] == s.next_attempt
     assert "dead_letter" not in values and "delivered_at" not in values
 
@@ -139,7 +146,7 @@ def test_quiet_hours_hold_a_retry_unless_exempt(intent: str, held: bool) -> None
 
 def test_failed_values_and_result_payload() -> None:
     s = decide_settlement(ROW, [PERMANENT], NOW, rand=lambda: 0.0)
-    values = s.values(NOW)
+    values = _columns(s)
     assert values["status"] == "FAILED" and values["dead_letter"] is True
     assert "next_attempt" not in values and "delivered_at" not in values
     base: dict[str, object] = {"attempt": 4, "cycle": 2, "cycle_attempt": 1}

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from uns_server.domain import moves
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.lifecycle import Settlement
 from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
@@ -297,7 +298,7 @@ async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(db: Database
 async def test_pending_followers_in_promotion_order(db: Database) -> None:
     leader = row()
     t = NOW - timedelta(minutes=5)
-    _, first, second, third, _delivered, _other = await insert(
+    _, first, second, third, _satisfied, _other = await insert(
         db,
         leader,
         row(dedup_owner_id=leader["id"], created_at=t + timedelta(seconds=1)),
@@ -348,14 +349,14 @@ async def test_status_of_reads_the_current_status(db: Database) -> None:
         assert await DISPATCH.status_of(conn, str(uuid.uuid4())) is None
 
 
-def _delivered() -> dict[str, Any]:
-    return {
-        "status": Status.DELIVERED.value,
-        "delivered_at": NOW,
-        "lease_token": None,
-        "lease_until": None,
-        "updated_at": NOW,
-    }
+def _delivered(nid: str, token: str) -> moves.SettleAttempt:
+    delivered = Settlement(Status.DELIVERED, False, {}, delivered_at=NOW)
+    return moves.SettleAttempt(nid, token, delivered)
+
+
+def _retry(nid: str, token: str) -> moves.SettleAttempt:
+    retry = Settlement(Status.PENDING, False, {}, next_attempt=NOW + timedelta(minutes=1))
+    return moves.SettleAttempt(nid, token, retry)
 
 
 async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
@@ -368,34 +369,34 @@ async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
 
     async with db.write() as tx:
         assert await DISPATCH.leased_many(tx.conn, [(nid, stale)], later) == {}
-        assert await DISPATCH.settle_many(tx.conn, [(nid, stale, _delivered())]) == 0
+        assert await DISPATCH.settle_many(tx.conn, [_delivered(nid, stale)], NOW) == 0
     assert await fetch(db, nid) == before
 
     async with db.write() as tx:
         leased = await DISPATCH.leased_many(tx.conn, [(nid, stale), (nid, current)], later)
         assert {k: v.lease_token for k, v in leased.items()} == {nid: current}
-        assert await DISPATCH.settle_many(tx.conn, [(nid, current, _delivered())]) == 1
+        assert await DISPATCH.settle_many(tx.conn, [_delivered(nid, current)], NOW) == 1
     stored = await fetch(db, nid)
     assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
     # Settled: the token holds nothing any more.
     async with db.write() as tx:
-        assert await DISPATCH.settle_many(tx.conn, [(nid, current, _delivered())]) == 0
+        assert await DISPATCH.settle_many(tx.conn, [_delivered(nid, current)], NOW) == 0
 
 
 async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Database) -> None:
     a, b, c = await insert(db, row(), row(), row())
     leases = {a.notification.id: a.lease_token for a in await claim(db)}
-    retry = {"next_attempt": NOW + timedelta(minutes=1), "lease_token": None, "lease_until": None}
 
     async with db.write() as tx:
         changed = await DISPATCH.settle_many(
             tx.conn,
             [
-                (a, leases[a], _delivered()),
-                (a, leases[a], _delivered()),  # the first cleared the token: stale now
-                (b, str(uuid.uuid4()), _delivered()),  # never this row's token
-                (c, leases[c], retry),  # another set of columns: another statement
+                _delivered(a, leases[a]),
+                _delivered(a, leases[a]),  # the first cleared the token: stale now
+                _delivered(b, str(uuid.uuid4())),  # never this row's token
+                _retry(c, leases[c]),  # another set of columns: another statement
             ],
+            NOW,
         )
     assert changed == 2
     assert (await fetch(db, a))["status"] == Status.DELIVERED.value
@@ -406,17 +407,16 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Databa
 async def test_settle_leased_names_the_leases_its_fence_let_through(db: Database) -> None:
     a, b, c, d = await insert(db, row(), row(), row(), row())
     leases = {a.notification.id: a.lease_token for a in await claim(db)}
-    retry = {"next_attempt": NOW + timedelta(minutes=1), "lease_token": None, "lease_until": None}
     wrong = str(uuid.uuid4())
 
     async with db.write() as tx:
         changed = await DISPATCH.settle_leased(
             tx.conn,
             [
-                (a, leases[a], _delivered()),
-                (a, leases[a], _delivered()),  # the first cleared the token: stale now
-                (b, wrong, _delivered()),  # never this row's token
-                (c, leases[c], retry),  # another set of columns: another statement
+                _delivered(a, leases[a]),
+                _delivered(a, leases[a]),  # the first cleared the token: stale now
+                _delivered(b, wrong),  # never this row's token
+                _retry(c, leases[c]),  # another set of columns: another statement
             ],
             NOW + LEASE / 2,
         )
@@ -429,8 +429,7 @@ async def test_settle_leased_names_the_leases_its_fence_let_through(db: Database
     before = await fetch(db, d)
     async with db.write() as tx:
         assert (
-            await DISPATCH.settle_leased(tx.conn, [(d, leases[d], _delivered())], NOW + LEASE)
-            == set()
+            await DISPATCH.settle_leased(tx.conn, [_delivered(d, leases[d])], NOW + LEASE) == set()
         )
         assert await DISPATCH.settle_leased(tx.conn, [], NOW) == set()
     assert await fetch(db, d) == before
@@ -446,13 +445,13 @@ async def test_settle_leased_with_events_settles_all_or_raises(db: Database) -> 
     before = {nid: await fetch(db, nid) for nid in (a, b)}
     with pytest.raises(FenceMoved):
         async with db.write() as tx:
-            settled = [(a, leases[a], _delivered()), (b, str(uuid.uuid4()), _delivered())]
+            settled = [_delivered(a, leases[a]), _delivered(b, str(uuid.uuid4()))]
             await DISPATCH.settle_leased_with_events(tx, settled, now)
             await EVENTS.append(tx, [_event(a, K, {}), _event(b, K, {})], now)
     assert {nid: await fetch(db, nid) for nid in (a, b)} == before
 
     async with db.write() as tx:
-        settled = [(a, leases[a], _delivered()), (b, leases[b], _delivered())]
+        settled = [_delivered(a, leases[a]), _delivered(b, leases[b])]
         await DISPATCH.settle_leased_with_events(tx, settled, now)
         await EVENTS.append(tx, [_event(a, K, {}), _event(b, K, {})], now)
     for nid in (a, b):

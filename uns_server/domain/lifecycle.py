@@ -189,25 +189,6 @@ class Settlement:
     ack_status: AckStatus | None = None  # DELIVERED with require_ack: PENDING
     deadline: datetime | None = None
 
-    def values(self, now: datetime) -> dict[str, object]:
-        """The columns the settlement sets (the lease is released)."""
-        values: dict[str, object] = {
-            "lease_token": None,
-            "lease_until": None,
-            "updated_at": now,
-            "outcome": self.outcome,
-            "status": self.status.value,
-        }
-        if self.status == Status.DELIVERED:
-            values["delivered_at"] = self.delivered_at
-            if self.ack_status is not None:
-                values |= {"ack_status": self.ack_status.value, "deadline": self.deadline}
-        elif self.status == Status.FAILED:
-            values["dead_letter"] = self.dead_letter
-        else:
-            values["next_attempt"] = self.next_attempt
-        return values
-
     def result_payload(self, base: dict[str, object]) -> dict[str, object]:
         """The DELIVERY_RESULT payload: ``base`` (attempt, cycle, cycle_attempt) and
         the decision."""

@@ -21,6 +21,8 @@ a settled dedup leader does to its followers and its window (seed 000 §1.1)::
     follow-up free --LeaseFollowUp--> leased --RetryFollowUpStep--> free, due at the retry
     follow-up free --RescheduleFollowUp--> free, due later
     leased (or a step left when the ack ended) --SettleFollowUpStep--> free, next step due
+    PENDING, leased --SettleAttempt--> DELIVERED | PENDING (retry due) | FAILED (dead letter)
+    PENDING, leased, no attempt left --ExhaustAttempt--> FAILED (a dead letter if GUARANTEED)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from uns_server.domain.enums import Status
+from uns_server.domain.lifecycle import Settlement
 from uns_server.domain.records import Notification
 from uns_server.domain.schedule import StepKind
 
@@ -242,3 +245,37 @@ class SettleFollowUpStep:
     provider_refs: Mapping[str, Any] | None
     now: datetime
     expected_token: str | None = None
+
+
+# -- an attempt's lease settled (the hot path: many per statement) --------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SettleAttempt:
+    """The attempt's decision (``lifecycle.decide_settlement``) applied, the lease
+    released, and the references of the messages it sent kept (closed when the
+    obligation ends). Expected: ``token`` still holds the row's lease, unexpired."""
+
+    notification_id: str
+    token: str
+    settlement: Settlement
+    provider_refs: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExhaustAttempt:
+    """A claimed row with no attempt left (its last one was interrupted) settles as an
+    exhausted retry, without a provider call: the claim's increment of the counters
+    undone (``attempts``, ``cycle_attempts`` as they were), the lease released.
+    Expected: ``token`` still holds the row's lease."""
+
+    notification_id: str
+    token: str
+    status: Status
+    dead_letter: bool
+    outcome: Mapping[str, Any]
+    attempts: int
+    cycle_attempts: int
+
+
+LeasedMove = SettleAttempt | ExhaustAttempt

@@ -16,7 +16,7 @@ on asyncpg) or one multi-row statement.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,9 +33,11 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind, Status
+from uns_server.domain.moves import LeasedMove
 from uns_server.domain.records import Attempt, DedupWindow, Notification
 from uns_server.store import pg, records
 from uns_server.store.db import FenceMoved, WriteTx
+from uns_server.store.leased_moves import grouped
 from uns_server.store.served import POSTGRESQL, served
 from uns_server.store.tables import UtcDateTime, dedup, events
 from uns_server.store.tables import notifications as n
@@ -187,19 +189,12 @@ async def leased_many(
     return {r["id"]: records.notification(r) for r in rows if (r["id"], r["lease_token"]) in wanted}
 
 
-async def settle_many(
-    conn: AsyncConnection, settlements: Sequence[tuple[str, str, Mapping[str, Any]]]
-) -> int:
-    """Assign ``values`` to each row still leased under ``token``, for many (notification
-    id, token, values): one fenced executemany per distinct set of assigned columns.
-    Returns how many settlements changed their row; one whose token no longer holds
-    the lease changes nothing and is not counted."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for notification_id, token, values in settlements:
-        columns = tuple(sorted(values))
-        params = {f"v_{c}": v for c, v in values.items()}
-        params |= {"b_id": notification_id, "b_token": token}
-        groups.setdefault(columns, []).append(params)
+async def settle_many(conn: AsyncConnection, moves: Sequence[LeasedMove], now: datetime) -> int:
+    """Apply each move where its token still holds the row's lease: one fenced
+    executemany per distinct set of assigned columns. Returns how many moves changed
+    their row; one whose token no longer holds the lease changes nothing and is not
+    counted."""
+    groups = grouped(moves, now, unexpired=False)
     driver = pg.driver(conn)
     changed = 0
     for columns, params_list in groups.items():
@@ -212,25 +207,18 @@ async def settle_many(
 
 
 async def settle_leased(
-    conn: AsyncConnection,
-    settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
-    now: datetime,
+    conn: AsyncConnection, moves: Sequence[LeasedMove], now: datetime
 ) -> set[tuple[str, str]]:
-    """Assign ``values`` to each row still leased under ``token`` and unexpired at
-    ``now``, for many (notification id, token, values), locking each row in the same
-    statement (no ``leased_many`` before it): one fenced executemany per distinct set
-    of assigned columns, each in id order. Returns the (id, token) pairs whose row
-    changed; the others had lost their lease (expired, withdrawn, or claimed again).
+    """Apply each move where its token still holds an unexpired lease at ``now``,
+    locking each row in the same statement (no ``leased_many`` before it): one fenced
+    executemany per distinct set of assigned columns, each in id order. Returns the
+    (id, token) pairs whose row changed; the others had lost their lease (expired,
+    withdrawn, or claimed again).
 
-    Only for values decided without reading the locked row: the settlement decides
+    Only for moves decided without reading the locked row: the settlement decides
     from the claim's copy, which is safe because nothing but the lease holder writes
     the columns it reads while the lease is held (``workers.dispatch.settlement``)."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for notification_id, token, values in sorted(settlements, key=lambda s: s[0]):
-        columns = tuple(sorted(values))
-        params = {f"v_{c}": v for c, v in values.items()}
-        params |= {"b_id": notification_id, "b_token": token, "b_now": now}
-        groups.setdefault(columns, []).append(params)
+    groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
     driver = pg.driver(conn)
     changed: set[tuple[str, str]] = set()
     for columns, params_list in groups.items():
@@ -356,25 +344,19 @@ async def results_recorded_for(
 
 
 async def settle_leased_with_events(
-    tx: WriteTx,
-    settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
-    now: datetime,
+    tx: WriteTx, moves: Sequence[LeasedMove], now: datetime
 ) -> None:
     """``settle_leased`` for a transaction whose next write is its events append, and
-    that expects every settlement to go through: on PostgreSQL the fenced UPDATEs ride
-    in the append's statement (``WriteTx.defer``), which raises ``FenceMoved`` (the
+    that expects every move to go through: on PostgreSQL the fenced UPDATEs ride in the
+    append's statement (``WriteTx.defer``), which raises ``FenceMoved`` (the
     transaction rolls back) if one of them found its lease lost. On SQLite, as
     ``settle_leased``, raising ``FenceMoved`` at once."""
     if pg.driver(tx.conn) is None:
-        changed = await settle_leased(tx.conn, settlements, now)
-        if len(changed) != len(settlements):
-            raise FenceMoved(f"settled {len(changed)} of {len(settlements)} leases")
+        changed = await settle_leased(tx.conn, moves, now)
+        if len(changed) != len(moves):
+            raise FenceMoved(f"settled {len(changed)} of {len(moves)} leases")
         return
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for notification_id, token, values in sorted(settlements, key=lambda s: s[0]):
-        params = {f"v_{c}": v for c, v in values.items()}
-        params |= {"b_id": notification_id, "b_token": token, "b_now": now}
-        groups.setdefault(tuple(sorted(values)), []).append(params)
+    groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
     for columns, rows in groups.items():
         tx.defer(_fenced_update(columns), rows)
 

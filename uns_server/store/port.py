@@ -86,26 +86,20 @@ class Dispatch(Protocol):
         ...
 
     async def settle_many(
-        self, conn: AsyncConnection, settlements: Sequence[tuple[str, str, Mapping[str, Any]]]
+        self, conn: AsyncConnection, moves: Sequence[m.LeasedMove], now: datetime
     ) -> int:
-        """Apply (id, token, values) where ``token`` still holds the row; how many did."""
+        """Apply each move where its token still holds the row; how many did."""
         ...
 
     async def settle_leased(
-        self,
-        conn: AsyncConnection,
-        settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
-        now: datetime,
+        self, conn: AsyncConnection, moves: Sequence[m.LeasedMove], now: datetime
     ) -> set[tuple[str, str]]:
-        """Lock and apply (id, token, values) where ``token`` still holds an unexpired
-        lease, in one statement per row; the (id, token) pairs that did."""
+        """Lock and apply each move where its token still holds an unexpired lease, in
+        one statement per row; the (id, token) pairs that did."""
         ...
 
     async def settle_leased_with_events(
-        self,
-        tx: WriteTx,
-        settlements: Sequence[tuple[str, str, Mapping[str, Any]]],
-        now: datetime,
+        self, tx: WriteTx, moves: Sequence[m.LeasedMove], now: datetime
     ) -> None:
         """``settle_leased`` expecting every lease to hold, done by the transaction's
         events append (PostgreSQL), which raises ``FenceMoved`` if one did not."""

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from uns_server.batching import GroupCommit
-from uns_server.domain import lifecycle, schedule
+from uns_server.domain import lifecycle, moves, schedule
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Notification
 from uns_server.observability.metrics import Metrics
@@ -198,23 +198,21 @@ class Settler:
         now = self._clock()
         settled: list[Settled] = []
         async with self._db.write() as tx:
-            updates: list[tuple[str, str, dict[str, Any]]] = []
+            updates: list[moves.SettleAttempt] = []
             audits: list[dict[str, Any]] = []  # one per update, in order
             for claim, attempts in items:
                 s = Settled(claim, attempt_base(claim))
                 s.results = [result_event(s.claim, s.base, a) for a in attempts]
                 n = claim.notification
-                values = self._decide(tx, n, claim, attempts, s, now)
+                decision = self._decide(tx, n, claim, attempts, s, now)
                 refs = provider_refs(n, claim, attempts)
-                if refs is not None:
-                    values["provider_refs"] = refs
-                updates.append((n.id, claim.token, values))
+                updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs))
                 audits.append(
                     audit.delivery_record(
                         n,
-                        status=values["status"],
-                        outcome=values["outcome"],
-                        delivered_at=values.get("delivered_at"),
+                        status=decision.status.value,
+                        outcome=decision.outcome,
+                        delivered_at=decision.delivered_at,
                         now=now,
                     )
                 )
@@ -270,9 +268,9 @@ class Settler:
         attempts: Sequence[ChannelAttempt],
         s: Settled,
         now: datetime,
-    ) -> dict[str, Any]:
-        """The new column values of a row whose lease is still held: the domain
-        decides (``lifecycle.decide_settlement``), this records it."""
+    ) -> lifecycle.Settlement:
+        """The settlement of a row whose lease is still held: the domain decides
+        (``lifecycle.decide_settlement``), this records its events."""
         effective = n.notification["effective"]
         settling = lifecycle.Settling(
             # With targets: each person's routes resolved by this attempt, too.
@@ -307,7 +305,7 @@ class Settler:
             tx.signal(TOPIC_WORK)
         s.status, s.dead_letter = decision.status, decision.dead_letter
         s.final = event(n, EventKind.DELIVERY_RESULT, decision.result_payload(s.base))
-        return decision.values(now)
+        return decision
 
     async def settle_exhausted(
         self, tx: WriteTx, claim: Claim, decision: lifecycle.SettleExhausted, now: datetime
@@ -325,17 +323,16 @@ class Settler:
             unconfirmed=claim.channels,
         )
         s = Settled(claim, base, leased=n, status=decision.status, dead_letter=decision.dead_letter)
-        values: dict[str, Any] = {
-            "status": decision.status.value,
-            "dead_letter": decision.dead_letter,
-            "outcome": outcome,
-            "attempts": n.attempts,
-            "cycle_attempts": n.cycle_attempts,
-            "lease_token": None,
-            "lease_until": None,
-            "updated_at": now,
-        }
-        check_fenced(await dispatch.settle_many(tx.conn, [(n.id, claim.token, values)]), 1)
+        exhaust = moves.ExhaustAttempt(
+            n.id,
+            claim.token,
+            decision.status,
+            decision.dead_letter,
+            outcome,
+            attempts=n.attempts,
+            cycle_attempts=n.cycle_attempts,
+        )
+        check_fenced(await dispatch.settle_many(tx.conn, [exhaust], now), 1)
         await after_settle(tx, s.status, n, now, s.followers)
         await audit.insert_deliveries(
             tx.conn,

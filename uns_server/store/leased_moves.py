@@ -1,0 +1,54 @@
+"""A settled lease's move (``domain.moves.SettleAttempt``, ``ExhaustAttempt``) in
+storage terms: the columns it sets, and the bind parameters of the fenced statements
+``store.dispatch`` groups by those columns (one compiled statement per group)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from uns_server.domain.enums import Status
+from uns_server.domain.moves import ExhaustAttempt, LeasedMove
+
+
+def columns(move: LeasedMove, now: datetime) -> dict[str, Any]:
+    """The columns a settled lease sets: its move in storage terms (the lease released)."""
+    values: dict[str, Any] = {"lease_token": None, "lease_until": None, "updated_at": now}
+    if isinstance(move, ExhaustAttempt):
+        return values | {
+            "status": move.status.value,
+            "dead_letter": move.dead_letter,
+            "outcome": move.outcome,
+            "attempts": move.attempts,
+            "cycle_attempts": move.cycle_attempts,
+        }
+    s = move.settlement
+    values |= {"outcome": s.outcome, "status": s.status.value}
+    if s.status == Status.DELIVERED:
+        values["delivered_at"] = s.delivered_at
+        if s.ack_status is not None:
+            values |= {"ack_status": s.ack_status.value, "deadline": s.deadline}
+    elif s.status == Status.FAILED:
+        values["dead_letter"] = s.dead_letter
+    else:
+        values["next_attempt"] = s.next_attempt
+    if move.provider_refs is not None:
+        values["provider_refs"] = move.provider_refs
+    return values
+
+
+def grouped(
+    moves: Iterable[LeasedMove], now: datetime, *, unexpired: bool
+) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+    """Each move's bind parameters, grouped by the columns it sets (one statement per
+    group); ``unexpired``: the fence also holds ``now`` (the lease must not have run out)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for move in moves:
+        values = columns(move, now)
+        params = {f"v_{c}": v for c, v in values.items()}
+        params |= {"b_id": move.notification_id, "b_token": move.token}
+        if unexpired:
+            params["b_now"] = now
+        groups.setdefault(tuple(sorted(values)), []).append(params)
+    return groups
