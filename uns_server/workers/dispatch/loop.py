@@ -188,12 +188,24 @@ class Dispatcher(LoopWorker):
         Sets the row's lease columns; returns the claim and the events to commit with
         the row (ATTEMPT_STARTED and one CHANNEL_ATTEMPT_STARTED per channel)."""
         accepted = records.notification(row)  # as inserted, before this lease
-        claim = Claim(accepted, str(uuid.uuid4()), 1, 1, remaining_channels(accepted))
+        start = lifecycle.decide_claim(
+            attempts=accepted.attempts,
+            cycle_attempts=accepted.cycle_attempts,
+            max_attempts=accepted.max_attempts,
+            recovered=False,
+            delivery_mode=accepted.delivery_mode,
+        )
+        # A new row has every attempt left (validation keeps max_attempts >= 1).
+        assert isinstance(start, lifecycle.StartAttempt), start
+        token = str(uuid.uuid4())
+        claim = Claim(
+            accepted, token, start.attempt, start.cycle_attempt, remaining_channels(accepted)
+        )
         row |= {
-            "lease_token": claim.token,
+            "lease_token": token,
             "lease_until": now + self._lease,
-            "attempts": 1,
-            "cycle_attempts": 1,
+            "attempts": start.attempt,
+            "cycle_attempts": start.cycle_attempt,
         }
         return claim, claim_events(claim, recovered=False)
 
