@@ -36,6 +36,7 @@ from sqlalchemy.exc import (
     DisconnectionError,
     IntegrityError,
     InterfaceError,
+    InvalidRequestError,
     OperationalError,
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -140,7 +141,15 @@ def is_unreachable(exc: BaseException) -> bool:
         isinstance(exc, _UNREACHABLE)
         or (isinstance(exc, DBAPIError) and exc.connection_invalidated)
         or _lost_connection(exc)  # raised by asyncpg itself (``store.pg``, transactions)
+        or _checkout_exhausted(exc)
     )
+
+
+def _checkout_exhausted(exc: BaseException) -> bool:
+    """The pool gave up checking out a live connection: every connection it tried, the
+    pooled one and the fresh ones after it, was found dead at checkout (connections
+    reset over and over). SQLAlchemy says so with this one InvalidRequestError."""
+    return isinstance(exc, InvalidRequestError) and str(exc).startswith("This connection is closed")
 
 
 def is_lost_race(exc: BaseException) -> bool:
