@@ -1,7 +1,8 @@
 """The aiohttp web server that runs next to the gRPC server, in the same process.
 
 Every request is bounded like an RPC: its body by ``http_max_body_bytes`` (413 past
-it) and its handling by ``http_request_timeout_seconds`` (503 past it). Every answer
+it) and its handling by ``http_request_timeout_seconds`` (503 past it, or 408 when it
+is the client's body that never came). Every answer
 carries headers that keep capability URLs out of caches, referrers and frames, and a
 ``Server-Timing: app;dur=MS`` header with the time the handler took (not for streams).
 
@@ -59,7 +60,12 @@ def _bounded(timeout_seconds: float) -> Any:  # aiohttp's own middleware type
                 response = await handler(request)
         except TimeoutError:
             log.warning("http request timed out", extra={"path": request.path})
-            response = web.Response(status=503, text="Service busy, try again.\n")
+            if request.body_exists and not request.content.is_eof():
+                # The client's body never came (the handler's own 408 lost the race with
+                # this deadline on a busy machine): say so, it is not us being busy.
+                response = web.Response(status=408, text="The request body did not arrive.\n")
+            else:
+                response = web.Response(status=503, text="Service busy, try again.\n")
         except web.HTTPException as exc:  # 404, 405, 413, redirects: answered, not raised
             response = web.Response(
                 status=exc.status, reason=exc.reason, text=exc.text, headers=exc.headers
