@@ -288,8 +288,7 @@ async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(db: Database
     )
 
     assert await claim(db, now=NOW + LEASE / 2) == []
-    async with db.write() as tx:
-        assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW)) == {nid}
+    assert (await fetch(db, nid))["lease_token"] == token  # still held
     [leased] = await claim(db, now=NOW + LEASE)
     assert leased.notification.lease_token == token and leased.recovered
     assert (await fetch(db, nid))["attempts"] == 2
@@ -365,16 +364,12 @@ async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
     # The lease expired and moved on.
     [current] = [a.lease_token for a in await claim(db, now=NOW + LEASE)]
     before = await fetch(db, nid)
-    later = NOW + LEASE + timedelta(seconds=1)
 
     async with db.write() as tx:
-        assert await DISPATCH.leased_many(tx.conn, [(nid, stale)], later) == {}
         assert await DISPATCH.settle_many(tx.conn, [_delivered(nid, stale)], NOW) == 0
     assert await fetch(db, nid) == before
 
     async with db.write() as tx:
-        leased = await DISPATCH.leased_many(tx.conn, [(nid, stale), (nid, current)], later)
-        assert {k: v.lease_token for k, v in leased.items()} == {nid: current}
         assert await DISPATCH.settle_many(tx.conn, [_delivered(nid, current)], NOW) == 1
     stored = await fetch(db, nid)
     assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
@@ -463,10 +458,11 @@ async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:
     [nid] = await insert(db, row())
     [token] = [a.lease_token for a in await claim(db)]
 
+    async with db.write() as tx:  # expired: even its own token settles nothing
+        assert await DISPATCH.settle_leased(tx.conn, [_delivered(nid, token)], NOW + LEASE) == set()
     async with db.write() as tx:
-        assert set(await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW + LEASE / 2)) == {nid}
-        assert await DISPATCH.leased_many(tx.conn, [(nid, token)], NOW + LEASE) == {}
-        assert await DISPATCH.leased_many(tx.conn, [], NOW) == {}
+        held = await DISPATCH.settle_leased(tx.conn, [_delivered(nid, token)], NOW + LEASE / 2)
+        assert held == {(nid, token)}
 
 
 async def test_results_recorded_for_finds_committed_settlements(db: Database) -> None:

@@ -16,14 +16,13 @@ on asyncpg) or one multi-row statement.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     Boolean,
     Text,
-    any_,
     bindparam,
     cast,
     func,
@@ -79,16 +78,6 @@ _TAKE_LEASE = (
         updated_at=bindparam("b_now", type_=UtcDateTime()),
     )
 )
-_LEASED_MANY = (
-    select(n)
-    .where(
-        n.c.id.in_(bindparam("ids", expanding=True)),
-        n.c.lease_token.in_(bindparam("tokens", expanding=True)),
-        n.c.lease_until > bindparam("now", type_=UtcDateTime()),
-    )
-    .order_by(n.c.id)  # one lock order for every batch
-    .with_for_update()
-)
 # PostgreSQL claims and leases in one statement: the locked due rows (as they were
 # before the claim) joined to their update, each row's token made by the server.
 _claimed = _claim_due(_SERVED_PG).cte("claimed")
@@ -106,16 +95,6 @@ _CLAIM_PG = pg.Statement(
         updated_at=bindparam("now", type_=UtcDateTime()),
     )
     .returning(*_claimed.c, n.c.lease_token.label("claimed_token"))
-)
-_LEASED_MANY_PG = pg.Statement(
-    select(n)
-    .where(
-        n.c.id == any_(bindparam("ids")),
-        n.c.lease_token == any_(bindparam("tokens")),
-        n.c.lease_until > bindparam("now", type_=UtcDateTime()),
-    )
-    .order_by(n.c.id)
-    .with_for_update()
 )
 # One fenced UPDATE per set of assigned columns (there are a handful: see settle_many),
 # with its compiled PostgreSQL form; the same for settle_leased, whose WHERE also
@@ -167,28 +146,6 @@ async def claim(
     return leases
 
 
-async def leased_many(
-    conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
-) -> dict[str, Notification]:
-    """For many (notification id, token): by id, the notifications whose lease is
-    still held by one of those tokens, locked for the settlement (in id order). The
-    caller compares ``lease_token``: two attempts on one row may settle together."""
-    if not leases:
-        return {}
-    params = {
-        "ids": sorted({nid for nid, _ in leases}),
-        "tokens": sorted({token for _, token in leases}),
-        "now": now,
-    }
-    wanted = set(leases)
-    driver = pg.driver(conn)
-    if driver is not None:
-        rows: Iterable[pg.Row] = await _LEASED_MANY_PG.fetch(driver, params)
-    else:
-        rows = (await conn.execute(_LEASED_MANY, params)).mappings()
-    return {r["id"]: records.notification(r) for r in rows if (r["id"], r["lease_token"]) in wanted}
-
-
 async def settle_many(conn: AsyncConnection, moves: Sequence[LeasedMove], now: datetime) -> int:
     """Apply each move where its token still holds the row's lease: one fenced
     executemany per distinct set of assigned columns. Returns how many moves changed
@@ -210,7 +167,7 @@ async def settle_leased(
     conn: AsyncConnection, moves: Sequence[LeasedMove], now: datetime
 ) -> set[tuple[str, str]]:
     """Apply each move where its token still holds an unexpired lease at ``now``,
-    locking each row in the same statement (no ``leased_many`` before it): one fenced
+    locking each row in the same statement (no read of the row before it): one fenced
     executemany per distinct set of assigned columns, each in id order. Returns the
     (id, token) pairs whose row changed; the others had lost their lease (expired,
     withdrawn, or claimed again).

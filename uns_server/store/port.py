@@ -11,8 +11,8 @@ place that says what it must do:
   leased under a new token, ``attempts``/``cycle_attempts`` counted, a recovered
   lease flagged ``provider_effect_may_have_occurred``; concurrent claimers never
   share a row.
-- ``Dispatch.leased_many`` + ``Dispatch.settle_many``: settlement is fenced by the
-  lease token; a stale token changes nothing, and ``settle_many`` says so by its count.
+- ``Dispatch.settle_many``: settlement is fenced by the lease token; a stale token
+  changes nothing, and ``settle_many`` says so by its count.
   ``Dispatch.settle_leased`` locks and settles in one statement per row, fenced by the
   token and an unexpired lease, and names the (id, token) pairs it changed.
 - ``Dispatch.window_owner``: the dedup window, locked, with its owner (the hand-off).
@@ -77,12 +77,6 @@ class Dispatch(Protocol):
         channels: Collection[str],
     ) -> Sequence[Attempt]:
         """Lease up to ``limit`` due leaders (each as before the claim, its new token)."""
-        ...
-
-    async def leased_many(
-        self, conn: AsyncConnection, leases: Collection[tuple[str, str]], now: datetime
-    ) -> Mapping[str, Notification]:
-        """Lock the rows still leased (unexpired) under one of these (id, token)."""
         ...
 
     async def settle_many(
