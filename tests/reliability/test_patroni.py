@@ -65,8 +65,8 @@ UNAVAILABLE_BOUND_SECONDS = (
 
 
 @pytest.fixture
-def cluster() -> Iterator[PatroniCluster]:
-    built = PatroniCluster()  # skips (or fails in CI) without the binaries
+def cluster(tmp_path: Path) -> Iterator[PatroniCluster]:
+    built = PatroniCluster(keep_logs=tmp_path)  # skips (fails in CI) without the binaries
     try:
         built.start()
         yield built

@@ -50,16 +50,13 @@ LEADERLESS_BOUND_SECONDS = TTL + LOOP_WAIT + RETRY_TIMEOUT
 # (pg_rewind, then catching up). Generous: a busy 2-core machine.
 START_TIMEOUT_SECONDS = 120.0
 HTTP_TIMEOUT_SECONDS = 3.0
-# Patroni logs these on every loop: left out of the logs a failure shows.
-ROUTINE = ("INFO: no action.", "INFO: Lock owner: ")
 
 
 def _binary(name: str) -> str:
     found = shutil.which(name, path=f"{search_path()}{os.pathsep}/usr/sbin")
     if found is None:
         skip_or_fail(
-            f"{name} not found (Debian's patroni, etcd-server, etcd-client packages): "
-            f"{INSTALL_HINT}"
+            f"{name} not found (Debian's patroni and etcd-server packages): {INSTALL_HINT}"
         )
         raise AssertionError("unreachable")  # skip_or_fail always raises
     return found
@@ -218,20 +215,27 @@ class PatroniNode:
             os.chmod(self.root, 0o700)
 
     def start(self) -> None:
-        # Patroni itself is our child (no runuser in between), so that a SIGKILL
-        # reaches it and nothing forwards or adds signals.
-        user: dict[str, Any] = {}
+        command = [self.binary, str(self.config_file)]
         if self._user:
+            # setpriv execs Patroni as the user: the child is Patroni itself (a SIGKILL
+            # reaches it; runuser would stay in between). Not Popen(user=...): that
+            # forks this multi-threaded (gRPC) process, where vfork is safe.
             entry = pwd.getpwnam(self._user)
-            user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+            command = [
+                "setpriv",
+                f"--reuid={entry.pw_uid}",
+                f"--regid={entry.pw_gid}",
+                "--clear-groups",
+                "--",
+                *command,
+            ]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [self.binary, str(self.config_file)],
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**_clean_env(), "HOME": str(self.root)},
-                **user,
             )
 
     @property
@@ -246,8 +250,10 @@ class PatroniNode:
 
     def kill(self) -> None:
         """SIGKILL Patroni and the postmaster (its backends exit on postmaster death):
-        the node is gone at once, its leader key left to expire."""
+        the node is gone at once, its leader key left to expire. Returns once the
+        backends are gone too (a node is restarted after its processes are gone)."""
         pid = self.postmaster_pid()
+        backends = _children(pid) if pid is not None else []
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
         if pid is not None:
@@ -256,7 +262,8 @@ class PatroniNode:
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(10)
-        _wait_gone(pid)
+        for gone in (pid, *backends):
+            _wait_gone(gone, within=START_TIMEOUT_SECONDS)
 
     def stop(self) -> None:
         """Patroni stops its PostgreSQL on SIGTERM; whatever is left is killed."""
@@ -290,6 +297,13 @@ class PatroniNode:
         return self.log.read_text(errors="replace") if self.log.exists() else "(no log)"
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -313,7 +327,9 @@ class PatroniCluster:
     """etcd and two Patroni nodes, ``db-a`` and ``db-b``; ``db-a`` starts first and
     becomes the leader, ``db-b`` its synchronous standby."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_logs: Path | None = None) -> None:
+        """``keep_logs``: where :meth:`destroy` copies every log (a test's tmp_path)."""
+        self.keep_logs = keep_logs
         found = binaries()
         self.root = Path(tempfile.mkdtemp(prefix="uns-patroni-"))
         os.chmod(self.root, 0o755)
@@ -402,14 +418,21 @@ class PatroniCluster:
         assert status == 200, f"switchover refused ({status}): {body}"
         return leader, candidate
 
-    def logs(self, tail: int = 6000) -> str:
-        """The end of each log, without Patroni's routine lines (one per loop)."""
+    def logs(self, tail: int = 8000) -> str:
+        """The end of each log, without lines that repeat one of the few before them
+        (Patroni logs its state on every loop)."""
         parts = []
         for title, text in (
             ("etcd", self.etcd.log.read_text(errors="replace") if self.etcd.log.exists() else ""),
             *((n.name, n.output()) for n in self.nodes),
         ):
-            lines = [x for x in text.splitlines() if not any(r in x for r in ROUTINE)]
+            lines: list[str] = []
+            recent: list[str] = []
+            for line in text.splitlines():
+                message = line.split(" ", 2)[-1]  # without the date and time
+                if message not in recent:
+                    lines.append(line)
+                recent = [*recent[-3:], message]
             parts.append(f"--- {title}\n" + "\n".join(lines)[-tail:])
         return "\n".join(parts)
 
@@ -421,6 +444,10 @@ class PatroniCluster:
                 node.stop()
         with contextlib.suppress(Exception):
             self.etcd.stop()
+        if self.keep_logs is not None:
+            for log in (self.etcd.log, *(n.log for n in self.nodes)):
+                with contextlib.suppress(OSError):
+                    shutil.copy(log, self.keep_logs / f"{log.parent.name}-{log.name}")
         subprocess.Popen(
             ["rm", "-rf", "--", str(self.root)],
             stdin=subprocess.DEVNULL,
