@@ -96,7 +96,7 @@ FAULTS: dict[str, dict[str, str]] = {
     },
     "patroni-switchover": {
         "fault": "a planned switchover to the synchronous standby (Patroni's REST API, as "
-        "`patronictl switchover`; the same cluster and servers as patroni-failover); once "
+        "`patronictl switchover`), on a cluster and servers like patroni-failover's; once "
         "per 400 acknowledged sends",
         "load": "3 concurrent producers over both servers, steady (20 ms pause) until the "
         "target is acknowledged, UNAVAILABLE sends retried with the same key; a WatchEvents "
