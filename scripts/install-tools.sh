@@ -12,8 +12,9 @@
 # Idempotent: a tool whose pinned version is already installed is skipped, so a
 # second run takes about a second. A missing `go` or `cargo` skips that
 # language's tools with a message, unless UNS_REQUIRE_TOOLCHAINS=1. Chromium (for
-# the action-link browser test), promtool (Debian's prometheus) and systemd-analyze
-# come from apt-get when they are missing and we may.
+# the action-link browser test), promtool (Debian's prometheus), systemd-analyze,
+# pgbouncer, patroni and etcd (the reliability tests) come from apt-get when they are
+# missing and we may.
 set -euo pipefail
 
 # --- pinned versions (bump here; then run scripts/generate.sh and commit) ---
@@ -33,7 +34,7 @@ for arg in "$@"; do
   case "$arg" in
     -q | --quiet) QUIET=1 ;;
     -h | --help)
-      sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -196,5 +197,30 @@ apt_tool promtool prometheus "the Prometheus rules check"
 apt_tool systemd-analyze systemd "the systemd unit check"
 # Debian's pgbouncer (1.18) for tests/reliability/test_pgbouncer.py; in /usr/sbin.
 PATH="$PATH:/usr/sbin" apt_tool pgbouncer pgbouncer "the pgbouncer reliability test"
+
+# Debian's patroni (3.0) and etcd-server (3.4) for tests/reliability/test_patroni.py. The
+# test runs etcd and Patroni as its own processes on free loopback ports; the system
+# services these packages enable are stopped and disabled right after we install them
+# (only then: one that was there before may be someone's).
+quiet_service() { # service
+  local sudo_=""; [[ $(id -u) == 0 ]] || sudo_="sudo -n"
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled --quiet "$1" 2>/dev/null; then
+    act "systemctl disable --now $1 (the Patroni test runs its own)"
+    $sudo_ systemctl disable --now "$1" >/dev/null 2>&1 || true
+  fi
+  if [[ -x "/etc/init.d/$1" ]] && "/etc/init.d/$1" status >/dev/null 2>&1; then
+    act "/etc/init.d/$1 stop (the Patroni test runs its own)"
+    $sudo_ "/etc/init.d/$1" stop >/dev/null 2>&1 || true
+  fi
+}
+for tool in patroni:patroni etcd:etcd-server; do
+  cmd="${tool%%:*}" package="${tool#*:}"
+  if command -v "$cmd" >/dev/null 2>&1; then
+    say "ok   $cmd (found on PATH)"
+    continue
+  fi
+  apt_tool "$cmd" "$package" "the Patroni reliability test"
+  if command -v "$cmd" >/dev/null 2>&1; then quiet_service "$cmd"; fi
+done
 
 say "done; tools are in $BIN"

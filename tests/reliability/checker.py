@@ -743,3 +743,56 @@ def _not_accounted_for(
             return None  # follower behind a pending leader
         return "PENDING with no future attempt and no live lease"
     return f"unknown state {view.state}"
+
+
+# ------------------------------------------------------------------------------ fencing
+
+
+@dataclass
+class Fencing:
+    """What :func:`fencing` found over a whole event stream."""
+
+    claims: int = 0  # leases taken (ATTEMPT_STARTED), each with a fresh token
+    refused: int = 0  # settlements under a superseded token, refused (LEASE_LOST)
+    problems: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {"claims": self.claims, "refused": self.refused, "backwards": len(self.problems)}
+
+
+def fencing(events: Sequence[EventView]) -> Fencing:
+    """Fencing tokens only move forward, per notification: each claim takes the next
+    attempt number under a token no earlier attempt had; every record made under a
+    token names the attempt that token claimed; and only the newest claim settles
+    (DELIVERY_RESULT), a superseded one getting LEASE_LOST. (Dispatch leases only:
+    reminders and escalations have their own tokens.)"""
+    found = Fencing()
+    newest: dict[str, int] = defaultdict(int)  # notification -> newest claimed attempt
+    claimed: dict[str, dict[str, int]] = defaultdict(dict)  # notification -> token -> attempt
+
+    def bad(e: EventView, why: str) -> None:
+        found.problems.append(f"{e.notification_id} #{e.sequence} {e.kind}: {why}")
+
+    for e in events:
+        p, nid = e.payload, e.notification_id
+        attempt, token = p.get("attempt"), p.get("lease_token")
+        if e.kind == "ATTEMPT_STARTED":
+            found.claims += 1
+            if attempt != newest[nid] + 1:
+                bad(e, f"claims attempt {attempt} after attempt {newest[nid]}")
+            newest[nid] = attempt if isinstance(attempt, int) else newest[nid] + 1
+        elif e.kind == "CHANNEL_ATTEMPT_STARTED":
+            if attempt != newest[nid]:
+                bad(e, f"starts attempt {attempt}, the newest claim is {newest[nid]}")
+            elif claimed[nid].setdefault(token, attempt) != attempt:
+                bad(e, f"token of attempt {claimed[nid][token]} reused by attempt {attempt}")
+        elif e.kind == "CHANNEL_ATTEMPT_RESULT" or (
+            e.kind == "LEASE_LOST" and not p.get("follow_up")
+        ):
+            if claimed[nid].get(token) != attempt:
+                bad(e, f"token {token} did not claim attempt {attempt}")
+            if e.kind == "LEASE_LOST":
+                found.refused += 1
+        elif e.kind == "DELIVERY_RESULT" and attempt != newest[nid]:
+            bad(e, f"attempt {attempt} settled after attempt {newest[nid]} was claimed")
+    return found

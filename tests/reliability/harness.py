@@ -251,6 +251,7 @@ class Producers:
     _next: int = 0
     _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
     errors: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, code)
+    answered_ok: list[float] = field(default_factory=list)  # monotonic time of each OK
 
     def _stub(self) -> pb_grpc.NotificationServiceStub:
         target = self.target
@@ -281,6 +282,7 @@ class Producers:
             self.errors.append((time.monotonic(), code))
             return None
         self.history.ok(key, reply.notification_id)
+        self.answered_ok.append(time.monotonic())
         return str(reply.notification_id)
 
     async def send_until_known(self, key: str | None = None) -> str | None:

