@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,15 +59,6 @@ NOTIFICATIONS: port.Notifications = notifications
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
 WEBHOOK = ("webhook",)
-
-
-@pytest.fixture
-async def db(db_url: str) -> AsyncIterator[Database]:
-    database = Database(db_url)
-    try:
-        yield database
-    finally:
-        await database.dispose()
 
 
 def row(**overrides: Any) -> dict[str, Any]:

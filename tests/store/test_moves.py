@@ -3,11 +3,8 @@ changes only rows still in the state it expects, and says how many (and which)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
-
-import pytest
 
 from tests.store.test_conformance import NOW, fetch, insert, row
 from uns_server.domain import moves
@@ -20,15 +17,6 @@ from uns_server.store.tables import dedup as dedup_table
 
 MOVES: port.Moves = store_moves
 LATER = NOW + timedelta(minutes=5)
-
-
-@pytest.fixture
-async def db(db_url: str) -> AsyncIterator[Database]:
-    database = Database(db_url)
-    try:
-        yield database
-    finally:
-        await database.dispose()
 
 
 async def apply(db: Database, method: Any, move: Any) -> moves.Applied:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,15 +21,6 @@ from uns_server.store.tables import events as events_table
 from uns_server.store.tables import notifications as notifications_table
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def db(db_url: str) -> AsyncIterator[Database]:
-    database = Database(db_url)
-    try:
-        yield database
-    finally:
-        await database.dispose()
 
 
 def _row(**overrides: Any) -> dict[str, Any]:
