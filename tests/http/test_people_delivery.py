@@ -7,15 +7,22 @@ with no usable contact is recorded; a person still owed an answer cannot be dele
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import grpc
 import httpx
 import pytest
 
-from tests.http.conftest import Rig
+from tests.http.conftest import PAGERDUTY_WEBHOOK_SECRET, Rig
 from tests.http.helpers import click, email_links
-from tests.http.test_provider_callbacks import SLACK_PATH, slack_button, slack_headers
+from tests.http.test_provider_callbacks import (
+    PAGERDUTY_PATH,
+    SLACK_PATH,
+    pagerduty_body,
+    slack_button,
+    slack_headers,
+)
 from tests.http.test_provider_callbacks import slack_request as _slack_request
 from tests.support.grpc_errors import rich_error
 from tests.support.server import KEYS, Client
@@ -26,6 +33,7 @@ from uns.v1 import policy_service_pb2_grpc as ppb_grpc
 from uns.v1 import recipient_service_pb2 as rpb
 from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
+from uns_server.domain.signatures import pagerduty_signature
 
 TYPE = "ops.people"
 
@@ -163,6 +171,55 @@ async def test_a_slack_direct_message_answered_by_that_person(
         if actor.startswith("recipient:")
         else record.recipient_id == ""
     )
+
+
+@pytest.mark.parametrize(
+    ("agent", "actor"), [("PDAVE01", "recipient:dave"), ("PEVE002", "pagerduty:PEVE002")]
+)
+async def test_a_pagerduty_incident_acknowledged_by_the_person_it_paged(
+    rig: Rig, agent: str, actor: str
+) -> None:
+    """The incident opened for dave's own PagerDuty contact settles as dave when his
+    PagerDuty user acknowledges it; anyone else on the service answers as themselves."""
+    people = stub(rig, rpb_grpc.RecipientServiceStub)
+    await people.PutRecipient(
+        rpb.PutRecipientRequest(
+            recipient=rpb.Recipient(
+                recipient_id="dave",
+                display_name="Dave",
+                time_zone="UTC",
+                contacts=[rpb.Contact(channel="pager", address="PDAVE01")],
+            )
+        )
+    )
+    await stub(rig, ppb_grpc.PolicyServiceStub).PutPolicyRevision(
+        ppb.PutPolicyRevisionRequest(
+            notification_type="ops.paged",
+            activate=True,
+            spec=ppb.PolicySpec(
+                targets=[t.Target(recipient_id="dave")],
+                delivery_mode=t.DELIVERY_MODE_GUARANTEED,
+                require_ack=True,
+                ack_timeout_minutes=30,
+            ),
+        )
+    )
+    nid = await rig.send("people-paged", notification_type="ops.paged")
+    await rig.deliver()
+    [trigger] = rig.fakes.pagerduty_events()
+    envelope = json.loads(pagerduty_body(trigger["dedup_key"]))
+    envelope["event"]["agent"]["id"] = agent
+    body = json.dumps(envelope).encode()
+    signature = pagerduty_signature(PAGERDUTY_WEBHOOK_SECRET, body)
+    async with httpx.AsyncClient(base_url=rig.base_url) as http:
+        answer = await http.post(
+            PAGERDUTY_PATH, content=body, headers={"X-PagerDuty-Signature": signature}
+        )
+    assert answer.json() == {"outcome": "settled"}, answer.text
+    n = await rig.get(nid)
+    assert (n.ack_state, n.ack_actor) == (t.ACK_STATE_ACKED, actor)
+    [record] = await rig.ack_records(nid)
+    assert record.recipient_id == ("dave" if actor == "recipient:dave" else "")
 
 
 async def test_a_person_still_owed_an_answer_cannot_be_deleted(rig: Rig) -> None:

@@ -3,7 +3,8 @@
 The transport (``http.integrations``) has verified the provider's signature; this
 service finds the notification, then settles it through ``Acks.answer`` (the same
 decision as Acknowledge) as the person the provider names: ``slack:<user id>``,
-``pagerduty:<user id>``. Slack buttons carry an action-link token (it binds the
+``pagerduty:<user id>``, or ``recipient:<id>`` when that provider user is a contact of
+the person whose own message was answered. Slack buttons carry an action-link token (it binds the
 notification and the action); PagerDuty incidents are found by their ``incident_key``,
 which is the dedup_key UNS triggered them with.
 """
@@ -126,15 +127,16 @@ class ProviderAnswers:
             target.notification_id, actor, VIA_SLACK, target.dismiss, metadata
         )
 
-    async def _is_contact(self, recipient: str, slack_user_id: str) -> bool:
-        """Is ``slack_user_id`` a contact address of the person ``recipient`` names
-        (``recipient:<id>``, the identity a person's own message's button carries)?
-        Anyone else pressing a forwarded button answers as their Slack user."""
+    async def _is_contact(self, recipient: str, address: str) -> bool:
+        """Is ``address`` (a Slack user id, a PagerDuty user id) a contact address of the
+        person ``recipient`` names (``recipient:<id>``, the identity a person's own
+        message carries)? Anyone else answering a forwarded button or a shared incident
+        answers as their provider user."""
         if not recipient.startswith(RECIPIENT_ACTOR):
             return False
         async with self._db.read() as conn:
             person = await people.get_recipient(conn, recipient.removeprefix(RECIPIENT_ACTOR))
-        return person is not None and any(c.address == slack_user_id for c in person.contacts)
+        return person is not None and any(c.address == address for c in person.contacts)
 
     async def pagerduty_incident(self, event: Mapping[str, Any]) -> tuple[str, list[str]] | None:
         """The notification an ``incident.acknowledged``/``resolved`` event answers and
@@ -159,6 +161,9 @@ class ProviderAnswers:
         agent = event.get("agent") or {}
         agent_id = str(agent.get("id") or "") if isinstance(agent, Mapping) else ""
         actor = f"pagerduty:{agent_id}" if agent_id else "pagerduty:unknown"
+        person = await self._paged_person(nid, str(data.get("incident_key") or ""))
+        if agent_id and person and await self._is_contact(person, agent_id):
+            actor = person  # the person the incident paged acknowledged it (SPEC §6)
         metadata = {
             k: str(v)
             for k, v in (
@@ -172,6 +177,21 @@ class ProviderAnswers:
             if v
         }
         return await self._settle(nid, actor, VIA_PAGERDUTY, False, metadata)
+
+    async def _paged_person(self, nid: str, incident_key: str) -> str | None:
+        """``recipient:<id>`` of the person whose own message opened this incident (a
+        policy target's PagerDuty contact), or None for a channel's incident."""
+        async with self._db.read() as conn:
+            row = await notifications.get(conn, nid)
+        refs = (row.provider_refs or {}) if row is not None else {}
+        for ref in refs.values():
+            if (
+                isinstance(ref, Mapping)
+                and ref.get("pagerduty_dedup_key") == incident_key
+                and ref.get("recipient_id")
+            ):
+                return RECIPIENT_ACTOR + str(ref["recipient_id"])
+        return None
 
     async def _settle(
         self, nid: str, actor: str, via: str, dismiss: bool, metadata: dict[str, str]
