@@ -1,14 +1,17 @@
 """Typed moves: what a lifecycle transition changes, as the domain decided it. Pure.
 
 A move names the rows it changes, the state they must still be in, and the new
-values in domain terms (no column names). ``store.moves`` applies each with one named
-query whose WHERE holds that expected state, so a row that moved meanwhile is not
+values in domain terms (no column names). The store applies each with one named query
+(``store.moves``; the follow-ups' in ``store.followups``, a settled lease's in
+``store.dispatch``) whose WHERE holds that expected state, so a row that moved meanwhile is not
 overwritten: the store answers :class:`Applied` with what it changed, and a move that
 changed fewer rows than it named is *lost* (``Applied.lost``), a typed outcome the
 caller handles, never a silent blind write (River's ``JobSetStateIfRunning``).
 
-The moves here are the operator doors (Replay, ResolveFailure), withdrawal, and what
-a settled dedup leader does to its followers and its window (seed 000 §1.1)::
+The moves here: the operator doors (Replay, ResolveFailure), withdrawal (its move,
+``WithdrawRows``, lives beside its decision in ``domain.withdrawal``), what a settled
+dedup leader does to its followers and its window (seed 000 §1.1), the follow-ups'
+lease and steps, and an attempt's settlement::
 
     FAILED+dead_letter --Replay--------> PENDING (cycle + 1, due now, outcome cleared)
     FAILED+dead_letter --ResolveFailure-> FAILED (dead_letter cleared)
@@ -49,7 +52,7 @@ class Applied:
 
     @property
     def lost(self) -> bool:
-        """Some named row was no longer in the expected state: nothing of it changed."""
+        """Some named row was no longer in the expected state (and was left as it was)."""
         return self.changed < self.named
 
 
