@@ -17,7 +17,7 @@ from tests.conftest import PostgresDatabases
 from tests.support.server import send_request, start_server
 from uns_server.store import statistics
 from uns_server.store.db import Database
-from uns_server.store.statistics import Statistics
+from uns_server.store.port import Statistics
 from uns_server.workers.statistics import MIN_ROWS, FirstAnalyze
 
 WITHIN = 20.0

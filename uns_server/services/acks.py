@@ -36,7 +36,7 @@ from uns_server.observability.metrics import Metrics
 from uns_server.services.auth import Principal
 from uns_server.store import acks, audit, events, notifications
 from uns_server.store.db import Database, WriteTx
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 
 TIMEOUT_ACTOR = "uns-timeout-worker"
 # Where an answer came from (``via`` on the audit record and the event payload).

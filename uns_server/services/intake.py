@@ -54,7 +54,7 @@ from uns_server.services import targeting
 from uns_server.services.intake_row import notification_row
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Connection, Database, is_lost_race
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 
 log = logging.getLogger("uns.intake")
 Clock = Callable[[], datetime]

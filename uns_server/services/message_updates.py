@@ -24,6 +24,7 @@ from uns_server.domain.enums import AckStatus
 from uns_server.domain.records import Notification
 from uns_server.store import message_updates
 from uns_server.store.db import WriteTx
+from uns_server.store.port import Queued
 
 # A queued update whose message was still being delivered when the obligation ended:
 # its reference is the delivery's, read once that attempt has settled.
@@ -75,12 +76,12 @@ async def queue_on_settle(
         "notification_id": row.id,
     }
     queued = [
-        message_updates.Queued(row.id, str(ref.get("channel", key)), ref, settlement)
+        Queued(row.id, str(ref.get("channel", key)), ref, settlement)
         for key, ref in sorted(refs.items())
         if isinstance(ref, Mapping) and updatable(ref)
     ]
     queued += [
-        message_updates.Queued(row.id, channel, {IN_FLIGHT: channel}, settlement)
+        Queued(row.id, channel, {IN_FLIGHT: channel}, settlement)
         for channel in in_flight_channels(row)
     ]
     if queued:

@@ -25,7 +25,7 @@ from uns_server.services.auth import Principal
 from uns_server.store import events, notifications
 from uns_server.store import moves as store_moves
 from uns_server.store.db import TOPIC_WORK, Connection, Database
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 
 REASON_MAX_CHARS = 1024
 

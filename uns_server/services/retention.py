@@ -29,7 +29,7 @@ from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.store import events
 from uns_server.store import retention as store
 from uns_server.store.db import Connection, Database
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 
 NOTIFICATIONS = "uns_notifications"
 EVENTS = "uns_events"

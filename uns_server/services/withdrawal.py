@@ -27,7 +27,7 @@ from uns_server.services.operations import validate_reason
 from uns_server.store import audit, dispatch, events, notifications
 from uns_server.store import moves as store_moves
 from uns_server.store.db import Database, WriteTx
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 
 
 class SentMessages(Protocol):

@@ -12,17 +12,16 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Event
 from uns_server.store import jsontext, pg, records
 from uns_server.store.db import TOPIC_EVENTS, FenceMoved, WriteTx, notify_calls
+from uns_server.store.port.values import NewEvent
 from uns_server.store.tables import events
 
 _EVENT_ORDER_LOCK_ID = 0x554E53_0002
@@ -73,15 +72,6 @@ def _append_sql(notify_calls: str, first: int, riders: tuple[pg.Rider, ...] = ()
         f"FROM unnest({', '.join(arrays)}) AS e({', '.join(names)}) "
         f"WHERE (SELECT true FROM gate)"
     )
-
-
-@dataclass(frozen=True)
-class NewEvent:
-    notification_id: str
-    principal: str
-    notification_type: str
-    kind: EventKind
-    payload: dict[str, Any]
 
 
 async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:

@@ -52,7 +52,8 @@ from uns_server.domain.records import Notification
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store import followups
 from uns_server.store.db import Database, WriteTx
-from uns_server.store.events import NewEvent, append
+from uns_server.store.events import append
+from uns_server.store.port import NewEvent
 from uns_server.workers.followup_messages import (
     NOBODY,
     FollowUpClaim,

@@ -27,6 +27,7 @@ from uns_server.domain.records import MessageUpdate
 from uns_server.services.message_updates import IN_FLIGHT, TOPIC_MESSAGE_UPDATES, updatable
 from uns_server.store import message_updates, notifications
 from uns_server.store.db import Database, WriteTx
+from uns_server.store.port import Fenced
 from uns_server.workers.loop import LoopWorker, seconds_until
 from uns_server.workers.provider_call import guarded_call
 from uns_server.workers.supervision import Supervision
@@ -117,7 +118,7 @@ class MessageUpdater(LoopWorker):
                     tx.conn, update.id, token, error=error, now=now
                 )
                 counted = "failed"
-        if fenced is message_updates.Fenced.LOST:
+        if fenced is Fenced.LOST:
             return "lost"
         if counted == "failed":
             log.warning(

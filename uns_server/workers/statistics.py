@@ -12,7 +12,7 @@ import logging
 
 from uns_server.store import statistics
 from uns_server.store.db import Database
-from uns_server.store.statistics import Statistics
+from uns_server.store.port import Statistics
 
 log = logging.getLogger("uns.statistics")
 MIN_ROWS = 1_000

@@ -15,7 +15,7 @@ from uns_server.domain.records import Notification
 from uns_server.store import dispatch
 from uns_server.store import moves as store_moves
 from uns_server.store.db import TOPIC_WORK, WriteTx
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 from uns_server.workers.dispatch.claims import event
 
 

@@ -25,7 +25,8 @@ from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store import dispatch, records
 from uns_server.store.db import TOPIC_WORK, Database
-from uns_server.store.events import NewEvent, append
+from uns_server.store.events import append
+from uns_server.store.port import NewEvent
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
 from uns_server.workers.dispatch.sending import Sender
 from uns_server.workers.dispatch.settlement import Settled, Settler

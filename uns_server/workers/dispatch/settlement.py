@@ -28,7 +28,8 @@ from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import SETTLE, phased
 from uns_server.store import audit, dispatch
 from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_unreachable
-from uns_server.store.events import NewEvent, append
+from uns_server.store.events import append
+from uns_server.store.port import NewEvent
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
 from uns_server.workers.dispatch.references import provider_refs, result_event

@@ -1,0 +1,60 @@
+"""The notification rows and their dedup windows: what the send path writes and
+everything reads."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from uns_server.domain.admission import WindowChange, WindowOwner
+from uns_server.domain.records import DedupWindow, Notification
+
+
+class NotificationReads(Protocol):
+    async def get(self, notification_id: str) -> Notification | None:
+        """One notification as it stands."""
+        ...
+
+
+class Notifications(NotificationReads, Protocol):
+    """One row per idempotency key, one dedup window per key (a concurrent duplicate
+    fails as a unique violation: ``Store.is_lost_race``); the window is locked while
+    read, so concurrent new generations of one key serialise."""
+
+    async def get_locked(self, notification_id: str) -> Notification | None:
+        """One notification, locked until commit."""
+        ...
+
+    async def by_keys(self, keys: Collection[str]) -> Mapping[str, Notification]:
+        """The notifications holding any of these idempotency keys, by key."""
+        ...
+
+    # The row intake lays out (``services.intake_row``): every column by name.
+    async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert complete rows, in key order (a leader may come leased: intake's first
+        attempt)."""
+        ...
+
+    async def insert_before_events(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """``insert`` in a transaction whose next write is its events append: on
+        PostgreSQL the rows ride in the append's statement."""
+        ...
+
+    async def insert_dedup_window(
+        self, key: str, *, owner_id: str, generation: int, until: datetime
+    ) -> None:
+        """Open the first window of ``key``; a concurrent first window fails (unique)."""
+        ...
+
+    async def locked_dedup_window(self, key: str) -> DedupWindow | None:
+        """Intake's read of the window of ``key``, locked until commit."""
+        ...
+
+    async def window_owner(self, owner_id: str) -> WindowOwner | None:
+        """The status of a window's owner (None when the row is gone)."""
+        ...
+
+    async def take_dedup_window(self, change: WindowChange) -> None:
+        """A new leader takes the window (``domain.admission``): insert, or move it."""
+        ...
