@@ -55,6 +55,7 @@ from uns_server.services.intake_row import notification_row
 from uns_server.store import events, notifications, policies
 from uns_server.store.db import TOPIC_WORK, Connection, Database, is_lost_race
 from uns_server.store.port import NewEvent
+from uns_server.store.sql_store import SqlStore
 
 log = logging.getLogger("uns.intake")
 Clock = Callable[[], datetime]
@@ -158,7 +159,7 @@ class Intake:
             return decision
         # The same rules as the workers: intake's first attempt, the follow-up worker.
         steps = schedule.plan(now, req.schedule_time, decision.effective.spec.timing, req.intent)
-        asked = await targeting.asked_by_step(self._db, steps)
+        asked = await targeting.asked_by_step(SqlStore(self._db), steps)
         return replace(decision, plan=tuple(steps), accepted_at=now, asked=asked)
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:

@@ -16,20 +16,19 @@ from uns_server.domain.oncall import resolve_targets
 from uns_server.domain.people import Recipient
 from uns_server.domain.schedule import Step, StepKind
 from uns_server.domain.targets import Target
-from uns_server.store import people
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 
 async def asked_by_step(
-    db: Database, steps: Sequence[Step]
+    store: Store, steps: Sequence[Step]
 ) -> dict[tuple[StepKind, int], tuple[str, ...]]:
     """Simulate's ``recipient_ids`` per planned step, each rotation resolved at the
     step's planned time; steps that ask nobody are left out."""
     named = {t.rotation_id for s in steps for t in s.targets if t.rotation_id}
     if not any(s.targets for s in steps):
         return {}
-    async with db.read() as conn:
-        rotations = await people.rotations_by_id(conn, named)
+    async with store.read() as tx:
+        rotations = await tx.people.rotations_by_id(named)
     out: dict[tuple[StepKind, int], tuple[str, ...]] = {}
     for s in steps:
         who = resolve_targets(s.targets, s.at, rotations)
@@ -39,18 +38,18 @@ async def asked_by_step(
 
 
 async def people_at(
-    db: Database, targets: Sequence[Target], at: datetime
+    store: Store, targets: Sequence[Target], at: datetime
 ) -> tuple[tuple[str, ...], Mapping[str, Recipient], tuple[str, ...]]:
     """The people ``targets`` ask at ``at`` (ids in order), those of them that exist,
     and the rotations that no longer exist (asked nobody)."""
     if not targets:
         return (), {}, ()
-    async with db.read() as conn:
-        rotations = await people.rotations_by_id(
-            conn, {t.rotation_id for t in targets if t.rotation_id}
+    async with store.read() as tx:
+        rotations = await tx.people.rotations_by_id(
+            {t.rotation_id for t in targets if t.rotation_id}
         )
         who = resolve_targets(targets, at, rotations)
-        found = await people.recipients_by_id(conn, who)
+        found = await tx.people.recipients_by_id(who)
     gone = tuple(t.rotation_id for t in targets if t.rotation_id and t.rotation_id not in rotations)
     return who, found, gone
 
@@ -105,11 +104,11 @@ def routes_of(
 
 
 async def asked_at(
-    db: Database, targets: Sequence[Target], at: datetime, channels: Collection[str]
+    store: Store, targets: Sequence[Target], at: datetime, channels: Collection[str]
 ) -> Asked:
     """Each person ``targets`` ask at ``at`` on each of their contacts whose channel
     is in ``channels`` (the server's), and whom they cannot reach."""
-    who, found, gone = await people_at(db, targets, at)
+    who, found, gone = await people_at(store, targets, at)
     asked = routes_of(who, found, channels)
     lost = tuple({"rotation_id": r, "reason": DELETED_ROTATION} for r in gone)
     return Asked(asked.routes, asked.unreachable + lost)

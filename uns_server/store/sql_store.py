@@ -29,6 +29,7 @@ from uns_server.store.sql_ports import (
     SqlNotifications,
 )
 from uns_server.store.sql_upkeep import (
+    SqlPeopleReads,
     SqlPlannerStatistics,
     SqlQueue,
     SqlReceiptReads,
@@ -46,6 +47,7 @@ class SqlReadTransaction:
         "follow_ups",
         "message_updates",
         "notifications",
+        "people",
         "queue",
         "receipts",
         "retention",
@@ -63,6 +65,7 @@ class SqlReadTransaction:
         self.statistics = SqlPlannerStatistics(conn)
         self.audit = SqlAuditReads(conn)
         self.receipts = SqlReceiptReads(conn)
+        self.people = SqlPeopleReads(conn)
 
 
 class SqlWriteTransaction:
@@ -76,6 +79,7 @@ class SqlWriteTransaction:
         "message_updates",
         "moves",
         "notifications",
+        "people",
         "queue",
         "receipts",
         "retention",
@@ -97,6 +101,7 @@ class SqlWriteTransaction:
         self.receipts = SqlReceipts(conn)
         self.queue = SqlQueue(conn)
         self.statistics = SqlPlannerStatistics(conn)
+        self.people = SqlPeopleReads(conn)
 
     def signal(self, topic: str) -> None:
         self._tx.signal(topic)

@@ -21,7 +21,7 @@ from uns_server.domain.records import Notification
 from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 from uns_server.workers.dispatch.references import follow_up_key, sent_reference
 from uns_server.workers.followup_progress import Progress
 from uns_server.workers.messages import outbound_message
@@ -58,7 +58,7 @@ class Sent:
 
 
 async def ask(
-    db: Database, claim: FollowUpClaim, channels: Collection[str], now: datetime
+    store: Store, claim: FollowUpClaim, channels: Collection[str], now: datetime
 ) -> FollowUpClaim:
     """The claim with its step's targets resolved at ``now``: the step's channels grow
     by every person's route (so the step is decided over them), the calls by those
@@ -66,7 +66,7 @@ async def ask(
     step = claim.step
     if not step.targets:
         return claim
-    asked = await targeting.asked_at(db, step.targets, now, channels)
+    asked = await targeting.asked_at(store, step.targets, now, channels)
     progress = Progress.of(claim.notification, step)
     answers = progress.answers() if progress else {}
     keys = tuple(r.key for r in asked.routes)

@@ -50,10 +50,7 @@ from uns_server.domain import moves, schedule
 from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.records import Notification
 from uns_server.services.action_links import ActionLinkService
-from uns_server.store import followups
-from uns_server.store.db import Database, WriteTx
-from uns_server.store.events import append
-from uns_server.store.port import NewEvent
+from uns_server.store.port import NewEvent, Store, WriteTransaction
 from uns_server.workers.followup_messages import (
     NOBODY,
     FollowUpClaim,
@@ -97,7 +94,7 @@ class FollowUpWorker(LoopWorker):
 
     def __init__(
         self,
-        db: Database,
+        store: Store,
         channels: ChannelRegistry,
         clock: Clock,
         *,
@@ -109,7 +106,7 @@ class FollowUpWorker(LoopWorker):
         supervision: Supervision | None = None,
     ) -> None:
         super().__init__(poll_seconds, supervision)
-        self._db = db
+        self._store = store
         self._rand = rand
         self._links = links  # Acknowledge/Dismiss links in reminders (HTTP surface on)
         self._channels = channels
@@ -126,8 +123,8 @@ class FollowUpWorker(LoopWorker):
             log.info("follow-ups sent", extra={"count": len(claims)})
         if len(claims) + rescheduled >= self._batch:
             return RunResult(len(claims), rescheduled, more=True)
-        async with self._db.read() as conn:
-            due = await followups.next_due_at(conn)
+        async with self._store.read() as tx:
+            due = await tx.follow_ups.next_due_at()
         return RunResult(len(claims), rescheduled, due_in=seconds_until(due, self._clock()))
 
     async def claim(self) -> tuple[list[FollowUpClaim], int]:
@@ -135,8 +132,8 @@ class FollowUpWorker(LoopWorker):
         now = self._clock()
         claims: list[FollowUpClaim] = []
         rescheduled = 0
-        async with self._db.write() as tx:
-            for n in await followups.due(tx.conn, now, self._batch):
+        async with self._store.write() as tx:
+            for n in await tx.follow_ups.due(now, self._batch):
                 if n.ack_status != AckStatus.PENDING:
                     # The ack ended while a step waited to retry: record that step.
                     await self._close_stopped(tx, n, now)
@@ -154,12 +151,12 @@ class FollowUpWorker(LoopWorker):
                 held = n.followup_lease_token  # as read under the row lock (``due``)
                 if isinstance(decision, schedule.Wait):
                     wait = moves.RescheduleFollowUp(n.id, held, decision.at)
-                    _check_locked(await followups.reschedule(tx.conn, wait), n.id)
+                    _check_locked(await tx.follow_ups.reschedule(wait), n.id)
                     rescheduled += 1
                     continue
                 token = str(uuid.uuid4())
                 lease = moves.LeaseFollowUp(n.id, held, token, now + self._lease)
-                _check_locked(await followups.lease(tx.conn, lease), n.id)
+                _check_locked(await tx.follow_ups.lease(lease), n.id)
                 recovered = n.followup_lease_token is not None
                 step = decision.step
                 progress = Progress.of(n, step)
@@ -170,14 +167,14 @@ class FollowUpWorker(LoopWorker):
                 claims.append(FollowUpClaim(n, token, step, recovered, channels or step.channels))
         return claims, rescheduled
 
-    async def _close_stopped(self, tx: WriteTx, n: Notification, now: datetime) -> None:
+    async def _close_stopped(self, tx: WriteTransaction, n: Notification, now: datetime) -> None:
         progress = Progress.of(n)
         counts = moves.FollowUpCounts(n.reminders_sent, n.escalations_sent)
         close = moves.SettleFollowUpStep(
             n.id, None, counts, None, None, now, expected_token=n.followup_lease_token
         )
         if progress is None:  # nothing to close (the query takes no such row)
-            _check_locked(await followups.settle_step(tx.conn, close), n.id)
+            _check_locked(await tx.follow_ups.settle_step(close), n.id)
             return
         if n.followup_lease_token is not None:  # a call whose lease expired unsettled
             progress = dataclasses.replace(progress, recovered=True)
@@ -197,13 +194,13 @@ class FollowUpWorker(LoopWorker):
         )
         assert isinstance(decided, schedule.StepDecided)
         close = dataclasses.replace(close, counts=counts.after(step.kind, step.number))
-        _check_locked(await followups.settle_step(tx.conn, close), n.id)
+        _check_locked(await tx.follow_ups.settle_step(close), n.id)
         payload = step_payload(step, progress, decided.outcome, lease_token=None)
-        await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
+        await tx.events.append([_event(n, _KIND_EVENT[step.kind], payload)], now)
 
     async def deliver(self, claim: FollowUpClaim) -> None:
         try:
-            claim = await ask(self._db, claim, self._channels.names(), self._clock())
+            claim = await ask(self._store, claim, self._channels.names(), self._clock())
             channels = claim.channels if claim.routes else claim.channels or claim.step.channels
             sent = await asyncio.gather(*(self._send(claim, ch) for ch in channels))
             await self.settle(claim, sent)
@@ -232,8 +229,8 @@ class FollowUpWorker(LoopWorker):
         now = self._clock()
         n, step = claim.notification, claim.step
         results = {s.channel: result_json(s.result) for s in sent}
-        async with self._db.write() as tx:
-            current = await followups.leased(tx.conn, n.id, claim.token, now)
+        async with self._store.write() as tx:
+            current = await tx.follow_ups.leased(n.id, claim.token, now)
             if current is None:
                 lost: dict[str, Any] = {
                     NUMBER_FIELD[step.kind]: step.number,
@@ -244,7 +241,7 @@ class FollowUpWorker(LoopWorker):
                     "due_time": step.at.isoformat(),
                     "provider_effect_may_have_occurred": True,
                 }
-                await append(tx, [_event(n, EventKind.LEASE_LOST, lost)], now)
+                await tx.events.append([_event(n, EventKind.LEASE_LOST, lost)], now)
                 return False
             before = Progress.of(current, step)
             progress = Progress(
@@ -274,7 +271,7 @@ class FollowUpWorker(LoopWorker):
                 retry = moves.RetryFollowUpStep(
                     n.id, claim.token, progress.to_json(), decision.at, refs, now
                 )
-                return not (await followups.retry_step(tx.conn, retry)).lost
+                return not (await tx.follow_ups.retry_step(retry)).lost
             counts = moves.FollowUpCounts(current.reminders_sent, current.escalations_sent)
             counts = counts.after(step.kind, step.number)
             next_at = None
@@ -287,7 +284,7 @@ class FollowUpWorker(LoopWorker):
                     escalations_sent=counts.escalations_sent,
                 )
             fired = moves.SettleFollowUpStep(n.id, claim.token, counts, next_at, refs, now)
-            if (await followups.settle_step(tx.conn, fired)).lost:
+            if (await tx.follow_ups.settle_step(fired)).lost:
                 return False  # ``leased`` held it locked: not expected, but nothing fired
             payload = step_payload(
                 step,
@@ -297,7 +294,7 @@ class FollowUpWorker(LoopWorker):
                 people=claim.people,
                 unreachable=claim.unreachable,
             )
-            await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
+            await tx.events.append([_event(n, _KIND_EVENT[step.kind], payload)], now)
         return True
 
 

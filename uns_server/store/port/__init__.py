@@ -4,7 +4,8 @@ domain types in their signatures (no connection, no driver row).
 ``Store`` hands out transactions (``async with store.write() as tx``); the
 transaction's executor has one port per concern, bound to it: ``tx.dispatch``,
 ``tx.moves``, ``tx.follow_ups``, ``tx.message_updates``, ``tx.acks``, ``tx.events``,
-``tx.audit``, ``tx.notifications``, ``tx.retention``, ``tx.receipts``, and the
+``tx.audit``, ``tx.notifications``, ``tx.retention``, ``tx.receipts``,
+``tx.people``, and the
 samplers' ``tx.queue`` and ``tx.statistics``. A read transaction offers each port's
 read half. The SQL implementation is ``store.sql_store.SqlStore`` (the queries stay in
 the SQL modules; its ports bind them to the transaction's connection). The composition
@@ -48,6 +49,7 @@ from uns_server.store.port.delivery import (
     Moves,
 )
 from uns_server.store.port.notifications import NotificationReads, Notifications
+from uns_server.store.port.people import PeopleReads
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
 from uns_server.store.port.transactions import ReadTransaction, Store, WriteTransaction
 from uns_server.store.port.upkeep import (
@@ -93,6 +95,7 @@ __all__ = [
     "NewEvent",
     "NotificationReads",
     "Notifications",
+    "PeopleReads",
     "PlannerStatistics",
     "Queue",
     "Queued",

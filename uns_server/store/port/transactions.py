@@ -18,6 +18,7 @@ from uns_server.store.port.delivery import (
     Moves,
 )
 from uns_server.store.port.notifications import NotificationReads, Notifications
+from uns_server.store.port.people import PeopleReads
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
 from uns_server.store.port.upkeep import (
     PlannerStatistics,
@@ -52,6 +53,8 @@ class ReadTransaction(Protocol):
     def audit(self) -> AuditReads: ...
     @property
     def receipts(self) -> ReceiptReads: ...
+    @property
+    def people(self) -> PeopleReads: ...
 
 
 class WriteTransaction(ReadTransaction, Protocol):

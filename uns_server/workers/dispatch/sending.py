@@ -24,7 +24,7 @@ from uns_server.observability.phases import PROVIDER, phased
 from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim
 from uns_server.workers.dispatch.settlement import Settler
 from uns_server.workers.messages import outbound_message
@@ -76,7 +76,7 @@ class Sender:
         tracer: Tracer,
         metrics: Metrics,
         links: ActionLinkService | None,
-        db: Database | None = None,
+        store: Store | None = None,
     ) -> None:
         self._channels = channels
         self._clock = clock
@@ -84,17 +84,17 @@ class Sender:
         self._lease = lease
         self._tracer, self._metrics = tracer, metrics
         self._links = links  # Acknowledge/Dismiss links in messages (HTTP surface on)
-        self._db = db  # people and rotations, for policies with targets
+        self._store = store  # people and rotations, for policies with targets
 
     async def ask_people(self, claim: Claim) -> Claim:
         """The claim with its policy's targets resolved now (SPEC §6): a rotation asks
         whoever is on call at this attempt; each person's routes not yet accepted in
         this cycle join the channels to send. A claim without targets is unchanged."""
         raw = claim.notification.notification["effective"].get("targets")
-        if not raw or self._db is None:
+        if not raw or self._store is None:
             return claim
         asked = await targeting.asked_at(
-            self._db, targets_from_json(raw), self._clock(), self._channels.names()
+            self._store, targets_from_json(raw), self._clock(), self._channels.names()
         )
         done = set(claim.notification.outcome.get("channels_succeeded", []))
         keys = tuple(r.key for r in asked.routes if r.key not in done)

@@ -26,10 +26,14 @@ from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Notification
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import SETTLE, phased
-from uns_server.store import audit, dispatch
-from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_unreachable
-from uns_server.store.events import append
-from uns_server.store.port import NewEvent
+from uns_server.store.port import (
+    TOPIC_WORK,
+    DeliveryAudit,
+    FenceMoved,
+    NewEvent,
+    Store,
+    WriteTransaction,
+)
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
 from uns_server.workers.dispatch.references import provider_refs, result_event
@@ -67,13 +71,13 @@ class Settled:
 class Settler:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         clock: Callable[[], datetime],
         *,
         rand: Callable[[], float],
         metrics: Metrics,
     ) -> None:
-        self._db = db
+        self._store = store
         self._clock = clock
         self._rand = rand
         self._metrics = metrics
@@ -115,7 +119,7 @@ class Settler:
                     results.update(zip(todo, statuses, strict=True))
                 return [results[i] for i in range(len(items))]
             except Exception as exc:
-                unreachable = is_unreachable(exc)
+                unreachable = self._store.is_unreachable(exc)
                 if unreachable and time.monotonic() < give_up:
                     log.warning(
                         "database unreachable while settling; retrying",
@@ -149,9 +153,9 @@ class Settler:
     ) -> list[int]:
         """Of ``todo``, the items whose settlement has not committed; the others get
         their current status in ``results``."""
-        async with self._db.read() as conn:
-            recorded = await dispatch.results_recorded_for(
-                conn, [(items[i][0].notification.id, items[i][0].token) for i in todo]
+        async with self._store.read() as tx:
+            recorded = await tx.dispatch.results_recorded_for(
+                [(items[i][0].notification.id, items[i][0].token) for i in todo]
             )
         remaining = []
         for i in todo:
@@ -163,17 +167,17 @@ class Settler:
         return remaining
 
     async def _status_now(self, claim: Claim) -> Status | None:
-        async with self._db.read() as conn:
-            return await dispatch.status_of(conn, claim.notification.id)
+        async with self._store.read() as tx:
+            return await tx.dispatch.status_of(claim.notification.id)
 
     async def settle_batch(self, items: Sequence[Item]) -> list[Status | None]:
         """``settle_batch_once``; on PostgreSQL first with the fenced UPDATEs riding in
-        the events append (``dispatch.settle_leased_with_events``: BEGIN, one
+        the events append (``Dispatch.settle_leased_with_events``: BEGIN, one
         statement, COMMIT). If a lease turned out lost, that transaction rolls back and
         the batch is settled again the long way, where each row gets its own outcome.
         (SQLite has no round trips to save: it goes the long way at once.)"""
         try:
-            return await self.settle_batch_once(items, riding=self._db.is_postgres)
+            return await self.settle_batch_once(items, riding=self._store.settles_with_events)
         except FenceMoved:
             return await self.settle_batch_once(items, riding=False)
 
@@ -185,7 +189,7 @@ class Settler:
         was lost gets LEASE_LOST and the others still settle.
 
         Each row's move is decided from the claim's copy of it, and the fenced UPDATE
-        (``dispatch.settle_leased``: token and unexpired lease in its WHERE) takes the
+        (``Dispatch.settle_leased``: token and unexpired lease in its WHERE) takes the
         row lock: no read of the row first. The copy is as good as the row: of the
         columns the settlement reads (the policy snapshot, ``outcome``,
         ``max_attempts``, ``delivery_mode``, ``require_ack``, ``provider_refs``, the
@@ -198,9 +202,9 @@ class Settler:
         its lease, and its decision is dropped."""
         now = self._clock()
         settled: list[Settled] = []
-        async with self._db.write() as tx:
+        async with self._store.write() as tx:
             updates: list[moves.SettleAttempt] = []
-            audits: list[dict[str, Any]] = []  # one per update, in order
+            audits: list[DeliveryAudit] = []  # one per update, in order
             for claim, attempts in items:
                 s = Settled(claim, attempt_base(claim))
                 s.results = [result_event(s.claim, s.base, a) for a in attempts]
@@ -209,21 +213,15 @@ class Settler:
                 refs = provider_refs(n, claim, attempts)
                 updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs))
                 audits.append(
-                    audit.delivery_record(
-                        n,
-                        status=decision.status.value,
-                        outcome=decision.outcome,
-                        delivered_at=decision.delivered_at,
-                        now=now,
-                    )
+                    DeliveryAudit(n, decision.status, decision.outcome, decision.delivered_at)
                 )
                 settled.append(s)
             if riding and all(_settles_alone(s) for s in settled):
                 # Every lease is expected to hold: FenceMoved (a rollback) if one did not.
-                await dispatch.settle_leased_with_events(tx, updates, now)
+                await tx.dispatch.settle_leased_with_events(updates, now)
                 changed = {(s.claim.notification.id, s.claim.token) for s in settled}
             else:
-                changed = await dispatch.settle_leased(tx.conn, updates, now)
+                changed = await tx.dispatch.settle_leased(updates, now)
             kept = []
             for s, record in zip(settled, audits, strict=True):
                 claim = s.claim
@@ -244,8 +242,8 @@ class Settler:
             for s in settled:
                 if s.leased is not None and s.status is not None:
                     await after_settle(tx, s.status, s.leased, now, s.followers)
-            await audit.insert_deliveries_before_events(tx, kept)
-            await append(tx, [e for s in settled for e in s.events()], now)
+            await tx.audit.record_deliveries(kept, now)
+            await tx.events.append([e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
         for s in settled:
             self.count(s, now)
@@ -263,7 +261,7 @@ class Settler:
 
     def _decide(
         self,
-        tx: WriteTx,
+        tx: WriteTransaction,
         n: Notification,
         claim: Claim,
         attempts: Sequence[ChannelAttempt],
@@ -309,7 +307,7 @@ class Settler:
         return decision
 
     async def settle_exhausted(
-        self, tx: WriteTx, claim: Claim, decision: lifecycle.SettleExhausted, now: datetime
+        self, tx: WriteTransaction, claim: Claim, decision: lifecycle.SettleExhausted, now: datetime
     ) -> Settled:
         """Settle a claimed row with no attempt left (its last one was interrupted) as
         an exhausted retry would be, without calling any provider; the counters keep
@@ -333,16 +331,9 @@ class Settler:
             attempts=n.attempts,
             cycle_attempts=n.cycle_attempts,
         )
-        check_fenced(await dispatch.settle_many(tx.conn, [exhaust], now), 1)
+        check_fenced(await tx.dispatch.settle_many([exhaust], now), 1)
         await after_settle(tx, s.status, n, now, s.followers)
-        await audit.insert_deliveries(
-            tx.conn,
-            [
-                audit.delivery_record(
-                    n, status=decision.status.value, outcome=outcome, delivered_at=None, now=now
-                )
-            ],
-        )
+        await tx.audit.record_deliveries([DeliveryAudit(n, decision.status, outcome, None)], now)
         s.final = event(
             n,
             EventKind.DELIVERY_RESULT,
