@@ -88,7 +88,7 @@ class App:
                 path, "api_keys_file", lambda data: auth.key_file_from(data, path)
             )
         self.authenticator = auth.Authenticator(
-            self.db,
+            self.store,
             key_file,
             failed_lookups=TokenBuckets(
                 settings.auth_failures_per_second, settings.auth_failure_burst
@@ -112,7 +112,7 @@ class App:
         # Repeated storage faults of the workers turn health NOT_SERVING (``HealthMonitor``).
         self.supervision = Supervision()
         self.health = HealthMonitor(self.db, self.supervision)
-        self.acks = Acks(self.db, clock, self.telemetry.metrics)
+        self.acks = Acks(self.store, clock, self.telemetry.metrics)
         self.links = http_surface.link_service(self) if settings.http_enabled else None
         self.admission = Admission(
             self.authenticator,
@@ -137,7 +137,7 @@ class App:
             links=self.links,
         )
         self.intake = Intake(
-            self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
+            self.store, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
         )
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
         # Sent messages show how the obligation ended (Slack chat.update, PagerDuty
@@ -163,14 +163,14 @@ class App:
             links=self.links,
             supervision=self.supervision,
         )
-        self.hub = EventHub(self.db, settings.watch_queue_max, settings.watch_queue_max_bytes)
+        self.hub = EventHub(self.store, settings.watch_queue_max, settings.watch_queue_max_bytes)
         self.withdrawals = Withdrawals(
-            self.db, clock, sent_messages=message_updates.SentMessageUpdates()
+            self.store, clock, sent_messages=message_updates.SentMessageUpdates()
         )
         self.telemetry.observe(self.hub)
         # One Watch for gRPC and the console: its stream caps count both.
         self.watch = Watch(
-            self.db,
+            self.store,
             self.hub,
             settings.watch_heartbeat_seconds,
             clock,

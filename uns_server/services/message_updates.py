@@ -22,9 +22,7 @@ from typing import Any
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.records import Notification
-from uns_server.store import message_updates
-from uns_server.store.db import WriteTx
-from uns_server.store.port import Queued
+from uns_server.store.port import Queued, WriteTransaction
 
 # A queued update whose message was still being delivered when the obligation ended:
 # its reference is the delivery's, read once that attempt has settled.
@@ -59,7 +57,7 @@ def in_flight_channels(row: Notification) -> list[str]:
 
 
 async def queue_on_settle(
-    tx: WriteTx, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
+    tx: WriteTransaction, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
 ) -> None:
     refs: Mapping[str, Any] = row.provider_refs or {}
     doc = row.notification
@@ -85,7 +83,7 @@ async def queue_on_settle(
         for channel in in_flight_channels(row)
     ]
     if queued:
-        await message_updates.enqueue(tx.conn, queued, now)
+        await tx.message_updates.enqueue(queued, now)
         tx.signal(TOPIC_MESSAGE_UPDATES)
 
 
@@ -96,7 +94,7 @@ class SentMessageUpdates:
 
     async def withdrawn(
         self,
-        tx: WriteTx,
+        tx: WriteTransaction,
         row: Notification,
         scope: withdrawal.Scope,
         actor: str,

@@ -24,8 +24,7 @@ from uns_server.domain.links import ACK, DISMISS
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.acks import RECIPIENT_ACTOR, Acks
 from uns_server.services.action_links import ActionLinkService
-from uns_server.store import links, notifications, people
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 log = logging.getLogger("uns.callbacks")
 VIA_SLACK = "slack"
@@ -50,12 +49,12 @@ def receipt_digest(provider: str, proof: bytes) -> str:
 class ProviderAnswers:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         acks: Acks,
         links_service: ActionLinkService,
         clock: Callable[[], datetime],
     ) -> None:
-        self._db = db
+        self._store = store
         self._acks = acks
         self._links = links_service
         self._clock = clock
@@ -63,8 +62,8 @@ class ProviderAnswers:
     async def claim(self, digest: str, provider: str) -> bool:
         """Insert the callback's receipt; False if it is there already (a replay). Done
         before settling, so of concurrent copies of one callback only one goes on."""
-        async with self._db.write() as tx:
-            return await links.record_callback(tx.conn, digest, provider, self._clock())
+        async with self._store.write() as tx:
+            return await tx.receipts.record(digest, provider, self._clock())
 
     async def slack_target(self, action_id: str, token: str) -> Slack | None:
         """The notification and action a Block Kit button names; None if invalid."""
@@ -79,8 +78,8 @@ class ProviderAnswers:
         Slack channel that posted a message, the PagerDuty channel that opened an
         incident); None when no such message is recorded yet (an answer racing the
         attempt's commit): then any of that provider's channels may sign."""
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, nid)
+        async with self._store.read() as tx:
+            row = await tx.notifications.get(nid)
         refs = (row.provider_refs or {}) if row is not None else {}
         found = [
             str(r.get("channel", name))
@@ -93,8 +92,8 @@ class ProviderAnswers:
         """For a press on a button of an obligation that has ended: who settled it and
         when, in a sentence for the person who pressed (None while it is still open).
         A withdrawal does not name who withdrew (as ``ACK_NOT_PENDING`` does not)."""
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, nid)
+        async with self._store.read() as tx:
+            row = await tx.notifications.get(nid)
         if row is None or row.ack_status in (None, AckStatus.PENDING):
             return None
         at = (row.responded_at or row.updated_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
@@ -134,8 +133,8 @@ class ProviderAnswers:
         answers as their provider user."""
         if not recipient.startswith(RECIPIENT_ACTOR):
             return False
-        async with self._db.read() as conn:
-            person = await people.get_recipient(conn, recipient.removeprefix(RECIPIENT_ACTOR))
+        async with self._store.read() as tx:
+            person = await tx.people.get_recipient(recipient.removeprefix(RECIPIENT_ACTOR))
         return person is not None and any(c.address == address for c in person.contacts)
 
     async def pagerduty_incident(self, event: Mapping[str, Any]) -> tuple[str, list[str]] | None:
@@ -181,8 +180,8 @@ class ProviderAnswers:
     async def _paged_person(self, nid: str, incident_key: str) -> str | None:
         """``recipient:<id>`` of the person whose own message opened this incident (a
         policy target's PagerDuty contact), or None for a channel's incident."""
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, nid)
+        async with self._store.read() as tx:
+            row = await tx.notifications.get(nid)
         refs = (row.provider_refs or {}) if row is not None else {}
         for ref in refs.values():
             if (

@@ -20,6 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.people import Contact, Recipient, Rotation
 from uns_server.domain.schedule.quiet_hours import QuietHours
+from uns_server.store.port.values import MissingPeople, StillReferenced
+from uns_server.store.port.values import PersonFirstPutRace as FirstPutRace
 from uns_server.store.tables import (
     notifications,
     people_audit_records,
@@ -27,18 +29,6 @@ from uns_server.store.tables import (
     rotation_refs,
     rotations,
 )
-
-
-class StillReferenced(Exception):
-    """A rotation still names the person (the foreign key refused the delete)."""
-
-
-class FirstPutRace(Exception):
-    """A concurrent first put of the same id won; a retry updates its row."""
-
-
-class MissingPeople(Exception):
-    """A rotation names a person that does not exist (the foreign key refused it)."""
 
 
 def _recipient(row: RowMapping) -> Recipient:

@@ -316,6 +316,26 @@ class SqlNotificationReads(Bound):
     async def get(self, notification_id: str) -> Notification | None:
         return await notifications.get(self._conn, notification_id)
 
+    async def by_key(self, key: str) -> Notification | None:
+        return await notifications.by_key(self._conn, key)
+
+    async def list_page(
+        self,
+        *,
+        conditions: Sequence[tuple[str, Any]],
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> Sequence[Notification]:
+        return await notifications.list_page(
+            self._conn, conditions=conditions, after=after, limit=limit
+        )
+
+    async def locked_dedup_window(self, key: str) -> DedupWindow | None:
+        return await notifications.locked_dedup_window(self._conn, key)
+
+    async def window_owner(self, owner_id: str) -> WindowOwner | None:
+        return await notifications.window_owner(self._conn, owner_id)
+
 
 class SqlNotifications(BoundTx, SqlNotificationReads):
     __slots__ = ()
@@ -338,12 +358,6 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
         await notifications.insert_dedup_window(
             self._conn, key, owner_id=owner_id, generation=generation, until=until
         )
-
-    async def locked_dedup_window(self, key: str) -> DedupWindow | None:
-        return await notifications.locked_dedup_window(self._conn, key)
-
-    async def window_owner(self, owner_id: str) -> WindowOwner | None:
-        return await notifications.window_owner(self._conn, owner_id)
 
     async def take_dedup_window(self, change: WindowChange) -> None:
         await notifications.take_dedup_window(self._conn, change)

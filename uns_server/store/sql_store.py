@@ -4,14 +4,27 @@ their executors the SQL ports (``sql_ports``, ``sql_upkeep``) bound to them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain.records import Event
 from uns_server.store import db as database
+from uns_server.store import events
 from uns_server.store.db import Database, WriteTx
+from uns_server.store.kept_reader import KeptReader
+from uns_server.store.sql_directory import (
+    SqlActionLinkReads,
+    SqlActionLinks,
+    SqlApiKeyReads,
+    SqlApiKeys,
+    SqlPeople,
+    SqlPeopleReads,
+    SqlPolicies,
+    SqlPolicyReads,
+)
 from uns_server.store.sql_ports import (
     SqlAcks,
     SqlAudit,
@@ -29,7 +42,6 @@ from uns_server.store.sql_ports import (
     SqlNotifications,
 )
 from uns_server.store.sql_upkeep import (
-    SqlPeopleReads,
     SqlPlannerStatistics,
     SqlQueue,
     SqlReceiptReads,
@@ -38,9 +50,13 @@ from uns_server.store.sql_upkeep import (
     SqlRetentionReads,
 )
 
+T = TypeVar("T")
+
 
 class SqlReadTransaction:
     __slots__ = (
+        "action_links",
+        "api_keys",
         "audit",
         "dispatch",
         "events",
@@ -48,6 +64,7 @@ class SqlReadTransaction:
         "message_updates",
         "notifications",
         "people",
+        "policies",
         "queue",
         "receipts",
         "retention",
@@ -66,12 +83,17 @@ class SqlReadTransaction:
         self.audit = SqlAuditReads(conn)
         self.receipts = SqlReceiptReads(conn)
         self.people = SqlPeopleReads(conn)
+        self.policies = SqlPolicyReads(conn)
+        self.api_keys = SqlApiKeyReads(conn)
+        self.action_links = SqlActionLinkReads(conn)
 
 
 class SqlWriteTransaction:
     __slots__ = (
         "_tx",
         "acks",
+        "action_links",
+        "api_keys",
         "audit",
         "dispatch",
         "events",
@@ -80,6 +102,7 @@ class SqlWriteTransaction:
         "moves",
         "notifications",
         "people",
+        "policies",
         "queue",
         "receipts",
         "retention",
@@ -101,10 +124,38 @@ class SqlWriteTransaction:
         self.receipts = SqlReceipts(conn)
         self.queue = SqlQueue(conn)
         self.statistics = SqlPlannerStatistics(conn)
-        self.people = SqlPeopleReads(conn)
+        self.people = SqlPeople(conn)
+        self.policies = SqlPolicies(conn)
+        self.api_keys = SqlApiKeys(conn)
+        self.action_links = SqlActionLinks(conn)
 
     def signal(self, topic: str) -> None:
         self._tx.signal(topic)
+
+
+class SqlEventTail:
+    """On PostgreSQL one kept autocommit connection (``kept_reader``); on SQLite a read
+    transaction from the small in-process reader pool per read."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._kept = KeptReader(db) if db.is_postgres else None
+
+    async def _read(self, query: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        if self._kept is None:
+            async with self._db.read() as conn:
+                return await query(conn)
+        return await self._kept.run(query)
+
+    async def high_water(self) -> int:
+        return await self._read(events.high_water)
+
+    async def read_after(self, after_sequence: int, *, limit: int) -> Sequence[Event]:
+        return await self._read(lambda conn: events.read_after(conn, after_sequence, limit=limit))
+
+    async def close(self) -> None:
+        if self._kept is not None:
+            await self._kept.close()
 
 
 class SqlStore:
@@ -126,6 +177,9 @@ class SqlStore:
 
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
         self.db.on_commit(topic, callback)
+
+    def event_tail(self) -> SqlEventTail:
+        return SqlEventTail(self.db)
 
     @property
     def settles_with_events(self) -> bool:

@@ -1,15 +1,13 @@
 """The SQL implementation of the housekeeping ports (``store.port.upkeep``: retention,
-the backlog, planner statistics, the callback receipts) and of the people reads
-(``store.port.people``), bound like ``sql_ports``."""
+the backlog, planner statistics, the callback receipts), bound like ``sql_ports``."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
-from uns_server.domain.people import Recipient, Rotation
 from uns_server.domain.records import RetentionCandidate
-from uns_server.store import links, people, queue, retention, statistics
+from uns_server.store import links, queue, retention, statistics
 from uns_server.store.port import Backlog, Statistics, UnservedLeader
 from uns_server.store.sql_ports import Bound
 
@@ -112,13 +110,3 @@ class SqlReceipts(SqlReceiptReads):
 
     async def prune(self, before: datetime) -> int:
         return await links.prune_callbacks(self._conn, before)
-
-
-class SqlPeopleReads(Bound):
-    __slots__ = ()
-
-    async def rotations_by_id(self, ids: Collection[str]) -> Mapping[str, Rotation]:
-        return await people.rotations_by_id(self._conn, ids)
-
-    async def recipients_by_id(self, ids: Collection[str]) -> Mapping[str, Recipient]:
-        return await people.recipients_by_id(self._conn, ids)

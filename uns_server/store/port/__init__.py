@@ -5,7 +5,7 @@ domain types in their signatures (no connection, no driver row).
 transaction's executor has one port per concern, bound to it: ``tx.dispatch``,
 ``tx.moves``, ``tx.follow_ups``, ``tx.message_updates``, ``tx.acks``, ``tx.events``,
 ``tx.audit``, ``tx.notifications``, ``tx.retention``, ``tx.receipts``,
-``tx.people``, and the
+``tx.people``, ``tx.policies``, ``tx.api_keys``, ``tx.action_links``, and the
 samplers' ``tx.queue`` and ``tx.statistics``. A read transaction offers each port's
 read half. The SQL implementation is ``store.sql_store.SqlStore`` (the queries stay in
 the SQL modules; its ports bind them to the transaction's connection). The composition
@@ -48,10 +48,19 @@ from uns_server.store.port.delivery import (
     MessageUpdates,
     Moves,
 )
+from uns_server.store.port.directory import (
+    ActionLinkReads,
+    ActionLinks,
+    ApiKeyReads,
+    ApiKeys,
+    People,
+    PeopleReads,
+    Policies,
+    PolicyReads,
+)
 from uns_server.store.port.notifications import NotificationReads, Notifications
-from uns_server.store.port.people import PeopleReads
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
-from uns_server.store.port.transactions import ReadTransaction, Store, WriteTransaction
+from uns_server.store.port.transactions import EventTail, ReadTransaction, Store, WriteTransaction
 from uns_server.store.port.upkeep import (
     PlannerStatistics,
     Queue,
@@ -61,22 +70,32 @@ from uns_server.store.port.upkeep import (
     RetentionReads,
 )
 from uns_server.store.port.values import (
+    NOTIFICATION_FILTER_FIELDS,
     TOPIC_EVENTS,
     TOPIC_WORK,
     Backlog,
     DeliveryAudit,
     Fenced,
     FenceMoved,
+    MissingPeople,
     NewEvent,
+    PersonFirstPutRace,
+    PolicyFirstPutRace,
     Queued,
     Statistics,
+    StillReferenced,
     UnservedLeader,
 )
 
 __all__ = [
+    "NOTIFICATION_FILTER_FIELDS",
     "TOPIC_EVENTS",
     "TOPIC_WORK",
     "Acks",
+    "ActionLinkReads",
+    "ActionLinks",
+    "ApiKeyReads",
+    "ApiKeys",
     "Audit",
     "AuditReads",
     "Backlog",
@@ -84,6 +103,7 @@ __all__ = [
     "Dispatch",
     "DispatchReads",
     "EventReads",
+    "EventTail",
     "Events",
     "FenceMoved",
     "Fenced",
@@ -91,12 +111,18 @@ __all__ = [
     "FollowUps",
     "MessageUpdateReads",
     "MessageUpdates",
+    "MissingPeople",
     "Moves",
     "NewEvent",
     "NotificationReads",
     "Notifications",
+    "People",
     "PeopleReads",
+    "PersonFirstPutRace",
     "PlannerStatistics",
+    "Policies",
+    "PolicyFirstPutRace",
+    "PolicyReads",
     "Queue",
     "Queued",
     "ReadTransaction",
@@ -105,6 +131,7 @@ __all__ = [
     "Retention",
     "RetentionReads",
     "Statistics",
+    "StillReferenced",
     "Store",
     "UnservedLeader",
     "WriteTransaction",

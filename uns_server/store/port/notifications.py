@@ -16,6 +16,30 @@ class NotificationReads(Protocol):
         """One notification as it stands."""
         ...
 
+    async def by_key(self, key: str) -> Notification | None:
+        """The notification holding this idempotency key."""
+        ...
+
+    # A condition's value is the column's as stored (a status name, a bool, a string).
+    async def list_page(
+        self,
+        *,
+        conditions: Sequence[tuple[str, Any]],
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> Sequence[Notification]:
+        """Newest first (keyset on (created_at, id), after ``after``), each condition a
+        field of ``NOTIFICATION_FILTER_FIELDS`` equal to a value."""
+        ...
+
+    async def locked_dedup_window(self, key: str) -> DedupWindow | None:
+        """Intake's read of the window of ``key``, locked until commit."""
+        ...
+
+    async def window_owner(self, owner_id: str) -> WindowOwner | None:
+        """The status of a window's owner (None when the row is gone)."""
+        ...
+
 
 class Notifications(NotificationReads, Protocol):
     """One row per idempotency key, one dedup window per key (a concurrent duplicate
@@ -45,14 +69,6 @@ class Notifications(NotificationReads, Protocol):
         self, key: str, *, owner_id: str, generation: int, until: datetime
     ) -> None:
         """Open the first window of ``key``; a concurrent first window fails (unique)."""
-        ...
-
-    async def locked_dedup_window(self, key: str) -> DedupWindow | None:
-        """Intake's read of the window of ``key``, locked until commit."""
-        ...
-
-    async def window_owner(self, owner_id: str) -> WindowOwner | None:
-        """The status of a window's owner (None when the row is gone)."""
         ...
 
     async def take_dedup_window(self, change: WindowChange) -> None:

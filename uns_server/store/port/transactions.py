@@ -3,10 +3,11 @@ port per concern (``tx.dispatch.claim(...)``, ``tx.events.append(...)``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+from uns_server.domain.records import Event
 from uns_server.store.port.delivery import (
     Acks,
     Dispatch,
@@ -17,8 +18,17 @@ from uns_server.store.port.delivery import (
     MessageUpdates,
     Moves,
 )
+from uns_server.store.port.directory import (
+    ActionLinkReads,
+    ActionLinks,
+    ApiKeyReads,
+    ApiKeys,
+    People,
+    PeopleReads,
+    Policies,
+    PolicyReads,
+)
 from uns_server.store.port.notifications import NotificationReads, Notifications
-from uns_server.store.port.people import PeopleReads
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
 from uns_server.store.port.upkeep import (
     PlannerStatistics,
@@ -55,6 +65,12 @@ class ReadTransaction(Protocol):
     def receipts(self) -> ReceiptReads: ...
     @property
     def people(self) -> PeopleReads: ...
+    @property
+    def policies(self) -> PolicyReads: ...
+    @property
+    def api_keys(self) -> ApiKeyReads: ...
+    @property
+    def action_links(self) -> ActionLinkReads: ...
 
 
 class WriteTransaction(ReadTransaction, Protocol):
@@ -81,9 +97,35 @@ class WriteTransaction(ReadTransaction, Protocol):
     def retention(self) -> Retention: ...
     @property
     def receipts(self) -> Receipts: ...
+    @property
+    def people(self) -> People: ...
+    @property
+    def policies(self) -> Policies: ...
+    @property
+    def api_keys(self) -> ApiKeys: ...
+    @property
+    def action_links(self) -> ActionLinks: ...
 
     def signal(self, topic: str) -> None:
         """Fire ``topic`` after commit (in process; NOTIFY on PostgreSQL)."""
+        ...
+
+
+class EventTail(Protocol):
+    """Reads of the event timeline outside any transaction, for the one reader that
+    reads after every commit it hears of (the watch hub): on PostgreSQL over one kept
+    connection, so a wake-up costs one round trip."""
+
+    async def high_water(self) -> int:
+        """The greatest committed sequence (0 for an empty timeline)."""
+        ...
+
+    async def read_after(self, after_sequence: int, *, limit: int) -> Sequence[Event]:
+        """Events with sequence > ``after_sequence``, oldest first."""
+        ...
+
+    async def close(self) -> None:
+        """Release the kept connection."""
         ...
 
 
@@ -96,6 +138,10 @@ class Store(Protocol):
 
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
         """Run ``callback`` (must not block) after commits that signalled ``topic``."""
+        ...
+
+    def event_tail(self) -> EventTail:
+        """A reader of the newest events, for the watch hub."""
         ...
 
     @property

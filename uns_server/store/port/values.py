@@ -61,6 +61,36 @@ class FenceMoved(Exception):
     transaction must roll back (the caller redoes it the long way)."""
 
 
+class PersonFirstPutRace(Exception):
+    """A concurrent first put of the same person or rotation id won; a retry updates
+    its row."""
+
+
+class StillReferenced(Exception):
+    """A rotation still names the person (the foreign key refused the delete)."""
+
+
+class MissingPeople(Exception):
+    """A rotation names a person that does not exist (the foreign key refused it)."""
+
+
+class PolicyFirstPutRace(Exception):
+    """Another transaction created this type's policy first (its unique
+    ``notification_type``): this one is rolled back, and a retry finds that policy."""
+
+
+# The notification fields a listing may filter on (equality).
+NOTIFICATION_FILTER_FIELDS = (
+    "ack_state",
+    "dead_letter",
+    "dedup_owner_id",
+    "notification_type",
+    "principal",
+    "source",
+    "state",
+)
+
+
 @dataclass(frozen=True)
 class DeliveryAudit:
     """The audit record of one settled attempt: the row as leased and what it became."""
