@@ -17,6 +17,7 @@ SUITE = [
     for name in (
         "test_conformance.py",
         "test_moves.py",
+        "test_port_directory.py",
         "test_port_upkeep.py",
         "test_statistics.py",
     )
