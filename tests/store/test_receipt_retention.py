@@ -23,8 +23,8 @@ async def test_receipts_older_than_a_week_are_pruned(db_url: str) -> None:
         pruner = ReceiptPruner(SqlStore(db), lambda: NOW)
         assert (await pruner.run_once()).receipts == 1
         assert (await pruner.run_once()).receipts == 0
-        async with db.read() as conn:
-            assert not await links.seen_callback(conn, "old")
-            assert await links.seen_callback(conn, "recent")  # a replay is still refused
+        async with db.write() as tx:
+            assert await links.record_callback(tx.conn, "old", "slack", NOW)  # forgotten
+            assert not await links.record_callback(tx.conn, "recent", "slack", NOW)  # a replay
     finally:
         await db.dispose()

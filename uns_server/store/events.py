@@ -143,10 +143,3 @@ async def high_water(conn: AsyncConnection) -> int:
     """The greatest committed sequence (0 for an empty timeline)."""
     value = (await conn.execute(select(func.max(events.c.sequence)))).scalar()
     return int(value or 0)
-
-
-async def for_notification(conn: AsyncConnection, notification_id: str) -> list[Event]:
-    """A notification's timeline, oldest first."""
-    q = select(*_EVENT_COLUMNS).where(events.c.notification_id == notification_id)
-    result = await conn.execute(q.order_by(events.c.sequence))
-    return [records.event_from_values(row) for row in result]

@@ -259,16 +259,6 @@ async def delete_rotation(
     )
 
 
-async def audit_records(conn: AsyncConnection, object_id: str) -> list[dict[str, Any]]:
-    """The audit records of one person or rotation, oldest first (tests, console)."""
-    q = (
-        select(people_audit_records)
-        .where(people_audit_records.c.object_id == object_id)
-        .order_by(people_audit_records.c.created_at, people_audit_records.c.id)
-    )
-    return [dict(r) for r in (await conn.execute(q)).mappings()]
-
-
 async def rotations_by_id(conn: AsyncConnection, ids: Collection[str]) -> dict[str, Rotation]:
     """The named rotations that exist."""
     if not ids:

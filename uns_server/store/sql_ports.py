@@ -244,9 +244,6 @@ class SqlEventReads(Bound):
     async def high_water(self) -> int:
         return await events.high_water(self._conn)
 
-    async def for_notification(self, notification_id: str) -> Sequence[Event]:
-        return await events.for_notification(self._conn, notification_id)
-
 
 class SqlEvents(BoundTx, SqlEventReads):
     __slots__ = ()
@@ -351,13 +348,6 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
 
     async def insert_before_events(self, rows: Sequence[Mapping[str, Any]]) -> None:
         await notifications.insert_notifications_before_events(self._tx, rows)
-
-    async def insert_dedup_window(
-        self, key: str, *, owner_id: str, generation: int, until: datetime
-    ) -> None:
-        await notifications.insert_dedup_window(
-            self._conn, key, owner_id=owner_id, generation=generation, until=until
-        )
 
     async def take_dedup_window(self, change: WindowChange) -> None:
         await notifications.take_dedup_window(self._conn, change)

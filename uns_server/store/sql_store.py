@@ -44,7 +44,6 @@ from uns_server.store.sql_ports import (
 from uns_server.store.sql_upkeep import (
     SqlPlannerStatistics,
     SqlQueue,
-    SqlReceiptReads,
     SqlReceipts,
     SqlRetention,
     SqlRetentionReads,
@@ -66,7 +65,6 @@ class SqlReadTransaction:
         "people",
         "policies",
         "queue",
-        "receipts",
         "retention",
         "statistics",
     )
@@ -81,7 +79,6 @@ class SqlReadTransaction:
         self.queue = SqlQueue(conn)
         self.statistics = SqlPlannerStatistics(conn)
         self.audit = SqlAuditReads(conn)
-        self.receipts = SqlReceiptReads(conn)
         self.people = SqlPeopleReads(conn)
         self.policies = SqlPolicyReads(conn)
         self.api_keys = SqlApiKeyReads(conn)

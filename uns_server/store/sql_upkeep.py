@@ -95,14 +95,7 @@ class SqlPlannerStatistics(Bound):
         await statistics.analyze(self._conn)
 
 
-class SqlReceiptReads(Bound):
-    __slots__ = ()
-
-    async def seen(self, digest: str) -> bool:
-        return await links.seen_callback(self._conn, digest)
-
-
-class SqlReceipts(SqlReceiptReads):
+class SqlReceipts(Bound):
     __slots__ = ()
 
     async def record(self, digest: str, provider: str, now: datetime) -> bool:

@@ -64,7 +64,6 @@ from uns_server.store.port.transactions import EventTail, ReadTransaction, Store
 from uns_server.store.port.upkeep import (
     PlannerStatistics,
     Queue,
-    ReceiptReads,
     Receipts,
     Retention,
     RetentionReads,
@@ -126,7 +125,6 @@ __all__ = [
     "Queue",
     "Queued",
     "ReadTransaction",
-    "ReceiptReads",
     "Receipts",
     "Retention",
     "RetentionReads",

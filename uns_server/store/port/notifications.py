@@ -65,12 +65,6 @@ class Notifications(NotificationReads, Protocol):
         PostgreSQL the rows ride in the append's statement."""
         ...
 
-    async def insert_dedup_window(
-        self, key: str, *, owner_id: str, generation: int, until: datetime
-    ) -> None:
-        """Open the first window of ``key``; a concurrent first window fails (unique)."""
-        ...
-
     async def take_dedup_window(self, change: WindowChange) -> None:
         """A new leader takes the window (``domain.admission``): insert, or move it."""
         ...

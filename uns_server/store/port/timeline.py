@@ -29,10 +29,6 @@ class EventReads(Protocol):
         """The greatest committed sequence (0 for an empty timeline)."""
         ...
 
-    async def for_notification(self, notification_id: str) -> Sequence[Event]:
-        """One notification's events, oldest first."""
-        ...
-
 
 class Events(EventReads, Protocol):
     """The append-only timeline."""

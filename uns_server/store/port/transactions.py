@@ -33,7 +33,6 @@ from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
 from uns_server.store.port.upkeep import (
     PlannerStatistics,
     Queue,
-    ReceiptReads,
     Receipts,
     Retention,
     RetentionReads,
@@ -61,8 +60,6 @@ class ReadTransaction(Protocol):
     def statistics(self) -> PlannerStatistics: ...
     @property
     def audit(self) -> AuditReads: ...
-    @property
-    def receipts(self) -> ReceiptReads: ...
     @property
     def people(self) -> PeopleReads: ...
     @property

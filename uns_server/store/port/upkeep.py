@@ -114,13 +114,7 @@ class PlannerStatistics(Protocol):
         ...
 
 
-class ReceiptReads(Protocol):
-    async def seen(self, digest: str) -> bool:
-        """Was a callback with this digest accepted (and not yet pruned)?"""
-        ...
-
-
-class Receipts(ReceiptReads, Protocol):
+class Receipts(Protocol):
     """Accepted provider callbacks, by digest (a replay is refused)."""
 
     async def record(self, digest: str, provider: str, now: datetime) -> bool:
