@@ -59,3 +59,17 @@ def test_the_import_contract_forbids_every_store_module_but_the_port() -> None:
     modules = {p.stem for p in store.glob("*.py") if p.stem != "__init__"}
     modules |= {p.name for p in store.iterdir() if (p / "__init__.py").exists()} - {"port"}
     assert set(contract["forbidden_modules"]) == {f"uns_server.store.{m}" for m in modules}
+
+
+def test_every_port_method_has_a_production_caller() -> None:
+    """What no service or worker calls is deleted, not kept for tests."""
+    package = Path(__file__).parents[2] / "uns_server"
+    text = "\n".join(
+        path.read_text() for path in package.rglob("*.py") if "store" not in path.parts
+    )
+    unused = sorted(
+        f"{attr}.{name}"
+        for attr, name in port_methods()
+        if not re.search(rf"\b{attr}\.{name}\(", text)
+    )
+    assert unused == []

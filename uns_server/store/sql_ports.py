@@ -54,7 +54,7 @@ class BoundTx(Bound):
     __slots__ = ("_tx",)
 
     def __init__(self, tx: WriteTx) -> None:
-        super().__init__(tx.conn)
+        self._conn = tx.conn
         self._tx = tx
 
 

@@ -52,79 +52,139 @@ from uns_server.store.sql_upkeep import (
 T = TypeVar("T")
 
 
+# A port is built when the caller reaches for it (a slotted object holding the
+# connection): a transaction pays for the two or three it uses, not for all of them.
+
+
 class SqlReadTransaction:
-    __slots__ = (
-        "action_links",
-        "api_keys",
-        "audit",
-        "dispatch",
-        "events",
-        "follow_ups",
-        "message_updates",
-        "notifications",
-        "people",
-        "policies",
-        "queue",
-        "retention",
-        "statistics",
-    )
+    __slots__ = ("_conn",)
 
     def __init__(self, conn: AsyncConnection) -> None:
-        self.dispatch = SqlDispatchReads(conn)
-        self.follow_ups = SqlFollowUpReads(conn)
-        self.message_updates = SqlMessageUpdateReads(conn)
-        self.events = SqlEventReads(conn)
-        self.notifications = SqlNotificationReads(conn)
-        self.retention = SqlRetentionReads(conn)
-        self.queue = SqlQueue(conn)
-        self.statistics = SqlPlannerStatistics(conn)
-        self.audit = SqlAuditReads(conn)
-        self.people = SqlPeopleReads(conn)
-        self.policies = SqlPolicyReads(conn)
-        self.api_keys = SqlApiKeyReads(conn)
-        self.action_links = SqlActionLinkReads(conn)
+        self._conn = conn
+
+    @property
+    def dispatch(self) -> SqlDispatchReads:
+        return SqlDispatchReads(self._conn)
+
+    @property
+    def follow_ups(self) -> SqlFollowUpReads:
+        return SqlFollowUpReads(self._conn)
+
+    @property
+    def message_updates(self) -> SqlMessageUpdateReads:
+        return SqlMessageUpdateReads(self._conn)
+
+    @property
+    def events(self) -> SqlEventReads:
+        return SqlEventReads(self._conn)
+
+    @property
+    def notifications(self) -> SqlNotificationReads:
+        return SqlNotificationReads(self._conn)
+
+    @property
+    def retention(self) -> SqlRetentionReads:
+        return SqlRetentionReads(self._conn)
+
+    @property
+    def queue(self) -> SqlQueue:
+        return SqlQueue(self._conn)
+
+    @property
+    def statistics(self) -> SqlPlannerStatistics:
+        return SqlPlannerStatistics(self._conn)
+
+    @property
+    def audit(self) -> SqlAuditReads:
+        return SqlAuditReads(self._conn)
+
+    @property
+    def people(self) -> SqlPeopleReads:
+        return SqlPeopleReads(self._conn)
+
+    @property
+    def policies(self) -> SqlPolicyReads:
+        return SqlPolicyReads(self._conn)
+
+    @property
+    def api_keys(self) -> SqlApiKeyReads:
+        return SqlApiKeyReads(self._conn)
+
+    @property
+    def action_links(self) -> SqlActionLinkReads:
+        return SqlActionLinkReads(self._conn)
 
 
 class SqlWriteTransaction:
-    __slots__ = (
-        "_tx",
-        "acks",
-        "action_links",
-        "api_keys",
-        "audit",
-        "dispatch",
-        "events",
-        "follow_ups",
-        "message_updates",
-        "moves",
-        "notifications",
-        "people",
-        "policies",
-        "queue",
-        "receipts",
-        "retention",
-        "statistics",
-    )
+    __slots__ = ("_conn", "_tx")
 
     def __init__(self, tx: WriteTx) -> None:
-        conn = tx.conn
         self._tx = tx
-        self.dispatch = SqlDispatch(tx)
-        self.moves = SqlMoves(conn)
-        self.follow_ups = SqlFollowUps(conn)
-        self.message_updates = SqlMessageUpdates(conn)
-        self.acks = SqlAcks(conn)
-        self.events = SqlEvents(tx)
-        self.audit = SqlAudit(tx)
-        self.notifications = SqlNotifications(tx)
-        self.retention = SqlRetention(conn)
-        self.receipts = SqlReceipts(conn)
-        self.queue = SqlQueue(conn)
-        self.statistics = SqlPlannerStatistics(conn)
-        self.people = SqlPeople(conn)
-        self.policies = SqlPolicies(conn)
-        self.api_keys = SqlApiKeys(conn)
-        self.action_links = SqlActionLinks(conn)
+        self._conn = tx.conn
+
+    @property
+    def dispatch(self) -> SqlDispatch:
+        return SqlDispatch(self._tx)
+
+    @property
+    def moves(self) -> SqlMoves:
+        return SqlMoves(self._conn)
+
+    @property
+    def follow_ups(self) -> SqlFollowUps:
+        return SqlFollowUps(self._conn)
+
+    @property
+    def message_updates(self) -> SqlMessageUpdates:
+        return SqlMessageUpdates(self._conn)
+
+    @property
+    def acks(self) -> SqlAcks:
+        return SqlAcks(self._conn)
+
+    @property
+    def events(self) -> SqlEvents:
+        return SqlEvents(self._tx)
+
+    @property
+    def audit(self) -> SqlAudit:
+        return SqlAudit(self._tx)
+
+    @property
+    def notifications(self) -> SqlNotifications:
+        return SqlNotifications(self._tx)
+
+    @property
+    def retention(self) -> SqlRetention:
+        return SqlRetention(self._conn)
+
+    @property
+    def receipts(self) -> SqlReceipts:
+        return SqlReceipts(self._conn)
+
+    @property
+    def queue(self) -> SqlQueue:
+        return SqlQueue(self._conn)
+
+    @property
+    def statistics(self) -> SqlPlannerStatistics:
+        return SqlPlannerStatistics(self._conn)
+
+    @property
+    def people(self) -> SqlPeople:
+        return SqlPeople(self._conn)
+
+    @property
+    def policies(self) -> SqlPolicies:
+        return SqlPolicies(self._conn)
+
+    @property
+    def api_keys(self) -> SqlApiKeys:
+        return SqlApiKeys(self._conn)
+
+    @property
+    def action_links(self) -> SqlActionLinks:
+        return SqlActionLinks(self._conn)
 
     def signal(self, topic: str) -> None:
         self._tx.signal(topic)
