@@ -2,9 +2,9 @@
 
 Registered as an ``Acks`` settle hook, so every path that ends an ack queues them: an
 answer over gRPC, a link, Slack, PagerDuty, and the timeout; a withdrawal queues them
-through ``SentMessageUpdates``. The rows are an outbox
-(``store.message_updates``); the ``MessageUpdater`` worker sends them later, so a slow
-or failing provider never holds up the answer itself.
+through ``SentMessageUpdates``. The rows are an outbox (the store port's
+``MessageUpdates``); the ``MessageUpdater`` worker sends them later, so a slow or
+failing provider never holds up the answer itself.
 
 What is updated: every message the obligation sent, the delivery and each reminder and
 escalation step (``services.message_updates.updatable``): Slack messages sent through the
