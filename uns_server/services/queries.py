@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 import orjson
 
@@ -26,13 +25,13 @@ from uns_server.store.port import NOTIFICATION_FILTER_FIELDS, TOPIC_EVENTS, Stor
 _WIRE_NAME = {"status": "state", "ack_status": "ack_state"}
 
 
-def parse_filter(text: str) -> list[tuple[str, Any]]:
+def parse_filter(text: str) -> list[tuple[str, str | bool]]:
     """``a = x AND b = "y"`` -> [(a, x), (b, y)] with enum and boolean values checked
     (the syntax is ``domain.filters``': linear, capped in length)."""
-    conditions: list[tuple[str, Any]] = []
+    conditions: list[tuple[str, str | bool]] = []
     for term in filters.parse(text, NOTIFICATION_FILTER_FIELDS, hints=_WIRE_NAME):
         field, value = term.field, term.value
-        checked: Any = value
+        checked: str | bool = value
         if field == "state":
             checked = _enum_value(Status, value, "NOTIFICATION_STATE_", field)
         elif field == "ack_state":
@@ -130,7 +129,7 @@ class Queries:
 
 async def read_page(
     store: Store,
-    conditions: list[tuple[str, Any]],
+    conditions: list[tuple[str, str | bool]],
     after: tuple[datetime, str] | None,
     limit: int,
 ) -> tuple[list[Notification], bool]:

@@ -319,7 +319,7 @@ class SqlNotificationReads(Bound):
     async def list_page(
         self,
         *,
-        conditions: Sequence[tuple[str, Any]],
+        conditions: Sequence[tuple[str, str | bool]],
         after: tuple[datetime, str] | None,
         limit: int,
     ) -> Sequence[Notification]:

@@ -20,16 +20,16 @@ class NotificationReads(Protocol):
         """The notification holding this idempotency key."""
         ...
 
-    # A condition's value is the column's as stored (a status name, a bool, a string).
     async def list_page(
         self,
         *,
-        conditions: Sequence[tuple[str, Any]],
+        conditions: Sequence[tuple[str, str | bool]],
         after: tuple[datetime, str] | None,
         limit: int,
     ) -> Sequence[Notification]:
         """Newest first (keyset on (created_at, id), after ``after``), each condition a
-        field of ``NOTIFICATION_FILTER_FIELDS`` equal to a value."""
+        field of ``NOTIFICATION_FILTER_FIELDS`` equal to a value as stored (a status
+        name, ``dead_letter``'s bool, a string)."""
         ...
 
     async def locked_dedup_window(self, key: str) -> DedupWindow | None:
