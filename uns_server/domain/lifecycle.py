@@ -52,7 +52,7 @@ a transient one on the cycle's last attempt -> FAILED (dead-lettered when GUARAN
 otherwise PENDING again, due after the backoff (``domain.retry``, a provider's
 Retry-After as a floor, capped) and held by quiet hours like a first attempt.
 
- (FAILED, for whatever reason) hands its obligation on, so
+**An exhausted leader** (FAILED, for whatever reason) hands its obligation on, so
 that a replay cannot deliver the same alert twice (``REPLAY_BLOCKED``):
 
 - to its first pending follower, which is promoted to leader (the others are relinked
