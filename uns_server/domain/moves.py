@@ -55,6 +55,17 @@ class Applied:
         """Some named row was no longer in the expected state (and was left as it was)."""
         return self.changed < self.named
 
+    def expect(self, what: str) -> None:
+        """Raise ``MoveLost`` if the move was lost, for a caller that cannot go on
+        without it: nothing of its transaction may commit. ``what`` names the move in
+        the error."""
+        if self.lost:
+            raise MoveLost(f"{what}: {self.changed} of {self.named} rows moved as expected")
+
+
+class MoveLost(RuntimeError):
+    """A move that no concurrent change can explain was lost (``Applied.expect``)."""
+
 
 # -- the operator doors out of the dead-letter queue ----------------------------------
 

@@ -61,8 +61,8 @@ def _bounded(timeout_seconds: float) -> Any:  # aiohttp's own middleware type
         except TimeoutError:
             log.warning("http request timed out", extra={"path": request.path})
             if request.body_exists and not request.content.is_eof():
-                # The client's body never came (the handler's own 408 lost the race with
-                # this deadline on a busy machine): say so, it is not us being busy.
+                # The client's body never came: say so, it is not us being busy. The
+                # one body deadline: handlers read bodies under this one.
                 response = web.Response(status=408, text="The request body did not arrive.\n")
             else:
                 response = web.Response(status=503, text="Service busy, try again.\n")

@@ -150,15 +150,17 @@ class FollowUpWorker(LoopWorker):
                     escalations_sent=n.escalations_sent,
                     now=now,
                 )
-                held = n.followup_lease_token  # as read under the row lock (``due``)
+                # As read under the row lock (``due``) in this transaction: a lost move
+                # is a bug, so nothing of this round may commit (``expect``).
+                held = n.followup_lease_token
                 if isinstance(decision, schedule.Wait):
                     wait = moves.RescheduleFollowUp(n.id, held, decision.at)
-                    _check_locked(await followups.reschedule(tx.conn, wait), n.id)
+                    (await followups.reschedule(tx.conn, wait)).expect(f"follow-up of {n.id}")
                     rescheduled += 1
                     continue
                 token = str(uuid.uuid4())
                 lease = moves.LeaseFollowUp(n.id, held, token, now + self._lease)
-                _check_locked(await followups.lease(tx.conn, lease), n.id)
+                (await followups.lease(tx.conn, lease)).expect(f"follow-up of {n.id}")
                 recovered = n.followup_lease_token is not None
                 step = decision.step
                 progress = Progress.of(n, step)
@@ -176,7 +178,7 @@ class FollowUpWorker(LoopWorker):
             n.id, None, counts, None, None, now, expected_token=n.followup_lease_token
         )
         if progress is None:  # nothing to close (the query takes no such row)
-            _check_locked(await followups.settle_step(tx.conn, close), n.id)
+            (await followups.settle_step(tx.conn, close)).expect(f"follow-up of {n.id}")
             return
         if n.followup_lease_token is not None:  # a call whose lease expired unsettled
             progress = dataclasses.replace(progress, recovered=True)
@@ -196,7 +198,7 @@ class FollowUpWorker(LoopWorker):
         )
         assert isinstance(decided, schedule.StepDecided)
         close = dataclasses.replace(close, counts=counts.after(step.kind, step.number))
-        _check_locked(await followups.settle_step(tx.conn, close), n.id)
+        (await followups.settle_step(tx.conn, close)).expect(f"follow-up of {n.id}")
         payload = step_payload(step, progress, decided.outcome, lease_token=None)
         await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
 
@@ -308,10 +310,3 @@ def delivered_at(n: Notification) -> datetime:
 
 def _event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(n.id, n.principal, n.notification_type, kind, payload)
-
-
-def _check_locked(applied: moves.Applied, notification_id: str) -> None:
-    # ``due`` locked the row and read its lease in this transaction: a lost move is a
-    # bug, so nothing of this round may commit.
-    if applied.lost:
-        raise RuntimeError(f"follow-up of {notification_id} moved under its row lock")
