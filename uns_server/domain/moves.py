@@ -263,6 +263,9 @@ class SettleAttempt:
     token: str
     settlement: Settlement
     provider_refs: Mapping[str, Any] | None = None
+    # The cycle's attempt counter as before the claim, when the settlement gives the
+    # attempt back (``Settlement.gives_back_attempt``: only people's messages held).
+    cycle_attempts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

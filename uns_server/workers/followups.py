@@ -203,7 +203,10 @@ class FollowUpWorker(LoopWorker):
     async def deliver(self, claim: FollowUpClaim) -> None:
         try:
             claim = await ask(self._db, claim, self._channels.names(), self._clock())
-            channels = claim.channels if claim.routes else claim.channels or claim.step.channels
+            # With targets, ``ask`` says exactly what to call (maybe nothing).
+            channels = (
+                claim.channels if claim.step.targets else claim.channels or claim.step.channels
+            )
             sent = await asyncio.gather(*(self._send(claim, ch) for ch in channels))
             await self.settle(claim, sent)
         except Exception:
@@ -295,6 +298,7 @@ class FollowUpWorker(LoopWorker):
                 lease_token=claim.token,
                 people=claim.people,
                 unreachable=claim.unreachable,
+                waiting={"recipients_held": claim.held, "recipients_not_due": claim.not_due},
             )
             await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
         return True

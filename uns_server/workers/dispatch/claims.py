@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,8 @@ class Claim:
     # the targets could not reach.
     routes: tuple[PersonRoute, ...] = ()
     unreachable: tuple[dict[str, str], ...] = ()
+    # People's messages their own quiet hours hold now (route key -> until): not sent.
+    held: Mapping[str, datetime] = field(default_factory=dict)
 
     def route(self, key: str) -> PersonRoute | None:
         return next((r for r in self.routes if r.key == key), None)
