@@ -236,8 +236,8 @@ class RetryFollowUpStep:
 
 @dataclass(frozen=True, slots=True)
 class SettleFollowUpStep:
-    """The step is decided (SENT, GAVE_UP or STOPPED: its one event): counted, the next
-    follow-up due at ``next_at`` (None: nothing more to send), the lease released.
+    """The step is decided (SENT, GAVE_UP, STOPPED or SKIPPED: its one event): counted,
+    the next follow-up due at ``next_at`` (None: nothing more to send), the lease released.
     Expected: ``token`` still holds the follow-up lease; a step closed after its ack
     ended (``token`` None) expects the lease as read, ``expected_token``."""
 

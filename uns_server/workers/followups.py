@@ -20,8 +20,9 @@ Durable outbox work, claimed and fenced like deliveries (``workers.dispatch``):
    and retry those channels alone at the backoff time, without an event. Otherwise the
    step is decided: count it, store the next ``followup_at``, and record REMINDER_SENT
    or ESCALATED once, with every channel's result, the calls made and the
-   ``decision`` (SENT, GAVE_UP). A lost lease (it expired, or a withdrawal fenced it)
-   records LEASE_LOST with the results instead and changes nothing.
+   ``decision`` (SENT, GAVE_UP; SKIPPED when nobody it asks is due now). A lost
+   lease (it expired, or a withdrawal fenced it) records LEASE_LOST with the results
+   instead and changes nothing.
 
 So each step is decided once across replicas and restarts and sent at least once per
 channel (never again to a channel that accepted it); a repeat is flagged. Reminders and
