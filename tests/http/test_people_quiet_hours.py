@@ -133,6 +133,23 @@ async def test_a_sleeping_persons_message_waits_for_their_morning(rig: Rig) -> N
     assert list(people["alice"].channels_accepted) == ["mail"]
     last = (await delivery_results(rig, nid, 2))[-1]
     assert "held" not in last["outcome"]
+    # Each message's start is recorded before its provider call, a person's with them.
+    events = await events_until(
+        rig.server.stub("oscar"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        lambda evs: sum(e.kind == t.EVENT_KIND_DELIVERY_RESULT for e in evs) >= 2,
+    )
+    started = [
+        (p["attempt"], p["channel"], p.get("route", ""), p.get("recipient_id", ""))
+        for e in events
+        if e.kind == t.EVENT_KIND_CHANNEL_ATTEMPT_STARTED
+        for p in [dict(e.payload)]
+    ]
+    assert started == [
+        (1, "hook", "", ""),
+        (1, "mail", "mail@bob", "bob"),
+        (2, "mail", "mail@alice", "alice"),
+    ]
 
 
 async def test_safety_is_never_held_by_a_persons_quiet_hours(rig: Rig) -> None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -69,19 +69,29 @@ def claim_events(claim: Claim, *, recovered: bool) -> list[NewEvent]:
     started = event(
         n, EventKind.ATTEMPT_STARTED, {**base, "recovery_may_repeat_provider_effect": recovered}
     )
-    return [started] + [
-        event(
-            n,
-            EventKind.CHANNEL_ATTEMPT_STARTED,
-            {
-                **base,
-                "channel": ch,
-                "lease_token": claim.token,
-                "provider_effect_may_have_occurred": True,
-            },
+    return [started, *started_events(claim, claim.channels)]
+
+
+def started_events(claim: Claim, keys: Sequence[str]) -> list[NewEvent]:
+    """One CHANNEL_ATTEMPT_STARTED per channel (or person's route: its real channel,
+    the ``route`` and the ``recipient_id``) about to be called."""
+    base = attempt_base(claim)
+    out = []
+    for key in keys:
+        route = claim.route(key)
+        names = (
+            {"channel": key}
+            if route is None
+            else {"channel": route.channel, "route": key, "recipient_id": route.recipient_id}
         )
-        for ch in claim.channels
-    ]
+        payload = {
+            **base,
+            **names,
+            "lease_token": claim.token,
+            "provider_effect_may_have_occurred": True,
+        }
+        out.append(event(claim.notification, EventKind.CHANNEL_ATTEMPT_STARTED, payload))
+    return out
 
 
 def event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:

@@ -26,7 +26,8 @@ from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.db import Database
-from uns_server.workers.dispatch.claims import ChannelAttempt, Claim
+from uns_server.store.events import append
+from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, started_events
 from uns_server.workers.dispatch.settlement import Settler
 from uns_server.workers.messages import outbound_message
 from uns_server.workers.provider_call import guarded_call
@@ -120,10 +121,21 @@ class Sender:
             held=held,
         )
 
+    async def _people_started(self, claim: Claim) -> None:
+        """CHANNEL_ATTEMPT_STARTED for each person's message about to be sent, with its
+        ``recipient_id`` and ``route``, committed before the provider calls like the
+        claim's own for the shared channels (routes are known only now)."""
+        keys = [k for k in claim.channels if claim.route(k) is not None]
+        if not keys or self._db is None:
+            return
+        async with self._db.write() as tx:
+            await append(tx, started_events(claim, keys), self._clock())
+
     async def deliver(self, claim: Claim) -> None:
         """Send to the claim's channels and its people, and settle what they answered."""
         try:
             claim = await self.ask_people(claim)
+            await self._people_started(claim)
         except Exception:  # the database is away: the lease expires and it is retried
             log.exception("targets not resolved", extra={"notification_id": claim.notification.id})
             return
