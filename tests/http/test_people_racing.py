@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from aiohttp import web
+from google.protobuf.duration_pb2 import Duration
 
-from tests.support.server import KEYS, Client, RunningServer, send_request, start_server
+from tests.support.server import (
+    KEYS,
+    Client,
+    RunningServer,
+    ShiftableClock,
+    send_request,
+    start_server,
+)
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import policy_service_pb2 as ppb
@@ -38,6 +47,7 @@ class Providers:
         self.notification_id = ""
         self.answer_from = "U0ALICE"
         self.answered: list[t.AckState.ValueType] = []
+        self.posted: list[tuple[str, str]] = []  # (channel, ts) of each message posted
         self._ts = itertools.count(1)
 
     async def slack(self, request: web.Request) -> web.Response:
@@ -45,11 +55,14 @@ class Providers:
         self.calls.append((method, body))
         if method == "chat.update":
             return web.json_response({"ok": True, "channel": body["channel"], "ts": body["ts"]})
-        if body["channel"] == self.answer_from:  # the person answers before Slack does
-            await self.acknowledge()
-            return web.json_response({"ok": True, "channel": "D0ALICE", "ts": "1.000001"})
         ts = f"1700000000.{next(self._ts):06d}"
-        return web.json_response({"ok": True, "channel": body["channel"], "ts": ts})
+        channel = body["channel"]
+        if channel == "U0ALICE":  # Slack opens the direct message
+            channel = "D0ALICE"
+            if self.answer_from == "U0ALICE":  # she answers before Slack does
+                await self.acknowledge()
+        self.posted.append((channel, ts))
+        return web.json_response({"ok": True, "channel": channel, "ts": ts})
 
     async def acknowledge(self) -> None:
         async with grpc.aio.insecure_channel(self.target) as channel:
@@ -96,7 +109,11 @@ pager:
 """
     )
     server = await start_server(
-        db_url, tmp_path, channels_file=str(channels), dispatch_enabled=False
+        db_url,
+        tmp_path,
+        clock=ShiftableClock(),
+        channels_file=str(channels),
+        dispatch_enabled=False,
     )
     providers.target = server.target
     try:
@@ -106,7 +123,7 @@ pager:
         await runner.cleanup()
 
 
-async def setup(server: RunningServer) -> None:
+async def setup(server: RunningServer, **spec: Any) -> None:
     channel = grpc.aio.insecure_channel(server.target)
     server.channels.append(channel)
     people = Client(rpb_grpc.RecipientServiceStub(channel), KEYS["oscar"])
@@ -133,6 +150,7 @@ async def setup(server: RunningServer) -> None:
                 delivery_mode=t.DELIVERY_MODE_GUARANTEED,
                 require_ack=True,
                 ack_timeout_minutes=30,
+                **spec,
             ),
         )
     )
@@ -167,3 +185,36 @@ async def test_a_persons_messages_in_flight_when_answered_are_closed_once_sent(
     assert resolved["dedup_key"] == opened["dedup_key"]
     assert (await updater.run_once()).done == 0  # nothing twice
     assert len(providers.called("chat.update")) == 2
+
+
+async def test_a_persons_reminder_in_flight_when_answered_is_closed_once_sent(
+    race: tuple[RunningServer, Providers],
+) -> None:
+    """The same race on a reminder: its references are written when the step settles,
+    after the answer; every message (delivery and reminder, shared and Alice's) is
+    still closed once."""
+    server, providers = race
+    ten = Duration()
+    ten.FromTimedelta(timedelta(minutes=10))
+    await setup(server, reminder=t.Reminder(first_after=ten, multiplier=1, max_count=1))
+    providers.answer_from = ""  # not at the delivery
+    sent = await server.stub("alice").SendNotification(send_request(notification_type=TYPE))
+    providers.notification_id = sent.notification_id
+    assert (await server.app.dispatcher.run_once()).claimed == 1
+    assert providers.answered == []
+
+    providers.answer_from = "U0ALICE"  # she answers from inside her reminder's call
+    clock = server.app.clock
+    assert isinstance(clock, ShiftableClock)
+    clock.advance(minutes=10, seconds=1)
+    assert (await server.app.followups.run_once()).fired == 1
+    assert providers.answered == [t.ACK_STATE_ACKED]
+
+    updater = server.app.message_updater
+    while (await updater.run_once()).done:
+        pass
+    assert len(providers.posted) == 4  # the delivery and the reminder, shared and Alice's
+    updated = [(u["channel"], u["ts"]) for u in providers.called("chat.update")]
+    assert sorted(updated) == sorted(providers.posted)
+    assert len(providers.called("pagerduty:resolve")) == 2  # both of Alice's incidents
+    assert (await updater.run_once()).done == 0
