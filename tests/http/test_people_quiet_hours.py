@@ -119,6 +119,14 @@ async def test_a_sleeping_persons_message_waits_for_their_morning(rig: Rig) -> N
         "held_until": wakes.isoformat(),
     }
 
+    # The console's notification page says so.
+    async with httpx.AsyncClient(base_url=rig.base_url) as http:
+        signed_in = await http.post("/console/sign-in", data={"api_key": KEYS["oscar"]})
+        assert signed_in.status_code == 303
+        page = (await http.get(f"/console/notifications/{nid}")).text
+    row = page.split('id="person-alice"')[1].split("</tr>")[0]
+    assert f"held by their quiet hours until {wakes.isoformat()}" in row
+
     # Not before she wakes up.
     rig.clock.offset += wakes - timedelta(minutes=1) - rig.clock()
     assert await rig.deliver() == 0
