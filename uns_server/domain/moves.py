@@ -247,8 +247,8 @@ class RetryFollowUpStep:
 
 @dataclass(frozen=True, slots=True)
 class SettleFollowUpStep:
-    """The step is decided (SENT, GAVE_UP or STOPPED: its one event): counted, the next
-    follow-up due at ``next_at`` (None: nothing more to send), the lease released.
+    """The step is decided (SENT, GAVE_UP, STOPPED or SKIPPED: its one event): counted,
+    the next follow-up due at ``next_at`` (None: nothing more to send), the lease released.
     Expected: ``token`` still holds the follow-up lease; a step closed after its ack
     ended (``token`` None) expects the lease as read, ``expected_token``."""
 
@@ -274,6 +274,9 @@ class SettleAttempt:
     token: str
     settlement: Settlement
     provider_refs: Mapping[str, Any] | None = None
+    # The cycle's attempt counter as before the claim, when the settlement gives the
+    # attempt back (``Settlement.gives_back_attempt``: only people's messages held).
+    cycle_attempts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

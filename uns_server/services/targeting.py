@@ -14,7 +14,7 @@ from datetime import datetime
 
 from uns_server.domain.oncall import resolve_targets
 from uns_server.domain.people import Recipient
-from uns_server.domain.schedule import Step, StepKind
+from uns_server.domain.schedule import QuietHours, Step, StepKind
 from uns_server.domain.targets import Target
 from uns_server.store import people
 from uns_server.store.db import Database
@@ -67,6 +67,8 @@ class PersonRoute:
     channel: str
     recipient_id: str
     address: str
+    # The person's own quiet hours: they hold this message (``schedule.held_until``).
+    quiet_hours: QuietHours | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,9 @@ def routes_of(
         for contact in usable:
             n = seen[contact.channel] = seen.get(contact.channel, 0) + 1
             key = f"{contact.channel}@{rid}" + (f"+{n}" if n > 1 else "")
-            routes.append(PersonRoute(key, contact.channel, rid, contact.address))
+            routes.append(
+                PersonRoute(key, contact.channel, rid, contact.address, person.quiet_hours)
+            )
     return Asked(tuple(routes), tuple(unreachable))
 
 

@@ -20,8 +20,9 @@ Durable outbox work, claimed and fenced like deliveries (``workers.dispatch``):
    and retry those channels alone at the backoff time, without an event. Otherwise the
    step is decided: count it, store the next ``followup_at``, and record REMINDER_SENT
    or ESCALATED once, with every channel's result, the calls made and the
-   ``decision`` (SENT, GAVE_UP). A lost lease (it expired, or a withdrawal fenced it)
-   records LEASE_LOST with the results instead and changes nothing.
+   ``decision`` (SENT, GAVE_UP; SKIPPED when nobody it asks is due now). A lost
+   lease (it expired, or a withdrawal fenced it) records LEASE_LOST with the results
+   instead and changes nothing.
 
 So each step is decided once across replicas and restarts and sent at least once per
 channel (never again to a channel that accepted it); a repeat is flagged. Reminders and
@@ -205,7 +206,10 @@ class FollowUpWorker(LoopWorker):
     async def deliver(self, claim: FollowUpClaim) -> None:
         try:
             claim = await ask(self._db, claim, self._channels.names(), self._clock())
-            channels = claim.channels if claim.routes else claim.channels or claim.step.channels
+            # With targets, ``ask`` says exactly what to call (maybe nothing).
+            channels = (
+                claim.channels if claim.step.targets else claim.channels or claim.step.channels
+            )
             sent = await asyncio.gather(*(self._send(claim, ch) for ch in channels))
             await self.settle(claim, sent)
         except Exception:
@@ -297,6 +301,7 @@ class FollowUpWorker(LoopWorker):
                 lease_token=claim.token,
                 people=claim.people,
                 unreachable=claim.unreachable,
+                waiting={"recipients_held": claim.held, "recipients_not_due": claim.not_due},
             )
             await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
         return True

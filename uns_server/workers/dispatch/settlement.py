@@ -31,7 +31,7 @@ from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_un
 from uns_server.store.events import NewEvent, append
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
-from uns_server.workers.dispatch.references import provider_refs, result_event
+from uns_server.workers.dispatch.references import held_json, provider_refs, result_event
 
 log = logging.getLogger("uns.dispatch")
 
@@ -206,7 +206,8 @@ class Settler:
                 n = claim.notification
                 decision = self._decide(tx, n, claim, attempts, s, now)
                 refs = provider_refs(n, claim, attempts)
-                updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs))
+                given_back = n.cycle_attempts if decision.gives_back_attempt else None
+                updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs, given_back))
                 audits.append(
                     audit.delivery_record(
                         n,
@@ -287,6 +288,7 @@ class Settler:
                 else None
             ),
             intent=n.notification.get("intent"),
+            held=claim.held,
         )
         answers = [
             lifecycle.ChannelAnswer(
@@ -301,6 +303,8 @@ class Settler:
         decision = lifecycle.decide_settlement(settling, answers, now, rand=self._rand)
         if claim.unreachable:  # SPEC §6: recorded, never silently skipped
             decision.outcome["recipients_unreachable"] = list(claim.unreachable)
+        if claim.held:  # SPEC §6: a person's quiet hours hold their message, visibly
+            decision.outcome["held"] = held_json(claim)
         if decision.status == Status.PENDING:
             tx.signal(TOPIC_WORK)
         s.status, s.dead_letter = decision.status, decision.dead_letter
