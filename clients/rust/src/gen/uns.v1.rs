@@ -1294,7 +1294,7 @@ pub struct SimulateResponse {
     pub planned_steps: ::prost::alloc::vec::Vec<PlannedStep>,
 }
 /// PlannedStep is one step of a Simulate plan.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PlannedStep {
     /// What the step does.
     #[prost(enumeration="PlannedStepKind", tag="1")]
@@ -1314,12 +1314,50 @@ pub struct PlannedStep {
     /// When it is due if the request were sent now (acceptance + offset).
     #[prost(message, optional, tag="6")]
     pub time: ::core::option::Option<::prost_types::Timestamp>,
-    /// The people it asks, in order: the policy's targets for the delivery and
-    /// reminders, the step's own for an escalation step, each rotation resolved
-    /// to the person on call at the step's time. Empty when it asks nobody
-    /// (a rotation with nobody on call is left out).
+    /// The people it sends its message to at its time, in order: the policy's
+    /// targets for the delivery and reminders, the step's own for an escalation
+    /// step, each rotation resolved to the person on call at the step's time.
+    /// Empty when it asks nobody (a rotation with nobody on call is left out).
+    /// A person the step names but does not send to then is not listed here but
+    /// in held_recipients or not_due_recipients.
     #[prost(string, repeated, tag="7")]
     pub recipient_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The people the step names whose own quiet hours (Recipient.quiet_hours,
+    /// in their zone) hold its message at its time, in order, each with when the
+    /// hold ends. The delivery sends each of them its message then, and is
+    /// complete (DELIVERED) when the last hold ends: the reminders, escalation
+    /// steps and deadline that follow count from that instant. A reminder or an
+    /// escalation step does not send to them at all. Empty for a SAFETY or
+    /// ESCALATION intent, which quiet hours never hold.
+    #[prost(message, repeated, tag="8")]
+    pub held_recipients: ::prost::alloc::vec::Vec<HeldRecipient>,
+    /// For a reminder: the people it names who are not due on their own count
+    /// (reminders taper per person, from the last message each was sent), in
+    /// order, each with when they are due. It does not remind them.
+    #[prost(message, repeated, tag="9")]
+    pub not_due_recipients: ::prost::alloc::vec::Vec<NotDueRecipient>,
+}
+/// HeldRecipient is a person whose own quiet hours hold a planned step's
+/// message.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HeldRecipient {
+    /// The person (Recipient.recipient_id).
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// When their quiet hours end.
+    #[prost(message, optional, tag="2")]
+    pub hold_end_time: ::core::option::Option<::prost_types::Timestamp>,
+}
+/// NotDueRecipient is a person a planned reminder does not remind yet.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NotDueRecipient {
+    /// The person (Recipient.recipient_id).
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// When they are next due a reminder; unset when they have had
+    /// Reminder.max_count reminders already.
+    #[prost(message, optional, tag="2")]
+    pub due_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// AcknowledgeRequest settles a PENDING acknowledgement.
 #[derive(Clone, PartialEq, ::prost::Message)]
