@@ -43,6 +43,7 @@ from uns_server.domain.admission import (
 )
 from uns_server.domain.enums import Status
 from uns_server.domain.errors import UnsError
+from uns_server.domain.planned_people import Asked
 from uns_server.domain.policy import EffectivePolicy, PolicyRevision, ServerDefaults, resolve
 from uns_server.domain.records import Notification
 from uns_server.domain.requests import SendRequest
@@ -87,11 +88,11 @@ class Decision:
     effective: EffectivePolicy
     existing: Existing | None = None  # the idempotency match
     owner: WindowOwner | None = None  # the leader this request would follow
-    # For NEW: the plan over time from ``domain.schedule.plan``.
+    # For NEW: the plan over time (``domain.planned_people``, over ``schedule.plan``).
     plan: tuple[schedule.Step, ...] = ()
     accepted_at: datetime | None = None
-    # Who each planned step asks, by (kind, number) (``services.targeting``).
-    asked: Mapping[tuple[schedule.StepKind, int], tuple[str, ...]] = field(default_factory=dict)
+    # Who each planned step asks, by (kind, number) (``domain.planned_people``).
+    asked: Mapping[tuple[schedule.StepKind, int], Asked] = field(default_factory=dict)
 
 
 class LeaseHandover(Protocol):
@@ -157,9 +158,10 @@ class Intake:
         if admission.outcome != Outcome.NEW:
             return decision
         # The same rules as the workers: intake's first attempt, the follow-up worker.
-        steps = schedule.plan(now, req.schedule_time, decision.effective.spec.timing, req.intent)
-        asked = await targeting.asked_by_step(self._db, steps)
-        return replace(decision, plan=tuple(steps), accepted_at=now, asked=asked)
+        planned = await targeting.planned(
+            self._db, now, req.schedule_time, decision.effective.spec.timing, req.intent
+        )
+        return replace(decision, plan=planned.steps, accepted_at=now, asked=planned.asked)
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
         validate_send(req, self._clock())
