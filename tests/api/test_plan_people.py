@@ -51,7 +51,7 @@ def wall(value: datetime) -> str:
 
 
 def at(ts: Any) -> datetime:
-    return ts.ToDatetime(tzinfo=UTC)  # type: ignore[no-any-return]
+    return ts.ToDatetime(tzinfo=UTC)
 
 
 def kind(step: pb.PlannedStep) -> str:
