@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.http.conftest import Rig
-from tests.http.test_people_escalation import minutes, stub
-from tests.http.test_people_quiet_hours import ZONE, wall
+from tests.http.test_people_quiet_hours import ZONE, stub, wall
+from tests.support.people import minutes
 from tests.support.watching import events_until
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import policy_service_pb2 as ppb
