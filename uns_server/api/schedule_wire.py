@@ -11,7 +11,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
-from uns_server.domain.planned_people import Asked
+from uns_server.domain.planned_people import PlannedAsk
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, Step, StepKind
 from uns_server.domain.targets import Target
 
@@ -77,14 +77,14 @@ def escalation_from_wire(steps: Sequence[t.EscalationStep]) -> list[EscalationSt
 def planned_steps(
     steps: Sequence[Step],
     accepted_at: datetime | None,
-    asked: Mapping[tuple[StepKind, int], Asked] | None = None,
+    asked: Mapping[tuple[StepKind, int], PlannedAsk] | None = None,
 ) -> list[pb.PlannedStep]:
     """``asked``: who each step asks, by (kind, number)."""
     asked = asked or {}
     out = []
     for s in steps:
         assert accepted_at is not None
-        who = asked.get((s.kind, s.number), Asked())
+        who = asked.get((s.kind, s.number), PlannedAsk())
         step = pb.PlannedStep(
             kind=pb.PlannedStepKind.Value(f"PLANNED_STEP_KIND_{s.kind.value}"),
             number=s.number,

@@ -38,7 +38,7 @@ _HOLD_ATTEMPTS_MAX = 64
 
 
 @dataclass(frozen=True)
-class Asked:
+class PlannedAsk:
     """Who one planned step asks, in the targets' order. ``sent``: the people sent
     its message at its time; ``held``: those their own quiet hours hold then, with
     when the hold ends (the delivery sends theirs then; a reminder or escalation step
@@ -57,7 +57,7 @@ class PeoplePlan:
     out."""
 
     steps: tuple[Step, ...]
-    asked: Mapping[tuple[StepKind, int], Asked]
+    asked: Mapping[tuple[StepKind, int], PlannedAsk]
 
 
 @dataclass
@@ -96,7 +96,7 @@ class _Asking:
         key = f"{step.kind.value}:{step.number}" if step else "DELIVERY"
         self.refs[f"{key}@{rid}"] = ref
 
-    def deliver(self, first: Step) -> tuple[Asked, datetime]:
+    def deliver(self, first: Step) -> tuple[PlannedAsk, datetime]:
         """The delivery's first attempt, and when it completes: each held person is
         sent the message at the next attempt, due when the first remaining hold ends
         (``lifecycle.decide_settlement``), their targets resolved again then."""
@@ -111,13 +111,13 @@ class _Asking:
                     sent.add(p)
                     self.record(p, at)
             if asked is None:
-                asked = Asked(tuple(p for p in who if p not in held), held)
+                asked = PlannedAsk(tuple(p for p in who if p not in held), held)
             if not held:
                 break
             at = min(held.values())
-        return asked or Asked(), at
+        return asked or PlannedAsk(), at
 
-    def follow_up(self, step: Step) -> Asked:
+    def follow_up(self, step: Step) -> PlannedAsk:
         """A reminder or escalation step at its planned time (``followup_messages.waiting``)."""
         who = self.resolve(step.targets, step.at)
         held = self.held(who, step.at)
@@ -129,7 +129,7 @@ class _Asking:
         sent = tuple(p for p in who if p not in held and p not in not_due)
         for p in sent:
             self.record(p, step.at, step)
-        return Asked(sent, held, not_due)
+        return PlannedAsk(sent, held, not_due)
 
 
 def plan_people(
@@ -146,7 +146,7 @@ def plan_people(
     delivery = schedule.plan(accepted_at, schedule_time, timing, intent)[0]
     first, delivered_at = asking.deliver(delivery)
     steps = schedule.plan(accepted_at, schedule_time, timing, intent, delivered_at)
-    asked: dict[tuple[StepKind, int], Asked] = {}
+    asked: dict[tuple[StepKind, int], PlannedAsk] = {}
     for step in steps:
         if step.kind == StepKind.DELIVERY:
             got = first

@@ -43,7 +43,7 @@ from uns_server.domain.admission import (
 )
 from uns_server.domain.enums import Status
 from uns_server.domain.errors import UnsError
-from uns_server.domain.planned_people import Asked
+from uns_server.domain.planned_people import PlannedAsk
 from uns_server.domain.policy import EffectivePolicy, PolicyRevision, ServerDefaults, resolve
 from uns_server.domain.records import Notification
 from uns_server.domain.requests import SendRequest
@@ -92,7 +92,7 @@ class Decision:
     plan: tuple[schedule.Step, ...] = ()
     accepted_at: datetime | None = None
     # Who each planned step asks, by (kind, number) (``domain.planned_people``).
-    asked: Mapping[tuple[schedule.StepKind, int], Asked] = field(default_factory=dict)
+    asked: Mapping[tuple[schedule.StepKind, int], PlannedAsk] = field(default_factory=dict)
 
 
 class LeaseHandover(Protocol):
