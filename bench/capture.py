@@ -231,7 +231,7 @@ def _holds_fresh(items: list[Element]) -> bool:
 # The accept's one-statement guard (``store.notifications._NewOnly``): each row's type
 # beside the ACTIVE revision it was admitted under, "policy_id:revision".
 _GUARD = re.compile(
-    r"unnest\(\$(\d+)::[A-Z]+(?:\(\d+\))?\[\], \$(\d+)::text\[\]\) "
+    r"unnest\(\$(\d+)::[A-Z]+(?:\(\d+\))?\[\], \$(\d+)::text\[\]\)\)? "
     r"AS w\(notification_type, policy\)"
 )
 

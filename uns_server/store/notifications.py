@@ -48,8 +48,8 @@ class _NewOnly:
         )
         guard = (
             f"NOT EXISTS (SELECT 1 FROM {notifications.name} AS held "
-            f"WHERE held.key = ANY({keys})) AND NOT EXISTS (SELECT 1 FROM "
-            f"unnest({types}, {under}) AS w(notification_type, policy) "
+            f"WHERE held.key = ANY({keys})) AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT * "
+            f"FROM unnest({types}, {under})) AS w(notification_type, policy) "
             f"WHERE w.policy <> coalesce(({active}), ''))"
         )
         return _INSERT_PG.unnest_sql(first, f"{guard} AND {when}" if when else guard)
