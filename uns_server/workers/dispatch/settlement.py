@@ -2,7 +2,8 @@
 
 Deliveries that finish while a settle transaction is in flight are settled together
 in the next one (``submit``; one fenced executemany per kind of update, which also
-takes the row locks, and one events append carrying the audit rows). Fencing stays
+takes the row locks, and one events append carrying the audit rows; on PostgreSQL the
+updates ride in that append too, and a lone delivery's settle is that one statement). Fencing stays
 per row: a row whose lease was lost gets LEASE_LOST while the others in the batch
 settle. The domain decides each row's move (``lifecycle.decide_settlement``); this
 records it, with the followers' part (``followers``). A claim whose interrupted
