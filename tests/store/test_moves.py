@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from tests.store.test_conformance import NOW, fetch, insert, row
 from uns_server.domain import moves as m
 from uns_server.domain.enums import AckStatus, Status
@@ -41,7 +43,9 @@ def dead_letter(**overrides: Any) -> dict[str, Any]:
 async def test_replay_opens_the_next_cycle_of_that_dead_letter_only(store: SqlStore) -> None:
     nid, stale, resolved = await insert(store, dead_letter(), dead_letter(), dead_letter())
 
-    assert await apply(store, lambda moves: moves.replay, m.Replay(nid, 2, NOW)) == m.Applied(1, 1)
+    applied = await apply(store, lambda moves: moves.replay, m.Replay(nid, 2, NOW))
+    assert applied == m.Applied(1, 1)
+    applied.expect("replay")  # changed as named: nothing to raise
     after = await fetch(store, nid)
     assert (after["status"], after["dead_letter"], after["cycle"]) == (Status.PENDING, False, 3)
     assert (after["cycle_attempts"], after["next_attempt"], after["lease_token"]) == (0, NOW, None)
@@ -49,6 +53,9 @@ async def test_replay_opens_the_next_cycle_of_that_dead_letter_only(store: SqlSt
 
     lost = await apply(store, lambda moves: moves.replay, m.Replay(stale, 1, NOW))  # not its cycle
     assert lost.lost and (await fetch(store, stale))["status"] == Status.FAILED
+    # A caller that read the row under its lock cannot go on after a lost move.
+    with pytest.raises(m.MoveLost, match="replay of x: 0 of 1 rows"):
+        lost.expect("replay of x")
     assert await apply(store, lambda moves: moves.replay, m.Replay(nid, 3, NOW)) == m.Applied(1, 0)
 
     assert not (

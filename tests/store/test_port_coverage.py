@@ -21,6 +21,7 @@ SUITE = [
         "test_moves.py",
         "test_port_directory.py",
         "test_port_upkeep.py",
+        "test_port_accept.py",
     )
 ]
 

@@ -87,6 +87,8 @@ class PersonSent:
     references: list[Mapping[str, Any]] = field(default_factory=list)
     reminders_sent: int = 0
     unreachable_reason: str = ""
+    # Their message waits for their quiet hours to end (ISO time; empty when not held).
+    held_until: str = ""
 
 
 def route_person(key: str) -> tuple[str, str] | None:
@@ -97,7 +99,8 @@ def route_person(key: str) -> tuple[str, str] | None:
 
 def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[PersonSent]:
     """Per person asked, in the order first seen: channels tried and accepted, the
-    references of every message sent to them, reminders sent, why unreachable."""
+    references of every message sent to them, reminders sent, why unreachable, until
+    when their quiet hours hold their message."""
     people: dict[str, PersonSent] = {}
 
     def person(rid: str) -> PersonSent:
@@ -128,6 +131,9 @@ def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[Per
             reminders.setdefault(p.recipient_id, set()).add(ref.get("follow_up_number"))
     for rid, numbers in reminders.items():
         people[rid].reminders_sent = len(numbers)
+    for h in outcome.get("held", []):
+        if h.get("recipient_id"):
+            person(str(h["recipient_id"])).held_until = str(h.get("held_until", ""))
     for u in outcome.get("recipients_unreachable", []):
         if u.get("recipient_id"):
             person(str(u["recipient_id"])).unreachable_reason = str(u.get("reason", ""))

@@ -78,7 +78,8 @@ class Operations:
             row = _dead_letter(nid, await tx.notifications.get_locked(nid))
             await self._check_replay(tx, row)
             move = moves.Replay(row.id, row.cycle, now)
-            _check_applied(await tx.moves.replay(move), row.id)
+            # Read under its lock in this transaction and checked dead-lettered.
+            (await tx.moves.replay(move)).expect(f"replay of {row.id}")
             await tx.events.append(
                 [
                     NewEvent(
@@ -122,7 +123,9 @@ class Operations:
         async with self._store.write() as tx:
             row = _dead_letter(nid, await tx.notifications.get_locked(nid))
             resolve = moves.ResolveFailure(row.id, now)
-            _check_applied(await tx.moves.resolve_failure(resolve), row.id)
+            # Read under its lock in this transaction and checked dead-lettered.
+            applied = await tx.moves.resolve_failure(resolve)
+            applied.expect(f"resolution of {row.id}")
             await tx.events.append(
                 [
                     NewEvent(
@@ -150,10 +153,3 @@ def _dead_letter(nid: str, row: Notification | None) -> Notification:
         raise NotFound(metadata={"notification_id": nid})
     lifecycle.check_dead_lettered(nid, row.status, row.dead_letter)
     return row
-
-
-def _check_applied(applied: moves.Applied, notification_id: str) -> None:
-    # The row was read under its lock in this transaction and checked dead-lettered:
-    # a lost move here is a bug, not a race, so it must not commit half of the door.
-    if applied.lost:
-        raise RuntimeError(f"dead letter {notification_id} moved under its row lock")

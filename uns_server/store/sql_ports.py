@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from uns_server.domain import moves as m
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import (
     AckAuditRecord,
     Attempt,
@@ -204,6 +205,7 @@ class SqlAcks(Bound):
         actor: str,
         metadata: Mapping[str, Any] | None,
         now: datetime,
+        sent_while_held: bool = False,
     ) -> bool:
         return await acks.settle_pending(
             self._conn,
@@ -212,6 +214,7 @@ class SqlAcks(Bound):
             actor=actor,
             metadata=dict(metadata) if metadata is not None else None,
             now=now,
+            sent_while_held=sent_while_held,
         )
 
     async def due_deadlines(self, now: datetime, limit: int) -> Sequence[Notification]:
@@ -348,6 +351,11 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
 
     async def insert_before_events(self, rows: Sequence[Mapping[str, Any]]) -> None:
         await notifications.insert_notifications_before_events(self._tx, rows)
+
+    def insert_new_before_events(
+        self, rows: Sequence[Mapping[str, Any]], active: Mapping[str, PolicyRevision | None]
+    ) -> None:
+        notifications.insert_new_before_events(self._tx, rows, active)
 
     async def take_dedup_window(self, change: WindowChange) -> None:
         await notifications.take_dedup_window(self._conn, change)

@@ -232,6 +232,15 @@ class SqlStore:
         async with self.db.write() as tx:
             yield SqlWriteTransaction(tx)
 
+    @asynccontextmanager
+    async def one_statement(self) -> AsyncIterator[SqlWriteTransaction]:
+        async with self.db.one_statement() as tx:
+            yield SqlWriteTransaction(tx)
+
+    @property
+    def writes_in_one_statement(self) -> bool:
+        return self.db.is_postgres
+
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
         self.db.on_commit(topic, callback)
 

@@ -28,14 +28,19 @@ implementation (or a rewrite of a query) has one place that says what it must do
   its moves are fenced by that lease's token.
 - ``MessageUpdates``: due PENDING updates are claimed oldest first under a new token,
   not again until the lease expires; settlements are fenced (``Fenced.LOST``).
-- ``Acks.settle_pending``: only a PENDING ack settles; a second settle reports False.
+- ``Acks.settle_pending``: only a PENDING ack settles (or an unset one whose delivery is
+  in flight, or whose messages went out while a person's were held); a second settle
+  reports False.
 - ``Retention``: every "is this row settled?" query agrees with
   ``domain.retention.holds_work``.
 - ``Events``: sequences ascend in commit order; read-after is exclusive of its cursor.
 - ``Moves``: a lifecycle move changes only rows still in the state it expects, and
   says which changed.
 - ``Notifications``: one row per idempotency key and one dedup window per key; the
-  window is locked while read, so concurrent new generations of one key serialise.
+  window is locked while read, so concurrent new generations of one key serialise. In
+  a ``Store.one_statement`` write (PostgreSQL), ``insert_new_before_events`` writes its
+  rows only while their keys are free and the ACTIVE revisions they were admitted
+  under still hold; else the statement writes nothing (``FenceMoved``).
 """
 
 from uns_server.store.port.delivery import (

@@ -160,8 +160,12 @@ class Acks(Protocol):
         actor: str,
         metadata: Mapping[str, Any] | None,
         now: datetime,
+        sent_while_held: bool = False,
     ) -> bool:
-        """PENDING -> ``status``; False (and nothing changed) when it was not PENDING."""
+        """PENDING -> ``status``; False (and nothing changed) when it was not PENDING.
+        A row whose delivery is in flight (leased, no ack yet) settles too, and so does
+        one whose messages went out while a person's were held (``sent_while_held``,
+        read by the caller under the row lock)."""
         ...
 
     async def due_deadlines(self, now: datetime, limit: int) -> Sequence[Notification]:

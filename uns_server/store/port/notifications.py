@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from uns_server.domain.admission import WindowChange, WindowOwner
+from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import DedupWindow, Notification
 
 
@@ -63,6 +64,16 @@ class Notifications(NotificationReads, Protocol):
     async def insert_before_events(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """``insert`` in a transaction whose next write is its events append: on
         PostgreSQL the rows ride in the append's statement."""
+        ...
+
+    def insert_new_before_events(
+        self, rows: Sequence[Mapping[str, Any]], active: Mapping[str, PolicyRevision | None]
+    ) -> None:
+        """In a ``Store.one_statement`` write, rows admitted without reading the keys or
+        the policies: they ride in the events append and go in only if no notification
+        holds one of their keys and ``active`` (a row's type to the ACTIVE revision it
+        was admitted under, None for none) still holds; else the append writes nothing
+        and raises ``FenceMoved``."""
         ...
 
     async def take_dedup_window(self, change: WindowChange) -> None:

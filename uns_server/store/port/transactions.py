@@ -142,6 +142,19 @@ class Store(Protocol):
         ...
 
     @property
+    def writes_in_one_statement(self) -> bool:
+        """Does ``one_statement`` work here (PostgreSQL)?"""
+        ...
+
+    def one_statement(self) -> AbstractAsyncContextManager[WriteTransaction]:
+        """A write sent as one statement, without BEGIN or COMMIT: its events append,
+        with every other write riding in it (``Notifications.insert_new_before_events``),
+        is the whole write, atomic in one round trip. Nothing else may be sent in it,
+        and its riders write all or nothing (a gate that held them back wrote nothing
+        and raises ``FenceMoved``). Only where ``writes_in_one_statement``."""
+        ...
+
+    @property
     def settles_with_events(self) -> bool:
         """Can ``Dispatch.settle_leased_with_events`` be used (one statement: the
         settlement rides in the events append)?"""
