@@ -375,7 +375,7 @@ async def test_api_keys_are_stored_hashed(db_url: str, tmp_path: Path) -> None:
     server = await start_server(db_url, tmp_path, dispatch_enabled=False)
     try:
         secret = await create_key(
-            server.app.db, "dora", ["producer"], "security test", datetime.now(UTC)
+            server.app.store, "dora", ["producer"], "security test", datetime.now(UTC)
         )
         stored = await database_text(server)
         assert hash_key(secret) in stored
