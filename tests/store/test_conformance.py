@@ -23,8 +23,10 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
+from tests.support.documents import document
 from uns_server.domain import moves
 from uns_server.domain.admission import WindowChange, WindowOwner
+from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.lifecycle import Settlement
 from uns_server.domain.message_updates import UpdateStatus
@@ -74,7 +76,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "principal": "alice",
         "notification_type": "conformance",
         "source": "tests",
-        "notification": {"effective": {"channels": channels}},
+        "notification": document(channels),
         "status": Status.PENDING.value,
         "priority": 2,
         "delivery_mode": "BEST_EFFORT",
@@ -852,8 +854,10 @@ async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
         assert await NOTIFICATIONS.get(conn, str(uuid.uuid4())) is None
     assert isinstance(found, Notification)
     assert {f.name for f in fields(found)} == set(stored)  # every column, no other
-    assert {f.name: getattr(found, f.name) for f in fields(found)} == stored
+    read = {f.name: getattr(found, f.name) for f in fields(found)}
+    assert read | {"notification": dataclasses.asdict(found.notification)} == stored
     assert type(found.status) is Status and type(found.ack_status) is AckStatus
+    assert type(found.notification) is NotificationDocument
     assert type(found.delivery_mode) is DeliveryMode
 
 

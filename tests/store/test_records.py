@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import bindparam, select
 
+from tests.support.documents import document
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.records import Event, Notification
 from uns_server.store import events, notifications, pg, records
@@ -32,7 +33,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "principal": "alice",
         "notification_type": "records",
         "source": "tests",
-        "notification": {"title": "t", "effective": {"channels": ["hook"]}},
+        "notification": document(["hook"]),
         "status": Status.DELIVERED.value,
         "priority": 3,
         "delivery_mode": DeliveryMode.GUARANTEED.value,
@@ -65,7 +66,8 @@ async def test_a_notification_record_is_the_row_with_its_enums_typed(db: Databas
     async with db.read() as conn:
         found = await notifications.get(conn, stored["id"])
     assert found is not None
-    assert dataclasses.asdict(found) == stored
+    columns = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
+    assert columns | {"notification": found.notification.to_json()} == stored
     assert (type(found.status), type(found.delivery_mode), type(found.ack_status)) == (
         Status,
         DeliveryMode,

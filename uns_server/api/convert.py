@@ -235,21 +235,21 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
 
 def notification(row: Notification) -> t.Notification:
     doc = row.notification
-    ctx = doc.get("autonomy_context")
+    ctx = doc.autonomy_context
     outcome = row.outcome or {}
     msg = t.Notification(
         id=row.id,
         principal=row.principal,
         notification_type=row.notification_type,
-        intent=enum_to_wire(doc.get("intent"), Intent),
-        title=doc["title"],
-        message=doc["message"],
+        intent=enum_to_wire(doc.intent, Intent),
+        title=doc.title,
+        message=doc.message,
         source=row.source,
-        idempotency_key=doc.get("idempotency_key", ""),
-        dedup_key=doc.get("dedup_key", ""),
-        correlation_id=doc.get("correlation_id", ""),
-        metadata=dict_to_struct(doc.get("metadata")),
-        effective_policy=effective_policy(EffectivePolicy.from_json(doc["effective"])),
+        idempotency_key=doc.idempotency_key,
+        dedup_key=doc.dedup_key,
+        correlation_id=doc.correlation_id,
+        metadata=dict_to_struct(doc.metadata),
+        effective_policy=effective_policy(doc.effective),
         state=enum_to_wire(row.status, Status),
         dead_letter=row.dead_letter,
         outcome=t.DeliveryOutcome(
@@ -274,8 +274,8 @@ def notification(row: Notification) -> t.Notification:
     if ctx:
         msg.autonomy_context.CopyFrom(
             t.AutonomyContext(
-                autonomy_mode=enum_to_wire(ctx.get("autonomy_mode"), AutonomyMode),
-                agent_id=ctx.get("agent_id") or "",
+                autonomy_mode=enum_to_wire(ctx.autonomy_mode, AutonomyMode),
+                agent_id=ctx.agent_id,
             )
         )
     if row.response_metadata is not None:
@@ -298,8 +298,8 @@ def notification(row: Notification) -> t.Notification:
             getattr(msg, field).CopyFrom(ts)
     if row.ack_status == AckStatus.PENDING and row.followup_at is not None:
         msg.next_follow_up_time.FromDatetime(row.followup_at)
-    if doc.get("schedule_time"):
-        msg.schedule_time.FromDatetime(datetime.fromisoformat(doc["schedule_time"]))
+    if doc.schedule_time is not None:
+        msg.schedule_time.FromDatetime(doc.schedule_time)
     return msg
 
 

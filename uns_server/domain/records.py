@@ -5,8 +5,10 @@ asyncpg ``Record``s alike; services, workers, api and http read fields (``rec.st
 which mypy checks, instead of ``row["status"]``, which it cannot. A change is never a
 mutation: the caller asks the domain for a decision and hands the store new values, so
 a record is frozen (and slotted: cheap to build on the hot path, no stray attributes).
-JSON columns stay the decoded ``Mapping``/``list`` the driver returned (read-only by
-convention: frozen is shallow). Columns that hold a domain enum carry the enum.
+The notification document is typed (``domain.documents.NotificationDocument``, parsed
+once per row read); other JSON columns stay the decoded ``Mapping``/``list`` the driver
+returned (read-only by convention: frozen is shallow). Columns that hold a domain enum
+carry the enum.
 
 ``PolicyRevision`` is ``domain.policy.PolicyRevision`` (re-exported here): it already was
 the typed value of a policy revision row.
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
 from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.policy import PolicyRevision
@@ -54,7 +57,7 @@ class Notification:
     principal: str
     notification_type: str
     source: str
-    notification: Json
+    notification: NotificationDocument
     """The request as accepted plus the frozen effective policy (``effective``)."""
     status: Status
     priority: int

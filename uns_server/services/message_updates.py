@@ -54,7 +54,7 @@ def in_flight_channels(row: Notification) -> list[str]:
     if row.ack_status is not None or row.lease_token is None:
         return []
     succeeded = set((row.outcome or {}).get("channels_succeeded", []))
-    return [c for c in row.notification["effective"]["channels"] if c not in succeeded]
+    return [c for c in row.notification.effective.channels if c not in succeeded]
 
 
 async def queue_on_settle(
@@ -67,10 +67,10 @@ async def queue_on_settle(
         "actor": actor,
         "via": via,
         "at": now.isoformat(),
-        "title": doc["title"],
-        "message": doc["message"],
-        "priority": doc["effective"]["priority"],
-        "intent": doc.get("intent") or "",
+        "title": doc.title,
+        "message": doc.message,
+        "priority": doc.effective.priority.value,
+        "intent": doc.intent.value if doc.intent else "",
         "source": row.source,
         "notification_id": row.id,
     }

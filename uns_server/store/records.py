@@ -6,6 +6,8 @@ asyncpg ``Record`` alike (and a row with extra columns, such as the claim's
 each reads a precomputed column list in one ``itemgetter`` call, positionally into the
 dataclass, and maps enum values through a dict: no per-row reflection, no
 ``Enum.__call__``. (Most of what is left is the frozen dataclass's own ``__init__``.)
+The notification document is parsed here, once per row read
+(``NotificationDocument.from_json``; rows sharing a policy share its parse).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import fields
 from operator import itemgetter
 from typing import Any
 
+from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
 from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.policy import PolicyRevision, PolicySpec
@@ -62,6 +65,7 @@ _NOTIFICATION = _columns(Notification, tables.notifications)
 _N_STATUS = _index(Notification, "status")
 _N_MODE = _index(Notification, "delivery_mode")
 _N_ACK = _index(Notification, "ack_status")
+_N_DOCUMENT = _index(Notification, "notification")
 _EVENT = _columns(Event, tables.events)
 _E_KIND = _index(Event, "kind")
 _DEDUP = _columns(DedupWindow, tables.dedup)
@@ -81,6 +85,7 @@ def notification(row: Row) -> Notification:
     values[_N_STATUS] = _STATUS[values[_N_STATUS]]
     values[_N_MODE] = _MODE[values[_N_MODE]]
     values[_N_ACK] = _ACK[values[_N_ACK]]
+    values[_N_DOCUMENT] = NotificationDocument.from_json(values[_N_DOCUMENT])
     return Notification(*values)
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from uns_server.channels.base import ChannelResult
 from uns_server.domain import schedule
-from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.records import Notification
 
 NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
@@ -67,7 +66,7 @@ class Progress:
 def timing_of(n: Notification) -> tuple[schedule.Timing, str | None]:
     """The frozen policy's timing and the notification's intent."""
     doc = n.notification
-    return EffectivePolicy.from_json(doc["effective"]).spec.timing, doc.get("intent")
+    return doc.effective.spec.timing, doc.intent.value if doc.intent else None
 
 
 def sent_count(n: Notification, kind: schedule.StepKind) -> int:

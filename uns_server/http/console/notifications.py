@@ -117,10 +117,10 @@ async def detail(
         request,
         "notification.html",
         status=status,
-        title=doc.get("title") or row.id,
+        title=doc.title or row.id,
         row=row,
         doc=doc,
-        effective=doc.get("effective", {}),
+        effective=doc.effective.to_json(),  # shown as the stored JSON
         timeline=[(e, summary(e.kind, e.payload)) for e in timeline],
         attempts=attempts,
         ack_records=ack_records,

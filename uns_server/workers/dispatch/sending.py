@@ -17,7 +17,6 @@ from opentelemetry.trace import Tracer
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.enums import Status
-from uns_server.domain.targets import targets_from_json
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import PROVIDER, phased
@@ -90,16 +89,16 @@ class Sender:
         """The claim with its policy's targets resolved now (SPEC §6): a rotation asks
         whoever is on call at this attempt; each person's routes not yet accepted in
         this cycle join the channels to send. A claim without targets is unchanged."""
-        raw = claim.notification.notification["effective"].get("targets")
-        if not raw or self._db is None:
+        effective = claim.notification.notification.effective
+        if not effective.targets or self._db is None:
             return claim
         asked = await targeting.asked_at(
-            self._db, targets_from_json(raw), self._clock(), self._channels.names()
+            self._db, effective.targets, self._clock(), self._channels.names()
         )
         done = set(claim.notification.outcome.get("channels_succeeded", []))
         keys = tuple(r.key for r in asked.routes if r.key not in done)
         channels = claim.channels + keys
-        if not asked.routes and not claim.notification.notification["effective"]["channels"]:
+        if not asked.routes and not effective.channels:
             channels = (NOBODY,)  # refused below: nobody can be asked
         return replace(claim, channels=channels, routes=asked.routes, unreachable=asked.unreachable)
 
@@ -119,7 +118,7 @@ class Sender:
             notification_id=nid,
             attempt=claim.attempt,
             cycle=n.cycle,
-            trace_context=n.notification.get("trace_context"),
+            trace_context=n.notification.trace_context,
         ) as span:
             try:
                 if len(claim.channels) == 1:  # the common case: no task for the gather
@@ -198,7 +197,7 @@ class Sender:
         n = claim.notification
         make_links = None
         if self._links is not None and n.require_ack:
-            minutes = int(n.notification["effective"]["ack_timeout_minutes"])
+            minutes = n.notification.effective.ack_timeout_minutes
             make_links = self._links.for_message(n.id, minutes, self._clock())
         return outbound_message(
             n,
