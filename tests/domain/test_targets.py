@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from uns_server.domain.oncall import resolve_targets
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.people import Rotation
 from uns_server.domain.schedule import EscalationStep, StepKind, Timing, follow_ups
 from uns_server.domain.targets import Target, people_sent, target_violations
@@ -95,7 +96,7 @@ def test_people_sent_reads_routes_references_reminders_and_the_unreachable() -> 
             "follow_up_number": 1,
         },
     }
-    [alice, carol] = people_sent(outcome, refs)
+    [alice, carol] = people_sent(DeliveryOutcome.from_json(outcome), refs)
     assert (alice.recipient_id, alice.channels_tried, alice.channels_accepted) == (
         "alice",
         ["mail", "chat"],

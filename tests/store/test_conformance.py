@@ -30,6 +30,7 @@ from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.lifecycle import Settlement
 from uns_server.domain.message_updates import UpdateStatus
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
 from uns_server.domain.schedule import StepKind
@@ -855,9 +856,12 @@ async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
     assert isinstance(found, Notification)
     assert {f.name for f in fields(found)} == set(stored)  # every column, no other
     read = {f.name: getattr(found, f.name) for f in fields(found)}
-    assert read | {"notification": dataclasses.asdict(found.notification)} == stored
+    typed = {k: dataclasses.asdict(v) for k, v in read.items() if dataclasses.is_dataclass(v)}
+    assert set(typed) == {"notification", "outcome"}  # JSON columns read as typed records
+    assert read | typed == stored
     assert type(found.status) is Status and type(found.ack_status) is AckStatus
     assert type(found.notification) is NotificationDocument
+    assert type(found.outcome) is DeliveryOutcome
     assert type(found.delivery_mode) is DeliveryMode
 
 

@@ -1,7 +1,8 @@
-"""The notification document (``domain.documents``) through the store: a row reads
-back as the typed document it was written from, on SQLite and on PostgreSQL, the
-JSON on disk keeps the shape every version wrote, and documents written by earlier
-versions (without the keys added since) still read."""
+"""The notification document (``domain.documents``) and the delivery outcome
+(``domain.outcomes``) through the store: a row reads back as the typed records it was
+written from, on SQLite and on PostgreSQL, the JSON on disk keeps the shape every
+version wrote, and what earlier versions wrote (without the keys added since) still
+reads."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.store.test_conformance import row
 from tests.support.documents import accepted
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AutonomyMode, DeliveryMode, Intent, Priority
+from uns_server.domain.outcomes import DeliveryOutcome, Unreachable
 from uns_server.domain.policy import EffectivePolicy, PolicySpec
 from uns_server.domain.requests import AutonomyContext
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
@@ -167,3 +169,47 @@ async def test_rows_sharing_a_hash_but_not_a_policy_read_their_own(db: Database)
     assert a.notification.effective.channels == ("webhook",)
     assert b.notification.effective.channels == ("email",)
     assert a.notification.effective.effective_hash == b.notification.effective.effective_hash
+
+
+async def _outcome_read(db: Database, stored: dict[str, Any]) -> tuple[Any, Any]:
+    values = row(outcome=stored)
+    async with db.write() as tx:
+        await notifications.insert_notifications(tx.conn, [values])
+    raw = select(notifications_table.c.outcome).where(notifications_table.c.id == values["id"])
+    async with db.read() as conn:
+        found = await notifications.get(conn, values["id"])
+        on_disk = (await conn.execute(raw)).scalar_one()
+    assert found is not None
+    return found.outcome, on_disk
+
+
+async def test_an_outcome_reads_back_typed_with_the_people_it_could_not_ask(db: Database) -> None:
+    written = DeliveryOutcome(
+        channels_attempted=("hook", "mail@alice"),
+        channels_succeeded=("mail@alice",),
+        channels_failed=("hook",),
+        error_message="hook: HTTP 503",
+        recipients_unreachable=(Unreachable("carol", "no contact"),),
+    )
+    found, on_disk = await _outcome_read(db, written.to_json())
+    assert found == written
+    assert on_disk == {
+        "channels_attempted": ["hook", "mail@alice"],
+        "channels_succeeded": ["mail@alice"],
+        "channels_failed": ["hook"],
+        "error_message": "hook: HTTP 503",
+        "recipients_unreachable": [{"recipient_id": "carol", "reason": "no contact"}],
+    }
+
+
+async def test_outcomes_without_the_later_keys_still_read(db: Database) -> None:
+    found, _ = await _outcome_read(db, {})
+    assert found == DeliveryOutcome()
+    old = {"channels_attempted": ["log"], "channels_succeeded": [], "channels_failed": ["log"]}
+    found, on_disk = await _outcome_read(db, old)
+    assert on_disk == old
+    assert (found.channels_failed, found.error_message, found.recipients_unreachable) == (
+        ("log",),
+        None,
+        (),
+    )

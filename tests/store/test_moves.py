@@ -3,12 +3,14 @@ changes only rows still in the state it expects, and says how many (and which)."
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
 from tests.store.test_conformance import NOW, fetch, insert, row
 from uns_server.domain import moves
 from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.withdrawal import Scope, WithdrawRows
 from uns_server.store import moves as store_moves
 from uns_server.store import port
@@ -44,7 +46,7 @@ async def test_replay_opens_the_next_cycle_of_that_dead_letter_only(db: Database
     after = await fetch(db, nid)
     assert (after["status"], after["dead_letter"], after["cycle"]) == (Status.PENDING, False, 3)
     assert (after["cycle_attempts"], after["next_attempt"], after["lease_token"]) == (0, NOW, None)
-    assert after["outcome"] == moves.EMPTY_OUTCOME
+    assert after["outcome"] == dataclasses.asdict(DeliveryOutcome())  # none yet this cycle
 
     lost = await apply(db, MOVES.replay, moves.Replay(stale, 1, NOW))  # not its cycle
     assert lost.lost and (await fetch(db, stale))["status"] == Status.FAILED

@@ -14,6 +14,7 @@ from sqlalchemy import bindparam, select
 
 from tests.support.documents import document
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Event, Notification
 from uns_server.store import events, notifications, pg, records
 from uns_server.store.db import Database
@@ -39,7 +40,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "delivery_mode": DeliveryMode.GUARANTEED.value,
         "require_ack": True,
         "max_attempts": 4,
-        "outcome": {"channels_succeeded": ["hook"]},
+        "outcome": DeliveryOutcome(("hook",), ("hook",)).to_json(),
         "attempts": 1,
         "cycle": 1,
         "cycle_attempts": 1,
@@ -67,7 +68,8 @@ async def test_a_notification_record_is_the_row_with_its_enums_typed(db: Databas
         found = await notifications.get(conn, stored["id"])
     assert found is not None
     columns = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
-    assert columns | {"notification": found.notification.to_json()} == stored
+    typed = {"notification": found.notification.to_json(), "outcome": found.outcome.to_json()}
+    assert columns | typed == stored
     assert (type(found.status), type(found.delivery_mode), type(found.ack_status)) == (
         Status,
         DeliveryMode,

@@ -236,7 +236,7 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
 def notification(row: Notification) -> t.Notification:
     doc = row.notification
     ctx = doc.autonomy_context
-    outcome = row.outcome or {}
+    outcome = row.outcome
     msg = t.Notification(
         id=row.id,
         principal=row.principal,
@@ -253,10 +253,10 @@ def notification(row: Notification) -> t.Notification:
         state=enum_to_wire(row.status, Status),
         dead_letter=row.dead_letter,
         outcome=t.DeliveryOutcome(
-            channels_attempted=outcome.get("channels_attempted", []),
-            channels_succeeded=outcome.get("channels_succeeded", []),
-            channels_failed=outcome.get("channels_failed", []),
-            error_message=outcome.get("error_message") or "",
+            channels_attempted=outcome.channels_attempted,
+            channels_succeeded=outcome.channels_succeeded,
+            channels_failed=outcome.channels_failed,
+            error_message=outcome.error_message or "",
         ),
         attempts=row.attempts,
         cycle=row.cycle,

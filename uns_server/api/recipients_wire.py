@@ -6,11 +6,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from uns.v1 import types_pb2 as t
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.targets import people_sent
 
 
 def recipients(
-    outcome: Mapping[str, Any],
+    outcome: DeliveryOutcome,
     refs: Mapping[str, Any],
     reference: Callable[[Mapping[str, Any]], t.ProviderReference],
 ) -> list[t.NotificationRecipient]:

@@ -37,6 +37,7 @@ from typing import Any
 
 from uns_server.domain.enums import Status
 from uns_server.domain.lifecycle import Settlement
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Notification
 from uns_server.domain.schedule import StepKind
 
@@ -93,7 +94,7 @@ def replayed(row: Notification, move: Replay) -> Notification:
         next_attempt=move.at,
         lease_token=None,
         lease_until=None,
-        outcome=dict(EMPTY_OUTCOME),
+        outcome=DeliveryOutcome(),
         updated_at=move.at,
     )
 

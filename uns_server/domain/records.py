@@ -5,7 +5,8 @@ asyncpg ``Record``s alike; services, workers, api and http read fields (``rec.st
 which mypy checks, instead of ``row["status"]``, which it cannot. A change is never a
 mutation: the caller asks the domain for a decision and hands the store new values, so
 a record is frozen (and slotted: cheap to build on the hot path, no stray attributes).
-The notification document is typed (``domain.documents.NotificationDocument``, parsed
+The notification document and the delivery outcome are typed
+(``domain.documents.NotificationDocument``, ``domain.outcomes.DeliveryOutcome``, parsed
 once per row read); other JSON columns stay the decoded ``Mapping``/``list`` the driver
 returned (read-only by convention: frozen is shallow). Columns that hold a domain enum
 carry the enum.
@@ -24,6 +25,7 @@ from typing import Any
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
 from uns_server.domain.message_updates import UpdateStatus
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.policy import PolicyRevision
 
 __all__ = [
@@ -65,7 +67,7 @@ class Notification:
     delivery_mode: DeliveryMode
     require_ack: bool
     max_attempts: int
-    outcome: Json
+    outcome: DeliveryOutcome
     attempts: int
     cycle: int
     cycle_attempts: int
@@ -271,7 +273,7 @@ class FailedSummary:
     notification_type: str
     source: str
     principal: str
-    outcome: Json
+    outcome: DeliveryOutcome
     attempts: int
     cycle: int
     created_at: datetime

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uns_server.domain.errors import FieldViolation
+from uns_server.domain.outcomes import DeliveryOutcome
 
 # As ``domain.people``'s ids (kept here: ``domain.people`` imports the schedule).
 _ID = re.compile(r"[a-z0-9._-]{1,64}")
@@ -95,7 +96,7 @@ def route_person(key: str) -> tuple[str, str] | None:
     return (channel, rest.partition("+")[0]) if at else None
 
 
-def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[PersonSent]:
+def people_sent(outcome: DeliveryOutcome, refs: Mapping[str, Any]) -> list[PersonSent]:
     """Per person asked, in the order first seen: channels tried and accepted, the
     references of every message sent to them, reminders sent, why unreachable."""
     people: dict[str, PersonSent] = {}
@@ -103,12 +104,8 @@ def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[Per
     def person(rid: str) -> PersonSent:
         return people.setdefault(rid, PersonSent(rid))
 
-    succeeded = list(outcome.get("channels_succeeded", []))
-    for key in [
-        *succeeded,
-        *outcome.get("channels_attempted", []),
-        *outcome.get("channels_failed", []),
-    ]:
+    succeeded = outcome.channels_succeeded
+    for key in [*succeeded, *outcome.channels_attempted, *outcome.channels_failed]:
         found = route_person(str(key))
         if found is None:
             continue
@@ -128,9 +125,8 @@ def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[Per
             reminders.setdefault(p.recipient_id, set()).add(ref.get("follow_up_number"))
     for rid, numbers in reminders.items():
         people[rid].reminders_sent = len(numbers)
-    for u in outcome.get("recipients_unreachable", []):
-        if u.get("recipient_id"):
-            person(str(u["recipient_id"])).unreachable_reason = str(u.get("reason", ""))
+    for u in outcome.recipients_unreachable:
+        person(u.recipient_id).unreachable_reason = u.reason
     return list(people.values())
 
 

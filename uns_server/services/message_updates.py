@@ -53,7 +53,7 @@ def in_flight_channels(row: Notification) -> list[str]:
     looked up when the update is sent (``IN_FLIGHT``)."""
     if row.ack_status is not None or row.lease_token is None:
         return []
-    succeeded = set((row.outcome or {}).get("channels_succeeded", []))
+    succeeded = set(row.outcome.channels_succeeded)
     return [c for c in row.notification.effective.channels if c not in succeeded]
 
 

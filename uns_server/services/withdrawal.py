@@ -138,13 +138,13 @@ class Withdrawals:
                     audit.delivery_record(
                         row,
                         status=Status.WITHDRAWN.value,
-                        outcome=row.outcome,
+                        outcome=row.outcome.to_json(),
                         delivered_at=None,
                         now=now,
                     )
                 ],
             )
-        reached = scope == withdrawal.Scope.ACK or row.outcome.get("channels_succeeded")
+        reached = scope == withdrawal.Scope.ACK or row.outcome.channels_succeeded
         if self._sent_messages is not None and reached:
             await self._sent_messages.withdrawn(tx, row, scope, actor, reason, now)
         await events.append(tx, new_events, now)

@@ -6,8 +6,9 @@ asyncpg ``Record`` alike (and a row with extra columns, such as the claim's
 each reads a precomputed column list in one ``itemgetter`` call, positionally into the
 dataclass, and maps enum values through a dict: no per-row reflection, no
 ``Enum.__call__``. (Most of what is left is the frozen dataclass's own ``__init__``.)
-The notification document is parsed here, once per row read
-(``NotificationDocument.from_json``; rows sharing a policy share its parse).
+The notification document and the outcome are parsed here, once per row read
+(``NotificationDocument.from_json``, rows sharing a policy share its parse;
+``DeliveryOutcome.from_json``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
 from uns_server.domain.message_updates import UpdateStatus
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.records import (
     AckAuditRecord,
@@ -66,6 +68,7 @@ _N_STATUS = _index(Notification, "status")
 _N_MODE = _index(Notification, "delivery_mode")
 _N_ACK = _index(Notification, "ack_status")
 _N_DOCUMENT = _index(Notification, "notification")
+_N_OUTCOME = _index(Notification, "outcome")
 _EVENT = _columns(Event, tables.events)
 _E_KIND = _index(Event, "kind")
 _DEDUP = _columns(DedupWindow, tables.dedup)
@@ -86,6 +89,7 @@ def notification(row: Row) -> Notification:
     values[_N_MODE] = _MODE[values[_N_MODE]]
     values[_N_ACK] = _ACK[values[_N_ACK]]
     values[_N_DOCUMENT] = NotificationDocument.from_json(values[_N_DOCUMENT])
+    values[_N_OUTCOME] = DeliveryOutcome.from_json(values[_N_OUTCOME])
     return Notification(*values)
 
 
@@ -155,7 +159,7 @@ def failed_summary(row: Row) -> FailedSummary:
         notification_type=row["notification_type"],
         source=row["source"],
         principal=row["principal"],
-        outcome=row["outcome"],
+        outcome=DeliveryOutcome.from_json(row["outcome"]),
         attempts=row["attempts"],
         cycle=row["cycle"],
         created_at=row["created_at"],

@@ -127,7 +127,7 @@ async def detail(
         error_class=error_class(row_error(row)) if row.status == Status.FAILED else "",
         actions=[(a, ACTIONS[a]) for a in actions],
         waiting=waiting,
-        people=people_sent(row.outcome or {}, row.provider_refs or {}),
+        people=people_sent(row.outcome, row.provider_refs or {}),
         # The live timeline resumes after the last event shown (sequences are allocated
         # in commit order, so nothing of this notification's can fall in between).
         after=max((e.sequence for e in timeline), default=high_water),

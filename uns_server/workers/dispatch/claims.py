@@ -54,7 +54,7 @@ def attempt_base(claim: Claim) -> dict[str, Any]:
 
 def remaining_channels(n: Notification) -> tuple[str, ...]:
     """The notification's channels that have not accepted it in this cycle."""
-    done = set(n.outcome.get("channels_succeeded", []))
+    done = set(n.outcome.channels_succeeded)
     return tuple(ch for ch in n.notification.effective.channels if ch not in done)
 
 

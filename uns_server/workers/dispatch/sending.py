@@ -95,7 +95,7 @@ class Sender:
         asked = await targeting.asked_at(
             self._db, effective.targets, self._clock(), self._channels.names()
         )
-        done = set(claim.notification.outcome.get("channels_succeeded", []))
+        done = set(claim.notification.outcome.channels_succeeded)
         keys = tuple(r.key for r in asked.routes if r.key not in done)
         channels = claim.channels + keys
         if not asked.routes and not effective.channels:

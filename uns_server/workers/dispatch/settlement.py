@@ -275,7 +275,7 @@ class Settler:
         settling = lifecycle.Settling(
             # With targets: each person's routes resolved by this attempt, too.
             channels=tuple(dict.fromkeys((*effective.channels, *claim.channels))),
-            succeeded_before=tuple(n.outcome.get("channels_succeeded", [])),
+            succeeded_before=n.outcome.channels_succeeded,
             cycle_attempt=claim.cycle_attempt,
             max_attempts=n.max_attempts,
             delivery_mode=n.delivery_mode,
@@ -315,7 +315,7 @@ class Settler:
         outcome = lifecycle.interrupted_outcome(
             attempt=claim.attempt,
             cycle=n.cycle,
-            succeeded=n.outcome.get("channels_succeeded", []),
+            succeeded=n.outcome.channels_succeeded,
             unconfirmed=claim.channels,
         )
         s = Settled(claim, base, leased=n, status=decision.status, dead_letter=decision.dead_letter)
