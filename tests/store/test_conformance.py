@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import uuid
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import asdict, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,7 +33,7 @@ from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
-from uns_server.domain.schedule import StepKind
+from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.store import (
     acks,
     dispatch,
@@ -551,12 +551,13 @@ async def test_follow_up_settlement_is_fenced_by_its_own_lease(db: Database) -> 
     assert (await fetch(db, nid))["reminders_sent"] == 0
 
     retry_at = NOW + timedelta(seconds=30)
-    step = {"kind": "REMINDER", "number": 1}
+    answer = {"success": False, "retryable": True, "message_id": "", "error": "503"}
+    step = StepProgress(StepKind.REMINDER, 1, NOW, 1, {"log": answer}, False)
     async with db.write() as tx:
         retry = moves.RetryFollowUpStep(nid, token, step, retry_at, None, NOW)
         assert not (await FOLLOWUPS.retry_step(tx.conn, retry)).lost
     stored = await fetch(db, nid)
-    assert (stored["followup_step"], stored["followup_at"]) == (step, retry_at)
+    assert (stored["followup_step"], stored["followup_at"]) == (asdict(step), retry_at)
     assert stored["followup_lease_token"] is None  # released until the retry is due
 
     async with db.write() as tx:  # released: the old token holds nothing any more

@@ -16,6 +16,7 @@ from tests.support.documents import document
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Event, Notification
+from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.store import events, notifications, pg, records
 from uns_server.store.db import Database
 from uns_server.store.events import NewEvent
@@ -53,7 +54,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "provider_refs": {"hook": {"type": "webhook", "at": NOW.isoformat()}},
         "created_at": NOW - timedelta(seconds=5),
         "updated_at": NOW,
-        "followup_step": {"kind": "reminder", "number": 1},
+        "followup_step": StepProgress(StepKind.REMINDER, 1, NOW, 2, {}, True).to_json(),
         "reminders_sent": 1,
         "escalations_sent": 0,
     }
@@ -68,7 +69,12 @@ async def test_a_notification_record_is_the_row_with_its_enums_typed(db: Databas
         found = await notifications.get(conn, stored["id"])
     assert found is not None
     columns = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
-    typed = {"notification": found.notification.to_json(), "outcome": found.outcome.to_json()}
+    assert found.followup_step is not None
+    typed = {
+        "notification": found.notification.to_json(),
+        "outcome": found.outcome.to_json(),
+        "followup_step": found.followup_step.to_json(),
+    }
     assert columns | typed == stored
     assert (type(found.status), type(found.delivery_mode), type(found.ack_status)) == (
         Status,

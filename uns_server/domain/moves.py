@@ -39,7 +39,7 @@ from uns_server.domain.enums import Status
 from uns_server.domain.lifecycle import Settlement
 from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Notification
-from uns_server.domain.schedule import StepKind
+from uns_server.domain.schedule import StepKind, StepProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +229,7 @@ class RetryFollowUpStep:
 
     notification_id: str
     token: str
-    step: Mapping[str, Any]
+    step: StepProgress
     at: datetime
     provider_refs: Mapping[str, Any] | None
     now: datetime

@@ -5,11 +5,11 @@ asyncpg ``Record``s alike; services, workers, api and http read fields (``rec.st
 which mypy checks, instead of ``row["status"]``, which it cannot. A change is never a
 mutation: the caller asks the domain for a decision and hands the store new values, so
 a record is frozen (and slotted: cheap to build on the hot path, no stray attributes).
-The notification document and the delivery outcome are typed
-(``domain.documents.NotificationDocument``, ``domain.outcomes.DeliveryOutcome``, parsed
-once per row read); other JSON columns stay the decoded ``Mapping``/``list`` the driver
-returned (read-only by convention: frozen is shallow). Columns that hold a domain enum
-carry the enum.
+The notification document, the delivery outcome and a follow-up step's progress are
+typed (``domain.documents.NotificationDocument``, ``domain.outcomes.DeliveryOutcome``,
+``domain.schedule.StepProgress``, parsed once per row read); other JSON columns stay
+the decoded ``Mapping``/``list`` the driver returned (read-only by convention: frozen
+is shallow). Columns that hold a domain enum carry the enum.
 
 ``PolicyRevision`` is ``domain.policy.PolicyRevision`` (re-exported here): it already was
 the typed value of a policy revision row.
@@ -27,6 +27,7 @@ from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, St
 from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.policy import PolicyRevision
+from uns_server.domain.schedule import StepProgress
 
 __all__ = [
     "AckAuditRecord",
@@ -98,7 +99,7 @@ class Notification:
     followup_lease_until: datetime | None
     reminders_sent: int
     escalations_sent: int
-    followup_step: Json | None
+    followup_step: StepProgress | None
 
     @property
     def is_follower(self) -> bool:

@@ -6,9 +6,9 @@ asyncpg ``Record`` alike (and a row with extra columns, such as the claim's
 each reads a precomputed column list in one ``itemgetter`` call, positionally into the
 dataclass, and maps enum values through a dict: no per-row reflection, no
 ``Enum.__call__``. (Most of what is left is the frozen dataclass's own ``__init__``.)
-The notification document and the outcome are parsed here, once per row read
-(``NotificationDocument.from_json``, rows sharing a policy share its parse;
-``DeliveryOutcome.from_json``).
+The notification document, the outcome and a follow-up step's progress are parsed
+here, once per row read (``NotificationDocument.from_json``, rows sharing a policy
+share its parse; ``DeliveryOutcome.from_json``; ``StepProgress.from_json``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from uns_server.domain.records import (
     RecentEvent,
     RetentionCandidate,
 )
+from uns_server.domain.schedule import StepProgress
 from uns_server.store import tables
 
 # A row read by column name: ``RowMapping`` (keyed by name or column) or ``Record``.
@@ -69,6 +70,7 @@ _N_MODE = _index(Notification, "delivery_mode")
 _N_ACK = _index(Notification, "ack_status")
 _N_DOCUMENT = _index(Notification, "notification")
 _N_OUTCOME = _index(Notification, "outcome")
+_N_STEP = _index(Notification, "followup_step")
 _EVENT = _columns(Event, tables.events)
 _E_KIND = _index(Event, "kind")
 _DEDUP = _columns(DedupWindow, tables.dedup)
@@ -90,6 +92,8 @@ def notification(row: Row) -> Notification:
     values[_N_ACK] = _ACK[values[_N_ACK]]
     values[_N_DOCUMENT] = NotificationDocument.from_json(values[_N_DOCUMENT])
     values[_N_OUTCOME] = DeliveryOutcome.from_json(values[_N_OUTCOME])
+    if values[_N_STEP] is not None:  # a follow-up step between its calls (rare)
+        values[_N_STEP] = StepProgress.from_json(values[_N_STEP])
     return Notification(*values)
 
 

@@ -23,7 +23,7 @@ from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.db import Database
 from uns_server.workers.dispatch.references import follow_up_key, sent_reference
-from uns_server.workers.followup_progress import Progress
+from uns_server.workers.followup_progress import progress_of
 from uns_server.workers.messages import outbound_message
 
 # The stand-in channel of a step whose targets reach nobody and that has no channel
@@ -67,7 +67,7 @@ async def ask(
     if not step.targets:
         return claim
     asked = await targeting.asked_at(db, step.targets, now, channels)
-    progress = Progress.of(claim.notification, step)
+    progress = progress_of(claim.notification, step)
     answers = progress.answers() if progress else {}
     keys = tuple(r.key for r in asked.routes)
     if not keys and not step.channels:

@@ -58,6 +58,7 @@ from uns_server.domain.schedule.step_retry import (
     StepAnswer,
     StepDecided,
     StepOutcome,
+    StepProgress,
     decide_step_attempt,
 )
 
@@ -82,6 +83,7 @@ __all__ = [
     "StepDecided",
     "StepKind",
     "StepOutcome",
+    "StepProgress",
     "Timing",
     "Wait",
     "after_fired",
