@@ -572,7 +572,8 @@ async def test_follow_up_settlement_is_fenced_by_its_own_lease(db: Database) -> 
     stored = await fetch(db, nid)
     assert (stored["reminders_sent"], stored["escalations_sent"]) == (1, 0)
     assert (stored["followup_step"], stored["followup_lease_token"]) == (None, None)
-    assert (stored["followup_at"], stored["provider_refs"]) == (retry_at, refs)
+    assert stored["followup_at"] == retry_at
+    assert {k: ref["json"] for k, ref in stored["provider_refs"].items()} == refs
 
     async with db.write() as tx:  # nothing due yet: look again later, lease as read
         wait = moves.RescheduleFollowUp(nid, None, NOW + LEASE)
@@ -859,7 +860,10 @@ async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
     read = {f.name: getattr(found, f.name) for f in fields(found)}
     typed = {k: dataclasses.asdict(v) for k, v in read.items() if dataclasses.is_dataclass(v)}
     assert set(typed) == {"notification", "outcome"}  # JSON columns read as typed records
+    assert found.provider_refs is not None
+    typed["provider_refs"] = {k: asdict(r) for k, r in found.provider_refs.items()}
     assert read | typed == stored
+    assert found.provider_refs["hook"].channel_type == "webhook"
     assert type(found.status) is Status and type(found.ack_status) is AckStatus
     assert type(found.notification) is NotificationDocument
     assert type(found.outcome) is DeliveryOutcome

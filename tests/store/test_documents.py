@@ -1,8 +1,8 @@
-"""The notification document (``domain.documents``) and the delivery outcome
-(``domain.outcomes``) through the store: a row reads back as the typed records it was
-written from, on SQLite and on PostgreSQL, the JSON on disk keeps the shape every
-version wrote, and what earlier versions wrote (without the keys added since) still
-reads."""
+"""The notification document (``domain.documents``), the delivery outcome and the
+provider references (``domain.outcomes``) through the store: a row reads back as the
+typed records it was written from, on SQLite and on PostgreSQL, the JSON on disk keeps
+the shape every version wrote, and what earlier versions wrote (without the keys added
+since) still reads."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.store.test_conformance import row
 from tests.support.documents import accepted
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AutonomyMode, DeliveryMode, Intent, Priority
-from uns_server.domain.outcomes import DeliveryOutcome, Unreachable
+from uns_server.domain.outcomes import DeliveryOutcome, Unreachable, provider_refs_json
 from uns_server.domain.policy import EffectivePolicy, PolicySpec
 from uns_server.domain.requests import AutonomyContext
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
@@ -213,3 +213,36 @@ async def test_outcomes_without_the_later_keys_still_read(db: Database) -> None:
         None,
         (),
     )
+
+
+async def test_provider_references_read_back_typed_with_the_entry_as_stored(db: Database) -> None:
+    at = NOW.isoformat()
+    refs = {
+        # The delivery's Slack message: the provider's own fields spread into the entry.
+        "chat": {"type": "slack", "slack_channel": "C1", "slack_ts": "171.2", "channel": "chat",
+                 "message_id": "171.2", "attempt": 1, "cycle": 1, "at": at},
+        # A person's PagerDuty incident for a reminder.
+        "pd@alice:reminder:2": {"type": "pagerduty", "pagerduty_dedup_key": "k-9",
+                                "channel": "pd", "message_id": "", "attempt": 2, "cycle": 1,
+                                "at": at, "follow_up": "REMINDER", "follow_up_number": 2,
+                                "recipient_id": "alice"},
+        # As an early version wrote it: no attempt, cycle or time.
+        "hook": {"type": "webhook", "channel": "hook"},
+    }  # fmt: skip
+    values = row(provider_refs=refs)
+    async with db.write() as tx:
+        await notifications.insert_notifications(tx.conn, [values])
+    async with db.read() as conn:
+        found = await notifications.get(conn, values["id"])
+    assert found is not None and found.provider_refs is not None
+    assert provider_refs_json(found.provider_refs) == refs  # passed on to channels as is
+    chat, page, hook = (found.provider_refs[k] for k in refs)
+    assert (chat.channel_type, chat.slack_channel, chat.slack_ts, chat.at) == (
+        "slack",
+        "C1",
+        "171.2",
+        NOW,
+    )
+    assert (page.recipient_id, page.follow_up, page.follow_up_number) == ("alice", "REMINDER", 2)
+    assert page.provider_field("pagerduty_dedup_key") == "k-9"
+    assert (hook.attempt, hook.cycle, hook.at, hook.message_id) == (0, 0, None, "")

@@ -14,7 +14,7 @@ from sqlalchemy import bindparam, select
 
 from tests.support.documents import document
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
-from uns_server.domain.outcomes import DeliveryOutcome
+from uns_server.domain.outcomes import DeliveryOutcome, provider_refs_json
 from uns_server.domain.records import Event, Notification
 from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.store import events, notifications, pg, records
@@ -74,6 +74,7 @@ async def test_a_notification_record_is_the_row_with_its_enums_typed(db: Databas
         "notification": found.notification.to_json(),
         "outcome": found.outcome.to_json(),
         "followup_step": found.followup_step.to_json(),
+        "provider_refs": provider_refs_json(found.provider_refs),
     }
     assert columns | typed == stored
     assert (type(found.status), type(found.delivery_mode), type(found.ack_status)) == (

@@ -36,6 +36,7 @@ from uns_server.domain.enums import (
     Status,
 )
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
+from uns_server.domain.outcomes import ProviderRef
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.records import Event, Notification
 from uns_server.domain.requests import AutonomyContext, SendRequest
@@ -303,26 +304,26 @@ def notification(row: Notification) -> t.Notification:
     return msg
 
 
-def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
+def provider_reference(ref: ProviderRef) -> t.ProviderReference:
     """A stored provider reference (``workers.dispatch.references.reference``) on the wire."""
     msg = t.ProviderReference(
-        channel=ref.get("channel", ""),
-        channel_type=ref.get("type", ""),
-        recipient=ref.get("recipient", ""),
-        message_id=ref.get("message_id", ""),
-        attempt=int(ref.get("attempt", 0)),
-        cycle=int(ref.get("cycle", 0)),
-        slack_channel=ref.get("slack_channel", ""),
-        slack_ts=ref.get("slack_ts", ""),
-        email_message_id=ref.get("email_message_id", ""),
-        pagerduty_dedup_key=ref.get("pagerduty_dedup_key", ""),
-        webhook_id=ref.get("webhook_id", ""),
-        follow_up=ref.get("follow_up", ""),
-        follow_up_number=int(ref.get("follow_up_number", 0)),
-        recipient_id=ref.get("recipient_id", ""),
+        channel=ref.channel,
+        channel_type=ref.channel_type,
+        recipient=ref.recipient,
+        message_id=ref.message_id,
+        attempt=ref.attempt,
+        cycle=ref.cycle,
+        slack_channel=ref.slack_channel,
+        slack_ts=ref.slack_ts,
+        email_message_id=ref.email_message_id,
+        pagerduty_dedup_key=ref.pagerduty_dedup_key,
+        webhook_id=ref.webhook_id,
+        follow_up=ref.follow_up,
+        follow_up_number=ref.follow_up_number,
+        recipient_id=ref.recipient_id,
     )
-    if ref.get("at"):
-        msg.accept_time.FromDatetime(datetime.fromisoformat(ref["at"]))
+    if ref.at is not None:
+        msg.accept_time.FromDatetime(ref.at)
     return msg
 
 

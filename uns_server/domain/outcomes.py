@@ -1,5 +1,5 @@
-"""What a notification's attempts left: the delivery outcome (the ``outcome`` column),
-typed.
+"""What a notification's attempts left, typed: the delivery outcome (the ``outcome``
+column) and the messages providers accepted (``provider_refs``).
 
 The domain's decisions still hand the store the JSON they write
 (``lifecycle.Settlement.outcome``, ``moves.EMPTY_OUTCOME``); the store parses the
@@ -12,9 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-__all__ = ["DeliveryOutcome", "Unreachable"]
+__all__ = [
+    "DeliveryOutcome",
+    "ProviderRef",
+    "ProviderRefs",
+    "Unreachable",
+    "provider_refs_from_json",
+    "provider_refs_json",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +85,80 @@ class DeliveryOutcome:
 
 
 _NONE = DeliveryOutcome()
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRef:
+    """One message a channel accepted: an entry of ``provider_refs``, kept under the
+    channel's name (the delivery), its route key ``<channel>@<recipient id>`` (a
+    person's own message) or ``<key>:<follow-up>:<number>`` (a reminder or escalation
+    step; ``workers.dispatch.references``). The provider's own reference is spread into
+    the entry, so ``json`` (the entry as stored) is what a channel's ``update``
+    receives; the fields are the entry's, "" or 0 when it has none (as on the wire,
+    ``uns.v1.ProviderReference``)."""
+
+    channel: str
+    channel_type: str
+    """The adapter's type (``slack``, ``pagerduty``, ``webhook``, ...): the ``type`` key."""
+    message_id: str
+    attempt: int
+    cycle: int
+    at: datetime | None
+    """When the provider accepted it."""
+    follow_up: str
+    """``REMINDER`` or ``ESCALATION`` for a follow-up's message; "" for the delivery's."""
+    follow_up_number: int
+    recipient_id: str
+    """The person a targeted message was for ("" for a channel's own destination)."""
+    recipient: str
+    slack_channel: str
+    slack_ts: str
+    email_message_id: str
+    pagerduty_dedup_key: str
+    webhook_id: str
+    json: Mapping[str, Any]
+
+    def provider_field(self, name: str) -> str:
+        """A provider's own field by the name a callback looks it up by ("" if absent)."""
+        value = self.json.get(name)
+        return "" if value is None else str(value)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProviderRef:
+        get = data.get
+        at = get("at")
+        return cls(
+            str(get("channel") or ""),
+            str(get("type") or ""),
+            str(get("message_id") or ""),
+            int(get("attempt") or 0),
+            int(get("cycle") or 0),
+            datetime.fromisoformat(at) if at else None,
+            str(get("follow_up") or ""),
+            int(get("follow_up_number") or 0),
+            str(get("recipient_id") or ""),
+            str(get("recipient") or ""),
+            str(get("slack_channel") or ""),
+            str(get("slack_ts") or ""),
+            str(get("email_message_id") or ""),
+            str(get("pagerduty_dedup_key") or ""),
+            str(get("webhook_id") or ""),
+            data,
+        )
+
+
+ProviderRefs = Mapping[str, ProviderRef]
+
+
+def provider_refs_from_json(data: Mapping[str, Any] | None) -> ProviderRefs | None:
+    """The ``provider_refs`` column, parsed (None while no provider took a message)."""
+    if data is None:
+        return None
+    return {
+        key: ProviderRef.from_json(ref) for key, ref in data.items() if isinstance(ref, Mapping)
+    }
+
+
+def provider_refs_json(refs: ProviderRefs | None) -> dict[str, Any]:
+    """The entries as stored, to merge new ones into (``moves`` write the whole column)."""
+    return {key: ref.json for key, ref in (refs or {}).items()}

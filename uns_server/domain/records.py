@@ -5,9 +5,10 @@ asyncpg ``Record``s alike; services, workers, api and http read fields (``rec.st
 which mypy checks, instead of ``row["status"]``, which it cannot. A change is never a
 mutation: the caller asks the domain for a decision and hands the store new values, so
 a record is frozen (and slotted: cheap to build on the hot path, no stray attributes).
-The notification document, the delivery outcome and a follow-up step's progress are
-typed (``domain.documents.NotificationDocument``, ``domain.outcomes.DeliveryOutcome``,
-``domain.schedule.StepProgress``, parsed once per row read); other JSON columns stay
+The notification document, the delivery outcome, the provider references and a
+follow-up step's progress are typed (``domain.documents.NotificationDocument``,
+``domain.outcomes.DeliveryOutcome``, ``ProviderRef``, ``domain.schedule.StepProgress``,
+parsed once per row read); other JSON columns stay
 the decoded ``Mapping``/``list`` the driver returned (read-only by convention: frozen
 is shallow). Columns that hold a domain enum carry the enum.
 
@@ -25,7 +26,7 @@ from typing import Any
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
 from uns_server.domain.message_updates import UpdateStatus
-from uns_server.domain.outcomes import DeliveryOutcome
+from uns_server.domain.outcomes import DeliveryOutcome, ProviderRefs
 from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.schedule import StepProgress
 
@@ -90,7 +91,7 @@ class Notification:
     response_metadata: Json | None
     created_at: datetime
     updated_at: datetime
-    provider_refs: Json | None
+    provider_refs: ProviderRefs | None
     withdrawn_at: datetime | None
     withdrawn_by: str | None
     withdraw_reason: str | None

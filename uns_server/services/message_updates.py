@@ -15,12 +15,11 @@ with the stored dedup_key; on TIMED_OUT only where the channel says
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.outcomes import ProviderRef
 from uns_server.domain.records import Notification
 from uns_server.store import message_updates
 from uns_server.store.db import WriteTx
@@ -32,18 +31,18 @@ VIA_WITHDRAWAL = "withdrawal"
 TOPIC_MESSAGE_UPDATES = "uns_message_updates"
 
 
-def updatable(reference: Mapping[str, Any]) -> bool:
+def updatable(reference: ProviderRef) -> bool:
     """Whether the message ``reference`` names is told how the obligation ended: every
     Slack message posted through the Web API and every PagerDuty incident (the delivery,
     each reminder, each escalation step); a webhook receiver once per channel (for the
     delivery's reference), as one ``uns.notification.settled`` request."""
-    kind = reference.get("type")
+    kind = reference.channel_type
     if kind == "slack":
-        return bool(reference.get("slack_ts") and reference.get("slack_channel"))
+        return bool(reference.slack_ts and reference.slack_channel)
     if kind == "pagerduty":
-        return bool(reference.get("pagerduty_dedup_key"))
+        return bool(reference.pagerduty_dedup_key)
     if kind == "webhook":
-        return not reference.get("follow_up")
+        return not reference.follow_up
     return False
 
 
@@ -60,7 +59,7 @@ def in_flight_channels(row: Notification) -> list[str]:
 async def queue_on_settle(
     tx: WriteTx, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
 ) -> None:
-    refs: Mapping[str, Any] = row.provider_refs or {}
+    refs = row.provider_refs or {}
     doc = row.notification
     settlement = {
         "state": outcome.value,
@@ -75,9 +74,9 @@ async def queue_on_settle(
         "notification_id": row.id,
     }
     queued = [
-        message_updates.Queued(row.id, str(ref.get("channel", key)), ref, settlement)
+        message_updates.Queued(row.id, ref.channel or key, ref.json, settlement)
         for key, ref in sorted(refs.items())
-        if isinstance(ref, Mapping) and updatable(ref)
+        if updatable(ref)
     ]
     queued += [
         message_updates.Queued(row.id, channel, {IN_FLIGHT: channel}, settlement)

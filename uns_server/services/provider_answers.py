@@ -83,9 +83,7 @@ class ProviderAnswers:
             row = await notifications.get(conn, nid)
         refs = (row.provider_refs or {}) if row is not None else {}
         found = [
-            str(r.get("channel", name))
-            for name, r in refs.items()
-            if isinstance(r, Mapping) and r.get(provider_key) == value
+            r.channel or name for name, r in refs.items() if r.provider_field(provider_key) == value
         ]
         return found or None
 
@@ -185,12 +183,8 @@ class ProviderAnswers:
             row = await notifications.get(conn, nid)
         refs = (row.provider_refs or {}) if row is not None else {}
         for ref in refs.values():
-            if (
-                isinstance(ref, Mapping)
-                and ref.get("pagerduty_dedup_key") == incident_key
-                and ref.get("recipient_id")
-            ):
-                return RECIPIENT_ACTOR + str(ref["recipient_id"])
+            if ref.pagerduty_dedup_key == incident_key and ref.recipient_id:
+                return RECIPIENT_ACTOR + ref.recipient_id
         return None
 
     async def _settle(

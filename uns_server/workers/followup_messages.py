@@ -17,6 +17,7 @@ from typing import Any
 
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.domain import schedule
+from uns_server.domain.outcomes import provider_refs_json
 from uns_server.domain.records import Notification
 from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
@@ -128,4 +129,4 @@ def follow_up_refs(
         )
         if ref is not None:
             new[follow_up_key(s.channel, step.kind.value, step.number)] = ref
-    return {**(current.provider_refs or {}), **new} if new else None
+    return {**provider_refs_json(current.provider_refs), **new} if new else None
