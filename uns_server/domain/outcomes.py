@@ -68,12 +68,19 @@ class DeliveryOutcome:
         if not data:
             return _NONE
         get = data.get
-        unreachable = get("recipients_unreachable")
+        attempted, succeeded, failed = (
+            get("channels_attempted"),
+            get("channels_succeeded"),
+            get("channels_failed"),
+        )
+        error, unreachable = get("error_message"), get("recipients_unreachable")
+        if not (attempted or succeeded or failed or error or unreachable):
+            return _NONE  # every row before its first attempt: shared, as it is frozen
         return cls(
-            tuple(get("channels_attempted") or ()),
-            tuple(get("channels_succeeded") or ()),
-            tuple(get("channels_failed") or ()),
-            get("error_message"),
+            tuple(attempted or ()),
+            tuple(succeeded or ()),
+            tuple(failed or ()),
+            error,
             tuple(
                 Unreachable(str(u["recipient_id"]), str(u.get("reason") or ""))
                 for u in unreachable
