@@ -133,14 +133,13 @@ class ProviderRef:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProviderRef:
         get = data.get
-        at = get("at")
         return cls(
             str(get("channel") or ""),
             str(get("type") or ""),
             str(get("message_id") or ""),
             int(get("attempt") or 0),
             int(get("cycle") or 0),
-            datetime.fromisoformat(at) if at else None,
+            _time(get("at")),
             str(get("follow_up") or ""),
             int(get("follow_up_number") or 0),
             str(get("recipient_id") or ""),
@@ -169,3 +168,14 @@ def provider_refs_from_json(data: Mapping[str, Any] | None) -> ProviderRefs | No
 def provider_refs_json(refs: ProviderRefs | None) -> dict[str, Any]:
     """The entries as stored, to merge new ones into (``moves`` write the whole column)."""
     return {key: ref.json for key, ref in (refs or {}).items()}
+
+
+def _time(value: Any) -> datetime | None:
+    # Ours is always an ISO time; an entry that lacks one (or whose provider spread a
+    # value of its own under the name) still reads, without it.
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
