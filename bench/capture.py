@@ -3,7 +3,8 @@
 The server runs against a database with ``log_statement = 'all'``; PostgreSQL then logs
 each statement the accept transaction executes (``execute <stmt>: SQL`` plus a
 ``DETAIL: Parameters: $1 = '...'`` line with SQL-quoted values). We keep the statements
-from the ``BEGIN`` before ``INSERT INTO uns_notifications`` to its ``COMMIT`` and
+from the ``BEGIN`` before ``INSERT INTO uns_notifications`` to its ``COMMIT`` (or that
+statement alone, when it is sent outside a transaction block) and
 substitute the parameters back in, replacing ids and keys with fresh random values per
 transaction (the unique indexes would refuse a repeat) and timestamps with ``now()``.
 So the pgbench baseline runs exactly the statements of the code under test, whatever
@@ -188,20 +189,25 @@ def pgbench_variables(sql: str) -> list[str]:
 def accept_transaction(text: str) -> list[Statement]:
     """The last complete transaction in the log that inserts a notification, preferring
     one without asyncpg's type introspection (the steady state: that runs once per
-    connection). When every one has it, the last one without those statements."""
+    connection). When every one has it, the last one without those statements. An
+    accept sent as one statement outside a transaction block (PostgreSQL runs it as its
+    own transaction: ``Database.one_statement``) is a transaction of that statement."""
     found: list[list[Statement]] = []
     for statements in parse_log(text).values():
         begin: int | None = None
         for index, stmt in enumerate(statements):
             upper = stmt.sql.upper()
+            # The row may ride in the events append, as a CTE of its statement.
+            inserts = "INSERT INTO uns_notifications" in stmt.sql
             if upper == "BEGIN":
                 begin = index
             elif upper == "COMMIT" and begin is not None:
                 tx = statements[begin : index + 1]
-                # The row may ride in the events append, as a CTE of its statement.
                 if any("INSERT INTO uns_notifications" in s.sql for s in tx):
                     found.append(tx)
                 begin = None
+            elif begin is None and inserts:
+                found.append([stmt])
     if not found:
         raise LookupError("no accept transaction in the PostgreSQL log")
     found.sort(key=lambda tx: tx[-1].at)
@@ -222,17 +228,55 @@ def _holds_fresh(items: list[Element]) -> bool:
     )
 
 
+# The accept's one-statement guard (``store.notifications._NewOnly``): each row's type
+# beside the ACTIVE revision it was admitted under, "policy_id:revision".
+_GUARD = re.compile(
+    r"unnest\(\$(\d+)::[A-Z]+(?:\(\d+\))?\[\], \$(\d+)::text\[\]\)\)? "
+    r"AS w\(notification_type, policy\)"
+)
+
+
+def _policy_refs(stmt: Statement) -> dict[str, str]:
+    """The guard's "policy_id:revision" values in ``stmt``, by the type each stands for.
+    Policy ids are made per database: the pgbench database has its own."""
+    refs: dict[str, str] = {}
+    for match in _GUARD.finditer(stmt.sql):
+        types, under = (stmt.params.get(int(match[i]), "NULL") for i in (1, 2))
+        if "NULL" in (types, under):
+            continue
+        kinds = parse_array(types[1:-1].replace("''", "'")) or []
+        wanted = parse_array(under[1:-1].replace("''", "'")) or []
+        for kind, ref in zip(kinds, wanted, strict=False):
+            if isinstance(kind, str) and isinstance(ref, str) and ref:
+                refs[ref] = kind
+    return refs
+
+
 class _Fresh:
     """Captured id/key values -> pgbench variables, one per distinct value."""
 
     def __init__(self) -> None:
         self.variables: dict[str, str] = {}
+        # The statement's guard values (``_policy_refs``): each becomes the pgbench
+        # database's own ACTIVE revision of that type, read when the statement runs.
+        self.policy_refs: dict[str, str] = {}
+
+    def policy_ref(self, value: str) -> str | None:
+        kind = self.policy_refs.get(value)
+        if kind is None:
+            return None
+        return (
+            "(SELECT p.id || ':' || p.active_revision FROM uns_policies AS p "
+            f"WHERE p.notification_type = {quote(kind)})"
+        )
 
     def _var(self, value: str) -> str:
         return self.variables.setdefault(value, f"v{len(self.variables) + 1}")
 
     def expression(self, value: str) -> str:
         """One value (unquoted text) as the SQL that stands for it in every transaction."""
+        if (ref := self.policy_ref(value)) is not None:
+            return ref
         if _UUID.match(value):
             return f"md5(:{self._var(value)}::text)::uuid::text"
         if _HEX64.match(value):
@@ -250,9 +294,12 @@ class _Fresh:
             return literal
         value = literal[1:-1].replace("''", "'")
         items = parse_array(value) if value.startswith("{") else None
-        if items is not None and _holds_fresh(items):
+        if items is not None and (_holds_fresh(items) or self._holds_ref(items)):
             return "ARRAY" + self._elements(items)
         return self.expression(value)
+
+    def _holds_ref(self, items: list[Element]) -> bool:
+        return any(isinstance(item, str) and item in self.policy_refs for item in items)
 
     def _elements(self, items: list[Element]) -> str:
         parts = (
@@ -270,6 +317,8 @@ class _Fresh:
 
 
 def to_sql(stmt: Statement, fresh: _Fresh) -> str:
+    fresh.policy_refs = _policy_refs(stmt)
+
     def replace(match: re.Match[str]) -> str:
         number = int(match[1])
         if number not in stmt.params:
@@ -294,6 +343,8 @@ def _copy_element(fresh: _Fresh, value: str | None) -> str:
     ``generate_series``): ids and keys fresh per transaction and per copy."""
     if value is None:
         return "NULL"
+    if (ref := fresh.policy_ref(value)) is not None:
+        return ref
     if _UUID.match(value):
         return f"md5(:{fresh._var(value)}::text || '.' || g)::uuid::text"
     if _HEX64.match(value):
@@ -335,6 +386,8 @@ def batch_insert_script(transaction: list[Statement], copies: int) -> str:
     fresh = _Fresh()
 
     def to_batch_sql(stmt: Statement) -> str:
+        fresh.policy_refs = _policy_refs(stmt)
+
         def replace(match: re.Match[str]) -> str:
             number = int(match[1])
             if number not in stmt.params:

@@ -273,6 +273,18 @@ class Harness:
     async def sql(self, database: str) -> asyncpg.Connection:
         return await asyncpg.connect(self.dsn(database))
 
+    async def check_replay_wrote(self, database: str, transactions: int) -> None:
+        """A pgbench replay of UNS's accept that ran ``transactions`` must have inserted
+        notifications: the one-statement accept writes nothing when its guard fails (a
+        policy reference of another database), which would time a no-op."""
+        conn = await self.sql(database)
+        try:
+            inserted = int(await conn.fetchval("SELECT count(*) FROM uns_notifications"))
+        finally:
+            await conn.close()
+        if transactions and not inserted:
+            raise RuntimeError(f"pgbench ran {transactions} replayed accepts, inserting nothing")
+
     def close(self) -> None:
         for server in self.servers:
             with contextlib.suppress(Exception):

@@ -253,6 +253,7 @@ async def _pgbench(
                 meter=meter,
             )
         )
+    await harness.check_replay_wrote(PGBENCH_DATABASE, sum(r.ops for r in rows[:-1]))
     await harness.drop_database(PGBENCH_DATABASE)
     return rows
 

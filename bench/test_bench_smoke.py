@@ -57,6 +57,45 @@ def test_accept_transaction_is_found_when_its_row_rides_in_the_events_append() -
     assert [s.sql.split()[0] for s in tx] == ["BEGIN", "SELECT", "WITH", "INSERT", "COMMIT"]
 
 
+def test_accept_transaction_is_one_statement_sent_outside_a_transaction_block() -> None:
+    lone = (
+        "2026-11-29 07:39:44.100 UTC [11965] LOG:  execute __asyncpg_stmt_12__: "
+        "WITH r0 AS (INSERT INTO uns_notifications (id) SELECT r.id "
+        "FROM unnest($3::VARCHAR[]) AS r(id) RETURNING 1) INSERT INTO uns_events (id) "
+        "SELECT e.id FROM unnest($2::text[]) AS e(id)\n"
+        "2026-11-29 07:39:44.100 UTC [11965] DETAIL:  Parameters: "
+        "$2 = '{7cbc32d3-68c5-4aaf-bfa0-14370240e232}', "
+        "$3 = '{f8ff7e61-2fcc-4cd6-b43b-4a23ea04dbcc}'"
+    )
+    tx = capture.accept_transaction(LOG + lone + "\n")
+    assert [s.sql.split()[0] for s in tx] == ["WITH"]  # the later one, alone
+    assert capture.batch_insert_script(tx, 2).count(";") == 1
+
+
+def test_the_guard_reads_the_replaying_databases_own_policy() -> None:
+    policy = "0b4c2a8e-5b1e-4a57-9d7e-3f5a1c2b9e10"
+    guarded = (
+        "2026-11-29 07:39:44.100 UTC [11965] LOG:  execute __asyncpg_stmt_12__: "
+        "WITH r0 AS (INSERT INTO uns_notifications (id, notification_type) "
+        "SELECT r.id, r.notification_type "
+        "FROM unnest($3::VARCHAR(36)[], $4::VARCHAR(255)[]) AS r(id, notification_type) "
+        "WHERE NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT * FROM "
+        "unnest($4::VARCHAR(255)[], $5::text[])) "
+        "AS w(notification_type, policy) WHERE w.policy <> '') RETURNING 1) "
+        "INSERT INTO uns_events (id) SELECT e.id FROM unnest($2::text[]) AS e(id)\n"
+        "2026-11-29 07:39:44.100 UTC [11965] DETAIL:  Parameters: "
+        "$2 = '{7cbc32d3-68c5-4aaf-bfa0-14370240e232}', "
+        "$3 = '{f8ff7e61-2fcc-4cd6-b43b-4a23ea04dbcc}', "
+        f"$4 = '{{bench.accept}}', $5 = '{{{policy}:1}}'"
+    )
+    tx = capture.accept_transaction(guarded + "\n")
+    mine = "(SELECT p.id || ':' || p.active_revision FROM uns_policies AS p "
+    mine += "WHERE p.notification_type = 'bench.accept')"
+    for script in (capture.pgbench_script(tx), capture.batch_insert_script(tx, 3)):
+        assert policy not in script
+        assert mine in script
+
+
 def test_pgbench_script_uses_fresh_ids_consistently() -> None:
     script = capture.pgbench_script(capture.accept_transaction(LOG))
     lines = script.splitlines()

@@ -1,7 +1,6 @@
-"""``Client``: ``AsyncClient``'s methods on blocking gRPC stubs (``_client``), with the
-same retries (``_retry``) and typed errors."""
+"""``Client``: ``AsyncClient``'s methods on blocking gRPC stubs (``_client``), running
+the same calls (``_calls``: request, retries, result) with the same typed errors."""
 
-# attempt, not a local cancel scope.
 from __future__ import annotations
 
 import builtins
@@ -16,12 +15,14 @@ import grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
+from uns_clients import _calls as calls
 from uns_clients import _convert
-from uns_clients._client import Req, Resp, channel_credentials, resolve_config
+from uns_clients._calls import Call, Out, Resp
+from uns_clients._client import channel_credentials, resolve_config
 from uns_clients._config import ClientConfig
 from uns_clients._convert import EventKindLike, SendFields
 from uns_clients._errors import UnsError, error_from_rpc
-from uns_clients._retry import NO_RETRY, SAFE_RETRY_ON, SEND_RETRY_ON, sync_retrying
+from uns_clients._retry import sync_retrying
 from uns_clients._watch import BlockingEventStream
 
 
@@ -63,15 +64,7 @@ class Client:
         self, request: pb.SendNotificationRequest, *, timeout: float | None = None
     ) -> pb.SendNotificationResponse:
         """See ``AsyncClient.send_request``."""
-        request = _convert.with_idempotency_key(request)
-        return self._unary(
-            "SendNotification",
-            self._stub.SendNotification,
-            request,
-            SEND_RETRY_ON,
-            timeout,
-            {"idempotency_key": request.idempotency_key},
-        )
+        return self._call(calls.send(request), timeout)
 
     def send_many(
         self,
@@ -80,16 +73,7 @@ class Client:
         timeout: float | None = None,
     ) -> builtins.list[pb.SendNotificationResponse | UnsError]:
         """See ``AsyncClient.send_many``."""
-        request = _convert.batch_request(requests)
-        response = self._unary(
-            "BatchSendNotifications",
-            self._stub.BatchSendNotifications,
-            request,
-            SEND_RETRY_ON,
-            timeout,
-            {"requests": str(len(request.requests))},
-        )
-        return _convert.batch_results(response)
+        return self._call(calls.send_many(requests), timeout)
 
     def simulate(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]
@@ -103,23 +87,11 @@ class Client:
         self, request: pb.SendNotificationRequest, *, timeout: float | None = None
     ) -> pb.SimulateResponse:
         """See ``AsyncClient.simulate_request``."""
-        return self._unary(
-            "Simulate",
-            self._stub.Simulate,
-            pb.SimulateRequest(request=request),
-            SAFE_RETRY_ON,
-            timeout,
-        )
+        return self._call(calls.simulate(request), timeout)
 
     def get(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
         """See ``AsyncClient.get``."""
-        return self._unary(
-            "GetNotification",
-            self._stub.GetNotification,
-            pb.GetNotificationRequest(notification_id=notification_id),
-            SAFE_RETRY_ON,
-            timeout,
-        ).notification
+        return self._call(calls.get(notification_id), timeout)
 
     def list(
         self, *, filter: str = "", page_size: int = 0, timeout: float | None = None
@@ -144,13 +116,7 @@ class Client:
         timeout: float | None = None,
     ) -> pb.ListNotificationsResponse:
         """See ``AsyncClient.list_page``."""
-        return self._unary(
-            "ListNotifications",
-            self._stub.ListNotifications,
-            pb.ListNotificationsRequest(filter=filter, page_size=page_size, page_token=page_token),
-            SAFE_RETRY_ON,
-            timeout,
-        )
+        return self._call(calls.list_page(filter, page_size, page_token), timeout)
 
     def acknowledge(
         self,
@@ -161,10 +127,7 @@ class Client:
         timeout: float | None = None,
     ) -> pb.AcknowledgeResponse:
         """See ``AsyncClient.acknowledge``."""
-        request = pb.AcknowledgeRequest(notification_id=notification_id, dismiss=dismiss)
-        if metadata is not None:
-            request.metadata.CopyFrom(_convert.struct(metadata))
-        return self._unary("Acknowledge", self._stub.Acknowledge, request, SAFE_RETRY_ON, timeout)
+        return self._call(calls.acknowledge(notification_id, dismiss, metadata), timeout)
 
     def replay(
         self,
@@ -175,27 +138,13 @@ class Client:
         timeout: float | None = None,
     ) -> t.Notification:
         """See ``AsyncClient.replay``."""
-        return self._unary(
-            "Replay",
-            self._stub.Replay,
-            pb.ReplayRequest(
-                notification_id=notification_id, reason=reason, validate_only=validate_only
-            ),
-            SAFE_RETRY_ON if validate_only else NO_RETRY,
-            timeout,
-        ).notification
+        return self._call(calls.replay(notification_id, reason, validate_only), timeout)
 
     def withdraw(
         self, notification_id: str, *, reason: str = "", timeout: float | None = None
     ) -> t.Notification:
         """See ``AsyncClient.withdraw``."""
-        return self._unary(
-            "WithdrawNotification",
-            self._stub.WithdrawNotification,
-            pb.WithdrawNotificationRequest(notification_id=notification_id, reason=reason),
-            SAFE_RETRY_ON,
-            timeout,
-        ).notification
+        return self._call(calls.withdraw(notification_id, reason), timeout)
 
     def resolve_failure(
         self,
@@ -206,15 +155,7 @@ class Client:
         timeout: float | None = None,
     ) -> t.Notification:
         """See ``AsyncClient.resolve_failure``."""
-        return self._unary(
-            "ResolveFailure",
-            self._stub.ResolveFailure,
-            pb.ResolveFailureRequest(
-                notification_id=notification_id, reason=reason, validate_only=validate_only
-            ),
-            SAFE_RETRY_ON if validate_only else NO_RETRY,
-            timeout,
-        ).notification
+        return self._call(calls.resolve_failure(notification_id, reason, validate_only), timeout)
 
     def watch(
         self,
@@ -258,20 +199,15 @@ class Client:
     ) -> None:
         self.close()
 
-    def _unary(
-        self,
-        rpc: str,
-        method: grpc.UnaryUnaryMultiCallable[Req, Resp],
-        request: Req,
-        retry_on: tuple[type[UnsError], ...],
-        timeout: float | None,
-        context: Mapping[str, str] | None = None,
-    ) -> Resp:
+    def _call(self, call: Call[Any, Resp, Out], timeout: float | None) -> Out:
+        method: grpc.UnaryUnaryMultiCallable[Any, Resp] = getattr(self._stub, call.rpc)
         deadline = self.config.timeout_seconds if timeout is None else timeout
-        for attempt in sync_retrying(self.config, rpc, retry_on, context):
+        for attempt in sync_retrying(self.config, call.rpc, call.retry_on, call.context):
             with attempt:
                 try:
-                    return method(request, timeout=deadline, metadata=self._metadata)
+                    response = method(call.request, timeout=deadline, metadata=self._metadata)
                 except grpc.RpcError as exc:
                     raise error_from_rpc(exc) from exc
-        raise AssertionError("unreachable: tenacity re-raises the last error")
+        # Retrying stops after the first attempt that succeeds and re-raises the last
+        # error when it gives up, so a response is here.
+        return call.result(response)

@@ -1,6 +1,7 @@
 """``AsyncClient`` (grpc.aio) and, in ``_blocking_client``, ``Client`` (blocking gRPC
 stubs): the same methods, the same retries, the same typed errors. Both return the
-generated ``uns.v1`` messages.
+generated ``uns.v1`` messages, and both run the calls ``_calls`` builds (one builder
+per RPC: request, retries, result).
 
 Retries follow the table in ``_retry``: SendNotification repeats its idempotency key
 (generated before the first attempt when the caller gives none), reads and Acknowledge
@@ -16,7 +17,7 @@ import builtins
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, TypeVar, Unpack
+from typing import Any, Unpack
 from weakref import WeakSet
 
 import grpc
@@ -24,21 +25,15 @@ import grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
+from uns_clients import _calls as calls
 from uns_clients import _convert
+from uns_clients._calls import Call, Out, Req, Resp
 from uns_clients._config import ClientConfig
 from uns_clients._convert import EventKindLike, SendFields
 from uns_clients._errors import UnsError, error_from_rpc
 from uns_clients._people import AsyncPeople
-from uns_clients._retry import (
-    NO_RETRY,
-    SAFE_RETRY_ON,
-    SEND_RETRY_ON,
-    async_retrying,
-)
+from uns_clients._retry import async_retrying
 from uns_clients._watch import EventStream
-
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
 
 
 def resolve_config(config: ClientConfig | str, api_key: str | None) -> ClientConfig:
@@ -101,15 +96,7 @@ class AsyncClient:
     ) -> pb.SendNotificationResponse:
         """``send()`` for a ready-made request; one without an idempotency key is sent as a
         copy with a new one."""
-        request = _convert.with_idempotency_key(request)
-        return await self._unary(
-            "SendNotification",
-            self._stub.SendNotification,
-            request,
-            SEND_RETRY_ON,
-            timeout,
-            {"idempotency_key": request.idempotency_key},
-        )
+        return await self._call(calls.send(request), timeout)
 
     async def send_many(
         self,
@@ -124,16 +111,7 @@ class AsyncClient:
         invalid, conflicting or rate-limited item fails alone). Items without an
         idempotency key get one before the first attempt, so the call retries like
         ``send()``. More than 1,000 requests raises ``InvalidRequest``."""
-        request = _convert.batch_request(requests)
-        response = await self._unary(
-            "BatchSendNotifications",
-            self._stub.BatchSendNotifications,
-            request,
-            SEND_RETRY_ON,
-            timeout,
-            {"requests": str(len(request.requests))},
-        )
-        return _convert.batch_results(response)
+        return await self._call(calls.send_many(requests), timeout)
 
     async def simulate(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]
@@ -147,24 +125,11 @@ class AsyncClient:
         self, request: pb.SendNotificationRequest, *, timeout: float | None = None
     ) -> pb.SimulateResponse:
         """``simulate()`` for a ready-made request."""
-        return await self._unary(
-            "Simulate",
-            self._stub.Simulate,
-            pb.SimulateRequest(request=request),
-            SAFE_RETRY_ON,
-            timeout,
-        )
+        return await self._call(calls.simulate(request), timeout)
 
     async def get(self, notification_id: str, *, timeout: float | None = None) -> t.Notification:
         """Read one notification (GetNotification)."""
-        response = await self._unary(
-            "GetNotification",
-            self._stub.GetNotification,
-            pb.GetNotificationRequest(notification_id=notification_id),
-            SAFE_RETRY_ON,
-            timeout,
-        )
-        return response.notification
+        return await self._call(calls.get(notification_id), timeout)
 
     async def list(
         self, *, filter: str = "", page_size: int = 0, timeout: float | None = None
@@ -192,13 +157,7 @@ class AsyncClient:
         timeout: float | None = None,
     ) -> pb.ListNotificationsResponse:
         """One page of ListNotifications, for callers that keep the page token."""
-        return await self._unary(
-            "ListNotifications",
-            self._stub.ListNotifications,
-            pb.ListNotificationsRequest(filter=filter, page_size=page_size, page_token=page_token),
-            SAFE_RETRY_ON,
-            timeout,
-        )
+        return await self._call(calls.list_page(filter, page_size, page_token), timeout)
 
     async def acknowledge(
         self,
@@ -213,12 +172,7 @@ class AsyncClient:
         outcome (``idempotent_replay=True``). Needs a responder key whose tenants (its
         own principal and its ``responds_for``) hold the notification, or an operator
         key; any other id raises ``NotFound``."""
-        request = pb.AcknowledgeRequest(notification_id=notification_id, dismiss=dismiss)
-        if metadata is not None:
-            request.metadata.CopyFrom(_convert.struct(metadata))
-        return await self._unary(
-            "Acknowledge", self._stub.Acknowledge, request, SAFE_RETRY_ON, timeout
-        )
+        return await self._call(calls.acknowledge(notification_id, dismiss, metadata), timeout)
 
     async def replay(
         self,
@@ -233,16 +187,7 @@ class AsyncClient:
 
         ``validate_only``: change nothing; return the notification as the replay would,
         or raise the refusal it would meet; retried on UNAVAILABLE, like a read."""
-        response = await self._unary(
-            "Replay",
-            self._stub.Replay,
-            pb.ReplayRequest(
-                notification_id=notification_id, reason=reason, validate_only=validate_only
-            ),
-            SAFE_RETRY_ON if validate_only else NO_RETRY,
-            timeout,
-        )
-        return response.notification
+        return await self._call(calls.replay(notification_id, reason, validate_only), timeout)
 
     async def withdraw(
         self, notification_id: str, *, reason: str = "", timeout: float | None = None
@@ -252,14 +197,7 @@ class AsyncClient:
         with a pending ack, the ack does, and reminders and escalation steps stop.
         Raises ``NotWithdrawable`` once settled. Repeating it is safe (the same caller
         gets the withdrawn notification back), so it is retried on UNAVAILABLE."""
-        response = await self._unary(
-            "WithdrawNotification",
-            self._stub.WithdrawNotification,
-            pb.WithdrawNotificationRequest(notification_id=notification_id, reason=reason),
-            SAFE_RETRY_ON,
-            timeout,
-        )
-        return response.notification
+        return await self._call(calls.withdraw(notification_id, reason), timeout)
 
     async def resolve_failure(
         self,
@@ -274,16 +212,9 @@ class AsyncClient:
 
         ``validate_only``: change nothing; return the notification as the resolution
         would, or raise the refusal it would meet; retried on UNAVAILABLE, like a read."""
-        response = await self._unary(
-            "ResolveFailure",
-            self._stub.ResolveFailure,
-            pb.ResolveFailureRequest(
-                notification_id=notification_id, reason=reason, validate_only=validate_only
-            ),
-            SAFE_RETRY_ON if validate_only else NO_RETRY,
-            timeout,
+        return await self._call(
+            calls.resolve_failure(notification_id, reason, validate_only), timeout
         )
-        return response.notification
 
     def watch(
         self,
@@ -329,6 +260,13 @@ class AsyncClient:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    async def _call(self, call: Call[Any, Resp, Out], timeout: float | None) -> Out:
+        method = getattr(self._stub, call.rpc)
+        response: Resp = await self._unary(
+            call.rpc, method, call.request, call.retry_on, timeout, call.context
+        )
+        return call.result(response)
 
     async def _unary(
         self,

@@ -224,6 +224,7 @@ async def pgbench_rows(
             work_dir=run_dir,
             meter=CpuMeter(lambda: None, harness.postmaster),
         )
+        await harness.check_replay_wrote(PGBENCH_DATABASE, row.ops)
     finally:
         await harness.drop_database(PGBENCH_DATABASE)
     size = profile.batch_size

@@ -12,16 +12,12 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from tests.support.grpc_errors import rich_error
-from tests.support.server import KEYS, Client, RunningServer, send_request, start_server
+from tests.support.people import acked_spec, minutes, put_people, put_policy, put_rotation
+from tests.support.server import RunningServer, send_request, start_server
 from uns.v1 import notification_service_pb2 as npb
 from uns.v1 import policy_service_pb2 as ppb
-from uns.v1 import policy_service_pb2_grpc as ppb_grpc
-from uns.v1 import recipient_service_pb2 as rpb
-from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
 
 TYPE = "ops.paged"
@@ -36,49 +32,12 @@ async def srv(db_url: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
         await running.stop()
 
 
-def stub(server: RunningServer, service: Any) -> Client:
-    channel = grpc.aio.insecure_channel(server.target)
-    server.channels.append(channel)
-    return Client(service(channel), KEYS["oscar"])
-
-
-def minutes(n: float) -> Duration:
-    d = Duration()
-    d.FromTimedelta(timedelta(minutes=n))
-    return d
-
-
-def at(value: datetime) -> Timestamp:
-    out = Timestamp()
-    out.FromDatetime(value)
-    return out
-
-
 async def people(server: RunningServer, *ids: str) -> None:
-    client = stub(server, rpb_grpc.RecipientServiceStub)
-    for rid in ids:
-        await client.PutRecipient(
-            rpb.PutRecipientRequest(
-                recipient=rpb.Recipient(recipient_id=rid, display_name=rid.title(), time_zone="UTC")
-            )
-        )
-
-
-def spec(**fields: Any) -> ppb.PolicySpec:
-    values: dict[str, Any] = {
-        "delivery_mode": t.DELIVERY_MODE_GUARANTEED,
-        "require_ack": True,
-        "ack_timeout_minutes": 240,
-    }
-    values.update(fields)
-    return ppb.PolicySpec(**values)
+    await put_people(server, {rid: () for rid in ids})
 
 
 async def put(server: RunningServer, **fields: Any) -> ppb.PolicyRevision:
-    reply = await stub(server, ppb_grpc.PolicyServiceStub).PutPolicyRevision(
-        ppb.PutPolicyRevisionRequest(notification_type=TYPE, spec=spec(**fields), activate=True)
-    )
-    return reply.revision  # type: ignore[no-any-return]
+    return await put_policy(server, TYPE, acked_spec(**fields))
 
 
 async def test_unknown_people_and_rotations_are_refused_field_by_field(
@@ -136,16 +95,8 @@ async def test_targets_round_trip_and_simulate_names_who_is_asked(srv: RunningSe
     await people(srv, "alice", "bob", "carol")
     now = datetime.now(UTC)
     # alice is on call for the next 30 minutes, then bob, then alice again.
-    await stub(srv, rpb_grpc.RecipientServiceStub).PutRotation(
-        rpb.PutRotationRequest(
-            rotation=rpb.Rotation(
-                rotation_id="primary",
-                members=["alice", "bob"],
-                start_time=at(now - timedelta(minutes=30)),
-                shift=minutes(60),
-                time_zone="UTC",
-            )
-        )
+    await put_rotation(
+        srv, "primary", ["alice", "bob"], start=now - timedelta(minutes=30), shift=minutes(60)
     )
     revision = await put(
         srv,

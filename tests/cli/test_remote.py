@@ -5,16 +5,14 @@ and a producer key refused with a clear message."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.admin_cli import Result, ok
+from tests.support.admin_cli import remote as cli
 from tests.support.policies import activate_policy
 from tests.support.ports import closed_port
 from tests.support.server import KEYS, RunningServer, ShiftableClock, send_request, start_server
@@ -26,13 +24,6 @@ from uns_server.domain.enums import DeliveryMode
 
 FAILING = "ops.failing"
 OTHER = "ops.other"
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
 
 
 async def start_broken(db_url: str, tmp_path: Path, **overrides: object) -> RunningServer:
@@ -64,33 +55,6 @@ async def srv(db_url: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
         yield running
     finally:
         await running.stop()
-
-
-async def cli(srv: RunningServer, who: str, *args: str) -> Result:
-    """``python -m uns_server.cli.admin`` against ``srv`` with ``who``'s key (from the
-    environment, as an operator's shell would have it), in a subprocess so that the
-    in-process server keeps serving."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UNS_")}
-    env["UNS_API_KEY"] = KEYS[who]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "uns_server.cli.admin",
-        "--target",
-        srv.target,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode is not None
-    return Result(proc.returncode, out.decode(), err.decode())
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result
-    return result
 
 
 async def dead_letters(srv: RunningServer, *types: str) -> list[str]:

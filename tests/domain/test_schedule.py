@@ -500,3 +500,85 @@ def test_decide_step_attempt_properties(
         assert all(ch in answers and answers[ch].success for ch in PD_EMAIL)
     elif got.outcome == schedule.StepOutcome.STOPPED:
         assert not pending
+
+
+def test_held_until_holds_only_people_in_their_quiet_hours() -> None:
+    night = quiet("Asia/Tokyo", "22:00", "07:00")
+    at = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)  # 23:00 in Tokyo
+    wake = datetime(2026, 12, 2, 22, 0, tzinfo=UTC)  # 07:00 in Tokyo
+    people = {"mail@alice": night, "mail@bob": None, "mail@carol": quiet("UTC", "22:00", "07:00")}
+    assert schedule.held_until(people, at, "WARNING") == {"mail@alice": wake}
+    for exempt in schedule.QUIET_EXEMPT:
+        assert schedule.held_until(people, at, exempt) == {}
+
+
+T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+TAPER = schedule.Reminder(timedelta(minutes=10), 3.0, 3)
+
+
+def _ref(
+    rid: str, at: datetime, kind: str = "", number: int = 0, due: str = ""
+) -> dict[str, object]:
+    ref: dict[str, object] = {"recipient_id": rid, "at": at.isoformat(), "channel": "mail"}
+    if kind:
+        ref |= {"follow_up": kind, "follow_up_number": number}
+    if due:
+        ref["due_time"] = due
+    return ref
+
+
+def test_nag_states_count_each_persons_reminders_once_per_number() -> None:
+    r1 = (T0 + minutes(10)).isoformat()
+    refs = {
+        "mail@alice": _ref("alice", T0),
+        "mail@alice:reminder:1": _ref("alice", T0 + minutes(11), "REMINDER", 1, r1),
+        "mail@alice+2:reminder:1": _ref("alice", T0 + minutes(11), "REMINDER", 1, r1),
+        "mail@alice:escalation:1": _ref("alice", T0 + minutes(36), "ESCALATION", 1),
+        "mail@bob": _ref("bob", T0),
+        "hook": {"channel": "hook", "at": T0.isoformat()},  # a shared channel: nobody's
+    }
+    assert schedule.nag_states(refs) == {
+        "alice": schedule.NagState(T0 + minutes(36), 1),
+        "bob": schedule.NagState(T0, 0),
+    }
+
+
+@pytest.mark.parametrize(
+    ("state", "due"),
+    [
+        (schedule.NagState(T0, 0), T0 + minutes(10)),
+        (schedule.NagState(T0, 1), T0 + minutes(30)),
+        (schedule.NagState(T0, 2), T0 + minutes(90)),
+        (schedule.NagState(T0, 3), None),  # max_count reached
+    ],
+)
+def test_reminder_due_tapers_on_the_persons_own_count(
+    state: schedule.NagState, due: datetime | None
+) -> None:
+    assert schedule.reminder_due(TAPER, state) == due
+
+
+def test_not_due_lists_only_people_asked_too_recently() -> None:
+    states = {"alice": schedule.NagState(T0, 1), "bob": schedule.NagState(T0, 0)}
+    now = T0 + minutes(20)
+    # alice (once reminded) is due at +30; bob at +10; carol was never asked.
+    assert schedule.not_due(TAPER, states, ["alice", "bob", "carol"], now) == {
+        "alice": T0 + minutes(30)
+    }
+    assert schedule.not_due(TAPER, {"a": schedule.NagState(T0, 3)}, ["a"], now) == {"a": None}
+
+
+def test_a_step_with_nobody_to_call_is_skipped() -> None:
+    decided = schedule.decide_step_attempt(
+        channels=(),
+        answers={},
+        attempts=1,
+        max_attempts=3,
+        ack_pending=True,
+        now=T0,
+        deadline=T0 + minutes(60),
+        quiet=None,
+        intent=None,
+        rand=lambda: 0.5,
+    )
+    assert decided == schedule.StepDecided(schedule.StepOutcome.SKIPPED)

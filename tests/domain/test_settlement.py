@@ -156,3 +156,32 @@ def test_failed_values_and_result_payload() -> None:
         "dead_letter": True,
         "outcome": s.outcome,
     }
+
+
+HELD_UNTIL = NOW + timedelta(hours=7)
+
+
+def test_a_held_persons_message_keeps_the_row_pending_and_gives_the_attempt_back() -> None:
+    row = replace(ROW, held={"mail@alice": HELD_UNTIL, "mail@bob": HELD_UNTIL + timedelta(1)})
+    s = decide_settlement(row, [OK, OK_EMAIL], NOW, rand=lambda: 0.5)
+    assert (s.status, s.next_attempt, s.gives_back_attempt) == (Status.PENDING, HELD_UNTIL, True)
+    move = moves.SettleAttempt("n", "t", s, cycle_attempts=0)
+    assert leased_moves.columns(move, NOW)["cycle_attempts"] == 0
+    # Nothing else to send at all (every message held): the same.
+    only_held = replace(row, channels=())
+    assert decide_settlement(only_held, [], NOW, rand=lambda: 0.5) == Settlement(
+        Status.PENDING,
+        False,
+        _outcome([], [], [], None),
+        next_attempt=HELD_UNTIL,
+        gives_back_attempt=True,
+    )
+
+
+def test_a_hold_beside_a_failure_counts_the_attempt() -> None:
+    row = replace(ROW, held={"mail@alice": HELD_UNTIL})
+    s = decide_settlement(row, [OK, TRANSIENT], NOW, rand=lambda: 0.5)
+    assert s.status == Status.PENDING and not s.gives_back_attempt
+    assert s.next_attempt is not None and s.next_attempt < HELD_UNTIL  # the backoff first
+    failed = decide_settlement(row, [OK, PERMANENT], NOW, rand=lambda: 0.5)
+    assert failed.status == Status.FAILED

@@ -205,7 +205,7 @@ async def test_late_answers_are_refused_like_acknowledge(rig: Rig) -> None:
 
 
 async def test_an_operator_revokes_one_link_with_uns_admin(rig: Rig) -> None:
-    from tests.cli.test_admin import admin
+    from tests.support.admin_cli import admin
 
     nid = await rig.send("links-admin-revoke", notification_type="ops.mail")
     await rig.deliver()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,10 @@ async def test_a_slow_body_is_408_and_holds_nothing(tmp_path: Path) -> None:
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 408"), head
+        length = int(re.search(rb"Content-Length: (\d+)", head, re.I)[1])  # type: ignore[index]
+        body = json.loads(await reader.readexactly(length))
+        assert body["code"] == "deadline_exceeded", body  # a Connect error its client parses
+        assert error_info(body)["reason"] == "DEADLINE_EXCEEDED"
         writer.close()
     finally:
         await server.stop()

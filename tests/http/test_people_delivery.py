@@ -8,7 +8,6 @@ with no usable contact is recorded; a person still owed an answer cannot be dele
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import grpc
 import httpx
@@ -25,11 +24,10 @@ from tests.http.test_provider_callbacks import (
 )
 from tests.http.test_provider_callbacks import slack_request as _slack_request
 from tests.support.grpc_errors import rich_error
-from tests.support.server import KEYS, Client
+from tests.support.people import acked_spec, operator_stub, put_people, put_policy
+from tests.support.server import KEYS
 from tests.support.watching import events_until, has_kind
 from uns.v1 import notification_service_pb2 as pb
-from uns.v1 import policy_service_pb2 as ppb
-from uns.v1 import policy_service_pb2_grpc as ppb_grpc
 from uns.v1 import recipient_service_pb2 as rpb
 from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
@@ -38,42 +36,16 @@ from uns_server.domain.signatures import pagerduty_signature
 TYPE = "ops.people"
 
 
-def stub(rig: Rig, service: Any) -> Client:
-    channel = grpc.aio.insecure_channel(rig.server.target)
-    rig.server.channels.append(channel)
-    return Client(service(channel), KEYS["oscar"])
-
-
 async def setup_people(rig: Rig) -> None:
-    people = stub(rig, rpb_grpc.RecipientServiceStub)
-    for rid, contacts in (
-        ("alice", [("mail", "alice@example.com"), ("alerts-slack", "U0ALICE")]),
-        ("bob", [("mail", "bob@example.com")]),
-        ("carol", []),  # nobody can reach carol
-    ):
-        await people.PutRecipient(
-            rpb.PutRecipientRequest(
-                recipient=rpb.Recipient(
-                    recipient_id=rid,
-                    display_name=rid.title(),
-                    time_zone="UTC",
-                    contacts=[rpb.Contact(channel=c, address=a) for c, a in contacts],
-                )
-            )
-        )
-    await stub(rig, ppb_grpc.PolicyServiceStub).PutPolicyRevision(
-        ppb.PutPolicyRevisionRequest(
-            notification_type=TYPE,
-            activate=True,
-            spec=ppb.PolicySpec(
-                channels=["hook"],
-                targets=[t.Target(recipient_id=r) for r in ("alice", "bob", "carol")],
-                delivery_mode=t.DELIVERY_MODE_GUARANTEED,
-                require_ack=True,
-                ack_timeout_minutes=30,
-            ),
-        )
-    )
+    people = {
+        "alice": [("mail", "alice@example.com"), ("alerts-slack", "U0ALICE")],
+        "bob": [("mail", "bob@example.com")],
+        "carol": [],  # nobody can reach carol
+    }
+    await put_people(rig.server, people)
+    targets = [t.Target(recipient_id=r) for r in people]
+    spec = acked_spec(channels=["hook"], targets=targets, ack_timeout_minutes=30)
+    await put_policy(rig.server, TYPE, spec)
 
 
 async def test_each_person_gets_their_own_messages_and_answers_as_themselves(rig: Rig) -> None:
@@ -181,29 +153,9 @@ async def test_a_pagerduty_incident_acknowledged_by_the_person_it_paged(
 ) -> None:
     """The incident opened for dave's own PagerDuty contact settles as dave when his
     PagerDuty user acknowledges it; anyone else on the service answers as themselves."""
-    people = stub(rig, rpb_grpc.RecipientServiceStub)
-    await people.PutRecipient(
-        rpb.PutRecipientRequest(
-            recipient=rpb.Recipient(
-                recipient_id="dave",
-                display_name="Dave",
-                time_zone="UTC",
-                contacts=[rpb.Contact(channel="pager", address="PDAVE01")],
-            )
-        )
-    )
-    await stub(rig, ppb_grpc.PolicyServiceStub).PutPolicyRevision(
-        ppb.PutPolicyRevisionRequest(
-            notification_type="ops.paged",
-            activate=True,
-            spec=ppb.PolicySpec(
-                targets=[t.Target(recipient_id="dave")],
-                delivery_mode=t.DELIVERY_MODE_GUARANTEED,
-                require_ack=True,
-                ack_timeout_minutes=30,
-            ),
-        )
-    )
+    await put_people(rig.server, {"dave": [("pager", "PDAVE01")]})
+    spec = acked_spec(targets=[t.Target(recipient_id="dave")], ack_timeout_minutes=30)
+    await put_policy(rig.server, "ops.paged", spec)
     nid = await rig.send("people-paged", notification_type="ops.paged")
     await rig.deliver()
     [trigger] = rig.fakes.pagerduty_events()
@@ -224,7 +176,7 @@ async def test_a_pagerduty_incident_acknowledged_by_the_person_it_paged(
 
 async def test_a_person_still_owed_an_answer_cannot_be_deleted(rig: Rig) -> None:
     await setup_people(rig)
-    people = stub(rig, rpb_grpc.RecipientServiceStub)
+    people = operator_stub(rig.server, rpb_grpc.RecipientServiceStub)
     nid = await rig.send("people-owed", notification_type=TYPE)
     await rig.deliver()
     # The policy names alice, and the notification waits for an answer.

@@ -7,86 +7,36 @@ to answers as themselves."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import grpc
 import httpx
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from tests.http.conftest import Rig
 from tests.http.helpers import click, email_links
-from tests.support.server import KEYS, Client
+from tests.support.people import acked_spec, minutes, put_people, put_policy, put_rotation
 from tests.support.watching import events_until
 from uns.v1 import notification_service_pb2 as pb
-from uns.v1 import policy_service_pb2 as ppb
-from uns.v1 import policy_service_pb2_grpc as ppb_grpc
-from uns.v1 import recipient_service_pb2 as rpb
-from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
 
 TYPE = "ops.escalate"
 
 
-def stub(rig: Rig, service: Any) -> Client:
-    channel = grpc.aio.insecure_channel(rig.server.target)
-    rig.server.channels.append(channel)
-    return Client(service(channel), KEYS["oscar"])
-
-
-def minutes(n: float) -> Duration:
-    d = Duration()
-    d.FromTimedelta(timedelta(minutes=n))
-    return d
-
-
-def at(value: datetime) -> Timestamp:
-    out = Timestamp()
-    out.FromDatetime(value)
-    return out
-
-
 async def setup(rig: Rig, start: datetime) -> None:
-    people = stub(rig, rpb_grpc.RecipientServiceStub)
-    for rid in ("alice", "bob"):
-        await people.PutRecipient(
-            rpb.PutRecipientRequest(
-                recipient=rpb.Recipient(
-                    recipient_id=rid,
-                    display_name=rid.title(),
-                    time_zone="UTC",
-                    contacts=[rpb.Contact(channel="mail", address=f"{rid}@example.com")],
-                )
-            )
-        )
+    mail = {rid: [("mail", f"{rid}@example.com")] for rid in ("alice", "bob")}
+    await put_people(rig.server, mail)
     # alice until start+30m, bob until start+60m, alice again.
-    await people.PutRotation(
-        rpb.PutRotationRequest(
-            rotation=rpb.Rotation(
-                rotation_id="primary",
-                members=["alice", "bob"],
-                start_time=at(start),
-                shift=minutes(30),
-                time_zone="UTC",
-            )
-        )
-    )
-    await stub(rig, ppb_grpc.PolicyServiceStub).PutPolicyRevision(
-        ppb.PutPolicyRevisionRequest(
-            notification_type=TYPE,
-            activate=True,
-            spec=ppb.PolicySpec(
-                targets=[t.Target(rotation_id="primary")],
-                delivery_mode=t.DELIVERY_MODE_GUARANTEED,
-                require_ack=True,
-                ack_timeout_minutes=60,
-                escalation=[
-                    t.EscalationStep(after=minutes(10), targets=[t.Target(recipient_id="bob")]),
-                    t.EscalationStep(after=minutes(25), targets=[t.Target(rotation_id="primary")]),
-                ],
-                escalation_loops=1,
-            ),
-        )
+    await put_rotation(rig.server, "primary", ["alice", "bob"], start=start, shift=minutes(30))
+    await put_policy(
+        rig.server,
+        TYPE,
+        acked_spec(
+            targets=[t.Target(rotation_id="primary")],
+            ack_timeout_minutes=60,
+            escalation=[
+                t.EscalationStep(after=minutes(10), targets=[t.Target(recipient_id="bob")]),
+                t.EscalationStep(after=minutes(25), targets=[t.Target(rotation_id="primary")]),
+            ],
+            escalation_loops=1,
+        ),
     )
 
 

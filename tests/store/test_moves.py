@@ -7,6 +7,8 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from tests.store.test_conformance import NOW, fetch, insert, row
 from uns_server.domain import moves
 from uns_server.domain.enums import AckStatus, Status
@@ -42,7 +44,9 @@ def dead_letter(**overrides: Any) -> dict[str, Any]:
 async def test_replay_opens_the_next_cycle_of_that_dead_letter_only(db: Database) -> None:
     nid, stale, resolved = await insert(db, dead_letter(), dead_letter(), dead_letter())
 
-    assert await apply(db, MOVES.replay, moves.Replay(nid, 2, NOW)) == moves.Applied(1, 1)
+    applied = await apply(db, MOVES.replay, moves.Replay(nid, 2, NOW))
+    assert applied == moves.Applied(1, 1)
+    applied.expect("replay")  # changed as named: nothing to raise
     after = await fetch(db, nid)
     assert (after["status"], after["dead_letter"], after["cycle"]) == (Status.PENDING, False, 3)
     assert (after["cycle_attempts"], after["next_attempt"], after["lease_token"]) == (0, NOW, None)
@@ -50,6 +54,9 @@ async def test_replay_opens_the_next_cycle_of_that_dead_letter_only(db: Database
 
     lost = await apply(db, MOVES.replay, moves.Replay(stale, 1, NOW))  # not its cycle
     assert lost.lost and (await fetch(db, stale))["status"] == Status.FAILED
+    # A caller that read the row under its lock cannot go on after a lost move.
+    with pytest.raises(moves.MoveLost, match="replay of x: 0 of 1 rows"):
+        lost.expect("replay of x")
     assert await apply(db, MOVES.replay, moves.Replay(nid, 3, NOW)) == moves.Applied(1, 0)
 
     assert not (await apply(db, MOVES.resolve_failure, moves.ResolveFailure(resolved, NOW))).lost

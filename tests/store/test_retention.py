@@ -16,7 +16,7 @@ import grpc
 import pytest
 from sqlalchemy import select
 
-from tests.cli.test_admin import admin, ok
+from tests.support.admin_cli import admin, ok
 from tests.support.grpc_errors import rich_error
 from tests.support.http_receiver import HttpReceiver, Reply
 from tests.support.policies import activate_policy

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from google.protobuf import duration_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
+from uns_server.domain.planned_people import PlannedAsk
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, Step, StepKind
 from uns_server.domain.targets import Target
 
@@ -76,21 +77,38 @@ def escalation_from_wire(steps: Sequence[t.EscalationStep]) -> list[EscalationSt
 def planned_steps(
     steps: Sequence[Step],
     accepted_at: datetime | None,
-    asked: Mapping[tuple[StepKind, int], Sequence[str]] | None = None,
+    asked: Mapping[tuple[StepKind, int], PlannedAsk] | None = None,
 ) -> list[pb.PlannedStep]:
     """``asked``: who each step asks, by (kind, number)."""
     asked = asked or {}
     out = []
     for s in steps:
         assert accepted_at is not None
+        who = asked.get((s.kind, s.number), PlannedAsk())
         step = pb.PlannedStep(
             kind=pb.PlannedStepKind.Value(f"PLANNED_STEP_KIND_{s.kind.value}"),
             number=s.number,
             offset=duration(s.at - accepted_at),
             channels=list(s.channels),
             held_by_quiet_hours=s.held,
-            recipient_ids=list(asked.get((s.kind, s.number), ())),
+            recipient_ids=list(who.sent),
+            held_recipients=[
+                pb.HeldRecipient(recipient_id=rid, hold_end_time=_timestamp(until))
+                for rid, until in who.held.items()
+            ],
+            not_due_recipients=[
+                pb.NotDueRecipient(recipient_id=rid, due_time=_timestamp(due))
+                for rid, due in who.not_due.items()
+            ],
         )
         step.time.FromDatetime(s.at)
         out.append(step)
     return out
+
+
+def _timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts

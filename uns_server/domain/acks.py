@@ -35,7 +35,9 @@ class AckTarget:
     deadline: datetime | None
     actor: str | None  # who settled the ack, once settled
     # A delivery attempt is leased and unsettled: the message may have reached its
-    # recipient, who may answer before the attempt's result is committed.
+    # recipient, who may answer before the attempt's result is committed. Also while
+    # a person's message waits for their quiet hours to end and the others went out
+    # (the delivery is PENDING until then, its ack not yet opened).
     in_flight: bool = False
 
 

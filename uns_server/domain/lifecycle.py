@@ -50,9 +50,13 @@ channel of the policy accepted (in this attempt or an earlier one of the cycle) 
 DELIVERED (ack PENDING with its deadline when ``require_ack``); a permanent failure, or
 a transient one on the cycle's last attempt -> FAILED (dead-lettered when GUARANTEED);
 otherwise PENDING again, due after the backoff (``domain.retry``, a provider's
-Retry-After as a floor, capped) and held by quiet hours like a first attempt.
+Retry-After as a floor, capped) and held by quiet hours like a first attempt. A
+person's message held by their own quiet hours (``Settling.held``) is not sent: with
+everything else accepted the row stays PENDING, due when the earliest hold ends, and
+the claim's attempt is given back (``Settlement.gives_back_attempt``): a hold spends
+no attempt, so it can never exhaust the cycle.
 
- (FAILED, for whatever reason) hands its obligation on, so
+**An exhausted leader** (FAILED, for whatever reason) hands its obligation on, so
 that a replay cannot deliver the same alert twice (``REPLAY_BLOCKED``):
 
 - to its first pending follower, which is promoted to leader (the others are relinked
@@ -69,8 +73,8 @@ carries the obligation), ResolveFailure clears the flag and the row stays FAILED
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from uns_server.domain import schedule
@@ -175,6 +179,9 @@ class Settling:
     ack_timeout_minutes: int
     quiet_hours: schedule.QuietHours | None = None
     intent: str | None = None
+    # People's messages their own quiet hours hold (route key -> when the hold ends):
+    # not sent by this attempt, so not among ``channels``.
+    held: Mapping[str, datetime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,6 +195,8 @@ class Settlement:
     next_attempt: datetime | None = None  # PENDING: when the retry is due
     ack_status: AckStatus | None = None  # DELIVERED with require_ack: PENDING
     deadline: datetime | None = None
+    # PENDING only for people's held messages: the claim's attempt is not counted.
+    gives_back_attempt: bool = False
 
     def result_payload(self, base: dict[str, object]) -> dict[str, object]:
         """The DELIVERY_RESULT payload: ``base`` (attempt, cycle, cycle_attempt) and
@@ -218,7 +227,12 @@ def decide_settlement(
         "channels_failed": [a.channel for a in failed],
         "error_message": "; ".join(f"{a.channel}: {a.error}" for a in failed) or None,
     }
+    held_until = min(row.held.values(), default=None)
     if all(ch in succeeded for ch in row.channels):
+        if held_until is not None:  # the rest is sent when the first hold ends
+            return Settlement(
+                Status.PENDING, False, outcome, next_attempt=held_until, gives_back_attempt=True
+            )
         if row.require_ack:
             deadline = now + timedelta(minutes=row.ack_timeout_minutes)
             ack = AckStatus.PENDING
@@ -240,6 +254,8 @@ def decide_settlement(
     )
     # Quiet hours hold a retry like the first attempt (domain.schedule).
     due = schedule.next_allowed(due, row.quiet_hours, row.intent)
+    if held_until is not None:
+        due = min(due, held_until)
     return Settlement(Status.PENDING, False, outcome, next_attempt=due)
 
 

@@ -56,6 +56,17 @@ class Applied:
         """Some named row was no longer in the expected state (and was left as it was)."""
         return self.changed < self.named
 
+    def expect(self, what: str) -> None:
+        """Raise ``MoveLost`` if the move was lost, for a caller that cannot go on
+        without it: nothing of its transaction may commit. ``what`` names the move in
+        the error."""
+        if self.lost:
+            raise MoveLost(f"{what}: {self.changed} of {self.named} rows moved as expected")
+
+
+class MoveLost(RuntimeError):
+    """A move that no concurrent change can explain was lost (``Applied.expect``)."""
+
 
 # -- the operator doors out of the dead-letter queue ----------------------------------
 
@@ -237,8 +248,8 @@ class RetryFollowUpStep:
 
 @dataclass(frozen=True, slots=True)
 class SettleFollowUpStep:
-    """The step is decided (SENT, GAVE_UP or STOPPED: its one event): counted, the next
-    follow-up due at ``next_at`` (None: nothing more to send), the lease released.
+    """The step is decided (SENT, GAVE_UP, STOPPED or SKIPPED: its one event): counted,
+    the next follow-up due at ``next_at`` (None: nothing more to send), the lease released.
     Expected: ``token`` still holds the follow-up lease; a step closed after its ack
     ended (``token`` None) expects the lease as read, ``expected_token``."""
 
@@ -264,6 +275,9 @@ class SettleAttempt:
     token: str
     settlement: Settlement
     provider_refs: Mapping[str, Any] | None = None
+    # The cycle's attempt counter as before the claim, when the settlement gives the
+    # attempt back (``Settlement.gives_back_attempt``: only people's messages held).
+    cycle_attempts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

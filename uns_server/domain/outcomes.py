@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "DeliveryOutcome",
+    "Held",
     "ProviderRef",
     "ProviderRefs",
     "Unreachable",
@@ -37,6 +38,33 @@ class Unreachable:
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """A person's message their own quiet hours hold, sent by the attempt due when the
+    hold ends (SPEC §6; ``outcome.held``)."""
+
+    recipient_id: str
+    channel: str
+    route: str
+    held_until: datetime | None
+
+    def to_json(self) -> dict[str, str]:
+        out = {"channel": self.channel, "route": self.route, "recipient_id": self.recipient_id}
+        if self.held_until is not None:
+            out["held_until"] = self.held_until.isoformat()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Held:
+        get = data.get
+        return cls(
+            str(get("recipient_id") or ""),
+            str(get("channel") or ""),
+            str(get("route") or ""),
+            _time(get("held_until")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class DeliveryOutcome:
     """The channels of a notification's latest attempt in its cycle, and why it failed.
 
@@ -49,9 +77,12 @@ class DeliveryOutcome:
     channels_failed: tuple[str, ...] = ()
     error_message: str | None = None
     recipients_unreachable: tuple[Unreachable, ...] = ()
+    held: tuple[Held, ...] = ()
+    """People whose own quiet hours hold their message (the delivery stays PENDING)."""
 
     def to_json(self) -> dict[str, Any]:
-        """The stored JSON object (``recipients_unreachable`` only when someone was)."""
+        """The stored JSON object (``recipients_unreachable`` and ``held`` only when
+        someone was)."""
         out: dict[str, Any] = {
             "channels_attempted": list(self.channels_attempted),
             "channels_succeeded": list(self.channels_succeeded),
@@ -60,6 +91,8 @@ class DeliveryOutcome:
         }
         if self.recipients_unreachable:
             out["recipients_unreachable"] = [u.to_json() for u in self.recipients_unreachable]
+        if self.held:
+            out["held"] = [h.to_json() for h in self.held]
         return out
 
     @classmethod
@@ -73,8 +106,12 @@ class DeliveryOutcome:
             get("channels_succeeded"),
             get("channels_failed"),
         )
-        error, unreachable = get("error_message"), get("recipients_unreachable")
-        if not (attempted or succeeded or failed or error or unreachable):
+        error, unreachable, held = (
+            get("error_message"),
+            get("recipients_unreachable"),
+            get("held"),
+        )
+        if not (attempted or succeeded or failed or error or unreachable or held):
             return _NONE  # every row before its first attempt: shared, as it is frozen
         return cls(
             tuple(attempted or ()),
@@ -88,6 +125,7 @@ class DeliveryOutcome:
             )
             if unreachable
             else (),
+            tuple(Held.from_json(h) for h in held if h.get("recipient_id")) if held else (),
         )
 
 
@@ -117,6 +155,8 @@ class ProviderRef:
     follow_up_number: int
     recipient_id: str
     """The person a targeted message was for ("" for a channel's own destination)."""
+    due_time: datetime | None
+    """A person's follow-up: when its step fell due (their reminders count from it)."""
     recipient: str
     slack_channel: str
     slack_ts: str
@@ -143,6 +183,7 @@ class ProviderRef:
             str(get("follow_up") or ""),
             int(get("follow_up_number") or 0),
             str(get("recipient_id") or ""),
+            _time(get("due_time")),
             str(get("recipient") or ""),
             str(get("slack_channel") or ""),
             str(get("slack_ts") or ""),

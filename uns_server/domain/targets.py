@@ -89,6 +89,8 @@ class PersonSent:
     references: list[ProviderRef] = field(default_factory=list)
     reminders_sent: int = 0
     unreachable_reason: str = ""
+    # Their message waits for their quiet hours to end (ISO time; empty when not held).
+    held_until: str = ""
 
 
 def route_person(key: str) -> tuple[str, str] | None:
@@ -102,7 +104,8 @@ _NEVER = datetime.min.replace(tzinfo=UTC)  # sorts a reference without its time 
 
 def people_sent(outcome: DeliveryOutcome, refs: ProviderRefs) -> list[PersonSent]:
     """Per person asked, in the order first seen: channels tried and accepted, the
-    references of every message sent to them, reminders sent, why unreachable."""
+    references of every message sent to them, reminders sent, why unreachable, until
+    when their quiet hours hold their message."""
     people: dict[str, PersonSent] = {}
 
     def person(rid: str) -> PersonSent:
@@ -129,6 +132,8 @@ def people_sent(outcome: DeliveryOutcome, refs: ProviderRefs) -> list[PersonSent
             reminders.setdefault(p.recipient_id, set()).add(ref.follow_up_number)
     for rid, numbers in reminders.items():
         people[rid].reminders_sent = len(numbers)
+    for h in outcome.held:
+        person(h.recipient_id).held_until = h.held_until.isoformat() if h.held_until else ""
     for u in outcome.recipients_unreachable:
         person(u.recipient_id).unreachable_reason = u.reason
     return list(people.values())

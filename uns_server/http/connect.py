@@ -136,9 +136,6 @@ class Bridge:
         self._target = target
         self._max_message_bytes = max_message_bytes
         self._timeout = timeout_seconds
-        # A body that has not arrived by half the request's time is refused (408) while
-        # there is still time to say so.
-        self._body_timeout = timeout_seconds / 2
         self._methods = methods(descriptor_set)
         self._channel: grpc.aio.Channel | None = None
 
@@ -246,18 +243,14 @@ class Bridge:
         limit = self._max_message_bytes
         if request.content_length is not None and request.content_length > limit:
             raise too_large(limit)
+        # A body that never arrives meets the request's deadline, which answers 408
+        # (``http.server``).
         chunks, size = [], 0
-        try:
-            async with asyncio.timeout(self._body_timeout):
-                async for chunk in request.content.iter_chunked(64 * 1024):
-                    size += len(chunk)
-                    if size > limit:
-                        raise too_large(limit)
-                    chunks.append(chunk)
-        except TimeoutError as exc:
-            raise Refusal.invalid(
-                f"the body did not arrive within {self._body_timeout:g} s", http_status=408
-            ) from exc
+        async for chunk in request.content.iter_chunked(64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raise too_large(limit)
+            chunks.append(chunk)
         return b"".join(chunks)
 
     def _streaming(self, method: Method) -> Callable[[web.Request], Any]:

@@ -159,13 +159,12 @@ def routes(
             return _malformed("a v3 webhook envelope")
         incident = await answers.pagerduty_incident(event)
         if incident is not None:
-            nid, openers = incident
-            own = [pagerduty_secrets[c] for c in openers if c in pagerduty_secrets]
+            own = [pagerduty_secrets[c] for c in incident.channels if c in pagerduty_secrets]
             if not verify_pagerduty(own, header, body):
                 return _refused()  # signed by another channel's subscription
         if not await answers.claim(receipt_digest("pagerduty", body), "pagerduty"):
             return _refused()
-        outcome = "ignored" if incident is None else await answers.pagerduty_event(nid, event)
+        outcome = "ignored" if incident is None else await answers.pagerduty_event(incident, event)
         log.info("pagerduty webhook", extra={"outcome": outcome})
         return web.json_response({"outcome": outcome})
 

@@ -21,6 +21,7 @@ from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, FORM_NONCE_MAX_AGE_SECONDS
 from uns_server.http.pages import not_found, render
+from uns_server.services.acks import sent_while_held
 from uns_server.services.action_links import ActionLinkService, LinkView
 
 COOKIE = "uns_form"
@@ -54,13 +55,16 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
         now = service.now()
         outcome, bad = "", False
         pending = ack == AckStatus.PENDING and row.deadline is not None and row.deadline > now
+        # A person's message is held by their quiet hours, the others went out: the
+        # ack has no deadline yet, and answers from those messages count.
+        pending = pending or sent_while_held(row)
         if ack in _OUTCOME_WORDS:
             outcome = f"{_OUTCOME_WORDS[ack]} by {row.actor} at {_when(row.responded_at)}"
         elif (ack == AckStatus.PENDING.value and not pending) or ack == AckStatus.TIMED_OUT.value:
             outcome, bad = f"Not answered in time (deadline {_when(row.deadline)}).", True
-        elif ack is None:
+        elif ack is None and not pending:
             outcome = "This notification is not waiting for an answer."
-        elif ack != AckStatus.PENDING.value:
+        elif ack is not None and ack != AckStatus.PENDING.value:
             outcome, bad = f"No longer waiting for an answer ({ack.lower()}).", True
         browser = request.cookies.get(COOKIE) or secrets.token_urlsafe(24)
         actions = (

@@ -22,8 +22,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+import grpc
 from aiohttp import web, web_protocol
+from google.rpc import error_details_pb2
 
+from uns_server.http.connect_wire import DOMAIN, Refusal
 from uns_server.settings import Settings, SettingsError
 
 log = logging.getLogger("uns.http")
@@ -49,6 +52,19 @@ SECURITY_HEADERS = {
 }
 
 
+CONNECT_PREFIX = f"/{DOMAIN}."  # POST /uns.v1.Service/Method
+
+
+def _timed_out(request: web.Request, status: int, message: str) -> web.Response:
+    """A JSON-over-HTTP call gets the Connect error body its client parses (code and
+    ErrorInfo); a page gets plain text."""
+    if request.path.startswith(CONNECT_PREFIX):
+        code = grpc.StatusCode.DEADLINE_EXCEEDED if status == 408 else grpc.StatusCode.UNAVAILABLE
+        info = error_details_pb2.ErrorInfo(reason=code.name, domain=DOMAIN)
+        return Refusal(code, message, [info], http_status=status).response()
+    return web.Response(status=status, text=message + "\n")
+
+
 def _bounded(timeout_seconds: float) -> Any:  # aiohttp's own middleware type
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -61,11 +77,11 @@ def _bounded(timeout_seconds: float) -> Any:  # aiohttp's own middleware type
         except TimeoutError:
             log.warning("http request timed out", extra={"path": request.path})
             if request.body_exists and not request.content.is_eof():
-                # The client's body never came (the handler's own 408 lost the race with
-                # this deadline on a busy machine): say so, it is not us being busy.
-                response = web.Response(status=408, text="The request body did not arrive.\n")
+                # The client's body never came: say so, it is not us being busy. The
+                # one body deadline: handlers read bodies under this one.
+                response = _timed_out(request, 408, "The request body did not arrive.")
             else:
-                response = web.Response(status=503, text="Service busy, try again.\n")
+                response = _timed_out(request, 503, "Service busy, try again.")
         except web.HTTPException as exc:  # 404, 405, 413, redirects: answered, not raised
             response = web.Response(
                 status=exc.status, reason=exc.reason, text=exc.text, headers=exc.headers

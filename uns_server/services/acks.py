@@ -69,7 +69,21 @@ def ack_target(row: Notification) -> AckTarget:
         ack_status=row.ack_status,
         deadline=row.deadline,
         actor=row.actor,
-        in_flight=row.status == Status.PENDING and row.lease_token is not None,
+        in_flight=(row.status == Status.PENDING and row.lease_token is not None)
+        or sent_while_held(row),
+    )
+
+
+def sent_while_held(row: Notification) -> bool:
+    """Messages went out while a person's quiet hours hold theirs (the delivery stays
+    PENDING until the hold ends, the ack unset): an answer from those messages is
+    honoured, like one from a delivery in flight."""
+    return (
+        row.status == Status.PENDING
+        and row.require_ack
+        and row.ack_status is None
+        and bool(row.outcome.held)
+        and bool(row.outcome.channels_succeeded)
     )
 
 
@@ -188,7 +202,13 @@ async def settle(
     hooks: Sequence[SettleHook] = (),
 ) -> None:
     ok = await acks.settle_pending(
-        tx.conn, row.id, status=outcome, actor=actor, metadata=metadata, now=now
+        tx.conn,
+        row.id,
+        status=outcome,
+        actor=actor,
+        metadata=metadata,
+        now=now,
+        sent_while_held=sent_while_held(row),
     )
     if not ok:  # the row is locked; this would be a bug in the caller
         raise AckConflict(metadata={"notification_id": row.id})

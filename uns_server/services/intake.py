@@ -14,15 +14,20 @@ IDEMPOTENCY_CONFLICT, a new leader, a follower of a pending owner, DEDUPLICATED 
 once). Intake only loads what it needs, under the dedup window's lock, asks, and
 stores the answer.
 
+On PostgreSQL the common case (no dedup key, each type's ACTIVE revision read before)
+is decided without reads and written by one statement that checks them
+(``Intake._speculated``): one round trip, no BEGIN or COMMIT. If a key is held or a
+policy moved, that statement writes nothing and the group goes the long way above.
+
 Size: the single send and the batch (``send_many``) share one intake path through the
-group commit; splitting them would copy that path.
+group commit, and the one-statement path shares it too; splitting them would copy it.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -42,7 +47,8 @@ from uns_server.domain.admission import (
     decide_admission,
 )
 from uns_server.domain.enums import Status
-from uns_server.domain.errors import UnsError
+from uns_server.domain.errors import IdempotencyConflict, UnsError
+from uns_server.domain.planned_people import PlannedAsk
 from uns_server.domain.policy import EffectivePolicy, PolicyRevision, ServerDefaults, resolve
 from uns_server.domain.records import Notification
 from uns_server.domain.requests import SendRequest
@@ -53,7 +59,7 @@ from uns_server.observability.phases import ACCEPT_COMMIT, phased
 from uns_server.services import targeting
 from uns_server.services.intake_row import notification_row
 from uns_server.store import events, notifications, policies
-from uns_server.store.db import TOPIC_WORK, Connection, Database, is_lost_race
+from uns_server.store.db import TOPIC_WORK, Connection, Database, FenceMoved, is_lost_race
 from uns_server.store.events import NewEvent
 
 log = logging.getLogger("uns.intake")
@@ -64,6 +70,8 @@ Clock = Callable[[], datetime]
 _INSERT_RACE_RETRIES = 5
 # Requests committed together at most (see uns_server.batching).
 MAX_BATCH_DEFAULT = 128
+# Notification types whose ACTIVE revision intake remembers (``Intake._remember``).
+_ACTIVE_REMEMBERED_MAX = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +95,11 @@ class Decision:
     effective: EffectivePolicy
     existing: Existing | None = None  # the idempotency match
     owner: WindowOwner | None = None  # the leader this request would follow
-    # For NEW: the plan over time from ``domain.schedule.plan``.
+    # For NEW: the plan over time (``domain.planned_people``, over ``schedule.plan``).
     plan: tuple[schedule.Step, ...] = ()
     accepted_at: datetime | None = None
-    # Who each planned step asks, by (kind, number) (``services.targeting``).
-    asked: Mapping[tuple[schedule.StepKind, int], tuple[str, ...]] = field(default_factory=dict)
+    # Who each planned step asks, by (kind, number) (``domain.planned_people``).
+    asked: Mapping[tuple[schedule.StepKind, int], PlannedAsk] = field(default_factory=dict)
 
 
 class LeaseHandover(Protocol):
@@ -138,6 +146,8 @@ class Intake:
         self._group: GroupCommit[_Pending, SendResult] = GroupCommit(
             self._commit, max_batch=max_batch
         )
+        # Each type's ACTIVE revision as last read (``_remember``, ``_speculated``).
+        self._active: dict[str, PolicyRevision | None] = {}
 
     async def simulate(self, principal: str, req: SendRequest) -> Decision:
         """Exactly Send's decision, from a read transaction: nothing is written."""
@@ -157,9 +167,10 @@ class Intake:
         if admission.outcome != Outcome.NEW:
             return decision
         # The same rules as the workers: intake's first attempt, the follow-up worker.
-        steps = schedule.plan(now, req.schedule_time, decision.effective.spec.timing, req.intent)
-        asked = await targeting.asked_by_step(self._db, steps)
-        return replace(decision, plan=tuple(steps), accepted_at=now, asked=asked)
+        planned = await targeting.planned(
+            self._db, now, req.schedule_time, decision.effective.spec.timing, req.intent
+        )
+        return replace(decision, plan=planned.steps, accepted_at=now, asked=planned.asked)
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
         validate_send(req, self._clock())
@@ -261,26 +272,71 @@ class Intake:
         raise AssertionError("unreachable")
 
     async def _commit_group(self, items: Sequence[_Pending]) -> list[SendResult | Exception]:
+        """The group in one statement if its reads can be taken as known
+        (``_speculated``), else (or if that statement finds them wrong) the long way."""
+        known = self._speculated(items)
+        if known is not None:
+            try:
+                return await self._write_group(items, known)
+            except (FenceMoved, _Unconfirmed):
+                pass  # a key is held or a policy moved: read them, decide again
+        return await self._write_group(items, None)
+
+    def _speculated(self, items: Sequence[_Pending]) -> dict[str, PolicyRevision | None] | None:
+        """PostgreSQL's common case: no item has a dedup key (no window to lock and
+        read) and each type's ACTIVE revision was read before (``_active``). The
+        group is then decided as if no key were held and those revisions were active,
+        and written by one statement that checks both (``insert_new_before_events``).
+        None: take the long way."""
+        if not self._db.is_postgres:
+            return None
+        known: dict[str, PolicyRevision | None] = {}
+        for item in items:
+            kind = item.req.notification_type
+            if item.req.dedup_key or kind not in self._active:
+                return None
+            known[kind] = self._active[kind]
+        return known
+
+    async def _write_group(
+        self, items: Sequence[_Pending], known: Mapping[str, PolicyRevision | None] | None
+    ) -> list[SendResult | Exception]:
         """One write transaction for every item: two reads for the whole group (keys,
         ACTIVE policies), one multi-row insert of the new notifications, one append
         of their events. Dedup items lock and write their window rows one by one.
         New leaders go in leased to the local dispatcher as far as it has free slots
-        (``LeaseHandover``); it gets their claims once the transaction has committed."""
+        (``LeaseHandover``); it gets their claims once the transaction has committed.
+
+        With ``known`` policies (``_speculated``) there are no reads: one statement
+        (``Database.one_statement``) writes the group if no key is held and the
+        policies still hold, or nothing (``FenceMoved``). A refusal other than an
+        in-group conflict is not confirmed by that statement: ``_Unconfirmed``."""
         now = self._clock()
         results: list[SendResult | Exception] = []
         reserved, claims = 0, []
+        write = self._db.write() if known is None else self._db.one_statement()
         try:
-            async with self._db.write() as tx:
+            async with write as tx:
                 conn: Connection = tx.conn
-                holders = await notifications.by_keys(conn, {i.key for i in items})
-                existing = {key: _existing(holder) for key, holder in holders.items()}
-                active = await policies.active_many(conn, {i.req.notification_type for i in items})
+                if known is None:
+                    holders = await notifications.by_keys(conn, {i.key for i in items})
+                    existing = {key: _existing(holder) for key, holder in holders.items()}
+                    types = {i.req.notification_type for i in items}
+                    active = await policies.active_many(conn, types)
+                    self._remember(types, active)
+                else:
+                    existing = {}
+                    active = {t: rev for t, rev in known.items() if rev is not None}
                 group = _Group()
                 for item in items:
                     try:
                         results.append(await self._admit(conn, group, item, active, existing, now))
                     except UnsError as exc:  # this item's refusal; it wrote nothing
+                        if known is not None and not isinstance(exc, IdempotencyConflict):
+                            raise _Unconfirmed() from exc
                         results.append(exc)
+                if known is not None and not group.rows:
+                    raise _Unconfirmed()  # nothing to write, so nothing would check
                 if self._handoff is not None and group.due:
                     mine = [row for row in group.due if self._handoff.can_deliver(row)]
                     reserved = self._handoff.reserve(len(mine))
@@ -288,7 +344,10 @@ class Intake:
                         claim, claim_events = self._handoff.lease_new(row, now)
                         claims.append(claim)
                         group.events += claim_events
-                await notifications.insert_notifications_before_events(tx, group.rows)
+                if known is None:
+                    await notifications.insert_notifications_before_events(tx, group.rows)
+                else:
+                    notifications.insert_new_before_events(tx, group.rows, known)
                 if group.work or len(group.due) > reserved:
                     tx.signal(TOPIC_WORK)
                 await events.append(tx, group.events, now)
@@ -301,6 +360,14 @@ class Intake:
                 self._handoff.hand_over(reserved, claims)
         self._metrics.intake_group(len(items))
         return results
+
+    def _remember(self, types: Collection[str], active: Mapping[str, PolicyRevision]) -> None:
+        """What the long way read of each type's ACTIVE revision (None: none), for
+        ``_speculated``; a statement that finds one changed sends the group back here."""
+        if len(self._active) + len(types) > _ACTIVE_REMEMBERED_MAX:
+            self._active.clear()
+        for kind in types:
+            self._active[kind] = active.get(kind)
 
     async def _admit(
         self,
@@ -381,6 +448,11 @@ class Intake:
             else None
         )
         return Fresh(effective, dedup_key, window, owner)
+
+
+class _Unconfirmed(Exception):
+    """The one-statement write could not confirm a group's answers (a refusal decided
+    under a remembered policy, or nothing to write): decide it the long way."""
 
 
 @dataclass

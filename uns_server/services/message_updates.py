@@ -15,11 +15,13 @@ with the stored dedup_key; on TIMED_OUT only where the channel says
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import AckStatus
-from uns_server.domain.outcomes import ProviderRef
+from uns_server.domain.outcomes import ProviderRef, ProviderRefs
 from uns_server.domain.records import Notification
 from uns_server.store import message_updates
 from uns_server.store.db import WriteTx
@@ -27,6 +29,11 @@ from uns_server.store.db import WriteTx
 # A queued update whose message was still being delivered when the obligation ended:
 # its reference is the delivery's, read once that attempt has settled.
 IN_FLIGHT = "in_flight_channel"
+# A stand-in queued while messages whose keys nobody knows yet were being sent (a
+# person's routes are resolved at send time; a follow-up step's references are written
+# when it settles): once nothing is being sent, it queues an update of every message
+# sent since (``sent_since``), the keys it lists being those known when it was queued.
+IN_FLIGHT_SENT = "in_flight_sent"
 VIA_WITHDRAWAL = "withdrawal"
 TOPIC_MESSAGE_UPDATES = "uns_message_updates"
 
@@ -56,6 +63,41 @@ def in_flight_channels(row: Notification) -> list[str]:
     return [c for c in row.notification.effective.channels if c not in succeeded]
 
 
+def sending_unknown(row: Notification) -> bool:
+    """Are messages being sent whose references no key names yet: a delivery attempt
+    asking people (their routes are resolved when it sends), or a follow-up step?"""
+    people = bool(row.notification.effective.targets)
+    return (row.lease_token is not None and people) or row.followup_lease_token is not None
+
+
+def still_sending(row: Notification, now: datetime) -> bool:
+    """Does a live lease still send messages of ``row`` (delivery or follow-up)?"""
+    delivery = row.lease_until is not None and row.lease_until > now
+    follow_up = row.followup_lease_until is not None and row.followup_lease_until > now
+    return (row.lease_token is not None and delivery) or (
+        row.followup_lease_token is not None and follow_up
+    )
+
+
+def sent_since(
+    row: Notification, known: Sequence[str], outcome: Mapping[str, Any]
+) -> list[message_updates.Queued]:
+    """The updates of the messages ``row`` sent since an ``IN_FLIGHT_SENT`` stand-in
+    was queued (their keys not in ``known``), showing ``outcome``."""
+    refs = row.provider_refs or {}
+    return _updates(row, {k: v for k, v in refs.items() if k not in set(known)}, outcome)
+
+
+def _updates(
+    row: Notification, refs: ProviderRefs, outcome: Mapping[str, Any]
+) -> list[message_updates.Queued]:
+    return [
+        message_updates.Queued(row.id, ref.channel or key, ref.json, outcome)
+        for key, ref in sorted(refs.items())
+        if updatable(ref)
+    ]
+
+
 async def queue_on_settle(
     tx: WriteTx, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
 ) -> None:
@@ -73,15 +115,17 @@ async def queue_on_settle(
         "source": row.source,
         "notification_id": row.id,
     }
-    queued = [
-        message_updates.Queued(row.id, ref.channel or key, ref.json, settlement)
-        for key, ref in sorted(refs.items())
-        if updatable(ref)
-    ]
+    queued = _updates(row, refs, settlement)
+    in_flight = in_flight_channels(row)
     queued += [
         message_updates.Queued(row.id, channel, {IN_FLIGHT: channel}, settlement)
-        for channel in in_flight_channels(row)
+        for channel in in_flight
     ]
+    if sending_unknown(row):
+        known = sorted({*refs, *in_flight})
+        queued.append(
+            message_updates.Queued(row.id, IN_FLIGHT_SENT, {IN_FLIGHT_SENT: known}, settlement)
+        )
     if queued:
         await message_updates.enqueue(tx.conn, queued, now)
         tx.signal(TOPIC_MESSAGE_UPDATES)

@@ -90,7 +90,8 @@ class Operations:
             row = await self._dead_letter(tx.conn, notification_id, lock=True)
             await self._check_replay(tx.conn, row)
             move = moves.Replay(row.id, row.cycle, now)
-            _check_applied(await store_moves.replay(tx.conn, move), row.id)
+            # Read under its lock in this transaction and checked dead-lettered.
+            (await store_moves.replay(tx.conn, move)).expect(f"replay of {row.id}")
             await events.append(
                 tx,
                 [
@@ -134,7 +135,9 @@ class Operations:
         async with self._db.write() as tx:
             row = await self._dead_letter(tx.conn, notification_id, lock=True)
             resolve = moves.ResolveFailure(row.id, now)
-            _check_applied(await store_moves.resolve_failure(tx.conn, resolve), row.id)
+            # Read under its lock in this transaction and checked dead-lettered.
+            applied = await store_moves.resolve_failure(tx.conn, resolve)
+            applied.expect(f"resolution of {row.id}")
             await events.append(
                 tx,
                 [
@@ -155,10 +158,3 @@ class Operations:
             resolved = await notifications.get(tx.conn, row.id)
         assert resolved is not None
         return resolved
-
-
-def _check_applied(applied: moves.Applied, notification_id: str) -> None:
-    # The row was read under its lock in this transaction and checked dead-lettered:
-    # a lost move here is a bug, not a race, so it must not commit half of the door.
-    if applied.lost:
-        raise RuntimeError(f"dead letter {notification_id} moved under its row lock")

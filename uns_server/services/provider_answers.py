@@ -21,6 +21,7 @@ from typing import Any
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, DISMISS
+from uns_server.domain.outcomes import ProviderRefs
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.acks import RECIPIENT_ACTOR, Acks
 from uns_server.services.action_links import ActionLinkService
@@ -41,6 +42,32 @@ class Slack:
     notification_id: str
     dismiss: bool
     recipient: str
+
+
+@dataclass(frozen=True)
+class Incident:
+    """What a PagerDuty incident event answers, from one read of the notification: the
+    channels that opened the incident, and ``recipient:<id>`` of the person whose own
+    PagerDuty contact it paged (None for a channel's incident)."""
+
+    notification_id: str
+    channels: list[str]
+    paged: str | None
+
+
+def _posted(refs: ProviderRefs, provider_key: str, value: str) -> list[str]:
+    return [
+        r.channel or name for name, r in refs.items() if r.provider_field(provider_key) == value
+    ]
+
+
+def _paged_person(refs: ProviderRefs, incident_key: str) -> str | None:
+    """``recipient:<id>`` of the person whose own message opened this incident (a
+    policy target's PagerDuty contact), or None for a channel's incident."""
+    for ref in refs.values():
+        if ref.pagerduty_dedup_key == incident_key and ref.recipient_id:
+            return RECIPIENT_ACTOR + ref.recipient_id
+    return None
 
 
 def receipt_digest(provider: str, proof: bytes) -> str:
@@ -79,13 +106,12 @@ class ProviderAnswers:
         Slack channel that posted a message, the PagerDuty channel that opened an
         incident); None when no such message is recorded yet (an answer racing the
         attempt's commit): then any of that provider's channels may sign."""
+        return _posted(await self._refs(nid), provider_key, value) or None
+
+    async def _refs(self, nid: str) -> ProviderRefs:
         async with self._db.read() as conn:
             row = await notifications.get(conn, nid)
-        refs = (row.provider_refs or {}) if row is not None else {}
-        found = [
-            r.channel or name for name, r in refs.items() if r.provider_field(provider_key) == value
-        ]
-        return found or None
+        return (row.provider_refs or {}) if row is not None else {}
 
     async def settled_note(self, nid: str) -> str | None:
         """For a press on a button of an obligation that has ended: who settled it and
@@ -136,9 +162,10 @@ class ProviderAnswers:
             person = await people.get_recipient(conn, recipient.removeprefix(RECIPIENT_ACTOR))
         return person is not None and any(c.address == address for c in person.contacts)
 
-    async def pagerduty_incident(self, event: Mapping[str, Any]) -> tuple[str, list[str]] | None:
-        """The notification an ``incident.acknowledged``/``resolved`` event answers and
-        the channels that opened that incident; None when it is not one UNS triggered."""
+    async def pagerduty_incident(self, event: Mapping[str, Any]) -> Incident | None:
+        """What an ``incident.acknowledged``/``resolved`` event answers; None when it is
+        not an incident UNS triggered (or none is recorded yet: an answer racing the
+        attempt's commit)."""
         if event.get("event_type") not in PAGERDUTY_EVENTS:
             return None
         data = event.get("data") or {}
@@ -149,17 +176,18 @@ class ProviderAnswers:
             nid = validate_notification_id(incident_key.split(":", 1)[0])
         except Exception:
             return None
-        channels = await self.posted_by(nid, "pagerduty_dedup_key", incident_key)
-        return None if channels is None else (nid, channels)
+        refs = await self._refs(nid)
+        channels = _posted(refs, "pagerduty_dedup_key", incident_key)
+        return Incident(nid, channels, _paged_person(refs, incident_key)) if channels else None
 
-    async def pagerduty_event(self, nid: str, event: Mapping[str, Any]) -> str:
+    async def pagerduty_event(self, incident: Incident, event: Mapping[str, Any]) -> str:
         """Settle as ACKED, as the PagerDuty user the event names."""
         data = event.get("data") or {}
         data = data if isinstance(data, Mapping) else {}
         agent = event.get("agent") or {}
         agent_id = str(agent.get("id") or "") if isinstance(agent, Mapping) else ""
         actor = f"pagerduty:{agent_id}" if agent_id else "pagerduty:unknown"
-        person = await self._paged_person(nid, str(data.get("incident_key") or ""))
+        person = incident.paged
         if agent_id and person and await self._is_contact(person, agent_id):
             actor = person  # the person the incident paged acknowledged it (SPEC §6)
         metadata = {
@@ -174,18 +202,7 @@ class ProviderAnswers:
             )
             if v
         }
-        return await self._settle(nid, actor, VIA_PAGERDUTY, False, metadata)
-
-    async def _paged_person(self, nid: str, incident_key: str) -> str | None:
-        """``recipient:<id>`` of the person whose own message opened this incident (a
-        policy target's PagerDuty contact), or None for a channel's incident."""
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, nid)
-        refs = (row.provider_refs or {}) if row is not None else {}
-        for ref in refs.values():
-            if ref.pagerduty_dedup_key == incident_key and ref.recipient_id:
-                return RECIPIENT_ACTOR + ref.recipient_id
-        return None
+        return await self._settle(incident.notification_id, actor, VIA_PAGERDUTY, False, metadata)
 
     async def _settle(
         self, nid: str, actor: str, via: str, dismiss: bool, metadata: dict[str, str]

@@ -14,28 +14,35 @@ from datetime import datetime
 
 from uns_server.domain.oncall import resolve_targets
 from uns_server.domain.people import Recipient
-from uns_server.domain.schedule import Step, StepKind
+from uns_server.domain.planned_people import PeoplePlan, plan_people
+from uns_server.domain.schedule import QuietHours, Timing
 from uns_server.domain.targets import Target
 from uns_server.store import people
 from uns_server.store.db import Database
 
 
-async def asked_by_step(
-    db: Database, steps: Sequence[Step]
-) -> dict[tuple[StepKind, int], tuple[str, ...]]:
-    """Simulate's ``recipient_ids`` per planned step, each rotation resolved at the
-    step's planned time; steps that ask nobody are left out."""
-    named = {t.rotation_id for s in steps for t in s.targets if t.rotation_id}
-    if not any(s.targets for s in steps):
-        return {}
+async def planned(
+    db: Database,
+    accepted_at: datetime,
+    schedule_time: datetime | None,
+    timing: Timing,
+    intent: str | None,
+) -> PeoplePlan:
+    """Simulate's plan with who each step asks (``domain.planned_people``): each
+    rotation resolved at the step's planned time, each person's own quiet hours and
+    reminder count applied as the workers apply them."""
+    targets = (*timing.targets, *(t for s in timing.escalation for t in s.targets))
+    if not targets:
+        return plan_people(accepted_at, schedule_time, timing, intent, {}, {})
     async with db.read() as conn:
-        rotations = await people.rotations_by_id(conn, named)
-    out: dict[tuple[StepKind, int], tuple[str, ...]] = {}
-    for s in steps:
-        who = resolve_targets(s.targets, s.at, rotations)
-        if who:
-            out[(s.kind, s.number)] = who
-    return out
+        rotations = await people.rotations_by_id(
+            conn, {t.rotation_id for t in targets if t.rotation_id}
+        )
+        named = {t.recipient_id for t in targets if t.recipient_id}
+        for r in rotations.values():
+            named |= {*r.members, *(o.recipient_id for o in r.overrides)}
+        recipients = await people.recipients_by_id(conn, named)
+    return plan_people(accepted_at, schedule_time, timing, intent, rotations, recipients)
 
 
 async def people_at(
@@ -67,6 +74,8 @@ class PersonRoute:
     channel: str
     recipient_id: str
     address: str
+    # The person's own quiet hours: they hold this message (``schedule.held_until``).
+    quiet_hours: QuietHours | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,9 @@ def routes_of(
         for contact in usable:
             n = seen[contact.channel] = seen.get(contact.channel, 0) + 1
             key = f"{contact.channel}@{rid}" + (f"+{n}" if n > 1 else "")
-            routes.append(PersonRoute(key, contact.channel, rid, contact.address))
+            routes.append(
+                PersonRoute(key, contact.channel, rid, contact.address, person.quiet_hours)
+            )
     return Asked(tuple(routes), tuple(unreachable))
 
 

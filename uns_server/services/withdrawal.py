@@ -19,7 +19,6 @@ from typing import Any, Protocol
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import EventKind, Role, Status
 from uns_server.domain.errors import NotFound
-from uns_server.domain.moves import Applied
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
@@ -108,7 +107,8 @@ class Withdrawals:
     ) -> None:
         scope = decision.scope
         move = withdrawal.rows_withdrawn(target, decision, actor=actor, reason=reason, now=now)
-        _check_applied(await store_moves.withdraw(tx.conn, move), row.id)
+        # The row and its followers were read under their locks in this transaction.
+        (await store_moves.withdraw(tx.conn, move)).expect(f"withdrawal of {row.id}")
         payload = {"actor": actor, "reason": reason, "scope": scope.value}
         new_events = [_event(row, payload)]
         if followers:
@@ -159,10 +159,3 @@ def _may_withdraw(principal: Principal, owner: str) -> bool:
 
 def _event(row: Notification, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(row.id, row.principal, row.notification_type, EventKind.WITHDRAWN, payload)
-
-
-def _check_applied(applied: Applied, notification_id: str) -> None:
-    # The row and its followers were read under their locks in this transaction: a
-    # lost move here is a bug, not a race, so nothing of the withdrawal may commit.
-    if applied.lost:
-        raise RuntimeError(f"withdrawal of {notification_id}: a row moved under its lock")

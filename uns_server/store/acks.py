@@ -22,15 +22,17 @@ async def settle_pending(
     actor: str,
     metadata: dict[str, Any] | None,
     now: datetime,
+    sent_while_held: bool = False,
 ) -> bool:
     """PENDING -> ``status``; False when the ack was no longer PENDING. A row whose
     delivery is in flight (leased, no ack yet) settles too: its settlement keeps this
-    ack (``store.dispatch.KEPT_ONCE_SET``)."""
+    ack (``store.dispatch.KEPT_ONCE_SET``); so does one whose messages went out while a
+    person's were held (``sent_while_held``, read by the caller under the row lock)."""
     in_flight = and_(
         n.c.ack_status.is_(None),
         n.c.require_ack.is_(True),
         n.c.status == Status.PENDING.value,
-        n.c.lease_token.is_not(None),
+        *([] if sent_while_held else [n.c.lease_token.is_not(None)]),
     )
     result = await conn.execute(
         update(n)

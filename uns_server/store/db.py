@@ -100,6 +100,8 @@ class WriteTx:
     notified: set[str] = field(default_factory=set)  # NOTIFY already issued (PostgreSQL)
     # PostgreSQL: writes that ride in the events append's statement (``defer``).
     riders: list[tuple[pg.Rider, list[Mapping[str, Any]]]] = field(default_factory=list)
+    # ``Database.one_statement``: no BEGIN; the events append is the whole write.
+    single: bool = False
 
     def signal(self, topic: str) -> None:
         self.topics.add(topic)
@@ -306,6 +308,33 @@ class Database:
                 tx = WriteTx(conn, self.origin)
                 async with conn.begin():
                     yield tx
+        for topic in tx.topics:
+            self.fire(topic)
+
+    @asynccontextmanager
+    async def one_statement(self) -> AsyncIterator[WriteTx]:
+        """PostgreSQL: a write that is one statement, its events append with every
+        other write riding in it (``WriteTx.defer``), sent without BEGIN or COMMIT.
+        PostgreSQL runs a statement outside a transaction block as a transaction of its
+        own, committed once it has run (its advisory lock held and its NOTIFYs sent
+        until then): atomic, in one round trip. The caller sends nothing else on
+        ``tx.conn`` (it would commit on its own), and its riders must write all or
+        nothing (``store.events.append`` checks; a gate that held the rows back wrote
+        nothing and raises ``FenceMoved``)."""
+        if not self.is_postgres:
+            raise RuntimeError("one-statement writes are PostgreSQL's")
+        async with self._transactional.connect() as conn:
+            driver: Any = (await conn.get_raw_connection()).driver_connection
+            tx = WriteTx(conn, self.origin, single=True)
+            try:
+                yield tx
+                if tx.riders or tx.topics - tx.notified:
+                    raise RuntimeError("a one-statement write ends with its events append")
+            except BaseException as exc:
+                if driver.is_closed() or _lost_connection(exc) or isinstance(exc, TimeoutError):
+                    self._losses.mark()
+                    await conn.invalidate()
+                raise
         for topic in tx.topics:
             self.fire(topic)
 

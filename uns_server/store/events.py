@@ -37,7 +37,9 @@ _ARRAY_COLUMNS = ("id", "notification_id", "principal", "notification_type", "ki
 
 
 @functools.lru_cache(maxsize=64)  # a handful of shapes: topics and riders per caller
-def _append_sql(notify_calls: str, first: int, riders: tuple[pg.Rider, ...] = ()) -> str:
+def _append_sql(
+    notify_calls: str, first: int, riders: tuple[pg.Rider, ...] = (), single: bool = False
+) -> str:
     """PostgreSQL's append: the rows from arrays (``unnest`` keeps their order), gated
     by the event-order lock. The gate is an uncorrelated subquery, so PostgreSQL runs it
     once, as a one-time filter before the first row, and so before the first sequence
@@ -50,13 +52,22 @@ def _append_sql(notify_calls: str, first: int, riders: tuple[pg.Rider, ...] = ()
     is taken: a rider that waits on another transaction's row (a duplicate key) waits
     without holding the lock that transaction needs for its own events. A rider with
     an exact count (``pg.FencedUpdate``) that falls short fails the gate: no lock, no
-    NOTIFY, no event inserted (``append`` raises ``FenceMoved``)."""
+    NOTIFY, no event inserted (``append`` raises ``FenceMoved``).
+
+    ``single`` (``Database.one_statement``: no transaction block to roll back): each
+    rider also waits for the exact counts of the riders before it, so a fenced update
+    that fell short holds the later riders' rows back too, and the statement writes
+    nothing at all."""
     arrays = [f"${first + i}::text[]" for i in range(len(_ARRAY_COLUMNS) + 1)]
     names = [*_ARRAY_COLUMNS, "payload"]
     at = first + len(arrays)
-    ctes, counts, exact, next_param = [], [], [], at + 1
+    ctes: list[str] = []
+    counts: list[str] = []
+    exact: list[str] = []
+    next_param = at + 1
     for i, rider in enumerate(riders):
-        ctes.append(f"r{i} AS ({rider.unnest_sql(next_param)} RETURNING 1)")
+        when = " AND ".join(exact) if single else ""
+        ctes.append(f"r{i} AS ({rider.unnest_sql(next_param, when)} RETURNING 1)")
         counts.append(f"(SELECT count(*) FROM r{i})")
         expected = rider.exact_sql(next_param)
         if expected is not None:
@@ -108,8 +119,14 @@ async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
         # so far, and the rows.
         calls, params = notify_calls(tx.topics, tx.origin, first=2)
         riders, tx.riders = tx.riders, []
+        if tx.single:
+            if any(r.partial(len(rows)) for r, rows in riders):
+                raise RuntimeError("a one-statement write's riders must write all or nothing")
+            # The fenced riders first: the others wait for their counts.
+            riders.sort(key=lambda rider: rider[0].exact_sql(0) is None)
+        shape = tuple(insert for insert, _ in riders)
         status = await driver.execute(
-            _append_sql(calls, 2 + len(params), tuple(insert for insert, _ in riders)),
+            _append_sql(calls, 2 + len(params), shape, tx.single),
             _EVENT_ORDER_LOCK_ID,
             *params,
             *([r[c] for r in rows] for c in _ARRAY_COLUMNS),

@@ -26,6 +26,7 @@ from uns_server.domain.moves import (
 )
 from uns_server.domain.records import Notification
 from uns_server.store import records
+from uns_server.store.moves import changed
 from uns_server.store.tables import UtcDateTime
 from uns_server.store.tables import notifications as n
 
@@ -73,8 +74,7 @@ def _lease_is(token: str | None) -> ColumnElement[bool]:
 
 
 async def _apply(conn: AsyncConnection, nid: str, fence: Any, values: dict[str, Any]) -> Applied:
-    result = await conn.execute(update(n).where(n.c.id == nid, fence).values(values))
-    return Applied(1, int(result.rowcount))
+    return await changed(conn, update(n).where(n.c.id == nid, fence).values(values), 1)
 
 
 async def reschedule(conn: AsyncConnection, move: RescheduleFollowUp) -> Applied:

@@ -35,6 +35,8 @@ def columns(move: LeasedMove, now: datetime) -> dict[str, Any]:
         values["next_attempt"] = s.next_attempt
     if move.provider_refs is not None:
         values["provider_refs"] = move.provider_refs
+    if move.cycle_attempts is not None:
+        values["cycle_attempts"] = move.cycle_attempts
     return values
 
 

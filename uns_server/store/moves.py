@@ -32,7 +32,9 @@ from uns_server.store.tables import notifications as n
 _DEAD_LETTER = (n.c.status == Status.FAILED.value) & n.c.dead_letter
 
 
-async def _changed(conn: AsyncConnection, statement: Executable, named: int) -> Applied:
+async def changed(conn: AsyncConnection, statement: Executable, named: int) -> Applied:
+    """Run a fenced UPDATE of ``named`` rows: how many it changed (the moves here and
+    in ``followups`` answer through it)."""
     if named == 0:
         return Applied(0, 0)
     result = await conn.execute(statement)
@@ -66,7 +68,7 @@ async def replay(conn: AsyncConnection, move: Replay) -> Applied:
             updated_at=move.at,
         )
     )
-    return await _changed(conn, q, 1)
+    return await changed(conn, q, 1)
 
 
 async def resolve_failure(conn: AsyncConnection, move: ResolveFailure) -> Applied:
@@ -75,7 +77,7 @@ async def resolve_failure(conn: AsyncConnection, move: ResolveFailure) -> Applie
         .where(n.c.id == move.notification_id, _DEAD_LETTER)
         .values(dead_letter=False, updated_at=move.at)
     )
-    return await _changed(conn, q, 1)
+    return await changed(conn, q, 1)
 
 
 async def withdraw(conn: AsyncConnection, move: WithdrawRows) -> Applied:
@@ -132,13 +134,13 @@ async def extend_window(conn: AsyncConnection, move: ExtendWindow) -> Applied:
         )
         .values(owner_id=move.owner_id, until=move.until)
     )
-    return await _changed(conn, q, 1)
+    return await changed(conn, q, 1)
 
 
 async def record_successor(conn: AsyncConnection, move: RecordSuccessor) -> Applied:
     # Runs in the exhausted leader's settle transaction, which its fence let through.
     q = update(n).where(n.c.id == move.leader_id).values(dedup_successor_id=move.successor_id)
-    return await _changed(conn, q, 1)
+    return await changed(conn, q, 1)
 
 
 async def promote(conn: AsyncConnection, move: Promote) -> Applied:
@@ -147,7 +149,7 @@ async def promote(conn: AsyncConnection, move: Promote) -> Applied:
         .where(n.c.id == move.follower_id, _following(move.from_owner_id))
         .values(dedup_owner_id=None, next_attempt=move.at, updated_at=move.at)
     )
-    return await _changed(conn, q, 1)
+    return await changed(conn, q, 1)
 
 
 async def relink(conn: AsyncConnection, move: Relink) -> Applied:
@@ -165,4 +167,4 @@ async def move_window(conn: AsyncConnection, move: MoveWindow) -> Applied:
         .where(dedup.c.key == move.key, dedup.c.owner_id == move.from_owner_id)
         .values(owner_id=move.to_owner_id)
     )
-    return await _changed(conn, q, 1)
+    return await changed(conn, q, 1)

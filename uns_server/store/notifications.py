@@ -13,15 +13,61 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from uns_server.domain import paging
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import Status
+from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import DedupWindow, Notification
 from uns_server.store import pg, records
 from uns_server.store.db import WriteTx
-from uns_server.store.tables import dedup, notifications
+from uns_server.store.tables import dedup, notifications, policies
 
 _BY_KEYS_PG = pg.Statement(
     select(notifications).where(notifications.c.key == any_(bindparam("keys")))
 )
 _INSERT_PG = pg.Insert(notifications)
+_ADMITTED_UNDER = "admitted_under"  # the guard's value beside each row (``_NewOnly``)
+
+
+class _NewOnly:
+    """The accept's notification rows as an all-or-nothing rider of a one-statement
+    write (``insert_new_before_events``): inserted only while no notification holds
+    any of their idempotency keys and each type's ACTIVE revision is still the one a
+    row was admitted under ("policy_id:revision", "" for none); otherwise none is, and
+    the append's gate (an exact count) holds back the rest. The guard reads what
+    intake's long path reads (``by_keys``, ``policies.active_many``), in the same
+    statement as the write. A concurrent first send of a key, not yet committed, is
+    still waited for and fails as a unique violation (a lost race, retried)."""
+
+    width = _INSERT_PG.width + 1
+
+    def unnest_sql(self, first: int, when: str = "") -> str:
+        keys = _INSERT_PG.param(first, "key")
+        types = _INSERT_PG.param(first, "notification_type")
+        under = f"${first + _INSERT_PG.width}::text[]"
+        active = (
+            f"SELECT p.id || ':' || p.active_revision FROM {policies.name} AS p "
+            "WHERE p.notification_type = w.notification_type"
+        )
+        guard = (
+            f"NOT EXISTS (SELECT 1 FROM {notifications.name} AS held "
+            f"WHERE held.key = ANY({keys})) AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT * "
+            f"FROM unnest({types}, {under})) AS w(notification_type, policy) "
+            f"WHERE w.policy <> coalesce(({active}), ''))"
+        )
+        return _INSERT_PG.unnest_sql(first, f"{guard} AND {when}" if when else guard)
+
+    def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+        return [*_INSERT_PG.arrays(rows), [r[_ADMITTED_UNDER] for r in rows]]
+
+    def exact_sql(self, first: int) -> str | None:
+        return f"cardinality({_INSERT_PG.param(first, 'id')})"
+
+    def partial(self, rows: int) -> bool:
+        return False  # one guard for every row
+
+    async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
+        raise RuntimeError("new-only rows ride in an events append, which checks their count")
+
+
+_NEW_ONLY = _NewOnly()
 
 
 async def get(
@@ -79,6 +125,25 @@ async def insert_notifications_before_events(
         await insert_notifications(tx.conn, rows)
     else:
         tx.defer(_INSERT_PG, sorted(rows, key=lambda r: str(r["key"])))
+
+
+def insert_new_before_events(
+    tx: WriteTx,
+    rows: Sequence[Mapping[str, Any]],
+    active: Mapping[str, PolicyRevision | None],
+) -> None:
+    """PostgreSQL: ``insert_notifications_before_events`` for rows admitted without
+    reading the keys or the policies (``Database.one_statement``): they go in only if
+    no notification holds one of their keys and ``active`` (a row's type to the ACTIVE
+    revision it was admitted under, None for none) still holds, and the append
+    raises ``FenceMoved`` (nothing written) if not."""
+    under = {
+        t: "" if rev is None else f"{rev.policy_id}:{rev.revision}" for t, rev in active.items()
+    }
+    ordered = sorted(rows, key=lambda r: str(r["key"]))
+    tx.defer(
+        _NEW_ONLY, [{**r, _ADMITTED_UNDER: under[str(r["notification_type"])]} for r in ordered]
+    )
 
 
 async def locked_dedup_window(conn: AsyncConnection, key: str) -> DedupWindow | None:

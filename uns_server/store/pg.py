@@ -100,12 +100,20 @@ class Rider(Protocol):
     @property
     def width(self) -> int: ...
 
-    def unnest_sql(self, first: int) -> str: ...
+    def unnest_sql(self, first: int, when: str = "") -> str:
+        """Its SQL, parameters from ``$first`` on; ``when``: a condition every row
+        also waits for (empty: none)."""
+        ...
 
     def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]: ...
 
     def exact_sql(self, first: int) -> str | None:
         """None, or the row count its CTE must return for the statement to go on."""
+        ...
+
+    def partial(self, rows: int) -> bool:
+        """Could it write some of ``rows`` rows and not the others without raising?
+        (A statement outside a transaction block cannot take that back.)"""
         ...
 
     async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None: ...
@@ -136,16 +144,21 @@ class Insert:
         """How many parameters ``unnest_sql`` takes."""
         return len(self._columns)
 
-    def unnest_sql(self, first: int) -> str:
+    def unnest_sql(self, first: int, when: str = "") -> str:
         """The same insert as one statement of any row count: one array parameter per
         column (``$first`` on, from ``arrays``), unnested in row order. Meant to ride in
         another statement (``store.events.append``) instead of costing a round trip."""
         names = ", ".join(c for c, _ in self._columns)
-        params = ", ".join(f"${first + i}::{t}[]" for i, (t, _) in enumerate(self._arrays))
+        params = ", ".join(self.param(first, c) for c, _ in self._columns)
         return (
             f"INSERT INTO {self.table} ({names}) SELECT {', '.join(e for _, e in self._arrays)} "
-            f"FROM unnest({params}) AS r({names})"
+            f"FROM unnest({params}) AS r({names})" + (f" WHERE {when}" if when else "")
         )
+
+    def param(self, first: int, column: str) -> str:
+        """``unnest_sql``'s array parameter of ``column``, typed as it declares it."""
+        i = next(i for i, (c, _) in enumerate(self._columns) if c == column)
+        return f"${first + i}::{self._arrays[i][0]}[]"
 
     def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
         """``unnest_sql``'s parameters: one list per column."""
@@ -153,6 +166,9 @@ class Insert:
 
     def exact_sql(self, first: int) -> str | None:
         return None  # an insert goes on whatever it inserted (it raises on a conflict)
+
+    def partial(self, rows: int) -> bool:
+        return False  # every row, or a unique violation
 
     async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
         await driver.executemany(
@@ -206,12 +222,12 @@ class FencedUpdate:
     def width(self) -> int:
         return len(self._columns)
 
-    def unnest_sql(self, first: int) -> str:
+    def unnest_sql(self, first: int, when: str = "") -> str:
         names = ", ".join(name for name, _, _, _ in self._columns)
         params = ", ".join(f"${first + i}::{t}[]" for i, (_, _, t, _) in enumerate(self._columns))
         return (
             f"UPDATE {self.table} SET {self._assign} FROM unnest({params}) AS r({names}) "
-            f"WHERE {self._where}"
+            f"WHERE {self._where}" + (f" AND {when}" if when else "")
         )
 
     def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
@@ -221,6 +237,9 @@ class FencedUpdate:
 
     def exact_sql(self, first: int) -> str | None:
         return f"cardinality(${first}::text[])"
+
+    def partial(self, rows: int) -> bool:
+        return rows > 1  # each row is fenced on its own: some may move, others not
 
     async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
         raise RuntimeError("a fenced update rides in an events append, which checks its count")

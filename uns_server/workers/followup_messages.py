@@ -10,7 +10,7 @@ new person). Each person's message stands under its route key, as in a delivery
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,7 +24,7 @@ from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.db import Database
 from uns_server.workers.dispatch.references import follow_up_key, sent_reference
-from uns_server.workers.followup_progress import progress_of
+from uns_server.workers.followup_progress import progress_of, timing_of
 from uns_server.workers.messages import outbound_message
 
 # The stand-in channel of a step whose targets reach nobody and that has no channel
@@ -43,6 +43,11 @@ class FollowUpClaim:
     # The step's targets as resolved for this call (``ask``).
     routes: tuple[PersonRoute, ...] = ()
     unreachable: tuple[dict[str, str], ...] = ()
+    # People the step asks who are not sent it now: in their own quiet hours
+    # (``{recipient_id, held_until}``) or, for a reminder, not due on their own count
+    # (``{recipient_id, due_time}``, empty when no reminder is left for them).
+    held: tuple[dict[str, str], ...] = ()
+    not_due: tuple[dict[str, str], ...] = ()
 
     def route(self, key: str) -> PersonRoute | None:
         return next((r for r in self.routes if r.key == key), None)
@@ -63,15 +68,23 @@ async def ask(
 ) -> FollowUpClaim:
     """The claim with its step's targets resolved at ``now``: the step's channels grow
     by every person's route (so the step is decided over them), the calls by those
-    routes that have not answered it for good."""
+    routes that have not answered it for good. A person in their own quiet hours, or
+    (a reminder) not due on their own count, is not asked by this call (``held``,
+    ``not_due``); one this step already reached stays in it."""
     step = claim.step
     if not step.targets:
         return claim
     asked = await targeting.asked_at(db, step.targets, now, channels)
     progress = progress_of(claim.notification, step)
     answers = progress.answers() if progress else {}
-    keys = tuple(r.key for r in asked.routes)
-    if not keys and not step.channels:
+    held, not_due = waiting(claim.notification, step, asked.routes, answers, now)
+    routes = tuple(
+        r
+        for r in asked.routes
+        if r.key in answers or (r.recipient_id not in held and r.recipient_id not in not_due)
+    )
+    keys = tuple(r.key for r in routes)
+    if not asked.routes and not step.channels:
         keys = (NOBODY,)
     # Recomputed here (not the claim's fallback to every channel): with people, only
     # what has not answered for good is called again.
@@ -80,9 +93,34 @@ async def ask(
         claim,
         step=dataclasses.replace(step, channels=step.channels + keys),
         channels=calls,
-        routes=asked.routes,
+        routes=routes,
         unreachable=asked.unreachable,
+        held=tuple({"recipient_id": r, "held_until": t.isoformat()} for r, t in held.items()),
+        not_due=tuple(
+            {"recipient_id": r, "due_time": t.isoformat() if t else ""} for r, t in not_due.items()
+        ),
     )
+
+
+def waiting(
+    n: Notification,
+    step: schedule.Step,
+    routes: Sequence[PersonRoute],
+    answers: Mapping[str, schedule.StepAnswer],
+    now: datetime,
+) -> tuple[dict[str, datetime], dict[str, datetime | None]]:
+    """Of the people ``routes`` reach and this step has not reached yet: those their
+    own quiet hours hold (until when), and, for a reminder, those not due on their own
+    count (``schedule.not_due``)."""
+    fresh = [r for r in routes if r.key not in answers]
+    timing, intent = timing_of(n)
+    held = schedule.held_until({r.recipient_id: r.quiet_hours for r in fresh}, now, intent)
+    not_due: dict[str, datetime | None] = {}
+    if step.kind == schedule.StepKind.REMINDER and timing.reminder is not None:
+        states = schedule.nag_states(n.provider_refs or {})
+        people = {r.recipient_id for r in fresh if r.recipient_id not in held}
+        not_due = schedule.not_due(timing.reminder, states, people, now)
+    return held, not_due
 
 
 def message(claim: FollowUpClaim, channel: str, links: ActionLinkService | None) -> OutboundMessage:
@@ -127,6 +165,8 @@ def follow_up_refs(
             follow_up_number=step.number,
             recipient_id=route.recipient_id if route else "",
         )
+        if ref is not None and route is not None:
+            ref["due_time"] = step.at.isoformat()  # a person's reminders count from it
         if ref is not None:
             new[follow_up_key(s.channel, step.kind.value, step.number)] = ref
     return {**provider_refs_json(current.provider_refs), **new} if new else None

@@ -63,10 +63,12 @@ def step_payload(
     lease_token: str | None,
     people: Mapping[str, str] | None = None,
     unreachable: Sequence[Mapping[str, str]] = (),
+    waiting: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
 ) -> dict[str, Any]:
     """The step's one event: every channel's latest answer, the calls made, the decision;
-    with targets, who it asked (``people``: route key -> recipient id) and whom it
-    could not reach."""
+    with targets, who it asked (``people``: route key -> recipient id), whom it could
+    not reach, and whom it let wait (``waiting``: ``recipients_held``,
+    ``recipients_not_due``)."""
     payload: dict[str, Any] = {
         NUMBER_FIELD[step.kind]: step.number,
         "channels": list(step.channels),
@@ -89,6 +91,8 @@ def step_payload(
                 r["route"], r["channel"] = r["channel"], r["channel"].partition("@")[0]
     if unreachable:
         payload["recipients_unreachable"] = list(unreachable)
+    # Whom it did not ask now: in their quiet hours, or not due a reminder yet.
+    payload |= {k: list(v) for k, v in (waiting or {}).items() if v}
     return payload
 
 

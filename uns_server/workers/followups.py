@@ -20,8 +20,9 @@ Durable outbox work, claimed and fenced like deliveries (``workers.dispatch``):
    and retry those channels alone at the backoff time, without an event. Otherwise the
    step is decided: count it, store the next ``followup_at``, and record REMINDER_SENT
    or ESCALATED once, with every channel's result, the calls made and the
-   ``decision`` (SENT, GAVE_UP). A lost lease (it expired, or a withdrawal fenced it)
-   records LEASE_LOST with the results instead and changes nothing.
+   ``decision`` (SENT, GAVE_UP; SKIPPED when nobody it asks is due now). A lost
+   lease (it expired, or a withdrawal fenced it) records LEASE_LOST with the results
+   instead and changes nothing.
 
 So each step is decided once across replicas and restarts and sent at least once per
 channel (never again to a channel that accepted it); a repeat is flagged. Reminders and
@@ -150,15 +151,17 @@ class FollowUpWorker(LoopWorker):
                     escalations_sent=n.escalations_sent,
                     now=now,
                 )
-                held = n.followup_lease_token  # as read under the row lock (``due``)
+                # As read under the row lock (``due``) in this transaction: a lost move
+                # is a bug, so nothing of this round may commit (``expect``).
+                held = n.followup_lease_token
                 if isinstance(decision, schedule.Wait):
                     wait = moves.RescheduleFollowUp(n.id, held, decision.at)
-                    _check_locked(await followups.reschedule(tx.conn, wait), n.id)
+                    (await followups.reschedule(tx.conn, wait)).expect(f"follow-up of {n.id}")
                     rescheduled += 1
                     continue
                 token = str(uuid.uuid4())
                 lease = moves.LeaseFollowUp(n.id, held, token, now + self._lease)
-                _check_locked(await followups.lease(tx.conn, lease), n.id)
+                (await followups.lease(tx.conn, lease)).expect(f"follow-up of {n.id}")
                 recovered = n.followup_lease_token is not None
                 step = decision.step
                 progress = progress_of(n, step)
@@ -176,7 +179,7 @@ class FollowUpWorker(LoopWorker):
             n.id, None, counts, None, None, now, expected_token=n.followup_lease_token
         )
         if progress is None:  # nothing to close (the query takes no such row)
-            _check_locked(await followups.settle_step(tx.conn, close), n.id)
+            (await followups.settle_step(tx.conn, close)).expect(f"follow-up of {n.id}")
             return
         if n.followup_lease_token is not None:  # a call whose lease expired unsettled
             progress = dataclasses.replace(progress, recovered=True)
@@ -196,14 +199,17 @@ class FollowUpWorker(LoopWorker):
         )
         assert isinstance(decided, schedule.StepDecided)
         close = dataclasses.replace(close, counts=counts.after(step.kind, step.number))
-        _check_locked(await followups.settle_step(tx.conn, close), n.id)
+        (await followups.settle_step(tx.conn, close)).expect(f"follow-up of {n.id}")
         payload = step_payload(step, progress, decided.outcome, lease_token=None)
         await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
 
     async def deliver(self, claim: FollowUpClaim) -> None:
         try:
             claim = await ask(self._db, claim, self._channels.names(), self._clock())
-            channels = claim.channels if claim.routes else claim.channels or claim.step.channels
+            # With targets, ``ask`` says exactly what to call (maybe nothing).
+            channels = (
+                claim.channels if claim.step.targets else claim.channels or claim.step.channels
+            )
             sent = await asyncio.gather(*(self._send(claim, ch) for ch in channels))
             await self.settle(claim, sent)
         except Exception:
@@ -293,6 +299,7 @@ class FollowUpWorker(LoopWorker):
                 lease_token=claim.token,
                 people=claim.people,
                 unreachable=claim.unreachable,
+                waiting={"recipients_held": claim.held, "recipients_not_due": claim.not_due},
             )
             await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
         return True
@@ -306,10 +313,3 @@ def delivered_at(n: Notification) -> datetime:
 
 def _event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
     return NewEvent(n.id, n.principal, n.notification_type, kind, payload)
-
-
-def _check_locked(applied: moves.Applied, notification_id: str) -> None:
-    # ``due`` locked the row and read its lease in this transaction: a lost move is a
-    # bug, so nothing of this round may commit.
-    if applied.lost:
-        raise RuntimeError(f"follow-up of {notification_id} moved under its row lock")

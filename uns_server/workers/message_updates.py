@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +24,14 @@ from uns_server.channels.base import ChannelResult, ObligationOutcome, Updatable
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import message_updates as rules
 from uns_server.domain.records import MessageUpdate
-from uns_server.services.message_updates import IN_FLIGHT, TOPIC_MESSAGE_UPDATES, updatable
+from uns_server.services.message_updates import (
+    IN_FLIGHT,
+    IN_FLIGHT_SENT,
+    TOPIC_MESSAGE_UPDATES,
+    sent_since,
+    still_sending,
+    updatable,
+)
 from uns_server.store import message_updates, notifications
 from uns_server.store.db import Database, WriteTx
 from uns_server.workers.loop import LoopWorker, seconds_until
@@ -134,6 +141,9 @@ class MessageUpdater(LoopWorker):
         """The reference to update. One queued while its delivery was in flight is the
         delivery's, once that attempt has settled: until then a retry, and nothing to
         do if the channel did not take the message."""
+        known = update.reference.get(IN_FLIGHT_SENT)
+        if known is not None:
+            return await self._expand(update, known)
         channel = update.reference.get(IN_FLIGHT)
         if channel is None:
             reference: Mapping[str, Any] = update.reference
@@ -146,6 +156,24 @@ class MessageUpdater(LoopWorker):
         if row is not None and row.lease_token is not None:
             return ChannelResult.transient("the delivery is still in flight")
         return NOTHING_TO_UPDATE
+
+    async def _expand(self, update: MessageUpdate, known: Sequence[str]) -> ChannelResult:
+        """An ``IN_FLIGHT_SENT`` stand-in: once nothing is being sent, queue an update
+        of each message sent since it was queued (a person's message, a follow-up
+        step's), and it is done; until then, a retry."""
+        now = self._clock()
+        async with self._db.read() as conn:
+            row = await notifications.get(conn, update.notification_id)
+        if row is None:
+            return NOTHING_TO_UPDATE
+        if still_sending(row, now):
+            return ChannelResult.transient("messages are still being sent")
+        queued = sent_since(row, known, update.outcome)
+        if queued:
+            async with self._db.write() as tx:
+                await message_updates.enqueue(tx.conn, queued, now)
+                tx.signal(TOPIC_MESSAGE_UPDATES)
+        return ChannelResult.delivered("", metadata={"queued": str(len(queued))})
 
     async def _send(self, update: MessageUpdate) -> ChannelResult:
         reference = await self._reference(update)

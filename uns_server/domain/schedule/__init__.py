@@ -15,9 +15,11 @@ Timeline of one obligation, all offsets from the instant ``t0`` it was accepted:
 One module per concern, all re-exported here (callers write ``schedule.plan``):
 
 - ``quiet_hours``: :class:`QuietHours`, :func:`is_quiet`, :func:`next_allowed`, which
-  holds every step but the deadline inside the policy's quiet window;
+  holds every step but the deadline inside the policy's quiet window, and
+  :func:`held_until`, which holds a person's own messages inside their quiet window;
 - ``follow_up_steps``: reminders and escalation steps after delivery, the follow-up worker's
   :func:`decide_follow_up` and :func:`after_fired`;
+- ``nagging``: each person's reminders tapered on their own count (:func:`not_due`);
 - ``step_retry``: a step whose provider call failed transiently, retried on the failing
   channels alone (:func:`decide_step_attempt`);
 - ``planning``: scheduled sends (:func:`first_attempt_at`) and Simulate's :func:`plan`.
@@ -44,13 +46,20 @@ from uns_server.domain.schedule.follow_up_steps import (
     pending_follow_ups,
     reminder_violations,
 )
+from uns_server.domain.schedule.nagging import NagState, nag_states, not_due, reminder_due
 from uns_server.domain.schedule.planning import (
     SCHEDULE_AHEAD_MAX,
     first_attempt_at,
     plan,
     schedule_violations,
 )
-from uns_server.domain.schedule.quiet_hours import QUIET_EXEMPT, QuietHours, is_quiet, next_allowed
+from uns_server.domain.schedule.quiet_hours import (
+    QUIET_EXEMPT,
+    QuietHours,
+    held_until,
+    is_quiet,
+    next_allowed,
+)
 from uns_server.domain.schedule.step_retry import (
     STEP_ATTEMPTS_MAX,
     STEP_RETRY_AFTER_CAP_SECONDS,
@@ -75,6 +84,7 @@ __all__ = [
     "STEP_RETRY_AFTER_CAP_SECONDS",
     "EscalationStep",
     "Fire",
+    "NagState",
     "QuietHours",
     "Reminder",
     "RetryStep",
@@ -92,10 +102,14 @@ __all__ = [
     "escalation_offsets",
     "first_attempt_at",
     "follow_ups",
+    "held_until",
     "is_quiet",
+    "nag_states",
     "next_allowed",
+    "not_due",
     "pending_follow_ups",
     "plan",
+    "reminder_due",
     "reminder_violations",
     "schedule_violations",
 ]

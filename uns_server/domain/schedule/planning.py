@@ -36,10 +36,13 @@ def plan(
     schedule_time: datetime | None,
     timing: Timing,
     intent: str | None,
+    delivered_at: datetime | None = None,
 ) -> list[Step]:
     """Simulate's ``planned_steps``: the first delivery (assuming it succeeds at its
     first attempt), then, with require_ack and no answer, every reminder and
-    escalation step and the deadline."""
+    escalation step and the deadline, counted from ``delivered_at`` (by default the
+    first attempt; later when a person's own quiet hours hold their message, since
+    the delivery completes only once every message is sent)."""
     nominal = accepted_at if schedule_time is None or schedule_time < accepted_at else schedule_time
     delivery_at = first_attempt_at(accepted_at, schedule_time, timing.quiet, intent)
     steps = [
@@ -53,6 +56,7 @@ def plan(
         )
     ]
     if timing.require_ack:
-        steps += follow_ups(delivery_at, timing, intent)
-        steps.append(Step(StepKind.DEADLINE, 1, delivery_at + timing.ack_timeout, ()))
+        done = delivered_at or delivery_at
+        steps += follow_ups(done, timing, intent)
+        steps.append(Step(StepKind.DEADLINE, 1, done + timing.ack_timeout, ()))
     return steps

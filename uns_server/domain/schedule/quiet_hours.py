@@ -135,3 +135,17 @@ def next_allowed(t: datetime, quiet: QuietHours | None, intent: str | None) -> d
             day += timedelta(days=1)
         t = max(t, _first_instant_reading(day, quiet.end, zone, t))
     return t
+
+
+def held_until(
+    quiet_by_key: Mapping[str, QuietHours | None], now: datetime, intent: str | None
+) -> dict[str, datetime]:
+    """Of messages keyed by route, those a person's own quiet hours hold at ``now``,
+    each with when the hold ends (``next_allowed``: SAFETY and ESCALATION are never
+    held). A message whose person has no quiet hours, or is awake, is not listed."""
+    out: dict[str, datetime] = {}
+    for key, quiet in quiet_by_key.items():
+        until = next_allowed(now, quiet, intent)
+        if until > now:
+            out[key] = until
+    return out

@@ -31,6 +31,9 @@ class StepOutcome(StrEnum):
     SENT = "SENT"  # every channel accepted it
     GAVE_UP = "GAVE_UP"  # a channel refused for good, or retries ran out before it accepted
     STOPPED = "STOPPED"  # the ack settled or was withdrawn while the step waited to retry
+    # Nothing to send: everyone the step asks is in their own quiet hours, or (a
+    # reminder) not due on their own count (``nagging``); the next step asks again.
+    SKIPPED = "SKIPPED"
 
 
 @dataclass(frozen=True)
@@ -128,12 +131,15 @@ def decide_step_attempt(
     or retried on the channels that failed transiently, with the delivery backoff
     (``domain.retry``), held by quiet hours.
 
-    A channel that accepted is never called again, and a permanent refusal is final for
+    A step with no channel to call (everyone it asks waits) is SKIPPED. A channel
+    that accepted is never called again, and a permanent refusal is final for
     its channel. Once no channel is left to retry the step is SENT (all accepted) or
     GAVE_UP. Otherwise it is STOPPED when the ack is no longer pending, GAVE_UP after
     ``min(max_attempts, STEP_ATTEMPTS_MAX)`` calls or when the retry would not come
     before the ack deadline, and retried on the transient channels alone.
     """
+    if not channels:
+        return StepDecided(StepOutcome.SKIPPED)
     retry = tuple(ch for ch in channels if ch not in answers or answers[ch].transient)
     if not retry:
         if all(answers[ch].success for ch in channels):

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,8 @@ class Claim:
     # the targets could not reach.
     routes: tuple[PersonRoute, ...] = ()
     unreachable: tuple[dict[str, str], ...] = ()
+    # People's messages their own quiet hours hold now (route key -> until): not sent.
+    held: Mapping[str, datetime] = field(default_factory=dict)
 
     def route(self, key: str) -> PersonRoute | None:
         return next((r for r in self.routes if r.key == key), None)
@@ -66,19 +69,29 @@ def claim_events(claim: Claim, *, recovered: bool) -> list[NewEvent]:
     started = event(
         n, EventKind.ATTEMPT_STARTED, {**base, "recovery_may_repeat_provider_effect": recovered}
     )
-    return [started] + [
-        event(
-            n,
-            EventKind.CHANNEL_ATTEMPT_STARTED,
-            {
-                **base,
-                "channel": ch,
-                "lease_token": claim.token,
-                "provider_effect_may_have_occurred": True,
-            },
+    return [started, *started_events(claim, claim.channels)]
+
+
+def started_events(claim: Claim, keys: Sequence[str]) -> list[NewEvent]:
+    """One CHANNEL_ATTEMPT_STARTED per channel (or person's route: its real channel,
+    the ``route`` and the ``recipient_id``) about to be called."""
+    base = attempt_base(claim)
+    out = []
+    for key in keys:
+        route = claim.route(key)
+        names = (
+            {"channel": key}
+            if route is None
+            else {"channel": route.channel, "route": key, "recipient_id": route.recipient_id}
         )
-        for ch in claim.channels
-    ]
+        payload = {
+            **base,
+            **names,
+            "lease_token": claim.token,
+            "provider_effect_may_have_occurred": True,
+        }
+        out.append(event(claim.notification, EventKind.CHANNEL_ATTEMPT_STARTED, payload))
+    return out
 
 
 def event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:

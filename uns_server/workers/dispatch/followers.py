@@ -80,7 +80,11 @@ async def hand_off(
     if decision is None:
         return
     successor_moved = moves.RecordSuccessor(leader.id, decision.successor_id)
-    _check_applied(await store_moves.record_successor(tx.conn, successor_moved), leader.id)
+    # The leader's row, its promoted follower and its window move only in its own
+    # settlement (a follower withdrawn meanwhile is the one race, and promoting it would
+    # resurrect it): a lost move rolls the settlement back, to be decided afresh.
+    handing_off = f"hand-off of {leader.id}"
+    (await store_moves.record_successor(tx.conn, successor_moved)).expect(handing_off)
     new_events.append(
         event(
             leader,
@@ -92,12 +96,12 @@ async def hand_off(
         return
     successor, rest = followers[0], followers[1:]
     promote = moves.Promote(successor.id, leader.id, now)
-    _check_applied(await store_moves.promote(tx.conn, promote), leader.id)
+    (await store_moves.promote(tx.conn, promote)).expect(handing_off)
     relink = moves.Relink(decision.relinked, leader.id, successor.id, now)
     relinked = set((await store_moves.relink(tx.conn, relink)).ids)
     if leader.dedup_key is not None:  # always, for a leader with followers
         window = moves.MoveWindow(leader.dedup_key, leader.id, successor.id)
-        _check_applied(await store_moves.move_window(tx.conn, window), leader.id)
+        (await store_moves.move_window(tx.conn, window)).expect(handing_off)
     link = {
         "previous_owner_id": leader.id,
         "owner_id": successor.id,
@@ -123,11 +127,3 @@ def _generation(follower: Notification) -> int:
     # Intake gives every row of a dedup key a generation (a follower joins its owner's).
     assert follower.dedup_generation is not None, "a follower without a dedup generation"
     return follower.dedup_generation
-
-
-def _check_applied(applied: moves.Applied, leader_id: str) -> None:
-    # The leader's own row, its promoted follower and its window move only in its own
-    # settlement (a follower withdrawn meanwhile is the one race, and promoting it would
-    # resurrect it): a lost move rolls the settlement back, to be decided afresh.
-    if applied.lost:
-        raise RuntimeError(f"hand-off of {leader_id}: a row moved during its settlement")

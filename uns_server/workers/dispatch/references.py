@@ -110,3 +110,12 @@ def result_event(claim: Claim, base: Mapping[str, Any], a: ChannelAttempt) -> Ne
             **reference_payload(claim, a),
         },
     )
+
+
+def held_json(claim: Claim) -> list[dict[str, str]]:
+    """``outcome.held``: each person's message their quiet hours hold, and until when
+    (it is sent by the attempt due then)."""
+    return [
+        {**route_fields(claim, key), "held_until": until.isoformat()}
+        for key, until in sorted(claim.held.items())
+    ]

@@ -16,6 +16,7 @@ from opentelemetry.trace import Tracer
 
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain import schedule
 from uns_server.domain.enums import Status
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
@@ -24,7 +25,8 @@ from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.db import Database
-from uns_server.workers.dispatch.claims import ChannelAttempt, Claim
+from uns_server.store.events import append
+from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, started_events
 from uns_server.workers.dispatch.settlement import Settler
 from uns_server.workers.messages import outbound_message
 from uns_server.workers.provider_call import guarded_call
@@ -88,24 +90,51 @@ class Sender:
     async def ask_people(self, claim: Claim) -> Claim:
         """The claim with its policy's targets resolved now (SPEC §6): a rotation asks
         whoever is on call at this attempt; each person's routes not yet accepted in
-        this cycle join the channels to send. A claim without targets is unchanged."""
-        effective = claim.notification.notification.effective
-        if not effective.targets or self._db is None:
+        this cycle join the channels to send, unless their own quiet hours hold them
+        (``held``: sent by a later attempt when the hold ends). Once the ack has been
+        answered (from a message sent before a hold), nobody more is asked. A claim
+        without targets is unchanged."""
+        n = claim.notification
+        doc = n.notification
+        if not doc.effective.targets or self._db is None:
             return claim
+        now = self._clock()
         asked = await targeting.asked_at(
-            self._db, effective.targets, self._clock(), self._channels.names()
+            self._db, doc.effective.targets, now, self._channels.names()
         )
-        done = set(claim.notification.outcome.channels_succeeded)
-        keys = tuple(r.key for r in asked.routes if r.key not in done)
-        channels = claim.channels + keys
-        if not asked.routes and not effective.channels:
+        done = set(n.outcome.channels_succeeded)
+        todo = [r for r in asked.routes if r.key not in done]
+        if n.ack_status is not None:
+            todo = []  # the obligation was answered while a message was held
+        held = schedule.held_until(
+            {r.key: r.quiet_hours for r in todo}, now, doc.intent.value if doc.intent else None
+        )
+        channels = claim.channels + tuple(r.key for r in todo if r.key not in held)
+        if not asked.routes and not doc.effective.channels:
             channels = (NOBODY,)  # refused below: nobody can be asked
-        return replace(claim, channels=channels, routes=asked.routes, unreachable=asked.unreachable)
+        return replace(
+            claim,
+            channels=channels,
+            routes=asked.routes,
+            unreachable=asked.unreachable,
+            held=held,
+        )
+
+    async def _people_started(self, claim: Claim) -> None:
+        """CHANNEL_ATTEMPT_STARTED for each person's message about to be sent, with its
+        ``recipient_id`` and ``route``, committed before the provider calls like the
+        claim's own for the shared channels (routes are known only now)."""
+        keys = [k for k in claim.channels if claim.route(k) is not None]
+        if not keys or self._db is None:
+            return
+        async with self._db.write() as tx:
+            await append(tx, started_events(claim, keys), self._clock())
 
     async def deliver(self, claim: Claim) -> None:
         """Send to the claim's channels and its people, and settle what they answered."""
         try:
             claim = await self.ask_people(claim)
+            await self._people_started(claim)
         except Exception:  # the database is away: the lease expires and it is retried
             log.exception("targets not resolved", extra={"notification_id": claim.notification.id})
             return

@@ -2,7 +2,8 @@
 
 Deliveries that finish while a settle transaction is in flight are settled together
 in the next one (``submit``; one fenced executemany per kind of update, which also
-takes the row locks, and one events append carrying the audit rows). Fencing stays
+takes the row locks, and one events append carrying the audit rows; on PostgreSQL the
+updates ride in that append too, and a lone delivery's settle is that one statement). Fencing stays
 per row: a row whose lease was lost gets LEASE_LOST while the others in the batch
 settle. The domain decides each row's move (``lifecycle.decide_settlement``); this
 records it, with the followers' part (``followers``). A claim whose interrupted
@@ -31,7 +32,7 @@ from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_un
 from uns_server.store.events import NewEvent, append
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
-from uns_server.workers.dispatch.references import provider_refs, result_event
+from uns_server.workers.dispatch.references import held_json, provider_refs, result_event
 
 log = logging.getLogger("uns.dispatch")
 
@@ -168,8 +169,9 @@ class Settler:
     async def settle_batch(self, items: Sequence[Item]) -> list[Status | None]:
         """``settle_batch_once``; on PostgreSQL first with the fenced UPDATEs riding in
         the events append (``dispatch.settle_leased_with_events``: BEGIN, one
-        statement, COMMIT). If a lease turned out lost, that transaction rolls back and
-        the batch is settled again the long way, where each row gets its own outcome.
+        statement, COMMIT; for one delivery the statement alone). If a lease turned out
+        lost, that write takes nothing and the batch is settled again the long way,
+        where each row gets its own outcome.
         (SQLite has no round trips to save: it goes the long way at once.)"""
         try:
             return await self.settle_batch_once(items, riding=self._db.is_postgres)
@@ -197,27 +199,38 @@ class Settler:
         its lease, and its decision is dropped."""
         now = self._clock()
         settled: list[Settled] = []
-        async with self._db.write() as tx:
-            updates: list[moves.SettleAttempt] = []
-            audits: list[dict[str, Any]] = []  # one per update, in order
-            for claim, attempts in items:
-                s = Settled(claim, attempt_base(claim))
-                s.results = [result_event(s.claim, s.base, a) for a in attempts]
-                n = claim.notification
-                decision = self._decide(tx, n, claim, attempts, s, now)
-                refs = provider_refs(n, claim, attempts)
-                updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs))
-                audits.append(
-                    audit.delivery_record(
-                        n,
-                        status=decision.status.value,
-                        outcome=decision.outcome,
-                        delivered_at=decision.delivered_at,
-                        now=now,
-                    )
+        updates: list[moves.SettleAttempt] = []
+        audits: list[dict[str, Any]] = []  # one per update, in order
+        work = False
+        for claim, attempts in items:
+            s = Settled(claim, attempt_base(claim))
+            s.results = [result_event(s.claim, s.base, a) for a in attempts]
+            n = claim.notification
+            decision = self._decide(n, claim, attempts, s, now)
+            work = work or decision.status == Status.PENDING
+            refs = provider_refs(n, claim, attempts)
+            given_back = n.cycle_attempts if decision.gives_back_attempt else None
+            updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs, given_back))
+            audits.append(
+                audit.delivery_record(
+                    n,
+                    status=decision.status.value,
+                    outcome=decision.outcome,
+                    delivered_at=decision.delivered_at,
+                    now=now,
                 )
-                settled.append(s)
-            if riding and all(_settles_alone(s) for s in settled):
+            )
+            settled.append(s)
+        riding = riding and all(_settles_alone(s) for s in settled)
+        # One delivery that settles alone is one statement, without BEGIN and COMMIT
+        # (its fenced UPDATE moves its one row or nothing, so the statement writes all
+        # or nothing). A batch keeps its transaction: one fenced row could fall short
+        # while the others moved, and only a rollback takes those back.
+        single = riding and len(settled) == 1
+        async with self._db.one_statement() if single else self._db.write() as tx:
+            if work:
+                tx.signal(TOPIC_WORK)
+            if riding:
                 # Every lease is expected to hold: FenceMoved (a rollback) if one did not.
                 await dispatch.settle_leased_with_events(tx, updates, now)
                 changed = {(s.claim.notification.id, s.claim.token) for s in settled}
@@ -262,7 +275,6 @@ class Settler:
 
     def _decide(
         self,
-        tx: WriteTx,
         n: Notification,
         claim: Claim,
         attempts: Sequence[ChannelAttempt],
@@ -283,6 +295,7 @@ class Settler:
             ack_timeout_minutes=effective.ack_timeout_minutes,
             quiet_hours=effective.quiet_hours,
             intent=n.notification.intent.value if n.notification.intent else None,
+            held=claim.held,
         )
         answers = [
             lifecycle.ChannelAnswer(
@@ -297,8 +310,8 @@ class Settler:
         decision = lifecycle.decide_settlement(settling, answers, now, rand=self._rand)
         if claim.unreachable:  # SPEC §6: recorded, never silently skipped
             decision.outcome["recipients_unreachable"] = list(claim.unreachable)
-        if decision.status == Status.PENDING:
-            tx.signal(TOPIC_WORK)
+        if claim.held:  # SPEC §6: a person's quiet hours hold their message, visibly
+            decision.outcome["held"] = held_json(claim)
         s.status, s.dead_letter = decision.status, decision.dead_letter
         s.final = event(n, EventKind.DELIVERY_RESULT, decision.result_payload(s.base))
         return decision

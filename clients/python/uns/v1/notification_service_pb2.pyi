@@ -459,6 +459,8 @@ class PlannedStep(_message.Message):
     HELD_BY_QUIET_HOURS_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
     RECIPIENT_IDS_FIELD_NUMBER: _builtins.int
+    HELD_RECIPIENTS_FIELD_NUMBER: _builtins.int
+    NOT_DUE_RECIPIENTS_FIELD_NUMBER: _builtins.int
     kind: Global___PlannedStepKind.ValueType
     """What the step does."""
     number: _builtins.int
@@ -479,10 +481,30 @@ class PlannedStep(_message.Message):
 
     @_builtins.property
     def recipient_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The people it asks, in order: the policy's targets for the delivery and
-        reminders, the step's own for an escalation step, each rotation resolved
-        to the person on call at the step's time. Empty when it asks nobody
-        (a rotation with nobody on call is left out).
+        """The people it sends its message to at its time, in order: the policy's
+        targets for the delivery and reminders, the step's own for an escalation
+        step, each rotation resolved to the person on call at the step's time.
+        Empty when it asks nobody (a rotation with nobody on call is left out).
+        A person the step names but does not send to then is not listed here but
+        in held_recipients or not_due_recipients.
+        """
+
+    @_builtins.property
+    def held_recipients(self) -> _containers.RepeatedCompositeFieldContainer[Global___HeldRecipient]:
+        """The people the step names whose own quiet hours (Recipient.quiet_hours,
+        in their zone) hold its message at its time, in order, each with when the
+        hold ends. The delivery sends each of them its message then, and is
+        complete (DELIVERED) when the last hold ends: the reminders, escalation
+        steps and deadline that follow count from that instant. A reminder or an
+        escalation step does not send to them at all. Empty for a SAFETY or
+        ESCALATION intent, which quiet hours never hold.
+        """
+
+    @_builtins.property
+    def not_due_recipients(self) -> _containers.RepeatedCompositeFieldContainer[Global___NotDueRecipient]:
+        """For a reminder: the people it names who are not due on their own count
+        (reminders taper per person, from the last message each was sent), in
+        order, each with when they are due. It does not remind them.
         """
 
     def __init__(
@@ -495,14 +517,76 @@ class PlannedStep(_message.Message):
         held_by_quiet_hours: _builtins.bool = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
         recipient_ids: _abc.Iterable[_builtins.str] | None = ...,
+        held_recipients: _abc.Iterable[Global___HeldRecipient] | None = ...,
+        not_due_recipients: _abc.Iterable[Global___NotDueRecipient] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "held_by_quiet_hours", b"held_by_quiet_hours", "kind", b"kind", "number", b"number", "offset", b"offset", "recipient_ids", b"recipient_ids", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "held_by_quiet_hours", b"held_by_quiet_hours", "held_recipients", b"held_recipients", "kind", b"kind", "not_due_recipients", b"not_due_recipients", "number", b"number", "offset", b"offset", "recipient_ids", b"recipient_ids", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PlannedStep: _TypeAlias = PlannedStep  # noqa: Y015
+
+@_typing.final
+class HeldRecipient(_message.Message):
+    """HeldRecipient is a person whose own quiet hours hold a planned step's
+    message.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
+    HOLD_END_TIME_FIELD_NUMBER: _builtins.int
+    recipient_id: _builtins.str
+    """The person (Recipient.recipient_id)."""
+    @_builtins.property
+    def hold_end_time(self) -> _timestamp_pb2.Timestamp:
+        """When their quiet hours end."""
+
+    def __init__(
+        self,
+        *,
+        recipient_id: _builtins.str = ...,
+        hold_end_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["hold_end_time", b"hold_end_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hold_end_time", b"hold_end_time", "recipient_id", b"recipient_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HeldRecipient: _TypeAlias = HeldRecipient  # noqa: Y015
+
+@_typing.final
+class NotDueRecipient(_message.Message):
+    """NotDueRecipient is a person a planned reminder does not remind yet."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
+    DUE_TIME_FIELD_NUMBER: _builtins.int
+    recipient_id: _builtins.str
+    """The person (Recipient.recipient_id)."""
+    @_builtins.property
+    def due_time(self) -> _timestamp_pb2.Timestamp:
+        """When they are next due a reminder; unset when they have had
+        Reminder.max_count reminders already.
+        """
+
+    def __init__(
+        self,
+        *,
+        recipient_id: _builtins.str = ...,
+        due_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["due_time", b"due_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["due_time", b"due_time", "recipient_id", b"recipient_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NotDueRecipient: _TypeAlias = NotDueRecipient  # noqa: Y015
 
 @_typing.final
 class AcknowledgeRequest(_message.Message):

@@ -287,13 +287,15 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     EVENT_KIND_CHANNEL_ATTEMPT_STARTED: _EventKind.ValueType  # 4
     """The lease was verified right before calling a channel adapter. Payload:
     channel, lease_token, attempt, cycle, cycle_attempt,
-    provider_effect_may_have_occurred.
+    provider_effect_may_have_occurred; for a targeted person's own message
+    also recipient_id and route ("<channel>@<recipient id>").
     """
     EVENT_KIND_CHANNEL_ATTEMPT_RESULT: _EventKind.ValueType  # 5
     """What one channel adapter observed. Kept even when the lease was lost
     afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
     success, message_id, error, retryable, provider_observed_at, and on
-    success provider_reference (the fields of ProviderReference, snake_case).
+    success provider_reference (the fields of ProviderReference, snake_case);
+    for a targeted person's own message also recipient_id and route.
     """
     EVENT_KIND_LEASE_LOST: _EventKind.ValueType  # 6
     """The worker's lease expired; its settlement was refused. Payload:
@@ -305,7 +307,10 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     worker's lease expired unsettled) and was the cycle's last, the worker that
     recovered the lease settles it FAILED without a new attempt; the payload
     then also has interrupted: true, the interrupted lease_token and
-    provider_effect_may_have_occurred: true.
+    provider_effect_may_have_occurred: true. outcome.recipients_unreachable
+    lists targeted people who could not be asked ({recipient_id | rotation_id,
+    reason}); outcome.held lists people's messages held by their own quiet
+    hours ({recipient_id, channel, route, held_until}).
     """
     EVENT_KIND_OBLIGATION_HANDED_OFF: _EventKind.ValueType  # 8
     """An exhausted leader handed its obligation to a successor. Payload:
@@ -357,9 +362,14 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     success, retryable, message_id, error), attempts (provider calls made),
     decision ("SENT": every channel accepted; "GAVE_UP": a channel refused,
     or retries ran out; "STOPPED": the ack ended while a channel waited to be
-    retried), lease_token, due_time, and provider_effect_may_have_occurred
-    (true when an earlier try of the same reminder was interrupted and may
-    have reached the provider).
+    retried; "SKIPPED": a step asking people only had nobody to send to,
+    each of them held or not yet due), lease_token, due_time, and
+    provider_effect_may_have_occurred (true when an earlier try of the same
+    reminder was interrupted and may have reached the provider). With
+    targets: recipient_ids (who it asked), recipients_unreachable,
+    recipients_held ({recipient_id, held_until}: in their own quiet hours) and
+    recipients_not_due ({recipient_id, due_time}: their own reminder interval
+    has not passed).
     """
     EVENT_KIND_ESCALATED: _EventKind.ValueType  # 20
     """An escalation step was decided while the ack was PENDING (policy
@@ -390,13 +400,15 @@ cycle_attempt, recovery_may_repeat_provider_effect.
 EVENT_KIND_CHANNEL_ATTEMPT_STARTED: EventKind.ValueType  # 4
 """The lease was verified right before calling a channel adapter. Payload:
 channel, lease_token, attempt, cycle, cycle_attempt,
-provider_effect_may_have_occurred.
+provider_effect_may_have_occurred; for a targeted person's own message
+also recipient_id and route ("<channel>@<recipient id>").
 """
 EVENT_KIND_CHANNEL_ATTEMPT_RESULT: EventKind.ValueType  # 5
 """What one channel adapter observed. Kept even when the lease was lost
 afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
 success, message_id, error, retryable, provider_observed_at, and on
-success provider_reference (the fields of ProviderReference, snake_case).
+success provider_reference (the fields of ProviderReference, snake_case);
+for a targeted person's own message also recipient_id and route.
 """
 EVENT_KIND_LEASE_LOST: EventKind.ValueType  # 6
 """The worker's lease expired; its settlement was refused. Payload:
@@ -408,7 +420,10 @@ cycle_attempt, dead_letter, outcome. When the attempt was interrupted (its
 worker's lease expired unsettled) and was the cycle's last, the worker that
 recovered the lease settles it FAILED without a new attempt; the payload
 then also has interrupted: true, the interrupted lease_token and
-provider_effect_may_have_occurred: true.
+provider_effect_may_have_occurred: true. outcome.recipients_unreachable
+lists targeted people who could not be asked ({recipient_id | rotation_id,
+reason}); outcome.held lists people's messages held by their own quiet
+hours ({recipient_id, channel, route, held_until}).
 """
 EVENT_KIND_OBLIGATION_HANDED_OFF: EventKind.ValueType  # 8
 """An exhausted leader handed its obligation to a successor. Payload:
@@ -460,9 +475,14 @@ after any retries of channels that failed transiently. Payload: number
 success, retryable, message_id, error), attempts (provider calls made),
 decision ("SENT": every channel accepted; "GAVE_UP": a channel refused,
 or retries ran out; "STOPPED": the ack ended while a channel waited to be
-retried), lease_token, due_time, and provider_effect_may_have_occurred
-(true when an earlier try of the same reminder was interrupted and may
-have reached the provider).
+retried; "SKIPPED": a step asking people only had nobody to send to,
+each of them held or not yet due), lease_token, due_time, and
+provider_effect_may_have_occurred (true when an earlier try of the same
+reminder was interrupted and may have reached the provider). With
+targets: recipient_ids (who it asked), recipients_unreachable,
+recipients_held ({recipient_id, held_until}: in their own quiet hours) and
+recipients_not_due ({recipient_id, due_time}: their own reminder interval
+has not passed).
 """
 EVENT_KIND_ESCALATED: EventKind.ValueType  # 20
 """An escalation step was decided while the ack was PENDING (policy

@@ -692,12 +692,14 @@ pub enum EventKind {
     AttemptStarted = 3,
     /// The lease was verified right before calling a channel adapter. Payload:
     /// channel, lease_token, attempt, cycle, cycle_attempt,
-    /// provider_effect_may_have_occurred.
+    /// provider_effect_may_have_occurred; for a targeted person's own message
+    /// also recipient_id and route ("<channel>@<recipient id>").
     ChannelAttemptStarted = 4,
     /// What one channel adapter observed. Kept even when the lease was lost
     /// afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
     /// success, message_id, error, retryable, provider_observed_at, and on
-    /// success provider_reference (the fields of ProviderReference, snake_case).
+    /// success provider_reference (the fields of ProviderReference, snake_case);
+    /// for a targeted person's own message also recipient_id and route.
     ChannelAttemptResult = 5,
     /// The worker's lease expired; its settlement was refused. Payload:
     /// lease_token, attempt, provider_effect_may_have_occurred.
@@ -707,7 +709,10 @@ pub enum EventKind {
     /// worker's lease expired unsettled) and was the cycle's last, the worker that
     /// recovered the lease settles it FAILED without a new attempt; the payload
     /// then also has interrupted: true, the interrupted lease_token and
-    /// provider_effect_may_have_occurred: true.
+    /// provider_effect_may_have_occurred: true. outcome.recipients_unreachable
+    /// lists targeted people who could not be asked ({recipient_id | rotation_id,
+    /// reason}); outcome.held lists people's messages held by their own quiet
+    /// hours ({recipient_id, channel, route, held_until}).
     DeliveryResult = 7,
     /// An exhausted leader handed its obligation to a successor. Payload:
     /// successor_id, generation.
@@ -749,9 +754,14 @@ pub enum EventKind {
     /// success, retryable, message_id, error), attempts (provider calls made),
     /// decision ("SENT": every channel accepted; "GAVE_UP": a channel refused,
     /// or retries ran out; "STOPPED": the ack ended while a channel waited to be
-    /// retried), lease_token, due_time, and provider_effect_may_have_occurred
-    /// (true when an earlier try of the same reminder was interrupted and may
-    /// have reached the provider).
+    /// retried; "SKIPPED": a step asking people only had nobody to send to,
+    /// each of them held or not yet due), lease_token, due_time, and
+    /// provider_effect_may_have_occurred (true when an earlier try of the same
+    /// reminder was interrupted and may have reached the provider). With
+    /// targets: recipient_ids (who it asked), recipients_unreachable,
+    /// recipients_held ({recipient_id, held_until}: in their own quiet hours) and
+    /// recipients_not_due ({recipient_id, due_time}: their own reminder interval
+    /// has not passed).
     ReminderSent = 19,
     /// An escalation step was decided while the ack was PENDING (policy
     /// escalation). Payload: step (1-based), channels, results, attempts,
@@ -1284,7 +1294,7 @@ pub struct SimulateResponse {
     pub planned_steps: ::prost::alloc::vec::Vec<PlannedStep>,
 }
 /// PlannedStep is one step of a Simulate plan.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PlannedStep {
     /// What the step does.
     #[prost(enumeration="PlannedStepKind", tag="1")]
@@ -1304,12 +1314,50 @@ pub struct PlannedStep {
     /// When it is due if the request were sent now (acceptance + offset).
     #[prost(message, optional, tag="6")]
     pub time: ::core::option::Option<::prost_types::Timestamp>,
-    /// The people it asks, in order: the policy's targets for the delivery and
-    /// reminders, the step's own for an escalation step, each rotation resolved
-    /// to the person on call at the step's time. Empty when it asks nobody
-    /// (a rotation with nobody on call is left out).
+    /// The people it sends its message to at its time, in order: the policy's
+    /// targets for the delivery and reminders, the step's own for an escalation
+    /// step, each rotation resolved to the person on call at the step's time.
+    /// Empty when it asks nobody (a rotation with nobody on call is left out).
+    /// A person the step names but does not send to then is not listed here but
+    /// in held_recipients or not_due_recipients.
     #[prost(string, repeated, tag="7")]
     pub recipient_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The people the step names whose own quiet hours (Recipient.quiet_hours,
+    /// in their zone) hold its message at its time, in order, each with when the
+    /// hold ends. The delivery sends each of them its message then, and is
+    /// complete (DELIVERED) when the last hold ends: the reminders, escalation
+    /// steps and deadline that follow count from that instant. A reminder or an
+    /// escalation step does not send to them at all. Empty for a SAFETY or
+    /// ESCALATION intent, which quiet hours never hold.
+    #[prost(message, repeated, tag="8")]
+    pub held_recipients: ::prost::alloc::vec::Vec<HeldRecipient>,
+    /// For a reminder: the people it names who are not due on their own count
+    /// (reminders taper per person, from the last message each was sent), in
+    /// order, each with when they are due. It does not remind them.
+    #[prost(message, repeated, tag="9")]
+    pub not_due_recipients: ::prost::alloc::vec::Vec<NotDueRecipient>,
+}
+/// HeldRecipient is a person whose own quiet hours hold a planned step's
+/// message.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HeldRecipient {
+    /// The person (Recipient.recipient_id).
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// When their quiet hours end.
+    #[prost(message, optional, tag="2")]
+    pub hold_end_time: ::core::option::Option<::prost_types::Timestamp>,
+}
+/// NotDueRecipient is a person a planned reminder does not remind yet.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NotDueRecipient {
+    /// The person (Recipient.recipient_id).
+    #[prost(string, tag="1")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// When they are next due a reminder; unset when they have had
+    /// Reminder.max_count reminders already.
+    #[prost(message, optional, tag="2")]
+    pub due_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// AcknowledgeRequest settles a PENDING acknowledgement.
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -806,13 +806,27 @@ type PlannedStep struct {
 	HeldByQuietHours bool `protobuf:"varint,5,opt,name=held_by_quiet_hours,json=heldByQuietHours,proto3" json:"held_by_quiet_hours,omitempty"`
 	// When it is due if the request were sent now (acceptance + offset).
 	Time *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
-	// The people it asks, in order: the policy's targets for the delivery and
-	// reminders, the step's own for an escalation step, each rotation resolved
-	// to the person on call at the step's time. Empty when it asks nobody
-	// (a rotation with nobody on call is left out).
-	RecipientIds  []string `protobuf:"bytes,7,rep,name=recipient_ids,json=recipientIds,proto3" json:"recipient_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The people it sends its message to at its time, in order: the policy's
+	// targets for the delivery and reminders, the step's own for an escalation
+	// step, each rotation resolved to the person on call at the step's time.
+	// Empty when it asks nobody (a rotation with nobody on call is left out).
+	// A person the step names but does not send to then is not listed here but
+	// in held_recipients or not_due_recipients.
+	RecipientIds []string `protobuf:"bytes,7,rep,name=recipient_ids,json=recipientIds,proto3" json:"recipient_ids,omitempty"`
+	// The people the step names whose own quiet hours (Recipient.quiet_hours,
+	// in their zone) hold its message at its time, in order, each with when the
+	// hold ends. The delivery sends each of them its message then, and is
+	// complete (DELIVERED) when the last hold ends: the reminders, escalation
+	// steps and deadline that follow count from that instant. A reminder or an
+	// escalation step does not send to them at all. Empty for a SAFETY or
+	// ESCALATION intent, which quiet hours never hold.
+	HeldRecipients []*HeldRecipient `protobuf:"bytes,8,rep,name=held_recipients,json=heldRecipients,proto3" json:"held_recipients,omitempty"`
+	// For a reminder: the people it names who are not due on their own count
+	// (reminders taper per person, from the last message each was sent), in
+	// order, each with when they are due. It does not remind them.
+	NotDueRecipients []*NotDueRecipient `protobuf:"bytes,9,rep,name=not_due_recipients,json=notDueRecipients,proto3" json:"not_due_recipients,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PlannedStep) Reset() {
@@ -894,6 +908,132 @@ func (x *PlannedStep) GetRecipientIds() []string {
 	return nil
 }
 
+func (x *PlannedStep) GetHeldRecipients() []*HeldRecipient {
+	if x != nil {
+		return x.HeldRecipients
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetNotDueRecipients() []*NotDueRecipient {
+	if x != nil {
+		return x.NotDueRecipients
+	}
+	return nil
+}
+
+// HeldRecipient is a person whose own quiet hours hold a planned step's
+// message.
+type HeldRecipient struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The person (Recipient.recipient_id).
+	RecipientId string `protobuf:"bytes,1,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
+	// When their quiet hours end.
+	HoldEndTime   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=hold_end_time,json=holdEndTime,proto3" json:"hold_end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldRecipient) Reset() {
+	*x = HeldRecipient{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldRecipient) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldRecipient) ProtoMessage() {}
+
+func (x *HeldRecipient) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldRecipient.ProtoReflect.Descriptor instead.
+func (*HeldRecipient) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *HeldRecipient) GetRecipientId() string {
+	if x != nil {
+		return x.RecipientId
+	}
+	return ""
+}
+
+func (x *HeldRecipient) GetHoldEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HoldEndTime
+	}
+	return nil
+}
+
+// NotDueRecipient is a person a planned reminder does not remind yet.
+type NotDueRecipient struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The person (Recipient.recipient_id).
+	RecipientId string `protobuf:"bytes,1,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
+	// When they are next due a reminder; unset when they have had
+	// Reminder.max_count reminders already.
+	DueTime       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotDueRecipient) Reset() {
+	*x = NotDueRecipient{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotDueRecipient) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotDueRecipient) ProtoMessage() {}
+
+func (x *NotDueRecipient) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotDueRecipient.ProtoReflect.Descriptor instead.
+func (*NotDueRecipient) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NotDueRecipient) GetRecipientId() string {
+	if x != nil {
+		return x.RecipientId
+	}
+	return ""
+}
+
+func (x *NotDueRecipient) GetDueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueTime
+	}
+	return nil
+}
+
 // AcknowledgeRequest settles a PENDING acknowledgement.
 type AcknowledgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -909,7 +1049,7 @@ type AcknowledgeRequest struct {
 
 func (x *AcknowledgeRequest) Reset() {
 	*x = AcknowledgeRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1061,7 @@ func (x *AcknowledgeRequest) String() string {
 func (*AcknowledgeRequest) ProtoMessage() {}
 
 func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1074,7 @@ func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AcknowledgeRequest) GetNotificationId() string {
@@ -971,7 +1111,7 @@ type AcknowledgeResponse struct {
 
 func (x *AcknowledgeResponse) Reset() {
 	*x = AcknowledgeResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1123,7 @@ func (x *AcknowledgeResponse) String() string {
 func (*AcknowledgeResponse) ProtoMessage() {}
 
 func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1136,7 @@ func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AcknowledgeResponse) GetNotification() *Notification {
@@ -1031,7 +1171,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1183,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1196,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplayRequest) GetNotificationId() string {
@@ -1092,7 +1232,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1244,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1257,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplayResponse) GetNotification() *Notification {
@@ -1146,7 +1286,7 @@ type ResolveFailureRequest struct {
 
 func (x *ResolveFailureRequest) Reset() {
 	*x = ResolveFailureRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1298,7 @@ func (x *ResolveFailureRequest) String() string {
 func (*ResolveFailureRequest) ProtoMessage() {}
 
 func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1311,7 @@ func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureRequest.ProtoReflect.Descriptor instead.
 func (*ResolveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResolveFailureRequest) GetNotificationId() string {
@@ -1207,7 +1347,7 @@ type ResolveFailureResponse struct {
 
 func (x *ResolveFailureResponse) Reset() {
 	*x = ResolveFailureResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1359,7 @@ func (x *ResolveFailureResponse) String() string {
 func (*ResolveFailureResponse) ProtoMessage() {}
 
 func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1372,7 @@ func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureResponse.ProtoReflect.Descriptor instead.
 func (*ResolveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResolveFailureResponse) GetNotification() *Notification {
@@ -1256,7 +1396,7 @@ type WithdrawNotificationRequest struct {
 
 func (x *WithdrawNotificationRequest) Reset() {
 	*x = WithdrawNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1408,7 @@ func (x *WithdrawNotificationRequest) String() string {
 func (*WithdrawNotificationRequest) ProtoMessage() {}
 
 func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1421,7 @@ func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationRequest.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WithdrawNotificationRequest) GetNotificationId() string {
@@ -1311,7 +1451,7 @@ type WithdrawNotificationResponse struct {
 
 func (x *WithdrawNotificationResponse) Reset() {
 	*x = WithdrawNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1463,7 @@ func (x *WithdrawNotificationResponse) String() string {
 func (*WithdrawNotificationResponse) ProtoMessage() {}
 
 func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1476,7 @@ func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationResponse.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WithdrawNotificationResponse) GetNotification() *Notification {
@@ -1371,7 +1511,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1523,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1536,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchEventsRequest) GetNotificationIds() []string {
@@ -1450,7 +1590,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1602,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1615,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchEventsResponse) GetResponse() isWatchEventsResponse_Response {
@@ -1535,7 +1675,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1687,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1700,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Heartbeat) GetHighWaterSequence() int64 {
@@ -1588,7 +1728,7 @@ type GetNotificationRequest struct {
 
 func (x *GetNotificationRequest) Reset() {
 	*x = GetNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1740,7 @@ func (x *GetNotificationRequest) String() string {
 func (*GetNotificationRequest) ProtoMessage() {}
 
 func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1753,7 @@ func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationRequest.ProtoReflect.Descriptor instead.
 func (*GetNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetNotificationRequest) GetNotificationId() string {
@@ -1634,7 +1774,7 @@ type GetNotificationResponse struct {
 
 func (x *GetNotificationResponse) Reset() {
 	*x = GetNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1786,7 @@ func (x *GetNotificationResponse) String() string {
 func (*GetNotificationResponse) ProtoMessage() {}
 
 func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1799,7 @@ func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationResponse.ProtoReflect.Descriptor instead.
 func (*GetNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{20}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetNotificationResponse) GetNotification() *Notification {
@@ -1691,7 +1831,7 @@ type ListNotificationsRequest struct {
 
 func (x *ListNotificationsRequest) Reset() {
 	*x = ListNotificationsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1843,7 @@ func (x *ListNotificationsRequest) String() string {
 func (*ListNotificationsRequest) ProtoMessage() {}
 
 func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1856,7 @@ func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{21}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListNotificationsRequest) GetFilter() string {
@@ -1753,7 +1893,7 @@ type ListNotificationsResponse struct {
 
 func (x *ListNotificationsResponse) Reset() {
 	*x = ListNotificationsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1905,7 @@ func (x *ListNotificationsResponse) String() string {
 func (*ListNotificationsResponse) ProtoMessage() {}
 
 func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1918,7 @@ func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNotificationsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{22}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListNotificationsResponse) GetNotifications() []*Notification {
@@ -1847,7 +1987,7 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x17.uns.v1.SimulateOutcomeR\aoutcome\x128\n" +
 	"\x18existing_notification_id\x18\x06 \x01(\tR\x16existingNotificationId\x12$\n" +
 	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\x128\n" +
-	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\xa5\x02\n" +
+	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\xac\x03\n" +
 	"\vPlannedStep\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.uns.v1.PlannedStepKindR\x04kind\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x05R\x06number\x121\n" +
@@ -1855,7 +1995,15 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\bchannels\x18\x04 \x03(\tR\bchannels\x12-\n" +
 	"\x13held_by_quiet_hours\x18\x05 \x01(\bR\x10heldByQuietHours\x12.\n" +
 	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12#\n" +
-	"\rrecipient_ids\x18\a \x03(\tR\frecipientIds\"\x8c\x01\n" +
+	"\rrecipient_ids\x18\a \x03(\tR\frecipientIds\x12>\n" +
+	"\x0fheld_recipients\x18\b \x03(\v2\x15.uns.v1.HeldRecipientR\x0eheldRecipients\x12E\n" +
+	"\x12not_due_recipients\x18\t \x03(\v2\x17.uns.v1.NotDueRecipientR\x10notDueRecipients\"r\n" +
+	"\rHeldRecipient\x12!\n" +
+	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x12>\n" +
+	"\rhold_end_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vholdEndTime\"k\n" +
+	"\x0fNotDueRecipient\x12!\n" +
+	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x125\n" +
+	"\bdue_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\"\x8c\x01\n" +
 	"\x12AcknowledgeRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x18\n" +
 	"\adismiss\x18\x02 \x01(\bR\adismiss\x123\n" +
@@ -1944,7 +2092,7 @@ func file_uns_v1_notification_service_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_uns_v1_notification_service_proto_goTypes = []any{
 	(SimulateOutcome)(0),                   // 0: uns.v1.SimulateOutcome
 	(PlannedStepKind)(0),                   // 1: uns.v1.PlannedStepKind
@@ -1956,92 +2104,98 @@ var file_uns_v1_notification_service_proto_goTypes = []any{
 	(*SimulateRequest)(nil),                // 7: uns.v1.SimulateRequest
 	(*SimulateResponse)(nil),               // 8: uns.v1.SimulateResponse
 	(*PlannedStep)(nil),                    // 9: uns.v1.PlannedStep
-	(*AcknowledgeRequest)(nil),             // 10: uns.v1.AcknowledgeRequest
-	(*AcknowledgeResponse)(nil),            // 11: uns.v1.AcknowledgeResponse
-	(*ReplayRequest)(nil),                  // 12: uns.v1.ReplayRequest
-	(*ReplayResponse)(nil),                 // 13: uns.v1.ReplayResponse
-	(*ResolveFailureRequest)(nil),          // 14: uns.v1.ResolveFailureRequest
-	(*ResolveFailureResponse)(nil),         // 15: uns.v1.ResolveFailureResponse
-	(*WithdrawNotificationRequest)(nil),    // 16: uns.v1.WithdrawNotificationRequest
-	(*WithdrawNotificationResponse)(nil),   // 17: uns.v1.WithdrawNotificationResponse
-	(*WatchEventsRequest)(nil),             // 18: uns.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 19: uns.v1.WatchEventsResponse
-	(*Heartbeat)(nil),                      // 20: uns.v1.Heartbeat
-	(*GetNotificationRequest)(nil),         // 21: uns.v1.GetNotificationRequest
-	(*GetNotificationResponse)(nil),        // 22: uns.v1.GetNotificationResponse
-	(*ListNotificationsRequest)(nil),       // 23: uns.v1.ListNotificationsRequest
-	(*ListNotificationsResponse)(nil),      // 24: uns.v1.ListNotificationsResponse
-	(NotificationIntent)(0),                // 25: uns.v1.NotificationIntent
-	(*AutonomyContext)(nil),                // 26: uns.v1.AutonomyContext
-	(*structpb.Struct)(nil),                // 27: google.protobuf.Struct
-	(DeliveryMode)(0),                      // 28: uns.v1.DeliveryMode
-	(Priority)(0),                          // 29: uns.v1.Priority
-	(*timestamppb.Timestamp)(nil),          // 30: google.protobuf.Timestamp
-	(NotificationState)(0),                 // 31: uns.v1.NotificationState
-	(*status.Status)(nil),                  // 32: google.rpc.Status
-	(*EffectivePolicy)(nil),                // 33: uns.v1.EffectivePolicy
-	(*durationpb.Duration)(nil),            // 34: google.protobuf.Duration
-	(*Notification)(nil),                   // 35: uns.v1.Notification
-	(EventKind)(0),                         // 36: uns.v1.EventKind
-	(*Event)(nil),                          // 37: uns.v1.Event
+	(*HeldRecipient)(nil),                  // 10: uns.v1.HeldRecipient
+	(*NotDueRecipient)(nil),                // 11: uns.v1.NotDueRecipient
+	(*AcknowledgeRequest)(nil),             // 12: uns.v1.AcknowledgeRequest
+	(*AcknowledgeResponse)(nil),            // 13: uns.v1.AcknowledgeResponse
+	(*ReplayRequest)(nil),                  // 14: uns.v1.ReplayRequest
+	(*ReplayResponse)(nil),                 // 15: uns.v1.ReplayResponse
+	(*ResolveFailureRequest)(nil),          // 16: uns.v1.ResolveFailureRequest
+	(*ResolveFailureResponse)(nil),         // 17: uns.v1.ResolveFailureResponse
+	(*WithdrawNotificationRequest)(nil),    // 18: uns.v1.WithdrawNotificationRequest
+	(*WithdrawNotificationResponse)(nil),   // 19: uns.v1.WithdrawNotificationResponse
+	(*WatchEventsRequest)(nil),             // 20: uns.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 21: uns.v1.WatchEventsResponse
+	(*Heartbeat)(nil),                      // 22: uns.v1.Heartbeat
+	(*GetNotificationRequest)(nil),         // 23: uns.v1.GetNotificationRequest
+	(*GetNotificationResponse)(nil),        // 24: uns.v1.GetNotificationResponse
+	(*ListNotificationsRequest)(nil),       // 25: uns.v1.ListNotificationsRequest
+	(*ListNotificationsResponse)(nil),      // 26: uns.v1.ListNotificationsResponse
+	(NotificationIntent)(0),                // 27: uns.v1.NotificationIntent
+	(*AutonomyContext)(nil),                // 28: uns.v1.AutonomyContext
+	(*structpb.Struct)(nil),                // 29: google.protobuf.Struct
+	(DeliveryMode)(0),                      // 30: uns.v1.DeliveryMode
+	(Priority)(0),                          // 31: uns.v1.Priority
+	(*timestamppb.Timestamp)(nil),          // 32: google.protobuf.Timestamp
+	(NotificationState)(0),                 // 33: uns.v1.NotificationState
+	(*status.Status)(nil),                  // 34: google.rpc.Status
+	(*EffectivePolicy)(nil),                // 35: uns.v1.EffectivePolicy
+	(*durationpb.Duration)(nil),            // 36: google.protobuf.Duration
+	(*Notification)(nil),                   // 37: uns.v1.Notification
+	(EventKind)(0),                         // 38: uns.v1.EventKind
+	(*Event)(nil),                          // 39: uns.v1.Event
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
-	25, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
-	26, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
-	27, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
-	28, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
-	29, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	30, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
-	31, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	28, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	27, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
+	28, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
+	29, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
+	30, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
+	31, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
+	32, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
+	33, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	30, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	2,  // 8: uns.v1.BatchSendNotificationsRequest.requests:type_name -> uns.v1.SendNotificationRequest
 	6,  // 9: uns.v1.BatchSendNotificationsResponse.results:type_name -> uns.v1.BatchSendResult
 	3,  // 10: uns.v1.BatchSendResult.response:type_name -> uns.v1.SendNotificationResponse
-	32, // 11: uns.v1.BatchSendResult.error:type_name -> google.rpc.Status
+	34, // 11: uns.v1.BatchSendResult.error:type_name -> google.rpc.Status
 	2,  // 12: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	33, // 13: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	28, // 14: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	35, // 13: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	30, // 14: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	0,  // 15: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
 	9,  // 16: uns.v1.SimulateResponse.planned_steps:type_name -> uns.v1.PlannedStep
 	1,  // 17: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
-	34, // 18: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
-	30, // 19: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
-	27, // 20: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	35, // 21: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	35, // 22: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	35, // 23: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	35, // 24: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
-	36, // 25: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	37, // 26: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	20, // 27: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	30, // 28: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	35, // 29: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	35, // 30: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	2,  // 31: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	7,  // 32: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	4,  // 33: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
-	10, // 34: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	12, // 35: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	14, // 36: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	16, // 37: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
-	18, // 38: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	21, // 39: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	23, // 40: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	3,  // 41: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	8,  // 42: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	5,  // 43: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
-	11, // 44: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	13, // 45: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	15, // 46: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	17, // 47: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
-	19, // 48: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	22, // 49: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	24, // 50: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	41, // [41:51] is the sub-list for method output_type
-	31, // [31:41] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	36, // 18: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
+	32, // 19: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
+	10, // 20: uns.v1.PlannedStep.held_recipients:type_name -> uns.v1.HeldRecipient
+	11, // 21: uns.v1.PlannedStep.not_due_recipients:type_name -> uns.v1.NotDueRecipient
+	32, // 22: uns.v1.HeldRecipient.hold_end_time:type_name -> google.protobuf.Timestamp
+	32, // 23: uns.v1.NotDueRecipient.due_time:type_name -> google.protobuf.Timestamp
+	29, // 24: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	37, // 25: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	37, // 26: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	37, // 27: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	37, // 28: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
+	38, // 29: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	39, // 30: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	22, // 31: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	32, // 32: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	37, // 33: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	37, // 34: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	2,  // 35: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	7,  // 36: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	4,  // 37: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
+	12, // 38: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	14, // 39: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	16, // 40: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	18, // 41: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
+	20, // 42: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	23, // 43: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	25, // 44: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	3,  // 45: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	8,  // 46: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	5,  // 47: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
+	13, // 48: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	15, // 49: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	17, // 50: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	19, // 51: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
+	21, // 52: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	24, // 53: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	26, // 54: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	45, // [45:55] is the sub-list for method output_type
+	35, // [35:45] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }
@@ -2055,7 +2209,7 @@ func file_uns_v1_notification_service_proto_init() {
 		(*BatchSendResult_Response)(nil),
 		(*BatchSendResult_Error)(nil),
 	}
-	file_uns_v1_notification_service_proto_msgTypes[17].OneofWrappers = []any{
+	file_uns_v1_notification_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*WatchEventsResponse_Event)(nil),
 		(*WatchEventsResponse_Heartbeat)(nil),
 	}
@@ -2065,7 +2219,7 @@ func file_uns_v1_notification_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_notification_service_proto_rawDesc), len(file_uns_v1_notification_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -430,12 +430,14 @@ const (
 	EventKind_EVENT_KIND_ATTEMPT_STARTED EventKind = 3
 	// The lease was verified right before calling a channel adapter. Payload:
 	// channel, lease_token, attempt, cycle, cycle_attempt,
-	// provider_effect_may_have_occurred.
+	// provider_effect_may_have_occurred; for a targeted person's own message
+	// also recipient_id and route ("<channel>@<recipient id>").
 	EventKind_EVENT_KIND_CHANNEL_ATTEMPT_STARTED EventKind = 4
 	// What one channel adapter observed. Kept even when the lease was lost
 	// afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
 	// success, message_id, error, retryable, provider_observed_at, and on
-	// success provider_reference (the fields of ProviderReference, snake_case).
+	// success provider_reference (the fields of ProviderReference, snake_case);
+	// for a targeted person's own message also recipient_id and route.
 	EventKind_EVENT_KIND_CHANNEL_ATTEMPT_RESULT EventKind = 5
 	// The worker's lease expired; its settlement was refused. Payload:
 	// lease_token, attempt, provider_effect_may_have_occurred.
@@ -445,7 +447,10 @@ const (
 	// worker's lease expired unsettled) and was the cycle's last, the worker that
 	// recovered the lease settles it FAILED without a new attempt; the payload
 	// then also has interrupted: true, the interrupted lease_token and
-	// provider_effect_may_have_occurred: true.
+	// provider_effect_may_have_occurred: true. outcome.recipients_unreachable
+	// lists targeted people who could not be asked ({recipient_id | rotation_id,
+	// reason}); outcome.held lists people's messages held by their own quiet
+	// hours ({recipient_id, channel, route, held_until}).
 	EventKind_EVENT_KIND_DELIVERY_RESULT EventKind = 7
 	// An exhausted leader handed its obligation to a successor. Payload:
 	// successor_id, generation.
@@ -487,9 +492,14 @@ const (
 	// success, retryable, message_id, error), attempts (provider calls made),
 	// decision ("SENT": every channel accepted; "GAVE_UP": a channel refused,
 	// or retries ran out; "STOPPED": the ack ended while a channel waited to be
-	// retried), lease_token, due_time, and provider_effect_may_have_occurred
-	// (true when an earlier try of the same reminder was interrupted and may
-	// have reached the provider).
+	// retried; "SKIPPED": a step asking people only had nobody to send to,
+	// each of them held or not yet due), lease_token, due_time, and
+	// provider_effect_may_have_occurred (true when an earlier try of the same
+	// reminder was interrupted and may have reached the provider). With
+	// targets: recipient_ids (who it asked), recipients_unreachable,
+	// recipients_held ({recipient_id, held_until}: in their own quiet hours) and
+	// recipients_not_due ({recipient_id, due_time}: their own reminder interval
+	// has not passed).
 	EventKind_EVENT_KIND_REMINDER_SENT EventKind = 19
 	// An escalation step was decided while the ack was PENDING (policy
 	// escalation). Payload: step (1-based), channels, results, attempts,

@@ -1,0 +1,220 @@
+"""An answer racing a person's in-flight messages (SPEC §6 "Answers close the loop",
+issue 31 items 4 and 6), on SQLite and PostgreSQL: the person answers from inside
+the provider call that carries their Slack direct message, before UNS has the
+message's reference; their PagerDuty incident is opened by the same attempt. Both
+are still closed (``chat.update``, PagerDuty ``resolve``) once the attempt has
+settled, and only once."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from aiohttp import web
+from google.protobuf.duration_pb2 import Duration
+
+from tests.support.server import (
+    KEYS,
+    Client,
+    RunningServer,
+    ShiftableClock,
+    send_request,
+    start_server,
+)
+from uns.v1 import notification_service_pb2 as pb
+from uns.v1 import notification_service_pb2_grpc as pb_grpc
+from uns.v1 import policy_service_pb2 as ppb
+from uns.v1 import policy_service_pb2_grpc as ppb_grpc
+from uns.v1 import recipient_service_pb2 as rpb
+from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
+from uns.v1 import types_pb2 as t
+
+TYPE = "ops.race"
+
+
+class Providers:
+    """Slack Web API and PagerDuty Events v2 on one loopback app; a direct message to
+    ``answer_from`` is acknowledged by that person before Slack answers."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.target = ""
+        self.notification_id = ""
+        self.answer_from = "U0ALICE"
+        self.answered: list[t.AckState.ValueType] = []
+        self.posted: list[tuple[str, str]] = []  # (channel, ts) of each message posted
+        self._ts = itertools.count(1)
+
+    async def slack(self, request: web.Request) -> web.Response:
+        method, body = request.match_info["method"], await request.json()
+        self.calls.append((method, body))
+        if method == "chat.update":
+            return web.json_response({"ok": True, "channel": body["channel"], "ts": body["ts"]})
+        ts = f"1700000000.{next(self._ts):06d}"
+        channel = body["channel"]
+        if channel == "U0ALICE":  # Slack opens the direct message
+            channel = "D0ALICE"
+            if self.answer_from == "U0ALICE":  # she answers before Slack does
+                await self.acknowledge()
+        self.posted.append((channel, ts))
+        return web.json_response({"ok": True, "channel": channel, "ts": ts})
+
+    async def acknowledge(self) -> None:
+        async with grpc.aio.insecure_channel(self.target) as channel:
+            reply = await pb_grpc.NotificationServiceStub(channel).Acknowledge(
+                pb.AcknowledgeRequest(notification_id=self.notification_id),
+                metadata=(("authorization", f"Bearer {KEYS['rita']}"),),
+            )
+        self.answered.append(reply.notification.ack_state)
+
+    async def pagerduty(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.calls.append(("pagerduty:" + body["event_action"], body))
+        return web.json_response(
+            {"status": "success", "message": "Event processed", "dedup_key": body["dedup_key"]},
+            status=202,
+        )
+
+    def called(self, method: str) -> list[dict[str, Any]]:
+        return [body for m, body in self.calls if m == method]
+
+
+@pytest.fixture
+async def race(db_url: str, tmp_path: Path) -> AsyncIterator[tuple[RunningServer, Providers]]:
+    providers = Providers()
+    app = web.Application()
+    app.router.add_post("/slack/api/{method}", providers.slack)
+    app.router.add_post("/pagerduty/v2/enqueue", providers.pagerduty)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    channels = tmp_path / "channels.yaml"
+    channels.write_text(
+        f"""
+alerts-slack:
+  type: slack
+  token: xoxb-test-token
+  channel: "#alerts"
+  base_url: {base}/slack/api
+pager:
+  type: pagerduty
+  routing_key: R0UTINGKEY
+  base_url: {base}/pagerduty
+"""
+    )
+    server = await start_server(
+        db_url,
+        tmp_path,
+        clock=ShiftableClock(),
+        channels_file=str(channels),
+        dispatch_enabled=False,
+    )
+    providers.target = server.target
+    try:
+        yield server, providers
+    finally:
+        await server.stop()
+        await runner.cleanup()
+
+
+async def setup(server: RunningServer, **spec: Any) -> None:
+    channel = grpc.aio.insecure_channel(server.target)
+    server.channels.append(channel)
+    people = Client(rpb_grpc.RecipientServiceStub(channel), KEYS["oscar"])
+    await people.PutRecipient(
+        rpb.PutRecipientRequest(
+            recipient=rpb.Recipient(
+                recipient_id="alice",
+                display_name="Alice",
+                time_zone="UTC",
+                contacts=[
+                    rpb.Contact(channel="alerts-slack", address="U0ALICE"),
+                    rpb.Contact(channel="pager", address="PALICE1"),
+                ],
+            )
+        )
+    )
+    await Client(ppb_grpc.PolicyServiceStub(channel), KEYS["oscar"]).PutPolicyRevision(
+        ppb.PutPolicyRevisionRequest(
+            notification_type=TYPE,
+            activate=True,
+            spec=ppb.PolicySpec(
+                channels=["alerts-slack"],
+                targets=[t.Target(recipient_id="alice")],
+                delivery_mode=t.DELIVERY_MODE_GUARANTEED,
+                require_ack=True,
+                ack_timeout_minutes=30,
+                **spec,
+            ),
+        )
+    )
+
+
+async def test_a_persons_messages_in_flight_when_answered_are_closed_once_sent(
+    race: tuple[RunningServer, Providers],
+) -> None:
+    server, providers = race
+    await setup(server)
+    sent = await server.stub("alice").SendNotification(send_request(notification_type=TYPE))
+    providers.notification_id = sent.notification_id
+    assert (await server.app.dispatcher.run_once()).claimed == 1
+    assert providers.answered == [t.ACK_STATE_ACKED]  # honoured while in flight
+
+    n = (
+        await server.stub("oscar").GetNotification(
+            pb.GetNotificationRequest(notification_id=sent.notification_id)
+        )
+    ).notification
+    assert (n.state, n.ack_state) == (t.NOTIFICATION_STATE_DELIVERED, t.ACK_STATE_ACKED)
+    [alice] = n.recipients
+    assert sorted(alice.channels_accepted) == ["alerts-slack", "pager"]
+
+    updater = server.app.message_updater
+    while (await updater.run_once()).done:
+        pass  # the stand-in queues the person's updates, which then go out
+    updates = providers.called("chat.update")
+    assert sorted(u["channel"] for u in updates) == ["#alerts", "D0ALICE"]
+    [resolved] = providers.called("pagerduty:resolve")
+    [opened] = providers.called("pagerduty:trigger")
+    assert resolved["dedup_key"] == opened["dedup_key"]
+    assert (await updater.run_once()).done == 0  # nothing twice
+    assert len(providers.called("chat.update")) == 2
+
+
+async def test_a_persons_reminder_in_flight_when_answered_is_closed_once_sent(
+    race: tuple[RunningServer, Providers],
+) -> None:
+    """The same race on a reminder: its references are written when the step settles,
+    after the answer; every message (delivery and reminder, shared and Alice's) is
+    still closed once."""
+    server, providers = race
+    ten = Duration()
+    ten.FromTimedelta(timedelta(minutes=10))
+    await setup(server, reminder=t.Reminder(first_after=ten, multiplier=1, max_count=1))
+    providers.answer_from = ""  # not at the delivery
+    sent = await server.stub("alice").SendNotification(send_request(notification_type=TYPE))
+    providers.notification_id = sent.notification_id
+    assert (await server.app.dispatcher.run_once()).claimed == 1
+    assert providers.answered == []
+
+    providers.answer_from = "U0ALICE"  # she answers from inside her reminder's call
+    clock = server.app.clock
+    assert isinstance(clock, ShiftableClock)
+    clock.advance(minutes=10, seconds=1)
+    assert (await server.app.followups.run_once()).fired == 1
+    assert providers.answered == [t.ACK_STATE_ACKED]
+
+    updater = server.app.message_updater
+    while (await updater.run_once()).done:
+        pass
+    assert len(providers.posted) == 4  # the delivery and the reminder, shared and Alice's
+    updated = [(u["channel"], u["ts"]) for u in providers.called("chat.update")]
+    assert sorted(updated) == sorted(providers.posted)
+    assert len(providers.called("pagerduty:resolve")) == 2  # both of Alice's incidents
+    assert (await updater.run_once()).done == 0
