@@ -16,7 +16,7 @@ from tests.store.test_conformance import row
 from tests.support.documents import accepted
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AutonomyMode, DeliveryMode, Intent, Priority
-from uns_server.domain.outcomes import DeliveryOutcome, Unreachable, provider_refs_json
+from uns_server.domain.outcomes import DeliveryOutcome, Held, Unreachable, provider_refs_json
 from uns_server.domain.policy import EffectivePolicy, PolicySpec
 from uns_server.domain.requests import AutonomyContext
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
@@ -202,6 +202,24 @@ async def test_an_outcome_reads_back_typed_with_the_people_it_could_not_ask(db: 
     }
 
 
+async def test_an_outcome_reads_back_the_people_whose_quiet_hours_hold_them(db: Database) -> None:
+    # As the settlement writes it (``held_json``); a withdrawal writes it back unchanged.
+    stored = {
+        "channels_attempted": ["mail@bob"],
+        "channels_succeeded": ["mail@bob"],
+        "channels_failed": [],
+        "error_message": None,
+        "held": [
+            {"channel": "mail", "route": "mail@alice", "recipient_id": "alice",
+             "held_until": NOW.isoformat()},
+        ],
+    }  # fmt: skip
+    found, on_disk = await _outcome_read(db, stored)
+    assert on_disk == stored
+    assert found.held == (Held("alice", "mail", "mail@alice", NOW),)
+    assert found.to_json() == stored
+
+
 async def test_outcomes_without_the_later_keys_still_read(db: Database) -> None:
     found, _ = await _outcome_read(db, {})
     assert found == DeliveryOutcome()
@@ -225,7 +243,7 @@ async def test_provider_references_read_back_typed_with_the_entry_as_stored(db: 
         "pd@alice:reminder:2": {"type": "pagerduty", "pagerduty_dedup_key": "k-9",
                                 "channel": "pd", "message_id": "", "attempt": 2, "cycle": 1,
                                 "at": at, "follow_up": "REMINDER", "follow_up_number": 2,
-                                "recipient_id": "alice"},
+                                "recipient_id": "alice", "due_time": at},
         # As an early version wrote it: no attempt, cycle or time.
         "hook": {"type": "webhook", "channel": "hook"},
     }  # fmt: skip
@@ -243,6 +261,17 @@ async def test_provider_references_read_back_typed_with_the_entry_as_stored(db: 
         "171.2",
         NOW,
     )
-    assert (page.recipient_id, page.follow_up, page.follow_up_number) == ("alice", "REMINDER", 2)
+    assert (page.recipient_id, page.follow_up, page.follow_up_number, page.due_time) == (
+        "alice",
+        "REMINDER",
+        2,
+        NOW,
+    )
     assert page.provider_field("pagerduty_dedup_key") == "k-9"
-    assert (hook.attempt, hook.cycle, hook.at, hook.message_id) == (0, 0, None, "")
+    assert (hook.attempt, hook.cycle, hook.at, hook.message_id, hook.due_time) == (
+        0,
+        0,
+        None,
+        "",
+        None,
+    )
