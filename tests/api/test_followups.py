@@ -51,7 +51,7 @@ class Rig:
     def replica(self) -> FollowUpWorker:
         """Another server's worker on the same database."""
         app = self.server.app
-        return FollowUpWorker(app.db, app.channels, self.clock, lease_seconds=30, poll_seconds=1)
+        return FollowUpWorker(app.store, app.channels, self.clock, lease_seconds=30, poll_seconds=1)
 
     async def delivered(self) -> tuple[str, datetime]:
         sent = await self.server.stub("alice").SendNotification(

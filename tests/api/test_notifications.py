@@ -41,7 +41,10 @@ async def test_send_is_delivered_through_log_channel_and_recorded(server: Runnin
     db = Database(server.app.settings.database_url)
     try:
         async with db.read() as conn:
-            kinds = [e.kind for e in await events.for_notification(conn, sent.notification_id)]
+            timeline = await events.read_after(
+                conn, 0, limit=100, notification_ids=[sent.notification_id]
+            )
+            kinds = [e.kind for e in timeline]
     finally:
         await db.dispose()
     assert kinds == [

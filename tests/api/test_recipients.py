@@ -10,13 +10,15 @@ from typing import Any
 
 import grpc
 import pytest
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tests.support.grpc_errors import rich_error
 from tests.support.server import KEYS, Client, RunningServer, start_server
 from uns.v1 import recipient_service_pb2 as pb
 from uns.v1 import recipient_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
-from uns_server.store import people
+from uns_server.store.tables import people_audit_records
 
 CHANNELS = """
 mail:
@@ -107,6 +109,13 @@ async def refused(call: Any) -> Any:
     return rich_error(info.value)
 
 
+async def audit_trail(conn: AsyncConnection, object_id: str) -> list[dict[str, Any]]:
+    """The people audit records of one person or rotation, oldest first."""
+    t = people_audit_records
+    q = select(t).where(t.c.object_id == object_id).order_by(t.c.created_at, t.c.id)
+    return [dict(r) for r in (await conn.execute(q)).mappings()]
+
+
 async def test_put_get_list_delete_a_person(srv: RunningServer) -> None:
     oscar = people_stub(srv, "oscar")
     put = (await oscar.PutRecipient(pb.PutRecipientRequest(recipient=alice()))).recipient
@@ -149,10 +158,10 @@ async def test_put_get_list_delete_a_person(srv: RunningServer) -> None:
     assert (err.code, err.reason) == (grpc.StatusCode.NOT_FOUND, "NOT_FOUND")
     # Every write left an audit record with its actor.
     async with srv.app.db.read() as conn:
-        trail = await people.audit_records(conn, "alice")
+        trail = await audit_trail(conn, "alice")
     assert [(r["action"], r["actor"]) for r in trail] == [("PUT", "oscar"), ("PUT", "oscar")]
     async with srv.app.db.read() as conn:
-        trail = await people.audit_records(conn, "dave")
+        trail = await audit_trail(conn, "dave")
     assert [r["action"] for r in trail] == ["PUT", "DELETE"]
 
 

@@ -24,10 +24,13 @@ from uns_server.store import events
 
 
 class _NoDatabase:
-    dialect = "sqlite"
+    """A store the hub never reads from: these tests publish to it directly."""
 
     def on_commit(self, _topic: str, _callback: Callable[[], None]) -> None:
         pass
+
+    def event_tail(self) -> None:
+        return None
 
 
 def _item(sequence: int, principal: str, kind: str = "ACCEPTED", type_: str = "a") -> WatchItem:

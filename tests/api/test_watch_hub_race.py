@@ -10,15 +10,12 @@ the hub's max() until the stream has caught up and another event has committed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.server import send_request, start_server
 from uns.v1 import notification_service_pb2 as pb
-from uns_server.store import events
 
 WITHIN = 10.0
 
@@ -30,15 +27,15 @@ async def test_stream_registering_during_the_idle_hubs_tail_move_misses_nothing(
     hub = server.app.hub
     held = asyncio.Event()
     release = asyncio.Event()
-    original = hub._read
+    original = hub._tail.high_water
 
-    async def read(query: Callable[[Any], Awaitable[Any]]) -> Any:
-        if query is events.high_water and not release.is_set():
+    async def high_water() -> int:
+        if not release.is_set():
             held.set()
             await release.wait()  # the max() runs only after the stream caught up
-        return await original(query)
+        return await original()
 
-    monkeypatch.setattr(hub, "_read", read)
+    monkeypatch.setattr(hub._tail, "high_water", high_water)
     alice = server.stub("alice")
     call = None
     try:

@@ -42,7 +42,9 @@ async def stored_events(db_url: str, notification_id: str) -> list[tuple[int, st
     db = Database(db_url)
     try:
         async with db.read() as conn:
-            rows = await event_store.for_notification(conn, notification_id)
+            rows = await event_store.read_after(
+                conn, 0, limit=1000, notification_ids=[notification_id]
+            )
     finally:
         await db.dispose()
     return [(e.sequence, e.kind.value) for e in rows]

@@ -24,6 +24,7 @@ from uns_server.domain.enums import DeliveryMode, Role
 from uns_server.services import keys
 from uns_server.store import migrate
 from uns_server.store.db import Database
+from uns_server.store.sql_store import SqlStore
 
 LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -45,10 +46,10 @@ async def seed(rig: ConsoleRig) -> str:
     await rig.send("ack", "ops.ack", title="Approve the database failover")
     await rig.deliver()
     db, now = rig.server.app.db, rig.clock()
-    await keys.create(db, "deploy-bot", [Role.PRODUCER], "CI deploys", now)
-    await keys.create(db, "oncall", [Role.RESPONDER, Role.OPERATOR], "on-call rota", now)
-    _, old = await keys.create(db, "legacy-cron", [Role.PRODUCER], "retired host", now)
-    await keys.revoke(db, old.id, now)
+    await keys.create(SqlStore(db), "deploy-bot", [Role.PRODUCER], "CI deploys", now)
+    await keys.create(SqlStore(db), "oncall", [Role.RESPONDER, Role.OPERATOR], "on-call rota", now)
+    _, old = await keys.create(SqlStore(db), "legacy-cron", [Role.PRODUCER], "retired host", now)
+    await keys.revoke(SqlStore(db), old.id, now)
     await put_people(rig)
     return dead[0]
 

@@ -1,4 +1,5 @@
-"""The store's tests talk to a ``Database`` on each dialect (``db_url``)."""
+"""The store's tests talk to a ``Database`` on each dialect (``db_url``), and through it
+to the store port (``SqlStore``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from uns_server.store.db import Database
+from uns_server.store.sql_store import SqlStore
 
 
 @pytest.fixture
@@ -16,3 +18,9 @@ async def db(db_url: str) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.dispose()
+
+
+@pytest.fixture
+def store(db: Database) -> SqlStore:
+    """The store port over ``db``: what services and workers are handed."""
+    return SqlStore(db)

@@ -34,30 +34,12 @@ from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
 from uns_server.domain.schedule import StepKind, StepProgress
-from uns_server.store import (
-    acks,
-    dispatch,
-    events,
-    followups,
-    message_updates,
-    notifications,
-    port,
-    retention,
-)
-from uns_server.store.db import Database, FenceMoved, is_lost_race
-from uns_server.store.events import NewEvent
+from uns_server.store.db import Database, is_lost_race
+from uns_server.store.port import Fenced, FenceMoved, NewEvent, Queued
+from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import dedup as dedup_table
 from uns_server.store.tables import events as events_table
 from uns_server.store.tables import notifications as notifications_table
-
-# The implementations, seen through the port: the suite exercises the contract.
-DISPATCH: port.Dispatch = dispatch
-FOLLOWUPS: port.FollowUps = followups
-MESSAGE_UPDATES: port.MessageUpdates = message_updates
-ACKS: port.Acks = acks
-EVENTS: port.Events = events
-RETENTION: port.Retention = retention
-NOTIFICATIONS: port.Notifications = notifications
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
@@ -112,28 +94,28 @@ def row(**overrides: Any) -> dict[str, Any]:
     return values | overrides
 
 
-async def insert(db: Database, *rows: dict[str, Any]) -> list[str]:
-    async with db.write() as tx:
-        await NOTIFICATIONS.insert_notifications(tx.conn, rows)
+async def insert(store: SqlStore, *rows: dict[str, Any]) -> list[str]:
+    async with store.write() as tx:
+        await tx.notifications.insert(rows)
     return [r["id"] for r in rows]
 
 
-async def fetch(db: Database, nid: str) -> dict[str, Any]:
-    async with db.read() as conn:
-        found = await NOTIFICATIONS.get(conn, nid)
+async def fetch(store: SqlStore, nid: str) -> dict[str, Any]:
+    async with store.read() as tx:
+        found = await tx.notifications.get(nid)
     assert found is not None
     return dataclasses.asdict(found)
 
 
 async def claim(
-    db: Database,
+    store: SqlStore,
     *,
     now: datetime = NOW,
     limit: int = 10,
     channels: Sequence[str] = WEBHOOK,
 ) -> list[Attempt]:
-    async with db.write() as tx:
-        leases = await DISPATCH.claim(tx.conn, now=now, limit=limit, lease=LEASE, channels=channels)
+    async with store.write() as tx:
+        leases = await tx.dispatch.claim(now=now, limit=limit, lease=LEASE, channels=channels)
     return list(leases)
 
 
@@ -144,9 +126,9 @@ def claimed_ids(leases: Sequence[Attempt]) -> list[str]:
 async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
     """Run ``body(tx, i)`` in ``count`` concurrent write transactions on separate
     connections, each holding its transaction open a moment after ``body``."""
-    writers = [Database(db_url) for _ in range(count)]
+    writers = [SqlStore(Database(db_url)) for _ in range(count)]
 
-    async def one(writer: Database, i: int) -> Any:
+    async def one(writer: SqlStore, i: int) -> Any:
         async with writer.write() as tx:
             result = await body(tx, i)
             await asyncio.sleep(0.01)
@@ -158,13 +140,13 @@ async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]
         )
     finally:
         for w in writers:
-            await w.dispose()
+            await w.db.dispose()
 
 
 # --- claim ------------------------------------------------------------------------
 
 
-async def test_claim_takes_highest_priority_then_earliest_due(db: Database) -> None:
+async def test_claim_takes_highest_priority_then_earliest_due(store: SqlStore) -> None:
     t = NOW - timedelta(minutes=5)
     wanted = [  # in claim order
         row(priority=4, next_attempt=t + timedelta(seconds=2)),
@@ -180,82 +162,80 @@ async def test_claim_takes_highest_priority_then_earliest_due(db: Database) -> N
         row(priority=5, dedup_owner_id=str(uuid.uuid4())),  # a follower: its leader sends
         row(priority=5, lease_token=str(uuid.uuid4()), lease_until=NOW + LEASE),  # leased
     ]
-    await insert(db, *reversed(wanted), *never)
+    await insert(store, *reversed(wanted), *never)
 
     # Several at once take the best ones (RETURNING order is not the claim order).
-    first = await claim(db, limit=2)
+    first = await claim(store, limit=2)
     assert set(claimed_ids(first)) == {wanted[0]["id"], wanted[1]["id"]}
     # One at a time shows the whole order; then nothing is left.
-    rest = [await claim(db, limit=1) for _ in range(4)]
+    rest = [await claim(store, limit=1) for _ in range(4)]
     assert [claimed_ids(c) for c in rest] == [[w["id"]] for w in wanted[2:]] + [[]]
 
 
-async def test_claim_leases_under_a_new_token_and_counts_the_attempt(db: Database) -> None:
-    [nid] = await insert(db, row(attempts=2, cycle_attempts=1))
+async def test_claim_leases_under_a_new_token_and_counts_the_attempt(store: SqlStore) -> None:
+    [nid] = await insert(store, row(attempts=2, cycle_attempts=1))
 
-    [leased] = await claim(db)
+    [leased] = await claim(store)
 
     # The row as it was before the claim; the stored one under the new lease.
     before, token = leased.notification, leased.lease_token
     assert (before.id, before.attempts, before.lease_token) == (nid, 2, None)
     assert not leased.recovered
-    stored = await fetch(db, nid)
+    stored = await fetch(store, nid)
     assert stored["lease_token"] == token
     assert uuid.UUID(token)
     assert stored["lease_until"] == NOW + LEASE
     assert (stored["attempts"], stored["cycle_attempts"]) == (3, 2)
     assert stored["provider_effect_may_have_occurred"] is False
     assert stored["updated_at"] == NOW
-    assert await claim(db, now=NOW + LEASE - timedelta(milliseconds=1)) == []
+    assert await claim(store, now=NOW + LEASE - timedelta(milliseconds=1)) == []
 
 
-async def test_expired_lease_is_claimed_again_and_flagged(db: Database) -> None:
-    [nid] = await insert(db, row())
-    [first] = await claim(db)
+async def test_expired_lease_is_claimed_again_and_flagged(store: SqlStore) -> None:
+    [nid] = await insert(store, row())
+    [first] = await claim(store)
 
-    [again] = await claim(db, now=NOW + LEASE)  # expires at lease_until
+    [again] = await claim(store, now=NOW + LEASE)  # expires at lease_until
 
     second = again.lease_token
     assert second != first.lease_token
     # The caller sees the interrupted attempt.
     assert again.notification.lease_token == first.lease_token and again.recovered
-    stored = await fetch(db, nid)
+    stored = await fetch(store, nid)
     assert stored["lease_token"] == second
     assert stored["lease_until"] == NOW + 2 * LEASE
     assert (stored["attempts"], stored["cycle_attempts"]) == (2, 2)
     assert stored["provider_effect_may_have_occurred"] is True
 
 
-async def test_claim_takes_only_rows_whose_channels_it_serves(db: Database) -> None:
+async def test_claim_takes_only_rows_whose_channels_it_serves(store: SqlStore) -> None:
     webhook, slack, both = await insert(
-        db,
+        store,
         row(channels=["webhook"]),
         row(channels=["slack"], priority=3),
         row(channels=["webhook", "slack"], priority=4),
     )
 
-    async with db.read() as conn:
-        assert await DISPATCH.next_due_at(conn, []) is None
-        assert await DISPATCH.next_due_at(conn, ["email"]) is None
-        assert await DISPATCH.next_due_at(conn, ["webhook"]) == NOW - timedelta(seconds=1)
-    assert await claim(db, channels=[]) == []
-    assert await claim(db, channels=["email"]) == []
-    assert claimed_ids(await claim(db, channels=["webhook", "email"])) == [webhook]
-    rest = await claim(db, channels=["slack", "webhook"])
+    async with store.read() as tx:
+        assert await tx.dispatch.next_due_at([]) is None
+        assert await tx.dispatch.next_due_at(["email"]) is None
+        assert await tx.dispatch.next_due_at(["webhook"]) == NOW - timedelta(seconds=1)
+    assert await claim(store, channels=[]) == []
+    assert await claim(store, channels=["email"]) == []
+    assert claimed_ids(await claim(store, channels=["webhook", "email"])) == [webhook]
+    rest = await claim(store, channels=["slack", "webhook"])
     assert set(claimed_ids(rest)) == {slack, both}
 
 
-async def test_concurrent_claimers_never_share_a_row(db_url: str, db: Database) -> None:
-    ids = await insert(db, *(row(priority=i % 3) for i in range(40)))
-    claimers = [Database(db_url) for _ in range(4)]  # separate connections (and engines)
+async def test_concurrent_claimers_never_share_a_row(db_url: str, store: SqlStore) -> None:
+    ids = await insert(store, *(row(priority=i % 3) for i in range(40)))
+    claimers = [SqlStore(Database(db_url)) for _ in range(4)]  # separate connections (and engines)
 
-    async def drain(claimer: Database) -> list[str]:
+    async def drain(claimer: SqlStore) -> list[str]:
         taken: list[str] = []
         while True:
             async with claimer.write() as tx:
-                leases = await DISPATCH.claim(
-                    tx.conn, now=NOW, limit=3, lease=LEASE, channels=WEBHOOK
-                )
+                leases = await tx.dispatch.claim(now=NOW, limit=3, lease=LEASE, channels=WEBHOOK)
                 await asyncio.sleep(0.005)  # hold the locks while the others claim
             if not leases:
                 return taken
@@ -265,34 +245,34 @@ async def test_concurrent_claimers_never_share_a_row(db_url: str, db: Database) 
         taken = await asyncio.gather(*(drain(c) for c in claimers))
     finally:
         for c in claimers:
-            await c.dispose()
+            await c.db.dispose()
 
     every = [nid for t in taken for nid in t]
     assert sorted(every) == sorted(ids)  # each row exactly once
     for nid in ids:
-        assert (await fetch(db, nid))["attempts"] == 1
+        assert (await fetch(store, nid))["attempts"] == 1
 
 
-async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(db: Database) -> None:
+async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(store: SqlStore) -> None:
     """Intake leases a new leader in the transaction that inserts it (its first attempt
     starts without a claim): no claimer takes it until that lease expires."""
     token = str(uuid.uuid4())
     [nid] = await insert(
-        db, row(lease_token=token, lease_until=NOW + LEASE, attempts=1, cycle_attempts=1)
+        store, row(lease_token=token, lease_until=NOW + LEASE, attempts=1, cycle_attempts=1)
     )
 
-    assert await claim(db, now=NOW + LEASE / 2) == []
-    assert (await fetch(db, nid))["lease_token"] == token  # still held
-    [leased] = await claim(db, now=NOW + LEASE)
+    assert await claim(store, now=NOW + LEASE / 2) == []
+    assert (await fetch(store, nid))["lease_token"] == token  # still held
+    [leased] = await claim(store, now=NOW + LEASE)
     assert leased.notification.lease_token == token and leased.recovered
-    assert (await fetch(db, nid))["attempts"] == 2
+    assert (await fetch(store, nid))["attempts"] == 2
 
 
-async def test_pending_followers_in_promotion_order(db: Database) -> None:
+async def test_pending_followers_in_promotion_order(store: SqlStore) -> None:
     leader = row()
     t = NOW - timedelta(minutes=5)
     _, first, second, third, _satisfied, _other = await insert(
-        db,
+        store,
         leader,
         row(dedup_owner_id=leader["id"], created_at=t + timedelta(seconds=1)),
         row(dedup_owner_id=leader["id"], created_at=t),
@@ -300,20 +280,18 @@ async def test_pending_followers_in_promotion_order(db: Database) -> None:
         row(dedup_owner_id=leader["id"], created_at=t, status=Status.DEDUPLICATED.value),
         row(dedup_owner_id=str(uuid.uuid4()), created_at=t),
     )
-    async with db.write() as tx:
-        followers = await DISPATCH.pending_followers(tx.conn, leader["id"])
+    async with store.write() as tx:
+        followers = await tx.dispatch.pending_followers(leader["id"])
     assert [f.id for f in followers] == [second, first, third]
 
 
-async def test_window_owner_is_the_locked_window_and_its_owner(db: Database) -> None:
+async def test_window_owner_is_the_locked_window_and_its_owner(store: SqlStore) -> None:
     owner = row(dedup_key="k", dedup_generation=3, status=Status.DELIVERED.value)
-    [oid] = await insert(db, owner)
+    [oid] = await insert(store, owner)
     until = NOW + timedelta(minutes=5)
-    async with db.write() as tx:
-        await NOTIFICATIONS.insert_dedup_window(
-            tx.conn, "k", owner_id=oid, generation=3, until=until
-        )
-        found = await DISPATCH.window_owner(tx.conn, "k")
+    async with store.write() as tx:
+        await tx.notifications.take_dedup_window(WindowChange("k", oid, 3, until, insert=True))
+        found = await tx.dispatch.window_owner("k")
         assert found is not None
         window, current = found
         assert (window.key, window.owner_id, window.generation, window.until) == (
@@ -327,19 +305,18 @@ async def test_window_owner_is_the_locked_window_and_its_owner(db: Database) -> 
             Status.DELIVERED,
             3,
         )
-        assert await DISPATCH.window_owner(tx.conn, "absent") is None
+        assert await tx.dispatch.window_owner("absent") is None
         # A window whose owner row is gone (pruned) has no owner to hand off to.
-        await NOTIFICATIONS.insert_dedup_window(
-            tx.conn, "orphan", owner_id=str(uuid.uuid4()), generation=1, until=until
-        )
-        assert await DISPATCH.window_owner(tx.conn, "orphan") is None
+        orphan = WindowChange("orphan", str(uuid.uuid4()), 1, until, insert=True)
+        await tx.notifications.take_dedup_window(orphan)
+        assert await tx.dispatch.window_owner("orphan") is None
 
 
-async def test_status_of_reads_the_current_status(db: Database) -> None:
-    [nid] = await insert(db, row(status=Status.FAILED.value, dead_letter=True))
-    async with db.read() as conn:
-        assert await DISPATCH.status_of(conn, nid) == Status.FAILED
-        assert await DISPATCH.status_of(conn, str(uuid.uuid4())) is None
+async def test_status_of_reads_the_current_status(store: SqlStore) -> None:
+    [nid] = await insert(store, row(status=Status.FAILED.value, dead_letter=True))
+    async with store.read() as tx:
+        assert await tx.dispatch.status_of(nid) == Status.FAILED
+        assert await tx.dispatch.status_of(str(uuid.uuid4())) is None
 
 
 def _delivered(nid: str, token: str) -> moves.SettleAttempt:
@@ -352,33 +329,32 @@ def _retry(nid: str, token: str) -> moves.SettleAttempt:
     return moves.SettleAttempt(nid, token, retry)
 
 
-async def test_settle_with_a_stale_token_changes_nothing(db: Database) -> None:
-    [nid] = await insert(db, row())
-    [stale] = [a.lease_token for a in await claim(db)]
+async def test_settle_with_a_stale_token_changes_nothing(store: SqlStore) -> None:
+    [nid] = await insert(store, row())
+    [stale] = [a.lease_token for a in await claim(store)]
     # The lease expired and moved on.
-    [current] = [a.lease_token for a in await claim(db, now=NOW + LEASE)]
-    before = await fetch(db, nid)
+    [current] = [a.lease_token for a in await claim(store, now=NOW + LEASE)]
+    before = await fetch(store, nid)
 
-    async with db.write() as tx:
-        assert await DISPATCH.settle_many(tx.conn, [_delivered(nid, stale)], NOW) == 0
-    assert await fetch(db, nid) == before
+    async with store.write() as tx:
+        assert await tx.dispatch.settle_many([_delivered(nid, stale)], NOW) == 0
+    assert await fetch(store, nid) == before
 
-    async with db.write() as tx:
-        assert await DISPATCH.settle_many(tx.conn, [_delivered(nid, current)], NOW) == 1
-    stored = await fetch(db, nid)
+    async with store.write() as tx:
+        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == 1
+    stored = await fetch(store, nid)
     assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
     # Settled: the token holds nothing any more.
-    async with db.write() as tx:
-        assert await DISPATCH.settle_many(tx.conn, [_delivered(nid, current)], NOW) == 0
+    async with store.write() as tx:
+        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == 0
 
 
-async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Database) -> None:
-    a, b, c = await insert(db, row(), row(), row())
-    leases = {a.notification.id: a.lease_token for a in await claim(db)}
+async def test_settle_many_counts_only_the_rows_its_fence_let_through(store: SqlStore) -> None:
+    a, b, c = await insert(store, row(), row(), row())
+    leases = {a.notification.id: a.lease_token for a in await claim(store)}
 
-    async with db.write() as tx:
-        changed = await DISPATCH.settle_many(
-            tx.conn,
+    async with store.write() as tx:
+        changed = await tx.dispatch.settle_many(
             [
                 _delivered(a, leases[a]),
                 _delivered(a, leases[a]),  # the first cleared the token: stale now
@@ -388,19 +364,18 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(db: Databa
             NOW,
         )
     assert changed == 2
-    assert (await fetch(db, a))["status"] == Status.DELIVERED.value
-    assert (await fetch(db, b))["lease_token"] == leases[b]
-    assert (await fetch(db, c))["next_attempt"] == NOW + timedelta(minutes=1)
+    assert (await fetch(store, a))["status"] == Status.DELIVERED.value
+    assert (await fetch(store, b))["lease_token"] == leases[b]
+    assert (await fetch(store, c))["next_attempt"] == NOW + timedelta(minutes=1)
 
 
-async def test_settle_leased_names_the_leases_its_fence_let_through(db: Database) -> None:
-    a, b, c, d = await insert(db, row(), row(), row(), row())
-    leases = {a.notification.id: a.lease_token for a in await claim(db)}
+async def test_settle_leased_names_the_leases_its_fence_let_through(store: SqlStore) -> None:
+    a, b, c, d = await insert(store, row(), row(), row(), row())
+    leases = {a.notification.id: a.lease_token for a in await claim(store)}
     wrong = str(uuid.uuid4())
 
-    async with db.write() as tx:
-        changed = await DISPATCH.settle_leased(
-            tx.conn,
+    async with store.write() as tx:
+        changed = await tx.dispatch.settle_leased(
             [
                 _delivered(a, leases[a]),
                 _delivered(a, leases[a]),  # the first cleared the token: stale now
@@ -410,69 +385,66 @@ async def test_settle_leased_names_the_leases_its_fence_let_through(db: Database
             NOW + LEASE / 2,
         )
     assert changed == {(a, leases[a]), (c, leases[c])}
-    assert (await fetch(db, a))["status"] == Status.DELIVERED.value
-    assert (await fetch(db, b))["lease_token"] == leases[b]
-    assert (await fetch(db, c))["next_attempt"] == NOW + timedelta(minutes=1)
+    assert (await fetch(store, a))["status"] == Status.DELIVERED.value
+    assert (await fetch(store, b))["lease_token"] == leases[b]
+    assert (await fetch(store, c))["next_attempt"] == NOW + timedelta(minutes=1)
 
     # An expired lease settles nothing, even under its own token.
-    before = await fetch(db, d)
-    async with db.write() as tx:
-        assert (
-            await DISPATCH.settle_leased(tx.conn, [_delivered(d, leases[d])], NOW + LEASE) == set()
-        )
-        assert await DISPATCH.settle_leased(tx.conn, [], NOW) == set()
-    assert await fetch(db, d) == before
+    before = await fetch(store, d)
+    async with store.write() as tx:
+        assert await tx.dispatch.settle_leased([_delivered(d, leases[d])], NOW + LEASE) == set()
+        assert await tx.dispatch.settle_leased([], NOW) == set()
+    assert await fetch(store, d) == before
 
 
-async def test_settle_leased_with_events_settles_all_or_raises(db: Database) -> None:
-    a, b = await insert(db, row(), row())
+async def test_settle_leased_with_events_settles_all_or_raises(store: SqlStore) -> None:
+    a, b = await insert(store, row(), row())
     K = EventKind.DELIVERY_RESULT
-    leases = {a.notification.id: a.lease_token for a in await claim(db)}
+    leases = {a.notification.id: a.lease_token for a in await claim(store)}
     now = NOW + LEASE / 2
 
     # One lease is not held (a wrong token): the append refuses, and nothing is kept.
-    before = {nid: await fetch(db, nid) for nid in (a, b)}
+    before = {nid: await fetch(store, nid) for nid in (a, b)}
     with pytest.raises(FenceMoved):
-        async with db.write() as tx:
+        async with store.write() as tx:
             settled = [_delivered(a, leases[a]), _delivered(b, str(uuid.uuid4()))]
-            await DISPATCH.settle_leased_with_events(tx, settled, now)
-            await EVENTS.append(tx, [_event(a, K, {}), _event(b, K, {})], now)
-    assert {nid: await fetch(db, nid) for nid in (a, b)} == before
+            await tx.dispatch.settle_leased_with_events(settled, now)
+            await tx.events.append([_event(a, K, {}), _event(b, K, {})], now)
+    assert {nid: await fetch(store, nid) for nid in (a, b)} == before
 
-    async with db.write() as tx:
+    async with store.write() as tx:
         settled = [_delivered(a, leases[a]), _delivered(b, leases[b])]
-        await DISPATCH.settle_leased_with_events(tx, settled, now)
-        await EVENTS.append(tx, [_event(a, K, {}), _event(b, K, {})], now)
+        await tx.dispatch.settle_leased_with_events(settled, now)
+        await tx.events.append([_event(a, K, {}), _event(b, K, {})], now)
     for nid in (a, b):
-        stored = await fetch(db, nid)
+        stored = await fetch(store, nid)
         assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
 
 
-async def test_a_lease_is_held_only_until_it_expires(db: Database) -> None:
-    [nid] = await insert(db, row())
-    [token] = [a.lease_token for a in await claim(db)]
+async def test_a_lease_is_held_only_until_it_expires(store: SqlStore) -> None:
+    [nid] = await insert(store, row())
+    [token] = [a.lease_token for a in await claim(store)]
 
-    async with db.write() as tx:  # expired: even its own token settles nothing
-        assert await DISPATCH.settle_leased(tx.conn, [_delivered(nid, token)], NOW + LEASE) == set()
-    async with db.write() as tx:
-        held = await DISPATCH.settle_leased(tx.conn, [_delivered(nid, token)], NOW + LEASE / 2)
+    async with store.write() as tx:  # expired: even its own token settles nothing
+        assert await tx.dispatch.settle_leased([_delivered(nid, token)], NOW + LEASE) == set()
+    async with store.write() as tx:
+        held = await tx.dispatch.settle_leased([_delivered(nid, token)], NOW + LEASE / 2)
         assert held == {(nid, token)}
 
 
-async def test_results_recorded_for_finds_committed_settlements(db: Database) -> None:
-    a, b = await insert(db, row(), row())
-    leases = {a.notification.id: a.lease_token for a in await claim(db)}
-    async with db.write() as tx:
-        await EVENTS.append(
-            tx,
+async def test_results_recorded_for_finds_committed_settlements(store: SqlStore) -> None:
+    a, b = await insert(store, row(), row())
+    leases = {a.notification.id: a.lease_token for a in await claim(store)}
+    async with store.write() as tx:
+        await tx.events.append(
             [_event(a, EventKind.CHANNEL_ATTEMPT_RESULT, {"lease_token": leases[a]})],
             NOW,
         )
-    async with db.read() as conn:
-        found = await DISPATCH.results_recorded_for(conn, [(a, leases[a]), (b, leases[b])])
+    async with store.read() as tx:
+        found = await tx.dispatch.results_recorded_for([(a, leases[a]), (b, leases[b])])
         assert found == {leases[a]}
         # The token must be this row's: another row's recorded token does not count.
-        assert await DISPATCH.results_recorded_for(conn, [(b, leases[a])]) == set()
+        assert await tx.dispatch.results_recorded_for([(b, leases[a])]) == set()
 
 
 # --- follow-ups (reminders, escalation steps) -------------------------------------
@@ -492,7 +464,7 @@ def awaiting(**overrides: Any) -> dict[str, Any]:
     )
 
 
-async def test_follow_ups_are_due_oldest_first_unless_their_lease_holds(db: Database) -> None:
+async def test_follow_ups_are_due_oldest_first_unless_their_lease_holds(store: SqlStore) -> None:
     t = NOW - timedelta(minutes=5)
     step = {"kind": "REMINDER", "number": 1, "due_time": t.isoformat(), "calls": 1}
     wanted = [  # in due order
@@ -518,67 +490,67 @@ async def test_follow_ups_are_due_oldest_first_unless_their_lease_holds(db: Data
         awaiting(ack_status=AckStatus.ACKED.value),  # answered, no step waiting
         awaiting(followup_lease_token=str(uuid.uuid4()), followup_lease_until=NOW + LEASE),
     ]
-    await insert(db, *reversed(wanted), *never)
+    await insert(store, *reversed(wanted), *never)
 
-    async with db.write() as tx:
-        due = await FOLLOWUPS.due(tx.conn, NOW, 10)
+    async with store.write() as tx:
+        due = await tx.follow_ups.due(NOW, 10)
         assert [n.id for n in due] == [w["id"] for w in wanted]
         assert due[2].ack_status == AckStatus.TIMED_OUT and due[2].followup_step is not None
-    async with db.write() as tx:
-        assert [n.id for n in await FOLLOWUPS.due(tx.conn, NOW, 1)] == [wanted[0]["id"]]
-    async with db.read() as conn:
-        assert await FOLLOWUPS.next_due_at(conn) == t
+    async with store.write() as tx:
+        assert [n.id for n in await tx.follow_ups.due(NOW, 1)] == [wanted[0]["id"]]
+    async with store.read() as tx:
+        assert await tx.follow_ups.next_due_at() == t
 
 
-async def test_follow_up_settlement_is_fenced_by_its_own_lease(db: Database) -> None:
-    [nid] = await insert(db, awaiting())
+async def test_follow_up_settlement_is_fenced_by_its_own_lease(store: SqlStore) -> None:
+    [nid] = await insert(store, awaiting())
     token, other = str(uuid.uuid4()), str(uuid.uuid4())
-    async with db.write() as tx:
+    async with store.write() as tx:
         stale = moves.LeaseFollowUp(nid, other, token, NOW + LEASE)  # not the lease read
-        assert (await FOLLOWUPS.lease(tx.conn, stale)).lost
+        assert (await tx.follow_ups.lease(stale)).lost
         lease = moves.LeaseFollowUp(nid, None, token, NOW + LEASE)
-        assert not (await FOLLOWUPS.lease(tx.conn, lease)).lost
+        assert not (await tx.follow_ups.lease(lease)).lost
 
     counts = moves.FollowUpCounts(0, 0).after(StepKind.REMINDER, 1)
-    async with db.write() as tx:
-        assert await FOLLOWUPS.due(tx.conn, NOW, 10) == []  # held
-        held = await FOLLOWUPS.leased(tx.conn, nid, token, NOW)
+    async with store.write() as tx:
+        assert await tx.follow_ups.due(NOW, 10) == []  # held
+        held = await tx.follow_ups.leased(nid, token, NOW)
         assert held is not None and held.followup_lease_token == token
-        assert await FOLLOWUPS.leased(tx.conn, nid, other, NOW) is None
-        assert await FOLLOWUPS.leased(tx.conn, nid, token, NOW + LEASE) is None  # expired
+        assert await tx.follow_ups.leased(nid, other, NOW) is None
+        assert await tx.follow_ups.leased(nid, token, NOW + LEASE) is None  # expired
         wrong = moves.SettleFollowUpStep(nid, other, counts, None, None, NOW)
-        assert (await FOLLOWUPS.settle_step(tx.conn, wrong)).lost
-    assert (await fetch(db, nid))["reminders_sent"] == 0
+        assert (await tx.follow_ups.settle_step(wrong)).lost
+    assert (await fetch(store, nid))["reminders_sent"] == 0
 
     retry_at = NOW + timedelta(seconds=30)
     answer = {"success": False, "retryable": True, "message_id": "", "error": "503"}
     step = StepProgress(StepKind.REMINDER, 1, NOW, 1, {"log": answer}, False)
-    async with db.write() as tx:
+    async with store.write() as tx:
         retry = moves.RetryFollowUpStep(nid, token, step, retry_at, None, NOW)
-        assert not (await FOLLOWUPS.retry_step(tx.conn, retry)).lost
-    stored = await fetch(db, nid)
+        assert not (await tx.follow_ups.retry_step(retry)).lost
+    stored = await fetch(store, nid)
     assert (stored["followup_step"], stored["followup_at"]) == (asdict(step), retry_at)
     assert stored["followup_lease_token"] is None  # released until the retry is due
 
-    async with db.write() as tx:  # released: the old token holds nothing any more
+    async with store.write() as tx:  # released: the old token holds nothing any more
         late = moves.SettleFollowUpStep(nid, token, counts, None, None, NOW)
-        assert (await FOLLOWUPS.settle_step(tx.conn, late)).lost
+        assert (await tx.follow_ups.settle_step(late)).lost
         again = moves.LeaseFollowUp(nid, None, other, NOW + LEASE)
-        assert not (await FOLLOWUPS.lease(tx.conn, again)).lost
+        assert not (await tx.follow_ups.lease(again)).lost
     refs = {"log": {"message_id": "m"}}
-    async with db.write() as tx:
+    async with store.write() as tx:
         fired = moves.SettleFollowUpStep(nid, other, counts, retry_at, refs, NOW)
-        assert not (await FOLLOWUPS.settle_step(tx.conn, fired)).lost
-    stored = await fetch(db, nid)
+        assert not (await tx.follow_ups.settle_step(fired)).lost
+    stored = await fetch(store, nid)
     assert (stored["reminders_sent"], stored["escalations_sent"]) == (1, 0)
     assert (stored["followup_step"], stored["followup_lease_token"]) == (None, None)
     assert stored["followup_at"] == retry_at
     assert {k: ref["json"] for k, ref in stored["provider_refs"].items()} == refs
 
-    async with db.write() as tx:  # nothing due yet: look again later, lease as read
+    async with store.write() as tx:  # nothing due yet: look again later, lease as read
         wait = moves.RescheduleFollowUp(nid, None, NOW + LEASE)
-        assert not (await FOLLOWUPS.reschedule(tx.conn, wait)).lost
-    assert (await fetch(db, nid))["followup_at"] == NOW + LEASE
+        assert not (await tx.follow_ups.reschedule(wait)).lost
+    assert (await fetch(store, nid))["followup_at"] == NOW + LEASE
 
 
 def test_a_follow_up_counter_only_moves_forward() -> None:
@@ -592,105 +564,107 @@ def test_a_follow_up_counter_only_moves_forward() -> None:
 
 
 async def test_message_updates_are_claimed_once_per_lease_and_settled_fenced(
-    db: Database,
+    store: SqlStore,
 ) -> None:
     outcome = {"state": "ACKED", "actor": "carol", "via": "grpc", "at": NOW.isoformat()}
     queued = [
-        message_updates.Queued(str(uuid.uuid4()), ch, {"n": i}, outcome)
+        Queued(str(uuid.uuid4()), ch, {"n": i}, outcome)
         for i, ch in enumerate(["slack", "pager", "slack"])
     ]
-    async with db.write() as tx:
-        await MESSAGE_UPDATES.enqueue(tx.conn, queued[:2], NOW - timedelta(seconds=2))
-        await MESSAGE_UPDATES.enqueue(tx.conn, queued[2:], NOW - timedelta(seconds=1))
-    async with db.read() as conn:
-        assert await MESSAGE_UPDATES.next_due_at(conn) == NOW - timedelta(seconds=2)
+    async with store.write() as tx:
+        await tx.message_updates.enqueue(queued[:2], NOW - timedelta(seconds=2))
+        await tx.message_updates.enqueue(queued[2:], NOW - timedelta(seconds=1))
+    async with store.read() as tx:
+        assert await tx.message_updates.next_due_at() == NOW - timedelta(seconds=2)
 
-    async with db.write() as tx:
-        first = await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=2, lease=LEASE)
+    async with store.write() as tx:
+        first = await tx.message_updates.claim(now=NOW, limit=2, lease=LEASE)
     assert {u.reference["n"] for u, _ in first} == {0, 1}  # the oldest
     assert all(u.status == UpdateStatus.PENDING and u.attempts == 0 for u, _ in first)
-    async with db.write() as tx:  # leased ones wait for their lease to expire
-        [(third, _)] = await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=10, lease=LEASE)
+    async with store.write() as tx:  # leased ones wait for their lease to expire
+        [(third, _)] = await tx.message_updates.claim(now=NOW, limit=10, lease=LEASE)
         assert third.reference == {"n": 2}
-        assert await MESSAGE_UPDATES.claim(tx.conn, now=NOW, limit=10, lease=LEASE) == []
+        assert await tx.message_updates.claim(now=NOW, limit=10, lease=LEASE) == []
 
     (update, stale), _ = first
-    async with db.write() as tx:  # the lease expired and another worker took the update
+    async with store.write() as tx:  # the lease expired and another worker took the update
         [(again, current)] = [
             c
-            for c in await MESSAGE_UPDATES.claim(tx.conn, now=NOW + LEASE, limit=10, lease=LEASE)
+            for c in await tx.message_updates.claim(now=NOW + LEASE, limit=10, lease=LEASE)
             if c[0].id == update.id
         ]
     assert again.attempts == 1 and current != stale  # the first claim counted
-    settled, lost = message_updates.Fenced.SETTLED, message_updates.Fenced.LOST
+    settled, lost = Fenced.SETTLED, Fenced.LOST
     later = NOW + timedelta(minutes=1)
-    async with db.write() as tx:  # stale: every transition changes nothing
-        assert await MESSAGE_UPDATES.mark_done(tx.conn, update.id, stale, now=NOW) is lost
-        give_up, retry = MESSAGE_UPDATES.give_up, MESSAGE_UPDATES.retry_at
-        assert await give_up(tx.conn, update.id, stale, error="x", now=NOW) is lost
-        assert await retry(tx.conn, update.id, stale, at=later, error="x", now=NOW) is lost
+    async with store.write() as tx:  # stale: every transition changes nothing
+        assert await tx.message_updates.mark_done(update.id, stale, now=NOW) is lost
+        give_up, retry = tx.message_updates.give_up, tx.message_updates.retry_at
+        assert await give_up(update.id, stale, error="x", now=NOW) is lost
+        assert await retry(update.id, stale, at=later, error="x", now=NOW) is lost
         # current: PENDING again (unleased, due later), then claimable and settled once
-        assert await retry(tx.conn, update.id, current, at=later, error="x", now=NOW) is settled
-        assert await MESSAGE_UPDATES.mark_done(tx.conn, update.id, current, now=NOW) is lost
+        assert await retry(update.id, current, at=later, error="x", now=NOW) is settled
+        assert await tx.message_updates.mark_done(update.id, current, now=NOW) is lost
         [(_, newest)] = [
             c
-            for c in await MESSAGE_UPDATES.claim(tx.conn, now=later, limit=10, lease=LEASE)
+            for c in await tx.message_updates.claim(now=later, limit=10, lease=LEASE)
             if c[0].id == update.id
         ]
-        assert await MESSAGE_UPDATES.mark_done(tx.conn, update.id, newest, now=later) is settled
+        assert await tx.message_updates.mark_done(update.id, newest, now=later) is settled
         # settled once: DONE is final and its token spent
-        assert await give_up(tx.conn, update.id, newest, error="x", now=later) is lost
+        assert await give_up(update.id, newest, error="x", now=later) is lost
 
 
 # --- acknowledgements -------------------------------------------------------------
 
 
-async def test_only_a_pending_ack_settles_and_only_once(db: Database) -> None:
+async def test_only_a_pending_ack_settles_and_only_once(store: SqlStore) -> None:
     pending, none, acked = await insert(
-        db,
+        store,
         row(ack_status=AckStatus.PENDING.value, deadline=NOW + timedelta(hours=1)),
         row(),
         row(ack_status=AckStatus.ACKED.value, actor="bob"),
     )
 
     async def settle(nid: str, status: AckStatus, actor: str) -> bool:
-        async with db.write() as tx:
-            return await ACKS.settle_pending(
-                tx.conn, nid, status=status, actor=actor, metadata={"via": actor}, now=NOW
+        async with store.write() as tx:
+            return await tx.acks.settle_pending(
+                nid, status=status, actor=actor, metadata={"via": actor}, now=NOW
             )
 
     assert await settle(pending, AckStatus.ACKED, "carol") is True
-    first = await fetch(db, pending)
+    first = await fetch(store, pending)
     assert (first["ack_status"], first["actor"], first["responded_at"]) == ("ACKED", "carol", NOW)
     assert first["response_metadata"] == {"via": "carol"}
     assert await settle(pending, AckStatus.DISMISSED, "dave") is False
-    assert await fetch(db, pending) == first
+    assert await fetch(store, pending) == first
     for nid in (none, acked):
-        before = await fetch(db, nid)
+        before = await fetch(store, nid)
         assert await settle(nid, AckStatus.TIMED_OUT, "expiry") is False
-        assert await fetch(db, nid) == before
+        assert await fetch(store, nid) == before
     assert await settle(str(uuid.uuid4()), AckStatus.ACKED, "carol") is False
 
 
 async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first(
-    db: Database,
+    store: SqlStore,
 ) -> None:
     pending = AckStatus.PENDING.value
     late, later, _future, _settled = await insert(
-        db,
+        store,
         row(ack_status=pending, deadline=NOW - timedelta(minutes=2)),
         row(ack_status=pending, deadline=NOW),
         row(ack_status=pending, deadline=NOW + timedelta(seconds=1)),
         row(ack_status=AckStatus.ACKED.value, deadline=NOW - timedelta(hours=1)),
     )
-    async with db.write() as tx:
-        assert [r.id for r in await ACKS.due_deadlines(tx.conn, NOW, 10)] == [late, later]
-        assert [r.id for r in await ACKS.due_deadlines(tx.conn, NOW, 1)] == [late]
+    async with store.write() as tx:
+        assert [r.id for r in await tx.acks.due_deadlines(NOW, 10)] == [late, later]
+        assert [r.id for r in await tx.acks.due_deadlines(NOW, 1)] == [late]
 
 
-async def test_concurrent_expiry_sweeps_take_each_due_ack_once(db_url: str, db: Database) -> None:
+async def test_concurrent_expiry_sweeps_take_each_due_ack_once(
+    db_url: str, store: SqlStore
+) -> None:
     ids = await insert(
-        db,
+        store,
         *(
             row(ack_status=AckStatus.PENDING.value, deadline=NOW - timedelta(seconds=i))
             for i in range(6)
@@ -698,10 +672,10 @@ async def test_concurrent_expiry_sweeps_take_each_due_ack_once(db_url: str, db: 
     )
 
     async def sweep(tx: Any, _i: int) -> list[str]:
-        due = await ACKS.due_deadlines(tx.conn, NOW, 2)
+        due = await tx.acks.due_deadlines(NOW, 2)
         for r in due:
-            settled = await ACKS.settle_pending(
-                tx.conn, r.id, status=AckStatus.TIMED_OUT, actor="expiry", metadata=None, now=NOW
+            settled = await tx.acks.settle_pending(
+                r.id, status=AckStatus.TIMED_OUT, actor="expiry", metadata=None, now=NOW
             )
             assert settled
         return [r.id for r in due]
@@ -722,26 +696,25 @@ def _event(
     return NewEvent(nid, principal, "conformance", kind, payload)
 
 
-async def test_events_read_after_a_cursor_oldest_first(db: Database) -> None:
+async def test_events_read_after_a_cursor_oldest_first(store: SqlStore) -> None:
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
-    async with db.read() as conn:
-        assert await EVENTS.high_water(conn) == 0
-    async with db.write() as tx:
-        await EVENTS.append(
-            tx,
+    async with store.read() as tx:
+        assert await tx.events.high_water() == 0
+    async with store.write() as tx:
+        await tx.events.append(
             [
                 _event(a, EventKind.ACCEPTED, {"n": 1}),
                 _event(b, EventKind.ACCEPTED, {"n": 2}, principal="bob"),
             ],
             NOW,
         )
-    async with db.write() as tx:
-        await EVENTS.append(tx, [_event(a, EventKind.DELIVERY_RESULT, {"n": 3})], NOW)
-    async with db.write() as tx:
-        await EVENTS.append(tx, [], NOW)  # nothing to append: no sequence taken
+    async with store.write() as tx:
+        await tx.events.append([_event(a, EventKind.DELIVERY_RESULT, {"n": 3})], NOW)
+    async with store.write() as tx:
+        await tx.events.append([], NOW)  # nothing to append: no sequence taken
 
-    async with db.read() as conn:
-        every = await EVENTS.read_after(conn, 0, limit=10)
+    async with store.read() as tx:
+        every = await tx.events.read_after(0, limit=10)
         sequences = [e.sequence for e in every]
         assert [e.payload["n"] for e in every] == [1, 2, 3]
         assert [e.kind for e in every] == [
@@ -751,35 +724,32 @@ async def test_events_read_after_a_cursor_oldest_first(db: Database) -> None:
         ]
         assert [e.principal for e in every] == ["alice", "bob", "alice"]
         assert sequences == sorted(sequences) and len(set(sequences)) == 3
-        assert await EVENTS.high_water(conn) == sequences[-1]
-        after_first = await EVENTS.read_after(conn, sequences[0], limit=10)
+        assert await tx.events.high_water() == sequences[-1]
+        after_first = await tx.events.read_after(sequences[0], limit=10)
         assert [e.sequence for e in after_first] == sequences[1:]  # the cursor excluded
-        assert [e.sequence for e in await EVENTS.read_after(conn, 0, limit=2)] == sequences[:2]
-        assert await EVENTS.read_after(conn, sequences[-1], limit=10) == []
-        mine = await EVENTS.read_after(conn, 0, limit=10, principals=["alice"])
+        assert [e.sequence for e in await tx.events.read_after(0, limit=2)] == sequences[:2]
+        assert await tx.events.read_after(sequences[-1], limit=10) == []
+        mine = await tx.events.read_after(0, limit=10, principals=["alice"])
         assert [e.payload["n"] for e in mine] == [1, 3]
-        assert await EVENTS.read_after(conn, 0, limit=10, principals=[]) == []
-        results = await EVENTS.read_after(
-            conn, 0, limit=10, kinds=[EventKind.DELIVERY_RESULT.value]
-        )
+        assert await tx.events.read_after(0, limit=10, principals=[]) == []
+        results = await tx.events.read_after(0, limit=10, kinds=[EventKind.DELIVERY_RESULT.value])
         assert [e.notification_id for e in results] == [a]
-        of_b = await EVENTS.read_after(conn, 0, limit=10, notification_ids=[b])
+        of_b = await tx.events.read_after(0, limit=10, notification_ids=[b])
         assert [e.payload["n"] for e in of_b] == [2]
-        assert [e.payload["n"] for e in await EVENTS.for_notification(conn, a)] == [1, 3]
 
 
-async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Database) -> None:
+async def test_concurrent_appends_are_read_in_commit_order(db_url: str, store: SqlStore) -> None:
     """A reader that has seen sequence N never later finds an event below N: sequences
     are handed out in commit order (the advisory lock on PostgreSQL)."""
-    writers = [Database(db_url) for _ in range(3)]
+    writers = [SqlStore(Database(db_url)) for _ in range(3)]
     nid = str(uuid.uuid4())
     seen: list[int] = []
     done = asyncio.Event()
 
-    async def write(writer: Database, w: int) -> None:
+    async def write(writer: SqlStore, w: int) -> None:
         for i in range(8):
             async with writer.write() as tx:
-                await EVENTS.append(tx, [_event(nid, EventKind.ACCEPTED, {"w": w, "i": i})], NOW)
+                await tx.events.append([_event(nid, EventKind.ACCEPTED, {"w": w, "i": i})], NOW)
                 # Commit late, by a different delay each time: without the ordering
                 # rule a later sequence would commit first.
                 await asyncio.sleep(0.002 * ((w + i) % 3))
@@ -788,8 +758,8 @@ async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Data
         cursor = 0
         while True:
             finished = done.is_set()
-            async with db.read() as conn:
-                batch = await EVENTS.read_after(conn, cursor, limit=100)
+            async with store.read() as tx:
+                batch = await tx.events.read_after(cursor, limit=100)
             seen.extend(e.sequence for e in batch)
             cursor = seen[-1] if seen else cursor
             if finished:
@@ -803,10 +773,10 @@ async def test_concurrent_appends_are_read_in_commit_order(db_url: str, db: Data
         await follower
     finally:
         for w in writers:
-            await w.dispose()
+            await w.db.dispose()
 
-    async with db.read() as conn:
-        every = [e.sequence for e in await EVENTS.read_after(conn, 0, limit=100)]
+    async with store.read() as tx:
+        every = [e.sequence for e in await tx.events.read_after(0, limit=100)]
     assert len(every) == 24
     assert seen == every  # nothing skipped, nothing out of order
 
@@ -822,11 +792,11 @@ def _unique_violation(exc: BaseException) -> bool:
     return unique and is_lost_race(exc)
 
 
-async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) -> None:
+async def test_an_idempotency_key_is_held_by_one_row(db_url: str, store: SqlStore) -> None:
     rows = [row(key="k" * 64) for _ in range(3)]
 
     async def insert_one(tx: Any, i: int) -> str:
-        await NOTIFICATIONS.insert_notifications(tx.conn, [rows[i]])
+        await tx.notifications.insert([rows[i]])
         return str(rows[i]["id"])
 
     results = await _race(db_url, 3, insert_one)
@@ -834,16 +804,16 @@ async def test_an_idempotency_key_is_held_by_one_row(db_url: str, db: Database) 
     won = [r for r in results if isinstance(r, str)]
     assert len(won) == 1
     assert all(_unique_violation(r) for r in results if not isinstance(r, str))
-    async with db.read() as conn:
-        held = await NOTIFICATIONS.by_keys(conn, ["k" * 64, "absent"])
+    async with store.write() as tx:
+        held = await tx.notifications.by_keys(["k" * 64, "absent"])
     assert {k: v.id for k, v in held.items()} == {"k" * 64: won[0]}
 
 
 async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
-    db: Database,
+    store: SqlStore,
 ) -> None:
     [nid] = await insert(
-        db,
+        store,
         row(
             ack_status=AckStatus.PENDING.value,
             deadline=NOW + timedelta(hours=1),
@@ -851,10 +821,10 @@ async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
             provider_refs={"hook": {"type": "webhook"}},
         ),
     )
-    stored = await fetch(db, nid)
-    async with db.read() as conn:
-        found = await NOTIFICATIONS.get(conn, nid)
-        assert await NOTIFICATIONS.get(conn, str(uuid.uuid4())) is None
+    stored = await fetch(store, nid)
+    async with store.read() as tx:
+        found = await tx.notifications.get(nid)
+        assert await tx.notifications.get(str(uuid.uuid4())) is None
     assert isinstance(found, Notification)
     assert {f.name for f in fields(found)} == set(stored)  # every column, no other
     read = {f.name: getattr(found, f.name) for f in fields(found)}
@@ -871,15 +841,13 @@ async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
 
 
 async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
-    db_url: str, db: Database
+    db_url: str, store: SqlStore
 ) -> None:
     until = NOW + timedelta(minutes=5)
 
     async def open_window(tx: Any, i: int) -> str:
         owner = f"owner-{i}"
-        await NOTIFICATIONS.insert_dedup_window(
-            tx.conn, "d", owner_id=owner, generation=1, until=until
-        )
+        await tx.notifications.take_dedup_window(WindowChange("d", owner, 1, until, insert=True))
         return owner
 
     opened = await _race(db_url, 3, open_window)
@@ -887,32 +855,32 @@ async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
     assert all(_unique_violation(r) for r in opened if not isinstance(r, str))
 
     async def lead_next(tx: Any, i: int) -> int:
-        window = await NOTIFICATIONS.locked_dedup_window(tx.conn, "d")  # until commit
+        window = await tx.notifications.locked_dedup_window("d")  # until commit
         assert window is not None
         generation = window.generation + 1
         change = WindowChange("d", f"next-{i}", generation, until, insert=False)
-        await NOTIFICATIONS.take_dedup_window(tx.conn, change)
+        await tx.notifications.take_dedup_window(change)
         return generation
 
     generations = await _race(db_url, 4, lead_next)
 
     assert sorted(generations) == [2, 3, 4, 5]  # no two transactions led the same one
-    async with db.read() as conn:
-        window = await NOTIFICATIONS.locked_dedup_window(conn, "d")
+    async with store.write() as tx:
+        window = await tx.notifications.locked_dedup_window("d")
     assert window is not None and window.generation == 5
     assert window.owner_id == f"next-{generations.index(5)}"
     assert first_owner.startswith("owner-")
 
 
 async def test_intake_takes_a_window_under_its_lock_one_generation_at_a_time(
-    db_url: str, db: Database
+    db_url: str, store: SqlStore
 ) -> None:
     """Intake's path (``domain.admission``): read the window locked, then take it."""
     until = NOW + timedelta(minutes=5)
 
     async def open_window(tx: Any, i: int) -> str:
-        await NOTIFICATIONS.take_dedup_window(
-            tx.conn, WindowChange("w", f"owner-{i}", 1, until, insert=True)
+        await tx.notifications.take_dedup_window(
+            WindowChange("w", f"owner-{i}", 1, until, insert=True)
         )
         return f"owner-{i}"
 
@@ -921,30 +889,28 @@ async def test_intake_takes_a_window_under_its_lock_one_generation_at_a_time(
     assert all(_unique_violation(r) for r in opened if not isinstance(r, str))
 
     async def lead_next(tx: Any, i: int) -> int:
-        window = await NOTIFICATIONS.locked_dedup_window(tx.conn, "w")
+        window = await tx.notifications.locked_dedup_window("w")
         assert window is not None and window.key == "w" and window.until == until
         generation = window.generation + 1
         change = WindowChange("w", f"next-{i}", generation, until, insert=False)
-        await NOTIFICATIONS.take_dedup_window(tx.conn, change)
+        await tx.notifications.take_dedup_window(change)
         return generation
 
     generations = await _race(db_url, 4, lead_next)
 
     assert sorted(generations) == [2, 3, 4, 5]
-    async with db.read() as conn:
-        window = await NOTIFICATIONS.locked_dedup_window(conn, "w")
-        assert await NOTIFICATIONS.locked_dedup_window(conn, "absent") is None
+    async with store.write() as tx:
+        window = await tx.notifications.locked_dedup_window("w")
+        assert await tx.notifications.locked_dedup_window("absent") is None
     assert window is not None and window.generation == 5
     assert window.owner_id == f"next-{generations.index(5)}"
 
 
-async def test_a_window_owner_is_read_as_it_stands(db: Database) -> None:
-    [leader] = await insert(db, row(status=Status.DELIVERED.value))
-    async with db.read() as conn:
-        assert await NOTIFICATIONS.window_owner(conn, leader) == WindowOwner(
-            leader, Status.DELIVERED
-        )
-        assert await NOTIFICATIONS.window_owner(conn, str(uuid.uuid4())) is None
+async def test_a_window_owner_is_read_as_it_stands(store: SqlStore) -> None:
+    [leader] = await insert(store, row(status=Status.DELIVERED.value))
+    async with store.write() as tx:
+        assert await tx.notifications.window_owner(leader) == WindowOwner(leader, Status.DELIVERED)
+        assert await tx.notifications.window_owner(str(uuid.uuid4())) is None
 
 
 # --- retention --------------------------------------------------------------------
@@ -974,14 +940,14 @@ _rows = st.lists(
 )
 @given(generated=_rows)
 async def test_retention_selects_exactly_the_rows_the_domain_lets_go(
-    db: Database, generated: list[tuple[Status, bool, AckStatus | None, bool, bool]]
+    store: SqlStore, generated: list[tuple[Status, bool, AckStatus | None, bool, bool]]
 ) -> None:
     """Every retention query that asks "is this row settled?" agrees with
     ``domain.retention.holds_work``: rows, their old events, their dedup windows,
     their idempotency keys."""
-    async with db.write() as tx:  # one database for every example: start empty
+    async with store.db.write() as raw:  # one database for every example: start empty
         for table in (events_table, dedup_table, notifications_table):
-            await tx.conn.execute(delete(table))
+            await raw.conn.execute(delete(table))
     rows, late_events, old_events, expected = [], [], [], set()
     for status, dead_letter, ack_status, quiet, late_event in generated:
         updated = CUTOFF - timedelta(days=1) if quiet else CUTOFF + timedelta(seconds=1)
@@ -1001,48 +967,47 @@ async def test_retention_selects_exactly_the_rows_the_domain_lets_go(
     settled = {
         r["id"] for r in rows if not holds_work(r["status"], r["dead_letter"], r["ack_status"])
     }
-    await insert(db, *rows)
-    async with db.write() as tx:
+    await insert(store, *rows)
+    async with store.write() as tx:
         for r in rows:  # each row owns a window that ended long ago
-            await NOTIFICATIONS.insert_dedup_window(
-                tx.conn, f"w-{r['id']}", owner_id=r["id"], generation=1, until=CUTOFF - WEEK
-            )
-        await EVENTS.append(tx, old_events, CUTOFF - WEEK)
-    async with db.write() as tx:
-        await EVENTS.append(tx, late_events, CUTOFF)  # at the cutoff: not before it
+            window = WindowChange(f"w-{r['id']}", r["id"], 1, CUTOFF - WEEK, insert=True)
+            await tx.notifications.take_dedup_window(window)
+        await tx.events.append(old_events, CUTOFF - WEEK)
+    async with store.write() as tx:
+        await tx.events.append(late_events, CUTOFF)  # at the cutoff: not before it
 
-    async with db.read() as conn:
-        selected = {r.id for r in await RETENTION.settled_before(conn, CUTOFF, 100)}
-        stale, _ = await RETENTION.stale_events(conn, CUTOFF, [])
-        windows = set(await RETENTION.expired_windows(conn, CUTOFF))
+    async with store.read() as tx:
+        selected = {r.id for r in await tx.retention.settled_before(CUTOFF, 100)}
+        stale, _ = await tx.retention.stale_events(CUTOFF, [])
+        windows = set(await tx.retention.expired_windows(CUTOFF))
     assert selected == expected
     assert stale == len(settled)  # each row's one old event, when the row is settled
     assert windows == {f"w-{nid}" for nid in settled}
-    async with db.write() as tx:
-        assert await RETENTION.expire_keys(tx.conn, CUTOFF) == len(settled)
+    async with store.write() as tx:
+        assert await tx.retention.expire_keys(CUTOFF) == len(settled)
     for r in rows:
-        expired = (await fetch(db, r["id"]))["key"] != r["key"]
+        expired = (await fetch(store, r["id"]))["key"] != r["key"]
         assert expired == (r["id"] in settled)
     # The delete repeats the guard: asked to delete everything, it keeps every row
     # that holds work.
-    async with db.write() as tx:
-        deleted = await RETENTION.delete_notifications(tx.conn, [r["id"] for r in rows])
-    async with db.read() as conn:
-        kept = await RETENTION.existing_ids(conn, [r["id"] for r in rows])
+    async with store.write() as tx:
+        deleted = await tx.retention.delete_notifications([r["id"] for r in rows])
+    async with store.read() as tx:
+        kept = await tx.retention.existing_ids([r["id"] for r in rows])
     assert kept == {r["id"] for r in rows} - settled
     assert deleted == len(settled)
 
 
-async def test_retention_selects_oldest_first_up_to_the_limit(db: Database) -> None:
+async def test_retention_selects_oldest_first_up_to_the_limit(store: SqlStore) -> None:
     settled = {"status": Status.DELIVERED.value, "created_at": CUTOFF - timedelta(days=9)}
     old, older, oldest = await insert(
-        db,
+        store,
         row(**settled, updated_at=CUTOFF - timedelta(days=1)),
         row(**settled, updated_at=CUTOFF - timedelta(days=2)),
         row(**settled, updated_at=CUTOFF - timedelta(days=3)),
     )
-    async with db.read() as conn:
-        ordered = [r.id for r in await RETENTION.settled_before(conn, CUTOFF, 10)]
+    async with store.read() as tx:
+        ordered = [r.id for r in await tx.retention.settled_before(CUTOFF, 10)]
         assert ordered == [oldest, older, old]
-        assert [r.id for r in await RETENTION.settled_before(conn, CUTOFF, 2)] == ordered[:2]
-        assert await RETENTION.settled_before(conn, CUTOFF - timedelta(days=3), 10) == []
+        assert [r.id for r in await tx.retention.settled_before(CUTOFF, 2)] == ordered[:2]
+        assert await tx.retention.settled_before(CUTOFF - timedelta(days=3), 10) == []

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from uns_server.store import links
 from uns_server.store.db import Database
+from uns_server.store.sql_store import SqlStore
 from uns_server.workers.receipts import CALLBACK_RECEIPT_DAYS, ReceiptPruner
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -19,11 +20,11 @@ async def test_receipts_older_than_a_week_are_pruned(db_url: str) -> None:
         async with db.write() as tx:
             assert await links.record_callback(tx.conn, "old", "slack", NOW - KEEP - timedelta(1))
             assert await links.record_callback(tx.conn, "recent", "slack", NOW - KEEP / 2)
-        pruner = ReceiptPruner(db, lambda: NOW)
+        pruner = ReceiptPruner(SqlStore(db), lambda: NOW)
         assert (await pruner.run_once()).receipts == 1
         assert (await pruner.run_once()).receipts == 0
-        async with db.read() as conn:
-            assert not await links.seen_callback(conn, "old")
-            assert await links.seen_callback(conn, "recent")  # a replay is still refused
+        async with db.write() as tx:
+            assert await links.record_callback(tx.conn, "old", "slack", NOW)  # forgotten
+            assert not await links.record_callback(tx.conn, "recent", "slack", NOW)  # a replay
     finally:
         await db.dispose()

@@ -19,7 +19,7 @@ from uns_server.domain.records import Event, Notification
 from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.store import events, notifications, pg, records
 from uns_server.store.db import Database
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 from uns_server.store.tables import events as events_table
 from uns_server.store.tables import notifications as notifications_table
 

@@ -80,7 +80,7 @@ class Rig:
             return set((await conn.execute(select(dedup.c.key))).scalars())
 
     async def run(self, apply: bool, *, days: float = 40, **policy: float) -> Report:
-        retention = Retention(self.server.app.db, RetentionPolicy(**policy), operator="test-op")
+        retention = Retention(self.server.app.store, RetentionPolicy(**policy), operator="test-op")
         return await retention.run_once(apply, self.clock() + timedelta(days=days))
 
 

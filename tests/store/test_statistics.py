@@ -17,7 +17,8 @@ from tests.conftest import PostgresDatabases
 from tests.support.server import send_request, start_server
 from uns_server.store import statistics
 from uns_server.store.db import Database
-from uns_server.store.statistics import Statistics
+from uns_server.store.port import Statistics
+from uns_server.store.sql_store import SqlStore
 from uns_server.workers.statistics import MIN_ROWS, FirstAnalyze
 
 WITHIN = 20.0
@@ -80,7 +81,7 @@ async def test_first_analyze_waits_for_rows_and_runs_once(
     server = await start_server(url, tmp_path, dispatch_enabled=False)  # writes the row
     db = Database(url)
     try:
-        worker = FirstAnalyze(db, min_rows=1)
+        worker = FirstAnalyze(SqlStore(db), min_rows=1)
         assert await worker.run_once() is Statistics.TOO_FEW_ROWS
         assert await last_analyzed(conn) == dict.fromkeys(statistics.HOT_TABLES, False)
 

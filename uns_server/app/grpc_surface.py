@@ -80,9 +80,9 @@ def add_services(app: App) -> None:
         NotificationServicer(
             app.authenticator,
             app.intake,
-            Queries(app.db),
+            Queries(app.store),
             app.acks,
-            Operations(app.db, app.clock),
+            Operations(app.store, app.clock),
             app.watch,
             app.withdrawals,
             budget=app.admission.over_budget,
@@ -90,19 +90,21 @@ def add_services(app: App) -> None:
         registrar,
     )
     policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(
-        PolicyServicer(app.authenticator, PolicyService(app.db, app.clock, app.channels.names())),
+        PolicyServicer(
+            app.authenticator, PolicyService(app.store, app.clock, app.channels.names())
+        ),
         registrar,
     )
     audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
-        AuditServicer(AuditTrail(app.db), app.authenticator), registrar
+        AuditServicer(AuditTrail(app.store), app.authenticator), registrar
     )
     key_service_pb2_grpc.add_KeyServiceServicer_to_server(
-        KeyServicer(app.authenticator, KeyService(app.db, app.clock)), registrar
+        KeyServicer(app.authenticator, KeyService(app.store, app.clock)), registrar
     )
     recipient_service_pb2_grpc.add_RecipientServiceServicer_to_server(
         RecipientServicer(
             app.authenticator,
-            PeopleService(app.db, app.clock, person_kinds(app.channels_config)),
+            PeopleService(app.store, app.clock, person_kinds(app.channels_config)),
         ),
         registrar,
     )

@@ -43,7 +43,7 @@ def link_service(app: App) -> ActionLinkService:
     if not keys:  # loopback only (settings refuse it elsewhere)
         keys = (dev_link_key(Path(app.settings.dev_key_file).with_name(DEV_LINK_KEY_FILE)),)
     return ActionLinkService(
-        app.db,
+        app.store,
         app.acks,
         LinkSigner(keys),
         lambda: app.public_url,
@@ -108,7 +108,7 @@ def routes(app: App) -> list[Any]:
         result += http_links.routes(app.links, lambda: app.public_url)
         channels = app.channels_config.channels
         result += http_integrations.routes(
-            ProviderAnswers(app.db, app.acks, app.links, app.clock),
+            ProviderAnswers(app.store, app.acks, app.links, app.clock),
             {
                 name: c.signing_secret
                 for name, c in channels.items()
@@ -137,6 +137,7 @@ def console(app: App) -> http_console.Console:
     s = app.settings
     return http_console.Console(
         db=app.db,
+        store=app.store,
         sessions=Sessions(
             app.db,
             app.authenticator,
@@ -144,14 +145,14 @@ def console(app: App) -> http_console.Console:
             idle=timedelta(minutes=s.console_session_idle_minutes),
             absolute=timedelta(hours=s.console_session_absolute_hours),
         ),
-        queries=Queries(app.db),
-        operations=Operations(app.db, app.clock),
+        queries=Queries(app.store),
+        operations=Operations(app.store, app.clock),
         acks=app.acks,
-        policies=PolicyService(app.db, app.clock, app.channels.names()),
+        policies=PolicyService(app.store, app.clock, app.channels.names()),
         watch=app.watch,
         clock=app.clock,
         public_url=lambda: app.public_url,
         withdrawals=app.withdrawals,
         channels=app.channels.names(),
-        people=PeopleService(app.db, app.clock),
+        people=PeopleService(app.store, app.clock),
     )

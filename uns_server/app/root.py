@@ -41,6 +41,7 @@ from uns_server.settings import Settings, SettingsError
 from uns_server.store.clock import DatabaseClock, host_clock
 from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
+from uns_server.store.sql_store import SqlStore
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.followups import FollowUpWorker
@@ -78,6 +79,8 @@ class App:
             command_timeout=settings.db_command_timeout_seconds,
             listen_url=settings.listen_database_url or None,
         )
+        # What every service and worker is handed: the store port over this database.
+        self.store = SqlStore(self.db)
         key_file = None
         if settings.api_keys_file:
             path = settings.api_keys_file
@@ -85,7 +88,7 @@ class App:
                 path, "api_keys_file", lambda data: auth.key_file_from(data, path)
             )
         self.authenticator = auth.Authenticator(
-            self.db,
+            self.store,
             key_file,
             failed_lookups=TokenBuckets(
                 settings.auth_failures_per_second, settings.auth_failure_burst
@@ -109,7 +112,7 @@ class App:
         # Repeated storage faults of the workers turn health NOT_SERVING (``HealthMonitor``).
         self.supervision = Supervision()
         self.health = HealthMonitor(self.db, self.supervision)
-        self.acks = Acks(self.db, clock, self.telemetry.metrics)
+        self.acks = Acks(self.store, clock, self.telemetry.metrics)
         self.links = http_surface.link_service(self) if settings.http_enabled else None
         self.admission = Admission(
             self.authenticator,
@@ -122,7 +125,7 @@ class App:
             self.telemetry.metrics,
         )
         self.dispatcher = Dispatcher(
-            self.db,
+            self.store,
             self.channels,
             clock,
             lease_seconds=settings.lease_seconds,
@@ -134,14 +137,14 @@ class App:
             links=self.links,
         )
         self.intake = Intake(
-            self.db, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
+            self.store, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
         )
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
         # Sent messages show how the obligation ended (Slack chat.update, PagerDuty
         # acknowledge/resolve): queued with every settlement, sent by this worker.
         self.acks.settle_hooks.append(message_updates.queue_on_settle)
         self.message_updater = MessageUpdater(
-            self.db,
+            self.store,
             self.channels,
             clock,
             lease_seconds=settings.lease_seconds,
@@ -149,10 +152,10 @@ class App:
             supervision=self.supervision,
         )
         # Provider-callback receipts past the window in which a replay is refused.
-        self.receipts = ReceiptPruner(self.db, clock)
+        self.receipts = ReceiptPruner(self.store, clock)
         # Reminders and escalation steps of pending acks (policy reminder/escalation).
         self.followups = FollowUpWorker(
-            self.db,
+            self.store,
             self.channels,
             clock,
             lease_seconds=settings.lease_seconds,
@@ -160,14 +163,14 @@ class App:
             links=self.links,
             supervision=self.supervision,
         )
-        self.hub = EventHub(self.db, settings.watch_queue_max, settings.watch_queue_max_bytes)
+        self.hub = EventHub(self.store, settings.watch_queue_max, settings.watch_queue_max_bytes)
         self.withdrawals = Withdrawals(
-            self.db, clock, sent_messages=message_updates.SentMessageUpdates()
+            self.store, clock, sent_messages=message_updates.SentMessageUpdates()
         )
         self.telemetry.observe(self.hub)
         # One Watch for gRPC and the console: its stream caps count both.
         self.watch = Watch(
-            self.db,
+            self.store,
             self.hub,
             settings.watch_heartbeat_seconds,
             clock,
@@ -176,13 +179,15 @@ class App:
         )
         # The queue gauges' query loop, only when some exporter would read it.
         self.queue_sampler = (
-            QueueSampler(self.db, self.telemetry.metrics.queue, clock, self.telemetry.poll_seconds)
+            QueueSampler(
+                self.store, self.telemetry.metrics.queue, clock, self.telemetry.poll_seconds
+            )
             if self.telemetry.metrics_enabled
             else None
         )
         # Due work for channels this server lacks: a gauge and a log line (SPEC §6).
         self.undeliverable = UndeliverableWatch(
-            self.db, self.channels.names(), self.telemetry.metrics.queue, clock
+            self.store, self.channels.names(), self.telemetry.metrics.queue, clock
         )
         self.server = grpc_surface.server(settings)
         self._tasks: list[asyncio.Task[None]] = []
@@ -299,7 +304,7 @@ class App:
             self._tasks.append(
                 asyncio.create_task(listen_forever(self.db, (TOPIC_EVENTS, TOPIC_WORK)))
             )
-            self._tasks.append(asyncio.create_task(FirstAnalyze(self.db).run()))
+            self._tasks.append(asyncio.create_task(FirstAnalyze(self.store).run()))
         await self.health.set(serving=True)
         self.ready.set()
         log.info("ready: database reachable and migrated")

@@ -49,6 +49,7 @@ from uns_server.store import links as links_store
 from uns_server.store import migrate
 from uns_server.store.connect import describe_url
 from uns_server.store.db import Database
+from uns_server.store.sql_store import SqlStore
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -88,7 +89,7 @@ class DatabaseKeys:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._service = KeyService(db, utcnow)
+        self._service = KeyService(SqlStore(db), utcnow)
 
     async def create(
         self,
@@ -142,7 +143,7 @@ class DatabasePolicies:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._service = PolicyService(db, utcnow)
+        self._service = PolicyService(SqlStore(db), utcnow)
 
     async def put_many(
         self, items: Sequence[PolicyInput], *, activate: bool
@@ -185,7 +186,7 @@ class DatabasePeople:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._service = PeopleService(db, utcnow)
+        self._service = PeopleService(SqlStore(db), utcnow)
 
     async def put_recipient(self, recipient: Recipient) -> Recipient:
         await _require_schema(self._db)
@@ -251,7 +252,7 @@ async def cmd_maintain(db: Database, args: argparse.Namespace) -> None:
         dedup_days=args.dedup_days,
         idempotency_seconds=args.idempotency_seconds,
     )
-    retention = Retention(db, policy, operator=_actor(), limit=args.limit)
+    retention = Retention(SqlStore(db), policy, operator=_actor(), limit=args.limit)
     await _require_schema(db)
     report = await retention.run_once(apply=args.apply, now=utcnow())
     if args.json:

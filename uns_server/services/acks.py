@@ -34,9 +34,7 @@ from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_ack_metadata, validate_notification_id
 from uns_server.observability.metrics import Metrics
 from uns_server.services.auth import Principal
-from uns_server.store import acks, audit, events, notifications
-from uns_server.store.db import Database, WriteTx
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent, Store, WriteTransaction
 
 TIMEOUT_ACTOR = "uns-timeout-worker"
 # Where an answer came from (``via`` on the audit record and the event payload).
@@ -44,7 +42,9 @@ VIA_GRPC = "grpc"
 VIA_EXPIRY = "expiry"
 # ``hook(tx, row, outcome, actor, via, now)``, run inside every settling transaction
 # (``Acks.settle_hooks``): queues follow-up work such as message updates (an outbox).
-SettleHook = Callable[[WriteTx, Notification, AckStatus, str, str, datetime], Awaitable[None]]
+SettleHook = Callable[
+    [WriteTransaction, Notification, AckStatus, str, str, datetime], Awaitable[None]
+]
 
 
 def decide(
@@ -100,9 +100,9 @@ def recipient_of(actor: str) -> dict[str, str]:
 
 class Acks:
     def __init__(
-        self, db: Database, clock: Callable[[], datetime], metrics: Metrics | None = None
+        self, store: Store, clock: Callable[[], datetime], metrics: Metrics | None = None
     ) -> None:
-        self._db = db
+        self._store = store
         self._clock = clock
         self._metrics = metrics or Metrics.noop()
         self.settle_hooks: list[SettleHook] = []
@@ -120,8 +120,8 @@ class Acks:
         validate_ack_metadata(metadata)
         outcome = AckStatus.DISMISSED if dismiss else AckStatus.ACKED
         now = self._clock()
-        async with self._db.write() as tx:
-            row = await notifications.get(tx.conn, nid, for_update=True)
+        async with self._store.write() as tx:
+            row = await tx.notifications.get_locked(nid)
             if row is None or not principal.may_read(row.principal):
                 raise NotFound(metadata={"notification_id": nid})
             if decide(row, outcome, principal.name, now, may_name=principal.may_name):
@@ -136,7 +136,7 @@ class Acks:
                 via=VIA_GRPC,
                 hooks=self.settle_hooks,
             )
-            settled = await notifications.get(tx.conn, nid)
+            settled = await tx.notifications.get(nid)
         assert settled is not None
         self._metrics.acknowledged(outcome.value)
         return settled, False
@@ -156,8 +156,8 @@ class Acks:
         already proven the right to answer (a verified token or provider signature)."""
         outcome = AckStatus.DISMISSED if dismiss else AckStatus.ACKED
         now = self._clock()
-        async with self._db.write() as tx:
-            row = await notifications.get(tx.conn, notification_id, for_update=True)
+        async with self._store.write() as tx:
+            row = await tx.notifications.get_locked(notification_id)
             if row is None:
                 raise NotFound(metadata={"notification_id": notification_id})
             if decide(row, outcome, actor, now):
@@ -165,7 +165,7 @@ class Acks:
             await settle(
                 tx, row, outcome, actor, dict(metadata), now, via=via, hooks=self.settle_hooks
             )
-            settled = await notifications.get(tx.conn, notification_id)
+            settled = await tx.notifications.get(notification_id)
         assert settled is not None
         self._metrics.acknowledged(outcome.value)
         return settled, False
@@ -173,8 +173,8 @@ class Acks:
     async def expire_due(self, limit: int) -> int:
         """One sweep of the expiry worker: PENDING acks past their deadline -> TIMED_OUT."""
         now = self._clock()
-        async with self._db.write() as tx:
-            rows = await acks.due_deadlines(tx.conn, now, limit)
+        async with self._store.write() as tx:
+            rows = await tx.acks.due_deadlines(now, limit)
             for row in rows:
                 await settle(
                     tx,
@@ -191,7 +191,7 @@ class Acks:
 
 
 async def settle(
-    tx: WriteTx,
+    tx: WriteTransaction,
     row: Notification,
     outcome: AckStatus,
     actor: str,
@@ -201,8 +201,7 @@ async def settle(
     via: str = VIA_GRPC,
     hooks: Sequence[SettleHook] = (),
 ) -> None:
-    ok = await acks.settle_pending(
-        tx.conn,
+    ok = await tx.acks.settle_pending(
         row.id,
         status=outcome,
         actor=actor,
@@ -212,11 +211,10 @@ async def settle(
     )
     if not ok:  # the row is locked; this would be a bug in the caller
         raise AckConflict(metadata={"notification_id": row.id})
-    await audit.record_ack(
-        tx.conn,
+    await tx.audit.record_ack(
         row.id,
         old_status=row.ack_status,
-        new_status=outcome.value,
+        new_status=outcome,
         actor=actor,
         metadata=metadata,
         now=now,
@@ -224,8 +222,7 @@ async def settle(
     )
     for hook in hooks:
         await hook(tx, row, outcome, actor, via, now)
-    await events.append(
-        tx,
+    await tx.events.append(
         [
             NewEvent(
                 row.id,

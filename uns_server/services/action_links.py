@@ -17,8 +17,7 @@ from uns_server.channels.base import ActionLinks
 from uns_server.domain.links import ACK, DISMISS, LinkClaims, LinkSigner, token_hash
 from uns_server.domain.records import Notification
 from uns_server.services.acks import Acks
-from uns_server.store import links, notifications
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 VIA_LINK = "link"
 LINK_PATH = "/a/"
@@ -36,7 +35,7 @@ class LinkView:
 class ActionLinkService:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         acks: Acks,
         signer: LinkSigner,
         base_url: Callable[[], str],
@@ -44,7 +43,7 @@ class ActionLinkService:
         *,
         lease_seconds: float,
     ) -> None:
-        self._db = db
+        self._store = store
         self._acks = acks
         self.signer = signer
         self._base_url = base_url
@@ -83,8 +82,8 @@ class ActionLinkService:
         claims = self.signer.verify(token, self._clock())
         if claims is None:
             return None
-        async with self._db.read() as conn:
-            if await links.is_revoked(conn, token_hash(token)):
+        async with self._store.read() as tx:
+            if await tx.action_links.is_revoked(token_hash(token)):
                 return None
         return claims
 
@@ -92,8 +91,8 @@ class ActionLinkService:
         claims = await self.verify(token)
         if claims is None:
             return None
-        async with self._db.read() as conn:
-            found = await notifications.get(conn, claims.notification_id)
+        async with self._store.read() as tx:
+            found = await tx.notifications.get(claims.notification_id)
         return None if found is None else LinkView(token, claims, found)
 
     async def answer(self, view: LinkView, action: str) -> tuple[Notification, bool]:
@@ -112,8 +111,8 @@ class ActionLinkService:
         claims = self.signer.verify(token, self._clock())
         if claims is None:
             return None
-        async with self._db.write() as tx:
-            await links.revoke(
-                tx.conn, token_hash(token), claims.notification_id, actor=actor, now=self._clock()
+        async with self._store.write() as tx:
+            await tx.action_links.revoke(
+                token_hash(token), claims.notification_id, actor=actor, now=self._clock()
             )
         return claims

@@ -17,16 +17,17 @@ from uns_server.domain import paging
 from uns_server.domain.errors import InvalidRequest
 from uns_server.domain.records import AckAuditRecord, DeliveryAuditRecord
 from uns_server.domain.validation import validate_notification_id
-from uns_server.store import audit
-from uns_server.store.db import Connection, Database
+from uns_server.store.port import ReadTransaction, Store
 
-R = TypeVar("R")
+R = TypeVar("R", covariant=True)
 
 
 class Reader(Protocol[R]):
+    """One of the audit port's page reads, of the transaction it is handed."""
+
     def __call__(
-        self, conn: Connection, notification_id: str, *, offset: int, limit: int
-    ) -> Awaitable[list[R]]: ...
+        self, tx: ReadTransaction, notification_id: str, *, offset: int, limit: int
+    ) -> Awaitable[Sequence[R]]: ...
 
 
 def _encode_token(notification_id: str, offset: int) -> str:
@@ -46,20 +47,32 @@ def _decode_token(token: str, notification_id: str) -> int:
 
 
 class AuditTrail:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def delivery_records(
         self, notification_id: str, page_size: int, page_token: str
     ) -> tuple[Sequence[DeliveryAuditRecord], str]:
         """One page of delivery records and the next page's token ("" at the end)."""
-        return await self._page(audit.delivery_records, notification_id, page_size, page_token)
+        return await self._page(
+            lambda tx, nid, *, offset, limit: tx.audit.delivery_records(
+                nid, offset=offset, limit=limit
+            ),
+            notification_id,
+            page_size,
+            page_token,
+        )
 
     async def ack_records(
         self, notification_id: str, page_size: int, page_token: str
     ) -> tuple[Sequence[AckAuditRecord], str]:
         """One page of ack records and the next page's token ("" at the end)."""
-        return await self._page(audit.ack_records, notification_id, page_size, page_token)
+        return await self._page(
+            lambda tx, nid, *, offset, limit: tx.audit.ack_records(nid, offset=offset, limit=limit),
+            notification_id,
+            page_size,
+            page_token,
+        )
 
     async def _page(
         self, read: Reader[R], notification_id: str, page_size: int, page_token: str
@@ -67,7 +80,7 @@ class AuditTrail:
         nid = validate_notification_id(notification_id)
         limit = paging.page_limit(page_size)
         offset = _decode_token(page_token, nid) if page_token else 0
-        async with self.db.read() as conn:
-            rows = await read(conn, nid, offset=offset, limit=limit + 1)  # one more: a next page?
+        async with self.store.read() as tx:
+            rows = await read(tx, nid, offset=offset, limit=limit + 1)  # one more: a next page?
         end = offset + limit
         return rows[:limit], _encode_token(nid, end) if len(rows) > limit else ""

@@ -26,8 +26,7 @@ import yaml
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import PermissionDenied, RateLimited, Unauthenticated
 from uns_server.services.rate_limits import TokenBuckets
-from uns_server.store import api_keys
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 CACHE_SECONDS = 5.0
 KEY_PREFIX = "uns_"
@@ -150,7 +149,7 @@ def key_file_from(entries: Any, path: str) -> KeyFile:
 
 
 async def create_key(
-    db: Database,
+    store: Store,
     principal: str,
     roles: Iterable[str],
     description: str,
@@ -159,9 +158,8 @@ async def create_key(
 ) -> str:
     role_set = parse_roles(roles)
     secret, digest, prefix = new_key()
-    async with db.write() as tx:
-        await api_keys.insert_key(
-            tx.conn,
+    async with store.write() as tx:
+        await tx.api_keys.insert(
             key_id=str(uuid.uuid4()),
             key_hash=digest,
             prefix=prefix,
@@ -177,14 +175,14 @@ async def create_key(
 class Authenticator:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         key_file: KeyFile | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         failed_lookups: TokenBuckets | None = None,
     ) -> None:
         """``failed_lookups``: per client address, the budget of key lookups that found
         nothing; an address that spent it is refused before the database is read."""
-        self._db = db
+        self._store = store
         self._failed_lookups = failed_lookups
         self._file_keys = dict(key_file.keys) if key_file else {}
         self._certificates = dict(key_file.certificates) if key_file else {}
@@ -230,8 +228,8 @@ class Authenticator:
         if cached is not None and now - cached[0] < CACHE_SECONDS:
             return cached[1]
         await self._guard_lookup(address)
-        async with self._db.read() as conn:
-            key = await api_keys.active_by_hash(conn, digest)
+        async with self._store.read() as tx:
+            key = await tx.api_keys.active_by_hash(digest)
         principal = (
             Principal(key.principal, frozenset(key.roles), frozenset(key.responds_for))
             if key

@@ -58,9 +58,14 @@ from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
 from uns_server.services import targeting
 from uns_server.services.intake_row import notification_row
-from uns_server.store import events, notifications, policies
-from uns_server.store.db import TOPIC_WORK, Connection, Database, FenceMoved, is_lost_race
-from uns_server.store.events import NewEvent
+from uns_server.store.port import (
+    TOPIC_WORK,
+    FenceMoved,
+    NewEvent,
+    ReadTransaction,
+    Store,
+    WriteTransaction,
+)
 
 log = logging.getLogger("uns.intake")
 Clock = Callable[[], datetime]
@@ -130,7 +135,7 @@ class _Pending:
 class Intake:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         defaults: ServerDefaults,
         clock: Clock,
         metrics: Metrics | None = None,
@@ -138,7 +143,7 @@ class Intake:
         max_batch: int = MAX_BATCH_DEFAULT,
         handoff: LeaseHandover | None = None,
     ) -> None:
-        self._db = db
+        self._store = store
         self._handoff = handoff
         self._defaults = defaults
         self._clock = clock
@@ -154,11 +159,11 @@ class Intake:
         now = self._clock()
         validate_send(req, now)
         key, fingerprint = _keys(principal, req)
-        async with self._db.read() as conn:
-            read: Existing | Fresh | None = await _holder(conn, key)
+        async with self._store.read() as tx:
+            read: Existing | Fresh | None = await _holder(tx, key)
             if read is None:
-                active = await policies.active(conn, req.notification_type)
-                read = await self._fresh(conn, principal, req, active, now)
+                active = await tx.policies.active(req.notification_type)
+                read = await self._fresh(tx, principal, req, active, now)
         admission = decide_admission(fingerprint, read, new_id=str(uuid.uuid4()), now=now)
         if not isinstance(admission, Admit):
             existing = admission.existing
@@ -168,7 +173,7 @@ class Intake:
             return decision
         # The same rules as the workers: intake's first attempt, the follow-up worker.
         planned = await targeting.planned(
-            self._db, now, req.schedule_time, decision.effective.spec.timing, req.intent
+            self._store, now, req.schedule_time, decision.effective.spec.timing, req.intent
         )
         return replace(decision, plan=planned.steps, accepted_at=now, asked=planned.asked)
 
@@ -250,7 +255,7 @@ class Intake:
             try:
                 return await self._commit_group(items)
             except Exception as exc:
-                if not is_lost_race(exc):
+                if not self._store.is_lost_race(exc):
                     raise
         results: list[SendResult | Exception] = []
         for item in items:
@@ -267,7 +272,7 @@ class Intake:
             try:
                 return (await self._commit_group([item]))[0]
             except Exception as exc:
-                if not is_lost_race(exc) or attempt == _INSERT_RACE_RETRIES - 1:
+                if not self._store.is_lost_race(exc) or attempt == _INSERT_RACE_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
 
@@ -288,7 +293,7 @@ class Intake:
         group is then decided as if no key were held and those revisions were active,
         and written by one statement that checks both (``insert_new_before_events``).
         None: take the long way."""
-        if not self._db.is_postgres:
+        if not self._store.writes_in_one_statement:
             return None
         known: dict[str, PolicyRevision | None] = {}
         for item in items:
@@ -308,21 +313,20 @@ class Intake:
         (``LeaseHandover``); it gets their claims once the transaction has committed.
 
         With ``known`` policies (``_speculated``) there are no reads: one statement
-        (``Database.one_statement``) writes the group if no key is held and the
+        (``Store.one_statement``) writes the group if no key is held and the
         policies still hold, or nothing (``FenceMoved``). A refusal other than an
         in-group conflict is not confirmed by that statement: ``_Unconfirmed``."""
         now = self._clock()
         results: list[SendResult | Exception] = []
         reserved, claims = 0, []
-        write = self._db.write() if known is None else self._db.one_statement()
+        write = self._store.write() if known is None else self._store.one_statement()
         try:
             async with write as tx:
-                conn: Connection = tx.conn
                 if known is None:
-                    holders = await notifications.by_keys(conn, {i.key for i in items})
+                    holders = await tx.notifications.by_keys({i.key for i in items})
                     existing = {key: _existing(holder) for key, holder in holders.items()}
                     types = {i.req.notification_type for i in items}
-                    active = await policies.active_many(conn, types)
+                    active = await tx.policies.active_many(types)
                     self._remember(types, active)
                 else:
                     existing = {}
@@ -330,7 +334,7 @@ class Intake:
                 group = _Group()
                 for item in items:
                     try:
-                        results.append(await self._admit(conn, group, item, active, existing, now))
+                        results.append(await self._admit(tx, group, item, active, existing, now))
                     except UnsError as exc:  # this item's refusal; it wrote nothing
                         if known is not None and not isinstance(exc, IdempotencyConflict):
                             raise _Unconfirmed() from exc
@@ -345,12 +349,12 @@ class Intake:
                         claims.append(claim)
                         group.events += claim_events
                 if known is None:
-                    await notifications.insert_notifications_before_events(tx, group.rows)
+                    await tx.notifications.insert_before_events(group.rows)
                 else:
-                    notifications.insert_new_before_events(tx, group.rows, known)
+                    tx.notifications.insert_new_before_events(group.rows, known)
                 if group.work or len(group.due) > reserved:
                     tx.signal(TOPIC_WORK)
-                await events.append(tx, group.events, now)
+                await tx.events.append(group.events, now)
         except BaseException:
             claims = []
             raise
@@ -371,7 +375,7 @@ class Intake:
 
     async def _admit(
         self,
-        conn: Connection,
+        tx: WriteTransaction,
         group: _Group,
         item: _Pending,
         active: Mapping[str, PolicyRevision],
@@ -383,14 +387,14 @@ class Intake:
         # The key held by a committed notification, or by an earlier item of this group.
         read: Existing | Fresh | None = existing.get(item.key) or group.admitted.get(item.key)
         if read is None:
-            read = await self._fresh(conn, principal, req, active.get(req.notification_type), now)
+            read = await self._fresh(tx, principal, req, active.get(req.notification_type), now)
         admission = decide_admission(item.fingerprint, read, new_id=str(uuid.uuid4()), now=now)
         if isinstance(admission, Replay):
             return _replayed(admission.existing)
         if isinstance(admission, Conflict):
             raise admission.error()
         if admission.window is not None:
-            await notifications.take_dedup_window(conn, admission.window)
+            await tx.notifications.take_dedup_window(admission.window)
         effective, status = admission.effective, admission.status
         first_attempt = schedule.first_attempt_at(
             now, req.schedule_time, effective.quiet_hours, req.intent
@@ -407,7 +411,7 @@ class Intake:
         )
         if admission.dedup_key is not None:
             # Written now: a later item of this group may find this one as its owner.
-            await notifications.insert_notifications(conn, [row])
+            await tx.notifications.insert([row])
             group.work = group.work or (status == Status.PENDING and admission.owner is None)
         else:
             group.rows.append(row)
@@ -425,7 +429,7 @@ class Intake:
 
     async def _fresh(
         self,
-        conn: Connection,
+        tx: ReadTransaction,
         principal: str,
         req: SendRequest,
         active: PolicyRevision | None,
@@ -441,9 +445,9 @@ class Intake:
         dedup_key = digests.dedup_digest(
             principal, req.source, req.dedup_key, effective.effective_hash, scheduled
         )
-        window = await notifications.locked_dedup_window(conn, dedup_key)
+        window = await tx.notifications.locked_dedup_window(dedup_key)
         owner = (
-            await notifications.window_owner(conn, window.owner_id)
+            await tx.notifications.window_owner(window.owner_id)
             if window is not None and window.owner_id
             else None
         )
@@ -472,8 +476,8 @@ def _existing(holder: Notification) -> Existing:
     return Existing(holder.id, holder.fingerprint, holder.status, effective, holder.dedup_owner_id)
 
 
-async def _holder(conn: Connection, key: str) -> Existing | None:
-    holder = await notifications.by_key(conn, key)
+async def _holder(tx: ReadTransaction, key: str) -> Existing | None:
+    holder = await tx.notifications.by_key(key)
     return None if holder is None else _existing(holder)
 
 

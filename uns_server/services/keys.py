@@ -16,8 +16,7 @@ from uns_server.domain.enums import Role
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.records import ApiKey
 from uns_server.services import auth
-from uns_server.store import api_keys
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 TEXT_MAX_CHARS = 255
 _TOKEN_VERSION = 1
@@ -73,7 +72,7 @@ def _responds_for_violations(values: list[str], roles: frozenset[Role]) -> list[
 
 
 async def create(
-    db: Database,
+    store: Store,
     principal: str,
     roles: Iterable[Role],
     description: str,
@@ -108,18 +107,18 @@ async def create(
             violations=violations,
         )
     secret = await auth.create_key(
-        db, principal, [r.value for r in role_set], description, now, set(tenants) - {principal}
+        store, principal, [r.value for r in role_set], description, now, set(tenants) - {principal}
     )
-    async with db.read() as conn:
-        row = await api_keys.active_by_hash(conn, auth.hash_key(secret))
+    async with store.read() as tx:
+        row = await tx.api_keys.active_by_hash(auth.hash_key(secret))
     assert row is not None
     return secret, _info(row)
 
 
-async def list_all(db: Database) -> list[KeyInfo]:
+async def list_all(store: Store) -> list[KeyInfo]:
     """Every stored key, revoked ones included, oldest first."""
-    async with db.read() as conn:
-        rows = await api_keys.list_keys(conn)
+    async with store.read() as tx:
+        rows = await tx.api_keys.list_keys()
     return sorted((_info(r) for r in rows), key=lambda k: (k.created_at, k.id))
 
 
@@ -140,7 +139,7 @@ def _decode_token(token: str) -> int:
 
 
 async def list_page(
-    db: Database, page_size: int = 0, page_token: str = ""
+    store: Store, page_size: int = 0, page_token: str = ""
 ) -> tuple[list[KeyInfo], str]:
     """One page of keys, oldest first, and the next page's token ("" at the end).
 
@@ -148,13 +147,13 @@ async def list_page(
     stays valid between pages (new keys only append)."""
     limit = paging.page_limit(page_size)
     start = _decode_token(page_token) if page_token else 0
-    everything = await list_all(db)
+    everything = await list_all(store)
     page = everything[start : start + limit]
     more = start + limit < len(everything)
     return page, _encode_token(start + limit) if more else ""
 
 
-async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
+async def revoke(store: Store, key: str, now: datetime) -> KeyInfo:
     """Revoke the active key with this id or display prefix; INVALID_REQUEST if a prefix
     matches several, NOT_FOUND if none."""
     target = key.strip()
@@ -166,10 +165,10 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
         raise InvalidRequest.of_field(
             "key", f"is not a key id or prefix (at most {KEY_REFERENCE_MAX} characters)"
         )
-    async with db.write() as tx:
+    async with store.write() as tx:
         matches = [
             r
-            for r in await api_keys.list_keys(tx.conn)
+            for r in await tx.api_keys.list_keys()
             if target in (r.id, r.prefix) and r.revoked_at is None
         ]
         if len(matches) > 1:
@@ -178,7 +177,7 @@ async def revoke(db: Database, key: str, now: datetime) -> KeyInfo:
             )
         if not matches:
             raise NotFound(f"no active key with id or prefix {target}", metadata={"key": target})
-        await api_keys.revoke(tx.conn, matches[0].id, now)
+        await tx.api_keys.revoke(matches[0].id, now)
     return _info(matches[0], revoked_at=now)
 
 
@@ -186,8 +185,8 @@ class KeyService:
     """The key operations on one database with one clock: what ``uns.v1.KeyService``
     and ``uns-admin keys`` (database mode) call."""
 
-    def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
-        self.db = db
+    def __init__(self, store: Store, clock: Callable[[], datetime]) -> None:
+        self.store = store
         self.clock = clock
 
     async def create(
@@ -198,16 +197,16 @@ class KeyService:
         responds_for: Iterable[str] = (),
     ) -> tuple[str, KeyInfo]:
         return await create(
-            self.db, principal, roles, description, self.clock(), responds_for=responds_for
+            self.store, principal, roles, description, self.clock(), responds_for=responds_for
         )
 
     async def list_all(self) -> list[KeyInfo]:
-        return await list_all(self.db)
+        return await list_all(self.store)
 
     async def list_page(
         self, page_size: int = 0, page_token: str = ""
     ) -> tuple[list[KeyInfo], str]:
-        return await list_page(self.db, page_size, page_token)
+        return await list_page(self.store, page_size, page_token)
 
     async def revoke(self, key: str) -> KeyInfo:
-        return await revoke(self.db, key, self.clock())
+        return await revoke(self.store, key, self.clock())

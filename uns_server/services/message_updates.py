@@ -2,9 +2,9 @@
 
 Registered as an ``Acks`` settle hook, so every path that ends an ack queues them: an
 answer over gRPC, a link, Slack, PagerDuty, and the timeout; a withdrawal queues them
-through ``SentMessageUpdates``. The rows are an outbox
-(``store.message_updates``); the ``MessageUpdater`` worker sends them later, so a slow
-or failing provider never holds up the answer itself.
+through ``SentMessageUpdates``. The rows are an outbox (the store port's
+``MessageUpdates``); the ``MessageUpdater`` worker sends them later, so a slow or
+failing provider never holds up the answer itself.
 
 What is updated: every message the obligation sent, the delivery and each reminder and
 escalation step (``services.message_updates.updatable``): Slack messages sent through the
@@ -23,8 +23,7 @@ from uns_server.domain import withdrawal
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.outcomes import ProviderRef, ProviderRefs
 from uns_server.domain.records import Notification
-from uns_server.store import message_updates
-from uns_server.store.db import WriteTx
+from uns_server.store.port import Queued, WriteTransaction
 
 # A queued update whose message was still being delivered when the obligation ended:
 # its reference is the delivery's, read once that attempt has settled.
@@ -79,27 +78,23 @@ def still_sending(row: Notification, now: datetime) -> bool:
     )
 
 
-def sent_since(
-    row: Notification, known: Sequence[str], outcome: Mapping[str, Any]
-) -> list[message_updates.Queued]:
+def sent_since(row: Notification, known: Sequence[str], outcome: Mapping[str, Any]) -> list[Queued]:
     """The updates of the messages ``row`` sent since an ``IN_FLIGHT_SENT`` stand-in
     was queued (their keys not in ``known``), showing ``outcome``."""
     refs = row.provider_refs or {}
     return _updates(row, {k: v for k, v in refs.items() if k not in set(known)}, outcome)
 
 
-def _updates(
-    row: Notification, refs: ProviderRefs, outcome: Mapping[str, Any]
-) -> list[message_updates.Queued]:
+def _updates(row: Notification, refs: ProviderRefs, outcome: Mapping[str, Any]) -> list[Queued]:
     return [
-        message_updates.Queued(row.id, ref.channel or key, ref.json, outcome)
+        Queued(row.id, ref.channel or key, ref.json, outcome)
         for key, ref in sorted(refs.items())
         if updatable(ref)
     ]
 
 
 async def queue_on_settle(
-    tx: WriteTx, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
+    tx: WriteTransaction, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
 ) -> None:
     refs = row.provider_refs or {}
     doc = row.notification
@@ -117,17 +112,12 @@ async def queue_on_settle(
     }
     queued = _updates(row, refs, settlement)
     in_flight = in_flight_channels(row)
-    queued += [
-        message_updates.Queued(row.id, channel, {IN_FLIGHT: channel}, settlement)
-        for channel in in_flight
-    ]
+    queued += [Queued(row.id, channel, {IN_FLIGHT: channel}, settlement) for channel in in_flight]
     if sending_unknown(row):
         known = sorted({*refs, *in_flight})
-        queued.append(
-            message_updates.Queued(row.id, IN_FLIGHT_SENT, {IN_FLIGHT_SENT: known}, settlement)
-        )
+        queued.append(Queued(row.id, IN_FLIGHT_SENT, {IN_FLIGHT_SENT: known}, settlement))
     if queued:
-        await message_updates.enqueue(tx.conn, queued, now)
+        await tx.message_updates.enqueue(queued, now)
         tx.signal(TOPIC_MESSAGE_UPDATES)
 
 
@@ -138,7 +128,7 @@ class SentMessageUpdates:
 
     async def withdrawn(
         self,
-        tx: WriteTx,
+        tx: WriteTransaction,
         row: Notification,
         scope: withdrawal.Scope,
         actor: str,

@@ -22,10 +22,7 @@ from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
-from uns_server.store import events, notifications
-from uns_server.store import moves as store_moves
-from uns_server.store.db import TOPIC_WORK, Connection, Database
-from uns_server.store.events import NewEvent
+from uns_server.store.port import TOPIC_WORK, NewEvent, ReadTransaction, Store
 
 REASON_MAX_CHARS = 1024
 
@@ -47,23 +44,13 @@ def validate_reason(reason: str) -> str:
 
 
 class Operations:
-    def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
-        self._db = db
+    def __init__(self, store: Store, clock: Callable[[], datetime]) -> None:
+        self._store = store
         self._clock = clock
 
-    async def _dead_letter(
-        self, conn: Connection, notification_id: str, *, lock: bool
-    ) -> Notification:
-        nid = validate_notification_id(notification_id)
-        row = await notifications.get(conn, nid, for_update=lock)
-        if row is None:
-            raise NotFound(metadata={"notification_id": nid})
-        lifecycle.check_dead_lettered(nid, row.status, row.dead_letter)
-        return row
-
-    async def _check_replay(self, conn: Connection, row: Notification) -> None:
+    async def _check_replay(self, tx: ReadTransaction, row: Notification) -> None:
         successor_id = row.dedup_successor_id
-        successor = await notifications.get(conn, successor_id) if successor_id else None
+        successor = await tx.notifications.get(successor_id) if successor_id else None
         lifecycle.check_replay_unblocked(
             row.id, successor_id, successor.status if successor is not None else None
         )
@@ -80,20 +67,20 @@ class Operations:
         """The replayed notification; with ``validate_only``, as it would be. ``via``
         (e.g. ``console``) names where the request came from in the event payload."""
         reason = validate_reason(reason)
+        nid = validate_notification_id(notification_id)
         now = self._clock()
         if validate_only:
-            async with self._db.read() as conn:
-                row = await self._dead_letter(conn, notification_id, lock=False)
-                await self._check_replay(conn, row)
+            async with self._store.read() as tx:
+                row = _dead_letter(nid, await tx.notifications.get(nid))
+                await self._check_replay(tx, row)
             return moves.replayed(row, moves.Replay(row.id, row.cycle, now))
-        async with self._db.write() as tx:
-            row = await self._dead_letter(tx.conn, notification_id, lock=True)
-            await self._check_replay(tx.conn, row)
+        async with self._store.write() as tx:
+            row = _dead_letter(nid, await tx.notifications.get_locked(nid))
+            await self._check_replay(tx, row)
             move = moves.Replay(row.id, row.cycle, now)
             # Read under its lock in this transaction and checked dead-lettered.
-            (await store_moves.replay(tx.conn, move)).expect(f"replay of {row.id}")
-            await events.append(
-                tx,
+            (await tx.moves.replay(move)).expect(f"replay of {row.id}")
+            await tx.events.append(
                 [
                     NewEvent(
                         row.id,
@@ -112,7 +99,7 @@ class Operations:
                 now,
             )
             tx.signal(TOPIC_WORK)
-            replayed = await notifications.get(tx.conn, row.id)
+            replayed = await tx.notifications.get(row.id)
         assert replayed is not None
         return replayed
 
@@ -127,19 +114,19 @@ class Operations:
     ) -> Notification:
         """The resolved notification; with ``validate_only``, as it would be."""
         reason = validate_reason(reason)
+        nid = validate_notification_id(notification_id)
         now = self._clock()
         if validate_only:
-            async with self._db.read() as conn:
-                row = await self._dead_letter(conn, notification_id, lock=False)
+            async with self._store.read() as tx:
+                row = _dead_letter(nid, await tx.notifications.get(nid))
             return moves.resolved(row, moves.ResolveFailure(row.id, now))
-        async with self._db.write() as tx:
-            row = await self._dead_letter(tx.conn, notification_id, lock=True)
+        async with self._store.write() as tx:
+            row = _dead_letter(nid, await tx.notifications.get_locked(nid))
             resolve = moves.ResolveFailure(row.id, now)
             # Read under its lock in this transaction and checked dead-lettered.
-            applied = await store_moves.resolve_failure(tx.conn, resolve)
+            applied = await tx.moves.resolve_failure(resolve)
             applied.expect(f"resolution of {row.id}")
-            await events.append(
-                tx,
+            await tx.events.append(
                 [
                     NewEvent(
                         row.id,
@@ -155,6 +142,14 @@ class Operations:
                 ],
                 now,
             )
-            resolved = await notifications.get(tx.conn, row.id)
+            resolved = await tx.notifications.get(row.id)
         assert resolved is not None
         return resolved
+
+
+def _dead_letter(nid: str, row: Notification | None) -> Notification:
+    """The row, which must exist and be a dead letter."""
+    if row is None:
+        raise NotFound(metadata={"notification_id": nid})
+    lifecycle.check_dead_lettered(nid, row.status, row.dead_letter)
+    return row

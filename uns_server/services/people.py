@@ -17,8 +17,7 @@ from uns_server.domain import paging
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound, RecipientInUse
 from uns_server.domain.oncall import OnCall, on_call
 from uns_server.domain.people import ChannelKind, Recipient, Rotation, check_contacts, check_id
-from uns_server.store import people
-from uns_server.store.db import Database
+from uns_server.store.port import MissingPeople, PersonFirstPutRace, StillReferenced, Store
 
 Clock = Callable[[], datetime]
 
@@ -52,9 +51,9 @@ def _rotation_not_found(rotation_id: str) -> NotFound:
 
 class PeopleService:
     def __init__(
-        self, db: Database, clock: Clock, kinds: Mapping[str, ChannelKind] | None = None
+        self, store: Store, clock: Clock, kinds: Mapping[str, ChannelKind] | None = None
     ) -> None:
-        self._db = db
+        self._store = store
         self._clock = clock
         self._kinds = kinds
 
@@ -65,19 +64,17 @@ class PeopleService:
             check_contacts(recipient, self._kinds)
         for attempt in range(_PUT_RETRIES):
             try:
-                async with self._db.write() as tx:
-                    return await people.put_recipient(
-                        tx.conn, recipient, actor=actor, now=self._clock()
-                    )
-            except people.FirstPutRace:
+                async with self._store.write() as tx:
+                    return await tx.people.put_recipient(recipient, actor=actor, now=self._clock())
+            except PersonFirstPutRace:
                 if attempt == _PUT_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
 
     async def get_recipient(self, recipient_id: str) -> Recipient:
         check_id(recipient_id, "recipient_id")
-        async with self._db.read() as conn:
-            found = await people.get_recipient(conn, recipient_id)
+        async with self._store.read() as tx:
+            found = await tx.people.get_recipient(recipient_id)
         if found is None:
             raise _recipient_not_found(recipient_id)
         return found
@@ -87,8 +84,8 @@ class PeopleService:
     ) -> tuple[list[Recipient], str]:
         limit = paging.page_limit(page_size)
         after = _decode(page_token, "recipients")
-        async with self._db.read() as conn:
-            rows = await people.list_recipients(conn, after=after, limit=limit + 1)
+        async with self._store.read() as tx:
+            rows = list(await tx.people.list_recipients(after=after, limit=limit + 1))
         if len(rows) <= limit:
             return rows, ""
         rows = rows[:limit]
@@ -99,22 +96,22 @@ class PeopleService:
         obligation (delivery or ack PENDING) names or was sent to them (SPEC §6)."""
         check_id(recipient_id, "recipient_id")
         try:
-            async with self._db.write() as tx:
-                found = await people.get_recipient(tx.conn, recipient_id)
+            async with self._store.write() as tx:
+                found = await tx.people.get_recipient(recipient_id)
                 if found is None:
                     raise _recipient_not_found(recipient_id)
-                using = await people.referencing_rotations(tx.conn, recipient_id)
+                using = list(await tx.people.referencing_rotations(recipient_id))
                 if using:
                     raise _in_use(recipient_id, using)
-                owed = await people.owing_notifications(tx.conn, recipient_id)
+                owed = list(await tx.people.owing_notifications(recipient_id))
                 if owed:
                     raise _owed(recipient_id, owed)
-                await people.delete_recipient(tx.conn, found, actor=actor, now=self._clock())
+                await tx.people.delete_recipient(found, actor=actor, now=self._clock())
                 return found
-        except people.StillReferenced:
+        except StillReferenced:
             # A rotation naming the person committed between the check and the delete.
-            async with self._db.read() as conn:
-                using = await people.referencing_rotations(conn, recipient_id)
+            async with self._store.read() as tx:
+                using = list(await tx.people.referencing_rotations(recipient_id))
             raise _in_use(recipient_id, using) from None
 
     # Rotations ------------------------------------------------------------------
@@ -123,21 +120,19 @@ class PeopleService:
         """Every member and override recipient must exist (INVALID_REQUEST naming them)."""
         for attempt in range(_PUT_RETRIES):
             try:
-                async with self._db.write() as tx:
-                    existing = await people.existing_recipients(tx.conn, rotation.referenced())
+                async with self._store.write() as tx:
+                    existing = await tx.people.existing_recipients(rotation.referenced())
                     _check_people(rotation, existing)
-                    return await people.put_rotation(
-                        tx.conn, rotation, actor=actor, now=self._clock()
-                    )
-            except people.MissingPeople:
+                    return await tx.people.put_rotation(rotation, actor=actor, now=self._clock())
+            except MissingPeople:
                 if attempt == _PUT_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
 
     async def get_rotation(self, rotation_id: str) -> Rotation:
         check_id(rotation_id, "rotation_id")
-        async with self._db.read() as conn:
-            found = await people.get_rotation(conn, rotation_id)
+        async with self._store.read() as tx:
+            found = await tx.people.get_rotation(rotation_id)
         if found is None:
             raise _rotation_not_found(rotation_id)
         return found
@@ -147,8 +142,8 @@ class PeopleService:
     ) -> tuple[list[Rotation], str]:
         limit = paging.page_limit(page_size)
         after = _decode(page_token, "rotations")
-        async with self._db.read() as conn:
-            rows = await people.list_rotations(conn, after=after, limit=limit + 1)
+        async with self._store.read() as tx:
+            rows = list(await tx.people.list_rotations(after=after, limit=limit + 1))
         if len(rows) <= limit:
             return rows, ""
         rows = rows[:limit]
@@ -156,11 +151,11 @@ class PeopleService:
 
     async def delete_rotation(self, actor: str, rotation_id: str) -> Rotation:
         check_id(rotation_id, "rotation_id")
-        async with self._db.write() as tx:
-            found = await people.get_rotation(tx.conn, rotation_id)
+        async with self._store.write() as tx:
+            found = await tx.people.get_rotation(rotation_id)
             if found is None:
                 raise _rotation_not_found(rotation_id)
-            await people.delete_rotation(tx.conn, found, actor=actor, now=self._clock())
+            await tx.people.delete_rotation(found, actor=actor, now=self._clock())
             return found
 
     async def on_call(

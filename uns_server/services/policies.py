@@ -24,8 +24,7 @@ from uns_server.domain.errors import (
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.targets import Target
 from uns_server.domain.validation import _notification_type
-from uns_server.store import people, policies
-from uns_server.store.db import Database
+from uns_server.store.port import PolicyFirstPutRace, Store
 
 Clock = Callable[[], datetime]
 
@@ -93,19 +92,19 @@ def named_targets(spec: PolicySpec) -> list[tuple[str, Target]]:
     return named
 
 
-async def check_targets(db: Database, items: Sequence[PolicyInput]) -> None:
+async def check_targets(store: Store, items: Sequence[PolicyInput]) -> None:
     """INVALID_REQUEST (SPEC §6) when a spec names a recipient or rotation that does
     not exist, listing every such field. A person deleted after this check is
     recorded as unreachable when a message would be sent (``workers.dispatch``)."""
     named = [(k, field, t) for k, item in enumerate(items) for field, t in named_targets(item.spec)]
     if not named:
         return
-    async with db.read() as conn:
-        people_found = await people.existing_recipients(
-            conn, {t.recipient_id for _, _, t in named if t.recipient_id}
+    async with store.read() as tx:
+        people_found = await tx.people.existing_recipients(
+            {t.recipient_id for _, _, t in named if t.recipient_id}
         )
-        rotations_found = await people.existing_rotations(
-            conn, {t.rotation_id for _, _, t in named if t.rotation_id}
+        rotations_found = await tx.people.existing_rotations(
+            {t.rotation_id for _, _, t in named if t.rotation_id}
         )
     violations: list[FieldViolation] = []
     many = len(items) > 1
@@ -156,8 +155,8 @@ class PolicyService:
     ``None`` checks nothing (``uns-admin`` on the database, which has no server's
     configuration)."""
 
-    def __init__(self, db: Database, clock: Clock, channels: Collection[str] | None = None) -> None:
-        self._db = db
+    def __init__(self, store: Store, clock: Clock, channels: Collection[str] | None = None) -> None:
+        self._store = store
         self._clock = clock
         self._channels = channels
 
@@ -173,11 +172,11 @@ class PolicyService:
             validate_type(item.notification_type)
         if self._channels is not None:
             check_channels(items, self._channels)
-        await check_targets(self._db, items)
+        await check_targets(self._store, items)
         for attempt in range(_INSERT_RACE_RETRIES):
             try:
                 return await self._put_once(actor, items, activate)
-            except policies.FirstPutRace:
+            except PolicyFirstPutRace:
                 if attempt == _INSERT_RACE_RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
@@ -187,14 +186,14 @@ class PolicyService:
     ) -> list[PolicyRevision]:
         now = self._clock()
         written: list[PolicyRevision] = []
-        async with self._db.write() as tx:
+        async with self._store.write() as tx:
             for item in items:
-                revision = await policies.put_revision(
-                    tx.conn, item.notification_type, item.spec, actor=actor, now=now
+                revision = await tx.policies.put_revision(
+                    item.notification_type, item.spec, actor=actor, now=now
                 )
                 if activate and not revision.active:
-                    activated = await policies.activate(
-                        tx.conn, item.notification_type, revision.revision, now=now
+                    activated = await tx.policies.activate(
+                        item.notification_type, revision.revision, now=now
                     )
                     assert activated is not None
                     revision = activated
@@ -206,15 +205,13 @@ class PolicyService:
         validate_type(notification_type)
         if revision < 1:
             raise InvalidRequest.of_field("revision", "must be a revision number (1 or more)")
-        async with self._db.write() as tx:
-            current = await policies.get(tx.conn, notification_type, revision)
+        async with self._store.write() as tx:
+            current = await tx.policies.get(notification_type, revision)
             if current is None:
                 raise _not_found(notification_type, revision)
             if current.active:
                 return current
-            activated = await policies.activate(
-                tx.conn, notification_type, revision, now=self._clock()
-            )
+            activated = await tx.policies.activate(notification_type, revision, now=self._clock())
             assert activated is not None
             return activated
 
@@ -225,11 +222,11 @@ class PolicyService:
             raise InvalidRequest.of_field(
                 "revision", "must be 0 (the ACTIVE revision) or a revision number"
             )
-        async with self._db.read() as conn:
+        async with self._store.read() as tx:
             if revision == 0:
-                found = await policies.active(conn, notification_type)
+                found = await tx.policies.active(notification_type)
             else:
-                found = await policies.get(conn, notification_type, revision)
+                found = await tx.policies.get(notification_type, revision)
         if found is None:
             raise _not_found(notification_type, revision)
         return found
@@ -244,9 +241,11 @@ class PolicyService:
         validate_type(notification_type)
         limit = paging.page_limit(page_size)
         before = decode_page_token(page_token, notification_type) if page_token else None
-        async with self._db.read() as conn:
-            rows = await policies.list_revisions(
-                conn, notification_type, before_revision=before, limit=limit + 1
+        async with self._store.read() as tx:
+            rows = list(
+                await tx.policies.list_revisions(
+                    notification_type, before_revision=before, limit=limit + 1
+                )
             )
         if len(rows) <= limit:
             return rows, ""

@@ -25,8 +25,7 @@ from uns_server.domain.outcomes import ProviderRefs
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.acks import RECIPIENT_ACTOR, Acks
 from uns_server.services.action_links import ActionLinkService
-from uns_server.store import links, notifications, people
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 log = logging.getLogger("uns.callbacks")
 VIA_SLACK = "slack"
@@ -77,12 +76,12 @@ def receipt_digest(provider: str, proof: bytes) -> str:
 class ProviderAnswers:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         acks: Acks,
         links_service: ActionLinkService,
         clock: Callable[[], datetime],
     ) -> None:
-        self._db = db
+        self._store = store
         self._acks = acks
         self._links = links_service
         self._clock = clock
@@ -90,8 +89,8 @@ class ProviderAnswers:
     async def claim(self, digest: str, provider: str) -> bool:
         """Insert the callback's receipt; False if it is there already (a replay). Done
         before settling, so of concurrent copies of one callback only one goes on."""
-        async with self._db.write() as tx:
-            return await links.record_callback(tx.conn, digest, provider, self._clock())
+        async with self._store.write() as tx:
+            return await tx.receipts.record(digest, provider, self._clock())
 
     async def slack_target(self, action_id: str, token: str) -> Slack | None:
         """The notification and action a Block Kit button names; None if invalid."""
@@ -109,16 +108,16 @@ class ProviderAnswers:
         return _posted(await self._refs(nid), provider_key, value) or None
 
     async def _refs(self, nid: str) -> ProviderRefs:
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, nid)
+        async with self._store.read() as tx:
+            row = await tx.notifications.get(nid)
         return (row.provider_refs or {}) if row is not None else {}
 
     async def settled_note(self, nid: str) -> str | None:
         """For a press on a button of an obligation that has ended: who settled it and
         when, in a sentence for the person who pressed (None while it is still open).
         A withdrawal does not name who withdrew (as ``ACK_NOT_PENDING`` does not)."""
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, nid)
+        async with self._store.read() as tx:
+            row = await tx.notifications.get(nid)
         if row is None or row.ack_status in (None, AckStatus.PENDING):
             return None
         at = (row.responded_at or row.updated_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
@@ -158,8 +157,8 @@ class ProviderAnswers:
         answers as their provider user."""
         if not recipient.startswith(RECIPIENT_ACTOR):
             return False
-        async with self._db.read() as conn:
-            person = await people.get_recipient(conn, recipient.removeprefix(RECIPIENT_ACTOR))
+        async with self._store.read() as tx:
+            person = await tx.people.get_recipient(recipient.removeprefix(RECIPIENT_ACTOR))
         return person is not None and any(c.address == address for c in person.contacts)
 
     async def pagerduty_incident(self, event: Mapping[str, Any]) -> Incident | None:

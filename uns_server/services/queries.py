@@ -7,8 +7,8 @@ operator everyone's (a responder answers by id; it has no queue to browse)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
-from typing import Any
+import uuid
+from datetime import UTC, datetime
 
 import orjson
 
@@ -19,20 +19,19 @@ from uns_server.domain.errors import InvalidRequest, NotFound
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
-from uns_server.store import notifications
-from uns_server.store.db import TOPIC_EVENTS, Database
+from uns_server.store.port import NOTIFICATION_FILTER_FIELDS, TOPIC_EVENTS, Store
 
 # Database column names (the seed's) that a caller may try, and their wire names (AIP-216).
 _WIRE_NAME = {"status": "state", "ack_status": "ack_state"}
 
 
-def parse_filter(text: str) -> list[tuple[str, Any]]:
+def parse_filter(text: str) -> list[tuple[str, str | bool]]:
     """``a = x AND b = "y"`` -> [(a, x), (b, y)] with enum and boolean values checked
     (the syntax is ``domain.filters``': linear, capped in length)."""
-    conditions: list[tuple[str, Any]] = []
-    for term in filters.parse(text, notifications.FILTERABLE_FIELDS, hints=_WIRE_NAME):
+    conditions: list[tuple[str, str | bool]] = []
+    for term in filters.parse(text, NOTIFICATION_FILTER_FIELDS, hints=_WIRE_NAME):
         field, value = term.field, term.value
-        checked: Any = value
+        checked: str | bool = value
         if field == "state":
             checked = _enum_value(Status, value, "NOTIFICATION_STATE_", field)
         elif field == "ack_state":
@@ -63,12 +62,12 @@ ROW_OVERHEAD_BYTES = 1024
 
 
 class Queries:
-    def __init__(self, db: Database) -> None:
-        self._db = db
+    def __init__(self, store: Store) -> None:
+        self._store = store
         # Replaced on every commit: a waiter that took the current one before reading
         # the database cannot miss a commit that lands between its read and its wait.
         self._committed = asyncio.Event()
-        db.on_commit(TOPIC_EVENTS, self._notify_commit)
+        store.on_commit(TOPIC_EVENTS, self._notify_commit)
 
     def _notify_commit(self) -> None:
         self._committed.set()
@@ -81,8 +80,8 @@ class Queries:
         deadline = loop.time() + seconds
         while True:
             committed = self._committed
-            async with self._db.read() as conn:
-                row = await notifications.get(conn, notification_id)
+            async with self._store.read() as tx:
+                row = await tx.notifications.get(notification_id)
             assert row is not None
             settled = row.attempts > 0 and row.lease_token is None
             # Scheduled for later, or held by quiet hours: no attempt to wait for now.
@@ -94,8 +93,8 @@ class Queries:
 
     async def get(self, principal: Principal, notification_id: str) -> Notification:
         nid = validate_notification_id(notification_id)
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, nid)
+        async with self._store.read() as tx:
+            row = await tx.notifications.get(nid)
         if row is None or not visible(principal, row):
             raise NotFound(metadata={"notification_id": nid})
         return row
@@ -110,7 +109,7 @@ class Queries:
         after = None
         if page_token:
             try:
-                created_at, last_id, token_filter = notifications.decode_page_token(page_token)
+                created_at, last_id, token_filter = decode_page_token(page_token)
             except ValueError:
                 raise InvalidRequest.of_field(
                     "page_token", "not a token from this server"
@@ -120,17 +119,17 @@ class Queries:
                     "page_token", "the token belongs to a different filter"
                 )
             after = (created_at, last_id)
-        rows, more = await read_page(self._db, conditions, after, limit)
+        rows, more = await read_page(self._store, conditions, after, limit)
         next_token = ""
         if more:
             last = rows[-1]
-            next_token = notifications.encode_page_token(last.created_at, last.id, filter_text)
+            next_token = encode_page_token(last.created_at, last.id, filter_text)
         return rows, next_token
 
 
 async def read_page(
-    db: Database,
-    conditions: list[tuple[str, Any]],
+    store: Store,
+    conditions: list[tuple[str, str | bool]],
     after: tuple[datetime, str] | None,
     limit: int,
 ) -> tuple[list[Notification], bool]:
@@ -140,12 +139,10 @@ async def read_page(
     decoding and encoding them at once held the event loop for seconds."""
     rows: list[Notification] = []
     size = 0
-    async with db.read() as conn:
+    async with store.read() as tx:
         while True:
             want = min(LIST_CHUNK_ROWS, limit + 1 - len(rows))
-            chunk = await notifications.list_page(
-                conn, conditions=conditions, after=after, limit=want
-            )
+            chunk = await tx.notifications.list_page(conditions=conditions, after=after, limit=want)
             for row in chunk:
                 if len(rows) == limit:
                     return rows, True  # the extra row: another page exists
@@ -172,3 +169,24 @@ def visible(principal: Principal, row: Notification) -> bool:
     notification, a producer its own principal's, a responder also those of the
     principals its key responds for."""
     return principal.may_read(row.principal)
+
+
+def encode_page_token(created_at: datetime, last_id: str, filter_text: str) -> str:
+    return paging.encode_token(created_at.isoformat(), last_id, filter_text)
+
+
+def decode_page_token(token: str) -> tuple[datetime, str, str]:
+    """Raises ValueError on a token this server did not make."""
+    created_at, last_id, filter_text = paging.decode_token(token, 3)
+    if not isinstance(created_at, str):
+        raise ValueError("page token time is not a string")
+    after = datetime.fromisoformat(created_at)
+    if after.tzinfo is None:
+        raise ValueError("page token time without a time zone")
+    try:
+        after = after.astimezone(UTC)  # as the column stores it; may leave datetime's range
+    except OverflowError:
+        raise ValueError("page token time out of range") from None
+    if not isinstance(last_id, str):
+        raise ValueError("page token id is not a string")
+    return after, str(uuid.UUID(last_id)), str(filter_text)

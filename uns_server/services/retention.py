@@ -1,5 +1,5 @@
 """Retention maintenance: ``run_once(apply, now) -> Report``, the rules in
-``uns_server.domain.retention``, the SQL in ``uns_server.store.retention``.
+``uns_server.domain.retention``, the queries behind the store port's ``Retention``.
 
 A dry run (``apply=False``) reads in one read transaction and reports exactly what an
 applied run at the same ``now`` would delete. An applied run does it all in one write
@@ -26,10 +26,7 @@ from typing import Any
 from uns_server.domain import retention as rules
 from uns_server.domain.enums import EventKind
 from uns_server.domain.errors import FieldViolation, InvalidRequest
-from uns_server.store import events
-from uns_server.store import retention as store
-from uns_server.store.db import Connection, Database
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent, ReadTransaction, Store
 
 NOTIFICATIONS = "uns_notifications"
 EVENTS = "uns_events"
@@ -86,7 +83,7 @@ class _Plan:
 class Retention:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         policy: rules.RetentionPolicy,
         *,
         operator: str = rules.RECEIPT_PRINCIPAL,
@@ -97,7 +94,7 @@ class Retention:
                 metadata={"fields": "limit"},
                 violations=[FieldViolation("limit", f"must be 1-{rules.BATCH_LIMIT_MAX}")],
             )
-        self._db = db
+        self._store = store
         self._policy = policy
         self._operator = operator
         self._limit = limit
@@ -105,32 +102,31 @@ class Retention:
     async def run_once(self, apply: bool, now: datetime) -> Report:
         cutoffs = self._policy.cutoffs(now)
         if not apply:
-            async with self._db.read() as conn:
-                plan = await self._plan(conn, cutoffs, dry_run=True)
-                horizon = await store.compacted_sequence(conn)
+            async with self._store.read() as tx:
+                plan = await self._plan(tx, cutoffs, dry_run=True)
+                horizon = await tx.retention.compacted_sequence()
             highest = max(plan.events_of_ids[1], plan.stale[1])
             return self._report(plan, cutoffs, applied=False, horizon=max(horizon, highest))
-        async with self._db.write() as tx:
-            conn = tx.conn
-            await store.lock(conn)
-            plan = await self._plan(conn, cutoffs, dry_run=False)
+        async with self._store.write() as tx:
+            await tx.retention.lock()
+            plan = await self._plan(tx, cutoffs, dry_run=False)
             ids = list(plan.ids)
-            deleted_events = await store.delete_events_of(conn, ids)
+            deleted_events = await tx.retention.delete_events_of(ids)
             if plan.stale[0]:
-                deleted_events += await store.delete_stale_events(
-                    conn, cutoffs.events, up_to_sequence=plan.stale[1]
+                deleted_events += await tx.retention.delete_stale_events(
+                    cutoffs.events, up_to_sequence=plan.stale[1]
                 )
             deleted = {
-                NOTIFICATIONS: await store.delete_notifications(conn, ids),
+                NOTIFICATIONS: await tx.retention.delete_notifications(ids),
                 EVENTS: deleted_events,
-                DEDUP: await store.delete_windows(conn, plan.dedup_keys, cutoffs.dedup),
+                DEDUP: await tx.retention.delete_windows(plan.dedup_keys, cutoffs.dedup),
             }
-            expired = await store.expire_keys(conn, cutoffs.idempotency)
+            expired = await tx.retention.expire_keys(cutoffs.idempotency)
             highest = max(plan.events_of_ids[1], plan.stale[1])
             horizon = (
-                await store.raise_compacted_sequence(conn, highest, now)
+                await tx.retention.raise_compacted_sequence(highest, now)
                 if deleted_events
-                else await store.compacted_sequence(conn)
+                else await tx.retention.compacted_sequence()
             )
             receipt_id = str(uuid.uuid4())
             payload = rules.receipt_payload(
@@ -142,8 +138,7 @@ class Retention:
                 idempotency_keys_expired=expired,
                 compacted_sequence=horizon,
             )
-            await events.append(
-                tx,
+            await tx.events.append(
                 [
                     NewEvent(
                         receipt_id,
@@ -170,30 +165,30 @@ class Retention:
             receipt_payload=payload,
         )
 
-    async def _plan(self, conn: Connection, cutoffs: rules.Cutoffs, *, dry_run: bool) -> _Plan:
-        rows = await store.settled_before(conn, cutoffs.terminal, self._limit + 1)
+    async def _plan(self, tx: ReadTransaction, cutoffs: rules.Cutoffs, *, dry_run: bool) -> _Plan:
+        rows = await tx.retention.settled_before(cutoffs.terminal, self._limit + 1)
         truncated = len(rows) > self._limit
         rows = rows[: self._limit]
         candidates = [r.id for r in rows]
         # Links in both directions, between rows that exist (a target pruned by an
         # earlier run is no reason to keep anything).
         targets = sorted({t for r in rows for t in r.links})
-        present = await store.existing_ids(conn, targets)
+        present = await tx.retention.existing_ids(targets)
         links = [(r.id, t) for r in rows for t in r.links if t in present]
-        links += await store.linked_to(conn, candidates)
-        pinned = await store.live_window_owners(conn, candidates, cutoffs.now)
+        links += await tx.retention.linked_to(candidates)
+        pinned = await tx.retention.live_window_owners(candidates, cutoffs.now)
         keep = rules.prunable(candidates, links, pinned)
         ids = tuple(i for i in candidates if i in keep)
-        windows = await store.expired_windows(conn, cutoffs.dedup)
+        windows = await tx.retention.expired_windows(cutoffs.dedup)
         return _Plan(
             ids=ids,
             kept=len(candidates) - len(ids),
             truncated=truncated,
-            events_of_ids=await store.events_of(conn, ids),
-            stale=await store.stale_events(conn, cutoffs.events, ids),
+            events_of_ids=await tx.retention.events_of(ids),
+            stale=await tx.retention.stale_events(cutoffs.events, ids),
             dedup_keys=tuple(windows),
             keys_expired=(
-                await store.expirable_keys(conn, cutoffs.idempotency, ids) if dry_run else 0
+                await tx.retention.expirable_keys(cutoffs.idempotency, ids) if dry_run else 0
             ),
         )
 

@@ -17,12 +17,11 @@ from uns_server.domain.people import Recipient
 from uns_server.domain.planned_people import PeoplePlan, plan_people
 from uns_server.domain.schedule import QuietHours, Timing
 from uns_server.domain.targets import Target
-from uns_server.store import people
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 
 async def planned(
-    db: Database,
+    store: Store,
     accepted_at: datetime,
     schedule_time: datetime | None,
     timing: Timing,
@@ -34,30 +33,30 @@ async def planned(
     targets = (*timing.targets, *(t for s in timing.escalation for t in s.targets))
     if not targets:
         return plan_people(accepted_at, schedule_time, timing, intent, {}, {})
-    async with db.read() as conn:
-        rotations = await people.rotations_by_id(
-            conn, {t.rotation_id for t in targets if t.rotation_id}
+    async with store.read() as tx:
+        rotations = await tx.people.rotations_by_id(
+            {t.rotation_id for t in targets if t.rotation_id}
         )
         named = {t.recipient_id for t in targets if t.recipient_id}
         for r in rotations.values():
             named |= {*r.members, *(o.recipient_id for o in r.overrides)}
-        recipients = await people.recipients_by_id(conn, named)
+        recipients = await tx.people.recipients_by_id(named)
     return plan_people(accepted_at, schedule_time, timing, intent, rotations, recipients)
 
 
 async def people_at(
-    db: Database, targets: Sequence[Target], at: datetime
+    store: Store, targets: Sequence[Target], at: datetime
 ) -> tuple[tuple[str, ...], Mapping[str, Recipient], tuple[str, ...]]:
     """The people ``targets`` ask at ``at`` (ids in order), those of them that exist,
     and the rotations that no longer exist (asked nobody)."""
     if not targets:
         return (), {}, ()
-    async with db.read() as conn:
-        rotations = await people.rotations_by_id(
-            conn, {t.rotation_id for t in targets if t.rotation_id}
+    async with store.read() as tx:
+        rotations = await tx.people.rotations_by_id(
+            {t.rotation_id for t in targets if t.rotation_id}
         )
         who = resolve_targets(targets, at, rotations)
-        found = await people.recipients_by_id(conn, who)
+        found = await tx.people.recipients_by_id(who)
     gone = tuple(t.rotation_id for t in targets if t.rotation_id and t.rotation_id not in rotations)
     return who, found, gone
 
@@ -116,11 +115,11 @@ def routes_of(
 
 
 async def asked_at(
-    db: Database, targets: Sequence[Target], at: datetime, channels: Collection[str]
+    store: Store, targets: Sequence[Target], at: datetime, channels: Collection[str]
 ) -> Asked:
     """Each person ``targets`` ask at ``at`` on each of their contacts whose channel
     is in ``channels`` (the server's), and whom they cannot reach."""
-    who, found, gone = await people_at(db, targets, at)
+    who, found, gone = await people_at(store, targets, at)
     asked = routes_of(who, found, channels)
     lost = tuple({"rotation_id": r, "reason": DELETED_ROTATION} for r in gone)
     return Asked(asked.routes, asked.unreachable + lost)

@@ -17,16 +17,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from uns_server.domain import withdrawal
-from uns_server.domain.enums import EventKind, Role, Status
+from uns_server.domain.enums import AckStatus, EventKind, Role, Status
 from uns_server.domain.errors import NotFound
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.auth import Principal
 from uns_server.services.operations import validate_reason
-from uns_server.store import audit, dispatch, events, notifications
-from uns_server.store import moves as store_moves
-from uns_server.store.db import Database, WriteTx
-from uns_server.store.events import NewEvent
+from uns_server.store.port import DeliveryAudit, NewEvent, Store, WriteTransaction
 
 
 class SentMessages(Protocol):
@@ -34,7 +31,7 @@ class SentMessages(Protocol):
 
     async def withdrawn(
         self,
-        tx: WriteTx,
+        tx: WriteTransaction,
         row: Notification,
         scope: withdrawal.Scope,
         actor: str,
@@ -50,11 +47,11 @@ class SentMessages(Protocol):
 class Withdrawals:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         clock: Callable[[], datetime],
         sent_messages: SentMessages | None = None,
     ) -> None:
-        self._db = db
+        self._store = store
         self._clock = clock
         self._sent_messages = sent_messages
 
@@ -65,13 +62,13 @@ class Withdrawals:
         nid = validate_notification_id(notification_id)
         reason = validate_reason(reason)
         now = self._clock()
-        async with self._db.write() as tx:
-            row = await notifications.get(tx.conn, nid, for_update=True)
+        async with self._store.write() as tx:
+            row = await tx.notifications.get_locked(nid)
             if row is None or not _may_withdraw(principal, row.principal):
                 raise NotFound(metadata={"notification_id": nid})
             followers: list[Notification] = []
             if row.status == Status.PENDING and row.dedup_owner_id is None:
-                followers = await dispatch.pending_followers(tx.conn, nid)
+                followers = list(await tx.dispatch.pending_followers(nid))
             target = withdrawal.Target(
                 id=nid,
                 status=row.status,
@@ -88,15 +85,17 @@ class Withdrawals:
                 now=now,
             )
             if isinstance(decision, withdrawal.Withdraw):
-                await self._store(tx, row, target, followers, decision, principal.name, reason, now)
-                changed = await notifications.get(tx.conn, nid)
+                await self._record(
+                    tx, row, target, followers, decision, principal.name, reason, now
+                )
+                changed = await tx.notifications.get(nid)
                 assert changed is not None
                 row = changed
         return row
 
-    async def _store(
+    async def _record(
         self,
-        tx: WriteTx,
+        tx: WriteTransaction,
         row: Notification,
         target: withdrawal.Target,
         followers: Sequence[Notification],
@@ -108,46 +107,35 @@ class Withdrawals:
         scope = decision.scope
         move = withdrawal.rows_withdrawn(target, decision, actor=actor, reason=reason, now=now)
         # The row and its followers were read under their locks in this transaction.
-        (await store_moves.withdraw(tx.conn, move)).expect(f"withdrawal of {row.id}")
+        (await tx.moves.withdraw(move)).expect(f"withdrawal of {row.id}")
         payload = {"actor": actor, "reason": reason, "scope": scope.value}
         new_events = [_event(row, payload)]
         if followers:
             with_owner = withdrawal.followers_withdrawn(
                 decision, actor=actor, reason=reason, now=now
             )
-            withdrawn = set((await store_moves.withdraw(tx.conn, with_owner)).ids)
+            withdrawn = set((await tx.moves.withdraw(with_owner)).ids)
             new_events += [
                 _event(f, {**payload, "with_owner_id": row.id})
                 for f in followers
                 if f.id in withdrawn  # a follower settled meanwhile stays as it is
             ]
         if scope == withdrawal.Scope.ACK:
-            await audit.record_ack(
-                tx.conn,
+            await tx.audit.record_ack(
                 row.id,
                 old_status=row.ack_status,
-                new_status=str(move.ack_status),
+                new_status=AckStatus.WITHDRAWN,
                 actor=actor,
                 metadata={"reason": reason},
                 now=now,
             )
         else:
-            await audit.insert_deliveries(
-                tx.conn,
-                [
-                    audit.delivery_record(
-                        row,
-                        status=Status.WITHDRAWN.value,
-                        outcome=row.outcome.to_json(),
-                        delivered_at=None,
-                        now=now,
-                    )
-                ],
-            )
+            withdrawn_audit = DeliveryAudit(row, Status.WITHDRAWN, row.outcome.to_json(), None)
+            await tx.audit.record_deliveries([withdrawn_audit], now)
         reached = scope == withdrawal.Scope.ACK or row.outcome.channels_succeeded
         if self._sent_messages is not None and reached:
             await self._sent_messages.withdrawn(tx, row, scope, actor, reason, now)
-        await events.append(tx, new_events, now)
+        await tx.events.append(new_events, now)
 
 
 def _may_withdraw(principal: Principal, owner: str) -> bool:

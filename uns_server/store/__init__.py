@@ -4,11 +4,12 @@ Everything here runs on both SQLite (aiosqlite) and PostgreSQL (asyncpg); the fe
 dialect differences (row locking, commit-ordered event sequences, LISTEN/NOTIFY)
 are isolated in ``db`` and ``events``.
 
-``port`` states, as Protocols, the outbox operations the workers and services rely
-on (claim, fenced settlement, ack guards, retention candidates, the event timeline);
-the SQL modules are its implementation, and mypy checks that they conform.
-``tests/store/test_conformance.py`` is the one suite that runs each operation
-directly on both dialects: claim order and exclusivity under concurrent claimers
+``port`` states, as Protocols, what the workers and services call (a ``Store`` of
+transactions whose executor has one typed port per concern); ``sql_store.SqlStore``
+implements it by binding the SQL modules' queries to the transaction's connection
+(``sql_ports``, ``sql_upkeep``), and mypy checks that it conforms.
+``tests/store/test_conformance.py`` is the one suite that runs each port method
+through a ``Store`` on both dialects: claim order and exclusivity under concurrent claimers
 (both claim algorithms), lease-expiry recovery, the channel filter, fencing by
 token, ack guards, read-after ordering, and retention agreeing with
 ``domain.retention.holds_work`` (property-tested). A change to a query, or another

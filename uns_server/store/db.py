@@ -49,6 +49,9 @@ from uns_server.store.connect import (
     normalize_url,
     transaction_pooler_args,
 )
+from uns_server.store.port.values import TOPIC_EVENTS, TOPIC_WORK, FenceMoved
+
+__all__ = ["TOPIC_EVENTS", "TOPIC_WORK", "Database", "FenceMoved", "WriteTx"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_POOL_SIZE_DEFAULT = 10
@@ -85,10 +88,6 @@ _SQLALCHEMY_ONLY_PARAMS = (
 # import-linter contracts).
 Connection = AsyncConnection
 
-# NOTIFY channels (PostgreSQL) / in-process topics.
-TOPIC_EVENTS = "uns_events"
-TOPIC_WORK = "uns_work"
-
 
 @dataclass
 class WriteTx:
@@ -114,12 +113,6 @@ class WriteTx:
         when one did not."""
         if rows:
             self.riders.append((rider, list(rows)))
-
-
-class FenceMoved(Exception):
-    """A fenced write that rode in the events append changed fewer rows than it was
-    given (a lease was lost meanwhile): the append inserted nothing, and the
-    transaction must roll back (the caller redoes it the long way)."""
 
 
 def notify_calls(topics: Iterable[str], origin: str, first: int = 1) -> tuple[str, list[str]]:

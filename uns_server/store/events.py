@@ -12,17 +12,16 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Event
 from uns_server.store import jsontext, pg, records
 from uns_server.store.db import TOPIC_EVENTS, FenceMoved, WriteTx, notify_calls
+from uns_server.store.port.values import NewEvent
 from uns_server.store.tables import events
 
 _EVENT_ORDER_LOCK_ID = 0x554E53_0002
@@ -84,15 +83,6 @@ def _append_sql(
         f"FROM unnest({', '.join(arrays)}) AS e({', '.join(names)}) "
         f"WHERE (SELECT true FROM gate)"
     )
-
-
-@dataclass(frozen=True)
-class NewEvent:
-    notification_id: str
-    principal: str
-    notification_type: str
-    kind: EventKind
-    payload: dict[str, Any]
 
 
 async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
@@ -170,10 +160,3 @@ async def high_water(conn: AsyncConnection) -> int:
     """The greatest committed sequence (0 for an empty timeline)."""
     value = (await conn.execute(select(func.max(events.c.sequence)))).scalar()
     return int(value or 0)
-
-
-async def for_notification(conn: AsyncConnection, notification_id: str) -> list[Event]:
-    """A notification's timeline, oldest first."""
-    q = select(*_EVENT_COLUMNS).where(events.c.notification_id == notification_id)
-    result = await conn.execute(q.order_by(events.c.sequence))
-    return [records.event_from_values(row) for row in result]

@@ -29,11 +29,6 @@ async def revoke(
     )
 
 
-async def seen_callback(conn: AsyncConnection, digest: str) -> bool:
-    q = select(callback_receipts.c.digest).where(callback_receipts.c.digest == digest)
-    return (await conn.execute(q)).first() is not None
-
-
 async def record_callback(conn: AsyncConnection, digest: str, provider: str, now: datetime) -> bool:
     """Remember an accepted callback; False if it was already there (a replay)."""
     dialect_insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert

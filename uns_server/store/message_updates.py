@@ -9,10 +9,8 @@ and the lease token its claim issued in its WHERE clause: a worker whose lease e
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from enum import Enum
 from typing import Any
 
 from sqlalchemy import insert, or_, select, update
@@ -21,24 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from uns_server.domain.message_updates import CLAIMABLE, UpdateStatus
 from uns_server.domain.records import MessageUpdate
 from uns_server.store import records
+from uns_server.store.port.values import Fenced, Queued
 from uns_server.store.tables import message_updates as mu
-
-
-@dataclass(frozen=True)
-class Queued:
-    """An update to queue: the sent message (``reference``) and what to show."""
-
-    notification_id: str
-    channel: str
-    reference: Mapping[str, Any]
-    outcome: Mapping[str, Any]
-
-
-class Fenced(Enum):
-    """What a settlement did."""
-
-    SETTLED = "settled"
-    LOST = "lost"  # the lease was no longer this worker's: nothing changed
 
 
 async def enqueue(conn: AsyncConnection, queued: Sequence[Queued], now: datetime) -> None:

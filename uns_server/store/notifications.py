@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, any_, bindparam, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain import paging
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import Status
 from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import DedupWindow, Notification
 from uns_server.store import pg, records
 from uns_server.store.db import WriteTx
+from uns_server.store.port.values import NOTIFICATION_FILTER_FIELDS
 from uns_server.store.tables import dedup, notifications, policies
 
 _BY_KEYS_PG = pg.Statement(
@@ -193,7 +192,7 @@ _FILTERABLE = {
     "principal": notifications.c.principal,
     "dedup_owner_id": notifications.c.dedup_owner_id,
 }
-FILTERABLE_FIELDS = tuple(sorted(_FILTERABLE))
+assert set(_FILTERABLE) == set(NOTIFICATION_FILTER_FIELDS)  # the port names them
 
 
 async def list_page(
@@ -216,24 +215,3 @@ async def list_page(
         )
     q = q.order_by(notifications.c.created_at.desc(), notifications.c.id.desc()).limit(limit)
     return [records.notification(row) for row in (await conn.execute(q)).mappings()]
-
-
-def encode_page_token(created_at: datetime, last_id: str, filter_text: str) -> str:
-    return paging.encode_token(created_at.isoformat(), last_id, filter_text)
-
-
-def decode_page_token(token: str) -> tuple[datetime, str, str]:
-    """Raises ValueError on a token this server did not make."""
-    created_at, last_id, filter_text = paging.decode_token(token, 3)
-    if not isinstance(created_at, str):
-        raise ValueError("page token time is not a string")
-    after = datetime.fromisoformat(created_at)
-    if after.tzinfo is None:
-        raise ValueError("page token time without a time zone")
-    try:
-        after = after.astimezone(UTC)  # as the column stores it; may leave datetime's range
-    except OverflowError:
-        raise ValueError("page token time out of range") from None
-    if not isinstance(last_id, str):
-        raise ValueError("page token id is not a string")
-    return after, str(uuid.UUID(last_id)), str(filter_text)

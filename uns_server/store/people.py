@@ -22,6 +22,8 @@ from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.outcomes import provider_refs_from_json
 from uns_server.domain.people import Contact, Recipient, Rotation
 from uns_server.domain.schedule.quiet_hours import QuietHours
+from uns_server.store.port.values import MissingPeople, StillReferenced
+from uns_server.store.port.values import PersonFirstPutRace as FirstPutRace
 from uns_server.store.tables import (
     notifications,
     people_audit_records,
@@ -29,18 +31,6 @@ from uns_server.store.tables import (
     rotation_refs,
     rotations,
 )
-
-
-class StillReferenced(Exception):
-    """A rotation still names the person (the foreign key refused the delete)."""
-
-
-class FirstPutRace(Exception):
-    """A concurrent first put of the same id won; a retry updates its row."""
-
-
-class MissingPeople(Exception):
-    """A rotation names a person that does not exist (the foreign key refused it)."""
 
 
 def _recipient(row: RowMapping) -> Recipient:
@@ -269,16 +259,6 @@ async def delete_rotation(
     await _audit(
         conn, "rotation", rotation.rotation_id, "DELETE", actor, rotation_json(rotation), now
     )
-
-
-async def audit_records(conn: AsyncConnection, object_id: str) -> list[dict[str, Any]]:
-    """The audit records of one person or rotation, oldest first (tests, console)."""
-    q = (
-        select(people_audit_records)
-        .where(people_audit_records.c.object_id == object_id)
-        .order_by(people_audit_records.c.created_at, people_audit_records.c.id)
-    )
-    return [dict(r) for r in (await conn.execute(q)).mappings()]
 
 
 async def rotations_by_id(conn: AsyncConnection, ids: Collection[str]) -> dict[str, Rotation]:

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.policy import PolicyRevision, PolicySpec, content_hash
 from uns_server.store import pg, records
+from uns_server.store.port.values import PolicyFirstPutRace as FirstPutRace
 from uns_server.store.tables import policies, policy_revisions
 
 # The columns ``records.policy_revision`` reads: a revision joined to its policy.
@@ -27,11 +28,6 @@ _COLUMNS = (
     policy_revisions.c.created_at,
     policy_revisions.c.activated_at,
 )
-
-
-class FirstPutRace(Exception):
-    """Another transaction created this type's policy first (its unique
-    ``notification_type``): this one is rolled back, and a retry finds that policy."""
 
 
 def _joined() -> Select[Any]:

@@ -10,19 +10,13 @@ figures and makes every connection plan its cached statements again.
 
 from __future__ import annotations
 
-import enum
-
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.store.port.values import Statistics
+
 # The tables the hot path looks rows up in; the first one decides when.
 HOT_TABLES = ("uns_notifications", "uns_events")
-
-
-class Statistics(enum.Enum):
-    ANALYZED = "analyzed"  # by anyone: autovacuum, an operator, another server
-    TOO_FEW_ROWS = "too few rows"
-    MISSING = "missing"  # never analyzed, and big enough to matter
 
 
 async def state(conn: AsyncConnection, min_rows: int) -> Statistics:

@@ -22,7 +22,7 @@ from uns_server.domain.records import Notification
 from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 from uns_server.workers.dispatch.references import follow_up_key, sent_reference
 from uns_server.workers.followup_progress import progress_of, timing_of
 from uns_server.workers.messages import outbound_message
@@ -64,7 +64,7 @@ class Sent:
 
 
 async def ask(
-    db: Database, claim: FollowUpClaim, channels: Collection[str], now: datetime
+    store: Store, claim: FollowUpClaim, channels: Collection[str], now: datetime
 ) -> FollowUpClaim:
     """The claim with its step's targets resolved at ``now``: the step's channels grow
     by every person's route (so the step is decided over them), the calls by those
@@ -74,7 +74,7 @@ async def ask(
     step = claim.step
     if not step.targets:
         return claim
-    asked = await targeting.asked_at(db, step.targets, now, channels)
+    asked = await targeting.asked_at(store, step.targets, now, channels)
     progress = progress_of(claim.notification, step)
     answers = progress.answers() if progress else {}
     held, not_due = waiting(claim.notification, step, asked.routes, answers, now)

@@ -51,9 +51,7 @@ from uns_server.domain import moves, schedule
 from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.records import Notification
 from uns_server.services.action_links import ActionLinkService
-from uns_server.store import followups
-from uns_server.store.db import Database, WriteTx
-from uns_server.store.events import NewEvent, append
+from uns_server.store.port import NewEvent, Store, WriteTransaction
 from uns_server.workers.followup_messages import (
     NOBODY,
     FollowUpClaim,
@@ -97,7 +95,7 @@ class FollowUpWorker(LoopWorker):
 
     def __init__(
         self,
-        db: Database,
+        store: Store,
         channels: ChannelRegistry,
         clock: Clock,
         *,
@@ -109,7 +107,7 @@ class FollowUpWorker(LoopWorker):
         supervision: Supervision | None = None,
     ) -> None:
         super().__init__(poll_seconds, supervision)
-        self._db = db
+        self._store = store
         self._rand = rand
         self._links = links  # Acknowledge/Dismiss links in reminders (HTTP surface on)
         self._channels = channels
@@ -126,8 +124,8 @@ class FollowUpWorker(LoopWorker):
             log.info("follow-ups sent", extra={"count": len(claims)})
         if len(claims) + rescheduled >= self._batch:
             return RunResult(len(claims), rescheduled, more=True)
-        async with self._db.read() as conn:
-            due = await followups.next_due_at(conn)
+        async with self._store.read() as tx:
+            due = await tx.follow_ups.next_due_at()
         return RunResult(len(claims), rescheduled, due_in=seconds_until(due, self._clock()))
 
     async def claim(self) -> tuple[list[FollowUpClaim], int]:
@@ -135,8 +133,8 @@ class FollowUpWorker(LoopWorker):
         now = self._clock()
         claims: list[FollowUpClaim] = []
         rescheduled = 0
-        async with self._db.write() as tx:
-            for n in await followups.due(tx.conn, now, self._batch):
+        async with self._store.write() as tx:
+            for n in await tx.follow_ups.due(now, self._batch):
                 if n.ack_status != AckStatus.PENDING:
                     # The ack ended while a step waited to retry: record that step.
                     await self._close_stopped(tx, n, now)
@@ -156,12 +154,12 @@ class FollowUpWorker(LoopWorker):
                 held = n.followup_lease_token
                 if isinstance(decision, schedule.Wait):
                     wait = moves.RescheduleFollowUp(n.id, held, decision.at)
-                    (await followups.reschedule(tx.conn, wait)).expect(f"follow-up of {n.id}")
+                    (await tx.follow_ups.reschedule(wait)).expect(f"follow-up of {n.id}")
                     rescheduled += 1
                     continue
                 token = str(uuid.uuid4())
                 lease = moves.LeaseFollowUp(n.id, held, token, now + self._lease)
-                (await followups.lease(tx.conn, lease)).expect(f"follow-up of {n.id}")
+                (await tx.follow_ups.lease(lease)).expect(f"follow-up of {n.id}")
                 recovered = n.followup_lease_token is not None
                 step = decision.step
                 progress = progress_of(n, step)
@@ -172,14 +170,14 @@ class FollowUpWorker(LoopWorker):
                 claims.append(FollowUpClaim(n, token, step, recovered, channels or step.channels))
         return claims, rescheduled
 
-    async def _close_stopped(self, tx: WriteTx, n: Notification, now: datetime) -> None:
+    async def _close_stopped(self, tx: WriteTransaction, n: Notification, now: datetime) -> None:
         progress = progress_of(n)
         counts = moves.FollowUpCounts(n.reminders_sent, n.escalations_sent)
         close = moves.SettleFollowUpStep(
             n.id, None, counts, None, None, now, expected_token=n.followup_lease_token
         )
         if progress is None:  # nothing to close (the query takes no such row)
-            (await followups.settle_step(tx.conn, close)).expect(f"follow-up of {n.id}")
+            (await tx.follow_ups.settle_step(close)).expect(f"follow-up of {n.id}")
             return
         if n.followup_lease_token is not None:  # a call whose lease expired unsettled
             progress = dataclasses.replace(progress, recovered=True)
@@ -199,13 +197,13 @@ class FollowUpWorker(LoopWorker):
         )
         assert isinstance(decided, schedule.StepDecided)
         close = dataclasses.replace(close, counts=counts.after(step.kind, step.number))
-        (await followups.settle_step(tx.conn, close)).expect(f"follow-up of {n.id}")
+        (await tx.follow_ups.settle_step(close)).expect(f"follow-up of {n.id}")
         payload = step_payload(step, progress, decided.outcome, lease_token=None)
-        await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
+        await tx.events.append([_event(n, _KIND_EVENT[step.kind], payload)], now)
 
     async def deliver(self, claim: FollowUpClaim) -> None:
         try:
-            claim = await ask(self._db, claim, self._channels.names(), self._clock())
+            claim = await ask(self._store, claim, self._channels.names(), self._clock())
             # With targets, ``ask`` says exactly what to call (maybe nothing).
             channels = (
                 claim.channels if claim.step.targets else claim.channels or claim.step.channels
@@ -237,8 +235,8 @@ class FollowUpWorker(LoopWorker):
         now = self._clock()
         n, step = claim.notification, claim.step
         results = {s.channel: result_json(s.result) for s in sent}
-        async with self._db.write() as tx:
-            current = await followups.leased(tx.conn, n.id, claim.token, now)
+        async with self._store.write() as tx:
+            current = await tx.follow_ups.leased(n.id, claim.token, now)
             if current is None:
                 lost: dict[str, Any] = {
                     NUMBER_FIELD[step.kind]: step.number,
@@ -249,7 +247,7 @@ class FollowUpWorker(LoopWorker):
                     "due_time": step.at.isoformat(),
                     "provider_effect_may_have_occurred": True,
                 }
-                await append(tx, [_event(n, EventKind.LEASE_LOST, lost)], now)
+                await tx.events.append([_event(n, EventKind.LEASE_LOST, lost)], now)
                 return False
             before = progress_of(current, step)
             progress = schedule.StepProgress(
@@ -277,7 +275,7 @@ class FollowUpWorker(LoopWorker):
             refs = follow_up_refs(current, claim, sent, now)  # closed later too
             if isinstance(decision, schedule.RetryStep):
                 retry = moves.RetryFollowUpStep(n.id, claim.token, progress, decision.at, refs, now)
-                return not (await followups.retry_step(tx.conn, retry)).lost
+                return not (await tx.follow_ups.retry_step(retry)).lost
             counts = moves.FollowUpCounts(current.reminders_sent, current.escalations_sent)
             counts = counts.after(step.kind, step.number)
             next_at = None
@@ -290,7 +288,7 @@ class FollowUpWorker(LoopWorker):
                     escalations_sent=counts.escalations_sent,
                 )
             fired = moves.SettleFollowUpStep(n.id, claim.token, counts, next_at, refs, now)
-            if (await followups.settle_step(tx.conn, fired)).lost:
+            if (await tx.follow_ups.settle_step(fired)).lost:
                 return False  # ``leased`` held it locked: not expected, but nothing fired
             payload = step_payload(
                 step,
@@ -301,7 +299,7 @@ class FollowUpWorker(LoopWorker):
                 unreachable=claim.unreachable,
                 waiting={"recipients_held": claim.held, "recipients_not_due": claim.not_due},
             )
-            await append(tx, [_event(n, _KIND_EVENT[step.kind], payload)], now)
+            await tx.events.append([_event(n, _KIND_EVENT[step.kind], payload)], now)
         return True
 
 

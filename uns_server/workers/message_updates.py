@@ -32,8 +32,7 @@ from uns_server.services.message_updates import (
     still_sending,
     updatable,
 )
-from uns_server.store import message_updates, notifications
-from uns_server.store.db import Database, WriteTx
+from uns_server.store.port import Fenced, Store, WriteTransaction
 from uns_server.workers.loop import LoopWorker, seconds_until
 from uns_server.workers.provider_call import guarded_call
 from uns_server.workers.supervision import Supervision
@@ -59,7 +58,7 @@ class MessageUpdater(LoopWorker):
 
     def __init__(
         self,
-        db: Database,
+        store: Store,
         channels: ChannelRegistry,
         clock: Callable[[], datetime],
         *,
@@ -69,36 +68,41 @@ class MessageUpdater(LoopWorker):
         supervision: Supervision | None = None,
     ) -> None:
         super().__init__(idle_poll_seconds, supervision)
-        self._db = db
+        self._store = store
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
         self._rand = rand
-        db.on_commit(TOPIC_MESSAGE_UPDATES, self.wake)
+        store.on_commit(TOPIC_MESSAGE_UPDATES, self.wake)
 
     async def run_once(self) -> UpdateResult:
         """Send one batch of due updates and settle them; then, unless the batch was
         full, read when the next one falls due."""
         now = self._clock()
-        async with self._db.write() as tx:
-            claims = await message_updates.claim(tx.conn, now=now, limit=BATCH, lease=self._lease)
+        async with self._store.write() as tx:
+            claims = await tx.message_updates.claim(now=now, limit=BATCH, lease=self._lease)
         results = await asyncio.gather(*(self._send(update) for update, _ in claims))
         counts: Counter[str] = Counter()
         if claims:
             now = self._clock()
-            async with self._db.write() as tx:
+            async with self._store.write() as tx:
                 for (update, token), result in zip(claims, results, strict=True):
                     counts[await self._settle(tx, update, token, result, now)] += 1
             log.info("message updates", extra=dict(counts))
         settled = UpdateResult(counts["done"], counts["retried"], counts["failed"], counts["lost"])
         if len(claims) == BATCH:
             return dataclasses.replace(settled, more=True)
-        async with self._db.read() as conn:
-            due = await message_updates.next_due_at(conn)
+        async with self._store.read() as tx:
+            due = await tx.message_updates.next_due_at()
         return dataclasses.replace(settled, due_in=seconds_until(due, self._clock()))
 
     async def _settle(
-        self, tx: WriteTx, update: MessageUpdate, token: str, result: ChannelResult, now: datetime
+        self,
+        tx: WriteTransaction,
+        update: MessageUpdate,
+        token: str,
+        result: ChannelResult,
+        now: datetime,
     ) -> str:
         """Record one answer, fenced by ``token``; which count it adds to."""
         decision = rules.decide_settle(
@@ -112,19 +116,17 @@ class MessageUpdater(LoopWorker):
         )
         match decision:
             case rules.Done():
-                fenced = await message_updates.mark_done(tx.conn, update.id, token, now=now)
+                fenced = await tx.message_updates.mark_done(update.id, token, now=now)
                 counted = "done"
             case rules.RetryAt(at, error):
-                fenced = await message_updates.retry_at(
-                    tx.conn, update.id, token, at=at, error=error, now=now
+                fenced = await tx.message_updates.retry_at(
+                    update.id, token, at=at, error=error, now=now
                 )
                 counted = "retried"
             case rules.GiveUp(error):
-                fenced = await message_updates.give_up(
-                    tx.conn, update.id, token, error=error, now=now
-                )
+                fenced = await tx.message_updates.give_up(update.id, token, error=error, now=now)
                 counted = "failed"
-        if fenced is message_updates.Fenced.LOST:
+        if fenced is Fenced.LOST:
             return "lost"
         if counted == "failed":
             log.warning(
@@ -148,8 +150,8 @@ class MessageUpdater(LoopWorker):
         if channel is None:
             reference: Mapping[str, Any] = update.reference
             return reference
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, update.notification_id)
+        async with self._store.read() as tx:
+            row = await tx.notifications.get(update.notification_id)
         ref = ((row.provider_refs or {}) if row is not None else {}).get(channel)
         if ref is not None:
             return ref.json if updatable(ref) else NOTHING_TO_UPDATE
@@ -162,16 +164,16 @@ class MessageUpdater(LoopWorker):
         of each message sent since it was queued (a person's message, a follow-up
         step's), and it is done; until then, a retry."""
         now = self._clock()
-        async with self._db.read() as conn:
-            row = await notifications.get(conn, update.notification_id)
+        async with self._store.read() as tx:
+            row = await tx.notifications.get(update.notification_id)
         if row is None:
             return NOTHING_TO_UPDATE
         if still_sending(row, now):
             return ChannelResult.transient("messages are still being sent")
         queued = sent_since(row, known, update.outcome)
         if queued:
-            async with self._db.write() as tx:
-                await message_updates.enqueue(tx.conn, queued, now)
+            async with self._store.write() as tx:
+                await tx.message_updates.enqueue(queued, now)
                 tx.signal(TOPIC_MESSAGE_UPDATES)
         return ChannelResult.delivered("", metadata={"queued": str(len(queued))})
 

@@ -1,5 +1,5 @@
 """Retention of provider-callback receipts: every ``POLL_SECONDS`` delete the receipts
-older than ``CALLBACK_RECEIPT_DAYS`` (``store.links.prune_callbacks``).
+older than ``CALLBACK_RECEIPT_DAYS`` (``Receipts.prune`` of the store port).
 
 A receipt refuses a replayed Slack or PagerDuty callback; past a week no provider
 replays one (Slack's own signatures expire after five minutes, PagerDuty's never do,
@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from uns_server.store import links
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 from uns_server.workers.loop import LoopWorker
 
 log = logging.getLogger("uns.retention")
@@ -36,20 +35,20 @@ class ReceiptPruner(LoopWorker):
 
     def __init__(
         self,
-        db: Database,
+        store: Store,
         clock: Callable[[], datetime],
         *,
         keep: timedelta = timedelta(days=CALLBACK_RECEIPT_DAYS),
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         super().__init__(poll_seconds)
-        self._db = db
+        self._store = store
         self._clock = clock
         self._keep = keep
 
     async def run_once(self) -> Pruned:
-        async with self._db.write() as tx:
-            pruned = Pruned(await links.prune_callbacks(tx.conn, self._clock() - self._keep))
+        async with self._store.write() as tx:
+            pruned = Pruned(await tx.receipts.prune(self._clock() - self._keep))
         if pruned.receipts:
             log.info("callback receipts pruned", extra={"count": pruned.receipts})
         return pruned

@@ -3,7 +3,7 @@ policy names a channel this server is not configured with. The dispatcher passes
 them (``store.dispatch``: a replica never claims work it cannot do), so without this
 they would wait silently, PENDING with no attempt.
 
-Every ``poll_seconds`` one query (``store.queue.unserved_due``) finds the unleased
+Every ``poll_seconds`` one query (``Queue.unserved_due`` of the store port) finds the unleased
 pending leaders that have been due for longer than ``grace`` (time enough for a
 replica that has the channel to claim them) and name a channel outside this server's
 set. With several replicas that set is this server's configured channels: a row
@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from uns_server.observability.metrics import QueueStats
-from uns_server.store.db import Database
-from uns_server.store.queue import unserved_due
+from uns_server.store.port import Store
 from uns_server.workers.loop import LoopWorker
 
 log = logging.getLogger("uns.dispatch")
@@ -53,7 +52,7 @@ class UndeliverableWatch(LoopWorker):
 
     def __init__(
         self,
-        db: Database,
+        store: Store,
         channels: Collection[str],
         stats: QueueStats,
         clock: Callable[[], datetime],
@@ -63,7 +62,7 @@ class UndeliverableWatch(LoopWorker):
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         super().__init__(poll_seconds)
-        self._db = db
+        self._store = store
         self._channels = frozenset(channels)
         self._stats = stats
         self._clock = clock
@@ -74,13 +73,14 @@ class UndeliverableWatch(LoopWorker):
     async def run_once(self) -> Unserved:
         """One scan: the count by missing channel (also written to the gauge)."""
         now = self._clock()
-        async with self._db.read() as conn:
-            rows = await unserved_due(
-                conn, self._channels, now=now, due_before=now - self._grace, limit=SCAN_LIMIT
+        async with self._store.read() as tx:
+            leaders = await tx.queue.unserved_due(
+                self._channels, now=now, due_before=now - self._grace, limit=SCAN_LIMIT
             )
         counts: Counter[str] = Counter()
         seen: dict[str, datetime] = {}
-        for nid, named, due_at in rows:
+        for leader in leaders:
+            nid, named, due_at = leader.notification_id, leader.channels, leader.due_since
             missing = [c for c in dict.fromkeys(named) if c not in self._channels]
             counts.update(missing)
             last = self._logged.get(nid)

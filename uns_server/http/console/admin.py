@@ -97,7 +97,7 @@ async def key_list(
     status: int = 200,
     created: tuple[str, keys.KeyInfo] | None = None,
 ) -> web.StreamResponse:
-    everything = await keys.list_all(c.db)
+    everything = await keys.list_all(c.store)
     return render(
         request,
         "keys.html",
@@ -122,7 +122,7 @@ async def key_create(
             continue
     try:
         secret, info = await keys.create(
-            c.db,
+            c.store,
             str(form.get("principal", "")),
             roles,
             str(form.get("description", "")),
@@ -142,7 +142,7 @@ async def key_revoke(
     if form.get("confirm") != "yes":
         return await key_list(request, session, c, status=400, problem="Tick the confirmation box.")
     try:
-        info = await keys.revoke(c.db, key_id, c.clock())
+        info = await keys.revoke(c.store, key_id, c.clock())
     except UnsError as exc:
         return await key_list(request, session, c, status=409, problem=exc.message)
     c.audit(session, "revoke_key", key_id=info.id, principal=info.principal)

@@ -15,21 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 from uns_server.aio import wait_event
-from uns_server.domain.records import Event
 from uns_server.observability.phases import FAN_OUT, phased
 from uns_server.services.watch.items import WatchFilter, WatchItem
 from uns_server.services.watch.subscription import QUEUE_MAX, QUEUE_MAX_BYTES, Subscription
-from uns_server.store import events
-from uns_server.store.db import TOPIC_EVENTS, Connection, Database
-from uns_server.store.kept_reader import KeptReader
+from uns_server.store.port import TOPIC_EVENTS, Store
 
 log = logging.getLogger("uns.watch")
 
-T = TypeVar("T")
 HUB_BATCH = 1000
 # Safety net if a wake-up is ever lost (e.g. while LISTEN reconnects).
 HUB_FALLBACK_POLL_SECONDS = 5.0
@@ -42,9 +36,9 @@ HUB_IDLE_TAIL_SECONDS = 0.25
 
 class EventHub:
     def __init__(
-        self, db: Database, queue_max: int = QUEUE_MAX, queue_max_bytes: int = QUEUE_MAX_BYTES
+        self, store: Store, queue_max: int = QUEUE_MAX, queue_max_bytes: int = QUEUE_MAX_BYTES
     ) -> None:
-        self._db = db
+        self._store = store
         self._queue_max = queue_max
         self._queue_max_bytes = queue_max_bytes
         self._subs: set[Subscription] = set()
@@ -60,11 +54,10 @@ class EventHub:
         self._closing = asyncio.Event()
         self.tail = 0
         self._task: asyncio.Task[None] | None = None
-        # PostgreSQL: the hub keeps one autocommit connection for its reads, so a
-        # wake-up costs one round trip (a pooled read would add a ping, BEGIN and
-        # COMMIT). SQLite reads in-process through its small reader pool instead.
-        self._kept = KeptReader(db) if db.dialect == "postgresql" else None
-        db.on_commit(TOPIC_EVENTS, self._wake.set)
+        # Reads after every wake-up: on PostgreSQL over one kept connection (a pooled
+        # read would add a ping, BEGIN and COMMIT to each).
+        self._tail = store.event_tail()
+        store.on_commit(TOPIC_EVENTS, self._wake.set)
 
     @property
     def subscribers(self) -> int:
@@ -80,8 +73,7 @@ class EventHub:
         return self.overflows + sum(sub.overflows for sub in self.subscriptions())
 
     async def start(self) -> None:
-        async with self._db.read() as conn:
-            self.tail = await events.high_water(conn)
+        self.tail = await self._tail.high_water()
         self._task = asyncio.create_task(self._run())
 
     async def close(self) -> None:
@@ -93,8 +85,7 @@ class EventHub:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._kept is not None:
-            await self._kept.close()
+        await self._tail.close()
 
     @property
     def closing(self) -> bool:
@@ -109,7 +100,7 @@ class EventHub:
                 if not self._subs:
                     # Nobody to fan out to: only move the tail past what is committed
                     # (one indexed max() instead of reading and decoding every row).
-                    high = await self._read(events.high_water)
+                    high = await self._tail.high_water()
                     if not self._subs:
                         # Still nobody, at the moment the tail moves: a stream that
                         # registers later catches up with a snapshot taken after this
@@ -121,7 +112,7 @@ class EventHub:
                         await wait_event(self._subscribed, HUB_IDLE_TAIL_SECONDS)
                         continue
                 while True:
-                    batch = await self._read(self._after_tail)
+                    batch = await self._tail.read_after(self.tail, limit=HUB_BATCH)
                     for event in batch:
                         item = WatchItem(event)
                         self.publish(item)
@@ -132,16 +123,6 @@ class EventHub:
                 raise
             except Exception:
                 log.exception("event hub read failed; retrying on the next wake-up")
-
-    async def _after_tail(self, conn: Connection) -> list[Event]:
-        """The next batch of events after ``tail``."""
-        return await events.read_after(conn, self.tail, limit=HUB_BATCH)
-
-    async def _read(self, query: Callable[[Connection], Awaitable[T]]) -> T:
-        if self._kept is None:
-            async with self._db.read() as conn:
-                return await query(conn)
-        return await self._kept.run(query)
 
     def publish(self, item: WatchItem) -> None:
         """Queue ``item`` for every subscription whose filter matches it."""

@@ -26,8 +26,7 @@ from uns_server.services.watch.limits import (
     STREAMS_PER_PRINCIPAL_DEFAULT,
     StreamLimits,
 )
-from uns_server.store import events, retention
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 CATCH_UP_BATCH = 500
 # Distinct notification ids one stream may filter on (each is a bound SQL parameter).
@@ -37,14 +36,14 @@ NOTIFICATION_IDS_MAX = 1000
 class Watch:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         hub: EventHub,
         heartbeat_seconds: float,
         clock: Callable[[], datetime],
         streams_per_principal: int = STREAMS_PER_PRINCIPAL_DEFAULT,
         streams_max: int = STREAMS_MAX_DEFAULT,
     ) -> None:
-        self._db = db
+        self._store = store
         self._hub = hub
         self._heartbeat = heartbeat_seconds
         self._clock = clock
@@ -62,14 +61,14 @@ class Watch:
     async def start_cursor(self, after_sequence: int, replay_history: bool) -> int:
         if after_sequence == 0 and replay_history:
             # "All retained history": it starts where retention left off.
-            async with self._db.read() as conn:
-                return await retention.compacted_sequence(conn)
+            async with self._store.read() as tx:
+                return await tx.retention.compacted_sequence()
         if after_sequence > 0:
             # Retention deleted events up to the horizon: resuming below it would be a
             # silent gap, so refuse and say where to resync from (etcd compact_revision).
-            async with self._db.read() as conn:
-                horizon = await retention.compacted_sequence(conn)
-                newest = await events.high_water(conn)
+            async with self._store.read() as tx:
+                horizon = await tx.retention.compacted_sequence()
+                newest = await tx.events.high_water()
             if after_sequence > newest:
                 # No event of this database ever had it (a cursor from another database,
                 # or from before a restore): waiting for it would skip the events that
@@ -91,8 +90,8 @@ class Watch:
                     },
                 )
             return after_sequence
-        async with self._db.read() as conn:
-            return await events.high_water(conn)
+        async with self._store.read() as tx:
+            return await tx.events.high_water()
 
     async def stream(
         self,
@@ -137,13 +136,12 @@ class Watch:
                 # Catch up from the database (first, and after any overflow).
                 sub.overflowed = False
                 while True:
-                    async with self._db.read() as conn:
+                    async with self._store.read() as tx:
                         # Read first: sequences commit in order (the event-order lock), so
                         # every event up to this one is committed and the batch below sees
                         # all of those the filter matches.
-                        committed = await events.high_water(conn)
-                        batch = await events.read_after(
-                            conn,
+                        committed = await tx.events.high_water()
+                        batch = await tx.events.read_after(
                             cursor,
                             limit=CATCH_UP_BATCH,
                             principals=flt.principals,

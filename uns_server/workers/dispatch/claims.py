@@ -12,7 +12,7 @@ from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Notification
 from uns_server.services.targeting import PersonRoute
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,15 +12,12 @@ from datetime import datetime, timedelta
 from uns_server.domain import lifecycle, moves
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Notification
-from uns_server.store import dispatch
-from uns_server.store import moves as store_moves
-from uns_server.store.db import TOPIC_WORK, WriteTx
-from uns_server.store.events import NewEvent
+from uns_server.store.port import TOPIC_WORK, NewEvent, WriteTransaction
 from uns_server.workers.dispatch.claims import event
 
 
 async def after_settle(
-    tx: WriteTx,
+    tx: WriteTransaction,
     status: Status | None,
     leader: Notification,
     now: datetime,
@@ -35,17 +32,17 @@ async def after_settle(
 
 
 async def satisfy_followers(
-    tx: WriteTx, leader: Notification, now: datetime, new_events: list[NewEvent]
+    tx: WriteTransaction, leader: Notification, now: datetime, new_events: list[NewEvent]
 ) -> None:
     if leader.dedup_key is None:
         return
     window = leader.notification.effective.dedup_window_seconds
     # A newer leader that took the window meanwhile keeps it (the move is then lost).
     extend = moves.ExtendWindow(leader.dedup_key, leader.id, now + timedelta(seconds=window))
-    await store_moves.extend_window(tx.conn, extend)
-    followers = await dispatch.pending_followers(tx.conn, leader.id)
+    await tx.moves.extend_window(extend)
+    followers = await tx.dispatch.pending_followers(leader.id)
     satisfy = moves.SatisfyFollowers(leader.id, tuple(f.id for f in followers), now)
-    satisfied = set((await store_moves.satisfy_followers(tx.conn, satisfy)).ids)
+    satisfied = set((await tx.moves.satisfy_followers(satisfy)).ids)
     new_events.extend(
         event(
             f,
@@ -62,11 +59,11 @@ async def satisfy_followers(
 
 
 async def hand_off(
-    tx: WriteTx, leader: Notification, now: datetime, new_events: list[NewEvent]
+    tx: WriteTransaction, leader: Notification, now: datetime, new_events: list[NewEvent]
 ) -> None:
     """The exhausted leader's obligation passes to its first pending follower, or
     else to a newer active owner of its dedup key (``lifecycle.decide_hand_off``)."""
-    followers = await dispatch.pending_followers(tx.conn, leader.id)
+    followers = await tx.dispatch.pending_followers(leader.id)
     owner = None
     if not followers and leader.dedup_key is not None:
         owner = await _window_owner(tx, leader.dedup_key)
@@ -84,7 +81,7 @@ async def hand_off(
     # settlement (a follower withdrawn meanwhile is the one race, and promoting it would
     # resurrect it): a lost move rolls the settlement back, to be decided afresh.
     handing_off = f"hand-off of {leader.id}"
-    (await store_moves.record_successor(tx.conn, successor_moved)).expect(handing_off)
+    (await tx.moves.record_successor(successor_moved)).expect(handing_off)
     new_events.append(
         event(
             leader,
@@ -96,12 +93,12 @@ async def hand_off(
         return
     successor, rest = followers[0], followers[1:]
     promote = moves.Promote(successor.id, leader.id, now)
-    (await store_moves.promote(tx.conn, promote)).expect(handing_off)
+    (await tx.moves.promote(promote)).expect(handing_off)
     relink = moves.Relink(decision.relinked, leader.id, successor.id, now)
-    relinked = set((await store_moves.relink(tx.conn, relink)).ids)
+    relinked = set((await tx.moves.relink(relink)).ids)
     if leader.dedup_key is not None:  # always, for a leader with followers
         window = moves.MoveWindow(leader.dedup_key, leader.id, successor.id)
-        (await store_moves.move_window(tx.conn, window)).expect(handing_off)
+        (await tx.moves.move_window(window)).expect(handing_off)
     link = {
         "previous_owner_id": leader.id,
         "owner_id": successor.id,
@@ -112,9 +109,9 @@ async def hand_off(
     tx.signal(TOPIC_WORK)
 
 
-async def _window_owner(tx: WriteTx, dedup_key: str) -> lifecycle.DedupOwner | None:
+async def _window_owner(tx: WriteTransaction, dedup_key: str) -> lifecycle.DedupOwner | None:
     """The current owner of a dedup window (the window locked, as intake locks it)."""
-    found = await dispatch.window_owner(tx.conn, dedup_key)
+    found = await tx.dispatch.window_owner(dedup_key)
     if found is None:
         return None
     window, owner = found

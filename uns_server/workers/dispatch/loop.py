@@ -1,6 +1,6 @@
 """The claiming round: ``Dispatcher`` keeps up to ``concurrency`` deliveries in flight,
 run by the shared worker loop (``workers.loop``), claiming due leaders in batches
-(``store.dispatch.claim``, asking ``lifecycle.decide_claim`` about each), and takes
+(``Dispatch.claim`` of the store port, asking ``lifecycle.decide_claim`` about each), and takes
 the leases intake hands over (``reserve``, ``lease_new``, ``hand_over``). Each claim
 is delivered by ``Sender`` and settled by ``Settler`` (see the package docstring
 for the whole attempt)."""
@@ -23,9 +23,8 @@ from uns_server.domain import lifecycle
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
-from uns_server.store import dispatch, records
-from uns_server.store.db import TOPIC_WORK, Database
-from uns_server.store.events import NewEvent, append
+from uns_server.store import records
+from uns_server.store.port import TOPIC_WORK, NewEvent, Store
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
 from uns_server.workers.dispatch.sending import Sender
 from uns_server.workers.dispatch.settlement import Settled, Settler
@@ -53,7 +52,7 @@ class Dispatcher(LoopWorker):
 
     def __init__(
         self,
-        db: Database,
+        store: Store,
         channels: ChannelRegistry,
         clock: Clock,
         *,
@@ -66,7 +65,7 @@ class Dispatcher(LoopWorker):
         supervision: Supervision | None = None,
         links: ActionLinkService | None = None,
     ) -> None:
-        self._db = db
+        self._store = store
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
@@ -79,7 +78,7 @@ class Dispatcher(LoopWorker):
         telemetry = telemetry or Telemetry.disabled()
         # Deliveries that finish while a settle transaction is in flight settle
         # together in the next one.
-        self.settlement = Settler(db, clock, rand=rand, metrics=telemetry.metrics)
+        self.settlement = Settler(store, clock, rand=rand, metrics=telemetry.metrics)
         self._sender = Sender(
             channels,
             clock,
@@ -88,7 +87,7 @@ class Dispatcher(LoopWorker):
             tracer=telemetry.tracer,
             metrics=telemetry.metrics,
             links=links,
-            db=db,
+            store=store,
         )
         # Work signals (commits that made work due, here or in another process) counted,
         # and how many of them the last claim's query could see: a signal that came
@@ -104,7 +103,7 @@ class Dispatcher(LoopWorker):
         self._inflight: set[asyncio.Task[None]] = set()
         # Slots promised to callers that lease new rows themselves (``reserve``).
         self._reserved = 0
-        db.on_commit(TOPIC_WORK, self.wake)
+        store.on_commit(TOPIC_WORK, self.wake)
 
     def wake(self) -> None:
         """Due work may have appeared: claim at the next chance."""
@@ -265,8 +264,8 @@ class Dispatcher(LoopWorker):
             if due is None or due > self._clock():
                 return due
         signals, read_at = self._signals, time.monotonic()
-        async with self._db.read() as conn:
-            due = await dispatch.next_due_at(conn, self._channels.names())
+        async with self._store.read() as tx:
+            due = await tx.dispatch.next_due_at(self._channels.names())
         self._due_known = (signals, due, read_at)
         return due
 
@@ -282,10 +281,10 @@ class Dispatcher(LoopWorker):
     async def claim(self, limit: int) -> list[Claim]:
         now = self._clock()
         claims: list[Claim] = []
-        async with self._db.write() as tx:
+        async with self._store.write() as tx:
             self._signals_seen, self._last_claim = self._signals, time.monotonic()
-            leases = await dispatch.claim(
-                tx.conn, now=now, limit=limit, lease=self._lease, channels=self._channels.names()
+            leases = await tx.dispatch.claim(
+                now=now, limit=limit, lease=self._lease, channels=self._channels.names()
             )
             new_events: list[NewEvent] = []
             exhausted: list[Settled] = []
@@ -311,7 +310,7 @@ class Dispatcher(LoopWorker):
                     continue
                 claims.append(claim)
                 new_events += claim_events(claim, recovered=decision.recovered)
-            await append(tx, [*new_events, *(e for s in exhausted for e in s.events())], now)
+            await tx.events.append([*new_events, *(e for s in exhausted for e in s.events())], now)
         for s in exhausted:
             self.settlement.count(s, now)
         return claims

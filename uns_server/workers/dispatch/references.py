@@ -12,7 +12,7 @@ from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import EventKind
 from uns_server.domain.outcomes import provider_refs_json
 from uns_server.domain.records import Notification
-from uns_server.store.events import NewEvent
+from uns_server.store.port import NewEvent
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, event
 
 

@@ -24,8 +24,7 @@ from uns_server.observability.phases import PROVIDER, phased
 from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
-from uns_server.store.db import Database
-from uns_server.store.events import append
+from uns_server.store.port import Store
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, started_events
 from uns_server.workers.dispatch.settlement import Settler
 from uns_server.workers.messages import outbound_message
@@ -77,7 +76,7 @@ class Sender:
         tracer: Tracer,
         metrics: Metrics,
         links: ActionLinkService | None,
-        db: Database | None = None,
+        store: Store | None = None,
     ) -> None:
         self._channels = channels
         self._clock = clock
@@ -85,7 +84,7 @@ class Sender:
         self._lease = lease
         self._tracer, self._metrics = tracer, metrics
         self._links = links  # Acknowledge/Dismiss links in messages (HTTP surface on)
-        self._db = db  # people and rotations, for policies with targets
+        self._store = store  # people and rotations, for policies with targets
 
     async def ask_people(self, claim: Claim) -> Claim:
         """The claim with its policy's targets resolved now (SPEC §6): a rotation asks
@@ -96,11 +95,11 @@ class Sender:
         without targets is unchanged."""
         n = claim.notification
         doc = n.notification
-        if not doc.effective.targets or self._db is None:
+        if not doc.effective.targets or self._store is None:
             return claim
         now = self._clock()
         asked = await targeting.asked_at(
-            self._db, doc.effective.targets, now, self._channels.names()
+            self._store, doc.effective.targets, now, self._channels.names()
         )
         done = set(n.outcome.channels_succeeded)
         todo = [r for r in asked.routes if r.key not in done]
@@ -125,10 +124,10 @@ class Sender:
         ``recipient_id`` and ``route``, committed before the provider calls like the
         claim's own for the shared channels (routes are known only now)."""
         keys = [k for k in claim.channels if claim.route(k) is not None]
-        if not keys or self._db is None:
+        if not keys or self._store is None:
             return
-        async with self._db.write() as tx:
-            await append(tx, started_events(claim, keys), self._clock())
+        async with self._store.write() as tx:
+            await tx.events.append(started_events(claim, keys), self._clock())
 
     async def deliver(self, claim: Claim) -> None:
         """Send to the claim's channels and its people, and settle what they answered."""

@@ -3,8 +3,8 @@
 Deliveries that finish while a settle transaction is in flight are settled together
 in the next one (``submit``; one fenced executemany per kind of update, which also
 takes the row locks, and one events append carrying the audit rows; on PostgreSQL the
-updates ride in that append too, and a lone delivery's settle is that one statement). Fencing stays
-per row: a row whose lease was lost gets LEASE_LOST while the others in the batch
+updates ride in that append too, and a lone delivery's settle is that one statement).
+Fencing stays per row: a row whose lease was lost gets LEASE_LOST while the others in the batch
 settle. The domain decides each row's move (``lifecycle.decide_settlement``); this
 records it, with the followers' part (``followers``). A claim whose interrupted
 attempt was the cycle's last is settled here too, inside the claim's transaction
@@ -27,9 +27,14 @@ from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Notification
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import SETTLE, phased
-from uns_server.store import audit, dispatch
-from uns_server.store.db import TOPIC_WORK, Database, FenceMoved, WriteTx, is_unreachable
-from uns_server.store.events import NewEvent, append
+from uns_server.store.port import (
+    TOPIC_WORK,
+    DeliveryAudit,
+    FenceMoved,
+    NewEvent,
+    Store,
+    WriteTransaction,
+)
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, attempt_base, event
 from uns_server.workers.dispatch.followers import after_settle
 from uns_server.workers.dispatch.references import held_json, provider_refs, result_event
@@ -67,13 +72,13 @@ class Settled:
 class Settler:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         clock: Callable[[], datetime],
         *,
         rand: Callable[[], float],
         metrics: Metrics,
     ) -> None:
-        self._db = db
+        self._store = store
         self._clock = clock
         self._rand = rand
         self._metrics = metrics
@@ -115,7 +120,7 @@ class Settler:
                     results.update(zip(todo, statuses, strict=True))
                 return [results[i] for i in range(len(items))]
             except Exception as exc:
-                unreachable = is_unreachable(exc)
+                unreachable = self._store.is_unreachable(exc)
                 if unreachable and time.monotonic() < give_up:
                     log.warning(
                         "database unreachable while settling; retrying",
@@ -149,9 +154,9 @@ class Settler:
     ) -> list[int]:
         """Of ``todo``, the items whose settlement has not committed; the others get
         their current status in ``results``."""
-        async with self._db.read() as conn:
-            recorded = await dispatch.results_recorded_for(
-                conn, [(items[i][0].notification.id, items[i][0].token) for i in todo]
+        async with self._store.read() as tx:
+            recorded = await tx.dispatch.results_recorded_for(
+                [(items[i][0].notification.id, items[i][0].token) for i in todo]
             )
         remaining = []
         for i in todo:
@@ -163,18 +168,18 @@ class Settler:
         return remaining
 
     async def _status_now(self, claim: Claim) -> Status | None:
-        async with self._db.read() as conn:
-            return await dispatch.status_of(conn, claim.notification.id)
+        async with self._store.read() as tx:
+            return await tx.dispatch.status_of(claim.notification.id)
 
     async def settle_batch(self, items: Sequence[Item]) -> list[Status | None]:
         """``settle_batch_once``; on PostgreSQL first with the fenced UPDATEs riding in
-        the events append (``dispatch.settle_leased_with_events``: BEGIN, one
-        statement, COMMIT; for one delivery the statement alone). If a lease turned out
-        lost, that write takes nothing and the batch is settled again the long way,
-        where each row gets its own outcome.
+        the events append (``Dispatch.settle_leased_with_events``: BEGIN, one
+        statement, COMMIT; for one delivery the statement alone, ``Store.one_statement``).
+        If a lease turned out lost, that write takes nothing and the batch is settled
+        again the long way, where each row gets its own outcome.
         (SQLite has no round trips to save: it goes the long way at once.)"""
         try:
-            return await self.settle_batch_once(items, riding=self._db.is_postgres)
+            return await self.settle_batch_once(items, riding=self._store.settles_with_events)
         except FenceMoved:
             return await self.settle_batch_once(items, riding=False)
 
@@ -186,7 +191,7 @@ class Settler:
         was lost gets LEASE_LOST and the others still settle.
 
         Each row's move is decided from the claim's copy of it, and the fenced UPDATE
-        (``dispatch.settle_leased``: token and unexpired lease in its WHERE) takes the
+        (``Dispatch.settle_leased``: token and unexpired lease in its WHERE) takes the
         row lock: no read of the row first. The copy is as good as the row: of the
         columns the settlement reads (the policy snapshot, ``outcome``,
         ``max_attempts``, ``delivery_mode``, ``require_ack``, ``provider_refs``, the
@@ -200,7 +205,7 @@ class Settler:
         now = self._clock()
         settled: list[Settled] = []
         updates: list[moves.SettleAttempt] = []
-        audits: list[dict[str, Any]] = []  # one per update, in order
+        audits: list[DeliveryAudit] = []  # one per update, in order
         work = False
         for claim, attempts in items:
             s = Settled(claim, attempt_base(claim))
@@ -212,13 +217,7 @@ class Settler:
             given_back = n.cycle_attempts if decision.gives_back_attempt else None
             updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs, given_back))
             audits.append(
-                audit.delivery_record(
-                    n,
-                    status=decision.status.value,
-                    outcome=decision.outcome,
-                    delivered_at=decision.delivered_at,
-                    now=now,
-                )
+                DeliveryAudit(n, decision.status, decision.outcome, decision.delivered_at)
             )
             settled.append(s)
         riding = riding and all(_settles_alone(s) for s in settled)
@@ -227,15 +226,15 @@ class Settler:
         # or nothing). A batch keeps its transaction: one fenced row could fall short
         # while the others moved, and only a rollback takes those back.
         single = riding and len(settled) == 1
-        async with self._db.one_statement() if single else self._db.write() as tx:
+        async with self._store.one_statement() if single else self._store.write() as tx:
             if work:
                 tx.signal(TOPIC_WORK)
             if riding:
                 # Every lease is expected to hold: FenceMoved (a rollback) if one did not.
-                await dispatch.settle_leased_with_events(tx, updates, now)
+                await tx.dispatch.settle_leased_with_events(updates, now)
                 changed = {(s.claim.notification.id, s.claim.token) for s in settled}
             else:
-                changed = await dispatch.settle_leased(tx.conn, updates, now)
+                changed = await tx.dispatch.settle_leased(updates, now)
             kept = []
             for s, record in zip(settled, audits, strict=True):
                 claim = s.claim
@@ -256,8 +255,8 @@ class Settler:
             for s in settled:
                 if s.leased is not None and s.status is not None:
                     await after_settle(tx, s.status, s.leased, now, s.followers)
-            await audit.insert_deliveries_before_events(tx, kept)
-            await append(tx, [e for s in settled for e in s.events()], now)
+            await tx.audit.record_deliveries(kept, now)
+            await tx.events.append([e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
         for s in settled:
             self.count(s, now)
@@ -317,7 +316,7 @@ class Settler:
         return decision
 
     async def settle_exhausted(
-        self, tx: WriteTx, claim: Claim, decision: lifecycle.SettleExhausted, now: datetime
+        self, tx: WriteTransaction, claim: Claim, decision: lifecycle.SettleExhausted, now: datetime
     ) -> Settled:
         """Settle a claimed row with no attempt left (its last one was interrupted) as
         an exhausted retry would be, without calling any provider; the counters keep
@@ -341,16 +340,9 @@ class Settler:
             attempts=n.attempts,
             cycle_attempts=n.cycle_attempts,
         )
-        check_fenced(await dispatch.settle_many(tx.conn, [exhaust], now), 1)
+        check_fenced(await tx.dispatch.settle_many([exhaust], now), 1)
         await after_settle(tx, s.status, n, now, s.followers)
-        await audit.insert_deliveries(
-            tx.conn,
-            [
-                audit.delivery_record(
-                    n, status=decision.status.value, outcome=outcome, delivered_at=None, now=now
-                )
-            ],
-        )
+        await tx.audit.record_deliveries([DeliveryAudit(n, decision.status, outcome, None)], now)
         s.final = event(
             n,
             EventKind.DELIVERY_RESULT,

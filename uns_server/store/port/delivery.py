@@ -1,0 +1,173 @@
+"""The delivery outbox's ports: claim and fenced settlement (``Dispatch``), the typed
+lifecycle moves (``Moves``), follow-ups, message updates and ack settlement. Each is
+bound to one transaction; the ``...Reads`` half is what a read transaction offers."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from uns_server.domain import moves as m
+from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.records import Attempt, DedupWindow, MessageUpdate, Notification
+from uns_server.domain.withdrawal import WithdrawRows
+from uns_server.store.port.values import Fenced, Queued
+
+
+class DispatchReads(Protocol):
+    async def next_due_at(self, channels: Collection[str]) -> datetime | None:
+        """When the earliest unleased leader ``claim`` would take becomes due."""
+        ...
+
+    async def results_recorded_for(self, tokens: Collection[tuple[str, str]]) -> set[str]:
+        """Of these (id, token), the tokens whose settlement has committed."""
+        ...
+
+    async def status_of(self, notification_id: str) -> Status | None:
+        """The notification's current status (None: no such notification)."""
+        ...
+
+
+class Dispatch(DispatchReads, Protocol):
+    """Claim, lease and fenced settlement of deliveries."""
+
+    async def claim(
+        self, *, now: datetime, limit: int, lease: timedelta, channels: Collection[str]
+    ) -> Sequence[Attempt]:
+        """Lease up to ``limit`` due leaders (each as before the claim, its new token)."""
+        ...
+
+    async def settle_many(self, moves: Sequence[m.LeasedMove], now: datetime) -> int:
+        """Apply each move where its token still holds the row; how many did."""
+        ...
+
+    async def settle_leased(
+        self, moves: Sequence[m.LeasedMove], now: datetime
+    ) -> set[tuple[str, str]]:
+        """Lock and apply each move where its token still holds an unexpired lease, in
+        one statement per row; the (id, token) pairs that did."""
+        ...
+
+    async def settle_leased_with_events(self, moves: Sequence[m.LeasedMove], now: datetime) -> None:
+        """``settle_leased`` expecting every lease to hold, done by the transaction's
+        events append (only where ``Store.settles_with_events``), which raises
+        ``FenceMoved`` if one did not."""
+        ...
+
+    async def pending_followers(self, owner_id: str) -> Sequence[Notification]:
+        """The owner's PENDING followers in promotion order (oldest first), locked."""
+        ...
+
+    async def window_owner(self, dedup_key: str) -> tuple[DedupWindow, Notification] | None:
+        """The key's dedup window, locked, and its current owner (hand-off)."""
+        ...
+
+
+class Moves(Protocol):
+    """The typed lifecycle moves (``domain.moves``), one named, fenced query each."""
+
+    async def replay(self, move: m.Replay) -> m.Applied: ...
+    async def resolve_failure(self, move: m.ResolveFailure) -> m.Applied: ...
+    async def withdraw(self, move: WithdrawRows) -> m.Applied: ...
+    async def satisfy_followers(self, move: m.SatisfyFollowers) -> m.Applied: ...
+    async def extend_window(self, move: m.ExtendWindow) -> m.Applied: ...
+    async def record_successor(self, move: m.RecordSuccessor) -> m.Applied: ...
+    async def promote(self, move: m.Promote) -> m.Applied: ...
+    async def relink(self, move: m.Relink) -> m.Applied: ...
+    async def move_window(self, move: m.MoveWindow) -> m.Applied: ...
+
+
+class FollowUpReads(Protocol):
+    async def next_due_at(self) -> datetime | None:
+        """The earliest follow-up time of a row ``due`` would take."""
+        ...
+
+
+class FollowUps(FollowUpReads, Protocol):
+    """Reminders and escalation steps of PENDING acks, under their own lease."""
+
+    async def due(self, now: datetime, limit: int) -> Sequence[Notification]:
+        """Up to ``limit`` rows with a follow-up due and not leased, oldest due first,
+        locked (SKIP LOCKED)."""
+        ...
+
+    async def reschedule(self, move: m.RescheduleFollowUp) -> m.Applied:
+        """Look again later at a row ``due`` locked, its lease still as read."""
+        ...
+
+    async def lease(self, move: m.LeaseFollowUp) -> m.Applied:
+        """Lease the follow-up of a row ``due`` locked, its lease still as read."""
+        ...
+
+    async def leased(self, notification_id: str, token: str, now: datetime) -> Notification | None:
+        """The row while ``token`` holds its unexpired follow-up lease, locked."""
+        ...
+
+    async def retry_step(self, move: m.RetryFollowUpStep) -> m.Applied:
+        """Store the step's progress and its retry where ``move.token`` holds the lease."""
+        ...
+
+    async def settle_step(self, move: m.SettleFollowUpStep) -> m.Applied:
+        """Count the decided step, the next one due, where the lease is as expected."""
+        ...
+
+
+class MessageUpdateReads(Protocol):
+    async def next_due_at(self) -> datetime | None:
+        """The earliest ``next_attempt`` of a PENDING update."""
+        ...
+
+
+class MessageUpdates(MessageUpdateReads, Protocol):
+    """The message-update outbox."""
+
+    async def enqueue(self, queued: Sequence[Queued], now: datetime) -> None:
+        """Queue updates, due now."""
+        ...
+
+    async def claim(
+        self, *, now: datetime, limit: int, lease: timedelta
+    ) -> Sequence[tuple[MessageUpdate, str]]:
+        """Lease up to ``limit`` due updates: (update as before the claim, new token)."""
+        ...
+
+    async def mark_done(self, update_id: str, token: str, *, now: datetime) -> Fenced:
+        """DONE, where the update is PENDING and ``token`` still holds the lease."""
+        ...
+
+    async def retry_at(
+        self, update_id: str, token: str, *, at: datetime, error: str | None, now: datetime
+    ) -> Fenced:
+        """PENDING again, unleased, due ``at``: fenced like ``mark_done``."""
+        ...
+
+    async def give_up(
+        self, update_id: str, token: str, *, error: str | None, now: datetime
+    ) -> Fenced:
+        """FAILED for good: fenced like ``mark_done``."""
+        ...
+
+
+class Acks(Protocol):
+    """Acknowledgement settlement, guarded on the current ``ack_status``."""
+
+    async def settle_pending(
+        self,
+        notification_id: str,
+        *,
+        status: AckStatus,
+        actor: str,
+        metadata: Mapping[str, Any] | None,
+        now: datetime,
+        sent_while_held: bool = False,
+    ) -> bool:
+        """PENDING -> ``status``; False (and nothing changed) when it was not PENDING.
+        A row whose delivery is in flight (leased, no ack yet) settles too, and so does
+        one whose messages went out while a person's were held (``sent_while_held``,
+        read by the caller under the row lock)."""
+        ...
+
+    async def due_deadlines(self, now: datetime, limit: int) -> Sequence[Notification]:
+        """PENDING acks whose deadline has passed, earliest first, locked (SKIP LOCKED)."""
+        ...
