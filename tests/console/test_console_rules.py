@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from uns_server.domain.enums import EventKind
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import FailedSummary, RecentEvent
 from uns_server.http.console.charts import Series, bar_chart, minute_buckets
 from uns_server.http.console.diff import side_by_side
@@ -27,7 +28,9 @@ def test_the_same_failure_on_many_notifications_is_one_error_class() -> None:
 def test_groups_are_largest_first() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [
-        FailedSummary(str(i), t, "tests", "alice", {"error_message": e}, 4, 1, now, now, None)
+        FailedSummary(
+            str(i), t, "tests", "alice", DeliveryOutcome(error_message=e), 4, 1, now, now, None
+        )
         for i, (t, e) in enumerate([("a", "hook: HTTP 500"), ("b", "hook: HTTP 503"), ("b", None)])
     ]
     assert [(g.key, g.ids) for g in group_by(rows, "type")] == [("b", ["1", "2"]), ("a", ["0"])]

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uns_server.domain import schedule
+from uns_server.domain.outcomes import provider_refs_from_json
 from uns_server.domain.schedule import QuietHours
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -537,7 +538,7 @@ def test_nag_states_count_each_persons_reminders_once_per_number() -> None:
         "mail@bob": _ref("bob", T0),
         "hook": {"channel": "hook", "at": T0.isoformat()},  # a shared channel: nobody's
     }
-    assert schedule.nag_states(refs) == {
+    assert schedule.nag_states(provider_refs_from_json(refs) or {}) == {
         "alice": schedule.NagState(T0 + minutes(36), 1),
         "bob": schedule.NagState(T0, 0),
     }

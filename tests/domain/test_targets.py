@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from uns_server.domain.oncall import resolve_targets
+from uns_server.domain.outcomes import DeliveryOutcome, provider_refs_from_json
 from uns_server.domain.people import Rotation
 from uns_server.domain.schedule import EscalationStep, StepKind, Timing, follow_ups
 from uns_server.domain.targets import Target, people_sent, target_violations
@@ -85,23 +86,29 @@ def test_people_sent_reads_routes_references_reminders_and_the_unreachable() -> 
         "recipients_unreachable": [{"recipient_id": "carol", "reason": "no contact"}],
     }
     refs = {
-        "hook": {"channel": "hook", "at": "1"},
-        "mail@alice": {"channel": "mail", "recipient_id": "alice", "at": "2"},
+        "hook": {"channel": "hook", "at": T0.isoformat()},
         "mail@alice:reminder:1": {
             "channel": "mail",
             "recipient_id": "alice",
-            "at": "3",
+            "at": (T0 + m(3)).isoformat(),
             "follow_up": "REMINDER",
             "follow_up_number": 1,
         },
+        "mail@alice": {"channel": "mail", "recipient_id": "alice", "at": (T0 + m(1)).isoformat()},
     }
-    [alice, carol] = people_sent(outcome, refs)
+    typed = provider_refs_from_json(refs)
+    assert typed is not None
+    [alice, carol] = people_sent(DeliveryOutcome.from_json(outcome), typed)
     assert (alice.recipient_id, alice.channels_tried, alice.channels_accepted) == (
         "alice",
         ["mail", "chat"],
         ["mail"],
     )
-    assert len(alice.references) == 2 and alice.reminders_sent == 1
+    assert alice.references == [
+        typed["mail@alice"],
+        typed["mail@alice:reminder:1"],
+    ]  # in time order
+    assert alice.reminders_sent == 1
     assert (carol.recipient_id, carol.unreachable_reason, carol.references) == (
         "carol",
         "no contact",

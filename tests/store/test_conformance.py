@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import uuid
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import asdict, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,14 +23,17 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 
+from tests.support.documents import document
 from uns_server.domain import moves
 from uns_server.domain.admission import WindowChange, WindowOwner
+from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.lifecycle import Settlement
 from uns_server.domain.message_updates import UpdateStatus
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
-from uns_server.domain.schedule import StepKind
+from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.store.db import Database, is_lost_race
 from uns_server.store.port import Fenced, FenceMoved, NewEvent, Queued
 from uns_server.store.sql_store import SqlStore
@@ -56,7 +59,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "principal": "alice",
         "notification_type": "conformance",
         "source": "tests",
-        "notification": {"effective": {"channels": channels}},
+        "notification": document(channels),
         "status": Status.PENDING.value,
         "priority": 2,
         "delivery_mode": "BEST_EFFORT",
@@ -520,12 +523,13 @@ async def test_follow_up_settlement_is_fenced_by_its_own_lease(store: SqlStore) 
     assert (await fetch(store, nid))["reminders_sent"] == 0
 
     retry_at = NOW + timedelta(seconds=30)
-    step = {"kind": "REMINDER", "number": 1}
+    answer = {"success": False, "retryable": True, "message_id": "", "error": "503"}
+    step = StepProgress(StepKind.REMINDER, 1, NOW, 1, {"log": answer}, False)
     async with store.write() as tx:
         retry = moves.RetryFollowUpStep(nid, token, step, retry_at, None, NOW)
         assert not (await tx.follow_ups.retry_step(retry)).lost
     stored = await fetch(store, nid)
-    assert (stored["followup_step"], stored["followup_at"]) == (step, retry_at)
+    assert (stored["followup_step"], stored["followup_at"]) == (asdict(step), retry_at)
     assert stored["followup_lease_token"] is None  # released until the retry is due
 
     async with store.write() as tx:  # released: the old token holds nothing any more
@@ -540,7 +544,8 @@ async def test_follow_up_settlement_is_fenced_by_its_own_lease(store: SqlStore) 
     stored = await fetch(store, nid)
     assert (stored["reminders_sent"], stored["escalations_sent"]) == (1, 0)
     assert (stored["followup_step"], stored["followup_lease_token"]) == (None, None)
-    assert (stored["followup_at"], stored["provider_refs"]) == (retry_at, refs)
+    assert stored["followup_at"] == retry_at
+    assert {k: ref["json"] for k, ref in stored["provider_refs"].items()} == refs
 
     async with store.write() as tx:  # nothing due yet: look again later, lease as read
         wait = moves.RescheduleFollowUp(nid, None, NOW + LEASE)
@@ -822,8 +827,16 @@ async def test_get_reads_a_notification_as_a_typed_record_of_every_column(
         assert await tx.notifications.get(str(uuid.uuid4())) is None
     assert isinstance(found, Notification)
     assert {f.name for f in fields(found)} == set(stored)  # every column, no other
-    assert {f.name: getattr(found, f.name) for f in fields(found)} == stored
+    read = {f.name: getattr(found, f.name) for f in fields(found)}
+    typed = {k: dataclasses.asdict(v) for k, v in read.items() if dataclasses.is_dataclass(v)}
+    assert set(typed) == {"notification", "outcome"}  # JSON columns read as typed records
+    assert found.provider_refs is not None
+    typed["provider_refs"] = {k: asdict(r) for k, r in found.provider_refs.items()}
+    assert read | typed == stored
+    assert found.provider_refs["hook"].channel_type == "webhook"
     assert type(found.status) is Status and type(found.ack_status) is AckStatus
+    assert type(found.notification) is NotificationDocument
+    assert type(found.outcome) is DeliveryOutcome
     assert type(found.delivery_mode) is DeliveryMode
 
 

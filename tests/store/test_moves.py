@@ -4,6 +4,7 @@ each typed move changes only rows still in the state it expects, and says how ma
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from tests.store.test_conformance import NOW, fetch, insert, row
 from uns_server.domain import moves as m
 from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.withdrawal import Scope, WithdrawRows
 from uns_server.store import port
 from uns_server.store.sql_store import SqlStore
@@ -49,7 +51,7 @@ async def test_replay_opens_the_next_cycle_of_that_dead_letter_only(store: SqlSt
     after = await fetch(store, nid)
     assert (after["status"], after["dead_letter"], after["cycle"]) == (Status.PENDING, False, 3)
     assert (after["cycle_attempts"], after["next_attempt"], after["lease_token"]) == (0, NOW, None)
-    assert after["outcome"] == m.EMPTY_OUTCOME
+    assert after["outcome"] == dataclasses.asdict(DeliveryOutcome())  # none yet this cycle
 
     lost = await apply(store, lambda moves: moves.replay, m.Replay(stale, 1, NOW))  # not its cycle
     assert lost.lost and (await fetch(store, stale))["status"] == Status.FAILED

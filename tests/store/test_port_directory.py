@@ -9,9 +9,11 @@ from datetime import timedelta
 import pytest
 
 from tests.store.test_conformance import NOW, _event, insert, row
+from tests.support.documents import document, effective
 from uns_server.domain.enums import DeliveryMode, EventKind, Status
 from uns_server.domain.people import Contact, Recipient, Rotation
 from uns_server.domain.policy import PolicySpec
+from uns_server.domain.targets import Target
 from uns_server.store.port import MissingPeople, StillReferenced
 from uns_server.store.sql_store import SqlStore
 
@@ -121,7 +123,7 @@ async def test_people_and_rotations_are_kept_with_their_references(store: SqlSto
 
 
 async def test_an_open_obligation_naming_a_person_is_owed(store: SqlStore) -> None:
-    targets = {"effective": {"channels": [], "targets": [{"recipient_id": "ann"}]}}
+    targets = document((), effective=effective((), targets=(Target(recipient_id="ann"),)))
     owed, _settled = await insert(
         store,
         row(notification=targets),

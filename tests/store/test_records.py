@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 from sqlalchemy import bindparam, select
 
+from tests.support.documents import document
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.outcomes import DeliveryOutcome, provider_refs_json
 from uns_server.domain.records import Event, Notification
+from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.store import events, notifications, pg, records
 from uns_server.store.db import Database
 from uns_server.store.port import NewEvent
@@ -32,13 +35,13 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "principal": "alice",
         "notification_type": "records",
         "source": "tests",
-        "notification": {"title": "t", "effective": {"channels": ["hook"]}},
+        "notification": document(["hook"]),
         "status": Status.DELIVERED.value,
         "priority": 3,
         "delivery_mode": DeliveryMode.GUARANTEED.value,
         "require_ack": True,
         "max_attempts": 4,
-        "outcome": {"channels_succeeded": ["hook"]},
+        "outcome": DeliveryOutcome(("hook",), ("hook",)).to_json(),
         "attempts": 1,
         "cycle": 1,
         "cycle_attempts": 1,
@@ -51,7 +54,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "provider_refs": {"hook": {"type": "webhook", "at": NOW.isoformat()}},
         "created_at": NOW - timedelta(seconds=5),
         "updated_at": NOW,
-        "followup_step": {"kind": "reminder", "number": 1},
+        "followup_step": StepProgress(StepKind.REMINDER, 1, NOW, 2, {}, True).to_json(),
         "reminders_sent": 1,
         "escalations_sent": 0,
     }
@@ -65,7 +68,15 @@ async def test_a_notification_record_is_the_row_with_its_enums_typed(db: Databas
     async with db.read() as conn:
         found = await notifications.get(conn, stored["id"])
     assert found is not None
-    assert dataclasses.asdict(found) == stored
+    columns = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
+    assert found.followup_step is not None
+    typed = {
+        "notification": found.notification.to_json(),
+        "outcome": found.outcome.to_json(),
+        "followup_step": found.followup_step.to_json(),
+        "provider_refs": provider_refs_json(found.provider_refs),
+    }
+    assert columns | typed == stored
     assert (type(found.status), type(found.delivery_mode), type(found.ack_status)) == (
         Status,
         DeliveryMode,

@@ -36,6 +36,7 @@ from uns_server.domain.enums import (
     Status,
 )
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
+from uns_server.domain.outcomes import ProviderRef
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.records import Event, Notification
 from uns_server.domain.requests import AutonomyContext, SendRequest
@@ -235,28 +236,28 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
 
 def notification(row: Notification) -> t.Notification:
     doc = row.notification
-    ctx = doc.get("autonomy_context")
-    outcome = row.outcome or {}
+    ctx = doc.autonomy_context
+    outcome = row.outcome
     msg = t.Notification(
         id=row.id,
         principal=row.principal,
         notification_type=row.notification_type,
-        intent=enum_to_wire(doc.get("intent"), Intent),
-        title=doc["title"],
-        message=doc["message"],
+        intent=enum_to_wire(doc.intent, Intent),
+        title=doc.title,
+        message=doc.message,
         source=row.source,
-        idempotency_key=doc.get("idempotency_key", ""),
-        dedup_key=doc.get("dedup_key", ""),
-        correlation_id=doc.get("correlation_id", ""),
-        metadata=dict_to_struct(doc.get("metadata")),
-        effective_policy=effective_policy(EffectivePolicy.from_json(doc["effective"])),
+        idempotency_key=doc.idempotency_key,
+        dedup_key=doc.dedup_key,
+        correlation_id=doc.correlation_id,
+        metadata=dict_to_struct(doc.metadata),
+        effective_policy=effective_policy(doc.effective),
         state=enum_to_wire(row.status, Status),
         dead_letter=row.dead_letter,
         outcome=t.DeliveryOutcome(
-            channels_attempted=outcome.get("channels_attempted", []),
-            channels_succeeded=outcome.get("channels_succeeded", []),
-            channels_failed=outcome.get("channels_failed", []),
-            error_message=outcome.get("error_message") or "",
+            channels_attempted=outcome.channels_attempted,
+            channels_succeeded=outcome.channels_succeeded,
+            channels_failed=outcome.channels_failed,
+            error_message=outcome.error_message or "",
         ),
         attempts=row.attempts,
         cycle=row.cycle,
@@ -274,8 +275,8 @@ def notification(row: Notification) -> t.Notification:
     if ctx:
         msg.autonomy_context.CopyFrom(
             t.AutonomyContext(
-                autonomy_mode=enum_to_wire(ctx.get("autonomy_mode"), AutonomyMode),
-                agent_id=ctx.get("agent_id") or "",
+                autonomy_mode=enum_to_wire(ctx.autonomy_mode, AutonomyMode),
+                agent_id=ctx.agent_id,
             )
         )
     if row.response_metadata is not None:
@@ -298,31 +299,31 @@ def notification(row: Notification) -> t.Notification:
             getattr(msg, field).CopyFrom(ts)
     if row.ack_status == AckStatus.PENDING and row.followup_at is not None:
         msg.next_follow_up_time.FromDatetime(row.followup_at)
-    if doc.get("schedule_time"):
-        msg.schedule_time.FromDatetime(datetime.fromisoformat(doc["schedule_time"]))
+    if doc.schedule_time is not None:
+        msg.schedule_time.FromDatetime(doc.schedule_time)
     return msg
 
 
-def provider_reference(ref: Mapping[str, Any]) -> t.ProviderReference:
+def provider_reference(ref: ProviderRef) -> t.ProviderReference:
     """A stored provider reference (``workers.dispatch.references.reference``) on the wire."""
     msg = t.ProviderReference(
-        channel=ref.get("channel", ""),
-        channel_type=ref.get("type", ""),
-        recipient=ref.get("recipient", ""),
-        message_id=ref.get("message_id", ""),
-        attempt=int(ref.get("attempt", 0)),
-        cycle=int(ref.get("cycle", 0)),
-        slack_channel=ref.get("slack_channel", ""),
-        slack_ts=ref.get("slack_ts", ""),
-        email_message_id=ref.get("email_message_id", ""),
-        pagerduty_dedup_key=ref.get("pagerduty_dedup_key", ""),
-        webhook_id=ref.get("webhook_id", ""),
-        follow_up=ref.get("follow_up", ""),
-        follow_up_number=int(ref.get("follow_up_number", 0)),
-        recipient_id=ref.get("recipient_id", ""),
+        channel=ref.channel,
+        channel_type=ref.channel_type,
+        recipient=ref.recipient,
+        message_id=ref.message_id,
+        attempt=ref.attempt,
+        cycle=ref.cycle,
+        slack_channel=ref.slack_channel,
+        slack_ts=ref.slack_ts,
+        email_message_id=ref.email_message_id,
+        pagerduty_dedup_key=ref.pagerduty_dedup_key,
+        webhook_id=ref.webhook_id,
+        follow_up=ref.follow_up,
+        follow_up_number=ref.follow_up_number,
+        recipient_id=ref.recipient_id,
     )
-    if ref.get("at"):
-        msg.accept_time.FromDatetime(datetime.fromisoformat(ref["at"]))
+    if ref.at is not None:
+        msg.accept_time.FromDatetime(ref.at)
     return msg
 
 

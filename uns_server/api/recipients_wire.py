@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from uns.v1 import types_pb2 as t
+from uns_server.domain.outcomes import DeliveryOutcome, ProviderRef, ProviderRefs
 from uns_server.domain.targets import people_sent
 
 
 def recipients(
-    outcome: Mapping[str, Any],
-    refs: Mapping[str, Any],
-    reference: Callable[[Mapping[str, Any]], t.ProviderReference],
+    outcome: DeliveryOutcome,
+    refs: ProviderRefs,
+    reference: Callable[[ProviderRef], t.ProviderReference],
 ) -> list[t.NotificationRecipient]:
     return [
         t.NotificationRecipient(

@@ -37,8 +37,9 @@ from typing import Any
 
 from uns_server.domain.enums import Status
 from uns_server.domain.lifecycle import Settlement
+from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Notification
-from uns_server.domain.schedule import StepKind
+from uns_server.domain.schedule import StepKind, StepProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +105,7 @@ def replayed(row: Notification, move: Replay) -> Notification:
         next_attempt=move.at,
         lease_token=None,
         lease_until=None,
-        outcome=dict(EMPTY_OUTCOME),
+        outcome=DeliveryOutcome(),
         updated_at=move.at,
     )
 
@@ -239,7 +240,7 @@ class RetryFollowUpStep:
 
     notification_id: str
     token: str
-    step: Mapping[str, Any]
+    step: StepProgress
     at: datetime
     provider_refs: Mapping[str, Any] | None
     now: datetime

@@ -28,6 +28,7 @@ from typing import Any
 
 from uns_server.domain import schedule
 from uns_server.domain.oncall import resolve_targets
+from uns_server.domain.outcomes import ProviderRef
 from uns_server.domain.people import Recipient, Rotation
 from uns_server.domain.schedule import Step, StepKind, Timing
 from uns_server.domain.targets import Target
@@ -63,13 +64,14 @@ class PeoplePlan:
 @dataclass
 class _Asking:
     """The plan's state as it walks the steps: the references of the messages sent
-    to people, in the shape the workers store them (what ``nag_states`` reads)."""
+    to people, stored entries as the workers write them, read as ``ProviderRef``s (what
+    ``nag_states`` reads)."""
 
     timing: Timing
     intent: str | None
     rotations: Mapping[str, Rotation]
     recipients: Mapping[str, Recipient]
-    refs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refs: dict[str, ProviderRef] = field(default_factory=dict)
 
     def resolve(self, targets: Sequence[Target], at: datetime) -> tuple[str, ...]:
         return resolve_targets(targets, at, self.rotations)
@@ -94,7 +96,7 @@ class _Asking:
                 "follow_up_number": step.number,
             }
         key = f"{step.kind.value}:{step.number}" if step else "DELIVERY"
-        self.refs[f"{key}@{rid}"] = ref
+        self.refs[f"{key}@{rid}"] = ProviderRef.from_json(ref)
 
     def deliver(self, first: Step) -> tuple[PlannedAsk, datetime]:
         """The delivery's first attempt, and when it completes: each held person is

@@ -5,8 +5,12 @@ asyncpg ``Record``s alike; services, workers, api and http read fields (``rec.st
 which mypy checks, instead of ``row["status"]``, which it cannot. A change is never a
 mutation: the caller asks the domain for a decision and hands the store new values, so
 a record is frozen (and slotted: cheap to build on the hot path, no stray attributes).
-JSON columns stay the decoded ``Mapping``/``list`` the driver returned (read-only by
-convention: frozen is shallow). Columns that hold a domain enum carry the enum.
+The notification document, the delivery outcome, the provider references and a
+follow-up step's progress are typed (``domain.documents.NotificationDocument``,
+``domain.outcomes.DeliveryOutcome``, ``ProviderRef``, ``domain.schedule.StepProgress``,
+parsed once per row read); other JSON columns stay
+the decoded ``Mapping``/``list`` the driver returned (read-only by convention: frozen
+is shallow). Columns that hold a domain enum carry the enum.
 
 ``PolicyRevision`` is ``domain.policy.PolicyRevision`` (re-exported here): it already was
 the typed value of a policy revision row.
@@ -19,9 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
 from uns_server.domain.message_updates import UpdateStatus
+from uns_server.domain.outcomes import DeliveryOutcome, ProviderRefs
 from uns_server.domain.policy import PolicyRevision
+from uns_server.domain.schedule import StepProgress
 
 __all__ = [
     "AckAuditRecord",
@@ -54,7 +61,7 @@ class Notification:
     principal: str
     notification_type: str
     source: str
-    notification: Json
+    notification: NotificationDocument
     """The request as accepted plus the frozen effective policy (``effective``)."""
     status: Status
     priority: int
@@ -62,7 +69,7 @@ class Notification:
     delivery_mode: DeliveryMode
     require_ack: bool
     max_attempts: int
-    outcome: Json
+    outcome: DeliveryOutcome
     attempts: int
     cycle: int
     cycle_attempts: int
@@ -84,7 +91,7 @@ class Notification:
     response_metadata: Json | None
     created_at: datetime
     updated_at: datetime
-    provider_refs: Json | None
+    provider_refs: ProviderRefs | None
     withdrawn_at: datetime | None
     withdrawn_by: str | None
     withdraw_reason: str | None
@@ -93,7 +100,7 @@ class Notification:
     followup_lease_until: datetime | None
     reminders_sent: int
     escalations_sent: int
-    followup_step: Json | None
+    followup_step: StepProgress | None
 
     @property
     def is_follower(self) -> bool:
@@ -268,7 +275,7 @@ class FailedSummary:
     notification_type: str
     source: str
     principal: str
-    outcome: Json
+    outcome: DeliveryOutcome
     attempts: int
     cycle: int
     created_at: datetime

@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from uns_server.domain.errors import FieldViolation
+from uns_server.domain.outcomes import DeliveryOutcome, ProviderRef, ProviderRefs
 
 # As ``domain.people``'s ids (kept here: ``domain.people`` imports the schedule).
 _ID = re.compile(r"[a-z0-9._-]{1,64}")
@@ -84,7 +86,7 @@ class PersonSent:
     recipient_id: str
     channels_tried: list[str] = field(default_factory=list)
     channels_accepted: list[str] = field(default_factory=list)
-    references: list[Mapping[str, Any]] = field(default_factory=list)
+    references: list[ProviderRef] = field(default_factory=list)
     reminders_sent: int = 0
     unreachable_reason: str = ""
     # Their message waits for their quiet hours to end (ISO time; empty when not held).
@@ -97,7 +99,10 @@ def route_person(key: str) -> tuple[str, str] | None:
     return (channel, rest.partition("+")[0]) if at else None
 
 
-def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[PersonSent]:
+_NEVER = datetime.min.replace(tzinfo=UTC)  # sorts a reference without its time first
+
+
+def people_sent(outcome: DeliveryOutcome, refs: ProviderRefs) -> list[PersonSent]:
     """Per person asked, in the order first seen: channels tried and accepted, the
     references of every message sent to them, reminders sent, why unreachable, until
     when their quiet hours hold their message."""
@@ -106,12 +111,8 @@ def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[Per
     def person(rid: str) -> PersonSent:
         return people.setdefault(rid, PersonSent(rid))
 
-    succeeded = list(outcome.get("channels_succeeded", []))
-    for key in [
-        *succeeded,
-        *outcome.get("channels_attempted", []),
-        *outcome.get("channels_failed", []),
-    ]:
+    succeeded = outcome.channels_succeeded
+    for key in [*succeeded, *outcome.channels_attempted, *outcome.channels_failed]:
         found = route_person(str(key))
         if found is None:
             continue
@@ -120,23 +121,21 @@ def people_sent(outcome: Mapping[str, Any], refs: Mapping[str, Any]) -> list[Per
         _add(p.channels_tried, channel)
         if key in succeeded:
             _add(p.channels_accepted, channel)
-    sent = [r for r in refs.values() if isinstance(r, Mapping) and r.get("recipient_id")]
-    reminders: dict[str, set[Any]] = {}  # numbers per person (one ref per contact)
-    for ref in sorted(sent, key=lambda r: str(r.get("at", ""))):
-        p = person(str(ref["recipient_id"]))
+    sent = [r for r in refs.values() if r.recipient_id]
+    reminders: dict[str, set[int]] = {}  # numbers per person (one ref per contact)
+    for ref in sorted(sent, key=lambda r: (r.at is not None, r.at or _NEVER)):
+        p = person(ref.recipient_id)
         p.references.append(ref)
-        _add(p.channels_tried, str(ref.get("channel", "")))
-        _add(p.channels_accepted, str(ref.get("channel", "")))
-        if ref.get("follow_up") == "REMINDER":
-            reminders.setdefault(p.recipient_id, set()).add(ref.get("follow_up_number"))
+        _add(p.channels_tried, ref.channel)
+        _add(p.channels_accepted, ref.channel)
+        if ref.follow_up == "REMINDER":
+            reminders.setdefault(p.recipient_id, set()).add(ref.follow_up_number)
     for rid, numbers in reminders.items():
         people[rid].reminders_sent = len(numbers)
-    for h in outcome.get("held", []):
-        if h.get("recipient_id"):
-            person(str(h["recipient_id"])).held_until = str(h.get("held_until", ""))
-    for u in outcome.get("recipients_unreachable", []):
-        if u.get("recipient_id"):
-            person(str(u["recipient_id"])).unreachable_reason = str(u.get("reason", ""))
+    for h in outcome.held:
+        person(h.recipient_id).held_until = h.held_until.isoformat() if h.held_until else ""
+    for u in outcome.recipients_unreachable:
+        person(u.recipient_id).unreachable_reason = u.reason
     return list(people.values())
 
 

@@ -73,10 +73,10 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
         response = render(
             "action.html",
             status=status,
-            title=doc["title"],
-            message=doc["message"],
+            title=doc.title,
+            message=doc.message,
             notification_type=row.notification_type,
-            priority=doc["effective"]["priority"],
+            priority=doc.effective.priority.value,
             source=row.source,
             recipient=view.claims.recipient,
             deadline=_when(row.deadline) if pending else "",

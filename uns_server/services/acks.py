@@ -78,13 +78,12 @@ def sent_while_held(row: Notification) -> bool:
     """Messages went out while a person's quiet hours hold theirs (the delivery stays
     PENDING until the hold ends, the ack unset): an answer from those messages is
     honoured, like one from a delivery in flight."""
-    outcome = row.outcome or {}
     return (
         row.status == Status.PENDING
         and row.require_ack
         and row.ack_status is None
-        and bool(outcome.get("held"))
-        and bool(outcome.get("channels_succeeded"))
+        and bool(row.outcome.held)
+        and bool(row.outcome.channels_succeeded)
     )
 
 

@@ -472,7 +472,7 @@ class _Group:
 
 def _existing(holder: Notification) -> Existing:
     """What a replay of the key's holder answers (its policy as it was accepted)."""
-    effective = EffectivePolicy.from_json(holder.notification["effective"])
+    effective = holder.notification.effective
     return Existing(holder.id, holder.fingerprint, holder.status, effective, holder.dedup_owner_id)
 
 

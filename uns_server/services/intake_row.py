@@ -7,9 +7,10 @@ policy, the accepting span's trace context) and every column's first value.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from uns_server.domain.admission import Admit
+from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.requests import SendRequest
 
 
@@ -26,33 +27,7 @@ def notification_row(
 ) -> dict[str, object]:
     """The ``uns_notifications`` row of an admitted request."""
     effective, status = admission.effective, admission.status
-    ctx = req.autonomy_context
-    document: dict[str, object] = {
-        "notification_type": req.notification_type,
-        "intent": req.intent.value if req.intent else None,
-        "title": req.title,
-        "message": req.message,
-        "source": req.source,
-        "idempotency_key": req.idempotency_key,
-        "dedup_key": req.dedup_key,
-        "correlation_id": req.correlation_id,
-        "autonomy_context": (
-            {
-                "autonomy_mode": ctx.autonomy_mode.value if ctx.autonomy_mode else None,
-                "agent_id": ctx.agent_id,
-            }
-            if ctx
-            else None
-        ),
-        "metadata": dict(req.metadata),
-        "effective": effective.to_json(),
-    }
-    if req.schedule_time is not None:
-        document["schedule_time"] = req.schedule_time.astimezone(UTC).isoformat()
-    if trace_context:
-        # The accepting RPC's span (W3C carrier): dispatch attempts link to it. Not
-        # part of the idempotency fingerprint, which is computed from the request.
-        document["trace_context"] = trace_context
+    document = NotificationDocument.accepted(req, effective, trace_context).to_json()
     return {
         "id": admission.notification_id,
         "key": key,

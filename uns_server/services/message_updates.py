@@ -21,6 +21,7 @@ from typing import Any
 
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.outcomes import ProviderRef, ProviderRefs
 from uns_server.domain.records import Notification
 from uns_server.store.port import Queued, WriteTransaction
 
@@ -36,18 +37,18 @@ VIA_WITHDRAWAL = "withdrawal"
 TOPIC_MESSAGE_UPDATES = "uns_message_updates"
 
 
-def updatable(reference: Mapping[str, Any]) -> bool:
+def updatable(reference: ProviderRef) -> bool:
     """Whether the message ``reference`` names is told how the obligation ended: every
     Slack message posted through the Web API and every PagerDuty incident (the delivery,
     each reminder, each escalation step); a webhook receiver once per channel (for the
     delivery's reference), as one ``uns.notification.settled`` request."""
-    kind = reference.get("type")
+    kind = reference.channel_type
     if kind == "slack":
-        return bool(reference.get("slack_ts") and reference.get("slack_channel"))
+        return bool(reference.slack_ts and reference.slack_channel)
     if kind == "pagerduty":
-        return bool(reference.get("pagerduty_dedup_key"))
+        return bool(reference.pagerduty_dedup_key)
     if kind == "webhook":
-        return not reference.get("follow_up")
+        return not reference.follow_up
     return False
 
 
@@ -57,14 +58,14 @@ def in_flight_channels(row: Notification) -> list[str]:
     looked up when the update is sent (``IN_FLIGHT``)."""
     if row.ack_status is not None or row.lease_token is None:
         return []
-    succeeded = set((row.outcome or {}).get("channels_succeeded", []))
-    return [c for c in row.notification["effective"]["channels"] if c not in succeeded]
+    succeeded = set(row.outcome.channels_succeeded)
+    return [c for c in row.notification.effective.channels if c not in succeeded]
 
 
 def sending_unknown(row: Notification) -> bool:
     """Are messages being sent whose references no key names yet: a delivery attempt
     asking people (their routes are resolved when it sends), or a follow-up step?"""
-    people = bool(row.notification["effective"].get("targets"))
+    people = bool(row.notification.effective.targets)
     return (row.lease_token is not None and people) or row.followup_lease_token is not None
 
 
@@ -84,30 +85,28 @@ def sent_since(row: Notification, known: Sequence[str], outcome: Mapping[str, An
     return _updates(row, {k: v for k, v in refs.items() if k not in set(known)}, outcome)
 
 
-def _updates(
-    row: Notification, refs: Mapping[str, Any], outcome: Mapping[str, Any]
-) -> list[Queued]:
+def _updates(row: Notification, refs: ProviderRefs, outcome: Mapping[str, Any]) -> list[Queued]:
     return [
-        Queued(row.id, str(ref.get("channel", key)), ref, outcome)
+        Queued(row.id, ref.channel or key, ref.json, outcome)
         for key, ref in sorted(refs.items())
-        if isinstance(ref, Mapping) and updatable(ref)
+        if updatable(ref)
     ]
 
 
 async def queue_on_settle(
     tx: WriteTransaction, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
 ) -> None:
-    refs: Mapping[str, Any] = row.provider_refs or {}
+    refs = row.provider_refs or {}
     doc = row.notification
     settlement = {
         "state": outcome.value,
         "actor": actor,
         "via": via,
         "at": now.isoformat(),
-        "title": doc["title"],
-        "message": doc["message"],
-        "priority": doc["effective"]["priority"],
-        "intent": doc.get("intent") or "",
+        "title": doc.title,
+        "message": doc.message,
+        "priority": doc.effective.priority.value,
+        "intent": doc.intent.value if doc.intent else "",
         "source": row.source,
         "notification_id": row.id,
     }

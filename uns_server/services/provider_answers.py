@@ -21,6 +21,7 @@ from typing import Any
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, DISMISS
+from uns_server.domain.outcomes import ProviderRefs
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.acks import RECIPIENT_ACTOR, Acks
 from uns_server.services.action_links import ActionLinkService
@@ -53,22 +54,18 @@ class Incident:
     paged: str | None
 
 
-def _posted(refs: Mapping[str, Any], provider_key: str, value: str) -> list[str]:
+def _posted(refs: ProviderRefs, provider_key: str, value: str) -> list[str]:
     return [
-        str(r.get("channel", name))
-        for name, r in refs.items()
-        if isinstance(r, Mapping) and r.get(provider_key) == value
+        r.channel or name for name, r in refs.items() if r.provider_field(provider_key) == value
     ]
 
 
-def _paged_person(refs: Mapping[str, Any], incident_key: str) -> str | None:
+def _paged_person(refs: ProviderRefs, incident_key: str) -> str | None:
+    """``recipient:<id>`` of the person whose own message opened this incident (a
+    policy target's PagerDuty contact), or None for a channel's incident."""
     for ref in refs.values():
-        if (
-            isinstance(ref, Mapping)
-            and ref.get("pagerduty_dedup_key") == incident_key
-            and ref.get("recipient_id")
-        ):
-            return RECIPIENT_ACTOR + str(ref["recipient_id"])
+        if ref.pagerduty_dedup_key == incident_key and ref.recipient_id:
+            return RECIPIENT_ACTOR + ref.recipient_id
     return None
 
 
@@ -110,7 +107,7 @@ class ProviderAnswers:
         attempt's commit): then any of that provider's channels may sign."""
         return _posted(await self._refs(nid), provider_key, value) or None
 
-    async def _refs(self, nid: str) -> Mapping[str, Any]:
+    async def _refs(self, nid: str) -> ProviderRefs:
         async with self._store.read() as tx:
             row = await tx.notifications.get(nid)
         return (row.provider_refs or {}) if row is not None else {}

@@ -158,7 +158,7 @@ async def read_page(
 def row_bytes(row: Notification) -> int:
     """Roughly what a notification costs to send: its documents (the request with its
     message and metadata, the outcome, the response metadata) as compact JSON."""
-    documents = (row.notification, row.outcome, row.response_metadata)
+    documents = (row.notification.to_json(), row.outcome.to_json(), row.response_metadata)
     return ROW_OVERHEAD_BYTES + sum(
         len(orjson.dumps(doc, default=str)) for doc in documents if doc is not None
     )

@@ -130,9 +130,9 @@ class Withdrawals:
                 now=now,
             )
         else:
-            withdrawn_audit = DeliveryAudit(row, Status.WITHDRAWN, row.outcome, None)
+            withdrawn_audit = DeliveryAudit(row, Status.WITHDRAWN, row.outcome.to_json(), None)
             await tx.audit.record_deliveries([withdrawn_audit], now)
-        reached = scope == withdrawal.Scope.ACK or row.outcome.get("channels_succeeded")
+        reached = scope == withdrawal.Scope.ACK or row.outcome.channels_succeeded
         if self._sent_messages is not None and reached:
             await self._sent_messages.withdrawn(tx, row, scope, actor, reason, now)
         await tx.events.append(new_events, now)

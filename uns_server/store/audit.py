@@ -26,8 +26,7 @@ def delivery_record(
 ) -> dict[str, Any]:
     """The delivery audit record of a settled attempt on ``row``, for ``insert_deliveries``."""
     nid, ntype, doc, mode = row.id, row.notification_type, row.notification, row.delivery_mode
-    ctx = doc.get("autonomy_context") or {}
-    effective = doc["effective"]
+    ctx, effective = doc.autonomy_context, doc.effective
     return {
         "id": str(uuid.uuid4()),
         "notification_id": nid,
@@ -37,12 +36,12 @@ def delivery_record(
         "channels_succeeded": list(outcome.get("channels_succeeded", [])),
         "channels_failed": list(outcome.get("channels_failed", [])),
         "error_message": outcome.get("error_message"),
-        "intent": doc.get("intent") or "",
+        "intent": doc.intent.value if doc.intent else "",
         "delivery_mode": str(mode),
-        "autonomy_mode": ctx.get("autonomy_mode"),
-        "agent_id": ctx.get("agent_id"),
-        "policy_config_id": effective.get("policy_id"),
-        "policy_config_hash": effective.get("policy_hash"),
+        "autonomy_mode": ctx.autonomy_mode.value if ctx and ctx.autonomy_mode else None,
+        "agent_id": ctx.agent_id if ctx else None,
+        "policy_config_id": effective.policy_id,
+        "policy_config_hash": effective.policy_hash,
         "delivered_at": delivered_at,
         "created_at": now,
     }

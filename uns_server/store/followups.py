@@ -95,7 +95,7 @@ async def retry_step(conn: AsyncConnection, move: RetryFollowUpStep) -> Applied:
         "followup_lease_token": None,
         "followup_lease_until": None,
         "updated_at": move.now,
-        "followup_step": dict(move.step),
+        "followup_step": move.step.to_json(),
         "followup_at": move.at,
     }
     if move.provider_refs is not None:

@@ -18,6 +18,8 @@ from sqlalchemy import RowMapping, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain.documents import NotificationDocument
+from uns_server.domain.outcomes import provider_refs_from_json
 from uns_server.domain.people import Contact, Recipient, Rotation
 from uns_server.domain.schedule.quiet_hours import QuietHours
 from uns_server.store.port.values import MissingPeople, StillReferenced
@@ -295,13 +297,9 @@ async def owing_notifications(
 
 
 def _names(doc: Mapping[str, Any], refs: Mapping[str, Any] | None, recipient_id: str) -> bool:
-    effective = doc.get("effective") or {}
-    targets = list(effective.get("targets") or [])
-    for step in effective.get("escalation") or []:
-        targets += step.get("targets") or []
-    if any(t.get("recipient_id") == recipient_id for t in targets):
+    effective = NotificationDocument.from_json(doc).effective
+    targets = [*effective.targets, *(t for step in effective.escalation for t in step.targets)]
+    if any(t.recipient_id == recipient_id for t in targets):
         return True
-    return any(
-        isinstance(r, Mapping) and r.get("recipient_id") == recipient_id
-        for r in (refs or {}).values()
-    )
+    sent = provider_refs_from_json(refs) or {}
+    return any(r.recipient_id == recipient_id for r in sent.values())

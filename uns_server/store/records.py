@@ -6,6 +6,10 @@ asyncpg ``Record`` alike (and a row with extra columns, such as the claim's
 each reads a precomputed column list in one ``itemgetter`` call, positionally into the
 dataclass, and maps enum values through a dict: no per-row reflection, no
 ``Enum.__call__``. (Most of what is left is the frozen dataclass's own ``__init__``.)
+The notification document, the outcome, the provider references and a follow-up
+step's progress are parsed here, once per row read (``NotificationDocument.from_json``,
+rows sharing a policy share its parse; ``DeliveryOutcome.from_json``;
+``provider_refs_from_json``; ``StepProgress.from_json``).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from dataclasses import fields
 from operator import itemgetter
 from typing import Any
 
+from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
 from uns_server.domain.message_updates import UpdateStatus
+from uns_server.domain.outcomes import DeliveryOutcome, provider_refs_from_json
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.records import (
     AckAuditRecord,
@@ -33,6 +39,7 @@ from uns_server.domain.records import (
     RecentEvent,
     RetentionCandidate,
 )
+from uns_server.domain.schedule import StepProgress
 from uns_server.store import tables
 
 # A row read by column name: ``RowMapping`` (keyed by name or column) or ``Record``.
@@ -62,6 +69,10 @@ _NOTIFICATION = _columns(Notification, tables.notifications)
 _N_STATUS = _index(Notification, "status")
 _N_MODE = _index(Notification, "delivery_mode")
 _N_ACK = _index(Notification, "ack_status")
+_N_DOCUMENT = _index(Notification, "notification")
+_N_OUTCOME = _index(Notification, "outcome")
+_N_STEP = _index(Notification, "followup_step")
+_N_REFS = _index(Notification, "provider_refs")
 _EVENT = _columns(Event, tables.events)
 _E_KIND = _index(Event, "kind")
 _DEDUP = _columns(DedupWindow, tables.dedup)
@@ -81,6 +92,12 @@ def notification(row: Row) -> Notification:
     values[_N_STATUS] = _STATUS[values[_N_STATUS]]
     values[_N_MODE] = _MODE[values[_N_MODE]]
     values[_N_ACK] = _ACK[values[_N_ACK]]
+    values[_N_DOCUMENT] = NotificationDocument.from_json(values[_N_DOCUMENT])
+    values[_N_OUTCOME] = DeliveryOutcome.from_json(values[_N_OUTCOME])
+    if values[_N_REFS] is not None:  # none until a provider takes a message
+        values[_N_REFS] = provider_refs_from_json(values[_N_REFS])
+    if values[_N_STEP] is not None:  # a follow-up step between its calls (rare)
+        values[_N_STEP] = StepProgress.from_json(values[_N_STEP])
     return Notification(*values)
 
 
@@ -150,7 +167,7 @@ def failed_summary(row: Row) -> FailedSummary:
         notification_type=row["notification_type"],
         source=row["source"],
         principal=row["principal"],
-        outcome=row["outcome"],
+        outcome=DeliveryOutcome.from_json(row["outcome"]),
         attempts=row["attempts"],
         cycle=row["cycle"],
         created_at=row["created_at"],

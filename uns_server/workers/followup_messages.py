@@ -17,13 +17,14 @@ from typing import Any
 
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.domain import schedule
+from uns_server.domain.outcomes import provider_refs_json
 from uns_server.domain.records import Notification
 from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.port import Store
 from uns_server.workers.dispatch.references import follow_up_key, sent_reference
-from uns_server.workers.followup_progress import Progress, timing_of
+from uns_server.workers.followup_progress import progress_of, timing_of
 from uns_server.workers.messages import outbound_message
 
 # The stand-in channel of a step whose targets reach nobody and that has no channel
@@ -74,7 +75,7 @@ async def ask(
     if not step.targets:
         return claim
     asked = await targeting.asked_at(store, step.targets, now, channels)
-    progress = Progress.of(claim.notification, step)
+    progress = progress_of(claim.notification, step)
     answers = progress.answers() if progress else {}
     held, not_due = waiting(claim.notification, step, asked.routes, answers, now)
     routes = tuple(
@@ -168,4 +169,4 @@ def follow_up_refs(
             ref["due_time"] = step.at.isoformat()  # a person's reminders count from it
         if ref is not None:
             new[follow_up_key(s.channel, step.kind.value, step.number)] = ref
-    return {**(current.provider_refs or {}), **new} if new else None
+    return {**provider_refs_json(current.provider_refs), **new} if new else None

@@ -6,68 +6,28 @@ one event payload that records the decided step (``workers.followups``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from uns_server.channels.base import ChannelResult
 from uns_server.domain import schedule
-from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.records import Notification
+from uns_server.domain.schedule import StepProgress
 
 NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
 
 
-@dataclass(frozen=True)
-class Progress:
-    """A step between its provider calls (``followup_step``)."""
-
-    kind: schedule.StepKind
-    number: int
-    due_time: datetime  # when the step fell due (before its retries)
-    calls: int
-    results: dict[str, dict[str, Any]]  # channel -> its latest answer, as recorded
-    recovered: bool  # some call of this step may have had an unrecorded effect
-
-    @classmethod
-    def of(cls, n: Notification, step: schedule.Step | None = None) -> Progress | None:
-        """The row's stored progress (of ``step``, when given)."""
-        doc = n.followup_step
-        if not doc:
-            return None
-        progress = cls(
-            schedule.StepKind(doc["kind"]),
-            int(doc["number"]),
-            datetime.fromisoformat(doc["due_time"]),
-            int(doc["calls"]),
-            dict(doc["results"]),
-            bool(doc["recovered"]),
-        )
-        if step is not None and (progress.kind, progress.number) != (step.kind, step.number):
-            return None
-        return progress
-
-    def answers(self) -> dict[str, schedule.StepAnswer]:
-        return {
-            ch: schedule.StepAnswer(r["success"], r["retryable"], r.get("retry_after_seconds"))
-            for ch, r in self.results.items()
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "number": self.number,
-            "due_time": self.due_time.isoformat(),
-            "calls": self.calls,
-            "results": self.results,
-            "recovered": self.recovered,
-        }
+def progress_of(n: Notification, step: schedule.Step | None = None) -> StepProgress | None:
+    """The row's stored progress (of ``step``, when given)."""
+    progress = n.followup_step
+    if progress is None or (step is not None and not progress.is_of(step.kind, step.number)):
+        return None
+    return progress
 
 
 def timing_of(n: Notification) -> tuple[schedule.Timing, str | None]:
     """The frozen policy's timing and the notification's intent."""
     doc = n.notification
-    return EffectivePolicy.from_json(doc["effective"]).spec.timing, doc.get("intent")
+    return doc.effective.spec.timing, doc.intent.value if doc.intent else None
 
 
 def sent_count(n: Notification, kind: schedule.StepKind) -> int:
@@ -85,7 +45,7 @@ def result_json(result: ChannelResult) -> dict[str, Any]:
     }
 
 
-def step_of(progress: Progress, timing: schedule.Timing) -> schedule.Step:
+def step_of(progress: StepProgress, timing: schedule.Timing) -> schedule.Step:
     """The step a stored progress belongs to (its channels, from the frozen policy)."""
     if progress.kind == schedule.StepKind.REMINDER:
         channels = timing.channels
@@ -97,7 +57,7 @@ def step_of(progress: Progress, timing: schedule.Timing) -> schedule.Step:
 
 def step_payload(
     step: schedule.Step,
-    progress: Progress,
+    progress: StepProgress,
     outcome: schedule.StepOutcome,
     *,
     lease_token: str | None,

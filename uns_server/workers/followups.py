@@ -62,7 +62,7 @@ from uns_server.workers.followup_messages import (
 )
 from uns_server.workers.followup_progress import (
     NUMBER_FIELD,
-    Progress,
+    progress_of,
     result_json,
     step_of,
     step_payload,
@@ -162,7 +162,7 @@ class FollowUpWorker(LoopWorker):
                 (await tx.follow_ups.lease(lease)).expect(f"follow-up of {n.id}")
                 recovered = n.followup_lease_token is not None
                 step = decision.step
-                progress = Progress.of(n, step)
+                progress = progress_of(n, step)
                 answers = progress.answers() if progress else {}
                 channels = tuple(
                     ch for ch in step.channels if ch not in answers or answers[ch].transient
@@ -171,7 +171,7 @@ class FollowUpWorker(LoopWorker):
         return claims, rescheduled
 
     async def _close_stopped(self, tx: WriteTransaction, n: Notification, now: datetime) -> None:
-        progress = Progress.of(n)
+        progress = progress_of(n)
         counts = moves.FollowUpCounts(n.reminders_sent, n.escalations_sent)
         close = moves.SettleFollowUpStep(
             n.id, None, counts, None, None, now, expected_token=n.followup_lease_token
@@ -249,8 +249,8 @@ class FollowUpWorker(LoopWorker):
                 }
                 await tx.events.append([_event(n, EventKind.LEASE_LOST, lost)], now)
                 return False
-            before = Progress.of(current, step)
-            progress = Progress(
+            before = progress_of(current, step)
+            progress = schedule.StepProgress(
                 step.kind,
                 step.number,
                 step.at,
@@ -274,9 +274,7 @@ class FollowUpWorker(LoopWorker):
             )
             refs = follow_up_refs(current, claim, sent, now)  # closed later too
             if isinstance(decision, schedule.RetryStep):
-                retry = moves.RetryFollowUpStep(
-                    n.id, claim.token, progress.to_json(), decision.at, refs, now
-                )
+                retry = moves.RetryFollowUpStep(n.id, claim.token, progress, decision.at, refs, now)
                 return not (await tx.follow_ups.retry_step(retry)).lost
             counts = moves.FollowUpCounts(current.reminders_sent, current.escalations_sent)
             counts = counts.after(step.kind, step.number)

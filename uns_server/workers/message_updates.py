@@ -153,8 +153,8 @@ class MessageUpdater(LoopWorker):
         async with self._store.read() as tx:
             row = await tx.notifications.get(update.notification_id)
         ref = ((row.provider_refs or {}) if row is not None else {}).get(channel)
-        if isinstance(ref, Mapping):
-            return ref if updatable(ref) else NOTHING_TO_UPDATE
+        if ref is not None:
+            return ref.json if updatable(ref) else NOTHING_TO_UPDATE
         if row is not None and row.lease_token is not None:
             return ChannelResult.transient("the delivery is still in flight")
         return NOTHING_TO_UPDATE

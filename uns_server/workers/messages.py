@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from uns_server.channels.base import ActionLinks, OutboundMessage
-from uns_server.domain.enums import Priority
 from uns_server.domain.records import Notification
 
 
@@ -28,13 +27,13 @@ def outbound_message(
     return OutboundMessage(
         notification_id=n.id,
         notification_type=n.notification_type,
-        intent=doc.get("intent") or "",
-        title=f"{title_prefix}{doc['title']}",
-        message=doc["message"],
+        intent=doc.intent.value if doc.intent else "",
+        title=f"{title_prefix}{doc.title}",
+        message=doc.message,
         source=n.source,
-        priority=Priority(doc["effective"]["priority"]).value,
-        correlation_id=doc.get("correlation_id", ""),
-        metadata=doc.get("metadata") or {},
+        priority=doc.effective.priority.value,
+        correlation_id=doc.correlation_id,
+        metadata=doc.metadata,
         attempt=attempt,
         idempotency_token=idempotency_token,
         require_ack=n.require_ack,

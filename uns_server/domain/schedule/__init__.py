@@ -67,6 +67,7 @@ from uns_server.domain.schedule.step_retry import (
     StepAnswer,
     StepDecided,
     StepOutcome,
+    StepProgress,
     decide_step_attempt,
 )
 
@@ -92,6 +93,7 @@ __all__ = [
     "StepDecided",
     "StepKind",
     "StepOutcome",
+    "StepProgress",
     "Timing",
     "Wait",
     "after_fired",

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from uns_server.domain.outcomes import ProviderRefs
 from uns_server.domain.schedule.follow_up_steps import Reminder, StepKind
 
 
@@ -37,18 +37,18 @@ class NagState:
     reminded: int
 
 
-def nag_states(refs: Mapping[str, Any]) -> dict[str, NagState]:
+def nag_states(refs: ProviderRefs) -> dict[str, NagState]:
     """Each person's state, from the references of the messages sent to them."""
     last: dict[str, datetime] = {}
-    numbers: dict[str, set[Any]] = {}
+    numbers: dict[str, set[int]] = {}
     for ref in refs.values():
-        if not isinstance(ref, Mapping) or not ref.get("recipient_id"):
-            continue
-        rid = str(ref["recipient_id"])
-        at = datetime.fromisoformat(str(ref.get("due_time") or ref["at"]))
+        at = ref.due_time or ref.at
+        if not ref.recipient_id or at is None:
+            continue  # a channel's own message, or an entry without its time
+        rid = ref.recipient_id
         last[rid] = max(at, last.get(rid, at))
-        if ref.get("follow_up") == StepKind.REMINDER.value:
-            numbers.setdefault(rid, set()).add(ref.get("follow_up_number"))
+        if ref.follow_up == StepKind.REMINDER.value:
+            numbers.setdefault(rid, set()).add(ref.follow_up_number)
     return {rid: NagState(at, len(numbers.get(rid, ()))) for rid, at in last.items()}
 
 

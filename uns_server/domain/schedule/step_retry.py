@@ -11,8 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from uns_server.domain.retry import next_attempt_at
+from uns_server.domain.schedule.follow_up_steps import StepKind
 from uns_server.domain.schedule.quiet_hours import QuietHours, next_allowed
 
 # Provider calls per reminder or escalation step at most: the policy's max_attempts,
@@ -45,6 +47,56 @@ class StepAnswer:
     @property
     def transient(self) -> bool:
         return not self.success and self.retryable
+
+
+@dataclass(frozen=True, slots=True)
+class StepProgress:
+    """A step between its provider calls (the ``followup_step`` column, parsed by the
+    store once per row read): how many calls it made and each channel's latest answer
+    as recorded, while it retries the channels that failed transiently."""
+
+    kind: StepKind
+    number: int
+    due_time: datetime
+    """When the step fell due (before its retries)."""
+    calls: int
+    results: Mapping[str, Mapping[str, Any]]
+    """Channel (or route key) -> its latest answer, as recorded."""
+    recovered: bool
+    """Some call of this step may have had an unrecorded effect."""
+
+    def is_of(self, kind: StepKind, number: int) -> bool:
+        return (self.kind, self.number) == (kind, number)
+
+    def answers(self) -> dict[str, StepAnswer]:
+        return {
+            ch: StepAnswer(r["success"], r["retryable"], r.get("retry_after_seconds"))
+            for ch, r in self.results.items()
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "number": self.number,
+            "due_time": self.due_time.isoformat(),
+            "calls": self.calls,
+            "results": dict(self.results),
+            "recovered": self.recovered,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> StepProgress | None:
+        """Inverse of :meth:`to_json`; None (SQL NULL) is no step in progress."""
+        if not data:
+            return None
+        return cls(
+            StepKind(data["kind"]),
+            int(data["number"]),
+            datetime.fromisoformat(data["due_time"]),
+            int(data["calls"]),
+            dict(data["results"]),
+            bool(data["recovered"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -117,17 +117,17 @@ async def detail(
         request,
         "notification.html",
         status=status,
-        title=doc.get("title") or row.id,
+        title=doc.title or row.id,
         row=row,
         doc=doc,
-        effective=doc.get("effective", {}),
+        effective=doc.effective.to_json(),  # shown as the stored JSON
         timeline=[(e, summary(e.kind, e.payload)) for e in timeline],
         attempts=attempts,
         ack_records=ack_records,
         error_class=error_class(row_error(row)) if row.status == Status.FAILED else "",
         actions=[(a, ACTIONS[a]) for a in actions],
         waiting=waiting,
-        people=people_sent(row.outcome or {}, row.provider_refs or {}),
+        people=people_sent(row.outcome, row.provider_refs or {}),
         # The live timeline resumes after the last event shown (sequences are allocated
         # in commit order, so nothing of this notification's can fall in between).
         after=max((e.sequence for e in timeline), default=high_water),

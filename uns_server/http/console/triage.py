@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
+
+from uns_server.domain.outcomes import DeliveryOutcome
 
 _VARYING = re.compile(r"\b[0-9a-f]{8,}\b|\d+(\.\d+)?")
 ERROR_CLASS_MAX_CHARS = 80
@@ -34,15 +36,13 @@ class Failed(Protocol):
     @property
     def notification_type(self) -> str: ...
     @property
-    def outcome(self) -> Mapping[str, Any]: ...
+    def outcome(self) -> DeliveryOutcome: ...
     @property
     def created_at(self) -> datetime: ...
 
 
 def row_error(row: Failed) -> str | None:
-    outcome = row.outcome or {}
-    value = outcome.get("error_message") if isinstance(outcome, Mapping) else None
-    return str(value) if value else None
+    return row.outcome.error_message or None
 
 
 @dataclass

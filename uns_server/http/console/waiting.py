@@ -45,8 +45,8 @@ def why_waiting(row: Notification, channels: Collection[str], now: datetime) -> 
             f"Being delivered: a dispatcher holds it until {row.lease_until:%H:%M:%S} UTC.",
             stuck=False,
         )
-    named = ((row.notification.get("effective") or {}).get("channels")) or []
-    missing = tuple(c for c in dict.fromkeys(str(n) for n in named) if c not in channels)
+    named = row.notification.effective.channels
+    missing = tuple(c for c in dict.fromkeys(named) if c not in channels)
     if row.next_attempt > now:
         retry = "retry" if row.attempts else "first attempt"
         text = f"Scheduled: {retry} at {row.next_attempt:%Y-%m-%d %H:%M:%S} UTC."

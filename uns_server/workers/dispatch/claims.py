@@ -57,8 +57,8 @@ def attempt_base(claim: Claim) -> dict[str, Any]:
 
 def remaining_channels(n: Notification) -> tuple[str, ...]:
     """The notification's channels that have not accepted it in this cycle."""
-    done = set(n.outcome.get("channels_succeeded", []))
-    return tuple(ch for ch in n.notification["effective"]["channels"] if ch not in done)
+    done = set(n.outcome.channels_succeeded)
+    return tuple(ch for ch in n.notification.effective.channels if ch not in done)
 
 
 def claim_events(claim: Claim, *, recovered: bool) -> list[NewEvent]:

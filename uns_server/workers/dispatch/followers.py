@@ -36,7 +36,7 @@ async def satisfy_followers(
 ) -> None:
     if leader.dedup_key is None:
         return
-    window = int(leader.notification["effective"]["dedup_window_seconds"])
+    window = leader.notification.effective.dedup_window_seconds
     # A newer leader that took the window meanwhile keeps it (the move is then lost).
     extend = moves.ExtendWindow(leader.dedup_key, leader.id, now + timedelta(seconds=window))
     await tx.moves.extend_window(extend)

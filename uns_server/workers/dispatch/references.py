@@ -10,6 +10,7 @@ from typing import Any
 
 from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import EventKind
+from uns_server.domain.outcomes import provider_refs_json
 from uns_server.domain.records import Notification
 from uns_server.store.port import NewEvent
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, event
@@ -80,7 +81,7 @@ def provider_refs(
     new = {a.channel: ref for a in attempts if (ref := reference(claim, a)) is not None}
     if not new:
         return None
-    return {**(n.provider_refs or {}), **new}
+    return {**provider_refs_json(n.provider_refs), **new}
 
 
 def route_fields(claim: Claim, key: str) -> dict[str, str]:

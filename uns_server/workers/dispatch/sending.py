@@ -18,7 +18,6 @@ from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import schedule
 from uns_server.domain.enums import Status
-from uns_server.domain.targets import targets_from_json
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import PROVIDER, phased
@@ -95,22 +94,22 @@ class Sender:
         answered (from a message sent before a hold), nobody more is asked. A claim
         without targets is unchanged."""
         n = claim.notification
-        raw = n.notification["effective"].get("targets")
-        if not raw or self._store is None:
+        doc = n.notification
+        if not doc.effective.targets or self._store is None:
             return claim
         now = self._clock()
         asked = await targeting.asked_at(
-            self._store, targets_from_json(raw), now, self._channels.names()
+            self._store, doc.effective.targets, now, self._channels.names()
         )
-        done = set(n.outcome.get("channels_succeeded", []))
+        done = set(n.outcome.channels_succeeded)
         todo = [r for r in asked.routes if r.key not in done]
         if n.ack_status is not None:
             todo = []  # the obligation was answered while a message was held
         held = schedule.held_until(
-            {r.key: r.quiet_hours for r in todo}, now, n.notification.get("intent")
+            {r.key: r.quiet_hours for r in todo}, now, doc.intent.value if doc.intent else None
         )
         channels = claim.channels + tuple(r.key for r in todo if r.key not in held)
-        if not asked.routes and not n.notification["effective"]["channels"]:
+        if not asked.routes and not doc.effective.channels:
             channels = (NOBODY,)  # refused below: nobody can be asked
         return replace(
             claim,
@@ -147,7 +146,7 @@ class Sender:
             notification_id=nid,
             attempt=claim.attempt,
             cycle=n.cycle,
-            trace_context=n.notification.get("trace_context"),
+            trace_context=n.notification.trace_context,
         ) as span:
             try:
                 if len(claim.channels) == 1:  # the common case: no task for the gather
@@ -226,7 +225,7 @@ class Sender:
         n = claim.notification
         make_links = None
         if self._links is not None and n.require_ack:
-            minutes = int(n.notification["effective"]["ack_timeout_minutes"])
+            minutes = n.notification.effective.ack_timeout_minutes
             make_links = self._links.for_message(n.id, minutes, self._clock())
         return outbound_message(
             n,

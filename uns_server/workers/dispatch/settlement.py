@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from uns_server.batching import GroupCommit
-from uns_server.domain import lifecycle, moves, schedule
+from uns_server.domain import lifecycle, moves
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.records import Notification
 from uns_server.observability.metrics import Metrics
@@ -282,22 +282,18 @@ class Settler:
     ) -> lifecycle.Settlement:
         """The settlement of a row whose lease is still held: the domain decides
         (``lifecycle.decide_settlement``), this records its events."""
-        effective = n.notification["effective"]
+        effective = n.notification.effective
         settling = lifecycle.Settling(
             # With targets: each person's routes resolved by this attempt, too.
-            channels=tuple(dict.fromkeys((*effective["channels"], *claim.channels))),
-            succeeded_before=tuple(n.outcome.get("channels_succeeded", [])),
+            channels=tuple(dict.fromkeys((*effective.channels, *claim.channels))),
+            succeeded_before=n.outcome.channels_succeeded,
             cycle_attempt=claim.cycle_attempt,
             max_attempts=n.max_attempts,
             delivery_mode=n.delivery_mode,
             require_ack=n.require_ack,
-            ack_timeout_minutes=int(effective["ack_timeout_minutes"]),
-            quiet_hours=(
-                schedule.QuietHours.from_json(effective["quiet_hours"])
-                if effective.get("quiet_hours")
-                else None
-            ),
-            intent=n.notification.get("intent"),
+            ack_timeout_minutes=effective.ack_timeout_minutes,
+            quiet_hours=effective.quiet_hours,
+            intent=n.notification.intent.value if n.notification.intent else None,
             held=claim.held,
         )
         answers = [
@@ -331,7 +327,7 @@ class Settler:
         outcome = lifecycle.interrupted_outcome(
             attempt=claim.attempt,
             cycle=n.cycle,
-            succeeded=n.outcome.get("channels_succeeded", []),
+            succeeded=n.outcome.channels_succeeded,
             unconfirmed=claim.channels,
         )
         s = Settled(claim, base, leased=n, status=decision.status, dead_letter=decision.dead_letter)
