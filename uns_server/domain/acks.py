@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from uns_server.domain.enums import AckStatus
+from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending
+from uns_server.domain.records import Notification
 
 
 @dataclass(frozen=True)
@@ -95,3 +96,16 @@ def _conflict(
         assert actor is not None
         return AckConflict(f"already {status} by {actor}", metadata={**info, "actor": actor})
     return AckConflict(f"already {status} by another actor", metadata=info)
+
+
+def sent_while_held(row: Notification) -> bool:
+    """Messages went out while a person's quiet hours hold theirs (the delivery stays
+    PENDING until the hold ends, the ack unset): an answer from those messages is
+    honoured, like one from a delivery in flight."""
+    return (
+        row.status == Status.PENDING
+        and row.require_ack
+        and row.ack_status is None
+        and bool(row.outcome.held)
+        and bool(row.outcome.channels_succeeded)
+    )

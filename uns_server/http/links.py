@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from uns_server.domain.acks import sent_while_held
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, FORM_NONCE_MAX_AGE_SECONDS
 from uns_server.http.pages import not_found, render
-from uns_server.services.acks import sent_while_held
 from uns_server.services.action_links import ActionLinkService, LinkView
 
 COOKIE = "uns_form"

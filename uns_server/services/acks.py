@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from uns_server.domain.acks import AckTarget, decide_ack
+from uns_server.domain.acks import AckTarget, decide_ack, sent_while_held
 from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.errors import AckConflict, NotFound
 from uns_server.domain.records import Notification
@@ -71,19 +71,6 @@ def ack_target(row: Notification) -> AckTarget:
         actor=row.actor,
         in_flight=(row.status == Status.PENDING and row.lease_token is not None)
         or sent_while_held(row),
-    )
-
-
-def sent_while_held(row: Notification) -> bool:
-    """Messages went out while a person's quiet hours hold theirs (the delivery stays
-    PENDING until the hold ends, the ack unset): an answer from those messages is
-    honoured, like one from a delivery in flight."""
-    return (
-        row.status == Status.PENDING
-        and row.require_ack
-        and row.ack_status is None
-        and bool(row.outcome.held)
-        and bool(row.outcome.channels_succeeded)
     )
 
 
