@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import report
+from bench.phases import calls_per_intake_transaction
 from bench.stats import Row
 from uns_server.observability.phases import PHASES
 
@@ -194,6 +195,9 @@ def phase_tables(found: list[Pair]) -> list[str]:
         body = [[phase, *cells(_phase_ms(phase))] for phase in names]
         body.append(["sum of phases", *cells(_phase_ms(None))])
         body.append(["server CPU (/proc)", *cells(report.server_ms)])
+        body.append(["calls per intake transaction",
+                     *[_ms(_median(side.per_window(calls_per_intake_transaction)), 1)
+                       for p in rows for side in (p.before, p.after)]])  # fmt: skip
         out += ["", f"{name}: ms of server CPU per call by phase (--phases), median of windows:"]
         out += ["", *_markdown(header, body)]
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import urllib.request
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -20,18 +21,51 @@ from bench.stats import Row
 from uns_server.observability.phases import PHASES
 
 METRIC = "uns_phase_cpu_seconds_total"
+GROUP_SUM, GROUP_COUNT = "uns_intake_group_size_sum", "uns_intake_group_size_count"
 SCRAPE_TIMEOUT_SECONDS = 10.0
 
 
-def _scrape(url: str) -> dict[str, float]:
+@dataclass(frozen=True)
+class Sample:
+    """Counters read from the metrics endpoint (totals, or a window's differences)."""
+
+    phase_cpu_s: dict[str, float]
+    intake_calls: float = 0.0
+    intake_transactions: float = 0.0
+
+    def __sub__(self, before: Sample) -> Sample:
+        return Sample(
+            {k: v - before.phase_cpu_s.get(k, 0.0) for k, v in self.phase_cpu_s.items()},
+            self.intake_calls - before.intake_calls,
+            self.intake_transactions - before.intake_transactions,
+        )
+
+    def extra(self) -> dict[str, Any]:
+        """What a row keeps of it (``Row.extra``)."""
+        if not self.intake_transactions:
+            return {"phase_cpu_s": self.phase_cpu_s}
+        return {
+            "phase_cpu_s": self.phase_cpu_s,
+            "intake_calls": self.intake_calls,
+            "intake_transactions": self.intake_transactions,
+        }
+
+
+def _scrape(url: str) -> Sample:
     with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_SECONDS) as reply:
         text = reply.read().decode()
-    return {
-        s.labels["phase"]: float(s.value)
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == METRIC
-    }
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    return Sample(
+        {s.labels["phase"]: float(s.value) for s in samples if s.name == METRIC},
+        sum(float(s.value) for s in samples if s.name == GROUP_SUM),
+        sum(float(s.value) for s in samples if s.name == GROUP_COUNT),
+    )
+
+
+def calls_per_intake_transaction(row: Row) -> float | None:
+    """Group commit at work in a window: SendNotification calls per intake transaction."""
+    txs = row.extra.get("intake_transactions")
+    return row.extra["intake_calls"] / txs if txs else None
 
 
 @dataclass
@@ -42,9 +76,9 @@ class PhaseMeter:
 
     meter: CpuMeter
     metrics_url: str | None = None
-    _before: dict[str, float] | None = field(default=None)
+    _before: Sample | None = field(default=None)
 
-    async def _read(self) -> dict[str, float] | None:
+    async def _read(self) -> Sample | None:
         if not self.metrics_url:
             return None
         try:
@@ -56,13 +90,13 @@ class PhaseMeter:
         self._before = await self._read()
         self.meter.start()
 
-    async def stop(self) -> tuple[Window, dict[str, float] | None]:
+    async def stop(self) -> tuple[Window, Sample | None]:
         window = self.meter.stop()
         before = self._before
         after = await self._read() if before is not None else None
-        if before is None or after is None:
+        if before is None or after is None or not after.phase_cpu_s:
             return window, None
-        return window, {k: v - before.get(k, 0.0) for k, v in after.items()}
+        return window, after - before
 
 
 def table(rows: list[Row]) -> list[str]:

@@ -47,6 +47,7 @@ def _window(name: str, c: str, variant: str, ops: int, cpu_s: float, p50: float,
             phases: dict[str, float] | None = None) -> Row:  # fmt: skip
     extra = {"tree_revision": "abc" if variant.startswith("before") else "def"}
     extra |= {"phase_cpu_s": phases} if phases else {}
+    extra |= {"intake_calls": float(ops), "intake_transactions": ops / cpu_s / 1000}
     return Row("uns", name, c, ops=ops, seconds=1.0, latencies_ms=[p50], server_cpu_s=cpu_s,
                extra=extra, variant=variant)  # fmt: skip
 
@@ -84,6 +85,8 @@ def test_report_sets_the_trees_side_by_side() -> None:
     assert "| phase | c=16 before | c=16 after |" in lines
     assert "| settle | 1.000 | 0.500 |" in lines  # medians of 1, 2, 1 and 0.5, 0.7, 0.4
     assert "| server CPU (/proc) | 2.200 | 1.200 |" in lines
+    # calls per transaction: 1000 x cpu_s, medians of 200, 300, 220 and 100, 160, 120
+    assert "| calls per intake transaction | 220.0 | 120.0 |" in lines
 
     # The table keeps every window; the targets are the after tree's median.
     text = report.render(results)
@@ -102,8 +105,8 @@ def test_report_sets_the_trees_side_by_side() -> None:
 async def test_a_tree_without_the_metrics_endpoint_has_no_phases() -> None:
     meter = PhaseMeter(CpuMeter(lambda: None, None), f"http://127.0.0.1:{free_port()}/metrics")
     await meter.start()  # nothing listens there: an older before tree, say
-    window, phase_cpu = await meter.stop()
-    assert phase_cpu is None and window.server is None
+    window, sample = await meter.stop()
+    assert sample is None and window.server is None
 
 
 def _imports(tree: trees.Tree | None, cwd: Path) -> dict[str, str]:
@@ -180,6 +183,9 @@ def test_bench_runs_pairs_against_head(tmp_path: Path) -> None:
         assert all(r["ops"] > 0 for r in level), (name, c)
         if name.startswith("ghz"):
             assert all(r["extra"]["phase_cpu_s"] for r in level), (name, c)
+            # every call went through some intake transaction, at least one per window
+            assert all(r["extra"]["intake_calls"] >= r["extra"]["intake_transactions"] >= 1
+                       for r in level), (name, c)  # fmt: skip
         # two distinct trees ran: each child reported its own tree's uns_server
         before, after = (Path(r["extra"]["uns_server"]) for r in level)
         assert before.is_relative_to(before_root), before

@@ -25,7 +25,8 @@ a ``variant`` ("before 1", "after 1", ...) and bench/pairs.py sets them side by 
 the baselines run once, shared by both.
 
 With ``phases`` (``python -m bench --phases``) the UNS servers also account their CPU
-per pipeline phase (bench/phases.py); each UNS row then carries ``phase_cpu_s``.
+per pipeline phase (bench/phases.py); each UNS row then carries ``phase_cpu_s`` and
+the calls per intake transaction.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from bench import ghz
 from bench.config import Profile
 from bench.cpu import CpuMeter, Window
 from bench.harness import TYPE_ACCEPT, TYPE_DELIVER, WEBHOOK_SECRET, Harness, ServerChild
-from bench.phases import PhaseMeter
+from bench.phases import PhaseMeter, Sample
 from bench.receiver import WebhookReceiver
 from bench.stats import Row
 from bench.trees import Tree
@@ -104,7 +105,7 @@ def _row(
     concurrency: int,
     result: ghz.GhzResult,
     window: Window,
-    phase_cpu: dict[str, float] | None = None,
+    sample: Sample | None = None,
     *,
     ops: int | None = None,
     seconds: float | None = None,
@@ -128,7 +129,7 @@ def _row(
         extra={
             "accepted": result.ops,
             "bench_process_cpu_s": window.client,
-            **({"phase_cpu_s": phase_cpu} if phase_cpu else {}),
+            **(sample.extra() if sample else {}),
             **(extra or {}),
         },
         variant=variant,
@@ -262,8 +263,8 @@ async def _accept_dispatch_off(harness: Harness, levels: _Levels) -> list[Row]:
                 await uns.db.execute("ANALYZE uns_notifications")  # steady plans, as accept does
                 await uns.meter.start()
                 result = await levels.load(target, TYPE_ACCEPT, c, levels.prefix("off"))
-                window, phase_cpu = await uns.meter.stop()
-                rows.append(_row("uns", "ghz accept", c, result, window, phase_cpu,
+                window, sample = await uns.meter.stop()
+                rows.append(_row("uns", "ghz accept", c, result, window, sample,
                                  note="dispatch off", variant=uns.variant(round_no),
                                  extra=uns.extra()))  # fmt: skip
     return rows
@@ -285,9 +286,9 @@ async def _accept_and_deliver(
                 started = time.perf_counter()
                 result = await levels.load(target, TYPE_ACCEPT, c, levels.prefix("log"))
                 left, _waited = await wait_backlog(db, profile.ghz_drain_seconds)
-                window, phase_cpu = await uns.meter.stop()
+                window, sample = await uns.meter.stop()
                 note = f"{left} not delivered in time" if left else ""
-                rows.append(_row("uns", "ghz accept+log", c, result, window, phase_cpu,
+                rows.append(_row("uns", "ghz accept+log", c, result, window, sample,
                                  ops=result.ops - left,
                                  seconds=time.perf_counter() - started, note=note,
                                  variant=uns.variant(round_no), extra=uns.extra()))  # fmt: skip
@@ -302,10 +303,10 @@ async def _accept_and_deliver(
                 started = time.perf_counter()
                 result = await levels.load(target, TYPE_DELIVER, c, prefix)
                 arrived = await receiver.wait_for(prefix, result.ops, profile.ghz_drain_seconds)
-                window, phase_cpu = await uns.meter.stop()
+                window, sample = await uns.meter.stop()
                 missing = result.ops - arrived
                 note = f"{missing} not delivered in time" if missing > 0 else ""
-                rows.append(_row("uns", "ghz accept+webhook", c, result, window, phase_cpu,
+                rows.append(_row("uns", "ghz accept+webhook", c, result, window, sample,
                                  ops=min(arrived, result.ops),
                                  seconds=time.perf_counter() - started, note=note,
                                  variant=uns.variant(round_no), extra=uns.extra()))  # fmt: skip
