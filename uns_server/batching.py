@@ -34,6 +34,11 @@ class GroupCommit(Generic[T, R]):
         self._waiting: list[tuple[T, asyncio.Future[tuple[R, int]]]] = []
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def queued(self) -> int:
+        """Items waiting for the next batch (not those of the batch in flight)."""
+        return len(self._waiting)
+
     async def submit(self, item: T) -> tuple[R, int]:
         """The item's result and the size of the batch that committed it.
 

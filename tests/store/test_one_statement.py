@@ -7,6 +7,7 @@ SQLite keeps its transactions (no round trips to save)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from sqlalchemy import func, select
 from tests.support.grpc_errors import rich_error
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
+from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import DeliveryMode, EventKind, Status
@@ -259,3 +261,67 @@ async def test_a_lost_lease_writes_nothing_in_the_statement_and_settles_the_long
     assert await _audits(server, nid) == 0  # no audit row rode through
     assert await dispatcher.settlement.submit(fresh, _ok(fresh)) == Status.DELIVERED
     assert await _audits(server, nid) == 1
+
+
+@contextlib.asynccontextmanager
+async def _first_write_held(server: RunningServer) -> AsyncIterator[tuple[asyncio.Event, Any]]:
+    """The server's next intake write waits at its start until ``release`` is set;
+    ``entered`` is set once it waits (its group is then in flight)."""
+    db, entered, release = server.app.db, asyncio.Event(), asyncio.Event()
+    original = db.one_statement
+
+    @asynccontextmanager
+    async def held() -> AsyncIterator[Any]:
+        db.one_statement = original  # type: ignore[method-assign]
+        entered.set()
+        await release.wait()
+        async with original() as tx:
+            yield tx
+
+    db.one_statement = held  # type: ignore[method-assign]
+    try:
+        yield entered, release
+    finally:
+        db.one_statement = original  # type: ignore[method-assign]
+
+
+async def test_callers_who_share_a_group_go_the_long_way_and_one_callers_batch_does_not(
+    server: RunningServer,
+) -> None:
+    """One statement is for one caller's requests: when several callers share a group,
+    the long way's longer commit lets more of them join the next one, which under load
+    saves more CPU per call than its round trips cost (docs/PERFORMANCE.md)."""
+    alice, intake = server.stub("alice"), server.app.intake
+    await alice.SendNotification(send_request(idempotency_key="warm"))  # reads the policy
+    postgres = server.app.db.is_postgres
+
+    async with counted(server) as writes, _first_write_held(server) as (entered, release):
+        first = asyncio.ensure_future(alice.SendNotification(send_request(idempotency_key="g0")))
+        if postgres:
+            await asyncio.wait_for(entered.wait(), timeout=30)  # its group in flight
+        else:  # SQLite has no statement to hold: the first group is simply written
+            await first
+        others = [
+            asyncio.ensure_future(alice.SendNotification(send_request(idempotency_key=f"g{i}")))
+            for i in (1, 2, 3)
+        ]
+        async with asyncio.timeout(30):  # all three wait behind the first
+            while postgres and intake.queued < len(others):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        release.set()
+        sent = await asyncio.gather(first, *others)
+    assert len({s.notification_id for s in sent}) == 4
+    if postgres:  # the first alone in one statement; the three callers' group the long way
+        assert writes.kinds() == ["one_statement", "write"]
+        assert writes.round_trips()[1] > 1
+
+    async with counted(server) as writes:
+        reply = await alice.BatchSendNotifications(
+            pb.BatchSendNotificationsRequest(
+                requests=[send_request(idempotency_key=f"b{i}") for i in range(3)]
+            )
+        )
+    assert all(r.HasField("response") for r in reply.results)
+    if postgres:  # one caller's three requests: one statement, one round trip
+        assert writes.kinds() == ["one_statement"]
+        assert writes.round_trips() == [1]

@@ -14,10 +14,12 @@ IDEMPOTENCY_CONFLICT, a new leader, a follower of a pending owner, DEDUPLICATED 
 once). Intake only loads what it needs, under the dedup window's lock, asks, and
 stores the answer.
 
-On PostgreSQL the common case (no dedup key, each type's ACTIVE revision read before)
-is decided without reads and written by one statement that checks them
-(``Intake._speculated``): one round trip, no BEGIN or COMMIT. If a key is held or a
-policy moved, that statement writes nothing and the group goes the long way above.
+On PostgreSQL the common case (one caller's requests, no dedup key, each type's ACTIVE
+revision read before) is decided without reads and written by one statement that
+checks them (``Intake._speculated``): one round trip, no BEGIN or COMMIT. If a key is
+held or a policy moved, that statement writes nothing and the group goes the long way
+above. A group several callers share goes the long way at once: its longer commit
+gathers more callers into the next group, which is cheaper under load.
 
 Size: the single send and the batch (``send_many``) share one intake path through the
 group commit, and the one-statement path shares it too; splitting them would copy it.
@@ -25,6 +27,7 @@ group commit, and the one-statement path shares it too; splitting them would cop
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -130,6 +133,7 @@ class _Pending:
     key: str
     fingerprint: str
     trace_context: dict[str, str]
+    caller: int  # one per send() or send_many() call: who shares the group
 
 
 class Intake:
@@ -153,6 +157,12 @@ class Intake:
         )
         # Each type's ACTIVE revision as last read (``_remember``, ``_speculated``).
         self._active: dict[str, PolicyRevision | None] = {}
+        self._callers = itertools.count()
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting behind the group commit in flight."""
+        return self._group.queued
 
     async def simulate(self, principal: str, req: SendRequest) -> Decision:
         """Exactly Send's decision, from a read transaction: nothing is written."""
@@ -181,7 +191,8 @@ class Intake:
         validate_send(req, self._clock())
         key, fingerprint = _keys(principal, req)
         # Captured here: the commit runs in the group's task, outside this RPC's span.
-        pending = _Pending(principal, req, key, fingerprint, tracing.current_trace_context())
+        context = tracing.current_trace_context()
+        pending = _Pending(principal, req, key, fingerprint, context, next(self._callers))
         result, batch_size = await self._group.submit(pending)
         trace.get_current_span().set_attribute("uns.intake.batch_size", batch_size)
         self._observe(result)
@@ -198,7 +209,7 @@ class Intake:
         now = self._clock()
         results: list[SendResult | Exception | None] = []
         pending: list[_Pending] = []
-        context = tracing.current_trace_context()
+        context, caller = tracing.current_trace_context(), next(self._callers)
         for req in reqs:
             if isinstance(req, UnsError):
                 results.append(req)
@@ -209,7 +220,7 @@ class Intake:
                 results.append(exc)
                 continue
             key, fingerprint = _keys(principal, req)
-            pending.append(_Pending(principal, req, key, fingerprint, context))
+            pending.append(_Pending(principal, req, key, fingerprint, context, caller))
             results.append(None)
         committed = iter(await self._group.submit_many(pending))
         answers: list[SendResult | Exception] = []
@@ -292,8 +303,16 @@ class Intake:
         read) and each type's ACTIVE revision was read before (``_active``). The
         group is then decided as if no key were held and those revisions were active,
         and written by one statement that checks both (``insert_new_before_events``).
-        None: take the long way."""
+        None: take the long way.
+
+        Only for a group of one caller's requests: the statement saves round trips
+        for a caller who is alone, but when several callers share a group its quick
+        commit leaves fewer of them to join the next one, and under load the smaller
+        groups cost more CPU per call than the round trips save (docs/PERFORMANCE.md,
+        "calls per intake transaction")."""
         if not self._store.writes_in_one_statement:
+            return None
+        if len({item.caller for item in items}) > 1:
             return None
         known: dict[str, PolicyRevision | None] = {}
         for item in items:
