@@ -14,7 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tests.support.grpc_errors import rich_error
-from tests.support.server import KEYS, Client, RunningServer, start_server
+from tests.support.people import minutes, put_people, stub_as, timestamp
+from tests.support.server import RunningServer, start_server
 from uns.v1 import recipient_service_pb2 as pb
 from uns.v1 import recipient_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
@@ -54,9 +55,7 @@ async def srv(db_url: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
 
 
 def people_stub(server: RunningServer, who: str) -> Any:
-    channel = grpc.aio.insecure_channel(server.target)
-    server.channels.append(channel)
-    return Client(pb_grpc.RecipientServiceStub(channel), KEYS[who])  # type: ignore[arg-type]
+    return stub_as(server, pb_grpc.RecipientServiceStub, who)
 
 
 def alice(**fields: Any) -> pb.Recipient:
@@ -74,29 +73,15 @@ def alice(**fields: Any) -> pb.Recipient:
     return pb.Recipient(**values)
 
 
-def person(rid: str) -> pb.Recipient:
-    return pb.Recipient(recipient_id=rid, display_name=rid.title(), time_zone="UTC")
-
-
-def ts(value: datetime) -> Any:
-    from google.protobuf import timestamp_pb2
-
-    out = timestamp_pb2.Timestamp()
-    out.FromDatetime(value)
-    return out
-
-
 START = datetime(2026, 3, 23, 9, 0, tzinfo=UTC)  # a Monday, 10:00 in Paris (CET)
 
 
 def rotation(**fields: Any) -> pb.Rotation:
-    from google.protobuf import duration_pb2
-
     values: dict[str, Any] = {
         "rotation_id": "primary",
         "members": ["alice", "bob"],
-        "start_time": ts(START),
-        "shift": duration_pb2.Duration(seconds=7 * 86400),
+        "start_time": timestamp(START),
+        "shift": minutes(7 * 24 * 60),
         "time_zone": "Europe/Paris",
     }
     values.update(fields)
@@ -141,8 +126,7 @@ async def test_put_get_list_delete_a_person(srv: RunningServer) -> None:
     assert (again.display_name, list(again.contacts)) == ("Alice M.", [])
     assert again.create_time == put.create_time
     # Paging by id.
-    for rid in ("bob", "carol", "dave"):
-        await oscar.PutRecipient(pb.PutRecipientRequest(recipient=person(rid)))
+    await put_people(srv, {rid: () for rid in ("bob", "carol", "dave")})
     seen: list[str] = []
     token = ""
     while True:
@@ -232,12 +216,11 @@ async def test_rotations_name_existing_people_and_hold_them(srv: RunningServer) 
     err = await refused(oscar.PutRotation(pb.PutRotationRequest(rotation=rotation())))
     assert err.reason == "INVALID_REQUEST"
     assert set(err.violations) == {"rotation.members[0]", "rotation.members[1]"}
-    for rid in ("alice", "bob", "carol"):
-        await oscar.PutRecipient(pb.PutRecipientRequest(recipient=person(rid)))
+    await put_people(srv, {rid: () for rid in ("alice", "bob", "carol")})
     cover = pb.RotationOverride(
         recipient_id="carol",
-        start_time=ts(START + timedelta(days=1)),
-        end_time=ts(START + timedelta(days=2)),
+        start_time=timestamp(START + timedelta(days=1)),
+        end_time=timestamp(START + timedelta(days=2)),
     )
     put = (
         await oscar.PutRotation(pb.PutRotationRequest(rotation=rotation(overrides=[cover])))
@@ -276,7 +259,7 @@ async def test_rotations_name_existing_people_and_hold_them(srv: RunningServer) 
             {
                 "overrides": [
                     pb.RotationOverride(
-                        recipient_id="alice", start_time=ts(START), end_time=ts(START)
+                        recipient_id="alice", start_time=timestamp(START), end_time=timestamp(START)
                     )
                 ]
             },
@@ -288,8 +271,7 @@ async def test_invalid_rotations_are_refused(
     srv: RunningServer, change: dict[str, Any], field: str
 ) -> None:
     oscar = people_stub(srv, "oscar")
-    for rid in ("alice", "bob"):
-        await oscar.PutRecipient(pb.PutRecipientRequest(recipient=person(rid)))
+    await put_people(srv, {rid: () for rid in ("alice", "bob")})
     msg = rotation(**{k: v for k, v in change.items() if v is not None})
     for k, v in change.items():
         if v is None:
@@ -301,18 +283,19 @@ async def test_invalid_rotations_are_refused(
 
 async def test_get_on_call_answers_who_and_until_when(srv: RunningServer) -> None:
     oscar = people_stub(srv, "oscar")
-    for rid in ("alice", "bob", "carol"):
-        await oscar.PutRecipient(pb.PutRecipientRequest(recipient=person(rid)))
+    await put_people(srv, {rid: () for rid in ("alice", "bob", "carol")})
     cover = pb.RotationOverride(
         recipient_id="carol",
-        start_time=ts(START + timedelta(days=2)),
-        end_time=ts(START + timedelta(days=3)),
+        start_time=timestamp(START + timedelta(days=2)),
+        end_time=timestamp(START + timedelta(days=3)),
     )
     await oscar.PutRotation(pb.PutRotationRequest(rotation=rotation(overrides=[cover])))
     producer = people_stub(srv, "alice")
 
     async def ask(at: datetime) -> pb.GetOnCallResponse:
-        return await producer.GetOnCall(pb.GetOnCallRequest(rotation_id="primary", time=ts(at)))
+        return await producer.GetOnCall(
+            pb.GetOnCallRequest(rotation_id="primary", time=timestamp(at))
+        )
 
     first = await ask(START + timedelta(hours=1))
     assert (first.recipient_id, first.override) == ("alice", False)

@@ -106,6 +106,18 @@ async def test_every_message_is_recorded_and_closed_when_a_person_answers_an_esc
     assert (await rig.server.app.followups.run_once()).fired == 0  # no more steps
 
 
+def _press_body(token: str, user: str, response_url: str) -> bytes:
+    """The form body of a Slack interaction: ``user`` presses the ack button ``token``."""
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower()},
+        "channel": {"id": SLACK_CHANNEL_ID},
+        "response_url": response_url,
+        "actions": [{"action_id": "uns_ack", "value": token, "type": "button"}],
+    }
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
 async def test_a_button_on_a_reminder_answers_and_a_stale_press_is_told_who_settled(
     rig: Rig, db_url: str
 ) -> None:
@@ -115,14 +127,7 @@ async def test_a_button_on_a_reminder_answers_and_a_stale_press_is_told_who_sett
     response_url = rig.fakes.receiver.url("/slack/response/1")
 
     def press(user: str) -> bytes:
-        payload = {
-            "type": "block_actions",
-            "user": {"id": user, "username": user.lower()},
-            "channel": {"id": SLACK_CHANNEL_ID},
-            "response_url": response_url,
-            "actions": [{"action_id": "uns_ack", "value": token, "type": "button"}],
-        }
-        return urlencode({"payload": json.dumps(payload)}).encode()
+        return _press_body(token, user, response_url)
 
     async with httpx.AsyncClient(base_url=rig.base_url) as http:
         first = press("U0ADA")
@@ -137,6 +142,61 @@ async def test_a_button_on_a_reminder_answers_and_a_stale_press_is_told_who_sett
     assert note["response_type"] == "ephemeral" and note["replace_original"] is False
     assert note["text"].startswith("This notification was already acknowledged by slack:U0ADA at ")
     assert (await rig.get(nid)).ack_actor == "slack:U0ADA"  # the late press changed nothing
+
+
+async def test_a_press_after_the_obligation_ended_is_told_how_it_ended(rig: Rig) -> None:
+    """Pressed when withdrawn, again by the one who answered, past the deadline (told
+    nothing until the sweep has timed it out): each press is a 200 that changes nothing,
+    and the presser alone is told how the obligation ended."""
+    nids = []
+    for key in ("ended-withdrawn", "ended-repeat", "ended-late"):
+        nids.append(await rig.send(key))
+        assert await rig.deliver() == 1
+    tokens = {nid: slack_button(rig, "uns_ack", index=i) for i, nid in enumerate(nids)}
+    withdrawn, repeat, late = nids
+    await rig.server.stub("alice").WithdrawNotification(
+        pb.WithdrawNotificationRequest(notification_id=withdrawn, reason="cleared")
+    )
+
+    async def press(nid: str, path: str) -> None:
+        body = _press_body(tokens[nid], "U0ADA", rig.fakes.receiver.url(path))
+        async with httpx.AsyncClient(base_url=rig.base_url) as http:
+            answer = await http.post(SLACK_PATH, content=body, headers=slack_headers(body))
+        assert (answer.status_code, answer.text) == (200, "")
+
+    async def told(nid: str, path: str) -> str:
+        """The one note a press of ``nid``'s button that changes nothing is told."""
+        before = len(rig.fakes.receiver.requests)
+        records = await rig.ack_records(nid)
+        await press(nid, path)
+        await rig.fakes.receiver.wait_for_requests(before + 1)
+        [note] = [r.json() for r in rig.fakes.calls(path)]
+        assert (note["response_type"], note["replace_original"]) == ("ephemeral", False)
+        assert await rig.ack_records(nid) == records
+        return str(note["text"])
+
+    note = await told(withdrawn, "/r/withdrawn")
+    assert note.startswith("This notification was withdrawn at ")
+    assert note.endswith(" UTC; no answer is needed.")
+    assert (await rig.get(withdrawn)).ack_state == t.ACK_STATE_WITHDRAWN
+
+    await press(repeat, "/r/first")  # an answer that counts: no note
+    note = await told(repeat, "/r/repeat")
+    assert note.startswith("This notification was already acknowledged by slack:U0ADA at ")
+    assert not rig.fakes.calls("/r/first")
+    assert len(await rig.ack_records(repeat)) == 1
+
+    # Just past the deadline (the button's token lives one lease longer), not yet swept.
+    deadline = (await rig.get(late)).ack_deadline_time.ToDatetime(tzinfo=UTC)
+    rig.clock.offset += deadline + timedelta(seconds=1) - rig.clock()
+    records = await rig.ack_records(late)
+    await press(late, "/r/unswept")
+    assert await rig.ack_records(late) == records
+    assert (await rig.server.app.expiry.run_once()).expired == 1
+    note = await told(late, "/r/timed-out")
+    assert note.startswith("This notification was not answered in time (")
+    assert note.endswith(" UTC); escalation is required.")
+    assert not rig.fakes.calls("/r/unswept")  # the press before the sweep was told nothing
 
 
 async def test_a_due_send_never_waits_behind_a_scheduled_leader(rig: Rig) -> None:

@@ -23,11 +23,16 @@ Contacts = Iterable[tuple[str, str]]
 """A person's contacts: (channel, address) pairs."""
 
 
-def operator_stub(server: RunningServer, service: Any) -> Client:
-    """``service``'s stub (e.g. ``rpb_grpc.RecipientServiceStub``) with oscar's key."""
+def stub_as(server: RunningServer, service: Any, who: str) -> Client:
+    """``service``'s stub (e.g. ``rpb_grpc.RecipientServiceStub``) with ``who``'s key."""
     channel = grpc.aio.insecure_channel(server.target)
     server.channels.append(channel)
-    return Client(service(channel), KEYS["oscar"])
+    return Client(service(channel), KEYS[who])
+
+
+def operator_stub(server: RunningServer, service: Any) -> Client:
+    """``service``'s stub with oscar's (the operator's) key."""
+    return stub_as(server, service, "oscar")
 
 
 def minutes(n: float) -> Duration:
@@ -42,20 +47,27 @@ def timestamp(value: datetime) -> Timestamp:
     return out
 
 
+async def put_recipients(server: RunningServer, recipients: Iterable[rpb.Recipient]) -> None:
+    """Put each of ``recipients`` as the operator."""
+    stub = operator_stub(server, rpb_grpc.RecipientServiceStub)
+    for recipient in recipients:
+        await stub.PutRecipient(rpb.PutRecipientRequest(recipient=recipient))
+
+
 async def put_people(server: RunningServer, people: Mapping[str, Contacts]) -> None:
     """One recipient per id (display name its title, time zone UTC), with its contacts."""
-    stub = operator_stub(server, rpb_grpc.RecipientServiceStub)
-    for rid, contacts in people.items():
-        await stub.PutRecipient(
-            rpb.PutRecipientRequest(
-                recipient=rpb.Recipient(
-                    recipient_id=rid,
-                    display_name=rid.title(),
-                    time_zone="UTC",
-                    contacts=[rpb.Contact(channel=c, address=a) for c, a in contacts],
-                )
+    await put_recipients(
+        server,
+        (
+            rpb.Recipient(
+                recipient_id=rid,
+                display_name=rid.title(),
+                time_zone="UTC",
+                contacts=[rpb.Contact(channel=c, address=a) for c, a in contacts],
             )
-        )
+            for rid, contacts in people.items()
+        ),
+    )
 
 
 async def put_rotation(
@@ -65,8 +77,10 @@ async def put_rotation(
     *,
     start: datetime,
     shift: Duration,
+    overrides: Iterable[rpb.RotationOverride] = (),
 ) -> None:
-    """A rotation in UTC: ``members`` take turns of ``shift`` from ``start``."""
+    """A rotation in UTC: ``members`` take turns of ``shift`` from ``start``, save where
+    ``overrides`` put someone else in."""
     await operator_stub(server, rpb_grpc.RecipientServiceStub).PutRotation(
         rpb.PutRotationRequest(
             rotation=rpb.Rotation(
@@ -75,6 +89,7 @@ async def put_rotation(
                 start_time=timestamp(start),
                 shift=shift,
                 time_zone="UTC",
+                overrides=list(overrides),
             )
         )
     )

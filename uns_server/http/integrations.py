@@ -77,8 +77,6 @@ def _slack_payload(body: bytes) -> dict[str, Any] | None:
     return payload
 
 
-# A press on a button of an obligation that has ended is told so (only the presser sees it).
-STALE_OUTCOMES = frozenset({"conflict", "not_pending", "deadline_passed", "repeat"})
 # ``reply(response_url, text, posters)``: the Slack channel that posted answers ephemerally.
 EphemeralReply = Callable[[str, str, Sequence[str] | None], Coroutine[Any, Any, None]]
 
@@ -94,10 +92,10 @@ def routes(
     replies: set[asyncio.Task[None]] = set()
 
     async def tell_stale(
-        payload: Mapping[str, Any], nid: str, posters: Sequence[str] | None
+        payload: Mapping[str, Any], note: str | None, posters: Sequence[str] | None
     ) -> None:
+        """Tell the presser of a button of an obligation that has ended (only they see it)."""
         url = payload.get("response_url")
-        note = await answers.settled_note(nid)
         if reply is None or note is None or not isinstance(url, str) or not url:
             return
         # After the 200: Slack wants the interaction answered within three seconds.
@@ -133,14 +131,12 @@ def routes(
             return _refused()
         outcomes = []
         for target in targets:
-            outcome = (
-                "invalid"
-                if target is None
-                else await answers.slack_action(target, payload.get("user", {}))
-            )
-            if target is not None and outcome in STALE_OUTCOMES:
-                await tell_stale(payload, target.notification_id, posters)
-            outcomes.append(outcome)
+            if target is None:
+                outcomes.append("invalid")
+                continue
+            pressed = await answers.slack_action(target, payload.get("user", {}))
+            await tell_stale(payload, pressed.note, posters)
+            outcomes.append(pressed.outcome)
         log.info("slack interaction", extra={"outcomes": outcomes})
         return web.Response(text="")
 

@@ -24,12 +24,19 @@ otherwise it says "another actor".
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from uns_server.domain.acks import AckTarget, decide_ack, sent_while_held
 from uns_server.domain.enums import AckStatus, EventKind, Status
-from uns_server.domain.errors import AckConflict, NotFound
+from uns_server.domain.errors import (
+    AckConflict,
+    AckDeadlinePassed,
+    AckNotPending,
+    NotFound,
+    UnsError,
+)
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_ack_metadata, validate_notification_id
 from uns_server.observability.metrics import Metrics
@@ -83,6 +90,17 @@ def recipient_of(actor: str) -> dict[str, str]:
     if actor.startswith(RECIPIENT_ACTOR):
         return {"recipient_id": actor.removeprefix(RECIPIENT_ACTOR)}
     return {}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an outside answer came to, from the one read that decided it: ``row`` as
+    settled, or as it stood when ``refusal`` refused the answer (None: no such
+    notification); ``repeat`` for a same-actor, same-outcome repeat."""
+
+    row: Notification | None
+    repeat: bool = False
+    refusal: UnsError | None = None
 
 
 class Acks:
@@ -141,21 +159,45 @@ class Acks:
         the recipient identity the link or callback carries: the same decision as
         ``acknowledge``, recorded with the channel it came ``via``. The caller has
         already proven the right to answer (a verified token or provider signature)."""
+        result = await self.try_answer(
+            notification_id, actor=actor, via=via, dismiss=dismiss, metadata=metadata
+        )
+        if result.refusal is not None:
+            raise result.refusal
+        assert result.row is not None
+        return result.row, result.repeat
+
+    async def try_answer(
+        self,
+        notification_id: str,
+        *,
+        actor: str,
+        via: str,
+        dismiss: bool,
+        metadata: Mapping[str, Any],
+    ) -> Answer:
+        """``answer``, its refusal returned beside the row it was decided on rather than
+        raised: a caller that tells the refused person why the obligation ended reads
+        that row, not the notification again."""
         outcome = AckStatus.DISMISSED if dismiss else AckStatus.ACKED
         now = self._clock()
-        async with self._store.write() as tx:
-            row = await tx.notifications.get_locked(notification_id)
-            if row is None:
-                raise NotFound(metadata={"notification_id": notification_id})
-            if decide(row, outcome, actor, now):
-                return row, True
-            await settle(
-                tx, row, outcome, actor, dict(metadata), now, via=via, hooks=self.settle_hooks
-            )
-            settled = await tx.notifications.get(notification_id)
+        seen: Notification | None = None
+        try:
+            async with self._store.write() as tx:
+                seen = await tx.notifications.get_locked(notification_id)
+                if seen is None:
+                    raise NotFound(metadata={"notification_id": notification_id})
+                if decide(seen, outcome, actor, now):
+                    return Answer(seen, repeat=True)
+                await settle(
+                    tx, seen, outcome, actor, dict(metadata), now, via=via, hooks=self.settle_hooks
+                )
+                settled = await tx.notifications.get(notification_id)
+        except (NotFound, AckNotPending, AckDeadlinePassed, AckConflict) as refusal:
+            return Answer(seen, refusal=refusal)  # raised inside: the transaction rolls back
         assert settled is not None
         self._metrics.acknowledged(outcome.value)
-        return settled, False
+        return Answer(settled)
 
     async def expire_due(self, limit: int) -> int:
         """One sweep of the expiry worker: PENDING acks past their deadline -> TIMED_OUT."""

@@ -1,7 +1,7 @@
 """Answers that arrive as provider callbacks: a Slack button, a PagerDuty incident change.
 
 The transport (``http.integrations``) has verified the provider's signature; this
-service finds the notification, then settles it through ``Acks.answer`` (the same
+service finds the notification, then settles it through ``Acks.try_answer`` (the same
 decision as Acknowledge) as the person the provider names: ``slack:<user id>``,
 ``pagerduty:<user id>``, or ``recipient:<id>`` when that provider user is a contact of
 the person whose own message was answered. Slack buttons carry an action-link token (it binds the
@@ -19,9 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from uns_server.domain.enums import AckStatus
-from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
+from uns_server.domain.errors import AckConflict, AckDeadlinePassed
 from uns_server.domain.links import ACK, DISMISS
 from uns_server.domain.outcomes import ProviderRefs
+from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.acks import RECIPIENT_ACTOR, Acks
 from uns_server.services.action_links import ActionLinkService
@@ -32,6 +33,8 @@ VIA_SLACK = "slack"
 VIA_PAGERDUTY = "pagerduty"
 SLACK_ACTIONS = {"uns_ack": ACK, "uns_dismiss": DISMISS}
 PAGERDUTY_EVENTS = frozenset({"incident.acknowledged", "incident.resolved"})
+# A press on a button of an obligation that has ended is told so (only the presser sees it).
+STALE_OUTCOMES = frozenset({"conflict", "not_pending", "deadline_passed", "repeat"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,16 @@ class Slack:
     notification_id: str
     dismiss: bool
     recipient: str
+
+
+@dataclass(frozen=True)
+class Pressed:
+    """What a button press came to (for the log and tests), and for a press on an
+    obligation that has ended, the note telling the presser (``settled_note``) of the
+    row the answer was decided on."""
+
+    outcome: str
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,22 @@ def _paged_person(refs: ProviderRefs, incident_key: str) -> str | None:
         if ref.pagerduty_dedup_key == incident_key and ref.recipient_id:
             return RECIPIENT_ACTOR + ref.recipient_id
     return None
+
+
+def settled_note(row: Notification | None) -> str | None:
+    """For a press on a button of an obligation that has ended: who settled it and
+    when, in a sentence for the person who pressed (None while it is still open).
+    A withdrawal does not name who withdrew (as ``ACK_NOT_PENDING`` does not)."""
+    if row is None or row.ack_status in (None, AckStatus.PENDING):
+        return None
+    at = (row.responded_at or row.updated_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    state = row.ack_status
+    if state == AckStatus.WITHDRAWN:
+        return f"This notification was withdrawn at {at} UTC; no answer is needed."
+    if state == AckStatus.TIMED_OUT:
+        return f"This notification was not answered in time ({at} UTC); escalation is required."
+    done = "acknowledged" if state == AckStatus.ACKED else "dismissed"
+    return f"This notification was already {done} by {row.actor} at {at} UTC."
 
 
 def receipt_digest(provider: str, proof: bytes) -> str:
@@ -112,28 +141,11 @@ class ProviderAnswers:
             row = await tx.notifications.get(nid)
         return (row.provider_refs or {}) if row is not None else {}
 
-    async def settled_note(self, nid: str) -> str | None:
-        """For a press on a button of an obligation that has ended: who settled it and
-        when, in a sentence for the person who pressed (None while it is still open).
-        A withdrawal does not name who withdrew (as ``ACK_NOT_PENDING`` does not)."""
-        async with self._store.read() as tx:
-            row = await tx.notifications.get(nid)
-        if row is None or row.ack_status in (None, AckStatus.PENDING):
-            return None
-        at = (row.responded_at or row.updated_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
-        state = row.ack_status
-        if state == AckStatus.WITHDRAWN:
-            return f"This notification was withdrawn at {at} UTC; no answer is needed."
-        if state == AckStatus.TIMED_OUT:
-            return f"This notification was not answered in time ({at} UTC); escalation is required."
-        done = "acknowledged" if state == AckStatus.ACKED else "dismissed"
-        return f"This notification was already {done} by {row.actor} at {at} UTC."
-
-    async def slack_action(self, target: Slack, user: Mapping[str, Any]) -> str:
-        """One Block Kit button press; returns what happened (for the log and tests)."""
+    async def slack_action(self, target: Slack, user: Mapping[str, Any]) -> Pressed:
+        """One Block Kit button press."""
         user_id = str(user.get("id") or "")
         if not user_id:
-            return "invalid"
+            return Pressed("invalid")
         metadata = {
             k: str(v)
             for k, v in (
@@ -146,9 +158,10 @@ class ProviderAnswers:
         actor = f"slack:{user_id}"
         if await self._is_contact(target.recipient, user_id):
             actor = target.recipient  # the person the direct message was for (SPEC §6)
-        return await self._settle(
+        outcome, row = await self._settle(
             target.notification_id, actor, VIA_SLACK, target.dismiss, metadata
         )
+        return Pressed(outcome, settled_note(row) if outcome in STALE_OUTCOMES else None)
 
     async def _is_contact(self, recipient: str, address: str) -> bool:
         """Is ``address`` (a Slack user id, a PagerDuty user id) a contact address of the
@@ -201,23 +214,26 @@ class ProviderAnswers:
             )
             if v
         }
-        return await self._settle(incident.notification_id, actor, VIA_PAGERDUTY, False, metadata)
+        outcome, _row = await self._settle(
+            incident.notification_id, actor, VIA_PAGERDUTY, False, metadata
+        )
+        return outcome
 
     async def _settle(
         self, nid: str, actor: str, via: str, dismiss: bool, metadata: dict[str, str]
-    ) -> str:
-        try:
-            _row, repeat = await self._acks.answer(
-                nid, actor=actor, via=via, dismiss=dismiss, metadata=metadata
-            )
-        except AckConflict:
-            return "conflict"
-        except AckDeadlinePassed:
-            return "deadline_passed"
-        except (AckNotPending, NotFound):
-            return "not_pending"
+    ) -> tuple[str, Notification | None]:
+        """What happened, and the row as the answer was decided on (as settled)."""
+        answer = await self._acks.try_answer(
+            nid, actor=actor, via=via, dismiss=dismiss, metadata=metadata
+        )
+        if isinstance(answer.refusal, AckConflict):
+            return "conflict", answer.row
+        if isinstance(answer.refusal, AckDeadlinePassed):
+            return "deadline_passed", answer.row
+        if answer.refusal is not None:  # AckNotPending, NotFound
+            return "not_pending", answer.row
         log.info(
             "answered from a provider",
-            extra={"notification_id": nid, "actor": actor, "via": via, "repeat": repeat},
+            extra={"notification_id": nid, "actor": actor, "via": via, "repeat": answer.repeat},
         )
-        return "repeat" if repeat else "settled"
+        return ("repeat" if answer.repeat else "settled"), answer.row
