@@ -33,6 +33,8 @@ from uns.v1 import policy_service_pb2_grpc as ppb_grpc
 from uns.v1 import recipient_service_pb2 as rpb
 from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
+from uns_server.store.port import Fenced
+from uns_server.store.sql_ports import SqlMessageUpdates
 
 TYPE = "ops.race"
 
@@ -217,4 +219,35 @@ async def test_a_persons_reminder_in_flight_when_answered_is_closed_once_sent(
     updated = [(u["channel"], u["ts"]) for u in providers.called("chat.update")]
     assert sorted(updated) == sorted(providers.posted)
     assert len(providers.called("pagerduty:resolve")) == 2  # both of Alice's incidents
+    assert (await updater.run_once()).done == 0
+
+
+async def test_a_stand_in_settled_by_a_worker_that_died_queues_its_updates_once(
+    race: tuple[RunningServer, Providers], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The updates an in-flight stand-in expands into are queued by the commit that
+    settles it: a worker whose settle never commits leaves none queued, and the next
+    worker, once the lease has expired, queues Alice's direct message update once."""
+    server, providers = race
+    await setup(server)
+    sent = await server.stub("alice").SendNotification(send_request(notification_type=TYPE))
+    providers.notification_id = sent.notification_id
+    assert (await server.app.dispatcher.run_once()).claimed == 1
+    assert providers.answered == [t.ACK_STATE_ACKED]
+
+    async def dies(*_: object, **__: object) -> Fenced:
+        raise ConnectionResetError("the worker's database went away before its commit")
+
+    updater = server.app.message_updater
+    with monkeypatch.context() as patched:
+        patched.setattr(SqlMessageUpdates, "mark_done", dies)
+        with pytest.raises(ConnectionResetError):
+            await updater.run_once()  # sent what it could, settled nothing
+    clock = server.app.clock
+    assert isinstance(clock, ShiftableClock)
+    clock.advance(seconds=server.app.settings.lease_seconds + 1)
+    while (await updater.run_once()).done:
+        pass
+    to_alice = [u for u in providers.called("chat.update") if u["channel"] == "D0ALICE"]
+    assert len(to_alice) == 1
     assert (await updater.run_once()).done == 0

@@ -32,7 +32,7 @@ from uns_server.services.message_updates import (
     still_sending,
     updatable,
 )
-from uns_server.store.port import Fenced, Store, WriteTransaction
+from uns_server.store.port import Fenced, Queued, Store, WriteTransaction
 from uns_server.workers.loop import LoopWorker, seconds_until
 from uns_server.workers.provider_call import guarded_call
 from uns_server.workers.supervision import Supervision
@@ -81,13 +81,20 @@ class MessageUpdater(LoopWorker):
         now = self._clock()
         async with self._store.write() as tx:
             claims = await tx.message_updates.claim(now=now, limit=BATCH, lease=self._lease)
-        results = await asyncio.gather(*(self._send(update) for update, _ in claims))
+        expanded: dict[str, list[Queued]] = {}
+        results = await asyncio.gather(*(self._send(update, expanded) for update, _ in claims))
         counts: Counter[str] = Counter()
         if claims:
             now = self._clock()
             async with self._store.write() as tx:
                 for (update, token), result in zip(claims, results, strict=True):
-                    counts[await self._settle(tx, update, token, result, now)] += 1
+                    counted = await self._settle(tx, update, token, result, now)
+                    counts[counted] += 1
+                    # A stand-in's updates are queued by the commit that settles it,
+                    # so a worker dying in between cannot queue them twice.
+                    if counted == "done" and expanded.get(update.id):
+                        await tx.message_updates.enqueue(expanded[update.id], now)
+                        tx.signal(TOPIC_MESSAGE_UPDATES)
             log.info("message updates", extra=dict(counts))
         settled = UpdateResult(counts["done"], counts["retried"], counts["failed"], counts["lost"])
         if len(claims) == BATCH:
@@ -139,13 +146,15 @@ class MessageUpdater(LoopWorker):
             )
         return counted
 
-    async def _reference(self, update: MessageUpdate) -> Mapping[str, Any] | ChannelResult:
+    async def _reference(
+        self, update: MessageUpdate, expanded: dict[str, list[Queued]]
+    ) -> Mapping[str, Any] | ChannelResult:
         """The reference to update. One queued while its delivery was in flight is the
         delivery's, once that attempt has settled: until then a retry, and nothing to
         do if the channel did not take the message."""
         known = update.reference.get(IN_FLIGHT_SENT)
         if known is not None:
-            return await self._expand(update, known)
+            return await self._expand(update, known, expanded)
         channel = update.reference.get(IN_FLIGHT)
         if channel is None:
             reference: Mapping[str, Any] = update.reference
@@ -159,10 +168,12 @@ class MessageUpdater(LoopWorker):
             return ChannelResult.transient("the delivery is still in flight")
         return NOTHING_TO_UPDATE
 
-    async def _expand(self, update: MessageUpdate, known: Sequence[str]) -> ChannelResult:
-        """An ``IN_FLIGHT_SENT`` stand-in: once nothing is being sent, queue an update
-        of each message sent since it was queued (a person's message, a follow-up
-        step's), and it is done; until then, a retry."""
+    async def _expand(
+        self, update: MessageUpdate, known: Sequence[str], expanded: dict[str, list[Queued]]
+    ) -> ChannelResult:
+        """An ``IN_FLIGHT_SENT`` stand-in: once nothing is being sent, an update of each
+        message sent since it was queued (a person's message, a follow-up step's), put
+        in ``expanded`` for the settle to queue, and it is done; until then, a retry."""
         now = self._clock()
         async with self._store.read() as tx:
             row = await tx.notifications.get(update.notification_id)
@@ -171,14 +182,13 @@ class MessageUpdater(LoopWorker):
         if still_sending(row, now):
             return ChannelResult.transient("messages are still being sent")
         queued = sent_since(row, known, update.outcome)
-        if queued:
-            async with self._store.write() as tx:
-                await tx.message_updates.enqueue(queued, now)
-                tx.signal(TOPIC_MESSAGE_UPDATES)
+        expanded[update.id] = queued
         return ChannelResult.delivered("", metadata={"queued": str(len(queued))})
 
-    async def _send(self, update: MessageUpdate) -> ChannelResult:
-        reference = await self._reference(update)
+    async def _send(
+        self, update: MessageUpdate, expanded: dict[str, list[Queued]]
+    ) -> ChannelResult:
+        reference = await self._reference(update, expanded)
         if isinstance(reference, ChannelResult):
             return reference
         name = update.channel
