@@ -216,3 +216,12 @@ async def test_a_notification_inserted_through_the_port_reads_back_equal(
         await _insert(store, way, n)
     async with store.read() as tx:
         assert [await tx.notifications.get(n.id) for n in new] == new
+
+
+def test_a_leased_copy_changes_only_its_lease_and_counters() -> None:
+    accepted = records.notification(_sparse())
+    leased = accepted.leased("t1", NOW, attempts=3, cycle_attempts=2)
+    assert leased == dataclasses.replace(
+        accepted, lease_token="t1", lease_until=NOW, attempts=3, cycle_attempts=2
+    )
+    assert (accepted.lease_token, accepted.attempts) == (None, 0)  # a copy

@@ -13,7 +13,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from uns_server.aio import wait_event
@@ -201,12 +201,8 @@ class Dispatcher(LoopWorker):
         claim = Claim(
             accepted, token, start.attempt, start.cycle_attempt, remaining_channels(accepted)
         )
-        leased = replace(
-            accepted,
-            lease_token=token,
-            lease_until=now + self._lease,
-            attempts=start.attempt,
-            cycle_attempts=start.cycle_attempt,
+        leased = accepted.leased(
+            token, now + self._lease, attempts=start.attempt, cycle_attempts=start.cycle_attempt
         )
         return leased, claim, claim_events(claim, recovered=False)
 
