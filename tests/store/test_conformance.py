@@ -34,6 +34,7 @@ from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
 from uns_server.domain.schedule import StepKind, StepProgress
+from uns_server.store import records
 from uns_server.store.db import Database, is_lost_race
 from uns_server.store.port import Fenced, FenceMoved, NewEvent, Queued
 from uns_server.store.sql_store import SqlStore
@@ -94,9 +95,14 @@ def row(**overrides: Any) -> dict[str, Any]:
     return values | overrides
 
 
+def record(values: dict[str, Any]) -> Notification:
+    """A ``row``'s values as the record the port inserts (read as the store reads a row)."""
+    return records.notification(values)
+
+
 async def insert(store: SqlStore, *rows: dict[str, Any]) -> list[str]:
     async with store.write() as tx:
-        await tx.notifications.insert(rows)
+        await tx.notifications.insert([record(r) for r in rows])
     return [r["id"] for r in rows]
 
 
@@ -796,7 +802,7 @@ async def test_an_idempotency_key_is_held_by_one_row(db_url: str, store: SqlStor
     rows = [row(key="k" * 64) for _ in range(3)]
 
     async def insert_one(tx: Any, i: int) -> str:
-        await tx.notifications.insert([rows[i]])
+        await tx.notifications.insert([record(rows[i])])
         return str(rows[i]["id"])
 
     results = await _race(db_url, 3, insert_one)

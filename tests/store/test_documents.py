@@ -6,22 +6,29 @@ since) still reads."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
 from tests.store.test_conformance import row
 from tests.support.documents import accepted
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AutonomyMode, DeliveryMode, Intent, Priority
-from uns_server.domain.outcomes import DeliveryOutcome, Held, Unreachable, provider_refs_json
+from uns_server.domain.outcomes import (
+    DeliveryOutcome,
+    Held,
+    Unreachable,
+    provider_refs_from_json,
+    provider_refs_json,
+)
 from uns_server.domain.policy import EffectivePolicy, PolicySpec
 from uns_server.domain.requests import AutonomyContext
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
 from uns_server.domain.targets import Target
-from uns_server.store import notifications
+from uns_server.store import notifications, records
 from uns_server.store.db import Database
 from uns_server.store.tables import notifications as notifications_table
 
@@ -62,11 +69,28 @@ def _everything() -> NotificationDocument:
     )
 
 
-async def _write_and_read(db: Database, stored: dict[str, Any]) -> tuple[Any, Any]:
-    """(the record read back, the column's JSON as the database holds it)."""
-    values = row(notification=stored)
+async def _insert(db: Database, values: dict[str, Any], **typed: Any) -> None:
+    """The row of ``values`` through the store's writer, as intake hands it a record
+    (``typed``: fields of that record), or, with no ``typed``, ``values`` as given
+    (what earlier versions wrote)."""
     async with db.write() as tx:
-        await notifications.insert_notifications(tx.conn, [values])
+        if typed:
+            new = dataclasses.replace(records.notification(values), **typed)
+            await notifications.insert_notifications(tx.conn, [new])
+        else:
+            await tx.conn.execute(insert(notifications_table), [values])
+
+
+async def _write_and_read(
+    db: Database, stored: NotificationDocument | dict[str, Any]
+) -> tuple[Any, Any]:
+    """(the record read back, the column's JSON as the database holds it)."""
+    if isinstance(stored, NotificationDocument):
+        values = row()
+        await _insert(db, values, notification=stored)
+    else:
+        values = row(notification=stored)
+        await _insert(db, values)
     raw = select(notifications_table.c.notification).where(notifications_table.c.id == values["id"])
     async with db.read() as conn:
         found = await notifications.get(conn, values["id"])
@@ -77,7 +101,7 @@ async def _write_and_read(db: Database, stored: dict[str, Any]) -> tuple[Any, An
 
 async def test_a_stored_document_reads_back_as_the_typed_document(db: Database) -> None:
     written = _everything()
-    found, on_disk = await _write_and_read(db, written.to_json())
+    found, on_disk = await _write_and_read(db, written)
     assert found.notification == written
     assert found.notification.effective.targets == (Target("r-1"), Target(rotation_id="rot-1"))
     assert found.notification.schedule_time == NOW + timedelta(hours=1)
@@ -95,7 +119,7 @@ async def test_a_stored_document_reads_back_as_the_typed_document(db: Database) 
 
 async def test_a_minimal_document_writes_no_optional_keys(db: Database) -> None:
     written = accepted(("log",))
-    found, on_disk = await _write_and_read(db, written.to_json())
+    found, on_disk = await _write_and_read(db, written)
     assert found.notification == written
     assert "schedule_time" not in on_disk and "trace_context" not in on_disk
     assert on_disk["intent"] is None and on_disk["autonomy_context"] is None
@@ -171,10 +195,13 @@ async def test_rows_sharing_a_hash_but_not_a_policy_read_their_own(db: Database)
     assert a.notification.effective.effective_hash == b.notification.effective.effective_hash
 
 
-async def _outcome_read(db: Database, stored: dict[str, Any]) -> tuple[Any, Any]:
-    values = row(outcome=stored)
-    async with db.write() as tx:
-        await notifications.insert_notifications(tx.conn, [values])
+async def _outcome_read(db: Database, stored: DeliveryOutcome | dict[str, Any]) -> tuple[Any, Any]:
+    if isinstance(stored, DeliveryOutcome):
+        values = row()
+        await _insert(db, values, outcome=stored)
+    else:
+        values = row(outcome=stored)
+        await _insert(db, values)
     raw = select(notifications_table.c.outcome).where(notifications_table.c.id == values["id"])
     async with db.read() as conn:
         found = await notifications.get(conn, values["id"])
@@ -191,7 +218,7 @@ async def test_an_outcome_reads_back_typed_with_the_people_it_could_not_ask(db: 
         error_message="hook: HTTP 503",
         recipients_unreachable=(Unreachable("carol", "no contact"),),
     )
-    found, on_disk = await _outcome_read(db, written.to_json())
+    found, on_disk = await _outcome_read(db, written)
     assert found == written
     assert on_disk == {
         "channels_attempted": ["hook", "mail@alice"],
@@ -248,8 +275,7 @@ async def test_provider_references_read_back_typed_with_the_entry_as_stored(db: 
         "hook": {"type": "webhook", "channel": "hook"},
     }  # fmt: skip
     values = row(provider_refs=refs)
-    async with db.write() as tx:
-        await notifications.insert_notifications(tx.conn, [values])
+    await _insert(db, values, provider_refs=provider_refs_from_json(refs))
     async with db.read() as conn:
         found = await notifications.get(conn, values["id"])
     assert found is not None and found.provider_refs is not None

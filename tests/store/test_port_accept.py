@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.store.test_conformance import NOW, _event, fetch, insert, row
+from tests.store.test_conformance import NOW, _event, fetch, insert, record, row
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.store.port import FenceMoved
@@ -33,7 +33,7 @@ async def _accept_in_one(
     store: SqlStore, new: dict[str, Any], under: PolicyRevision | None
 ) -> None:
     async with store.one_statement() as tx:
-        tx.notifications.insert_new_before_events([new], {KIND: under})
+        tx.notifications.insert_new_before_events([record(new)], {KIND: under})
         await tx.events.append([_event(new["id"], EventKind.ACCEPTED, {})], NOW)
 
 

@@ -9,7 +9,7 @@ import asyncio
 from datetime import timedelta
 
 from tests.conftest import PostgresDatabases
-from tests.store.test_conformance import NOW, WEBHOOK, _event, claim, fetch, insert, row
+from tests.store.test_conformance import NOW, WEBHOOK, _event, claim, fetch, insert, record, row
 from uns_server.domain.admission import WindowChange
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.store.db import Database
@@ -63,10 +63,10 @@ async def test_audit_records_are_appended_and_read_back_in_write_order(store: Sq
 async def test_rows_inserted_before_the_events_append_commit_with_it(store: SqlStore) -> None:
     first, second = row(), row()
     async with store.write() as tx:
-        await tx.notifications.insert_before_events([first])
+        await tx.notifications.insert_before_events([record(first)])
         await tx.events.append([_event(first["id"], EventKind.ACCEPTED, {})], NOW)
     async with store.write() as tx:  # no append: inserted at commit
-        await tx.notifications.insert_before_events([second])
+        await tx.notifications.insert_before_events([record(second)])
     assert (await fetch(store, first["id"]))["key"] == first["key"]
     assert (await fetch(store, second["id"]))["key"] == second["key"]
     async with store.write() as tx:

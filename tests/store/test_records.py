@@ -1,16 +1,19 @@
 """Record builders (``store.records``): one record per row, the same whichever driver
 read it. The hot statements read asyncpg ``Record``s (``store.pg``), everything else
-SQLAlchemy ``RowMapping``s; a record must not depend on which."""
+SQLAlchemy ``RowMapping``s; a record must not depend on which. A new notification goes
+the other way (``notification_row``): whichever way the port inserts it, it reads back
+as the record it was, its JSON as every version wrote it."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, insert, select
 
 from tests.support.documents import document
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
@@ -20,6 +23,7 @@ from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.store import events, notifications, pg, records
 from uns_server.store.db import Database
 from uns_server.store.port import NewEvent
+from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import events as events_table
 from uns_server.store.tables import notifications as notifications_table
 
@@ -64,7 +68,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
 async def test_a_notification_record_is_the_row_with_its_enums_typed(db: Database) -> None:
     stored = _row()
     async with db.write() as tx:
-        await notifications.insert_notifications(tx.conn, [stored])
+        await tx.conn.execute(insert(notifications_table), [stored])
     async with db.read() as conn:
         found = await notifications.get(conn, stored["id"])
     assert found is not None
@@ -91,7 +95,7 @@ async def test_asyncpg_and_sqlalchemy_rows_build_the_same_records(db: Database) 
         pytest.skip("the asyncpg fast path is PostgreSQL's")
     stored = _row()
     async with db.write() as tx:
-        await notifications.insert_notifications(tx.conn, [stored])
+        await tx.conn.execute(insert(notifications_table), [stored])
         await events.append(
             tx,
             [NewEvent(stored["id"], "alice", "records", EventKind.ACCEPTED, {"n": 1})],
@@ -126,3 +130,98 @@ async def test_a_claim_hands_the_row_as_it_was_with_its_new_token() -> None:
     recovered = records.attempt(_row(lease_token="old", attempts=2, cycle_attempts=1), "t2")
     assert (recovered.recovered, recovered.attempt, recovered.cycle_attempt) == (True, 3, 2)
     assert recovered.notification.lease_token == "old"
+
+
+def _sparse(**overrides: Any) -> dict[str, Any]:
+    """A row as intake writes one: every column its value can leave unset is NULL."""
+    return _row(
+        status=Status.PENDING.value,
+        outcome=DeliveryOutcome().to_json(),
+        attempts=0,
+        cycle_attempts=0,
+        delivered_at=None,
+        deadline=None,
+        ack_status=None,
+        provider_refs=None,
+        followup_step=None,
+        reminders_sent=0,
+        **overrides,
+    )
+
+
+def _full(**overrides: Any) -> dict[str, Any]:
+    """A row with every column set."""
+    later = NOW + timedelta(minutes=1)
+    return _row(
+        dedup_key="d" * 64,
+        dedup_owner_id=str(uuid.uuid4()),
+        dedup_generation=2,
+        dedup_successor_id=str(uuid.uuid4()),
+        lease_until=later,
+        lease_token="lease",
+        provider_effect_may_have_occurred=True,
+        dead_letter=True,
+        actor="bob",
+        responded_at=NOW,
+        response_metadata={"note": "seen", "n": [1, 2]},
+        withdrawn_at=NOW,
+        withdrawn_by="carol",
+        withdraw_reason="done",
+        followup_at=later,
+        followup_lease_token="f",
+        followup_lease_until=later,
+        **overrides,
+    )
+
+
+def test_a_record_is_written_back_as_the_row_it_was_read_from() -> None:
+    # The inverse of the reader, JSON key order included: what goes on disk is the
+    # shape every version wrote (SQLite keeps the text as written).
+    for values in (_sparse(), _full()):
+        written = records.notification_row(records.notification(values))
+        assert written.keys() == values.keys()  # every column, none added
+        assert _as_text(written) == _as_text(values)
+
+
+def _as_text(row: dict[str, Any]) -> dict[str, str]:
+    return {column: json.dumps(value, default=str) for column, value in row.items()}
+
+
+async def _insert(store: SqlStore, way: str, new: Notification) -> None:
+    if way == "insert":
+        async with store.write() as tx:
+            await tx.notifications.insert([new])
+    elif way == "before_events":
+        async with store.write() as tx:
+            await tx.notifications.insert_before_events([new])
+            await tx.events.append([_accepted(new)], NOW)
+    else:
+        async with store.one_statement() as tx:
+            tx.notifications.insert_new_before_events([new], {new.notification_type: None})
+            await tx.events.append([_accepted(new)], NOW)
+
+
+def _accepted(n: Notification) -> NewEvent:
+    return NewEvent(n.id, n.principal, n.notification_type, EventKind.ACCEPTED, {})
+
+
+@pytest.mark.parametrize("way", ["insert", "before_events", "new_before_events"])
+async def test_a_notification_inserted_through_the_port_reads_back_equal(
+    store: SqlStore, way: str
+) -> None:
+    if way == "new_before_events" and not store.writes_in_one_statement:
+        pytest.skip("one-statement writes are PostgreSQL's")
+    new = [records.notification(values) for values in (_sparse(), _full())]
+    for n in new:
+        await _insert(store, way, n)
+    async with store.read() as tx:
+        assert [await tx.notifications.get(n.id) for n in new] == new
+
+
+def test_a_leased_copy_changes_only_its_lease_and_counters() -> None:
+    accepted = records.notification(_sparse())
+    leased = accepted.leased("t1", NOW, attempts=3, cycle_attempts=2)
+    assert leased == dataclasses.replace(
+        accepted, lease_token="t1", lease_until=NOW, attempts=3, cycle_attempts=2
+    )
+    assert (accepted.lease_token, accepted.attempts) == (None, 0)  # a copy

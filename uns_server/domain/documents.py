@@ -1,8 +1,9 @@
 """The notification document: the request as accepted, typed.
 
-The ``notification`` column holds one JSON object per notification, written once by
-intake (``services.intake_row``) and never changed: the request's fields, the frozen
-effective policy (``effective``) and the accepting span's trace context. The store
+The ``notification`` column holds one JSON object per notification, built once by
+intake (``services.intake_record``), written by the store (``to_json``) and never
+changed: the request's fields, the frozen effective policy (``effective``) and the
+accepting span's trace context. The store
 parses it once per row read (``store.records``) into :class:`NotificationDocument`;
 nothing above the store reads the JSON.
 

@@ -19,8 +19,9 @@ the typed value of a policy revision row.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from uns_server.domain.documents import NotificationDocument
@@ -106,6 +107,26 @@ class Notification:
     def is_follower(self) -> bool:
         """A pending follower (FOLLOWING in the diagram): never claimed itself."""
         return self.dedup_owner_id is not None
+
+    def leased(
+        self, token: str, until: datetime, *, attempts: int, cycle_attempts: int
+    ) -> Notification:
+        """A copy under a lease, its attempt counters set: a new leader as the
+        accepting transaction inserts it (``workers.dispatch.Dispatcher.lease_new``).
+        What ``dataclasses.replace`` would build, at half its cost (it runs once per
+        accepted leader): its field values in order, four of them replaced."""
+        values = list(_NOTIFICATION_VALUES(self))
+        values[_N_LEASE_TOKEN], values[_N_LEASE_UNTIL] = token, until
+        values[_N_ATTEMPTS], values[_N_CYCLE_ATTEMPTS] = attempts, cycle_attempts
+        return Notification(*values)
+
+
+_N_FIELDS = [f.name for f in fields(Notification)]
+_NOTIFICATION_VALUES = attrgetter(*_N_FIELDS)
+_N_LEASE_TOKEN = _N_FIELDS.index("lease_token")
+_N_LEASE_UNTIL = _N_FIELDS.index("lease_until")
+_N_ATTEMPTS = _N_FIELDS.index("attempts")
+_N_CYCLE_ATTEMPTS = _N_FIELDS.index("cycle_attempts")
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,7 @@ from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
 from uns_server.services import targeting
-from uns_server.services.intake_row import notification_row
+from uns_server.services.intake_record import new_notification
 from uns_server.store.port import (
     TOPIC_WORK,
     FenceMoved,
@@ -115,11 +115,15 @@ class LeaseHandover(Protocol):
     hands the due leaders it inserts already leased: they skip the claim transaction
     and the wake-up before it."""
 
-    def can_deliver(self, row: Mapping[str, Any]) -> bool: ...
+    def can_deliver(self, new: Notification) -> bool: ...
 
     def reserve(self, wanted: int) -> int: ...
 
-    def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Any, list[NewEvent]]: ...
+    def lease_new(
+        self, new: Notification, now: datetime
+    ) -> tuple[Notification, Any, list[NewEvent]]:
+        """(``new`` leased, to insert instead; its claim; the events of the claim)."""
+        ...
 
     def hand_over(self, reserved: int, claims: Sequence[Any]) -> None: ...
 
@@ -361,10 +365,11 @@ class Intake:
                 if known is not None and not group.rows:
                     raise _Unconfirmed()  # nothing to write, so nothing would check
                 if self._handoff is not None and group.due:
-                    mine = [row for row in group.due if self._handoff.can_deliver(row)]
+                    new = group.rows
+                    mine = [i for i in group.due if self._handoff.can_deliver(new[i])]
                     reserved = self._handoff.reserve(len(mine))
-                    for row in mine[:reserved]:
-                        claim, claim_events = self._handoff.lease_new(row, now)
+                    for i in mine[:reserved]:
+                        new[i], claim, claim_events = self._handoff.lease_new(new[i], now)
                         claims.append(claim)
                         group.events += claim_events
                 if known is None:
@@ -418,7 +423,7 @@ class Intake:
         first_attempt = schedule.first_attempt_at(
             now, req.schedule_time, effective.quiet_hours, req.intent
         )
-        row = notification_row(
+        new = new_notification(
             item.principal,
             item.req,
             item.key,
@@ -430,14 +435,14 @@ class Intake:
         )
         if admission.dedup_key is not None:
             # Written now: a later item of this group may find this one as its owner.
-            await tx.notifications.insert([row])
+            await tx.notifications.insert([new])
             group.work = group.work or (status == Status.PENDING and admission.owner is None)
         else:
-            group.rows.append(row)
             if status == Status.PENDING and first_attempt <= now:
-                group.due.append(row)
+                group.due.append(len(group.rows))
             elif status == Status.PENDING:  # scheduled: never leased early; wake the
                 group.work = True  # dispatchers so they sleep until its time
+            group.rows.append(new)
         nid, kind = admission.notification_id, req.notification_type
         group.events += [
             NewEvent(nid, principal, kind, e.kind, e.payload) for e in admission.events
@@ -482,10 +487,10 @@ class _Unconfirmed(Exception):
 class _Group:
     """What one group commit has admitted so far."""
 
-    rows: list[dict[str, object]] = field(default_factory=list)  # inserted together at the end
+    rows: list[Notification] = field(default_factory=list)  # inserted together at the end
     events: list[NewEvent] = field(default_factory=list)
     admitted: dict[str, Existing] = field(default_factory=dict)  # by idempotency key
-    due: list[dict[str, object]] = field(default_factory=list)  # new leaders in ``rows``
+    due: list[int] = field(default_factory=list)  # new leaders: their indices in ``rows``
     work: bool = False  # a dedup leader is due (inserted already): wake the dispatchers
 
 

@@ -101,34 +101,37 @@ async def by_keys(conn: AsyncConnection, keys: Collection[str]) -> dict[str, Not
     return {n.key: n for n in found}
 
 
-async def insert_notifications(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """One multi-row INSERT. Rows go in key order, so two transactions inserting
-    overlapping keys wait on each other in the same order instead of deadlocking."""
-    if not rows:
+def _rows(new: Sequence[Notification]) -> list[dict[str, Any]]:
+    """The records' rows in key order, so two transactions inserting overlapping keys
+    wait on each other in the same order instead of deadlocking."""
+    return [records.notification_row(n) for n in sorted(new, key=lambda n: n.key)]
+
+
+async def insert_notifications(conn: AsyncConnection, new: Sequence[Notification]) -> None:
+    """One multi-row INSERT, in key order (``_rows``)."""
+    if not new:
         return
-    ordered = sorted(rows, key=lambda r: str(r["key"]))
+    rows = _rows(new)
     driver = pg.driver(conn)
     if driver is not None:
-        await _INSERT_PG.executemany(driver, ordered)
+        await _INSERT_PG.executemany(driver, rows)
     else:
-        await conn.execute(insert(notifications), ordered)
+        await conn.execute(insert(notifications), rows)
 
 
-async def insert_notifications_before_events(
-    tx: WriteTx, rows: Sequence[Mapping[str, Any]]
-) -> None:
+async def insert_notifications_before_events(tx: WriteTx, new: Sequence[Notification]) -> None:
     """``insert_notifications`` in a transaction whose next write is its events append:
     on PostgreSQL the rows ride in the append's statement (``WriteTx.defer``), one
     round trip less per accept."""
     if pg.driver(tx.conn) is None:
-        await insert_notifications(tx.conn, rows)
+        await insert_notifications(tx.conn, new)
     else:
-        tx.defer(_INSERT_PG, sorted(rows, key=lambda r: str(r["key"])))
+        tx.defer(_INSERT_PG, _rows(new))
 
 
 def insert_new_before_events(
     tx: WriteTx,
-    rows: Sequence[Mapping[str, Any]],
+    new: Sequence[Notification],
     active: Mapping[str, PolicyRevision | None],
 ) -> None:
     """PostgreSQL: ``insert_notifications_before_events`` for rows admitted without
@@ -139,10 +142,10 @@ def insert_new_before_events(
     under = {
         t: "" if rev is None else f"{rev.policy_id}:{rev.revision}" for t, rev in active.items()
     }
-    ordered = sorted(rows, key=lambda r: str(r["key"]))
-    tx.defer(
-        _NEW_ONLY, [{**r, _ADMITTED_UNDER: under[str(r["notification_type"])]} for r in ordered]
-    )
+    rows = _rows(new)
+    for row in rows:
+        row[_ADMITTED_UNDER] = under[row["notification_type"]]
+    tx.defer(_NEW_ONLY, rows)
 
 
 async def locked_dedup_window(conn: AsyncConnection, key: str) -> DedupWindow | None:

@@ -10,6 +10,10 @@ The notification document, the outcome, the provider references and a follow-up
 step's progress are parsed here, once per row read (``NotificationDocument.from_json``,
 rows sharing a policy share its parse; ``DeliveryOutcome.from_json``;
 ``provider_refs_from_json``; ``StepProgress.from_json``).
+
+A new notification goes the other way once (``notification_row``): intake builds its
+record, the store writes it as the row ``notification`` reads back, the typed columns
+as their ``to_json`` (the shape every version wrote) and the enums as their values.
 """
 
 from __future__ import annotations
@@ -22,7 +26,11 @@ from typing import Any
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
 from uns_server.domain.message_updates import UpdateStatus
-from uns_server.domain.outcomes import DeliveryOutcome, provider_refs_from_json
+from uns_server.domain.outcomes import (
+    DeliveryOutcome,
+    provider_refs_from_json,
+    provider_refs_json,
+)
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.records import (
     AckAuditRecord,
@@ -99,6 +107,61 @@ def notification(row: Row) -> Notification:
     if values[_N_STEP] is not None:  # a follow-up step between its calls (rare)
         values[_N_STEP] = StepProgress.from_json(values[_N_STEP])
     return Notification(*values)
+
+
+def notification_row(n: Notification) -> dict[str, Any]:
+    """The ``uns_notifications`` row of a record (inverse of ``notification``), spelled
+    out column by column: it runs once per inserted row, on the hot path."""
+    ack, refs, step = n.ack_status, n.provider_refs, n.followup_step
+    return {
+        "id": n.id,
+        "key": n.key,
+        "fingerprint": n.fingerprint,
+        "principal": n.principal,
+        "notification_type": n.notification_type,
+        "source": n.source,
+        "notification": n.notification.to_json(),
+        "status": n.status.value,
+        "priority": n.priority,
+        "delivery_mode": n.delivery_mode.value,
+        "require_ack": n.require_ack,
+        "max_attempts": n.max_attempts,
+        "outcome": n.outcome.to_json(),
+        "attempts": n.attempts,
+        "cycle": n.cycle,
+        "cycle_attempts": n.cycle_attempts,
+        "dedup_key": n.dedup_key,
+        "dedup_owner_id": n.dedup_owner_id,
+        "dedup_generation": n.dedup_generation,
+        "dedup_successor_id": n.dedup_successor_id,
+        "next_attempt": n.next_attempt,
+        "lease_until": n.lease_until,
+        "lease_token": n.lease_token,
+        "provider_effect_may_have_occurred": n.provider_effect_may_have_occurred,
+        "dead_letter": n.dead_letter,
+        "delivered_at": n.delivered_at,
+        "deadline": n.deadline,
+        "ack_status": None if ack is None else ack.value,
+        "actor": n.actor,
+        "responded_at": n.responded_at,
+        "response_metadata": n.response_metadata,
+        "created_at": n.created_at,
+        "updated_at": n.updated_at,
+        "provider_refs": None if refs is None else provider_refs_json(refs),
+        "withdrawn_at": n.withdrawn_at,
+        "withdrawn_by": n.withdrawn_by,
+        "withdraw_reason": n.withdraw_reason,
+        "followup_at": n.followup_at,
+        "followup_lease_token": n.followup_lease_token,
+        "followup_lease_until": n.followup_lease_until,
+        "reminders_sent": n.reminders_sent,
+        "escalations_sent": n.escalations_sent,
+        "followup_step": None if step is None else step.to_json(),
+    }
+
+
+# Every column is written: a record field per column (``_columns`` checks the other way).
+assert {f.name for f in fields(Notification)} == set(tables.notifications.c.keys())
 
 
 def attempt(row: Row, lease_token: str) -> Attempt:

@@ -346,16 +346,16 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
     async def by_keys(self, keys: Collection[str]) -> Mapping[str, Notification]:
         return await notifications.by_keys(self._conn, keys)
 
-    async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        await notifications.insert_notifications(self._conn, rows)
+    async def insert(self, new: Sequence[Notification]) -> None:
+        await notifications.insert_notifications(self._conn, new)
 
-    async def insert_before_events(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        await notifications.insert_notifications_before_events(self._tx, rows)
+    async def insert_before_events(self, new: Sequence[Notification]) -> None:
+        await notifications.insert_notifications_before_events(self._tx, new)
 
     def insert_new_before_events(
-        self, rows: Sequence[Mapping[str, Any]], active: Mapping[str, PolicyRevision | None]
+        self, new: Sequence[Notification], active: Mapping[str, PolicyRevision | None]
     ) -> None:
-        notifications.insert_new_before_events(self._tx, rows, active)
+        notifications.insert_new_before_events(self._tx, new, active)
 
     async def take_dedup_window(self, change: WindowChange) -> None:
         await notifications.take_dedup_window(self._conn, change)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.policy import PolicyRevision
@@ -55,19 +55,19 @@ class Notifications(NotificationReads, Protocol):
         """The notifications holding any of these idempotency keys, by key."""
         ...
 
-    # The row intake lays out (``services.intake_row``): every column by name.
-    async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Insert complete rows, in key order (a leader may come leased: intake's first
-        attempt)."""
+    # The records intake builds (``services.intake_record``), each written whole.
+    async def insert(self, new: Sequence[Notification]) -> None:
+        """Insert new notifications, in key order (a leader may come leased: intake's
+        first attempt)."""
         ...
 
-    async def insert_before_events(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    async def insert_before_events(self, new: Sequence[Notification]) -> None:
         """``insert`` in a transaction whose next write is its events append: on
         PostgreSQL the rows ride in the append's statement."""
         ...
 
     def insert_new_before_events(
-        self, rows: Sequence[Mapping[str, Any]], active: Mapping[str, PolicyRevision | None]
+        self, new: Sequence[Notification], active: Mapping[str, PolicyRevision | None]
     ) -> None:
         """In a ``Store.one_statement`` write, rows admitted without reading the keys or
         the policies: they ride in the events append and go in only if no notification

@@ -12,18 +12,17 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from uns_server.aio import wait_event
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import lifecycle
+from uns_server.domain.records import Notification
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
-from uns_server.store import records
 from uns_server.store.port import TOPIC_WORK, NewEvent, Store
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
 from uns_server.workers.dispatch.sending import Sender
@@ -176,17 +175,19 @@ class Dispatcher(LoopWorker):
         self._reserved += granted
         return granted
 
-    def can_deliver(self, row: Mapping[str, Any]) -> bool:
-        """Is every channel of this leader (a row intake is about to insert) configured
+    def can_deliver(self, new: Notification) -> bool:
+        """Is every channel of this leader (one intake is about to insert) configured
         here? (Work for a channel this replica lacks is left to a replica that has it,
         never failed here.)"""
-        return all(ch in self._channels for ch in row["notification"]["effective"]["channels"])
+        return all(ch in self._channels for ch in new.notification.effective.channels)
 
-    def lease_new(self, row: dict[str, Any], now: datetime) -> tuple[Claim, list[NewEvent]]:
+    def lease_new(
+        self, accepted: Notification, now: datetime
+    ) -> tuple[Notification, Claim, list[NewEvent]]:
         """Lease a leader about to be inserted, as a claim would: its first attempt.
-        Sets the row's lease columns; returns the claim and the events to commit with
-        the row (ATTEMPT_STARTED and one CHANNEL_ATTEMPT_STARTED per channel)."""
-        accepted = records.notification(row)  # as inserted, before this lease
+        Returns the leader leased (what to insert instead: lease token and expiry, the
+        attempt counters), the claim and the events to commit with it (ATTEMPT_STARTED
+        and one CHANNEL_ATTEMPT_STARTED per channel)."""
         start = lifecycle.decide_claim(
             attempts=accepted.attempts,
             cycle_attempts=accepted.cycle_attempts,
@@ -200,13 +201,10 @@ class Dispatcher(LoopWorker):
         claim = Claim(
             accepted, token, start.attempt, start.cycle_attempt, remaining_channels(accepted)
         )
-        row |= {
-            "lease_token": token,
-            "lease_until": now + self._lease,
-            "attempts": start.attempt,
-            "cycle_attempts": start.cycle_attempt,
-        }
-        return claim, claim_events(claim, recovered=False)
+        leased = accepted.leased(
+            token, now + self._lease, attempts=start.attempt, cycle_attempts=start.cycle_attempt
+        )
+        return leased, claim, claim_events(claim, recovered=False)
 
     def hand_over(self, reserved: int, claims: Sequence[Claim]) -> None:
         """Release ``reserved`` slots and deliver ``claims`` (leased by a committed
