@@ -8,11 +8,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from google.protobuf.duration_pb2 import Duration
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from tests.support.grpc_errors import rich_error
-from tests.support.server import KEYS, Client, RunningServer, send_request, start_server
+from tests.support.people import minutes, stub_as
+from tests.support.server import Client, RunningServer, send_request, start_server
 from uns.v1 import notification_service_pb2 as npb
 from uns.v1 import policy_service_pb2 as pb
 from uns.v1 import policy_service_pb2_grpc as pb_grpc
@@ -22,9 +22,7 @@ TYPE = "demo.alert"
 
 
 def policies(server: RunningServer, who: str = "oscar") -> Client:
-    channel = grpc.aio.insecure_channel(server.target)
-    server.channels.append(channel)
-    return Client(pb_grpc.PolicyServiceStub(channel), KEYS[who])  # type: ignore[arg-type]
+    return stub_as(server, pb_grpc.PolicyServiceStub, who)
 
 
 def spec(**fields: object) -> pb.PolicySpec:
@@ -385,7 +383,7 @@ async def test_a_policy_naming_a_channel_this_server_lacks_is_refused(
     is written."""
     assert server.app.channels.names() == ("log",)
     oscar = policies(server)
-    step = t.EscalationStep(after=Duration(seconds=600), channels=["log", "pager"])
+    step = t.EscalationStep(after=minutes(10), channels=["log", "pager"])
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await put(oscar, channels=["log", "hook"], require_ack=True, escalation=[step])
     err = rich_error(exc.value)

@@ -12,12 +12,13 @@ import grpc
 import pytest
 
 from tests.api.test_lifecycle_rpcs import closed_port
-from tests.api.test_policies import policies
 from tests.support.grpc_errors import rich_error
+from tests.support.people import operator_stub, put_policy
 from tests.support.server import RunningServer, ShiftableClock, send_request, start_server
 from tests.support.watching import events_until, has_kind
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import policy_service_pb2 as ppb
+from uns.v1 import policy_service_pb2_grpc as ppb_grpc
 from uns.v1 import types_pb2 as t
 
 NIGHT = t.QuietHours(time_zone="America/New_York", start="22:00", end="07:00")
@@ -51,7 +52,7 @@ def spec(**fields: object) -> ppb.PolicySpec:
 async def test_quiet_hours_are_validated(srv: RunningServer) -> None:
     bad = t.QuietHours(time_zone="Mars/Olympus_Mons", start="25:00", end="07:00")
     with pytest.raises(grpc.aio.AioRpcError) as exc:
-        await policies(srv).PutPolicyRevision(
+        await operator_stub(srv, ppb_grpc.PolicyServiceStub).PutPolicyRevision(
             ppb.PutPolicyRevisionRequest(notification_type="night.ops", spec=spec(quiet_hours=bad))
         )
     err = rich_error(exc.value)
@@ -62,12 +63,8 @@ async def test_quiet_hours_are_validated(srv: RunningServer) -> None:
 async def test_first_attempt_is_held_across_the_dst_change(
     srv: RunningServer, clock: ShiftableClock
 ) -> None:
-    put = await policies(srv).PutPolicyRevision(
-        ppb.PutPolicyRevisionRequest(
-            notification_type="night.ops", spec=spec(quiet_hours=NIGHT), activate=True
-        )
-    )
-    assert put.revision.spec.quiet_hours == NIGHT
+    put = await put_policy(srv, "night.ops", spec(quiet_hours=NIGHT))
+    assert put.spec.quiet_hours == NIGHT
     move_to(clock, BEFORE_DST)
     alice = srv.stub("alice")
     held = await alice.SendNotification(send_request(notification_type="night.ops"))
@@ -116,16 +113,12 @@ async def test_a_retry_is_held_too(db_url: str, tmp_path: Path, clock: Shiftable
         db_url, tmp_path, clock=clock, channels_file=str(channels), dispatch_enabled=False
     )
     try:
-        await policies(running).PutPolicyRevision(
-            ppb.PutPolicyRevisionRequest(
-                notification_type="night.broken",
-                spec=ppb.PolicySpec(
-                    channels=["broken"],
-                    delivery_mode=t.DELIVERY_MODE_GUARANTEED,
-                    quiet_hours=NIGHT,
-                ),
-                activate=True,
-            )
+        await put_policy(
+            running,
+            "night.broken",
+            ppb.PolicySpec(
+                channels=["broken"], delivery_mode=t.DELIVERY_MODE_GUARANTEED, quiet_hours=NIGHT
+            ),
         )
         # 21:59:59.9 in New York (EST): the attempt is allowed, its retry falls inside.
         move_to(clock, datetime(2026, 1, 15, 2, 59, 59, 900000, tzinfo=UTC))

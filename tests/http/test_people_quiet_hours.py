@@ -12,28 +12,30 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import grpc
 import httpx
 
 from tests.http.conftest import Rig
 from tests.http.helpers import click, email_links
-from tests.support.server import KEYS, Client
+from tests.support.people import acked_spec, put_policy, put_recipients
+from tests.support.server import KEYS
 from tests.support.watching import events_until, has_kind
 from uns.v1 import notification_service_pb2 as pb
-from uns.v1 import policy_service_pb2 as ppb
-from uns.v1 import policy_service_pb2_grpc as ppb_grpc
 from uns.v1 import recipient_service_pb2 as rpb
-from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
 
 TYPE = "ops.night"
 ZONE = "Asia/Tokyo"  # alice's own zone, far from the server's UTC
 
 
-def stub(rig: Rig, service: Any) -> Client:
-    channel = grpc.aio.insecure_channel(rig.server.target)
-    rig.server.channels.append(channel)
-    return Client(service(channel), KEYS["oscar"])
+def person(rid: str, quiet: t.QuietHours | None = None) -> rpb.Recipient:
+    """``rid`` in Tokyo, mailed at ``rid@example.com``, quiet when ``quiet`` says."""
+    return rpb.Recipient(
+        recipient_id=rid,
+        display_name=rid.title(),
+        time_zone=ZONE,
+        contacts=[rpb.Contact(channel="mail", address=f"{rid}@example.com")],
+        quiet_hours=quiet,
+    )
 
 
 def wall(value: datetime) -> str:
@@ -44,42 +46,19 @@ async def setup(rig: Rig, *, max_attempts: int = 3) -> datetime:
     """Alice asleep (quiet from 2 hours ago to 2 hours from now, in Tokyo), bob awake;
     the policy asks both and posts to the shared webhook. When alice wakes up."""
     now = rig.clock().replace(second=0, microsecond=0)
-    people = stub(rig, rpb_grpc.RecipientServiceStub)
-    for rid, quiet in (
-        (
-            "alice",
-            t.QuietHours(
-                time_zone=ZONE,
-                start=wall(now - timedelta(hours=2)),
-                end=wall(now + timedelta(hours=2)),
-            ),
+    asleep = t.QuietHours(
+        time_zone=ZONE, start=wall(now - timedelta(hours=2)), end=wall(now + timedelta(hours=2))
+    )
+    await put_recipients(rig.server, [person("alice", asleep), person("bob")])
+    await put_policy(
+        rig.server,
+        TYPE,
+        acked_spec(
+            channels=["hook"],
+            targets=[t.Target(recipient_id="alice"), t.Target(recipient_id="bob")],
+            ack_timeout_minutes=600,
+            max_attempts=max_attempts,
         ),
-        ("bob", None),
-    ):
-        await people.PutRecipient(
-            rpb.PutRecipientRequest(
-                recipient=rpb.Recipient(
-                    recipient_id=rid,
-                    display_name=rid.title(),
-                    time_zone=ZONE,
-                    contacts=[rpb.Contact(channel="mail", address=f"{rid}@example.com")],
-                    quiet_hours=quiet,
-                )
-            )
-        )
-    await stub(rig, ppb_grpc.PolicyServiceStub).PutPolicyRevision(
-        ppb.PutPolicyRevisionRequest(
-            notification_type=TYPE,
-            activate=True,
-            spec=ppb.PolicySpec(
-                channels=["hook"],
-                targets=[t.Target(recipient_id="alice"), t.Target(recipient_id="bob")],
-                delivery_mode=t.DELIVERY_MODE_GUARANTEED,
-                require_ack=True,
-                ack_timeout_minutes=600,
-                max_attempts=max_attempts,
-            ),
-        )
     )
     return now + timedelta(hours=2)
 

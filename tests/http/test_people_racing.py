@@ -9,29 +9,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from aiohttp import web
-from google.protobuf.duration_pb2 import Duration
 
-from tests.support.server import (
-    KEYS,
-    Client,
-    RunningServer,
-    ShiftableClock,
-    send_request,
-    start_server,
-)
+from tests.support.people import acked_spec, minutes, put_people, put_policy
+from tests.support.server import KEYS, RunningServer, ShiftableClock, send_request, start_server
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
-from uns.v1 import policy_service_pb2 as ppb
-from uns.v1 import policy_service_pb2_grpc as ppb_grpc
-from uns.v1 import recipient_service_pb2 as rpb
-from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
 from uns_server.store.port import Fenced
 from uns_server.store.sql_ports import SqlMessageUpdates
@@ -126,35 +114,16 @@ pager:
 
 
 async def setup(server: RunningServer, **spec: Any) -> None:
-    channel = grpc.aio.insecure_channel(server.target)
-    server.channels.append(channel)
-    people = Client(rpb_grpc.RecipientServiceStub(channel), KEYS["oscar"])
-    await people.PutRecipient(
-        rpb.PutRecipientRequest(
-            recipient=rpb.Recipient(
-                recipient_id="alice",
-                display_name="Alice",
-                time_zone="UTC",
-                contacts=[
-                    rpb.Contact(channel="alerts-slack", address="U0ALICE"),
-                    rpb.Contact(channel="pager", address="PALICE1"),
-                ],
-            )
-        )
-    )
-    await Client(ppb_grpc.PolicyServiceStub(channel), KEYS["oscar"]).PutPolicyRevision(
-        ppb.PutPolicyRevisionRequest(
-            notification_type=TYPE,
-            activate=True,
-            spec=ppb.PolicySpec(
-                channels=["alerts-slack"],
-                targets=[t.Target(recipient_id="alice")],
-                delivery_mode=t.DELIVERY_MODE_GUARANTEED,
-                require_ack=True,
-                ack_timeout_minutes=30,
-                **spec,
-            ),
-        )
+    await put_people(server, {"alice": [("alerts-slack", "U0ALICE"), ("pager", "PALICE1")]})
+    await put_policy(
+        server,
+        TYPE,
+        acked_spec(
+            channels=["alerts-slack"],
+            targets=[t.Target(recipient_id="alice")],
+            ack_timeout_minutes=30,
+            **spec,
+        ),
     )
 
 
@@ -196,9 +165,7 @@ async def test_a_persons_reminder_in_flight_when_answered_is_closed_once_sent(
     after the answer; every message (delivery and reminder, shared and Alice's) is
     still closed once."""
     server, providers = race
-    ten = Duration()
-    ten.FromTimedelta(timedelta(minutes=10))
-    await setup(server, reminder=t.Reminder(first_after=ten, multiplier=1, max_count=1))
+    await setup(server, reminder=t.Reminder(first_after=minutes(10), multiplier=1, max_count=1))
     providers.answer_from = ""  # not at the delivery
     sent = await server.stub("alice").SendNotification(send_request(notification_type=TYPE))
     providers.notification_id = sent.notification_id

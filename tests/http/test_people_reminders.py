@@ -10,46 +10,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.http.conftest import Rig
-from tests.http.test_people_quiet_hours import ZONE, stub, wall
-from tests.support.people import minutes
+from tests.http.test_people_quiet_hours import ZONE, person, wall
+from tests.support.people import acked_spec, minutes, put_policy, put_recipients
 from tests.support.watching import events_until
 from uns.v1 import notification_service_pb2 as pb
-from uns.v1 import policy_service_pb2 as ppb
-from uns.v1 import policy_service_pb2_grpc as ppb_grpc
-from uns.v1 import recipient_service_pb2 as rpb
-from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
 
 TYPE = "ops.nag"
-
-
-async def put_person(rig: Rig, rid: str, quiet: t.QuietHours | None = None) -> None:
-    await stub(rig, rpb_grpc.RecipientServiceStub).PutRecipient(
-        rpb.PutRecipientRequest(
-            recipient=rpb.Recipient(
-                recipient_id=rid,
-                display_name=rid.title(),
-                time_zone=ZONE,
-                contacts=[rpb.Contact(channel="mail", address=f"{rid}@example.com")],
-                quiet_hours=quiet,
-            )
-        )
-    )
-
-
-async def put_policy(rig: Rig, **spec: Any) -> None:
-    await stub(rig, ppb_grpc.PolicyServiceStub).PutPolicyRevision(
-        ppb.PutPolicyRevisionRequest(
-            notification_type=TYPE,
-            activate=True,
-            spec=ppb.PolicySpec(
-                delivery_mode=t.DELIVERY_MODE_GUARANTEED,
-                require_ack=True,
-                ack_timeout_minutes=240,
-                **spec,
-            ),
-        )
-    )
 
 
 async def deliver(rig: Rig) -> tuple[str, datetime]:
@@ -79,15 +46,19 @@ def subjects(rig: Rig) -> list[tuple[str, str]]:
 
 
 async def test_each_person_is_reminded_on_their_own_count(rig: Rig) -> None:
-    for rid in ("alice", "bob"):
-        await put_person(rig, rid)
+    await put_recipients(rig.server, [person("alice"), person("bob")])
     # Reminders at +10, +40, +130 (each interval three times the last); alice is
     # paged again by the escalation step at +35.
     await put_policy(
-        rig,
-        targets=[t.Target(recipient_id="alice"), t.Target(recipient_id="bob")],
-        reminder=t.Reminder(first_after=minutes(10), multiplier=3, max_count=3),
-        escalation=[t.EscalationStep(after=minutes(35), targets=[t.Target(recipient_id="alice")])],
+        rig.server,
+        TYPE,
+        acked_spec(
+            targets=[t.Target(recipient_id="alice"), t.Target(recipient_id="bob")],
+            reminder=t.Reminder(first_after=minutes(10), multiplier=3, max_count=3),
+            escalation=[
+                t.EscalationStep(after=minutes(35), targets=[t.Target(recipient_id="alice")])
+            ],
+        ),
     )
     nid, d = await deliver(rig)
     per_step = []
@@ -131,11 +102,14 @@ async def test_a_person_is_not_reminded_in_their_quiet_hours(rig: Rig) -> None:
         start=wall(now + timedelta(minutes=5)),
         end=wall(now + timedelta(minutes=20)),
     )
-    await put_person(rig, "alice", night)
+    await put_recipients(rig.server, [person("alice", night)])
     await put_policy(
-        rig,
-        targets=[t.Target(recipient_id="alice")],
-        reminder=t.Reminder(first_after=minutes(10), multiplier=1, max_count=3),
+        rig.server,
+        TYPE,
+        acked_spec(
+            targets=[t.Target(recipient_id="alice")],
+            reminder=t.Reminder(first_after=minutes(10), multiplier=1, max_count=3),
+        ),
     )
     nid, d = await deliver(rig)
     for offset in (10, 20, 30):

@@ -1,6 +1,6 @@
 """People, rotations and policies written through a real server's ``RecipientService``
-and ``PolicyService`` as an operator: the setup the targets, people-delivery and
-escalation tests share."""
+and ``PolicyService`` as an operator, and those services' stubs with any test key: the
+setup every test of people, rotations and policies shares."""
 
 from __future__ import annotations
 
