@@ -469,6 +469,16 @@ def test_effective_policy_json_round_trip() -> None:
     }
 
 
+def test_an_effective_policys_json_is_built_once_and_each_caller_gets_its_own() -> None:
+    eff = resolve(request(), revision(), ServerDefaults())
+    first = eff.to_json()
+    first["policy_id"] = "changed by a caller"  # the top level is the caller's own
+    again = eff.to_json()
+    assert again["policy_id"] == eff.policy_id and again is not first
+    assert again["channels"] is eff.to_json()["channels"]  # built once, shared below
+    assert resolve(request(), revision(), ServerDefaults()) is eff  # one per ACTIVE revision
+
+
 def test_from_json_keeps_the_frozen_effective_hash() -> None:
     data = resolve(request(), revision(), ServerDefaults()).to_json() | {"effective_hash": "f" * 64}
     assert EffectivePolicy.from_json(data).effective_hash == "f" * 64

@@ -6,6 +6,7 @@ returns the frozen :class:`EffectivePolicy`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -82,7 +83,15 @@ class EffectivePolicy:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON object (the ACCEPTED event's ``effective``): snake_case, enums by value."""
+        """Plain JSON object (the ACCEPTED event's ``effective``): snake_case, enums by value.
+        A new dict each call; its nested values are shared and must not be changed."""
+        return dict(self._json)
+
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
+        # Built once per policy: an ACTIVE revision's EffectivePolicy is shared by every
+        # notification it admits (``_of_revision``), and each accept writes it twice
+        # (the document, the ACCEPTED event).
         return {
             **self.spec.to_json(),
             "policy_id": self.policy_id,
