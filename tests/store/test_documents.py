@@ -82,16 +82,19 @@ async def _insert(db: Database, values: dict[str, Any], **typed: Any) -> None:
 
 
 async def _write_and_read(
-    db: Database, stored: NotificationDocument | dict[str, Any]
+    db: Database,
+    stored: NotificationDocument | DeliveryOutcome | dict[str, Any],
+    column: str = "notification",
 ) -> tuple[Any, Any]:
-    """(the record read back, the column's JSON as the database holds it)."""
-    if isinstance(stored, NotificationDocument):
-        values = row()
-        await _insert(db, values, notification=stored)
-    else:
-        values = row(notification=stored)
+    """(the record read back, ``column``'s JSON as the database holds it): ``stored`` is
+    a typed value written through the store, or JSON as earlier versions wrote it."""
+    if isinstance(stored, dict):
+        values = row(**{column: stored})
         await _insert(db, values)
-    raw = select(notifications_table.c.notification).where(notifications_table.c.id == values["id"])
+    else:
+        values = row()
+        await _insert(db, values, **{column: stored})
+    raw = select(notifications_table.c[column]).where(notifications_table.c.id == values["id"])
     async with db.read() as conn:
         found = await notifications.get(conn, values["id"])
         on_disk = (await conn.execute(raw)).scalar_one()
@@ -196,17 +199,7 @@ async def test_rows_sharing_a_hash_but_not_a_policy_read_their_own(db: Database)
 
 
 async def _outcome_read(db: Database, stored: DeliveryOutcome | dict[str, Any]) -> tuple[Any, Any]:
-    if isinstance(stored, DeliveryOutcome):
-        values = row()
-        await _insert(db, values, outcome=stored)
-    else:
-        values = row(outcome=stored)
-        await _insert(db, values)
-    raw = select(notifications_table.c.outcome).where(notifications_table.c.id == values["id"])
-    async with db.read() as conn:
-        found = await notifications.get(conn, values["id"])
-        on_disk = (await conn.execute(raw)).scalar_one()
-    assert found is not None
+    found, on_disk = await _write_and_read(db, stored, "outcome")
     return found.outcome, on_disk
 
 
