@@ -358,3 +358,33 @@ async def test_behind_tls_and_mtls_the_bridge_still_reaches_grpc(tmp_path: Path)
             assert (status, error_info(body)["reason"]) == (401, "UNAUTHENTICATED")
     finally:
         await server.stop()
+
+
+async def test_whole_numbers_stay_integers_in_answers_and_events(tmp_path: Path) -> None:
+    """A Struct holds every number as a double; over JSON a whole one is written as an
+    integer (Go's decoder refuses ``1.0`` for an int), other numbers as they are."""
+    server = await _start(tmp_path, watch_heartbeat_seconds=0.2, dispatch_enabled=False)
+    metadata = {"attempt": 1, "lag_seconds": 92, "ratio": 2.5, "nested": {"counts": [3, -4, 0.5]}}
+    try:
+        base = f"http://127.0.0.1:{server.app.http_port}"
+        async with aiohttp.ClientSession(base) as session:
+            http = Http(session)
+            _, sent, _ = await http.call(SEND, alert(metadata=metadata))
+            nid = sent["notificationId"]
+            headers = {"Authorization": f"Bearer {KEYS['alice']}"}
+            async with session.post(GET, json={"notificationId": nid}, headers=headers) as response:
+                text = await response.text()
+            assert '"attempt": 1,' in text or '"attempt": 1}' in text, text
+            got = json.loads(text)["notification"]["metadata"]
+            assert got == metadata
+            assert [type(got[k]) for k in ("attempt", "lag_seconds", "ratio")] == [int, int, float]
+            assert [type(n) for n in got["nested"]["counts"]] == [int, int, float]
+            watch = {**headers, "Accept": "text/event-stream"}
+            query = "?replayHistory=true&kinds=EVENT_KIND_ACCEPTED"
+            async with session.get(WATCH + query, headers=watch) as response:
+                (accepted,) = await _sse(response, 1)
+            effective = json.loads(accepted["data"])["event"]["payload"]["effective"]
+            assert (effective["max_attempts"], type(effective["max_attempts"])) == (5, int)
+            assert ".0," not in accepted["data"], accepted["data"]
+    finally:
+        await server.stop()

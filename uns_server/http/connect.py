@@ -7,7 +7,8 @@ gRPC method of that name on this process's own gRPC server, over a private loopb
 channel (a unix socket in a directory only this user can enter), with the key forwarded
 as metadata: authentication, roles, tenancy, rate limits, validation and idempotency are
 the gRPC path itself, not a copy of it. Requests and answers are converted with
-``google.protobuf.json_format`` (protobuf's JSON mapping, as Connect specifies).
+``google.protobuf.json_format`` (protobuf's JSON mapping, as Connect specifies), whole
+numbers written as integers (``connect_wire.message_json``).
 
 A refusal is Connect's error JSON, a ``google.rpc.Status`` whose details are the gRPC
 status details (ErrorInfo, BadRequest, RetryInfo) as ``{type, value, debug}``, ``debug``
@@ -40,13 +41,14 @@ from typing import Any
 
 import grpc
 from aiohttp import web
-from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2
 
 from uns_server.http.connect_wire import (
     DOMAIN,
     Refusal,
+    message_json,
     parse_json,
     parse_query,
     sse_frame,
@@ -113,7 +115,7 @@ def _wrong_method(allowed: str) -> Callable[[web.Request], Any]:
 
 
 def _to_json(cls: type[Message], serialized: bytes) -> str:
-    return json.dumps(json_format.MessageToDict(cls.FromString(serialized)))
+    return json.dumps(message_json(cls.FromString(serialized)))
 
 
 def _message_class(pool: descriptor_pool.DescriptorPool, type_name: str) -> type[Message]:

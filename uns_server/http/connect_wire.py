@@ -1,6 +1,7 @@
 """The Connect protocol's wire shapes for ``http.connect``: the error JSON (a
 ``google.rpc.Status`` with its details as ``{type, value, debug}``), the HTTP status of
-each code, JSON bodies and query strings read into messages, Server-Sent Event frames."""
+each code, JSON bodies and query strings read into messages, Server-Sent Event frames,
+and every message answered as JSON (``message_json``: whole numbers stay integers)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 DOMAIN = "uns.v1"
+# Whole doubles up to this magnitude are written as integers: every such double is an
+# exact integer, and every JSON decoder reads one back as the same number.
+EXACT_INTEGER_MAX = 2**53
 
 # Connect's HTTP status per code, except FAILED_PRECONDITION (412, not 400).
 HTTP_STATUS = {
@@ -118,12 +122,36 @@ def _detail(detail: Any) -> dict[str, Any]:
         "value": base64.b64encode(value).decode().rstrip("="),
     }
     if message is not None:
-        result["debug"] = json_format.MessageToDict(message)
+        result["debug"] = message_json(message)
     return result
 
 
+def message_json(message: Message) -> dict[str, Any]:
+    """``message`` in protobuf's JSON mapping, with whole numbers as integers.
+
+    A ``google.protobuf.Struct`` (metadata, event payloads) holds every number as a
+    double, which ``json_format`` writes as ``92.0``: a decoder reading into an integer
+    (Go's ``encoding/json`` for an ``int`` field) refuses that. The proto3 JSON mapping
+    lets a double be written ``92``, and JSON itself has one number type, so an
+    integral value is written as the integer it is (other numbers are unchanged)."""
+    result: dict[str, Any] = _integral(json_format.MessageToDict(message))
+    return result
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) <= EXACT_INTEGER_MAX:
+            return int(value)
+        return value
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
 def sse_frame(message: Message) -> bytes:
-    data = json_format.MessageToDict(message)
+    data = message_json(message)
     event_id = ""
     kind = "message"
     if "event" in data:
