@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -386,5 +387,36 @@ async def test_whole_numbers_stay_integers_in_answers_and_events(tmp_path: Path)
             effective = json.loads(accepted["data"])["event"]["payload"]["effective"]
             assert (effective["max_attempts"], type(effective["max_attempts"])) == (5, int)
             assert ".0," not in accepted["data"], accepted["data"]
+    finally:
+        await server.stop()
+
+
+async def test_a_client_closing_its_event_stream_is_one_info_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every subscriber ends its stream by closing it: no ERROR, no traceback."""
+    caplog.set_level(logging.DEBUG)
+    server = await _start(tmp_path, watch_heartbeat_seconds=0.1, dispatch_enabled=False)
+    try:
+        base = f"http://127.0.0.1:{server.app.http_port}"
+        headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {KEYS['alice']}"}
+        async with (
+            aiohttp.ClientSession(base) as session,
+            session.get(WATCH, headers=headers) as response,
+        ):
+            (beat,) = await _sse(response, 1)
+            assert beat["event"] == "heartbeat"
+            assert server.app.watch.open_total == 1
+        # The bridge notices at its next write and cancels the gRPC stream, which closes.
+        deadline = asyncio.get_running_loop().time() + 30
+        while server.app.watch.open_total:
+            assert asyncio.get_running_loop().time() < deadline, "the stream stayed open"
+            await asyncio.sleep(0.05)
+        closed = [
+            r for r in caplog.records if r.getMessage() == "event stream closed by the client"
+        ]
+        assert [r.levelno for r in closed] == [logging.INFO]
+        loud = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+        assert loud == [], [(r.name, r.getMessage()) for r in loud]
     finally:
         await server.stop()

@@ -297,9 +297,10 @@ class Bridge:
         except grpc.aio.AioRpcError as exc:
             payload = json.dumps(Refusal.from_rpc(exc).body(), separators=(",", ":"))
             await response.write(f"event: error\ndata: {payload}\n\n".encode())
-        except (ConnectionResetError, asyncio.CancelledError):
-            call.cancel()
-            raise
+        except ConnectionResetError:
+            # The client closed the stream (a browser tab, a reconnecting subscriber):
+            # how every stream ends, not a fault. The gRPC call is cancelled below.
+            log.info("event stream closed by the client", extra={"path": request.path})
         finally:
             call.cancel()
         return response

@@ -65,6 +65,12 @@ def _timed_out(request: web.Request, status: int, message: str) -> web.Response:
     return web.Response(status=status, text=message + "\n")
 
 
+def _client_gone(request: web.Request) -> bool:
+    """Is the client's own connection closed (not, say, the database's)?"""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
 def _bounded(timeout_seconds: float) -> Any:  # aiohttp's own middleware type
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -86,7 +92,12 @@ def _bounded(timeout_seconds: float) -> Any:  # aiohttp's own middleware type
             response = web.Response(
                 status=exc.status, reason=exc.reason, text=exc.text, headers=exc.headers
             )
-        except Exception:
+        except Exception as exc:
+            if isinstance(exc, ConnectionResetError) and _client_gone(request):
+                # The client went away mid-answer (a stream it closed): nothing to
+                # answer, and aiohttp ends the connection quietly. Not a fault.
+                log.info("http client disconnected", extra={"path": request.path})
+                raise
             log.exception("http handler failed", extra={"path": request.path})
             response = web.Response(status=500, text="Internal error.\n")
         if not response.prepared:  # a stream has sent its headers already
