@@ -108,9 +108,10 @@ class AsyncClient:
         request a ``SendFields`` mapping (``send()``'s keyword arguments) or a ready-made
         ``SendNotificationRequest``. Answers one entry per request, in order: the
         response ``send()`` would return, or the ``UnsError`` it would raise (an
-        invalid, conflicting or rate-limited item fails alone). Items without an
-        idempotency key get one before the first attempt, so the call retries like
-        ``send()``. More than 1,000 requests raises ``InvalidRequest``."""
+        invalid or conflicting item fails alone; the request budget is charged for
+        the whole batch, so a RATE_LIMITED batch is retried whole, as ``send()`` is).
+        Items without an idempotency key get one before the first attempt, so the
+        call retries like ``send()``. More than 1,000 requests raises ``InvalidRequest``."""
         return await self._call(calls.send_many(requests), timeout)
 
     async def simulate(

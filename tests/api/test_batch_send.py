@@ -24,6 +24,7 @@ from tests.support.tracing import span_capture
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode, Priority
+from uns_server.settings import Settings
 
 BATCH_SPAN = "uns.v1.NotificationService/BatchSendNotifications"
 
@@ -191,30 +192,57 @@ async def test_only_producers_may_batch(traced: tuple[RunningServer, InMemorySpa
         assert rich_error(raised.value).reason == "PERMISSION_DENIED"
 
 
-async def test_each_item_spends_the_budget_and_a_rate_limited_item_is_refused_alone(
+async def test_a_batch_is_charged_as_a_whole_never_partly_refused(
     db_url: str, tmp_path: Path
 ) -> None:
-    # A burst of 3, one token back every 100 s: the fourth item finds the budget spent.
+    # A burst of 5, one token back every 100 s.
     server = await start_server(
-        db_url, tmp_path, dispatch_enabled=False, rate_limit_per_second=0.01, rate_limit_burst=3
+        db_url, tmp_path, dispatch_enabled=False, rate_limit_per_second=0.01, rate_limit_burst=5
     )
     try:
         alice = server.stub("alice")
-        reply = await alice.BatchSendNotifications(
-            batch(*(send_request(idempotency_key=f"r-{i}") for i in range(5)))
+        await alice.SendNotification(send_request(idempotency_key="single"))  # 4 left
+        five = [send_request(idempotency_key=f"r-{i}") for i in range(5)]
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await alice.BatchSendNotifications(batch(*five))
+        limited = rich_error(raised.value)
+        assert (limited.code, limited.reason) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "RATE_LIMITED",
         )
-        for result in reply.results[:3]:
-            ok(result)
-        for result in reply.results[3:]:
-            limited = refused(result)
-            assert (limited.code, limited.reason) == (
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "RATE_LIMITED",
-            )
-            assert limited.metadata["limit"] == "principal"
-            assert limited.retry_delay is not None and limited.retry_delay > 0
-        # bob's budget is his own.
-        bob = await server.stub("bob").BatchSendNotifications(batch(send_request()))
-        ok(bob.results[0])
+        assert limited.metadata["limit"] == "principal"
+        assert limited.metadata["requests"] == "5"
+        assert limited.retry_delay is not None and limited.retry_delay > 0
+        # The refused batch wrote nothing and took nothing: four items still fit, whole.
+        reply = await alice.BatchSendNotifications(batch(*five[1:]))
+        assert all(not ok(r).idempotent_replay for r in reply.results)
+        assert len(reply.results) == 4
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await alice.SendNotification(five[0])
+        assert rich_error(raised.value).reason == "RATE_LIMITED"
+        # A batch larger than the whole bucket takes a full bucket: bob's is his own.
+        bob = await server.stub("bob").BatchSendNotifications(
+            batch(*(send_request(idempotency_key=f"b-{i}") for i in range(7)))
+        )
+        assert len([ok(r) for r in bob.results]) == 7
+    finally:
+        await server.stop()
+
+
+async def test_the_default_budget_accepts_a_full_batch_from_an_idle_producer(
+    db_url: str, tmp_path: Path
+) -> None:
+    defaults = Settings()
+    server = await start_server(
+        db_url,
+        tmp_path,
+        dispatch_enabled=False,
+        rate_limit_per_second=defaults.rate_limit_per_second,
+        rate_limit_burst=defaults.rate_limit_burst,
+    )
+    try:
+        requests = [send_request(idempotency_key=f"full-{i}") for i in range(1000)]
+        reply = await server.stub("alice").BatchSendNotifications(batch(*requests))
+        assert len([ok(r) for r in reply.results]) == 1000
     finally:
         await server.stop()

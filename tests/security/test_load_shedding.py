@@ -218,4 +218,9 @@ def test_a_malformed_rate_limit_mapping_is_refused_at_start(value: str) -> None:
 
 def test_rate_limit_overrides_read_from_the_environment() -> None:
     settings = Settings.from_env({"UNS_RATE_LIMITS": "a=10/20, b=0 ,c=1.5"})
-    assert settings.principal_rate_limits() == {"a": (10.0, 20), "b": (0.0, 400), "c": (1.5, 400)}
+    burst = settings.rate_limit_burst  # the default
+    assert settings.principal_rate_limits() == {
+        "a": (10.0, 20),
+        "b": (0.0, burst),
+        "c": (1.5, burst),
+    }

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 # milliseconds, so a slot is free again well within it.
 CONCURRENCY_RETRY_SECONDS = 0.2
 FORWARDED_PEER = "uns-http-peer"  # set by uns_server.http.connect
-# Calls that charge the principal's budget per item in the servicer (``over_budget``),
-# not once at the door: a rate-limited item is refused alone.
+# Calls that charge the principal's budget in the servicer (``over_budget``), once for
+# all their items, not one token at the door: a batch is accepted whole or refused whole.
 CHARGED_PER_ITEM = frozenset({"/uns.v1.NotificationService/BatchSendNotifications"})
 
 
@@ -139,17 +139,21 @@ class Admission:
             await self._abort(context, refusal)
         ADMITTED.set(principal)
 
-    async def over_budget(self, principal: str) -> RateLimited | None:
-        """Takes one request from ``principal``'s budget: None, or the refusal if it
-        is spent (nothing taken)."""
-        delay = await self._principals.take(principal)
+    async def over_budget(self, principal: str, requests: int = 1) -> RateLimited | None:
+        """Takes ``requests`` requests from ``principal``'s budget, all or none (a batch
+        is charged as a whole): None, or the refusal if too few are left (nothing
+        taken)."""
+        delay = await self._principals.take(principal, requests)
         if delay is None:
             return None
         self._metrics.shed("principal")
+        metadata = {"limit": "principal", "principal": principal}
+        if requests > 1:
+            metadata["requests"] = str(requests)
         return RateLimited(
             f"{principal} is over its request budget; retry after the RetryInfo delay",
             retry_delay_seconds=delay,
-            metadata={"limit": "principal", "principal": principal},
+            metadata=metadata,
         )
 
     async def _abort(self, context: Ctx, error: RateLimited | Unauthenticated) -> None:

@@ -37,8 +37,9 @@ WAIT_FOR_ATTEMPT_MAX_SECONDS = 30.0
 CONVERT_INLINE_ROWS = 20
 # SPEC §6 Batches: more requests in one BatchSendNotifications is INVALID_REQUEST.
 BATCH_REQUESTS_MAX = 1000
-# Takes one request from a principal's budget: None, or the refusal (``api.admission``).
-Budget = Callable[[str], Awaitable[UnsError | None]]
+# Takes N requests from a principal's budget, all or none: None, or the refusal
+# (``api.admission``).
+Budget = Callable[[str, int], Awaitable[UnsError | None]]
 
 
 class NotificationServicer(pb_grpc.NotificationServiceServicer):
@@ -89,13 +90,13 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
                     )
                 ],
             )
+        # Each item spends what a single send would, charged as a whole: a batch is
+        # never accepted in part by the budget (``api.admission``).
+        over = await self.budget(principal.name, count) if self.budget and count else None
+        if over is not None:
+            raise over
         items: list[SendRequest | UnsError] = []
         for item in request.requests:
-            # Each item spends the budget a single send would (``api.admission``).
-            over = await self.budget(principal.name) if self.budget is not None else None
-            if over is not None:
-                items.append(over)
-                continue
             try:
                 items.append(convert.send_request(item))
             except UnsError as exc:

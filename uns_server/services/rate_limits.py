@@ -5,7 +5,8 @@ Each key has an ``aiolimiter.AsyncLimiter``: a leaky bucket that holds ``burst``
 and drains at ``per_second``, which is a token bucket seen from the other side. A
 request that finds it full is refused at once, never queued: a server that waits for
 capacity only moves the overload into its memory. The delay it is told to wait is the
-time one token takes to come back (``1 / per_second``), an upper bound of the real wait.
+time the tokens asked for take to come back (``tokens / per_second``), an upper bound
+of the real wait. A request that costs several tokens (a batch) takes them all or none.
 """
 
 from __future__ import annotations
@@ -54,20 +55,27 @@ class TokenBuckets:
         if len(self._buckets) >= self._max_keys:  # every one busy: memory wins
             self._buckets.clear()
 
-    def empty(self, key: str) -> float | None:
-        """Seconds until ``key`` has a token again, or None if it has one now."""
+    def empty(self, key: str, tokens: int = 1) -> float | None:
+        """Seconds until ``key`` has ``tokens`` tokens again (at most: the time they take
+        to come back into an empty bucket), or None if it has them now. More tokens
+        than the bucket holds count as a full bucket."""
         bucket = self._bucket(key)
-        if bucket is None or bucket.has_capacity():
+        if bucket is None:
             return None
-        return bucket.time_period / bucket.max_rate
+        tokens = min(tokens, int(bucket.max_rate))
+        if bucket.has_capacity(tokens):
+            return None
+        return tokens * bucket.time_period / bucket.max_rate
 
-    async def take(self, key: str) -> float | None:
-        """Takes a token from ``key``'s bucket: None if there was one, else the seconds
-        until there is (nothing taken). Never waits."""
-        delay = self.empty(key)
+    async def take(self, key: str, tokens: int = 1) -> float | None:
+        """Takes ``tokens`` tokens from ``key``'s bucket, all or none: None if it had
+        them, else the seconds until it will (nothing taken). Never waits. More than
+        the bucket holds (a batch larger than the burst) takes a full bucket, so such a
+        request is admitted once the bucket has refilled rather than never."""
+        delay = self.empty(key, tokens)
         if delay is not None:
             return delay
         bucket = self._buckets.get(key)
         if bucket is not None:
-            await bucket.acquire()  # has capacity: returns at once
+            await bucket.acquire(min(tokens, bucket.max_rate))  # has capacity: at once
         return None
