@@ -272,3 +272,51 @@ async def test_a_withdrawal_updates_slack_with_its_own_icon_and_words(rig: Rig) 
     assert text.startswith(":leftwards_arrow_with_hook: Withdrawn by ")
     assert "no answer needed" in text
     assert ":alarm_clock:" not in json.dumps(update["blocks"])
+
+
+class FailOnce:
+    """A settle hook (``Acks.settle_hooks``: run inside the settling transaction) that
+    raises the first time: a real fault in the middle of the settle, rolled back."""
+
+    def __init__(self) -> None:
+        self.failed = 0
+
+    async def __call__(self, *_args: object) -> None:
+        if not self.failed:
+            self.failed += 1
+            raise RuntimeError("injected: the settle fails once")
+
+
+async def test_a_callback_whose_settle_failed_is_served_when_the_provider_retries(
+    rig: Rig,
+) -> None:
+    """The receipt is written with the settle: a failed settle (500) leaves none, so
+    the provider's retry of the very same signed request settles, once."""
+    slack_nid = await rig.send("slack-retried")
+    pd_nid = await rig.send("pd-retried")
+    await rig.deliver()
+    slack_body = slack_request("uns_ack", slack_button(rig, "uns_ack"))
+    slack_signed = slack_headers(slack_body)
+    trigger = next(e for e in rig.fakes.pagerduty_events() if e["dedup_key"].startswith(pd_nid))
+    pd_body = pagerduty_body(trigger["dedup_key"])
+    pd_signed = {"X-PagerDuty-Signature": pagerduty_signature(PAGERDUTY_WEBHOOK_SECRET, pd_body)}
+    async with httpx.AsyncClient(base_url=rig.base_url) as http:
+        for nid, path, body, headers in (
+            (slack_nid, SLACK_PATH, slack_body, slack_signed),
+            (pd_nid, PAGERDUTY_PATH, pd_body, pd_signed),
+        ):
+            fault = FailOnce()
+            rig.server.app.acks.settle_hooks.append(fault)
+            try:
+                failed = await http.post(path, content=body, headers=headers)
+                assert (failed.status_code, fault.failed) == (500, 1)
+                assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
+                assert await rig.ack_records(nid) == []
+                retried = await http.post(path, content=body, headers=headers)
+                assert retried.status_code == 200, retried.text
+                replayed = await http.post(path, content=body, headers=headers)
+                assert replayed.status_code == 401
+            finally:
+                rig.server.app.acks.settle_hooks.remove(fault)
+            assert (await rig.get(nid)).ack_state == t.ACK_STATE_ACKED
+            assert len(await rig.ack_records(nid)) == 1

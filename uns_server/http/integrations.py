@@ -4,8 +4,9 @@
 The signature over the raw body is checked first (``domain.signatures``), then again
 with only the secret of the channel that posted the message (Slack) or opened the
 incident (PagerDuty); a bad or stale signature, another channel's, or a request
-already accepted once (a replay: its receipt is inserted before anything settles, so
-concurrent copies go on once) is 401 and changes nothing. A signed payload of the
+already accepted once (a replay: its receipt is written in the transaction that
+settles it, so concurrent copies go on once, and a callback whose settle failed is
+served again when the provider retries it) is 401 and changes nothing. A signed payload of the
 wrong shape is 400 and changes nothing. A verified callback is answered 200 whatever
 it settles (conflicts and late answers included), so the provider does not retry a
 decision.
@@ -24,7 +25,8 @@ from urllib.parse import parse_qs
 from aiohttp import web
 
 from uns_server.domain.signatures import verify_pagerduty, verify_slack
-from uns_server.services.provider_answers import ProviderAnswers, receipt_digest
+from uns_server.services.acks import Receipt
+from uns_server.services.provider_answers import REPLAYED, ProviderAnswers, receipt_digest
 
 log = logging.getLogger("uns.callbacks")
 
@@ -127,14 +129,22 @@ def routes(
                     return _refused()
             targets.append(target)
         signature = request.headers.get("X-Slack-Signature", "")
-        if not await answers.claim(receipt_digest("slack", signature.encode()), "slack"):
-            return _refused()
+        receipt: Receipt | None = Receipt(receipt_digest("slack", signature.encode()), "slack")
+        if receipt is not None and all(target is None for target in targets):
+            if not await answers.claim(receipt):
+                return _refused()
+            receipt = None
         outcomes = []
         for target in targets:
             if target is None:
                 outcomes.append("invalid")
                 continue
-            pressed = await answers.slack_action(target, payload.get("user", {}))
+            # The receipt rides in the first settle's transaction (Slack sends one
+            # action per interaction).
+            pressed = await answers.slack_action(target, payload.get("user", {}), receipt)
+            if pressed.outcome == REPLAYED:
+                return _refused()
+            receipt = None
             await tell_stale(payload, pressed.note, posters)
             outcomes.append(pressed.outcome)
         log.info("slack interaction", extra={"outcomes": outcomes})
@@ -158,9 +168,15 @@ def routes(
             own = [pagerduty_secrets[c] for c in incident.channels if c in pagerduty_secrets]
             if not verify_pagerduty(own, header, body):
                 return _refused()  # signed by another channel's subscription
-        if not await answers.claim(receipt_digest("pagerduty", body), "pagerduty"):
-            return _refused()
-        outcome = "ignored" if incident is None else await answers.pagerduty_event(incident, event)
+        receipt = Receipt(receipt_digest("pagerduty", body), "pagerduty")
+        if incident is None:
+            if not await answers.claim(receipt):
+                return _refused()
+            outcome = "ignored"
+        else:
+            outcome = await answers.pagerduty_event(incident, event, receipt)
+            if outcome == REPLAYED:
+                return _refused()
         log.info("pagerduty webhook", extra={"outcome": outcome})
         return web.json_response({"outcome": outcome})
 

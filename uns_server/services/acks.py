@@ -93,14 +93,27 @@ def recipient_of(actor: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class Receipt:
+    """A provider callback's receipt (replay protection, ``uns_callback_receipts``):
+    written in the transaction that decides the answer, so a callback whose settle
+    fails leaves no receipt and the provider's retry of it is answered, while of
+    concurrent copies only the first goes on (the others wait on its key)."""
+
+    digest: str
+    provider: str
+
+
+@dataclass(frozen=True)
 class Answer:
     """What an outside answer came to, from the one read that decided it: ``row`` as
     settled, or as it stood when ``refusal`` refused the answer (None: no such
-    notification); ``repeat`` for a same-actor, same-outcome repeat."""
+    notification); ``repeat`` for a same-actor, same-outcome repeat; ``replayed`` when
+    its ``Receipt`` was already there (nothing read, nothing decided)."""
 
     row: Notification | None
     repeat: bool = False
     refusal: UnsError | None = None
+    replayed: bool = False
 
 
 class Acks:
@@ -175,26 +188,39 @@ class Acks:
         via: str,
         dismiss: bool,
         metadata: Mapping[str, Any],
+        receipt: Receipt | None = None,
     ) -> Answer:
         """``answer``, its refusal returned beside the row it was decided on rather than
         raised: a caller that tells the refused person why the obligation ended reads
-        that row, not the notification again."""
+        that row, not the notification again. A provider callback's ``receipt`` is
+        written in the same transaction: kept with the settlement or the refusal,
+        rolled back with a settle that failed (the provider's retry is then served)."""
         outcome = AckStatus.DISMISSED if dismiss else AckStatus.ACKED
         now = self._clock()
         seen: Notification | None = None
+        refusals = (NotFound, AckNotPending, AckDeadlinePassed, AckConflict)
         try:
             async with self._store.write() as tx:
+                if receipt is not None and not await tx.receipts.record(
+                    receipt.digest, receipt.provider, now
+                ):
+                    return Answer(None, replayed=True)
                 seen = await tx.notifications.get_locked(notification_id)
-                if seen is None:
-                    raise NotFound(metadata={"notification_id": notification_id})
-                if decide(seen, outcome, actor, now):
-                    return Answer(seen, repeat=True)
+                try:
+                    if seen is None:
+                        raise NotFound(metadata={"notification_id": notification_id})
+                    if decide(seen, outcome, actor, now):
+                        return Answer(seen, repeat=True)
+                except refusals as refusal:
+                    # Nothing written but the receipt, which is kept: the callback was
+                    # answered (a replay of it is refused like any other).
+                    return Answer(seen, refusal=refusal)
                 await settle(
                     tx, seen, outcome, actor, dict(metadata), now, via=via, hooks=self.settle_hooks
                 )
                 settled = await tx.notifications.get(notification_id)
-        except (NotFound, AckNotPending, AckDeadlinePassed, AckConflict) as refusal:
-            return Answer(seen, refusal=refusal)  # raised inside: the transaction rolls back
+        except refusals as refusal:
+            return Answer(seen, refusal=refusal)  # raised by settle: the transaction rolls back
         assert settled is not None
         self._metrics.acknowledged(outcome.value)
         return Answer(settled)

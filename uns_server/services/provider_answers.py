@@ -7,6 +7,10 @@ decision as Acknowledge) as the person the provider names: ``slack:<user id>``,
 the person whose own message was answered. Slack buttons carry an action-link token (it binds the
 notification and the action); PagerDuty incidents are found by their ``incident_key``,
 which is the dedup_key UNS triggered them with.
+
+A callback's receipt (replay protection) is written in the transaction that settles
+it (``Acks.try_answer``): a settle that fails leaves no receipt, so the provider's
+retry of the same callback is served, not refused as already seen.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from uns_server.domain.links import ACK, DISMISS
 from uns_server.domain.outcomes import ProviderRefs
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
-from uns_server.services.acks import RECIPIENT_ACTOR, Acks
+from uns_server.services.acks import RECIPIENT_ACTOR, Acks, Receipt
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store.port import Store
 
@@ -33,6 +37,8 @@ VIA_SLACK = "slack"
 VIA_PAGERDUTY = "pagerduty"
 SLACK_ACTIONS = {"uns_ack": ACK, "uns_dismiss": DISMISS}
 PAGERDUTY_EVENTS = frozenset({"incident.acknowledged", "incident.resolved"})
+# The outcome of a callback whose receipt was already there: refused, changes nothing.
+REPLAYED = "replayed"
 # A press on a button of an obligation that has ended is told so (only the presser sees it).
 STALE_OUTCOMES = frozenset({"conflict", "not_pending", "deadline_passed", "repeat"})
 
@@ -115,11 +121,13 @@ class ProviderAnswers:
         self._links = links_service
         self._clock = clock
 
-    async def claim(self, digest: str, provider: str) -> bool:
-        """Insert the callback's receipt; False if it is there already (a replay). Done
-        before settling, so of concurrent copies of one callback only one goes on."""
+    async def claim(self, receipt: Receipt) -> bool:
+        """Insert the receipt of a callback that settles nothing (no button UNS
+        signed, an incident UNS did not open); False if it is there already (a
+        replay). A callback that settles writes its receipt in the settling
+        transaction instead (``Acks.try_answer``)."""
         async with self._store.write() as tx:
-            return await tx.receipts.record(digest, provider, self._clock())
+            return await tx.receipts.record(receipt.digest, receipt.provider, self._clock())
 
     async def slack_target(self, action_id: str, token: str) -> Slack | None:
         """The notification and action a Block Kit button names; None if invalid."""
@@ -141,8 +149,10 @@ class ProviderAnswers:
             row = await tx.notifications.get(nid)
         return (row.provider_refs or {}) if row is not None else {}
 
-    async def slack_action(self, target: Slack, user: Mapping[str, Any]) -> Pressed:
-        """One Block Kit button press."""
+    async def slack_action(
+        self, target: Slack, user: Mapping[str, Any], receipt: Receipt | None = None
+    ) -> Pressed:
+        """One Block Kit button press (``replayed`` if ``receipt`` was there already)."""
         user_id = str(user.get("id") or "")
         if not user_id:
             return Pressed("invalid")
@@ -159,7 +169,7 @@ class ProviderAnswers:
         if await self._is_contact(target.recipient, user_id):
             actor = target.recipient  # the person the direct message was for (SPEC §6)
         outcome, row = await self._settle(
-            target.notification_id, actor, VIA_SLACK, target.dismiss, metadata
+            target.notification_id, actor, VIA_SLACK, target.dismiss, metadata, receipt
         )
         return Pressed(outcome, settled_note(row) if outcome in STALE_OUTCOMES else None)
 
@@ -192,8 +202,11 @@ class ProviderAnswers:
         channels = _posted(refs, "pagerduty_dedup_key", incident_key)
         return Incident(nid, channels, _paged_person(refs, incident_key)) if channels else None
 
-    async def pagerduty_event(self, incident: Incident, event: Mapping[str, Any]) -> str:
-        """Settle as ACKED, as the PagerDuty user the event names."""
+    async def pagerduty_event(
+        self, incident: Incident, event: Mapping[str, Any], receipt: Receipt | None = None
+    ) -> str:
+        """Settle as ACKED, as the PagerDuty user the event names (``replayed`` if
+        ``receipt`` was there already)."""
         data = event.get("data") or {}
         data = data if isinstance(data, Mapping) else {}
         agent = event.get("agent") or {}
@@ -215,17 +228,25 @@ class ProviderAnswers:
             if v
         }
         outcome, _row = await self._settle(
-            incident.notification_id, actor, VIA_PAGERDUTY, False, metadata
+            incident.notification_id, actor, VIA_PAGERDUTY, False, metadata, receipt
         )
         return outcome
 
     async def _settle(
-        self, nid: str, actor: str, via: str, dismiss: bool, metadata: dict[str, str]
+        self,
+        nid: str,
+        actor: str,
+        via: str,
+        dismiss: bool,
+        metadata: dict[str, str],
+        receipt: Receipt | None,
     ) -> tuple[str, Notification | None]:
         """What happened, and the row as the answer was decided on (as settled)."""
         answer = await self._acks.try_answer(
-            nid, actor=actor, via=via, dismiss=dismiss, metadata=metadata
+            nid, actor=actor, via=via, dismiss=dismiss, metadata=metadata, receipt=receipt
         )
+        if answer.replayed:
+            return REPLAYED, None
         if isinstance(answer.refusal, AckConflict):
             return "conflict", answer.row
         if isinstance(answer.refusal, AckDeadlinePassed):
