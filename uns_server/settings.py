@@ -34,6 +34,7 @@ SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
 MAX_RECEIVE_MESSAGE_BYTES_DEFAULT = 1024 * 1024
 DB_RETRY_SECONDS_DEFAULT = 2.0
 DB_COMMAND_TIMEOUT_SECONDS_DEFAULT = 10.0
+DB_KEEPALIVE_SECONDS_DEFAULT = 60.0
 DEV_KEY_FILE_DEFAULT = "uns-dev-key.txt"
 METRICS_POLL_SECONDS_DEFAULT = 15.0
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
@@ -119,6 +120,9 @@ class Settings:
     # Client-side bound on each PostgreSQL statement and connection attempt: a
     # silently partitioned database answers UNAVAILABLE instead of hanging callers.
     db_command_timeout_seconds: float = DB_COMMAND_TIMEOUT_SECONDS_DEFAULT
+    # PostgreSQL's TCP keepalives on UNS's sessions: after a network cut the server ends
+    # them (freeing their connection slots and locks) within about twice this. 0: off.
+    db_keepalive_seconds: float = DB_KEEPALIVE_SECONDS_DEFAULT
     # Logs.
     log_level: str = "INFO"
     log_format: str = "json"
@@ -234,9 +238,9 @@ class Settings:
         for name in ("lease_seconds", "idle_poll_seconds", "watch_heartbeat_seconds"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be positive")
-        for name in ("rate_limit_per_second", "auth_failures_per_second"):
+        for name in ("rate_limit_per_second", "auth_failures_per_second", "db_keepalive_seconds"):
             if getattr(self, name) < 0:
-                raise SettingsError(f"{name} must not be negative (0 turns the limit off)")
+                raise SettingsError(f"{name} must not be negative (0 turns it off)")
         self.principal_rate_limits()  # raises on a malformed mapping
         if self.log_format not in ("json", "text"):
             raise SettingsError("log_format must be 'json' or 'text'")

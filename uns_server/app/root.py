@@ -78,6 +78,7 @@ class App:
             settings.database_url,
             command_timeout=settings.db_command_timeout_seconds,
             listen_url=settings.listen_database_url or None,
+            keepalive_seconds=settings.db_keepalive_seconds,
         )
         # What every service and worker is handed: the store port over this database.
         self.store = SqlStore(self.db)

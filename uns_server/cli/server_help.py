@@ -55,6 +55,8 @@ HELP: dict[str, str] = {
     "db_retry_seconds": "wait between attempts to reach the database at start (seconds)",
     "db_command_timeout_seconds": "bound on each PostgreSQL statement and connection attempt "
     "(seconds)",
+    "db_keepalive_seconds": "PostgreSQL TCP keepalives: sessions cut off by the network end "
+    "within about twice this; 0 off (seconds)",
     "log_level": "lowest level logged: DEBUG, INFO, WARNING, ERROR (level name)",
     "log_format": "log line format: json or text (key=value) (format name)",
     "metrics_listen": "Prometheus /metrics address, unauthenticated; off when empty (HOST:PORT)",

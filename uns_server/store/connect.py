@@ -127,6 +127,29 @@ def transaction_pooler_args() -> dict[str, Any]:
     }
 
 
+# Unanswered keepalive probes after which PostgreSQL ends a session.
+PG_KEEPALIVE_PROBES = 4
+
+
+def keepalive_settings(seconds: float) -> dict[str, str]:
+    """PostgreSQL's TCP keepalives for one of our sessions, as startup settings: the
+    server probes a connection silent for ``seconds``, then every ``seconds / 4``, and
+    ends the session after ``PG_KEEPALIVE_PROBES`` unanswered probes; data it sent that
+    goes unacknowledged as long (``tcp_user_timeout``, PostgreSQL 12+) ends it too. A
+    network cut then frees the session's connection slot (and its locks) within about
+    twice ``seconds``, not the kernel's default of two hours and more. 0: the
+    server's own settings."""
+    if seconds <= 0:
+        return {}
+    idle = max(1, round(seconds))
+    return {
+        "tcp_keepalives_idle": str(idle),
+        "tcp_keepalives_interval": str(max(1, idle // PG_KEEPALIVE_PROBES)),
+        "tcp_keepalives_count": str(PG_KEEPALIVE_PROBES),
+        "tcp_user_timeout": str(2 * idle * 1000),  # milliseconds
+    }
+
+
 def _unique_statement_name() -> str:
     return f"__uns_{uuid.uuid4().hex}__"
 

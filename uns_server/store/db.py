@@ -46,6 +46,7 @@ from uns_server.store import jsontext, pg
 from uns_server.store.connect import (
     PG_CONNECT_TIMEOUT_DEFAULT,
     WritableHostConnector,
+    keepalive_settings,
     normalize_url,
     transaction_pooler_args,
 )
@@ -165,6 +166,7 @@ class Database:
         pool_size: int = PG_POOL_SIZE_DEFAULT,
         command_timeout: float | None = None,
         listen_url: str | None = None,
+        keepalive_seconds: float = 0,
     ) -> None:
         """``command_timeout`` bounds every PostgreSQL statement and connection attempt
         client-side, so a silently blackholed database makes calls fail (UNAVAILABLE)
@@ -174,10 +176,15 @@ class Database:
         connection and migrations (a session advisory lock). Another URL than ``url``
         says ``url`` goes through a transaction pooler (pgbouncer ``pool_mode =
         transaction``): the pool then keeps no prepared statements and sends no
-        session settings (``connect.transaction_pooler_args``)."""
+        session settings (``connect.transaction_pooler_args``).
+
+        ``keepalive_seconds`` (PostgreSQL, not through a pooler: a pooler refuses the
+        settings) turns on the server's TCP keepalives for every session this
+        handle opens (``connect.keepalive_settings``); 0 leaves the server's own."""
         self.url = normalize_url(url)
         self.session_url = normalize_url(listen_url) if listen_url else self.url
         self.transaction_pooled = self.session_url != self.url
+        self.keepalives = {} if self.transaction_pooled else keepalive_settings(keepalive_seconds)
         self.command_timeout = command_timeout
         self.dialect = make_url(self.url).get_backend_name()
         # Names this process in its NOTIFY payloads. Its own commits already fired their
@@ -243,7 +250,7 @@ class Database:
         build may take minutes), ``server_settings``, and the connector that finds the
         writable host of a multi-host URL (of ``session_url`` when ``session``)."""
         args: dict[str, Any] = {
-            "server_settings": server_settings,
+            "server_settings": {**self.keepalives, **server_settings},
             # SQLAlchemy's asyncpg adapter calls this instead of asyncpg.connect, with
             # the URL's parameters (what its public ``async_creator`` would not pass).
             "async_creator_fn": self.session_connector if session else self.connector,
@@ -267,8 +274,9 @@ class Database:
         """A bare asyncpg connection of its own (LISTEN) on ``session_url``: the
         writable host, the one the pool uses."""
         params = self.driver_params()
-        if server_settings:
-            params["server_settings"] = {**params.get("server_settings", {}), **server_settings}
+        settings = {**self.keepalives, **server_settings}
+        if settings:
+            params["server_settings"] = {**params.get("server_settings", {}), **settings}
         return await self.session_connector(**params)
 
     def on_commit(self, topic: str, callback: Callable[[], None]) -> None:
