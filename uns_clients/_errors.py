@@ -157,6 +157,12 @@ class Unimplemented(UnsError):
     """The server does not implement this call (yet)."""
 
 
+class StorageFull(UnsError):
+    """The server's database is out of space; nothing was written. Not retried by the
+    client: an operator must free space (the server reports NOT_SERVING meanwhile).
+    Retry later; idempotent calls are safe to repeat."""
+
+
 class TooManyStreams(UnsError):
     """This principal holds as many WatchEvents streams as the server allows; close one."""
 
@@ -200,6 +206,7 @@ ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "HISTORY_COMPACTED": HistoryCompacted,
     "UNIMPLEMENTED": Unimplemented,
     "TOO_MANY_STREAMS": TooManyStreams,
+    "STORAGE_FULL": StorageFull,
     "RATE_LIMITED": RateLimited,
     "INTERNAL": Internal,
 }

@@ -153,6 +153,7 @@ SPEC_REASONS = {
     "HISTORY_COMPACTED": "HistoryCompacted",
     "UNIMPLEMENTED": "Unimplemented",
     "TOO_MANY_STREAMS": "TooManyStreams",
+    "STORAGE_FULL": "StorageFull",
     "RATE_LIMITED": "RateLimited",
     "INTERNAL": "Internal",
 }

@@ -37,6 +37,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     e.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
     e.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
+    e.StorageFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
     e.Internal: grpc.StatusCode.INTERNAL,
     e.HistoryCompacted: grpc.StatusCode.OUT_OF_RANGE,
     e.ShuttingDown: grpc.StatusCode.UNAVAILABLE,

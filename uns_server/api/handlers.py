@@ -19,11 +19,12 @@ from uns_server.domain.errors import (
     FieldViolation,
     Internal,
     InvalidRequest,
+    StorageFull,
     StorageUnavailable,
     UnsError,
 )
 from uns_server.services.auth import Authenticator, Principal
-from uns_server.services.availability import storage_unavailable
+from uns_server.services.availability import storage_full, storage_unavailable
 
 log = logging.getLogger("uns.api")
 
@@ -74,6 +75,9 @@ async def authenticate(self: HasAuth, context: grpc.aio.ServicerContext[Any, Any
 def _as_uns_error(exc: Exception) -> UnsError | None:
     if isinstance(exc, UnsError):
         return exc
+    if storage_full(exc):  # the database logged where, and the space left, once
+        log.warning("storage full: %s", type(exc).__name__)
+        return StorageFull()
     if storage_unavailable(exc):
         log.warning("storage unavailable: %s", type(exc).__name__)
         return StorageUnavailable()

@@ -4,7 +4,9 @@ database and the workers.
 The monitor pings the database every ``HEALTH_CHECK_SECONDS`` and listens to
 ``Supervision`` (repeated failed rounds of a required worker: dispatch, ack expiry,
 follow-ups, message updates; reported by the shared loop, ``workers.loop``, as they
-happen): either turns health NOT_SERVING until it recovers.
+happen) and to the database's storage (``store.space``: writes failing because the
+disk is full, reported by the first such write; while it lasts, each check asks
+whether space was freed): any of them turns health NOT_SERVING until it recovers.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class HealthMonitor:
         self.servicer = health.aio.HealthServicer()
         self._db = db
         self._supervision = supervision
+        # A full disk is reported as it happens, like a worker's faults.
+        db.space.listeners.append(supervision.changed.set)
 
     async def set(self, *, serving: bool) -> None:
         status = (
@@ -55,8 +59,16 @@ class HealthMonitor:
                     reachable = False
                 if reachable != was:
                     log.warning("database %s", "reachable again" if reachable else "unreachable")
+                if reachable and self._db.space.full:
+                    try:
+                        async with asyncio.timeout(HEALTH_CHECK_SECONDS):
+                            await self._db.check_room()
+                    except Exception:
+                        log.debug("storage room check failed", exc_info=True)
             changed.clear()
             failing = self._supervision.unhealthy
+            if self._db.space.full:
+                failing = (*failing, "storage_full")
             ok = reachable and not failing
             if ok != serving:
                 serving = ok

@@ -170,6 +170,13 @@ class StorageUnavailable(UnsError):
     reason = "STORAGE_UNAVAILABLE"
 
 
+class StorageFull(UnsError):
+    """The server's database is out of space; nothing was written. Retry later: an
+    operator must free space (idempotent calls are safe to retry)."""
+
+    reason = "STORAGE_FULL"
+
+
 class HistoryCompacted(UnsError):
     """The resume cursor is older than retained history; resync from the given sequence."""
 

@@ -51,8 +51,15 @@ from uns_server.store.connect import (
     transaction_pooler_args,
 )
 from uns_server.store.port.values import TOPIC_EVENTS, TOPIC_WORK, FenceMoved
+from uns_server.store.space import (
+    MIN_FREE_BYTES,
+    MIN_FREE_PAGES,
+    StorageSpace,
+    free_bytes,
+    is_storage_full,
+)
 
-__all__ = ["TOPIC_EVENTS", "TOPIC_WORK", "Database", "FenceMoved", "WriteTx"]
+__all__ = ["TOPIC_EVENTS", "TOPIC_WORK", "Database", "FenceMoved", "WriteTx", "is_storage_full"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_POOL_SIZE_DEFAULT = 10
@@ -196,6 +203,8 @@ class Database:
         self.session_connector = (
             WritableHostConnector() if self.transaction_pooled else self.connector
         )
+        # Whether writes fail for want of space (``store.space``): health reads it.
+        self.space = StorageSpace(_sqlite_file(self.url), self.dialect)
         if self.dialect == "sqlite":
             self.writer = _sqlite_engine(self.url, immediate=True, pool_size=1)
             self.reader = _sqlite_engine(self.url, immediate=False, pool_size=4)
@@ -289,7 +298,39 @@ class Database:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[WriteTx]:
-        """A write transaction; commits on success, rolls back on any exception."""
+        """A write transaction; commits on success, rolls back on any exception. A
+        failure for want of space marks the storage full (``space``)."""
+        try:
+            async with self._write() as tx:
+                yield tx
+        except Exception as exc:
+            self.space.failed(exc)
+            raise
+        if self.is_postgres and self.space.full:
+            self.space.room_again("a write committed")
+
+    async def check_room(self) -> None:
+        """While the storage is full: has space been freed? SQLite: the file's
+        filesystem has ``MIN_FREE_BYTES`` free and the file may grow by
+        ``MIN_FREE_PAGES`` (``max_page_count``). PostgreSQL's disk is not ours to
+        see: there the next write that commits says so (``write``)."""
+        path = self.space.path
+        if not self.space.full or path is None:
+            return
+        free = free_bytes(path)
+        if free < MIN_FREE_BYTES:
+            return
+        async with self._write() as tx:
+            pragmas = [
+                (await tx.conn.exec_driver_sql(f"PRAGMA {name}")).scalar_one()
+                for name in ("page_count", "max_page_count", "freelist_count")
+            ]
+        pages, most, unused = (int(v) for v in pragmas)
+        if most - pages + unused >= MIN_FREE_PAGES:
+            self.space.room_again(f"SQLite file {path}: {free} bytes free on its filesystem")
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[WriteTx]:
         if self.is_postgres:
             async with (
                 self._transactional.connect() as conn,
@@ -324,6 +365,17 @@ class Database:
         nothing and raises ``FenceMoved``)."""
         if not self.is_postgres:
             raise RuntimeError("one-statement writes are PostgreSQL's")
+        try:
+            async with self._one_statement() as tx:
+                yield tx
+        except Exception as exc:
+            self.space.failed(exc)
+            raise
+        if self.space.full:
+            self.space.room_again("a write committed")
+
+    @asynccontextmanager
+    async def _one_statement(self) -> AsyncIterator[WriteTx]:
         async with self._transactional.connect() as conn:
             driver: Any = (await conn.get_raw_connection()).driver_connection
             tx = WriteTx(conn, self.origin, single=True)
@@ -496,6 +548,15 @@ def _check_at_checkout(engine: AsyncEngine, idle_seconds: float, losses: _Losses
             engine.dialect.do_ping(dbapi_connection)
         except Exception as exc:
             raise DisconnectionError(f"idle connection failed its ping: {exc}") from exc
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The SQLite database file ``url`` names (None: PostgreSQL, in memory, a URI)."""
+    u = make_url(url)
+    path = u.database
+    if u.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return None
+    return None if path.startswith("file:") else os.path.abspath(path)
 
 
 def _private_sqlite_file(url: str) -> None:
