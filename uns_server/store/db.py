@@ -299,15 +299,35 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[WriteTx]:
         """A write transaction; commits on success, rolls back on any exception. A
-        failure for want of space marks the storage full (``space``)."""
+        failure for want of space marks the storage full (``space``; inline, not one
+        more context manager: every accept and delivery runs this)."""
         try:
-            async with self._write() as tx:
-                yield tx
+            if self.is_postgres:
+                async with (
+                    self._transactional.connect() as conn,
+                    _pg_transaction(conn, self._losses) as driver,
+                ):
+                    tx = WriteTx(conn, self.origin)
+                    yield tx
+                    for insert, rows in tx.riders:  # no events append took them
+                        await insert.executemany(driver, rows)
+                    unsent = tx.topics - tx.notified
+                    if unsent:
+                        calls, params = notify_calls(unsent, self.origin)
+                        await driver.execute(f"SELECT {calls}", *params)
+            else:
+                lock: AbstractAsyncContextManager[Any] = self._write_lock or nullcontext()
+                async with lock, self.writer.connect() as conn:
+                    tx = WriteTx(conn, self.origin)
+                    async with conn.begin():
+                        yield tx
         except Exception as exc:
             self.space.failed(exc)
             raise
-        if self.is_postgres and self.space.full:
+        if self.space.full and self.is_postgres:
             self.space.room_again("a write committed")
+        for topic in tx.topics:
+            self.fire(topic)
 
     async def check_room(self) -> None:
         """While the storage is full: has space been freed? SQLite: the file's
@@ -320,7 +340,7 @@ class Database:
         free = free_bytes(path)
         if free < MIN_FREE_BYTES:
             return
-        async with self._write() as tx:
+        async with self.write() as tx:
             pragmas = [
                 (await tx.conn.exec_driver_sql(f"PRAGMA {name}")).scalar_one()
                 for name in ("page_count", "max_page_count", "freelist_count")
@@ -328,30 +348,6 @@ class Database:
         pages, most, unused = (int(v) for v in pragmas)
         if most - pages + unused >= MIN_FREE_PAGES:
             self.space.room_again(f"SQLite file {path}: {free} bytes free on its filesystem")
-
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[WriteTx]:
-        if self.is_postgres:
-            async with (
-                self._transactional.connect() as conn,
-                _pg_transaction(conn, self._losses) as driver,
-            ):
-                tx = WriteTx(conn, self.origin)
-                yield tx
-                for insert, rows in tx.riders:  # no events append took them
-                    await insert.executemany(driver, rows)
-                unsent = tx.topics - tx.notified
-                if unsent:
-                    calls, params = notify_calls(unsent, self.origin)
-                    await driver.execute(f"SELECT {calls}", *params)
-        else:
-            lock: AbstractAsyncContextManager[Any] = self._write_lock or nullcontext()
-            async with lock, self.writer.connect() as conn:
-                tx = WriteTx(conn, self.origin)
-                async with conn.begin():
-                    yield tx
-        for topic in tx.topics:
-            self.fire(topic)
 
     @asynccontextmanager
     async def one_statement(self) -> AsyncIterator[WriteTx]:
@@ -366,28 +362,23 @@ class Database:
         if not self.is_postgres:
             raise RuntimeError("one-statement writes are PostgreSQL's")
         try:
-            async with self._one_statement() as tx:
-                yield tx
+            async with self._transactional.connect() as conn:
+                driver: Any = (await conn.get_raw_connection()).driver_connection
+                tx = WriteTx(conn, self.origin, single=True)
+                try:
+                    yield tx
+                    if tx.riders or tx.topics - tx.notified:
+                        raise RuntimeError("a one-statement write ends with its events append")
+                except BaseException as exc:
+                    if driver.is_closed() or _lost_connection(exc) or isinstance(exc, TimeoutError):
+                        self._losses.mark()
+                        await conn.invalidate()
+                    raise
         except Exception as exc:
             self.space.failed(exc)
             raise
         if self.space.full:
             self.space.room_again("a write committed")
-
-    @asynccontextmanager
-    async def _one_statement(self) -> AsyncIterator[WriteTx]:
-        async with self._transactional.connect() as conn:
-            driver: Any = (await conn.get_raw_connection()).driver_connection
-            tx = WriteTx(conn, self.origin, single=True)
-            try:
-                yield tx
-                if tx.riders or tx.topics - tx.notified:
-                    raise RuntimeError("a one-statement write ends with its events append")
-            except BaseException as exc:
-                if driver.is_closed() or _lost_connection(exc) or isinstance(exc, TimeoutError):
-                    self._losses.mark()
-                    await conn.invalidate()
-                raise
         for topic in tx.topics:
             self.fire(topic)
 
