@@ -154,7 +154,9 @@ class ProviderAnswers:
     ) -> Pressed:
         """One Block Kit button press (``replayed`` if ``receipt`` was there already)."""
         user_id = str(user.get("id") or "")
-        if not user_id:
+        if not user_id:  # settles nothing: its receipt is written alone
+            if receipt is not None and not await self.claim(receipt):
+                return Pressed(REPLAYED)
             return Pressed("invalid")
         metadata = {
             k: str(v)
