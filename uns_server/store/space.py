@@ -56,9 +56,13 @@ def describe_free(path: str) -> str:
     except OSError as exc:
         return f"SQLite file {path} (free space unknown: {exc.strerror})"
     return (
-        f"SQLite file {path}: {usage.free} bytes ({usage.free / 2**20:.1f} MiB) free of "
-        f"{usage.total / 2**30:.1f} GiB on its filesystem"
+        f"SQLite file {path}: {usage.free} bytes ({_size(usage.free)}) free of "
+        f"{_size(usage.total)} on its filesystem"
     )
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def free_bytes(path: str) -> int:
