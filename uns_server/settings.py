@@ -28,6 +28,7 @@ WATCH_QUEUE_MAX_BYTES_DEFAULT = 8 * 1024 * 1024
 RATE_LIMIT_PER_SECOND_DEFAULT = 200.0
 RATE_LIMIT_BURST_DEFAULT = 400
 MAX_CONCURRENT_RPCS_DEFAULT = 1_000
+MAX_CONCURRENT_RPCS_PER_PRINCIPAL_DEFAULT = 200
 AUTH_FAILURES_PER_SECOND_DEFAULT = 2.0
 AUTH_FAILURE_BURST_DEFAULT = 20
 SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
@@ -110,6 +111,9 @@ class Settings:
     rate_limits: str = ""
     # Unary calls in progress across the server; more are shed with RATE_LIMITED.
     max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS_DEFAULT
+    # ...and those of one principal: slow calls (wait_for_first_attempt) of one tenant
+    # cannot hold every server-wide slot.
+    max_concurrent_rpcs_per_principal: int = MAX_CONCURRENT_RPCS_PER_PRINCIPAL_DEFAULT
     # Key lookups that find nothing, per client address (a bucket like the above): past
     # it, the address's keys are refused before they are looked up, so unknown keys
     # cannot force unbounded database reads (key-file and cached keys are unaffected).
@@ -226,6 +230,7 @@ class Settings:
             "watch_streams_per_principal",
             "watch_streams_max",
             "max_concurrent_rpcs",
+            "max_concurrent_rpcs_per_principal",
             "rate_limit_burst",
             "auth_failure_burst",
         ):

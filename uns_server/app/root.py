@@ -123,6 +123,7 @@ class App:
             ),
             settings.max_concurrent_rpcs,
             self.telemetry.metrics,
+            settings.max_concurrent_rpcs_per_principal,
         )
         self.dispatcher = Dispatcher(
             self.store,

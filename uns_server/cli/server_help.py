@@ -49,6 +49,8 @@ HELP: dict[str, str] = {
     "rate_limits": "per-principal overrides PRINCIPAL=RATE/BURST,... (requests per second "
     "/ requests)",
     "max_concurrent_rpcs": "unary calls in progress server-wide before shedding (calls)",
+    "max_concurrent_rpcs_per_principal": "unary calls in progress of one principal before "
+    "shedding (calls)",
     "auth_failures_per_second": "unknown-key lookups allowed per client address, refill "
     "(lookups per second)",
     "auth_failure_burst": "unknown-key lookups allowed per client address, bucket size (lookups)",
