@@ -14,7 +14,7 @@ from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_server.api import convert
 from uns_server.api.errors import to_status_message
-from uns_server.api.handlers import refusal, streaming, unary
+from uns_server.api.handlers import credentials, refusal, streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnsError
 from uns_server.domain.records import Notification
@@ -246,6 +246,8 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             notification_ids=ids,
             kinds=kinds,
             notification_type=request.notification_type,
+            # A revoked key's stream ends (UNAUTHENTICATED) within seconds, idle or not.
+            recheck=lambda: self.auth.recheck(*credentials(context)),
         ):
             if isinstance(item, Heartbeat):
                 yield pb.WatchEventsResponse(
