@@ -59,6 +59,17 @@ class Settings:
     auto_migrate: bool = True
     # Transport.
     listen: str = LISTEN_DEFAULT
+    # Connections (docs/deployment.md "Connections and file descriptors"): open client
+    # connections of each listener (gRPC, HTTP); 0 sizes both below the open-file limit
+    # (raised to the hard limit at start), keeping descriptors for the database.
+    max_connections: int = 0
+    # Open gRPC connections one client address may hold (counted by the gRPC port's
+    # front, which relays to gRPC; 0: no cap and no front, gRPC listens itself).
+    grpc_max_connections_per_peer: int = 64
+    # A gRPC connection must finish its TLS and HTTP/2 handshake this soon after opening,
+    # and one without a call in progress this long is closed (GOAWAY; clients reconnect).
+    grpc_handshake_timeout_seconds: float = 10.0
+    grpc_idle_timeout_seconds: float = 300.0
     # Share the listen port with other processes (SO_REUSEPORT: the kernel spreads
     # connections between them). Off, a second server on a taken address exits with
     # status 2 instead of silently taking part of the clients.
@@ -243,6 +254,13 @@ class Settings:
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must not be negative (0 turns the limit off)")
         self.principal_rate_limits()  # raises on a malformed mapping
+        for name in ("max_connections", "grpc_max_connections_per_peer"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must be 0 (see docs/deployment.md) or more")
+        if self.grpc_handshake_timeout_seconds <= 0 or self.grpc_idle_timeout_seconds <= 0:
+            raise SettingsError(
+                "grpc_handshake_timeout_seconds and grpc_idle_timeout_seconds must be positive"
+            )
         if self.log_format not in ("json", "text"):
             raise SettingsError("log_format must be 'json' or 'text'")
         if self.metrics_listen:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from uns_server.api.errors import to_grpc_status
+from uns_server.api.front import client_address
 from uns_server.api.handlers import ADMITTED, GUARDED_PREFIX, credentials
 from uns_server.domain.errors import RateLimited, Unauthenticated
 from uns_server.observability.metrics import Metrics
@@ -51,7 +52,11 @@ CHARGED_PER_ITEM = frozenset({"/uns.v1.NotificationService/BatchSendNotification
 
 
 def peer_address(peer: str) -> str:
-    """The client's address without its port: ``ipv4:10.0.0.1:5000`` -> ``ipv4:10.0.0.1``."""
+    """The client's address without its port: ``ipv4:10.0.0.1:5000`` -> ``ipv4:10.0.0.1``
+    (a connection relayed by the gRPC port's front: the client's, ``api.front``)."""
+    relayed = client_address(peer)
+    if relayed is not None:
+        return relayed
     kind, _, rest = peer.partition(":")
     if kind in ("ipv4", "ipv6"):
         return f"{kind}:{rest.rpartition(':')[0]}"

@@ -14,6 +14,13 @@ HELP: dict[str, str] = {
     "goes through a transaction-pooling pgbouncer; empty: --database-url (URL)",
     "auto_migrate": "migrate the schema to the newest revision at start (on/off)",
     "listen": "gRPC listen address (HOST:PORT)",
+    "max_connections": "open client connections of each listener, gRPC and HTTP; 0 sizes them "
+    "below the open-file limit (connections)",
+    "grpc_max_connections_per_peer": "open gRPC connections one client address may hold; 0: "
+    "no cap and no relay (connections)",
+    "grpc_handshake_timeout_seconds": "time a gRPC connection has to finish its TLS and HTTP/2 "
+    "handshake (seconds)",
+    "grpc_idle_timeout_seconds": "a gRPC connection without a call this long is closed (seconds)",
     "reuse_port": "share the gRPC and HTTP ports with other processes via SO_REUSEPORT (on/off)",
     "processes": "serving processes on this host under one supervisor, sharing the ports and "
     "the database; above 1 needs PostgreSQL (count)",
