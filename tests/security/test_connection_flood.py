@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.security.rpcs import OK, Callers
 from tests.support.server import RunningServer, start_server
 from uns.v1 import notification_service_pb2 as pb
+from uns_server.api.admission import peer_address
 from uns_server.services import connection_caps
 
 FLOOD = 200
@@ -160,3 +161,11 @@ async def test_a_listener_at_its_server_wide_cap_refuses_more(db_url: str, tmp_p
         for sock in held:
             sock.close()
         await server.stop()
+
+
+def test_a_relayed_connection_is_charged_to_its_clients_address() -> None:
+    """gRPC sees the front's unix socket; admission (failed key lookups per address)
+    reads the client's address from its abstract name."""
+    assert peer_address("unix-abstract:uns-front/41/7/ipv4:10.0.0.1") == "ipv4:10.0.0.1"
+    assert peer_address("unix-abstract:uns-front/41/8/ipv6:[2001:db8::1]") == "ipv6:[2001:db8::1]"
+    assert peer_address("ipv4:10.0.0.1:5000") == "ipv4:10.0.0.1"
