@@ -109,6 +109,9 @@ class _Client(asyncio.Protocol):
             self.front.refused("relay", peer, f"{exc.strerror or exc}")
             self.close()
             return
+        except BaseException:  # cancelled by ``stop``
+            sock.close()
+            raise
         self.upstream = upstream
         if self.peer is None:  # the client left meanwhile
             self.close()
