@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+from uns_server.domain import jobs
 from uns_server.domain.jobs import JobKind, JobState, SettleJob, rescued
 from uns_server.domain.message_updates import (
     MAX_ATTEMPTS,
@@ -92,3 +95,19 @@ def test_each_decision_settles_the_job_under_its_lease(
     decision: Settle, expected: SettleJob
 ) -> None:
     assert settle_job(claimed(), decision) == expected
+
+
+def _mermaid_blocks(text: str) -> list[str]:
+    return [part.split("```", 1)[0] for part in text.split("```mermaid")[1:]]
+
+
+def test_the_architecture_page_draws_the_work_rows_diagram_beside_the_obligations() -> None:
+    """The work row's diagram has one source, ``domain/jobs.py``'s docstring; the page
+    shows the same block after the obligation's, and it names every state."""
+    assert jobs.__doc__ is not None
+    [block] = _mermaid_blocks(jobs.__doc__)
+    page = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
+    assert _mermaid_blocks(page.read_text())[1] == block
+    drawn = set(re.findall(r"^\s*(\w+) --> ", block, re.MULTILINE))
+    drawn |= set(re.findall(r"--> (\w+)", block))
+    assert drawn == {s.value for s in JobState}

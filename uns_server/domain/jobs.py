@@ -1,15 +1,22 @@
 """The work row (SPEC §7 "One work engine"): every timed piece of work is one row of
-``uns_jobs``, modelled on River's ``river_job``. Its life, and who moves it:
+``uns_jobs``, modelled on River's ``river_job``. Its life, and who moves it (the same
+block is drawn in docs/ARCHITECTURE.md, beside the obligation's):
 
-    available --claim: due (the kind's worker)--> running (attempt + 1, new lease)
-    retryable --claim: due again--> running
-    running --settle (the lease holder, fenced by its token)--> completed
-    running --settle: transient failure, attempts left--> retryable (due at backoff)
-    running --settle: permanent, or attempts spent--> discarded
-    running --settle: the work became moot--> cancelled
-    running --rescue: lease expired unsettled, attempts left--> retryable (due now)
-    running --rescue: lease expired on the last attempt--> discarded
-    completed | discarded | cancelled --retention (finalized before a cutoff)--> deleted
+```mermaid
+stateDiagram-v2
+    [*] --> available: insert_many (in the commit that makes the work)
+    available --> running: claim, once due (attempt + 1, a new lease token and expiry)
+    retryable --> running: claim, once due again
+    running --> completed: settle by the lease holder (fenced by its token)
+    running --> retryable: settle, a transient failure, attempts left (backoff)
+    running --> retryable: rescue, the lease expired, attempts left (due at once)
+    running --> discarded: settle, a permanent failure or the attempts spent
+    running --> discarded: rescue, the lease expired on the last attempt
+    running --> cancelled: settle, the work became moot
+    completed --> [*]: retention, finalized before its cutoff
+    discarded --> [*]: retention
+    cancelled --> [*]: retention
+```
 
 Only ``claim`` starts work and only the lease holder's ``settle`` (or the rescuer,
 once the lease has expired) ends it: a settle names the row's lease token, so a worker
