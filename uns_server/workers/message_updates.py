@@ -121,7 +121,12 @@ class MessageUpdater(LoopWorker):
                 landed = await tx.jobs.settle_many(settles, now)
                 # A stand-in's updates are queued by the commit that settles it, so a
                 # worker dying in between cannot queue them twice.
-                more = [u for s in settles if s.id in landed for u in expanded.get(s.id, ())]
+                more = [
+                    u
+                    for s in settles
+                    if s.id in landed and s.state is JobState.COMPLETED
+                    for u in expanded.get(s.id, ())
+                ]
                 if more:
                     await queue(tx, more, now)
             for settle, update, result in zip(settles, updates, results, strict=True):
