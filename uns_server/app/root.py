@@ -47,6 +47,7 @@ from uns_server.store.sql_store import SqlStore
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.followups import FollowUpWorker
+from uns_server.workers.job_cleaner import JobCleaner
 from uns_server.workers.loop import LoopWorker
 from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.queue_sampler import QueueSampler
@@ -156,6 +157,8 @@ class App:
         )
         # Provider-callback receipts past the window in which a replay is refused.
         self.receipts = ReceiptPruner(self.store, clock)
+        # Final rows of the work table, once old.
+        self.job_cleaner = JobCleaner(self.store, clock)
         # Reminders and escalation steps of pending acks (policy reminder/escalation).
         self.followups = FollowUpWorker(
             self.store,
@@ -349,10 +352,17 @@ class App:
 
     @property
     def writers(self) -> tuple[LoopWorker, ...]:
-        """The workers that write (all but the receipt pruner ``required``: they report
-        to ``Supervision``); on shutdown they are stopped between rounds, not cancelled
-        inside one."""
-        return (self.dispatcher, self.expiry, self.message_updater, self.followups, self.receipts)
+        """The workers that write (all but the receipt pruner and the job cleaner
+        ``required``: they report to ``Supervision``); on shutdown they are stopped
+        between rounds, not cancelled inside one."""
+        return (
+            self.dispatcher,
+            self.expiry,
+            self.message_updater,
+            self.followups,
+            self.receipts,
+            self.job_cleaner,
+        )
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
