@@ -61,11 +61,15 @@ async def test_a_hanging_channel_leaves_a_healthy_channel_its_slots(
         stuck.default = Reply(action="hang")
         channels = tmp_path / "channels.yaml"
         channels.write_text(_hook("stuck", stuck) + _hook("healthy", healthy))
-        for name, channel in (("ops.stuck", "stuck"), ("ops.healthy", "healthy")):
+        for name, names in (
+            ("ops.stuck", ["stuck"]),
+            ("ops.healthy", ["healthy"]),
+            ("ops.both", ["stuck", "healthy"]),
+        ):
             await activate_policy(
                 db_url,
                 name,
-                channels=[channel],
+                channels=names,
                 delivery_mode=DeliveryMode.GUARANTEED,
                 require_ack=False,
                 max_attempts=3,
@@ -78,6 +82,8 @@ async def test_a_hanging_channel_leaves_a_healthy_channel_its_slots(
             assert server.app.dispatcher.bulkheads.limit == limit
             stuck_ids = [await _send(server, "ops.stuck", f"stuck-{i}") for i in range(STUCK_SENDS)]
             await stuck.wait_for_requests(limit, within_seconds=60)  # the bulkhead is full
+            # One obligation over both channels waits whole while one of them is full.
+            both = await _send(server, "ops.both", "both")
             ok = await _send(server, "ops.healthy", "healthy")
             events = await events_until(
                 server.stub("oscar"),
@@ -96,6 +102,9 @@ async def test_a_hanging_channel_leaves_a_healthy_channel_its_slots(
             assert spent == [0] * (STUCK_SENDS - limit) + [1] * limit
             assert all(not r.outcome.channels_attempted for r in rows)  # nothing settled
             assert (await _get(server, ok)).state == t.NOTIFICATION_STATE_DELIVERED
+            waiting = await _get(server, both)
+            assert (waiting.state, waiting.cycle_attempts) == (t.NOTIFICATION_STATE_PENDING, 0)
+            assert [r.json()["data"]["notification_id"] for r in healthy.requests] == [ok]
         finally:
             await stuck.stop()  # the hanging calls fail now, and settle before the stop
             await server.stop()
@@ -211,3 +220,42 @@ async def test_run_once_alone_still_delivers_every_channel(rig: Rig) -> None:
         pass
     assert rig.server.app.dispatcher.bulkheads.busy("hook") == 0
     assert {(await _get(rig.server, n)).state for n in nids} == {t.NOTIFICATION_STATE_DELIVERED}
+
+
+async def test_a_channel_admitted_over_its_bulkhead_is_not_called_and_spends_nothing(
+    rig: Rig,
+) -> None:
+    """A delivery admitted while its channel's bulkhead filled (as a batch or a
+    hand-over racing another can be) does not call the channel: the channel answers
+    busy, the attempt is settled PENDING, fenced by its lease, and given back. While
+    the channel stays full the claim passes over the work; once it has room, the
+    work is delivered by its first counted attempt."""
+    dispatcher = rig.server.app.dispatcher
+    bulkheads = dispatcher.bulkheads
+    nid = await _send(rig.server, "ops.once", "busy")
+    [claim] = await dispatcher.claim(1)
+    for _ in range(bulkheads.limit):  # every place taken, as by calls in flight
+        assert bulkheads.enter("hook")
+    await dispatcher.deliver(claim)
+    assert not rig.receiver.requests
+    row = await _get(rig.server, nid)
+    assert (row.state, row.cycle_attempts) == (t.NOTIFICATION_STATE_PENDING, 0)
+    [result] = await rig.results(nid, 1)
+    assert list(result.payload["outcome"]["channels_deferred"]) == ["hook"]
+    assert not list(result.payload["outcome"]["channels_attempted"])
+    rig.clock.advance(hours=1)
+    assert await rig.step() == 0  # due, but its channel is full: passed over
+    for _ in range(bulkheads.limit):
+        bulkheads.leave("hook")
+    assert await rig.step() == 1
+    done = await _get(rig.server, nid)
+    assert (done.state, done.cycle_attempts) == (t.NOTIFICATION_STATE_DELIVERED, 1)
+    assert len(rig.receiver.requests) == 1
+    events = await events_until(
+        rig.server.stub("oscar"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        lambda evs: sum(e.kind == t.EVENT_KIND_DELIVERY_RESULT for e in evs) >= 2,
+    )
+    busy = next(e for e in events if e.kind == t.EVENT_KIND_CHANNEL_ATTEMPT_RESULT)
+    assert busy.payload["metadata"]["bulkhead_full"] is True
+    assert busy.payload["success"] is False and busy.payload["lease_token"] == claim.token
