@@ -77,8 +77,12 @@ class Dispatcher(LoopWorker):
         self.bulkheads = Bulkheads(channel_concurrency or concurrency)
         super().__init__(idle_poll_seconds, supervision)
         self._idle_poll = idle_poll_seconds
-        # While deliveries are in flight, claim again once this many slots are free.
+        # While deliveries are in flight, claim again once this many slots are free; no
+        # more than a full bulkhead leaves to the other channels (a hanging channel
+        # holding its slots must not keep them from the rest).
         self._refill_at = max(1, min(batch_size, concurrency) // 2)
+        if self.bulkheads.limit < concurrency:
+            self._refill_at = min(self._refill_at, concurrency - self.bulkheads.limit)
         telemetry = telemetry or Telemetry.disabled()
         # Deliveries that finish while a settle transaction is in flight settle
         # together in the next one.
@@ -121,9 +125,6 @@ class Dispatcher(LoopWorker):
         self._signals += 1
         self._wake.set()
 
-    def _quiet_long_enough(self) -> bool:
-        return time.monotonic() - self._last_claim >= min(QUIET_RECLAIM_SECONDS, self._idle_poll)
-
     def _claim_worthwhile(self) -> bool:
         """Is a claim worth its transaction now? Not on a wake-up that only says a
         delivery finished, unless the last claim is ``QUIET_RECLAIM_SECONDS`` old (or
@@ -133,7 +134,7 @@ class Dispatcher(LoopWorker):
         return (
             self._more_due
             or self._signals != self._signals_seen
-            or self._quiet_long_enough()
+            or time.monotonic() - self._last_claim >= min(QUIET_RECLAIM_SECONDS, self._idle_poll)
             or (
                 not self._inflight
                 and known is not None
@@ -154,13 +155,11 @@ class Dispatcher(LoopWorker):
         claims: list[Claim] = []
         # Refill in batches, not one slot per finished delivery: a claim (and the
         # settlement of what it claimed) costs about the same for 1 row as for 8.
-        # (Past ``QUIET_RECLAIM_SECONDS`` fewer free slots do: a hanging channel that
-        # holds its bulkhead's slots must not keep the other channels from the rest.)
         open_channels = self.bulkheads.open(self._channels.names())
         if (
             free > 0
             and open_channels
-            and (not inflight or free >= self._refill_at or self._quiet_long_enough())
+            and (not inflight or free >= self._refill_at)
             and (alone or self._claim_worthwhile())
         ):
             # No more rows than the roomiest open channel takes (a full one is passed over).
