@@ -17,6 +17,8 @@ DATABASE_URL_DEFAULT = "sqlite+aiosqlite:///./uns.db"
 LISTEN_DEFAULT = "127.0.0.1:50051"
 DISPATCH_CONCURRENCY_DEFAULT = 32
 DISPATCH_BATCH_SIZE_DEFAULT = 16
+DISPATCH_CHANNEL_CONCURRENCY_DEFAULT = 16
+DISPATCH_MAX_THROTTLE_DEFERRALS_DEFAULT = 10
 LEASE_SECONDS_DEFAULT = 60.0
 IDLE_POLL_SECONDS_DEFAULT = 5.0
 EXPIRY_POLL_SECONDS_DEFAULT = 5.0
@@ -98,6 +100,12 @@ class Settings:
     dispatch_enabled: bool = True
     dispatch_concurrency: int = DISPATCH_CONCURRENCY_DEFAULT
     dispatch_batch_size: int = DISPATCH_BATCH_SIZE_DEFAULT
+    # Bulkheads: provider calls of one channel in flight per process, so a provider
+    # that hangs holds at most this many of the dispatch_concurrency slots.
+    dispatch_channel_concurrency: int = DISPATCH_CHANNEL_CONCURRENCY_DEFAULT
+    # Deferrals a provider's 429 may cause per delivery cycle without spending an
+    # attempt; past it a 429 is an ordinary transient failure (max_attempts bounds it).
+    dispatch_max_throttle_deferrals: int = DISPATCH_MAX_THROTTLE_DEFERRALS_DEFAULT
     lease_seconds: float = LEASE_SECONDS_DEFAULT
     idle_poll_seconds: float = IDLE_POLL_SECONDS_DEFAULT
     expiry_poll_seconds: float = EXPIRY_POLL_SECONDS_DEFAULT
@@ -235,6 +243,7 @@ class Settings:
             "processes",
             "dispatch_concurrency",
             "dispatch_batch_size",
+            "dispatch_channel_concurrency",
             "max_receive_message_bytes",
             "watch_queue_max",
             "watch_queue_max_bytes",
@@ -250,6 +259,8 @@ class Settings:
         for name in ("lease_seconds", "idle_poll_seconds", "watch_heartbeat_seconds"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be positive")
+        if self.dispatch_max_throttle_deferrals < 0:
+            raise SettingsError("dispatch_max_throttle_deferrals must not be negative")
         for name in ("rate_limit_per_second", "auth_failures_per_second"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must not be negative (0 turns the limit off)")

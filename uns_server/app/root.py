@@ -135,6 +135,8 @@ class App:
             lease_seconds=settings.lease_seconds,
             batch_size=settings.dispatch_batch_size,
             concurrency=settings.dispatch_concurrency,
+            channel_concurrency=settings.dispatch_channel_concurrency,
+            max_throttle_deferrals=settings.dispatch_max_throttle_deferrals,
             idle_poll_seconds=settings.idle_poll_seconds,
             telemetry=self.telemetry,
             supervision=self.supervision,

@@ -39,6 +39,10 @@ HELP: dict[str, str] = {
     "dispatch_enabled": "run the delivery workers in this process (on/off)",
     "dispatch_concurrency": "provider calls in flight at once (count)",
     "dispatch_batch_size": "due notifications claimed per query (count)",
+    "dispatch_channel_concurrency": "provider calls of one channel in flight at once: a "
+    "hanging provider holds no more delivery slots (count)",
+    "dispatch_max_throttle_deferrals": "deferrals a provider's 429 may cause per delivery "
+    "cycle without spending an attempt (count)",
     "lease_seconds": "how long a claimed delivery is reserved for its worker (seconds)",
     "idle_poll_seconds": "how often idle workers look for due work without a wake-up (seconds)",
     "expiry_poll_seconds": "how often acknowledgement deadlines are checked (seconds)",
