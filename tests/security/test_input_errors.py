@@ -308,6 +308,35 @@ async def test_instants_at_the_ends_of_the_range_and_long_time_zones(
     )
     assert answer.recipient_id == "ann"
 
+    # The same refusals as JSON over HTTP (the bridge answers with the gRPC method's).
+    url = f"http://127.0.0.1:{server.app.http_port}"
+    headers = {"Authorization": f"Bearer {KEYS['oscar']}"}
+    over_http = [
+        (
+            "/uns.v1.RecipientService/GetOnCall",
+            {"rotationId": "r", "time": "9999-12-31T23:59:59Z"},
+            "time",
+        ),
+        (
+            "/uns.v1.RecipientService/PutRecipient",
+            {"recipient": {"recipientId": "ann", "displayName": "Ann", "timeZone": long_zone}},
+            "recipient.time_zone",
+        ),
+        (
+            "/uns.v1.RecipientService/PutRecipient",
+            {"recipient": {"recipientId": "ann", "displayName": "A\u0000nn", "timeZone": "UTC"}},
+            "recipient.display_name",
+        ),
+    ]
+    async with aiohttp.ClientSession(url) as session:
+        for path, body, field in over_http:
+            async with session.post(path, json=body, headers=headers) as response:
+                answer = await response.json()
+                assert response.status == 400, (path, answer)
+            info, bad = (d["debug"] for d in answer["details"])
+            assert info["reason"] == "INVALID_REQUEST", answer
+            assert field in [v["field"] for v in bad["fieldViolations"]], answer
+
     for field, exc in refused:
         error = rich_error(exc)
         assert (error.code, error.reason) == (
@@ -315,4 +344,4 @@ async def test_instants_at_the_ends_of_the_range_and_long_time_zones(
             "INVALID_REQUEST",
         ), (field, error)
         assert field in error.violations, (field, error.violations)
-    _quiet(caplog, len(refused))
+    _quiet(caplog, len(refused) + len(over_http))
