@@ -35,6 +35,7 @@ EXPECTED_EXPORTS = [
     "ReservedMetadataKey",
     "SendFields",
     "TooManyStreams",
+    "TypeNotAllowed",
     "TOLERANCE_SECONDS_DEFAULT",
     "Unauthenticated",
     "Unavailable",
