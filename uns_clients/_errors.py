@@ -132,6 +132,11 @@ class PermissionDenied(UnsError):
     """The caller's role does not allow this call."""
 
 
+class TypeNotAllowed(PermissionDenied):
+    """The notification type's policy names the principals allowed to send it, and the
+    caller is not one of them (``metadata["notification_type"]``)."""
+
+
 class Unavailable(UnsError):
     """The server, its database or the network is unavailable; retry with backoff.
 
@@ -199,6 +204,7 @@ ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "NOT_WITHDRAWABLE": NotWithdrawable,
     "UNAUTHENTICATED": Unauthenticated,
     "PERMISSION_DENIED": PermissionDenied,
+    "TYPE_NOT_ALLOWED": TypeNotAllowed,
     "UNAVAILABLE": Unavailable,
     "STORAGE_UNAVAILABLE": Unavailable,
     "SHUTTING_DOWN": Unavailable,

@@ -17,6 +17,8 @@ DATABASE_URL_DEFAULT = "sqlite+aiosqlite:///./uns.db"
 LISTEN_DEFAULT = "127.0.0.1:50051"
 DISPATCH_CONCURRENCY_DEFAULT = 32
 DISPATCH_BATCH_SIZE_DEFAULT = 16
+DISPATCH_CHANNEL_CONCURRENCY_DEFAULT = 16
+DISPATCH_MAX_THROTTLE_DEFERRALS_DEFAULT = 10
 LEASE_SECONDS_DEFAULT = 60.0
 IDLE_POLL_SECONDS_DEFAULT = 5.0
 EXPIRY_POLL_SECONDS_DEFAULT = 5.0
@@ -28,6 +30,7 @@ WATCH_QUEUE_MAX_BYTES_DEFAULT = 8 * 1024 * 1024
 RATE_LIMIT_PER_SECOND_DEFAULT = 200.0
 RATE_LIMIT_BURST_DEFAULT = 1000  # a full BatchSendNotifications of an idle producer
 MAX_CONCURRENT_RPCS_DEFAULT = 1_000
+MAX_CONCURRENT_RPCS_PER_PRINCIPAL_DEFAULT = 200
 AUTH_FAILURES_PER_SECOND_DEFAULT = 2.0
 AUTH_FAILURE_BURST_DEFAULT = 20
 SHUTDOWN_GRACE_SECONDS_DEFAULT = 10.0
@@ -59,6 +62,17 @@ class Settings:
     auto_migrate: bool = True
     # Transport.
     listen: str = LISTEN_DEFAULT
+    # Connections (docs/deployment.md "Connections and file descriptors"): open client
+    # connections of each listener (gRPC, HTTP); 0 sizes both below the open-file limit
+    # (raised to the hard limit at start), keeping descriptors for the database.
+    max_connections: int = 0
+    # Open gRPC connections one client address may hold (counted by the gRPC port's
+    # front, which relays to gRPC; 0: no cap and no front, gRPC listens itself).
+    grpc_max_connections_per_peer: int = 64
+    # A gRPC connection must finish its TLS and HTTP/2 handshake this soon after opening,
+    # and one without a call in progress this long is closed (GOAWAY; clients reconnect).
+    grpc_handshake_timeout_seconds: float = 10.0
+    grpc_idle_timeout_seconds: float = 300.0
     # Share the listen port with other processes (SO_REUSEPORT: the kernel spreads
     # connections between them). Off, a second server on a taken address exits with
     # status 2 instead of silently taking part of the clients.
@@ -87,6 +101,12 @@ class Settings:
     dispatch_enabled: bool = True
     dispatch_concurrency: int = DISPATCH_CONCURRENCY_DEFAULT
     dispatch_batch_size: int = DISPATCH_BATCH_SIZE_DEFAULT
+    # Bulkheads: provider calls of one channel in flight per process, so a provider
+    # that hangs holds at most this many of the dispatch_concurrency slots.
+    dispatch_channel_concurrency: int = DISPATCH_CHANNEL_CONCURRENCY_DEFAULT
+    # Deferrals a provider's 429 may cause per delivery cycle without spending an
+    # attempt; past it a 429 is an ordinary transient failure (max_attempts bounds it).
+    dispatch_max_throttle_deferrals: int = DISPATCH_MAX_THROTTLE_DEFERRALS_DEFAULT
     lease_seconds: float = LEASE_SECONDS_DEFAULT
     idle_poll_seconds: float = IDLE_POLL_SECONDS_DEFAULT
     expiry_poll_seconds: float = EXPIRY_POLL_SECONDS_DEFAULT
@@ -111,6 +131,9 @@ class Settings:
     rate_limits: str = ""
     # Unary calls in progress across the server; more are shed with RATE_LIMITED.
     max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS_DEFAULT
+    # ...and those of one principal: slow calls (wait_for_first_attempt) of one tenant
+    # cannot hold every server-wide slot.
+    max_concurrent_rpcs_per_principal: int = MAX_CONCURRENT_RPCS_PER_PRINCIPAL_DEFAULT
     # Key lookups that find nothing, per client address (a bucket like the above): past
     # it, the address's keys are refused before they are looked up, so unknown keys
     # cannot force unbounded database reads (key-file and cached keys are unaffected).
@@ -224,12 +247,14 @@ class Settings:
             "processes",
             "dispatch_concurrency",
             "dispatch_batch_size",
+            "dispatch_channel_concurrency",
             "max_receive_message_bytes",
             "watch_queue_max",
             "watch_queue_max_bytes",
             "watch_streams_per_principal",
             "watch_streams_max",
             "max_concurrent_rpcs",
+            "max_concurrent_rpcs_per_principal",
             "rate_limit_burst",
             "auth_failure_burst",
         ):
@@ -238,10 +263,19 @@ class Settings:
         for name in ("lease_seconds", "idle_poll_seconds", "watch_heartbeat_seconds"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be positive")
+        if self.dispatch_max_throttle_deferrals < 0:
+            raise SettingsError("dispatch_max_throttle_deferrals must not be negative")
         for name in ("rate_limit_per_second", "auth_failures_per_second", "db_keepalive_seconds"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must not be negative (0 turns it off)")
         self.principal_rate_limits()  # raises on a malformed mapping
+        for name in ("max_connections", "grpc_max_connections_per_peer"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must be 0 (see docs/deployment.md) or more")
+        if self.grpc_handshake_timeout_seconds <= 0 or self.grpc_idle_timeout_seconds <= 0:
+            raise SettingsError(
+                "grpc_handshake_timeout_seconds and grpc_idle_timeout_seconds must be positive"
+            )
         if self.log_format not in ("json", "text"):
             raise SettingsError("log_format must be 'json' or 'text'")
         if self.metrics_listen:

@@ -124,9 +124,11 @@ async def test_transient_failures_back_off_then_deliver(rig: Rig) -> None:
     second = await rig.get(nid)
     waited = second.next_attempt_time.ToDatetime() - second.update_time.ToDatetime()
     assert waited.total_seconds() >= 120  # Retry-After honoured
+    assert second.cycle_attempts == 1  # a 429 defers: it spends no attempt
     assert await rig.step() == 1
     done = await rig.get(nid)
     assert done.state == t.NOTIFICATION_STATE_DELIVERED and done.attempts == 3
+    assert done.cycle_attempts == 2  # the 429 was not counted against max_attempts
     assert len(rig.receiver.requests) == 3
     assert len({r.headers["webhook-id"] for r in rig.receiver.requests}) == 1
 

@@ -58,8 +58,8 @@ async def wait_health(target: str, expected: int) -> None:
     [
         # Claims, the expiry sweep and follow-up claims all read the notifications.
         ("uns_notifications", ("dispatch", "expiry", "followups")),
-        # Only the message-update worker uses its outbox.
-        ("uns_message_updates", ("message_updates",)),
+        # Only the message-update worker uses the work table (so far).
+        ("uns_jobs", ("message_updates",)),
     ],
 )
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(

@@ -108,7 +108,7 @@ async def test_5xx_is_transient(
 ) -> None:
     receiver.script(Reply.text("upstream trouble", status=status))
     result = await _channel(case, receiver, http_client).send(make_message())
-    assert not result.success and result.retryable
+    assert not result.success and result.retryable and not result.throttled
     assert result.metadata["http_status"] == status
     assert f"HTTP {status}" in (result.error or "")
 
@@ -118,7 +118,7 @@ async def test_429_with_retry_after_seconds_is_transient(
 ) -> None:
     receiver.script(Reply.text("slow down", status=429, headers={"Retry-After": "30"}))
     result = await _channel(case, receiver, http_client).send(make_message())
-    assert not result.success and result.retryable
+    assert not result.success and result.retryable and result.throttled
     assert result.retry_after_seconds == 30.0
 
 
@@ -138,6 +138,7 @@ async def test_429_without_retry_after_is_transient(
     receiver.script(Reply(status=429))
     result = await _channel(case, receiver, http_client).send(make_message())
     assert result.retryable and result.retry_after_seconds is None
+    assert result.throttled  # the provider asked us to wait: the domain decides the cost
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 413])

@@ -63,6 +63,7 @@ def test_status_classification(status: int, outcome: str | None) -> None:
     else:
         assert result is not None and not result.success
         assert result.retryable is (outcome == "transient")
+        assert result.throttled is (status == 429)  # asked to wait, not failed
         json.dumps(dict(result.metadata))
 
 

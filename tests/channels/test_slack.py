@@ -67,6 +67,7 @@ async def test_ok_false_ratelimited_is_transient_with_retry_after(
     receiver.script(Reply.json({"ok": False, "error": "ratelimited"}, headers={"Retry-After": "7"}))
     result = await _api(receiver, http_client).send(make_message())
     assert not result.success and result.retryable and result.retry_after_seconds == 7.0
+    assert result.throttled
 
 
 @pytest.mark.parametrize(

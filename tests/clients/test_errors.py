@@ -146,6 +146,7 @@ SPEC_REASONS = {
     "RECIPIENT_IN_USE": "RecipientInUse",
     "UNAUTHENTICATED": "Unauthenticated",
     "PERMISSION_DENIED": "PermissionDenied",
+    "TYPE_NOT_ALLOWED": "TypeNotAllowed",
     "UNAVAILABLE": "Unavailable",
     "STORAGE_UNAVAILABLE": "Unavailable",
     "SHUTTING_DOWN": "Unavailable",

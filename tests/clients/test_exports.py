@@ -36,6 +36,7 @@ EXPECTED_EXPORTS = [
     "SendFields",
     "StorageFull",
     "TooManyStreams",
+    "TypeNotAllowed",
     "TOLERANCE_SECONDS_DEFAULT",
     "Unauthenticated",
     "Unavailable",

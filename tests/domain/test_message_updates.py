@@ -12,8 +12,6 @@ from uns_server.domain.message_updates import (
     GiveUp,
     RetryAt,
     Settle,
-    UpdateStatus,
-    claimable,
     decide_settle,
 )
 
@@ -53,20 +51,3 @@ def test_decide_settle(success: bool, retryable: bool, attempts: int, expected: 
 def test_a_providers_retry_after_is_a_floor() -> None:
     decision = _decide(retry_after=60.0)
     assert isinstance(decision, RetryAt) and decision.at == NOW + 60 * SECOND
-
-
-@pytest.mark.parametrize(
-    ("status", "next_attempt", "lease_until", "expected"),
-    [
-        (UpdateStatus.PENDING, NOW, None, True),
-        (UpdateStatus.PENDING, NOW + SECOND, None, False),  # not due yet
-        (UpdateStatus.PENDING, NOW, NOW + SECOND, False),  # leased
-        (UpdateStatus.PENDING, NOW, NOW, True),  # its lease expired
-        (UpdateStatus.DONE, NOW, None, False),  # final
-        (UpdateStatus.FAILED, NOW, None, False),  # final
-    ],
-)
-def test_claimable(
-    status: UpdateStatus, next_attempt: datetime, lease_until: datetime | None, expected: bool
-) -> None:
-    assert claimable(status, next_attempt, lease_until, NOW) is expected

@@ -22,6 +22,7 @@ from tests.http.conftest import (
     Rig,
     channels_yaml,
 )
+from tests.http.helpers import click
 from tests.http.test_provider_callbacks import (
     PAGERDUTY_PATH,
     SLACK_PATH,
@@ -32,7 +33,7 @@ from tests.http.test_provider_callbacks import (
 )
 from tests.support.http_receiver import HttpReceiver
 from tests.support.policies import activate_policy
-from tests.support.providers import ProviderFakes, SmtpFake
+from tests.support.providers import SLACK_CHANNEL_ID, ProviderFakes, SmtpFake
 from tests.support.server import ShiftableClock, start_server
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
@@ -67,6 +68,7 @@ pager-b:
         for name, chans in (
             ("ops.a", ["alerts-slack", "pager"]),
             ("ops.b", ["slack-b", "pager-b"]),
+            ("ops.hook", ["hook"]),
         ):
             await activate_policy(
                 db_url,
@@ -135,6 +137,61 @@ async def test_a_slack_callback_verifies_only_with_the_posting_channels_secret(t
     assert (await two.get(nid)).ack_actor == "slack:U0ADA"
 
 
+def _press(token: str, channel: object, user: object = "U0ADA") -> bytes:
+    payload: dict[str, object] = {
+        "type": "block_actions",
+        "user": {"id": user},
+        "actions": [{"action_id": "uns_ack", "value": token, "type": "button"}],
+    }
+    if channel != "absent":
+        payload["channel"] = channel
+    return _form(payload)
+
+
+async def test_a_press_is_verified_by_the_slack_channel_uns_recorded_not_the_payloads(
+    two: Rig,
+) -> None:
+    """A signed press whose ``channel.id`` is forged, null or absent was verified with
+    any Slack channel's secret, and settled a webhook message's link "via Slack"."""
+    hook_nid = await two.send("hook-only", notification_type="ops.hook")
+    b_nid = await two.send("slack-b-only", notification_type="ops.b")
+    await two.deliver()
+    [delivery] = [r.json() for r in two.fakes.calls("/hook")]
+    hook_token = delivery["data"]["links"]["acknowledge"].rsplit("/a/", 1)[1]
+    b_token = slack_button(two, "uns_ack")
+    channels: list[object] = [{"id": SLACK_CHANNEL_ID}, {"id": "CFORGED"}, {"id": None}, None]
+    channels.append("absent")
+    async with httpx.AsyncClient(base_url=two.base_url) as http:
+        for channel in channels:
+            for secret in (SLACK_SIGNING_SECRET, OTHER_SLACK_SECRET):
+                # No Slack channel posted the webhook's message: no Slack secret verifies.
+                body = _press(hook_token, channel)
+                reply = await http.post(
+                    SLACK_PATH, content=body, headers=slack_headers(body, secret=secret)
+                )
+                assert reply.status_code == 401, (channel, secret)
+            # slack-b posted ops.b's message: alerts-slack's secret does not verify.
+            body = _press(b_token, channel)
+            reply = await http.post(
+                SLACK_PATH, content=body, headers=slack_headers(body, secret=SLACK_SIGNING_SECRET)
+            )
+            assert reply.status_code == 401, channel
+        for nid in (hook_nid, b_nid):
+            assert (await two.get(nid)).ack_state == t.ACK_STATE_PENDING
+            assert await two.ack_records(nid) == []
+        # Whatever the payload says of the channel, the poster's own secret verifies.
+        body = _press(b_token, {"id": "CFORGED"})
+        reply = await http.post(
+            SLACK_PATH, content=body, headers=slack_headers(body, secret=OTHER_SLACK_SECRET)
+        )
+        assert reply.status_code == 200
+    assert (await two.get(b_nid)).ack_actor == "slack:U0ADA"
+    # The webhook's own link still answers, as its link does.
+    async with httpx.AsyncClient() as http:
+        await click(http, delivery["data"]["links"]["acknowledge"], "ack")
+    assert (await two.get(hook_nid)).ack_state == t.ACK_STATE_ACKED
+
+
 async def test_concurrent_copies_of_one_signed_callback_are_processed_once(two: Rig) -> None:
     slack_nid = await two.send("copies-slack", notification_type="ops.a")
     pd_nid = await two.send("copies-pd", notification_type="ops.b")
@@ -175,11 +232,32 @@ async def test_malformed_signed_payloads_are_400_and_change_nothing(two: Rig) ->
         _form({"type": "block_actions", "user": user, "actions": [{**action, "value": 7}]}),
         _form({"type": "block_actions", "user": user, "channel": 3, "actions": [action]}),
         _form([action]),
+        # user.id (and the other fields UNS reads) must have Slack's types: a press was
+        # once settled as ``slack:{'x': 1}``.
+        *(
+            _form({"type": "block_actions", "user": {"id": bad}, "actions": [action]})
+            for bad in ({"x": 1}, 5, None, "", "U0\x00", "U0\ud800", "U" * 65, ["U0ADA"])
+        ),
+        _form({"type": "block_actions", "user": {}, "actions": [action]}),
+        _form({"type": "block_actions", "user": {**user, "username": {"x": 1}}, "actions": []}),
+        _form({"type": "block_actions", "user": {**user, "team_id": 7}, "actions": [action]}),
+        _form({"type": "block_actions", "user": user, "actions": [action], "response_url": 1}),
+        _form({"type": {"x": 1}, "user": user, "actions": [action]}),
+        _form({"type": "block_actions", "user": user, "actions": [{**action, "action_id": 1}]}),
         urlencode({"payload": "{not json"}).encode(),
         b"no-payload-field=1",
         b"\xff\xfe",
     ]
     pd_shapes = [b"[]", b'{"event": 5}', b"{", b'{"events": {}}']
+    [trigger] = [e for e in two.fakes.pagerduty_events() if e["routing_key"] == "R0UTINGKEY"]
+    for agent in ({"id": {"x": 1}}, {"id": 5}, {"id": "P\u0000"}, 7, {"summary": ["x"]}):
+        envelope = json.loads(pagerduty_body(trigger["dedup_key"]))
+        envelope["event"]["agent"] = agent
+        pd_shapes.append(json.dumps(envelope).encode())
+    for data in ({"incident_key": 5}, {"incident_key": trigger["dedup_key"], "id": {}}, 3):
+        envelope = json.loads(pagerduty_body(trigger["dedup_key"]))
+        envelope["event"]["data"] = data
+        pd_shapes.append(json.dumps(envelope).encode())
     async with httpx.AsyncClient(base_url=two.base_url) as http:
         for body in shapes:
             reply = await http.post(SLACK_PATH, content=body, headers=slack_headers(body))

@@ -74,6 +74,19 @@ async def test_each_person_gets_their_own_messages_and_answers_as_themselves(rig
     assert list(people["bob"].channels_accepted) == ["mail"]
     assert people["carol"].unreachable_reason == "no contact on a channel this server has"
     assert not people["carol"].provider_references
+    # Contacts are personal data (issue 42): the producer that sent it reads whom each
+    # message was for, not the person's addresses.
+    mine = (
+        await rig.server.stub("alice").GetNotification(
+            pb.GetNotificationRequest(notification_id=nid)
+        )
+    ).notification
+    for ref in [
+        *mine.provider_references,
+        *(r for p in mine.recipients for r in p.provider_references),
+    ]:
+        assert ref.recipient_id == "" or ref.recipient == f"recipient:{ref.recipient_id}", ref
+    assert "alice@example.com" not in str(mine) and "U0ALICE" not in str(mine)
 
     # Bob answers through his own link: settled as recipient:bob.
     async with httpx.AsyncClient() as http:

@@ -21,8 +21,7 @@ from tests.support.server import KEYS, RunningServer, ShiftableClock, send_reque
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
-from uns_server.store.port import Fenced
-from uns_server.store.sql_ports import SqlMessageUpdates
+from uns_server.store.jobs import SqlJobs
 
 TYPE = "ops.race"
 
@@ -202,12 +201,12 @@ async def test_a_stand_in_settled_by_a_worker_that_died_queues_its_updates_once(
     assert (await server.app.dispatcher.run_once()).claimed == 1
     assert providers.answered == [t.ACK_STATE_ACKED]
 
-    async def dies(*_: object, **__: object) -> Fenced:
+    async def dies(*_: object, **__: object) -> frozenset[int]:
         raise ConnectionResetError("the worker's database went away before its commit")
 
     updater = server.app.message_updater
     with monkeypatch.context() as patched:
-        patched.setattr(SqlMessageUpdates, "mark_done", dies)
+        patched.setattr(SqlJobs, "settle_many", dies)
         with pytest.raises(ConnectionResetError):
             await updater.run_once()  # sent what it could, settled nothing
     clock = server.app.clock

@@ -57,6 +57,7 @@ SPEC_REASONS: dict[str, grpc.StatusCode] = {
     "REPLAY_BLOCKED": grpc.StatusCode.FAILED_PRECONDITION,
     "RECIPIENT_IN_USE": grpc.StatusCode.FAILED_PRECONDITION,
     "NOT_WITHDRAWABLE": grpc.StatusCode.FAILED_PRECONDITION,
+    "TYPE_NOT_ALLOWED": grpc.StatusCode.PERMISSION_DENIED,
     "UNAUTHENTICATED": grpc.StatusCode.UNAUTHENTICATED,
     "PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     # Beyond the SPEC table: WatchEvents resume below retention, and the stream limit.

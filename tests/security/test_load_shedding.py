@@ -4,6 +4,8 @@
   ``google.rpc.RetryInfo``; other principals keep their own budgets; per-principal
   overrides (``rate_limits``); a stream's start takes a token too;
 - unary calls beyond ``max_concurrent_rpcs``: shed the same way (health is never shed);
+- one principal's unary calls beyond ``max_concurrent_rpcs_per_principal``: shed the
+  same way, while other principals are served;
 - WatchEvents streams beyond ``watch_streams_max`` server-wide: TOO_MANY_STREAMS;
 - key lookups that find nothing, per address: past the budget the address's unknown
   keys are refused before they are looked up, so they cost a bounded number of reads.
@@ -135,6 +137,49 @@ async def test_calls_beyond_the_concurrency_cap_are_shed(db_url: str, tmp_path: 
         assert (await callers("oscar").call(WATCH, pb.WatchEventsRequest())).reason == OK
         await held
         assert (await callers("bob").call(LIST, pb.ListNotificationsRequest())).reason == OK
+    finally:
+        await server.stop()
+
+
+async def test_one_principal_cannot_hold_every_call_slot(db_url: str, tmp_path: Path) -> None:
+    server = await start_server(
+        db_url,
+        tmp_path,
+        dispatch_enabled=False,
+        max_concurrent_rpcs=10,
+        max_concurrent_rpcs_per_principal=2,
+    )
+    try:
+        callers = Callers(server)
+        alice = callers("alice")
+        # With dispatch off, a send that waits for its first attempt holds its slot
+        # until its deadline: alice holds both of hers.
+        held = [
+            asyncio.create_task(
+                alice.call(
+                    "NotificationService/SendNotification",
+                    send_request(wait_for_first_attempt=True),
+                    rpc_timeout=60.0,
+                )
+            )
+            for _ in range(2)
+        ]
+        async with asyncio.timeout(30):
+            while server.app.admission.in_flight_by_principal.get("alice", 0) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        # Another tenant is served at once, though the server has slots left only for it.
+        assert (await callers("bob").call(LIST, LISTING)).reason == OK
+        shed = await alice.call(LIST, LISTING)
+        assert rate_limited(shed, "principal_concurrent_rpcs"), shed
+        assert shed.error is not None
+        assert shed.error.metadata["principal"] == "alice"
+        assert shed.error.retry_delay == pytest.approx(1.0)
+        for task in held:
+            task.cancel()
+        async with asyncio.timeout(30):
+            while server.app.admission.in_flight_by_principal.get("alice", 0):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        assert (await alice.call(LIST, LISTING)).reason == OK
     finally:
         await server.stop()
 

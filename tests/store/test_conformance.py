@@ -29,14 +29,13 @@ from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.lifecycle import Settlement
-from uns_server.domain.message_updates import UpdateStatus
 from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
 from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.store import records
 from uns_server.store.db import Database, is_lost_race
-from uns_server.store.port import Fenced, FenceMoved, NewEvent, Queued
+from uns_server.store.port import FenceMoved, NewEvent
 from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import dedup as dedup_table
 from uns_server.store.tables import events as events_table
@@ -564,60 +563,6 @@ def test_a_follow_up_counter_only_moves_forward() -> None:
     assert counts.after(StepKind.REMINDER, 1) == counts  # a late close counts nothing
     assert counts.after(StepKind.REMINDER, 3) == moves.FollowUpCounts(3, 1)
     assert counts.after(StepKind.ESCALATION, 2) == moves.FollowUpCounts(2, 2)
-
-
-# --- message updates --------------------------------------------------------------
-
-
-async def test_message_updates_are_claimed_once_per_lease_and_settled_fenced(
-    store: SqlStore,
-) -> None:
-    outcome = {"state": "ACKED", "actor": "carol", "via": "grpc", "at": NOW.isoformat()}
-    queued = [
-        Queued(str(uuid.uuid4()), ch, {"n": i}, outcome)
-        for i, ch in enumerate(["slack", "pager", "slack"])
-    ]
-    async with store.write() as tx:
-        await tx.message_updates.enqueue(queued[:2], NOW - timedelta(seconds=2))
-        await tx.message_updates.enqueue(queued[2:], NOW - timedelta(seconds=1))
-    async with store.read() as tx:
-        assert await tx.message_updates.next_due_at() == NOW - timedelta(seconds=2)
-
-    async with store.write() as tx:
-        first = await tx.message_updates.claim(now=NOW, limit=2, lease=LEASE)
-    assert {u.reference["n"] for u, _ in first} == {0, 1}  # the oldest
-    assert all(u.status == UpdateStatus.PENDING and u.attempts == 0 for u, _ in first)
-    async with store.write() as tx:  # leased ones wait for their lease to expire
-        [(third, _)] = await tx.message_updates.claim(now=NOW, limit=10, lease=LEASE)
-        assert third.reference == {"n": 2}
-        assert await tx.message_updates.claim(now=NOW, limit=10, lease=LEASE) == []
-
-    (update, stale), _ = first
-    async with store.write() as tx:  # the lease expired and another worker took the update
-        [(again, current)] = [
-            c
-            for c in await tx.message_updates.claim(now=NOW + LEASE, limit=10, lease=LEASE)
-            if c[0].id == update.id
-        ]
-    assert again.attempts == 1 and current != stale  # the first claim counted
-    settled, lost = Fenced.SETTLED, Fenced.LOST
-    later = NOW + timedelta(minutes=1)
-    async with store.write() as tx:  # stale: every transition changes nothing
-        assert await tx.message_updates.mark_done(update.id, stale, now=NOW) is lost
-        give_up, retry = tx.message_updates.give_up, tx.message_updates.retry_at
-        assert await give_up(update.id, stale, error="x", now=NOW) is lost
-        assert await retry(update.id, stale, at=later, error="x", now=NOW) is lost
-        # current: PENDING again (unleased, due later), then claimable and settled once
-        assert await retry(update.id, current, at=later, error="x", now=NOW) is settled
-        assert await tx.message_updates.mark_done(update.id, current, now=NOW) is lost
-        [(_, newest)] = [
-            c
-            for c in await tx.message_updates.claim(now=later, limit=10, lease=LEASE)
-            if c[0].id == update.id
-        ]
-        assert await tx.message_updates.mark_done(update.id, newest, now=later) is settled
-        # settled once: DONE is final and its token spent
-        assert await give_up(update.id, newest, error="x", now=later) is lost
 
 
 # --- acknowledgements -------------------------------------------------------------

@@ -22,6 +22,7 @@ SUITE = [
         "test_port_directory.py",
         "test_port_upkeep.py",
         "test_port_accept.py",
+        "test_jobs.py",
     )
 ]
 

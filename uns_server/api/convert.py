@@ -234,7 +234,19 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
     )
 
 
-def notification(row: Notification) -> t.Notification:
+def notification(row: Notification, personal: bool = True) -> t.Notification:
+    """The row on the wire; unless ``personal`` (an operator reads it), a person's own
+    message names the person (``recipient:<id>``), not their address (a contact)."""
+    msg = _notification(row)
+    if not personal:
+        people = [r for p in msg.recipients for r in p.provider_references]
+        for ref in [*msg.provider_references, *people]:
+            if ref.recipient_id:
+                ref.recipient = "recipient:" + ref.recipient_id
+    return msg
+
+
+def _notification(row: Notification) -> t.Notification:
     doc = row.notification
     ctx = doc.autonomy_context
     outcome = row.outcome

@@ -35,6 +35,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.NotWithdrawable: grpc.StatusCode.FAILED_PRECONDITION,
     e.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     e.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    e.TypeNotAllowed: grpc.StatusCode.PERMISSION_DENIED,
     e.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
     e.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     e.StorageFull: grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -14,6 +14,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from uns_server.api.errors import to_grpc_status
+from uns_server.api.request_text import nul_fields
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import (
     FieldViolation,
@@ -23,6 +24,7 @@ from uns_server.domain.errors import (
     StorageUnavailable,
     UnsError,
 )
+from uns_server.domain.fields import NUL_PROBLEM
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.availability import storage_full, storage_unavailable
 
@@ -105,12 +107,21 @@ GUARDED_PREFIX = "/uns.v1."
 
 
 class Undecodable:
-    """A request whose bytes do not parse as the RPC's message (see ``decode_guard``)."""
+    """A request refused before its handler reads it (see ``decode_guard``): its bytes
+    do not parse as the RPC's message, or one of its strings holds NUL."""
 
-    def __init__(self, problem: str) -> None:
+    def __init__(self, problem: str, nul_fields: list[str] | None = None) -> None:
         self.problem = problem
+        self.nul_fields = nul_fields or []
 
     def error(self) -> InvalidRequest:
+        if self.nul_fields:
+            fields = ",".join(self.nul_fields)
+            return InvalidRequest(
+                f"{self.nul_fields[0]}: {NUL_PROBLEM}",
+                metadata={"fields": fields},
+                violations=[FieldViolation(f, NUL_PROBLEM) for f in self.nul_fields],
+            )
         description = "is not a valid protobuf message of this RPC's request type"
         return InvalidRequest(
             f"request: {description} (malformed wire data, invalid UTF-8 in a string, or "
@@ -123,9 +134,13 @@ class Undecodable:
 def _guarded(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     def decode(raw: bytes) -> Any:
         try:
-            return deserialize(raw)
+            message = deserialize(raw)
         except DecodeError as exc:
             return Undecodable(str(exc))
+        fields = nul_fields(raw, message)
+        if fields:
+            return Undecodable("NUL in a string", fields)
+        return message
 
     return decode
 
@@ -133,9 +148,11 @@ def _guarded(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
 def decode_guard(
     method: str, handler: grpc.RpcMethodHandler[Any, Any]
 ) -> grpc.RpcMethodHandler[Any, Any]:
-    """Requests that do not parse reach the servicer as ``Undecodable`` and are refused
-    with INVALID_REQUEST (after authentication and the role check), instead of grpc
-    answering UNKNOWN with the parser's exception text. Covers the ``uns.v1`` services;
+    """Requests that do not parse, or hold a NUL character in a string
+    (``api.request_text``), reach the servicer as ``Undecodable`` and are refused with
+    INVALID_REQUEST naming the fields (after authentication and the role check), instead
+    of grpc answering UNKNOWN with the parser's exception text or the database refusing
+    the text. Covers the ``uns.v1`` services;
     applied once per method (``api.wrapping``)."""
     if (
         handler.request_streaming

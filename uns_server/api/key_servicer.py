@@ -104,4 +104,5 @@ class KeyServicer(pb_grpc.KeyServiceServicer):
         self, request: pb.RevokeApiKeyRequest, context: Ctx, principal: Principal
     ) -> pb.RevokeApiKeyResponse:
         key = await self.service.revoke(request.key)
+        self.auth.forget_cached()  # its streams and calls here end at their next check
         return pb.RevokeApiKeyResponse(api_key=key_to_wire(key))

@@ -14,7 +14,7 @@ from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_server.api import convert
 from uns_server.api.errors import to_status_message
-from uns_server.api.handlers import refusal, streaming, unary
+from uns_server.api.handlers import credentials, refusal, streaming, unary
 from uns_server.domain.enums import DeliveryMode, EventKind, Role, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnsError
 from uns_server.domain.records import Notification
@@ -146,7 +146,9 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         self, request: pb.GetNotificationRequest, context: Ctx, principal: Principal
     ) -> pb.GetNotificationResponse:
         row = await self.queries.get(principal, request.notification_id)
-        return pb.GetNotificationResponse(notification=convert.notification(row))
+        return pb.GetNotificationResponse(
+            notification=convert.notification(row, principal.sees_everything)
+        )
 
     @unary(Role.PRODUCER, Role.OPERATOR)
     async def ListNotifications(
@@ -155,12 +157,13 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         rows, token = await self.queries.list(
             principal, request.filter, request.page_size, request.page_token
         )
+        personal = principal.sees_everything
         if len(rows) > CONVERT_INLINE_ROWS:
             # Up to a megabyte of documents into protobuf: tens of milliseconds of CPU,
             # done beside the event loop rather than on it.
-            notifications = await asyncio.to_thread(_notifications, rows)
+            notifications = await asyncio.to_thread(_notifications, rows, personal)
         else:
-            notifications = _notifications(rows)
+            notifications = _notifications(rows, personal)
         return pb.ListNotificationsResponse(notifications=notifications, next_page_token=token)
 
     @unary(Role.RESPONDER, Role.OPERATOR)
@@ -174,7 +177,8 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             metadata=convert.struct_to_dict(request.metadata),
         )
         return pb.AcknowledgeResponse(
-            notification=convert.notification(row), idempotent_replay=repeated
+            notification=convert.notification(row, principal.sees_everything),
+            idempotent_replay=repeated,
         )
 
     @unary(Role.OPERATOR)
@@ -188,7 +192,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             validate_only=request.validate_only,
             via=VIA_GRPC,
         )
-        return pb.ReplayResponse(notification=convert.notification(row))
+        return pb.ReplayResponse(notification=convert.notification(row, principal.sees_everything))
 
     @unary(Role.OPERATOR)
     async def ResolveFailure(
@@ -201,14 +205,18 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             validate_only=request.validate_only,
             via=VIA_GRPC,
         )
-        return pb.ResolveFailureResponse(notification=convert.notification(row))
+        return pb.ResolveFailureResponse(
+            notification=convert.notification(row, principal.sees_everything)
+        )
 
     @unary(Role.PRODUCER, Role.OPERATOR)
     async def WithdrawNotification(
         self, request: pb.WithdrawNotificationRequest, context: Ctx, principal: Principal
     ) -> pb.WithdrawNotificationResponse:
         row = await self.withdrawals.withdraw(principal, request.notification_id, request.reason)
-        return pb.WithdrawNotificationResponse(notification=convert.notification(row))
+        return pb.WithdrawNotificationResponse(
+            notification=convert.notification(row, principal.sees_everything)
+        )
 
     @streaming(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)
     async def WatchEvents(
@@ -247,6 +255,8 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             notification_ids=ids,
             kinds=kinds,
             notification_type=request.notification_type,
+            # A revoked key's stream ends (UNAUTHENTICATED) within seconds, idle or not.
+            recheck=lambda: self.auth.recheck(*credentials(context)),
         ):
             if isinstance(item, Heartbeat):
                 yield pb.WatchEventsResponse(
@@ -259,8 +269,8 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
                 yield convert.watch_event(item)
 
 
-def _notifications(rows: list[Notification]) -> list[t.Notification]:
-    return [convert.notification(r) for r in rows]
+def _notifications(rows: list[Notification], personal: bool) -> list[t.Notification]:
+    return [convert.notification(r, personal) for r in rows]
 
 
 def utcnow() -> datetime:

@@ -16,6 +16,7 @@ from uns_server.api.handlers import unary
 from uns_server.domain.enums import DeliveryMode, Priority, Role
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.policy import CHANNELS_MAX, PolicyRevision, PolicySpec
+from uns_server.domain.policy.spec import ALLOWED_PRINCIPALS_MAX
 from uns_server.domain.targets import TARGETS_MAX
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.policies import PolicyInput, PolicyService, validate_type
@@ -50,6 +51,7 @@ def spec_from_wire(spec: pb.PolicySpec) -> PolicySpec:
         escalation=convert.escalation_from_wire(spec.escalation),
         targets=convert.targets_from_wire(spec.targets[: TARGETS_MAX + 1]),
         escalation_loops=spec.escalation_loops,
+        allowed_principals=list(spec.allowed_principals[: ALLOWED_PRINCIPALS_MAX + 1]),
     )
 
 
@@ -67,6 +69,7 @@ def spec_to_wire(spec: PolicySpec) -> pb.PolicySpec:
         escalation=convert.escalation(spec.escalation),
         targets=convert.targets(spec.targets),
         escalation_loops=spec.escalation_loops,
+        allowed_principals=list(spec.allowed_principals),
     )
 
 

@@ -1,7 +1,10 @@
 """``uns.v1.RecipientService``: protobuf in, one ``PeopleService`` call, protobuf out.
 
 The operator role writes (Put, Delete); producer, responder and operator read (Get,
-List, GetOnCall), so a producer can see whom its notifications may reach.
+List, GetOnCall), so a producer can see whom its notifications may reach. A person's
+contacts (email addresses, Slack users, phone numbers) and quiet hours (the daily
+pattern of their private life) are personal data: only an operator reads them; other
+readers get the person without them (``recipient_to_wire(..., personal=False)``).
 """
 
 from __future__ import annotations
@@ -91,17 +94,19 @@ def _stamp(msg: Any, name: str, value: datetime | None) -> None:
         getattr(msg, name).CopyFrom(ts)
 
 
-def recipient_to_wire(r: Recipient) -> pb.Recipient:
+def recipient_to_wire(r: Recipient, personal: bool = True) -> pb.Recipient:
+    """The person on the wire; without contacts and quiet hours unless ``personal``."""
     msg = pb.Recipient(
         recipient_id=r.recipient_id,
         display_name=r.display_name,
         time_zone=r.time_zone,
-        contacts=[pb.Contact(channel=c.channel, address=c.address) for c in r.contacts],
         updated_by=r.updated_by,
     )
-    quiet = convert.quiet_hours(r.quiet_hours)
-    if quiet is not None:
-        msg.quiet_hours.CopyFrom(quiet)
+    if personal:
+        msg.contacts.extend(pb.Contact(channel=c.channel, address=c.address) for c in r.contacts)
+        quiet = convert.quiet_hours(r.quiet_hours)
+        if quiet is not None:
+            msg.quiet_hours.CopyFrom(quiet)
     _stamp(msg, "create_time", r.created_at)
     _stamp(msg, "update_time", r.updated_at)
     return msg
@@ -144,15 +149,17 @@ class RecipientServicer(pb_grpc.RecipientServiceServicer):
         self, request: pb.GetRecipientRequest, context: Ctx, principal: Principal
     ) -> pb.GetRecipientResponse:
         found = await self.people.get_recipient(request.recipient_id)
-        return pb.GetRecipientResponse(recipient=recipient_to_wire(found))
+        personal = principal.sees_everything
+        return pb.GetRecipientResponse(recipient=recipient_to_wire(found, personal))
 
     @unary(*READERS)
     async def ListRecipients(
         self, request: pb.ListRecipientsRequest, context: Ctx, principal: Principal
     ) -> pb.ListRecipientsResponse:
         rows, token = await self.people.list_recipients(request.page_size, request.page_token)
+        personal = principal.sees_everything
         return pb.ListRecipientsResponse(
-            recipients=[recipient_to_wire(r) for r in rows], next_page_token=token
+            recipients=[recipient_to_wire(r, personal) for r in rows], next_page_token=token
         )
 
     @unary(Role.OPERATOR)

@@ -48,9 +48,23 @@ KEEPALIVE_TIMEOUT_MS = 10_000
 MIN_CLIENT_PING_INTERVAL_MS = 10_000
 
 
-def server(settings: Settings) -> grpc.aio.Server:
+# Connections gRPC itself accepts beyond the server-wide cap: JSON over HTTP's bridge.
+BRIDGE_CONNECTIONS = 64
+
+
+def server(settings: Settings, max_connections: int) -> grpc.aio.Server:
+    """``max_connections``: the server-wide cap (``app.descriptors``). gRPC counts its
+    own connections too (``grpc.max_allowed_incoming_connections``: past it a new one is
+    closed at once), bounds the TLS and HTTP/2 handshake, and closes a connection idle
+    of calls (GOAWAY: clients reconnect when they next call)."""
     return grpc.aio.server(
         options=[
+            ("grpc.max_allowed_incoming_connections", max_connections + BRIDGE_CONNECTIONS),
+            (
+                "grpc.server_handshake_timeout_ms",
+                int(settings.grpc_handshake_timeout_seconds * 1000),
+            ),
+            ("grpc.max_connection_idle_ms", int(settings.grpc_idle_timeout_seconds * 1000)),
             ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
             ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
             ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),

@@ -21,7 +21,8 @@ from opentelemetry.trace import TracerProvider as ApiTracerProvider
 
 from uns_server.api.admission import Admission
 from uns_server.api.bind import bind_failure
-from uns_server.app import config_files, grpc_surface, http_surface, readiness
+from uns_server.api.front import GrpcFront
+from uns_server.app import config_files, descriptors, grpc_surface, http_surface, readiness
 from uns_server.app.health import HealthMonitor
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.fingerprint import channel_fingerprint
@@ -33,6 +34,7 @@ from uns_server.observability import phases
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth, message_updates
 from uns_server.services.acks import Acks
+from uns_server.services.connection_caps import ConnectionCaps
 from uns_server.services.intake import Intake
 from uns_server.services.rate_limits import TokenBuckets
 from uns_server.services.watch import EventHub, Watch
@@ -45,6 +47,7 @@ from uns_server.store.sql_store import SqlStore
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.followups import FollowUpWorker
+from uns_server.workers.job_cleaner import JobCleaner
 from uns_server.workers.loop import LoopWorker
 from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.queue_sampler import QueueSampler
@@ -124,6 +127,7 @@ class App:
             ),
             settings.max_concurrent_rpcs,
             self.telemetry.metrics,
+            settings.max_concurrent_rpcs_per_principal,
         )
         self.dispatcher = Dispatcher(
             self.store,
@@ -132,6 +136,8 @@ class App:
             lease_seconds=settings.lease_seconds,
             batch_size=settings.dispatch_batch_size,
             concurrency=settings.dispatch_concurrency,
+            channel_concurrency=settings.dispatch_channel_concurrency,
+            max_throttle_deferrals=settings.dispatch_max_throttle_deferrals,
             idle_poll_seconds=settings.idle_poll_seconds,
             telemetry=self.telemetry,
             supervision=self.supervision,
@@ -154,6 +160,8 @@ class App:
         )
         # Provider-callback receipts past the window in which a replay is refused.
         self.receipts = ReceiptPruner(self.store, clock)
+        # Final rows of the work table, once old.
+        self.job_cleaner = JobCleaner(self.store, clock)
         # Reminders and escalation steps of pending acks (policy reminder/escalation).
         self.followups = FollowUpWorker(
             self.store,
@@ -190,7 +198,13 @@ class App:
         self.undeliverable = UndeliverableWatch(
             self.store, self.channels.names(), self.telemetry.metrics.queue, clock
         )
-        self.server = grpc_surface.server(settings)
+        # Each listener's cap on client connections, both below the open-file limit
+        # (raised here), with descriptors kept for the database and the rest.
+        self.max_connections = descriptors.connection_cap(
+            settings.max_connections, descriptors.raise_limit()
+        )
+        self.server = grpc_surface.server(settings, self.max_connections)
+        self.front: GrpcFront | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._writer_tasks: list[asyncio.Task[None]] = []  # stopped, not cancelled
         self.ready = asyncio.Event()
@@ -209,11 +223,15 @@ class App:
         grpc_surface.add_services(self)
         await self.health.set(serving=False)
         creds = grpc_surface.credentials(s)
+        # The public port's front counts connections per address and relays to gRPC on
+        # a private socket (``api.front``); without a per-address cap gRPC listens itself.
+        fronted = s.grpc_max_connections_per_peer > 0 and not s.listen.startswith("unix")
+        address = f"unix:{self._private_dir()}/grpc.sock" if fronted else s.listen
         try:
             if creds is not None:
-                self.port = self.server.add_secure_port(s.listen, creds)
+                self.port = self.server.add_secure_port(address, creds)
             else:
-                self.port = self.server.add_insecure_port(s.listen)
+                self.port = self.server.add_insecure_port(address)
         except RuntimeError:  # grpc: "Failed to bind to address ..."
             self.port = 0
         if self.port == 0:
@@ -221,6 +239,8 @@ class App:
         if s.http_enabled:
             self._bridge_socket()
         await self.server.start()
+        if fronted:
+            await self._start_front(address.removeprefix("unix:"))
         if s.metrics_listen:
             try:
                 metrics_port = self.telemetry.serve_metrics()
@@ -242,12 +262,28 @@ class App:
             await self._start_http()
         self._tasks.append(asyncio.create_task(self._become_ready()))
 
+    def _private_dir(self) -> str:
+        """A directory only this user can enter (mkdtemp's mode 0700) for the private
+        sockets: the front's and the bridge's."""
+        if self._bridge_dir is None:
+            self._bridge_dir = tempfile.mkdtemp(prefix="uns-bridge-")
+        return self._bridge_dir
+
+    async def _start_front(self, target: str) -> None:
+        s = self.settings
+        caps = ConnectionCaps(s.grpc_max_connections_per_peer, self.max_connections)
+        self.front = GrpcFront(target, caps)
+        host, _, port = s.listen.rpartition(":")
+        try:
+            self.port = await self.front.start(host.strip("[]"), int(port), reuse_port=s.reuse_port)
+        except (OSError, ValueError) as exc:
+            raise SettingsError(bind_failure(s.listen, reuse_port=s.reuse_port)) from exc
+
     def _bridge_socket(self) -> None:
-        """JSON over HTTP calls this server's gRPC methods over a unix socket in a
-        directory only this user can enter (mkdtemp's mode 0700), plaintext even when
-        the public port has TLS; admission believes the client address it forwards."""
-        self._bridge_dir = tempfile.mkdtemp(prefix="uns-bridge-")
-        self.bridge_target = f"unix:{self._bridge_dir}/grpc.sock"
+        """JSON over HTTP calls this server's gRPC methods over a unix socket in the
+        private directory, plaintext even when the public port has TLS; admission
+        believes the client address it forwards."""
+        self.bridge_target = f"unix:{self._private_dir()}/bridge.sock"
         if self.server.add_insecure_port(self.bridge_target) == 0:
             raise SettingsError(f"cannot listen on {self.bridge_target}")
         if not self.settings.listen.startswith("unix"):
@@ -255,7 +291,7 @@ class App:
 
     async def _start_http(self) -> None:
         """The HTTP surface: same process, same database and services as gRPC."""
-        self.http = HttpServer(self.settings, http_surface.routes(self))
+        self.http = HttpServer(self.settings, http_surface.routes(self), self.max_connections)
         await self.http.start()
         self.http_port = self.http.port
         log.info(
@@ -319,10 +355,17 @@ class App:
 
     @property
     def writers(self) -> tuple[LoopWorker, ...]:
-        """The workers that write (all but the receipt pruner ``required``: they report
-        to ``Supervision``); on shutdown they are stopped between rounds, not cancelled
-        inside one."""
-        return (self.dispatcher, self.expiry, self.message_updater, self.followups, self.receipts)
+        """The workers that write (all but the receipt pruner and the job cleaner
+        ``required``: they report to ``Supervision``); on shutdown they are stopped
+        between rounds, not cancelled inside one."""
+        return (
+            self.dispatcher,
+            self.expiry,
+            self.message_updater,
+            self.followups,
+            self.receipts,
+            self.job_cleaner,
+        )
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
@@ -344,7 +387,11 @@ class App:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         # Stops accepting at once, lets in-flight calls finish within the grace.
+        if self.front is not None:
+            self.front.stop_accepting()
         await self.server.stop(grace)
+        if self.front is not None:
+            await self.front.stop()
         if self.http is not None:
             await self.http.stop()
         if self.bridge is not None:

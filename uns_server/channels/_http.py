@@ -103,7 +103,9 @@ def classify_http_response(reply: HttpReply, *, now: float) -> ChannelResult | N
     error = f"HTTP {status}" + (f": {detail}" if detail else "")
     if status in _TRANSIENT_STATUSES or status >= 500:
         retry_after = parse_retry_after(reply.headers.get("retry-after"), now=now)
-        return ChannelResult.transient(error, retry_after_seconds=retry_after, metadata=metadata)
+        return ChannelResult.transient(
+            error, retry_after_seconds=retry_after, metadata=metadata, throttled=status == 429
+        )
     return ChannelResult.permanent(error, metadata=metadata)
 
 

@@ -86,6 +86,9 @@ class ChannelResult:
 
     ``retryable`` is meaningful only when ``success`` is false. ``retry_after_seconds`` is
     the provider's own hint (HTTP Retry-After); the caller may wait longer, never less.
+    ``throttled`` reports that the provider asked us to slow down (HTTP 429, Slack's
+    ``ratelimited``) rather than failed; what that costs the work is the domain's call
+    (``domain.lifecycle``: a deferral that spends no attempt, within its bounds).
     ``metadata`` holds small, credential-free provider observations (HTTP status, SMTP
     code, provider error code, whether the provider may have acted despite the failure);
     it is always JSON-serializable.
@@ -104,6 +107,7 @@ class ChannelResult:
     retry_after_seconds: float | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     reference: Mapping[str, str] = field(default_factory=dict)
+    throttled: bool = False
 
     @classmethod
     def delivered(
@@ -123,9 +127,13 @@ class ChannelResult:
         *,
         retry_after_seconds: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        throttled: bool = False,
     ) -> ChannelResult:
-        """Not delivered, and a later attempt may succeed (timeouts, 429, 5xx, SMTP 4xx)."""
-        return cls(False, True, None, error, retry_after_seconds, _copy(metadata))
+        """Not delivered, and a later attempt may succeed (timeouts, 429, 5xx, SMTP 4xx);
+        ``throttled``: the provider asked us to wait (429), it did not fail."""
+        return cls(
+            False, True, None, error, retry_after_seconds, _copy(metadata), throttled=throttled
+        )
 
     @classmethod
     def permanent(cls, error: str, *, metadata: Mapping[str, Any] | None = None) -> ChannelResult:

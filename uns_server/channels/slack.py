@@ -226,7 +226,10 @@ class SlackChannel(HttpChannel):
         if code in TRANSIENT_SLACK_ERRORS:
             retry_after = parse_retry_after(reply.headers.get("retry-after"), now=self._now())
             return ChannelResult.transient(
-                f"slack error: {code}", retry_after_seconds=retry_after, metadata=metadata
+                f"slack error: {code}",
+                retry_after_seconds=retry_after,
+                metadata=metadata,
+                throttled=code == "ratelimited",
             )
         return ChannelResult.permanent(f"slack error: {code}", metadata=metadata)
 

@@ -14,6 +14,13 @@ HELP: dict[str, str] = {
     "goes through a transaction-pooling pgbouncer; empty: --database-url (URL)",
     "auto_migrate": "migrate the schema to the newest revision at start (on/off)",
     "listen": "gRPC listen address (HOST:PORT)",
+    "max_connections": "open client connections of each listener, gRPC and HTTP; 0 sizes them "
+    "below the open-file limit (connections)",
+    "grpc_max_connections_per_peer": "open gRPC connections one client address may hold; 0: "
+    "no cap and no relay (connections)",
+    "grpc_handshake_timeout_seconds": "time a gRPC connection has to finish its TLS and HTTP/2 "
+    "handshake (seconds)",
+    "grpc_idle_timeout_seconds": "a gRPC connection without a call this long is closed (seconds)",
     "reuse_port": "share the gRPC and HTTP ports with other processes via SO_REUSEPORT (on/off)",
     "processes": "serving processes on this host under one supervisor, sharing the ports and "
     "the database; above 1 needs PostgreSQL (count)",
@@ -32,6 +39,10 @@ HELP: dict[str, str] = {
     "dispatch_enabled": "run the delivery workers in this process (on/off)",
     "dispatch_concurrency": "provider calls in flight at once (count)",
     "dispatch_batch_size": "due notifications claimed per query (count)",
+    "dispatch_channel_concurrency": "provider calls of one channel in flight at once: a "
+    "hanging provider holds no more delivery slots (count)",
+    "dispatch_max_throttle_deferrals": "deferrals a provider's 429 may cause per delivery "
+    "cycle without spending an attempt (count)",
     "lease_seconds": "how long a claimed delivery is reserved for its worker (seconds)",
     "idle_poll_seconds": "how often idle workers look for due work without a wake-up (seconds)",
     "expiry_poll_seconds": "how often acknowledgement deadlines are checked (seconds)",
@@ -49,6 +60,8 @@ HELP: dict[str, str] = {
     "rate_limits": "per-principal overrides PRINCIPAL=RATE/BURST,... (requests per second "
     "/ requests)",
     "max_concurrent_rpcs": "unary calls in progress server-wide before shedding (calls)",
+    "max_concurrent_rpcs_per_principal": "unary calls in progress of one principal before "
+    "shedding (calls)",
     "auth_failures_per_second": "unknown-key lookups allowed per client address, refill "
     "(lookups per second)",
     "auth_failure_burst": "unknown-key lookups allowed per client address, bucket size (lookups)",

@@ -151,6 +151,13 @@ class PermissionDenied(UnsError):
     reason = "PERMISSION_DENIED"
 
 
+class TypeNotAllowed(UnsError):
+    """The ACTIVE policy of this notification type names the principals allowed to send
+    it, and the caller is not one of them."""
+
+    reason = "TYPE_NOT_ALLOWED"
+
+
 class Unimplemented(UnsError):
     """This call is not implemented yet."""
 

@@ -56,6 +56,15 @@ everything else accepted the row stays PENDING, due when the earliest hold ends,
 the claim's attempt is given back (``Settlement.gives_back_attempt``): a hold spends
 no attempt, so it can never exhaust the cycle.
 
+**A deferral** spends no attempt (an attempt counts provider failures, not a provider
+asking us to wait): when every channel that did not accept answered *throttled* (HTTP
+429) or *busy* (not called: this process's bulkhead for it was full), the row stays
+PENDING, due after the longest wait asked (``retry.deferral_seconds``, capped, held by
+quiet hours), its attempt given back. Throttle deferrals are counted per cycle
+(``outcome.throttle_deferrals``) up to ``Settling.max_throttle_deferrals``; past it a
+throttle is a transient failure that spends an attempt, and the cycle ends as its
+policy says. Beside a real failure a wait spends the attempt (its wait a floor).
+
 **An exhausted leader** (FAILED, for whatever reason) hands its obligation on, so
 that a replay cannot deliver the same alert twice (``REPLAY_BLOCKED``):
 
@@ -80,7 +89,7 @@ from datetime import datetime, timedelta
 from uns_server.domain import schedule
 from uns_server.domain.enums import AckStatus, DeliveryMode, Status
 from uns_server.domain.errors import NotDeadLettered, ReplayBlocked
-from uns_server.domain.retry import next_attempt_at
+from uns_server.domain.retry import deferral_seconds, next_attempt_at
 
 # ``error_message`` of the outcome of an attempt that never reported back.
 INTERRUPTED_ERROR = (
@@ -153,6 +162,10 @@ def interrupted_outcome(
 
 # Retry-After beyond this is treated as this (a bogus header must not park work for years).
 RETRY_AFTER_CAP_SECONDS = 3600.0
+# A busy channel (its bulkhead full, not called) is asked again this much later.
+BUSY_RETRY_SECONDS = 1.0
+# Throttle deferrals per cycle (``dispatch_max_throttle_deferrals``).
+THROTTLE_DEFERRALS_MAX_DEFAULT = 10
 
 
 @dataclass(frozen=True)
@@ -164,6 +177,8 @@ class ChannelAnswer:
     retryable: bool = False
     error: str | None = None
     retry_after_seconds: float | None = None
+    throttled: bool = False  # the provider asked us to wait (HTTP 429)
+    busy: bool = False  # not called: this process's bulkhead for the channel was full
 
 
 @dataclass(frozen=True)
@@ -182,6 +197,9 @@ class Settling:
     # People's messages their own quiet hours hold (route key -> when the hold ends):
     # not sent by this attempt, so not among ``channels``.
     held: Mapping[str, datetime] = field(default_factory=dict)
+    # Throttle deferrals made in this cycle before (``outcome.throttle_deferrals``).
+    throttle_deferrals: int = 0
+    max_throttle_deferrals: int = THROTTLE_DEFERRALS_MAX_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -195,7 +213,8 @@ class Settlement:
     next_attempt: datetime | None = None  # PENDING: when the retry is due
     ack_status: AckStatus | None = None  # DELIVERED with require_ack: PENDING
     deadline: datetime | None = None
-    # PENDING only for people's held messages: the claim's attempt is not counted.
+    # PENDING for people's held messages and deferrals: the claim's attempt is not
+    # counted.
     gives_back_attempt: bool = False
 
     def result_payload(self, base: dict[str, object]) -> dict[str, object]:
@@ -220,13 +239,18 @@ def decide_settlement(
     ``rand`` is the backoff's jitter source (``random.random``)."""
     succeeded = list(row.succeeded_before)
     succeeded += [a.channel for a in answers if a.success and a.channel not in succeeded]
-    failed = [a for a in answers if not a.success]
+    deferring = row.throttle_deferrals < row.max_throttle_deferrals
+    waiting = [a for a in answers if not a.success and (a.busy or (a.throttled and deferring))]
+    failed = [a for a in answers if not a.success and a not in waiting]
     outcome: dict[str, object] = {
-        "channels_attempted": [a.channel for a in answers],
+        "channels_attempted": [a.channel for a in answers if not a.busy],
         "channels_succeeded": succeeded,
         "channels_failed": [a.channel for a in failed],
-        "error_message": "; ".join(f"{a.channel}: {a.error}" for a in failed) or None,
+        "error_message": "; ".join(f"{a.channel}: {a.error}" for a in answers if not a.success)
+        or None,
     }
+    if row.throttle_deferrals:
+        outcome["throttle_deferrals"] = row.throttle_deferrals
     held_until = min(row.held.values(), default=None)
     if all(ch in succeeded for ch in row.channels):
         if held_until is not None:  # the rest is sent when the first hold ends
@@ -240,23 +264,47 @@ def decide_settlement(
                 Status.DELIVERED, False, outcome, now, ack_status=ack, deadline=deadline
             )
         return Settlement(Status.DELIVERED, False, outcome, now)
-    if any(not a.retryable for a in failed) or attempts_exhausted(
-        row.cycle_attempt, row.max_attempts
-    ):
+    exhausted = attempts_exhausted(row.cycle_attempt, row.max_attempts)
+    if any(not a.retryable for a in failed) or (exhausted and (failed or not waiting)):
         status, dead_letter = failed_state(row.delivery_mode)
         return Settlement(status, dead_letter, outcome)
-    retry_after = max((a.retry_after_seconds or 0.0 for a in failed), default=0.0)
+    if not failed:  # only waits: deferred, the attempt given back
+        throttled = any(a.throttled for a in waiting)
+        if throttled:
+            outcome["throttle_deferrals"] = row.throttle_deferrals + 1
+        outcome["channels_deferred"] = [a.channel for a in waiting]
+        seconds = max(
+            deferral_seconds(
+                a.retry_after_seconds,
+                row.throttle_deferrals + 1,
+                busy_seconds=BUSY_RETRY_SECONDS if a.busy else None,
+                rand=rand,
+            )
+            for a in waiting
+        )
+        due = now + timedelta(seconds=min(seconds, RETRY_AFTER_CAP_SECONDS))
+        return Settlement(
+            Status.PENDING,
+            False,
+            outcome,
+            next_attempt=_held(due, row, held_until),
+            gives_back_attempt=True,
+        )
+    retry_after = max((a.retry_after_seconds or 0.0 for a in (*failed, *waiting)), default=0.0)
     due = next_attempt_at(
         now,
         row.cycle_attempt,
         rand=rand,
         retry_after_seconds=min(retry_after, RETRY_AFTER_CAP_SECONDS),
     )
-    # Quiet hours hold a retry like the first attempt (domain.schedule).
+    return Settlement(Status.PENDING, False, outcome, next_attempt=_held(due, row, held_until))
+
+
+def _held(due: datetime, row: Settling, held_until: datetime | None) -> datetime:
+    """Quiet hours hold a retry like the first attempt (``domain.schedule``); a person's
+    held message is sent by the first attempt after its hold ends."""
     due = schedule.next_allowed(due, row.quiet_hours, row.intent)
-    if held_until is not None:
-        due = min(due, held_until)
-    return Settlement(Status.PENDING, False, outcome, next_attempt=due)
+    return due if held_until is None else min(due, held_until)
 
 
 @dataclass(frozen=True)

@@ -1,47 +1,61 @@
-"""The message-update lifecycle: an update owed to a sent message (Slack chat.update,
-PagerDuty acknowledge/resolve) once its obligation settled.
+"""The message update: an update owed to a sent message (Slack chat.update, PagerDuty
+acknowledge/resolve, a webhook's ``uns.notification.settled``) once its obligation
+settled, as a job of kind ``message_update`` on the work table (``domain.jobs``):
 
-    PENDING (unleased) --claim: due, lease free--> PENDING (leased, attempts + 1)
-    PENDING (leased) --settle: the provider took it--> DONE
-    PENDING (leased) --settle: transient, attempts left--> PENDING (unleased, backoff)
-    PENDING (leased) --settle: permanent, or MAX_ATTEMPTS used--> FAILED (given up)
-    PENDING (leased) --lease expires unsettled--> claimable again
+    available --claim--> running (attempt + 1, leased)
+    running --settle: the provider took it--> completed
+    running --settle: transient, attempts left--> retryable (backoff)
+    running --settle: permanent, or MAX_ATTEMPTS used--> discarded (given up)
+    running --lease expires unsettled--> retryable, or discarded (the rescuer)
 
-Only PENDING rows move; DONE and FAILED are final. Every settlement is fenced by the
-lease token its claim issued (``store.message_updates``): a worker whose lease expired
-and whose row another worker claimed since changes nothing. The rules are here, pure;
-the worker (``workers.message_updates``) applies them and the store writes them.
+Every settle is fenced by the lease token its claim issued (``store.port.Jobs``): a
+worker whose lease expired and whose row was rescued or claimed since changes
+nothing. The rules are here, pure; the worker (``workers.message_updates``) applies
+them and the store writes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
+from typing import Any
 
+from uns_server.domain.jobs import JobKind, JobState, NewJob, SettleJob
+from uns_server.domain.records import Job
 from uns_server.domain.retry import next_attempt_at
 
 # Attempts (claims) before an update that keeps failing transiently is given up.
 MAX_ATTEMPTS = 10
 
 
-class UpdateStatus(StrEnum):
-    PENDING = "PENDING"
-    DONE = "DONE"
-    FAILED = "FAILED"
+@dataclass(frozen=True, slots=True)
+class MessageUpdate:
+    """One update to send: the sent message (``reference``, what the provider handed
+    back) of ``channel``, and what to show (``outcome``: state, actor, via, at...). The
+    typed arguments of a ``message_update`` job."""
 
+    notification_id: str
+    channel: str
+    reference: Mapping[str, Any]
+    outcome: Mapping[str, Any]
 
-CLAIMABLE = UpdateStatus.PENDING
+    def args(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel,
+            "reference": dict(self.reference),
+            "outcome": dict(self.outcome),
+        }
 
+    def job(self) -> NewJob:
+        """The job that sends it, due at once."""
+        return NewJob(JobKind.MESSAGE_UPDATE, self.args(), MAX_ATTEMPTS, self.notification_id)
 
-def claimable(
-    status: UpdateStatus, next_attempt: datetime, lease_until: datetime | None, now: datetime
-) -> bool:
-    """May a worker claim this update now? (The store's claim query says the same.)"""
-    return (
-        status is CLAIMABLE and next_attempt <= now and (lease_until is None or lease_until <= now)
-    )
+    @classmethod
+    def of(cls, job: Job) -> MessageUpdate:
+        """The update a claimed ``message_update`` job carries."""
+        args = job.args
+        return cls(job.notification_id or "", args["channel"], args["reference"], args["outcome"])
 
 
 @dataclass(frozen=True)
@@ -76,14 +90,27 @@ def decide_settle(
     attempts: int,
     now: datetime,
     rand: Callable[[], float],
+    max_attempts: int = MAX_ATTEMPTS,
 ) -> Settle:
     """What the answer to attempt number ``attempts`` (this one included) makes of the
     update."""
     if success:
         return Done()
-    if retryable and attempts < MAX_ATTEMPTS:
+    if retryable and attempts < max_attempts:
         at = next_attempt_at(
             now, attempts, rand=rand, retry_after_seconds=retry_after_seconds or 0.0
         )
         return RetryAt(at, error)
     return GiveUp(error)
+
+
+def settle_job(job: Job, decision: Settle) -> SettleJob:
+    """The job's settle for ``decision``, fenced by the token its claim issued."""
+    assert job.lease_token is not None, "a claimed job holds a lease"
+    match decision:
+        case Done():
+            return SettleJob(job.id, job.lease_token, JobState.COMPLETED)
+        case RetryAt(at, error):
+            return SettleJob(job.id, job.lease_token, JobState.RETRYABLE, at, error)
+        case GiveUp(error):
+            return SettleJob(job.id, job.lease_token, JobState.DISCARDED, error=error)

@@ -79,6 +79,10 @@ class DeliveryOutcome:
     recipients_unreachable: tuple[Unreachable, ...] = ()
     held: tuple[Held, ...] = ()
     """People whose own quiet hours hold their message (the delivery stays PENDING)."""
+    channels_deferred: tuple[str, ...] = ()
+    """Channels the latest attempt deferred (throttled or busy; no attempt spent)."""
+    throttle_deferrals: int = 0
+    """Throttle deferrals in this cycle so far (``lifecycle.decide_settlement``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The stored JSON object (``recipients_unreachable`` and ``held`` only when
@@ -93,6 +97,10 @@ class DeliveryOutcome:
             out["recipients_unreachable"] = [u.to_json() for u in self.recipients_unreachable]
         if self.held:
             out["held"] = [h.to_json() for h in self.held]
+        if self.channels_deferred:
+            out["channels_deferred"] = list(self.channels_deferred)
+        if self.throttle_deferrals:
+            out["throttle_deferrals"] = self.throttle_deferrals
         return out
 
     @classmethod
@@ -111,7 +119,8 @@ class DeliveryOutcome:
             get("recipients_unreachable"),
             get("held"),
         )
-        if not (attempted or succeeded or failed or error or unreachable or held):
+        deferred, throttles = get("channels_deferred"), get("throttle_deferrals")
+        if not (attempted or succeeded or failed or error or unreachable or held or deferred):
             return _NONE  # every row before its first attempt: shared, as it is frozen
         return cls(
             tuple(attempted or ()),
@@ -126,6 +135,8 @@ class DeliveryOutcome:
             if unreachable
             else (),
             tuple(Held.from_json(h) for h in held if h.get("recipient_id")) if held else (),
+            tuple(deferred or ()),
+            int(throttles or 0),
         )
 
 

@@ -18,14 +18,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnknownPolicyChannel
+from uns_server.domain.fields import text_problems, time_problem, zone_problem
 from uns_server.domain.schedule.quiet_hours import QuietHours
 
 ID_MAX_CHARS = 64
 DISPLAY_NAME_MAX_CHARS = 255
 ADDRESS_MAX_CHARS = 255
+CHANNEL_MAX_CHARS = 64
+"""A channel's name, as the channels file and ``uns_channels.name`` hold it."""
 CONTACTS_MAX = 20
 MEMBERS_MAX = 100
 OVERRIDES_MAX = 500
@@ -144,16 +147,6 @@ def check_id(value: str, field_name: str) -> str:
     return value
 
 
-def zone_problem(value: str) -> str | None:
-    try:
-        if not value or value != value.strip():
-            raise ZoneInfoNotFoundError(value)
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        return "must be an IANA time zone, e.g. Europe/Paris"
-    return None
-
-
 def _raise(violations: list[FieldViolation]) -> None:
     if violations:
         fields = ",".join(dict.fromkeys(v.field for v in violations))
@@ -177,14 +170,10 @@ def build_recipient(
     """Validate operator input; INVALID_REQUEST lists every problem."""
     v: list[FieldViolation] = []
     v += [FieldViolation(f"{prefix}.recipient_id", p) for p in id_problems(recipient_id)]
-    if not display_name.strip():
-        v.append(FieldViolation(f"{prefix}.display_name", "is required"))
-    elif len(display_name) > DISPLAY_NAME_MAX_CHARS:
-        v.append(
-            FieldViolation(
-                f"{prefix}.display_name", f"must be at most {DISPLAY_NAME_MAX_CHARS} characters"
-            )
-        )
+    v += [
+        FieldViolation(f"{prefix}.display_name", p)
+        for p in text_problems(display_name, DISPLAY_NAME_MAX_CHARS, required=True)
+    ]
     problem = zone_problem(time_zone)
     if problem:
         v.append(FieldViolation(f"{prefix}.time_zone", problem))
@@ -193,17 +182,14 @@ def build_recipient(
     built: list[Contact] = []
     for i, (channel, address) in enumerate(contacts[:CONTACTS_MAX]):
         at = f"{prefix}.contacts[{i}]"
-        if not channel:
-            v.append(FieldViolation(f"{at}.channel", "is required"))
-        if not address:
-            v.append(FieldViolation(f"{at}.address", "is required"))
-        elif len(address) > ADDRESS_MAX_CHARS or address != address.strip():
-            v.append(
-                FieldViolation(
-                    f"{at}.address",
-                    f"must be at most {ADDRESS_MAX_CHARS} characters, without surrounding spaces",
-                )
-            )
+        v += [
+            FieldViolation(f"{at}.channel", p)
+            for p in text_problems(channel, CHANNEL_MAX_CHARS, required=True)
+        ]
+        said = text_problems(address, ADDRESS_MAX_CHARS, required=True)
+        if address != address.strip() and not said:
+            said = ["must not have surrounding spaces"]
+        v += [FieldViolation(f"{at}.address", p) for p in said]
         contact = Contact(channel, address)
         if contact in built:
             v.append(FieldViolation(at, "repeats an earlier contact"))
@@ -285,6 +271,8 @@ def build_rotation(
         v += [FieldViolation(f"{prefix}.members[{i}]", p) for p in id_problems(member)]
     if start is None:
         v.append(FieldViolation(f"{prefix}.start_time", "is required"))
+    elif problem := time_problem(start):
+        v.append(FieldViolation(f"{prefix}.start_time", problem))
     if shift is None:
         v.append(FieldViolation(f"{prefix}.shift", "is required"))
     elif shift <= timedelta(0):
@@ -300,10 +288,11 @@ def build_rotation(
     for i, (who, begin, end) in enumerate(overrides[:OVERRIDES_MAX]):
         at = f"{prefix}.overrides[{i}]"
         v += [FieldViolation(f"{at}.recipient_id", p) for p in id_problems(who)]
-        if begin is None:
-            v.append(FieldViolation(f"{at}.start_time", "is required"))
-        if end is None:
-            v.append(FieldViolation(f"{at}.end_time", "is required"))
+        for name, instant in (("start_time", begin), ("end_time", end)):
+            if instant is None:
+                v.append(FieldViolation(f"{at}.{name}", "is required"))
+            elif problem := time_problem(instant):
+                v.append(FieldViolation(f"{at}.{name}", problem))
         if begin is not None and end is not None:
             if end <= begin:
                 v.append(FieldViolation(f"{at}.end_time", "must be after start_time"))

@@ -26,7 +26,7 @@ from typing import Any
 
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
-from uns_server.domain.message_updates import UpdateStatus
+from uns_server.domain.jobs import JobKind, JobState
 from uns_server.domain.outcomes import DeliveryOutcome, ProviderRefs
 from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.schedule import StepProgress
@@ -40,7 +40,7 @@ __all__ = [
     "DeliveryAuditRecord",
     "Event",
     "FailedSummary",
-    "MessageUpdate",
+    "Job",
     "Notification",
     "PolicyRevision",
     "PolicyType",
@@ -237,23 +237,26 @@ class AckAuditRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class MessageUpdate:
-    """One ``uns_message_updates`` row: an update owed to a sent message."""
+class Job:
+    """One ``uns_jobs`` row: a timed piece of work (``domain.jobs``)."""
 
-    id: str
-    notification_id: str
-    channel: str
-    reference: Any
-    """What the provider handed back for the message (``ChannelResult.reference``)."""
-    outcome: Json
-    status: UpdateStatus
-    attempts: int
-    next_attempt: datetime
-    lease_until: datetime | None
+    id: int
+    kind: JobKind
+    notification_id: str | None
+    args: Json
+    """Small arguments, parsed by the kind that reads them."""
+    state: JobState
+    attempt: int
+    """Attempts started (each claim counts one)."""
+    max_attempts: int
+    scheduled_at: datetime
+    attempted_at: datetime | None
+    finalized_at: datetime | None
     lease_token: str | None
+    """The fencing token of the claim that holds it (running only)."""
+    lease_until: datetime | None
     last_error: str | None
     created_at: datetime
-    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

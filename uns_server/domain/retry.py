@@ -65,3 +65,21 @@ def next_attempt_at(
             retry_after_seconds=retry_after_seconds,
         )
     )
+
+
+def deferral_seconds(
+    retry_after_seconds: float | None,
+    deferral: int,
+    *,
+    busy_seconds: float | None = None,
+    rand: Callable[[], float],
+) -> float:
+    """How long a deferred attempt waits (``lifecycle.decide_settlement``): the
+    provider's Retry-After when it gave one; a channel this process did not call (its
+    bulkhead full) ``busy_seconds``; a throttle without a hint the backoff of the
+    deferral's number in its cycle (1-based)."""
+    if retry_after_seconds is not None:
+        return retry_after_seconds
+    if busy_seconds is not None:
+        return busy_seconds
+    return backoff_seconds(deferral, rand=rand)

@@ -17,6 +17,7 @@ from typing import Any
 
 from uns_server.domain.digests import canonical_json, struct_number
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
+from uns_server.domain.fields import NUL_PROBLEM, text_problems
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.schedule import schedule_violations
 
@@ -50,14 +51,16 @@ def validate_send(req: SendRequest, now: datetime | None = None) -> None:
     check("notification_type", _notification_type(req.notification_type))
     if req.intent is None:
         check("intent", ["is required"])
-    check("title", _text(req.title, TITLE_MAX_CHARS, required=True))
-    check("message", _text(req.message, MESSAGE_MAX_CHARS, required=True))
-    check("source", _text(req.source, SOURCE_MAX_CHARS, required=True))
-    check("idempotency_key", _text(req.idempotency_key, KEY_MAX_CHARS))
-    check("dedup_key", _text(req.dedup_key, KEY_MAX_CHARS))
-    check("correlation_id", _text(req.correlation_id, KEY_MAX_CHARS))
+    check("title", text_problems(req.title, TITLE_MAX_CHARS, required=True))
+    check("message", text_problems(req.message, MESSAGE_MAX_CHARS, required=True))
+    check("source", text_problems(req.source, SOURCE_MAX_CHARS, required=True))
+    check("idempotency_key", text_problems(req.idempotency_key, KEY_MAX_CHARS))
+    check("dedup_key", text_problems(req.dedup_key, KEY_MAX_CHARS))
+    check("correlation_id", text_problems(req.correlation_id, KEY_MAX_CHARS))
     if req.autonomy_context is not None:
-        check("autonomy_context.agent_id", _text(req.autonomy_context.agent_id, KEY_MAX_CHARS))
+        check(
+            "autonomy_context.agent_id", text_problems(req.autonomy_context.agent_id, KEY_MAX_CHARS)
+        )
     check("metadata", _metadata(req.metadata))
     if now is not None:
         violations += schedule_violations(req.schedule_time, now)
@@ -107,17 +110,6 @@ def _notification_type(value: str) -> list[str]:
     return problems
 
 
-def _text(value: str, max_chars: int, *, required: bool = False) -> list[str]:
-    if required and not value.strip():
-        return ["is required"]
-    problems = []
-    if len(value) > max_chars:
-        problems.append(f"must be at most {max_chars} characters")
-    if "\x00" in value:
-        problems.append("must not contain NUL characters")
-    return problems
-
-
 def _metadata(metadata: Mapping[str, Any]) -> list[str]:
     problems: list[str] = []
     _walk(metadata, 1, problems)
@@ -134,7 +126,7 @@ def _walk(value: object, depth: int, problems: list[str]) -> None:
     """Collect content problems of a JSON-like value; ``depth`` counts containers."""
     if type(value) is str:  # most values: skip the ABC check (``Mapping``) below
         if "\x00" in value:
-            problems.append("must not contain NUL characters")
+            problems.append(NUL_PROBLEM)
         return
     if isinstance(value, Mapping | list | tuple):
         if depth > METADATA_MAX_DEPTH:
@@ -145,14 +137,14 @@ def _walk(value: object, depth: int, problems: list[str]) -> None:
                 if not isinstance(key, str):
                     problems.append("keys must be strings")
                 elif "\x00" in key:
-                    problems.append("must not contain NUL characters")
+                    problems.append(NUL_PROBLEM)
                 _walk(item, depth + 1, problems)
         else:
             for item in value:
                 _walk(item, depth + 1, problems)
     elif isinstance(value, str):
         if "\x00" in value:
-            problems.append("must not contain NUL characters")
+            problems.append(NUL_PROBLEM)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         try:
             struct_number(value)

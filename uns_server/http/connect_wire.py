@@ -15,6 +15,8 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
+from uns_server.domain.fields import SURROGATE_PROBLEM, has_lone_surrogate
+
 DOMAIN = "uns.v1"
 # Whole doubles up to this magnitude are written as integers: every such double is an
 # exact integer, and every JSON decoder reads one back as the same number.
@@ -67,13 +69,23 @@ class Refusal(Exception):
         self.headers = headers or {}
 
     @classmethod
-    def invalid(cls, message: str, field: str = "request", http_status: int = 400) -> Refusal:
+    def invalid(
+        cls,
+        message: str,
+        field: str = "request",
+        http_status: int = 400,
+        description: str | None = None,
+    ) -> Refusal:
+        """INVALID_REQUEST naming ``field``; the violation says ``description`` (by
+        default the message)."""
         info = error_details_pb2.ErrorInfo(
             reason="INVALID_REQUEST", domain=DOMAIN, metadata={"fields": field}
         )
         bad = error_details_pb2.BadRequest(
             field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=field, description=message)
+                error_details_pb2.BadRequest.FieldViolation(
+                    field=field, description=description or message
+                )
             ]
         )
         return cls(grpc.StatusCode.INVALID_ARGUMENT, message, [info, bad], http_status)
@@ -178,10 +190,40 @@ def parse_json(body: bytes, message: Message) -> None:
         raise Refusal.invalid("the body is not JSON") from exc
     if not isinstance(document, dict):
         raise Refusal.invalid("the body must be a JSON object")
+    # A lone surrogate can only come from a \u escape (raw bytes must be UTF-8); protobuf
+    # cannot hold it, and its JSON parser fails on one in an enum or a key with an error
+    # that is not its own (SystemError).
+    if b"\\u" in body:
+        at = _surrogate_at(document, "")
+        if at is not None:
+            field = at or "request"
+            raise Refusal.invalid(
+                f"{field}: {SURROGATE_PROBLEM}", field=field, description=SURROGATE_PROBLEM
+            )
     try:
         json_format.ParseDict(document, message, ignore_unknown_fields=False)
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise Refusal.invalid(_first_line(exc)) from exc
+
+
+def _surrogate_at(value: Any, path: str) -> str | None:
+    """The JSON path (as the caller named it) of the first string or key holding a
+    lone surrogate, or None; a bad key names the object holding it."""
+    if isinstance(value, str):
+        return path if has_lone_surrogate(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if has_lone_surrogate(key):
+                return path
+            found = _surrogate_at(item, f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _surrogate_at(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def parse_query(request: web.Request, message: Message) -> None:

@@ -2,14 +2,15 @@
 ``POST /integrations/pagerduty/webhook``.
 
 The signature over the raw body is checked first (``domain.signatures``), then again
-with only the secret of the channel that posted the message (Slack) or opened the
-incident (PagerDuty); a bad or stale signature, another channel's, or a request
+with only the secret of the channel that posted the message (Slack: the Slack channels
+whose messages UNS recorded for the notification, never the payload's ``channel``) or
+opened the incident (PagerDuty); a bad or stale signature, another channel's, or a request
 already accepted once (a replay: its receipt is written in the transaction that
 settles it, so concurrent copies go on once, and a callback whose settle failed is
 served again when the provider retries it) is 401 and changes nothing. A signed payload of the
-wrong shape is 400 and changes nothing. A verified callback is answered 200 whatever
-it settles (conflicts and late answers included), so the provider does not retry a
-decision.
+wrong shape or types (``domain.callback_payloads``) is 400 and changes nothing. A
+verified callback is answered 200 whatever it settles (conflicts and late answers
+included), so the provider does not retry a decision.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from urllib.parse import parse_qs
 
 from aiohttp import web
 
+from uns_server.domain.callback_payloads import (
+    Malformed,
+    SlackInteraction,
+    pagerduty_event,
+    slack_interaction,
+)
 from uns_server.domain.signatures import verify_pagerduty, verify_slack
 from uns_server.services.acks import Receipt
 from uns_server.services.provider_answers import REPLAYED, ProviderAnswers, receipt_digest
@@ -57,26 +64,14 @@ def _slack_signed_by(
     )
 
 
-def _slack_payload(body: bytes) -> dict[str, Any] | None:
-    """A ``block_actions`` payload of the expected shape (others are ignored: {}); None
-    when malformed."""
+def _slack_payload(body: bytes) -> SlackInteraction | None:
+    """The ``block_actions`` interaction (None for another kind, which is ignored);
+    ``Malformed`` when the form or its payload is not one Slack sends."""
     try:
         payload: Any = json.loads(parse_qs(body.decode())["payload"][0])
-    except (KeyError, IndexError, ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(payload, dict):
-        return None
-    if payload.get("type") != "block_actions":
-        return {}
-    actions, user, channel = (payload.get(k) for k in ("actions", "user", "channel"))
-    if not isinstance(actions, list) or not all(isinstance(a, dict) for a in actions):
-        return None
-    if not isinstance(user, dict) or not isinstance(channel, dict | None):
-        return None
-    for action in actions:
-        if not all(isinstance(action.get(k, ""), str) for k in ("action_id", "value")):
-            return None
-    return payload
+    except (KeyError, IndexError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise Malformed("a form field 'payload' holding JSON") from exc
+    return slack_interaction(payload)
 
 
 # ``reply(response_url, text, posters)``: the Slack channel that posted answers ephemerally.
@@ -93,12 +88,9 @@ def routes(
     the secret of the channel that posted the message or opened the incident."""
     replies: set[asyncio.Task[None]] = set()
 
-    async def tell_stale(
-        payload: Mapping[str, Any], note: str | None, posters: Sequence[str] | None
-    ) -> None:
+    async def tell_stale(url: str, note: str | None, posters: Sequence[str] | None) -> None:
         """Tell the presser of a button of an obligation that has ended (only they see it)."""
-        url = payload.get("response_url")
-        if reply is None or note is None or not isinstance(url, str) or not url:
+        if reply is None or note is None or not url:
             return
         # After the 200: Slack wants the interaction answered within three seconds.
         task = asyncio.create_task(reply(url, note, posters))
@@ -111,20 +103,21 @@ def routes(
         body = await request.read()
         if not _slack_signed_by(slack_secrets, None, request, body):
             return _refused()
-        payload = _slack_payload(body)
-        if payload is None:
+        try:
+            payload = _slack_payload(body)
+        except Malformed:
             return _malformed("a form field 'payload' with a block_actions payload")
+        if payload is None:
+            return web.Response(text="")  # another kind of interaction: nothing to do
         targets = []
-        channel = payload.get("channel") or {}
         posters: list[str] | None = None
-        for action in payload.get("actions", []):
-            target = await answers.slack_target(
-                action.get("action_id", ""), action.get("value", "")
-            )
+        for action in payload.actions:
+            target = await answers.slack_target(action.action_id, action.value)
             if target is not None:
-                posters = await answers.posted_by(
-                    target.notification_id, "slack_channel", str(channel.get("id", ""))
-                )
+                # Only the Slack channels UNS recorded posting this notification's
+                # messages may sign a press on one of its buttons; the payload's
+                # ``channel`` is the presser's claim, not evidence.
+                posters = await answers.slack_posters(target.notification_id)
                 if not _slack_signed_by(slack_secrets, posters, request, body):
                     return _refused()
             targets.append(target)
@@ -141,11 +134,11 @@ def routes(
                 continue
             # The receipt rides in the first settle's transaction (Slack sends one
             # action per interaction).
-            pressed = await answers.slack_action(target, payload.get("user", {}), receipt)
+            pressed = await answers.slack_action(target, payload.user, receipt)
             if pressed.outcome == REPLAYED:
                 return _refused()
             receipt = None
-            await tell_stale(payload, pressed.note, posters)
+            await tell_stale(payload.response_url, pressed.note, posters)
             outcomes.append(pressed.outcome)
         log.info("slack interaction", extra={"outcomes": outcomes})
         return web.Response(text="")
@@ -158,18 +151,16 @@ def routes(
         if not verify_pagerduty(list(pagerduty_secrets.values()), header, body):
             return _refused()
         try:
-            envelope: Any = json.loads(body)
-            event = envelope["event"]
-            assert isinstance(event, dict)
-        except (ValueError, KeyError, TypeError, AssertionError):
+            event = pagerduty_event(json.loads(body))
+        except (ValueError, RecursionError):  # Malformed is a ValueError
             return _malformed("a v3 webhook envelope")
-        incident = await answers.pagerduty_incident(event)
+        incident = None if event is None else await answers.pagerduty_incident(event)
         if incident is not None:
             own = [pagerduty_secrets[c] for c in incident.channels if c in pagerduty_secrets]
             if not verify_pagerduty(own, header, body):
                 return _refused()  # signed by another channel's subscription
         receipt = Receipt(receipt_digest("pagerduty", body), "pagerduty")
-        if incident is None:
+        if incident is None or event is None:
             if not await answers.claim(receipt):
                 return _refused()
             outcome = "ignored"

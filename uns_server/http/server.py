@@ -9,8 +9,9 @@ carries headers that keep capability URLs out of caches, referrers and frames, a
 Every connection is bounded too (``_GuardedHandler``): its request headers must be
 complete within ``http_header_timeout_seconds`` of it opening (or of its previous
 answer), an idle keep-alive connection closes after ``http_keepalive_timeout_seconds``,
-and one peer address holds at most ``http_max_connections_per_peer``; the listener
-shares the process's file descriptors with gRPC.
+one peer address holds at most ``http_max_connections_per_peer``, and the listener at
+most ``max_connections`` (``services.connection_caps``: the process's file descriptors,
+shared with gRPC); refusals are logged at most once per 10 s.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from aiohttp import web, web_protocol
 from google.rpc import error_details_pb2
 
 from uns_server.http.connect_wire import DOMAIN, Refusal
+from uns_server.services.connection_caps import ConnectionCaps, RefusalLog
 from uns_server.settings import Settings, SettingsError
 
 log = logging.getLogger("uns.http")
@@ -136,11 +138,12 @@ class _GuardedHandler(web_protocol.RequestHandler):
         peername = transport.get_extra_info("peername")
         peer = str(peername[0]) if isinstance(peername, tuple) and peername else ""
         limits = self._uns_limits
-        if 0 < limits.per_peer <= limits.open.get(peer, 0):
-            log.warning("http connection refused: peer at its cap", extra={"peer": peer})
+        refusal = limits.caps.admit(peer)
+        if refusal is not None:
+            message = f"http connections refused: {limits.caps.refusal(refusal)}"
+            limits.refusals.refused(refusal, message, peer)
             self.force_close()
             return
-        limits.open[peer] = limits.open.get(peer, 0) + 1
         self._uns_peer = peer
         self._uns_arm()
 
@@ -169,20 +172,16 @@ class _GuardedHandler(web_protocol.RequestHandler):
             self._uns_timer.cancel()
             self._uns_timer = None
         if self._uns_peer is not None:
-            left = self._uns_limits.open.get(self._uns_peer, 1) - 1
-            if left > 0:
-                self._uns_limits.open[self._uns_peer] = left
-            else:
-                self._uns_limits.open.pop(self._uns_peer, None)
+            self._uns_limits.caps.release(self._uns_peer)
             self._uns_peer = None
         super().connection_lost(exc)
 
 
 class _Limits:
-    def __init__(self, header_timeout: float, per_peer: int) -> None:
+    def __init__(self, header_timeout: float, caps: ConnectionCaps) -> None:
         self.header_timeout = header_timeout
-        self.per_peer = per_peer
-        self.open: dict[str, int] = {}
+        self.caps = caps
+        self.refusals = RefusalLog(log)
 
 
 class _GuardedSite(web.TCPSite):
@@ -219,8 +218,16 @@ class _GuardedSite(web.TCPSite):
 class HttpServer:
     """Owns the aiohttp application and its listening socket."""
 
-    def __init__(self, settings: Settings, routes: Iterable[web.AbstractRouteDef]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        routes: Iterable[web.AbstractRouteDef],
+        max_connections: int = 0,
+    ) -> None:
+        """``max_connections``: the listener's cap on open connections (0: none), sized
+        with gRPC's below the open-file limit (``app.descriptors``)."""
         self._settings = settings
+        self._max_connections = max_connections
         self.app = web.Application(
             client_max_size=settings.http_max_body_bytes,
             middlewares=[_bounded(settings.http_request_timeout_seconds)],
@@ -243,7 +250,10 @@ class HttpServer:
             keepalive_timeout=s.http_keepalive_timeout_seconds,
         )
         await self._runner.setup()
-        limits = _Limits(s.http_header_timeout_seconds, s.http_max_connections_per_peer)
+        limits = _Limits(
+            s.http_header_timeout_seconds,
+            ConnectionCaps(s.http_max_connections_per_peer, self._max_connections),
+        )
         site = _GuardedSite(
             self._runner,
             limits,

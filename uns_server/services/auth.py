@@ -222,12 +222,30 @@ class Authenticator:
             principal = await self._lookup(digest, address)
         return principal
 
-    async def _lookup(self, digest: str, address: str = "") -> Principal | None:
+    async def recheck(self, authorization: str | None, certificate_cn: str | None) -> None:
+        """Raises ``Unauthenticated`` when credentials that were accepted no longer
+        map to a principal (a revoked key): what a long-lived stream re-checks. Not
+        guarded by the failed-lookup budget (the key was valid; this is no probe)."""
+        if not authorization:  # a client certificate: the key file maps it, for good
+            return
+        digest = hash_key(authorization.strip().partition(" ")[2].strip())
+        if digest not in self._file_keys and await self._lookup(digest, guarded=False) is None:
+            raise Unauthenticated("unknown or revoked API key")
+
+    def forget_cached(self) -> None:
+        """Drops every cached lookup: a key revoked through this server stops working
+        here at once (other servers: within ``CACHE_SECONDS``)."""
+        self._cache.clear()
+
+    async def _lookup(
+        self, digest: str, address: str = "", guarded: bool = True
+    ) -> Principal | None:
         now = self._monotonic()
         cached = self._cache.get(digest)
         if cached is not None and now - cached[0] < CACHE_SECONDS:
             return cached[1]
-        await self._guard_lookup(address)
+        if guarded:
+            await self._guard_lookup(address)
         async with self._store.read() as tx:
             key = await tx.api_keys.active_by_hash(digest)
         principal = (
@@ -238,7 +256,7 @@ class Authenticator:
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[digest] = (now, principal)
-        if principal is None and self._failed_lookups is not None:
+        if principal is None and guarded and self._failed_lookups is not None:
             await self._failed_lookups.take(address)
         return principal
 

@@ -52,7 +52,13 @@ from uns_server.domain.admission import (
 from uns_server.domain.enums import Status
 from uns_server.domain.errors import IdempotencyConflict, UnsError
 from uns_server.domain.planned_people import PlannedAsk
-from uns_server.domain.policy import EffectivePolicy, PolicyRevision, ServerDefaults, resolve
+from uns_server.domain.policy import (
+    EffectivePolicy,
+    PolicyRevision,
+    ServerDefaults,
+    check_sender,
+    resolve,
+)
 from uns_server.domain.records import Notification
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.validation import validate_send
@@ -461,7 +467,9 @@ class Intake:
     ) -> Fresh:
         """For a key not seen before: the policy, then the dedup window (locked) and
         its owner. A send scheduled for later coalesces only with sends scheduled for
-        the same time (``digests.dedup_digest``)."""
+        the same time (``digests.dedup_digest``). A principal the policy does not
+        allow is refused here, after idempotency (an accepted send still replays)."""
+        check_sender(principal, req.notification_type, active)
         effective = resolve(req, active, self._defaults)
         if not req.dedup_key:
             return Fresh(effective)

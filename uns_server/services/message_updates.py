@@ -2,9 +2,10 @@
 
 Registered as an ``Acks`` settle hook, so every path that ends an ack queues them: an
 answer over gRPC, a link, Slack, PagerDuty, and the timeout; a withdrawal queues them
-through ``SentMessageUpdates``. The rows are an outbox (the store port's
-``MessageUpdates``); the ``MessageUpdater`` worker sends them later, so a slow or
-failing provider never holds up the answer itself.
+through ``SentMessageUpdates``. Each update is a ``message_update`` job of the work
+table (``domain.message_updates.MessageUpdate.job``, the store port's ``Jobs``); the
+``MessageUpdater`` worker sends them later, so a slow or failing provider never holds
+up the answer itself.
 
 What is updated: every message the obligation sent, the delivery and each reminder and
 escalation step (``services.message_updates.updatable``): Slack messages sent through the
@@ -21,9 +22,10 @@ from typing import Any
 
 from uns_server.domain import withdrawal
 from uns_server.domain.enums import AckStatus
+from uns_server.domain.message_updates import MessageUpdate
 from uns_server.domain.outcomes import ProviderRef, ProviderRefs
 from uns_server.domain.records import Notification
-from uns_server.store.port import Queued, WriteTransaction
+from uns_server.store.port import WriteTransaction
 
 # A queued update whose message was still being delivered when the obligation ended:
 # its reference is the delivery's, read once that attempt has settled.
@@ -78,16 +80,20 @@ def still_sending(row: Notification, now: datetime) -> bool:
     )
 
 
-def sent_since(row: Notification, known: Sequence[str], outcome: Mapping[str, Any]) -> list[Queued]:
+def sent_since(
+    row: Notification, known: Sequence[str], outcome: Mapping[str, Any]
+) -> list[MessageUpdate]:
     """The updates of the messages ``row`` sent since an ``IN_FLIGHT_SENT`` stand-in
     was queued (their keys not in ``known``), showing ``outcome``."""
     refs = row.provider_refs or {}
     return _updates(row, {k: v for k, v in refs.items() if k not in set(known)}, outcome)
 
 
-def _updates(row: Notification, refs: ProviderRefs, outcome: Mapping[str, Any]) -> list[Queued]:
+def _updates(
+    row: Notification, refs: ProviderRefs, outcome: Mapping[str, Any]
+) -> list[MessageUpdate]:
     return [
-        Queued(row.id, ref.channel or key, ref.json, outcome)
+        MessageUpdate(row.id, ref.channel or key, ref.json, outcome)
         for key, ref in sorted(refs.items())
         if updatable(ref)
     ]
@@ -112,13 +118,21 @@ async def queue_on_settle(
     }
     queued = _updates(row, refs, settlement)
     in_flight = in_flight_channels(row)
-    queued += [Queued(row.id, channel, {IN_FLIGHT: channel}, settlement) for channel in in_flight]
+    queued += [
+        MessageUpdate(row.id, channel, {IN_FLIGHT: channel}, settlement) for channel in in_flight
+    ]
     if sending_unknown(row):
         known = sorted({*refs, *in_flight})
-        queued.append(Queued(row.id, IN_FLIGHT_SENT, {IN_FLIGHT_SENT: known}, settlement))
+        queued.append(MessageUpdate(row.id, IN_FLIGHT_SENT, {IN_FLIGHT_SENT: known}, settlement))
     if queued:
-        await tx.message_updates.enqueue(queued, now)
-        tx.signal(TOPIC_MESSAGE_UPDATES)
+        await queue(tx, queued, now)
+
+
+async def queue(tx: WriteTransaction, updates: Sequence[MessageUpdate], now: datetime) -> None:
+    """Insert the jobs that send ``updates``, due now, and wake their worker after
+    the commit."""
+    await tx.jobs.insert_many([u.job() for u in updates], now)
+    tx.signal(TOPIC_MESSAGE_UPDATES)
 
 
 class SentMessageUpdates:

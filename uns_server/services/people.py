@@ -15,6 +15,7 @@ from datetime import datetime
 
 from uns_server.domain import paging
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NotFound, RecipientInUse
+from uns_server.domain.fields import time_problem
 from uns_server.domain.oncall import OnCall, on_call
 from uns_server.domain.people import ChannelKind, Recipient, Rotation, check_contacts, check_id
 from uns_server.store.port import MissingPeople, PersonFirstPutRace, StillReferenced, Store
@@ -162,6 +163,8 @@ class PeopleService:
         self, rotation_id: str, at: datetime | None = None
     ) -> tuple[Rotation, datetime, OnCall]:
         """The rotation, the instant asked about (now when None), and the answer."""
+        if at is not None and (problem := time_problem(at)):
+            raise InvalidRequest.of_field("time", problem)
         rotation = await self.get_rotation(rotation_id)
         when = at if at is not None else self._clock()
         return rotation, when, on_call(rotation, when)

@@ -35,6 +35,7 @@ _SPEC_FIELDS = (
     "escalation",
     "targets",
     "escalation_loops",
+    "allowed_principals",
 )
 
 
@@ -126,6 +127,12 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
     reminder = _reminder(raw.get("reminder"), violations)
     escalation = _escalation(raw.get("escalation"), violations)
     targets = _targets(raw.get("targets"), "spec.targets", violations)
+    principals = raw.get("allowed_principals", [])
+    if not isinstance(principals, list) or not all(isinstance(p, str) for p in principals):
+        violations.append(
+            FieldViolation("spec.allowed_principals", "must be a list of principal names")
+        )
+        principals = []
     loops = raw.get("escalation_loops", 0)
     if isinstance(loops, bool) or not isinstance(loops, int):
         violations.append(FieldViolation("spec.escalation_loops", "must be an integer"))
@@ -144,6 +151,7 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
             escalation=escalation,
             targets=targets,
             escalation_loops=loops,
+            allowed_principals=principals,
         )
     except InvalidRequest as exc:
         # delivery_mode is reported once, by _enum, when it was present but wrong.

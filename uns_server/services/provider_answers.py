@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
+from uns_server.domain.callback_payloads import PagerDutyEvent, SlackUser
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed
 from uns_server.domain.links import ACK, DISMISS
@@ -36,7 +36,6 @@ log = logging.getLogger("uns.callbacks")
 VIA_SLACK = "slack"
 VIA_PAGERDUTY = "pagerduty"
 SLACK_ACTIONS = {"uns_ack": ACK, "uns_dismiss": DISMISS}
-PAGERDUTY_EVENTS = frozenset({"incident.acknowledged", "incident.resolved"})
 # The outcome of a callback whose receipt was already there: refused, changes nothing.
 REPLAYED = "replayed"
 # A press on a button of an obligation that has ended is told so (only the presser sees it).
@@ -77,6 +76,13 @@ def _posted(refs: ProviderRefs, provider_key: str, value: str) -> list[str]:
     return [
         r.channel or name for name, r in refs.items() if r.provider_field(provider_key) == value
     ]
+
+
+def _slack_posters(refs: ProviderRefs) -> list[str]:
+    """The UNS channels of type ``slack`` that posted a message for the notification
+    (the delivery's, a person's direct message, a follow-up's), from the references
+    recorded when Slack accepted each."""
+    return sorted({r.channel or name for name, r in refs.items() if r.channel_type == VIA_SLACK})
 
 
 def _paged_person(refs: ProviderRefs, incident_key: str) -> str | None:
@@ -137,12 +143,12 @@ class ProviderAnswers:
             return None
         return Slack(claims.notification_id, action == DISMISS, claims.recipient)
 
-    async def posted_by(self, nid: str, provider_key: str, value: str) -> list[str] | None:
-        """The UNS channels whose recorded reference has ``provider_key == value`` (the
-        Slack channel that posted a message, the PagerDuty channel that opened an
-        incident); None when no such message is recorded yet (an answer racing the
-        attempt's commit): then any of that provider's channels may sign."""
-        return _posted(await self._refs(nid), provider_key, value) or None
+    async def slack_posters(self, nid: str) -> list[str]:
+        """The Slack channels that posted a message of the notification, as UNS recorded
+        them (never what a payload claims): a press on one of its buttons must be signed
+        with one of their secrets. Empty when none is recorded (no Slack message, or one
+        whose attempt has not committed yet): no Slack press is accepted then."""
+        return _slack_posters(await self._refs(nid))
 
     async def _refs(self, nid: str) -> ProviderRefs:
         async with self._store.read() as tx:
@@ -150,25 +156,21 @@ class ProviderAnswers:
         return (row.provider_refs or {}) if row is not None else {}
 
     async def slack_action(
-        self, target: Slack, user: Mapping[str, Any], receipt: Receipt | None = None
+        self, target: Slack, user: SlackUser, receipt: Receipt | None = None
     ) -> Pressed:
-        """One Block Kit button press (``replayed`` if ``receipt`` was there already)."""
-        user_id = str(user.get("id") or "")
-        if not user_id:  # settles nothing: its receipt is written alone
-            if receipt is not None and not await self.claim(receipt):
-                return Pressed(REPLAYED)
-            return Pressed("invalid")
+        """One Block Kit button press, by the (type-checked) Slack user (``replayed`` if
+        ``receipt`` was there already)."""
         metadata = {
-            k: str(v)
+            k: v
             for k, v in (
-                ("slack_user_name", user.get("username") or user.get("name")),
-                ("slack_team_id", user.get("team_id")),
+                ("slack_user_name", user.name),
+                ("slack_team_id", user.team_id),
                 ("recipient", target.recipient),
             )
             if v
         }
-        actor = f"slack:{user_id}"
-        if await self._is_contact(target.recipient, user_id):
+        actor = f"slack:{user.id}"
+        if await self._is_contact(target.recipient, user.id):
             actor = target.recipient  # the person the direct message was for (SPEC §6)
         outcome, row = await self._settle(
             target.notification_id, actor, VIA_SLACK, target.dismiss, metadata, receipt
@@ -186,15 +188,12 @@ class ProviderAnswers:
             person = await tx.people.get_recipient(recipient.removeprefix(RECIPIENT_ACTOR))
         return person is not None and any(c.address == address for c in person.contacts)
 
-    async def pagerduty_incident(self, event: Mapping[str, Any]) -> Incident | None:
+    async def pagerduty_incident(self, event: PagerDutyEvent) -> Incident | None:
         """What an ``incident.acknowledged``/``resolved`` event answers; None when it is
         not an incident UNS triggered (or none is recorded yet: an answer racing the
         attempt's commit)."""
-        if event.get("event_type") not in PAGERDUTY_EVENTS:
-            return None
-        data = event.get("data") or {}
-        incident_key = data.get("incident_key") if isinstance(data, Mapping) else None
-        if not isinstance(incident_key, str) or not incident_key:
+        incident_key = event.incident_key
+        if not incident_key:
             return None
         try:  # UNS triggers with "<notification id>:<channel>:<cycle>"
             nid = validate_notification_id(incident_key.split(":", 1)[0])
@@ -205,27 +204,21 @@ class ProviderAnswers:
         return Incident(nid, channels, _paged_person(refs, incident_key)) if channels else None
 
     async def pagerduty_event(
-        self, incident: Incident, event: Mapping[str, Any], receipt: Receipt | None = None
+        self, incident: Incident, event: PagerDutyEvent, receipt: Receipt | None = None
     ) -> str:
         """Settle as ACKED, as the PagerDuty user the event names (``replayed`` if
         ``receipt`` was there already)."""
-        data = event.get("data") or {}
-        data = data if isinstance(data, Mapping) else {}
-        agent = event.get("agent") or {}
-        agent_id = str(agent.get("id") or "") if isinstance(agent, Mapping) else ""
+        agent_id = event.agent_id
         actor = f"pagerduty:{agent_id}" if agent_id else "pagerduty:unknown"
         person = incident.paged
         if agent_id and person and await self._is_contact(person, agent_id):
             actor = person  # the person the incident paged acknowledged it (SPEC §6)
         metadata = {
-            k: str(v)
+            k: v
             for k, v in (
-                ("pagerduty_event", event.get("event_type")),
-                ("pagerduty_incident", data.get("id")),
-                (
-                    "pagerduty_user_name",
-                    agent.get("summary") if isinstance(agent, Mapping) else None,
-                ),
+                ("pagerduty_event", event.event_type),
+                ("pagerduty_incident", event.incident_id),
+                ("pagerduty_user_name", event.agent_name),
             )
             if v
         }

@@ -25,7 +25,7 @@ from typing import Any
 
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Role, Status
-from uns_server.domain.message_updates import UpdateStatus
+from uns_server.domain.jobs import JobKind, JobState
 from uns_server.domain.outcomes import (
     DeliveryOutcome,
     provider_refs_from_json,
@@ -41,7 +41,7 @@ from uns_server.domain.records import (
     DeliveryAuditRecord,
     Event,
     FailedSummary,
-    MessageUpdate,
+    Job,
     Notification,
     PolicyType,
     RecentEvent,
@@ -90,8 +90,11 @@ _DA_MODE = _index(DeliveryAuditRecord, "delivery_mode")
 _ACK_AUDIT = _columns(AckAuditRecord, tables.ack_audit_records)
 _AA_OLD = _index(AckAuditRecord, "old_status")
 _AA_NEW = _index(AckAuditRecord, "new_status")
-_MESSAGE_UPDATE = _columns(MessageUpdate, tables.message_updates)
-_MU_STATUS = _index(MessageUpdate, "status")
+_JOB = _columns(Job, tables.jobs)
+_J_KIND = _index(Job, "kind")
+_J_STATE = _index(Job, "state")
+_JOB_KIND: dict[str, JobKind] = {k.value: k for k in JobKind}
+_JOB_STATE: dict[str, JobState] = {s.value: s for s in JobState}
 _CONSOLE_SESSION = _columns(ConsoleSession, tables.console_sessions)
 
 
@@ -214,10 +217,11 @@ def ack_audit(row: Row) -> AckAuditRecord:
     return AckAuditRecord(*values)
 
 
-def message_update(row: Row) -> MessageUpdate:
-    values = list(_MESSAGE_UPDATE(row))
-    values[_MU_STATUS] = UpdateStatus(values[_MU_STATUS])
-    return MessageUpdate(*values)
+def job(row: Row) -> Job:
+    values = list(_JOB(row))
+    values[_J_KIND] = _JOB_KIND[values[_J_KIND]]
+    values[_J_STATE] = _JOB_STATE[values[_J_STATE]]
+    return Job(*values)
 
 
 def console_session(row: Row) -> ConsoleSession:

@@ -21,7 +21,6 @@ from uns_server.domain.records import (
     DedupWindow,
     DeliveryAuditRecord,
     Event,
-    MessageUpdate,
     Notification,
 )
 from uns_server.domain.withdrawal import WithdrawRows
@@ -31,16 +30,13 @@ from uns_server.store import (
     dispatch,
     events,
     followups,
-    message_updates,
     moves,
     notifications,
 )
 from uns_server.store.db import WriteTx
 from uns_server.store.port import (
     DeliveryAudit,
-    Fenced,
     NewEvent,
-    Queued,
 )
 
 
@@ -158,40 +154,6 @@ class SqlFollowUps(SqlFollowUpReads):
 
     async def settle_step(self, move: m.SettleFollowUpStep) -> m.Applied:
         return await followups.settle_step(self._conn, move)
-
-
-class SqlMessageUpdateReads(Bound):
-    __slots__ = ()
-
-    async def next_due_at(self) -> datetime | None:
-        return await message_updates.next_due_at(self._conn)
-
-
-class SqlMessageUpdates(SqlMessageUpdateReads):
-    __slots__ = ()
-
-    async def enqueue(self, queued: Sequence[Queued], now: datetime) -> None:
-        await message_updates.enqueue(self._conn, queued, now)
-
-    async def claim(
-        self, *, now: datetime, limit: int, lease: timedelta
-    ) -> Sequence[tuple[MessageUpdate, str]]:
-        return await message_updates.claim(self._conn, now=now, limit=limit, lease=lease)
-
-    async def mark_done(self, update_id: str, token: str, *, now: datetime) -> Fenced:
-        return await message_updates.mark_done(self._conn, update_id, token, now=now)
-
-    async def retry_at(
-        self, update_id: str, token: str, *, at: datetime, error: str | None, now: datetime
-    ) -> Fenced:
-        return await message_updates.retry_at(
-            self._conn, update_id, token, at=at, error=error, now=now
-        )
-
-    async def give_up(
-        self, update_id: str, token: str, *, error: str | None, now: datetime
-    ) -> Fenced:
-        return await message_updates.give_up(self._conn, update_id, token, error=error, now=now)
 
 
 class SqlAcks(Bound):

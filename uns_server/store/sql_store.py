@@ -1,6 +1,7 @@
 """``SqlStore``: the store port (``store.port.Store``) on the SQL database
 (``store.db.Database``, SQLite or PostgreSQL). Its transactions are the database's,
-their executors the SQL ports (``sql_ports``, ``sql_upkeep``) bound to them."""
+their executors the SQL ports (``sql_ports``, ``sql_upkeep``, ``sql_directory``; the
+work table's ``jobs``, which holds its own statements) bound to them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from uns_server.domain.records import Event
 from uns_server.store import db as database
 from uns_server.store import events
 from uns_server.store.db import Database, WriteTx
+from uns_server.store.jobs import SqlJobReads, SqlJobs
 from uns_server.store.kept_reader import KeptReader
 from uns_server.store.sql_directory import (
     SqlActionLinkReads,
@@ -35,8 +37,6 @@ from uns_server.store.sql_ports import (
     SqlEvents,
     SqlFollowUpReads,
     SqlFollowUps,
-    SqlMessageUpdateReads,
-    SqlMessageUpdates,
     SqlMoves,
     SqlNotificationReads,
     SqlNotifications,
@@ -71,8 +71,8 @@ class SqlReadTransaction:
         return SqlFollowUpReads(self._conn)
 
     @property
-    def message_updates(self) -> SqlMessageUpdateReads:
-        return SqlMessageUpdateReads(self._conn)
+    def jobs(self) -> SqlJobReads:
+        return SqlJobReads(self._conn)
 
     @property
     def events(self) -> SqlEventReads:
@@ -135,8 +135,8 @@ class SqlWriteTransaction:
         return SqlFollowUps(self._conn)
 
     @property
-    def message_updates(self) -> SqlMessageUpdates:
-        return SqlMessageUpdates(self._conn)
+    def jobs(self) -> SqlJobs:
+        return SqlJobs(self._conn)
 
     @property
     def acks(self) -> SqlAcks:

@@ -316,9 +316,57 @@ maintenance = Table(
     Column("updated_at", UtcDateTime(), nullable=False),
 )
 
-# Follow-up work on sent messages when an obligation ends (Slack chat.update,
-# PagerDuty acknowledge/resolve): an outbox claimed with a lease and a fencing token
-# like deliveries, written in the transaction that settles the ack, never blocking it.
+# The work table (SPEC §7 "One work engine"; River's ``river_job``): every timed piece
+# of work is one narrow row, claimed in batches under a lease and a fencing token,
+# settled by one fenced statement, rescued when its lease expires, deleted once final
+# and old (states and who moves them: ``domain.jobs``). Kinds so far: message_update.
+jobs = Table(
+    "uns_jobs",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("kind", String(32), nullable=False),
+    Column("notification_id", String(36)),  # the obligation it serves, if any
+    Column("args", Json, nullable=False),  # small typed arguments, per kind
+    Column("state", String(16), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("scheduled_at", UtcDateTime(), nullable=False),
+    Column("attempted_at", UtcDateTime()),
+    Column("finalized_at", UtcDateTime()),
+    Column("lease_token", String(36)),
+    Column("lease_until", UtcDateTime()),
+    Column("last_error", Text),
+    Column("created_at", UtcDateTime(), nullable=False),
+    # The claim: due rows of a kind in claim order.
+    Index(
+        "ix_uns_jobs_due",
+        "kind",
+        "scheduled_at",
+        "id",
+        postgresql_where=text("state IN ('available', 'retryable')"),
+        sqlite_where=text("state IN ('available', 'retryable')"),
+    ),
+    # The rescuer: leases of running rows, by expiry.
+    Index(
+        "ix_uns_jobs_running",
+        "kind",
+        "lease_until",
+        postgresql_where=text("state = 'running'"),
+        sqlite_where=text("state = 'running'"),
+    ),
+    # Retention: final rows, by when they became final.
+    Index(
+        "ix_uns_jobs_finalized",
+        "finalized_at",
+        postgresql_where=text("finalized_at IS NOT NULL"),
+        sqlite_where=text("finalized_at IS NOT NULL"),
+    ),
+)
+
+# Before ``uns_jobs`` (migration 0015): the message-update outbox. Nothing writes it
+# but replicas of the previous release during a rolling upgrade; its PENDING rows are
+# carried into ``uns_jobs`` (the migration, then ``Jobs.carry_message_updates`` each
+# round). To be dropped by a later contract migration, once no such replica is left.
 message_updates = Table(
     "uns_message_updates",
     metadata,

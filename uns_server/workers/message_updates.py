@@ -1,11 +1,15 @@
 """Message updates: send the outbox of ``services.message_updates``, at least once.
 
-``run_once`` claims due updates with a lease and a fencing token, calls each channel's
-``update`` outside any transaction (``provider_call``), then asks
-``domain.message_updates.decide_settle`` what the answer makes of each: DONE, PENDING
-again with backoff (transient), or FAILED (permanent, or ``MAX_ATTEMPTS`` used), which
-the store records only while the lease is still held. An update whose worker died is
-claimed again once its lease expires.
+Each update is a ``message_update`` job of the work table (``store.port.Jobs``).
+``run_once`` rescues the kind's expired leases, claims due jobs (committed before any
+provider call), calls each channel's ``update`` outside any transaction
+(``provider_call``), then asks ``domain.message_updates.decide_settle`` what the
+answer makes of each: completed, retryable with backoff (transient), or discarded
+(permanent, or ``MAX_ATTEMPTS`` used), all settled by one fenced statement that lands
+only where the lease is still held. A job whose worker died is rescued, and claimed
+again, once its lease expires. Each round also carries the old outbox's rows, which a
+replica of the previous release may still queue during a rolling upgrade
+(``Jobs.carry_message_updates``).
 """
 
 from __future__ import annotations
@@ -23,32 +27,44 @@ from typing import Any
 from uns_server.channels.base import ChannelResult, ObligationOutcome, UpdatableChannel
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import message_updates as rules
-from uns_server.domain.records import MessageUpdate
+from uns_server.domain.jobs import JobKind, JobState, SettleJob
+from uns_server.domain.message_updates import MessageUpdate
+from uns_server.domain.records import Job
 from uns_server.services.message_updates import (
     IN_FLIGHT,
     IN_FLIGHT_SENT,
     TOPIC_MESSAGE_UPDATES,
+    queue,
     sent_since,
     still_sending,
     updatable,
 )
-from uns_server.store.port import Fenced, Queued, Store, WriteTransaction
+from uns_server.store.port import Store
 from uns_server.workers.loop import LoopWorker, seconds_until
 from uns_server.workers.provider_call import guarded_call
 from uns_server.workers.supervision import Supervision
 
 log = logging.getLogger("uns.message_updates")
 BATCH = 32
+KINDS = (JobKind.MESSAGE_UPDATE,)
 # An in-flight delivery that the channel did not take leaves no message to update.
 NOTHING_TO_UPDATE = ChannelResult.delivered("", metadata={"skipped": "no message was sent"})
+
+
+_COUNTED = {
+    JobState.COMPLETED: "done",
+    JobState.RETRYABLE: "retried",
+    JobState.DISCARDED: "failed",
+}
 
 
 @dataclass(frozen=True)
 class UpdateResult:
     done: int = 0
     retried: int = 0
-    failed: int = 0
-    lost: int = 0
+    failed: int = 0  # given up: discarded by the settle, or by the rescuer
+    lost: int = 0  # settles whose lease was no longer held (nothing changed)
+    rescued: int = 0  # expired leases made claimable again
     more: bool = False  # a full batch: look again at once
     due_in: float | None = None  # until the next update falls due
 
@@ -80,81 +96,88 @@ class MessageUpdater(LoopWorker):
         full, read when the next one falls due."""
         now = self._clock()
         async with self._store.write() as tx:
-            claims = await tx.message_updates.claim(now=now, limit=BATCH, lease=self._lease)
-        expanded: dict[str, list[Queued]] = {}
-        results = await asyncio.gather(*(self._send(update, expanded) for update, _ in claims))
+            await tx.jobs.carry_message_updates(now, limit=BATCH)
+            rescued = await tx.jobs.rescue_expired(KINDS, now=now, limit=BATCH)
+            claims = await tx.jobs.claim(KINDS, now=now, limit=BATCH, lease=self._lease)
         counts: Counter[str] = Counter()
+        for job in rescued:
+            counts["rescued" if job.state is JobState.RETRYABLE else "failed"] += 1
+            if job.state is JobState.DISCARDED:
+                self._gave_up(MessageUpdate.of(job), job.last_error)
+        expanded: dict[int, list[MessageUpdate]] = {}
+        updates = [MessageUpdate.of(job) for job in claims]
+        results = await asyncio.gather(
+            *(
+                self._send(job.id, update, expanded)
+                for job, update in zip(claims, updates, strict=True)
+            )
+        )
         if claims:
             now = self._clock()
+            settles = [
+                self._decide(job, result, now) for job, result in zip(claims, results, strict=True)
+            ]
             async with self._store.write() as tx:
-                for (update, token), result in zip(claims, results, strict=True):
-                    counted = await self._settle(tx, update, token, result, now)
-                    counts[counted] += 1
-                    # A stand-in's updates are queued by the commit that settles it,
-                    # so a worker dying in between cannot queue them twice.
-                    if counted == "done" and expanded.get(update.id):
-                        await tx.message_updates.enqueue(expanded[update.id], now)
-                        tx.signal(TOPIC_MESSAGE_UPDATES)
+                landed = await tx.jobs.settle_many(settles, now)
+                # A stand-in's updates are queued by the commit that settles it, so a
+                # worker dying in between cannot queue them twice.
+                more = [
+                    u
+                    for s in settles
+                    if s.id in landed and s.state is JobState.COMPLETED
+                    for u in expanded.get(s.id, ())
+                ]
+                if more:
+                    await queue(tx, more, now)
+            for settle, update, result in zip(settles, updates, results, strict=True):
+                counts[_COUNTED[settle.state] if settle.id in landed else "lost"] += 1
+                if settle.id in landed and settle.state is JobState.DISCARDED:
+                    self._gave_up(update, result.error)
+        if counts:
             log.info("message updates", extra=dict(counts))
-        settled = UpdateResult(counts["done"], counts["retried"], counts["failed"], counts["lost"])
-        if len(claims) == BATCH:
+        settled = UpdateResult(
+            counts["done"], counts["retried"], counts["failed"], counts["lost"], counts["rescued"]
+        )
+        if len(claims) == BATCH or len(rescued) == BATCH:
             return dataclasses.replace(settled, more=True)
         async with self._store.read() as tx:
-            due = await tx.message_updates.next_due_at()
+            due = await tx.jobs.next_due_at(KINDS)
         return dataclasses.replace(settled, due_in=seconds_until(due, self._clock()))
 
-    async def _settle(
-        self,
-        tx: WriteTransaction,
-        update: MessageUpdate,
-        token: str,
-        result: ChannelResult,
-        now: datetime,
-    ) -> str:
-        """Record one answer, fenced by ``token``; which count it adds to."""
+    def _decide(self, job: Job, result: ChannelResult, now: datetime) -> SettleJob:
+        """The settle of one answer, fenced by the job's lease token."""
         decision = rules.decide_settle(
             success=result.success,
             retryable=result.retryable,
             error=result.error,
             retry_after_seconds=result.retry_after_seconds,
-            attempts=update.attempts + 1,  # the claim counted this one
+            attempts=job.attempt,  # the claim counted this one
+            max_attempts=job.max_attempts,
             now=now,
             rand=self._rand,
         )
-        match decision:
-            case rules.Done():
-                fenced = await tx.message_updates.mark_done(update.id, token, now=now)
-                counted = "done"
-            case rules.RetryAt(at, error):
-                fenced = await tx.message_updates.retry_at(
-                    update.id, token, at=at, error=error, now=now
-                )
-                counted = "retried"
-            case rules.GiveUp(error):
-                fenced = await tx.message_updates.give_up(update.id, token, error=error, now=now)
-                counted = "failed"
-        if fenced is Fenced.LOST:
-            return "lost"
-        if counted == "failed":
-            log.warning(
-                "message update failed for good",
-                extra={
-                    "notification_id": update.notification_id,
-                    "channel": update.channel,
-                    "error": result.error,
-                },
-            )
-        return counted
+        return rules.settle_job(job, decision)
+
+    @staticmethod
+    def _gave_up(update: MessageUpdate, error: str | None) -> None:
+        log.warning(
+            "message update failed for good",
+            extra={
+                "notification_id": update.notification_id,
+                "channel": update.channel,
+                "error": error,
+            },
+        )
 
     async def _reference(
-        self, update: MessageUpdate, expanded: dict[str, list[Queued]]
+        self, job_id: int, update: MessageUpdate, expanded: dict[int, list[MessageUpdate]]
     ) -> Mapping[str, Any] | ChannelResult:
         """The reference to update. One queued while its delivery was in flight is the
         delivery's, once that attempt has settled: until then a retry, and nothing to
         do if the channel did not take the message."""
         known = update.reference.get(IN_FLIGHT_SENT)
         if known is not None:
-            return await self._expand(update, known, expanded)
+            return await self._expand(job_id, update, known, expanded)
         channel = update.reference.get(IN_FLIGHT)
         if channel is None:
             reference: Mapping[str, Any] = update.reference
@@ -169,7 +192,11 @@ class MessageUpdater(LoopWorker):
         return NOTHING_TO_UPDATE
 
     async def _expand(
-        self, update: MessageUpdate, known: Sequence[str], expanded: dict[str, list[Queued]]
+        self,
+        job_id: int,
+        update: MessageUpdate,
+        known: Sequence[str],
+        expanded: dict[int, list[MessageUpdate]],
     ) -> ChannelResult:
         """An ``IN_FLIGHT_SENT`` stand-in: once nothing is being sent, an update of each
         message sent since it was queued (a person's message, a follow-up step's), put
@@ -182,13 +209,13 @@ class MessageUpdater(LoopWorker):
         if still_sending(row, now):
             return ChannelResult.transient("messages are still being sent")
         queued = sent_since(row, known, update.outcome)
-        expanded[update.id] = queued
+        expanded[job_id] = queued
         return ChannelResult.delivered("", metadata={"queued": str(len(queued))})
 
     async def _send(
-        self, update: MessageUpdate, expanded: dict[str, list[Queued]]
+        self, job_id: int, update: MessageUpdate, expanded: dict[int, list[MessageUpdate]]
     ) -> ChannelResult:
-        reference = await self._reference(update, expanded)
+        reference = await self._reference(job_id, update, expanded)
         if isinstance(reference, ChannelResult):
             return reference
         name = update.channel

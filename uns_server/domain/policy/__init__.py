@@ -17,7 +17,12 @@ One module per concern, all re-exported here (callers import from ``domain.polic
 ``resolution`` (server defaults, :class:`EffectivePolicy`, :func:`resolve`).
 """
 
-from uns_server.domain.policy.resolution import EffectivePolicy, ServerDefaults, resolve
+from uns_server.domain.policy.resolution import (
+    EffectivePolicy,
+    ServerDefaults,
+    check_sender,
+    resolve,
+)
 from uns_server.domain.policy.spec import (
     ACK_TIMEOUT_MINUTES_DEFAULT,
     ACK_TIMEOUT_MINUTES_MAX,
@@ -50,6 +55,7 @@ __all__ = [
     "PolicyRevision",
     "PolicySpec",
     "ServerDefaults",
+    "check_sender",
     "content_hash",
     "normalize_spec",
     "resolve",

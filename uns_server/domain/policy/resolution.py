@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uns_server.domain.enums import DeliveryMode, Priority
-from uns_server.domain.errors import FieldViolation, PolicyOverride
+from uns_server.domain.errors import FieldViolation, PolicyOverride, TypeNotAllowed
 from uns_server.domain.policy.spec import (
     ACK_TIMEOUT_MINUTES_DEFAULT,
     CHANNELS_DEFAULT,
@@ -140,6 +140,18 @@ class EffectivePolicy:
             policy_hash=policy_hash,
             effective_hash=content_hash(spec) if effective_hash is None else effective_hash,
         )
+
+
+def check_sender(principal: str, notification_type: str, active: PolicyRevision | None) -> None:
+    """TYPE_NOT_ALLOWED when the ACTIVE policy of the type names the principals allowed
+    to send it and ``principal`` is not one of them. The refusal names the caller and
+    the type only, never who else may send it (tenancy, SPEC §3)."""
+    if active is None or active.spec.allows(principal):
+        return
+    raise TypeNotAllowed(
+        f"principal {principal!r} may not send notifications of type {notification_type!r}",
+        metadata={"principal": principal, "notification_type": notification_type},
+    )
 
 
 def resolve(

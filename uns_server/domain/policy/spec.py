@@ -16,6 +16,7 @@ from typing import Any
 from uns_server.domain.digests import sha256_hex
 from uns_server.domain.enums import DeliveryMode, Priority
 from uns_server.domain.errors import FieldViolation, InvalidRequest
+from uns_server.domain.fields import text_problems
 from uns_server.domain.schedule import (
     ESCALATION_LOOPS_MAX,
     ESCALATION_STEPS_MAX,
@@ -46,6 +47,9 @@ _CHANNEL = re.compile(r"[a-z0-9_-]{1,64}")
 # Channels one policy may list. Real policies name a handful; a 1 MiB request holds
 # ~100k names, and checking and storing them held the event loop for 200+ ms.
 CHANNELS_MAX = 64
+ALLOWED_PRINCIPALS_MAX = 100
+PRINCIPAL_MAX_CHARS = 255
+"""A principal's name, as the keys' and notifications' ``principal`` columns hold it."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,12 @@ class PolicySpec:
     # People and on-call (SPEC §6); absent from ``to_json`` when unset, as above.
     targets: tuple[Target, ...] = ()
     escalation_loops: int = 0
+    # Who may send this type (empty: anyone); absent from ``to_json`` when empty.
+    allowed_principals: tuple[str, ...] = ()
+
+    def allows(self, principal: str) -> bool:
+        """Whether ``principal`` may send notifications of this type."""
+        return not self.allowed_principals or principal in self.allowed_principals
 
     @classmethod
     def build(
@@ -84,6 +94,7 @@ class PolicySpec:
         escalation: Sequence[EscalationStep] = (),
         targets: Sequence[Target] = (),
         escalation_loops: int = 0,
+        allowed_principals: Sequence[str] = (),
     ) -> PolicySpec:
         """Validate operator input and fill in the documented defaults.
 
@@ -120,6 +131,7 @@ class PolicySpec:
             )
         elif escalation_loops and not escalation:
             violations.append(FieldViolation("spec.escalation_loops", "needs escalation steps"))
+        violations += _principals_violations(allowed_principals)
         if not channels and not targets:
             violations.append(
                 FieldViolation("spec.channels", "at least one channel or target is required")
@@ -162,6 +174,7 @@ class PolicySpec:
             escalation=tuple(escalation),
             targets=tuple(dict.fromkeys(targets)),
             escalation_loops=escalation_loops,
+            allowed_principals=tuple(dict.fromkeys(allowed_principals)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -186,6 +199,8 @@ class PolicySpec:
             out["targets"] = targets_json(self.targets)
         if self.escalation_loops:
             out["escalation_loops"] = self.escalation_loops
+        if self.allowed_principals:
+            out["allowed_principals"] = list(self.allowed_principals)
         return out
 
     @property
@@ -220,7 +235,22 @@ class PolicySpec:
             escalation=tuple(EscalationStep.from_json(s) for s in data.get("escalation") or ()),
             targets=targets_from_json(data.get("targets")),
             escalation_loops=int(data.get("escalation_loops") or 0),
+            allowed_principals=tuple(data.get("allowed_principals") or ()),
         )
+
+
+def _principals_violations(principals: Sequence[str]) -> list[FieldViolation]:
+    if len(principals) > ALLOWED_PRINCIPALS_MAX:
+        return [
+            FieldViolation(
+                "spec.allowed_principals", f"must list at most {ALLOWED_PRINCIPALS_MAX} principals"
+            )
+        ]
+    return [
+        FieldViolation(f"spec.allowed_principals[{i}]", problem)
+        for i, name in enumerate(principals)
+        for problem in text_problems(name, PRINCIPAL_MAX_CHARS, required=True)
+    ]
 
 
 def _follow_up_violations(

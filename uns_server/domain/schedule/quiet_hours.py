@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from uns_server.domain.enums import Intent
 from uns_server.domain.errors import FieldViolation
+from uns_server.domain.fields import zone_problem
 
 # Intents that are never held by quiet hours.
 QUIET_EXEMPT = frozenset({Intent.SAFETY, Intent.ESCALATION})
@@ -42,14 +43,9 @@ class QuietHours:
     ) -> tuple[QuietHours | None, list[FieldViolation]]:
         """Operator input (``"22:00"``, ``"07:30"``) to a value, or the violations."""
         violations: list[FieldViolation] = []
-        try:
-            if not time_zone or time_zone != time_zone.strip():
-                raise ZoneInfoNotFoundError(time_zone)
-            ZoneInfo(time_zone)
-        except (ZoneInfoNotFoundError, ValueError):
-            violations.append(
-                FieldViolation(f"{field}.time_zone", "must be an IANA time zone, e.g. Europe/Paris")
-            )
+        problem = zone_problem(time_zone)
+        if problem is not None:
+            violations.append(FieldViolation(f"{field}.time_zone", problem))
         times: list[time] = []
         for name, text in (("start", start), ("end", end)):
             parsed = _parse_wall_time(text)

@@ -145,5 +145,6 @@ async def key_revoke(
         info = await keys.revoke(c.store, key_id, c.clock())
     except UnsError as exc:
         return await key_list(request, session, c, status=409, problem=exc.message)
+    c.sessions.key_revoked()
     c.audit(session, "revoke_key", key_id=info.id, principal=info.principal)
     raise web.HTTPSeeOther(location="/console/keys?done=revoked")

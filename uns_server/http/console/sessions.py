@@ -111,6 +111,11 @@ class Sessions:
                 await console_sessions.touch(tx.conn, id_hash, now)
         return Session(id_hash, principal, stored.csrf_token, stored.expires_at)
 
+    def key_revoked(self) -> None:
+        """A key was revoked here: this server's cached key lookups are dropped, so its
+        sessions, calls and streams end at their next check."""
+        self._auth.forget_cached()
+
     async def sign_out(self, session_id: str) -> None:
         async with self._db.write() as tx:
             await console_sessions.remove(tx.conn, _digest(session_id))

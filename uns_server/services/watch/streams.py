@@ -10,14 +10,28 @@ so every event is either visible to the catch-up query (committed earlier) or wi
 be read by the hub after registration (committed later) — the overlap is dropped by
 sequence. A subscriber that falls too far behind (its queue overflows) drops the
 queue and catches up from the database again, from its own cursor.
+
+A stream outlives no credential: every ``CREDENTIAL_RECHECK_SECONDS``, on a timer (so
+an idle stream ends as soon as a busy one), it re-checks its caller's key
+(``recheck``); a revoked key ends it with ``Unauthenticated`` carrying
+``resume_after_sequence``. A check that cannot reach the database keeps the stream
+(its key was valid at the last check) and is tried again at the next.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 
-from uns_server.domain.errors import FieldViolation, HistoryCompacted, InvalidRequest, ShuttingDown
+from uns_server.domain.errors import (
+    FieldViolation,
+    HistoryCompacted,
+    InvalidRequest,
+    ShuttingDown,
+    Unauthenticated,
+)
 from uns_server.services.auth import Principal
 from uns_server.services.watch.hub import EventHub
 from uns_server.services.watch.items import Heartbeat, WatchFilter, WatchItem
@@ -28,9 +42,49 @@ from uns_server.services.watch.limits import (
 )
 from uns_server.store.port import Store
 
+log = logging.getLogger("uns.watch")
+
 CATCH_UP_BATCH = 500
+# How often a stream re-checks its caller's credential. With the key cache
+# (``services.auth.CACHE_SECONDS``) a revoked key's streams end within about twice this.
+CREDENTIAL_RECHECK_SECONDS = 5.0
 # Distinct notification ids one stream may filter on (each is a bound SQL parameter).
 NOTIFICATION_IDS_MAX = 1000
+
+
+class _Recheck:
+    """A stream's credential check, due every ``CREDENTIAL_RECHECK_SECONDS``: the
+    timer wakes the stream, which runs the check before whatever it sends next."""
+
+    def __init__(self, check: Callable[[], Awaitable[object]], wake: Callable[[], None]) -> None:
+        self._check = check
+        self._wake = wake
+        self.due = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _arm(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(CREDENTIAL_RECHECK_SECONDS, self._fire)
+
+    def _fire(self) -> None:
+        self.due = True
+        self._wake()
+
+    async def run(self, cursor: int) -> None:
+        self.due = False
+        try:
+            await self._check()
+        except Unauthenticated as exc:
+            raise Unauthenticated(
+                exc.message, metadata={**exc.metadata, "resume_after_sequence": str(cursor)}
+            ) from None
+        except Exception as exc:  # the database is unreachable: keep the stream for now
+            log.debug("watch credential re-check failed: %s", type(exc).__name__)
+        self._arm()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 class Watch:
@@ -101,7 +155,11 @@ class Watch:
         notification_ids: Sequence[str],
         kinds: Sequence[str],
         notification_type: str,
+        recheck: Callable[[], Awaitable[object]] | None = None,
     ) -> AsyncIterator[WatchItem | Heartbeat]:
+        """``recheck`` raises ``Unauthenticated`` once the caller's credential is no
+        longer valid (module docstring); None: never re-checked (the console checks
+        its session itself)."""
         # Duplicates would only multiply bound SQL parameters (a 1 MiB request holds
         # ~500k packed enum values): filter on each distinct value once.
         notification_ids = sorted(set(notification_ids))
@@ -130,12 +188,15 @@ class Watch:
         )
         self.limits.acquire(principal.name)
         sub = self._hub.subscribe(flt, self._heartbeat)
+        check = _Recheck(recheck, sub.wake) if recheck is not None else None
         positioned = False
         try:
             while True:
                 # Catch up from the database (first, and after any overflow).
                 sub.overflowed = False
                 while True:
+                    if check is not None and check.due:
+                        await check.run(cursor)
                     async with self._store.read() as tx:
                         # Read first: sequences commit in order (the event-order lock), so
                         # every event up to this one is committed and the batch below sees
@@ -174,6 +235,9 @@ class Watch:
                 while not sub.overflowed:
                     if self._hub.closing:
                         raise ShuttingDown(metadata={"resume_after_sequence": str(cursor)})
+                    if check is not None and check.due:
+                        await check.run(cursor)
+                        continue
                     if queue:
                         item = sub.pop()
                         if item.sequence > cursor:  # else the catch-up already sent it
@@ -190,5 +254,7 @@ class Watch:
                         continue
                     await sub.wait()
         finally:
+            if check is not None:
+                check.cancel()
             self._hub.unsubscribe(sub)
             self.limits.release(principal.name)

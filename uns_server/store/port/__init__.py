@@ -3,7 +3,7 @@ domain types in their signatures (no connection, no driver row).
 
 ``Store`` hands out transactions (``async with store.write() as tx``); the
 transaction's executor has one port per concern, bound to it: ``tx.dispatch``,
-``tx.moves``, ``tx.follow_ups``, ``tx.message_updates``, ``tx.acks``, ``tx.events``,
+``tx.moves``, ``tx.follow_ups``, ``tx.jobs``, ``tx.acks``, ``tx.events``,
 ``tx.audit``, ``tx.notifications``, ``tx.retention``, ``tx.receipts``,
 ``tx.people``, ``tx.policies``, ``tx.api_keys``, ``tx.action_links``, and the
 samplers' ``tx.queue`` and ``tx.statistics``. A read transaction offers each port's
@@ -26,8 +26,12 @@ implementation (or a rewrite of a query) has one place that says what it must do
 - ``FollowUps``: a row is due while its ack is PENDING (or a step waits to be closed)
   and ``followup_at`` has passed, oldest first, unless its follow-up lease holds;
   its moves are fenced by that lease's token.
-- ``MessageUpdates``: due PENDING updates are claimed oldest first under a new token,
-  not again until the lease expires; settlements are fenced (``Fenced.LOST``).
+- ``Jobs`` (the work table, ``tests/store/test_jobs.py``): due available or retryable
+  rows of the given kinds are claimed earliest first, many in one statement, under a
+  new token; a running row is never claimed again; ``settle_many`` lands only where
+  the row is running under the settle's token and returns the ids that landed (a
+  lost fence is an absent id); expired leases are rescued to retryable, or discarded
+  with their attempts spent; only final rows are deleted.
 - ``Acks.settle_pending``: only a PENDING ack settles (or an unset one whose delivery is
   in flight, or whose messages went out while a person's were held); a second settle
   reports False.
@@ -49,8 +53,6 @@ from uns_server.store.port.delivery import (
     DispatchReads,
     FollowUpReads,
     FollowUps,
-    MessageUpdateReads,
-    MessageUpdates,
     Moves,
 )
 from uns_server.store.port.directory import (
@@ -63,6 +65,7 @@ from uns_server.store.port.directory import (
     Policies,
     PolicyReads,
 )
+from uns_server.store.port.jobs import JobReads, Jobs
 from uns_server.store.port.notifications import NotificationReads, Notifications
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
 from uns_server.store.port.transactions import EventTail, ReadTransaction, Store, WriteTransaction
@@ -79,13 +82,11 @@ from uns_server.store.port.values import (
     TOPIC_WORK,
     Backlog,
     DeliveryAudit,
-    Fenced,
     FenceMoved,
     MissingPeople,
     NewEvent,
     PersonFirstPutRace,
     PolicyFirstPutRace,
-    Queued,
     Statistics,
     StillReferenced,
     UnservedLeader,
@@ -110,11 +111,10 @@ __all__ = [
     "EventTail",
     "Events",
     "FenceMoved",
-    "Fenced",
     "FollowUpReads",
     "FollowUps",
-    "MessageUpdateReads",
-    "MessageUpdates",
+    "JobReads",
+    "Jobs",
     "MissingPeople",
     "Moves",
     "NewEvent",
@@ -128,7 +128,6 @@ __all__ = [
     "PolicyFirstPutRace",
     "PolicyReads",
     "Queue",
-    "Queued",
     "ReadTransaction",
     "Receipts",
     "Retention",

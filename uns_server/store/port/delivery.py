@@ -1,5 +1,5 @@
 """The delivery outbox's ports: claim and fenced settlement (``Dispatch``), the typed
-lifecycle moves (``Moves``), follow-ups, message updates and ack settlement. Each is
+lifecycle moves (``Moves``), follow-ups and ack settlement. Each is
 bound to one transaction; the ``...Reads`` half is what a read transaction offers."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from typing import Any, Protocol
 
 from uns_server.domain import moves as m
 from uns_server.domain.enums import AckStatus, Status
-from uns_server.domain.records import Attempt, DedupWindow, MessageUpdate, Notification
+from uns_server.domain.records import Attempt, DedupWindow, Notification
 from uns_server.domain.withdrawal import WithdrawRows
-from uns_server.store.port.values import Fenced, Queued
 
 
 class DispatchReads(Protocol):
@@ -110,42 +109,6 @@ class FollowUps(FollowUpReads, Protocol):
 
     async def settle_step(self, move: m.SettleFollowUpStep) -> m.Applied:
         """Count the decided step, the next one due, where the lease is as expected."""
-        ...
-
-
-class MessageUpdateReads(Protocol):
-    async def next_due_at(self) -> datetime | None:
-        """The earliest ``next_attempt`` of a PENDING update."""
-        ...
-
-
-class MessageUpdates(MessageUpdateReads, Protocol):
-    """The message-update outbox."""
-
-    async def enqueue(self, queued: Sequence[Queued], now: datetime) -> None:
-        """Queue updates, due now."""
-        ...
-
-    async def claim(
-        self, *, now: datetime, limit: int, lease: timedelta
-    ) -> Sequence[tuple[MessageUpdate, str]]:
-        """Lease up to ``limit`` due updates: (update as before the claim, new token)."""
-        ...
-
-    async def mark_done(self, update_id: str, token: str, *, now: datetime) -> Fenced:
-        """DONE, where the update is PENDING and ``token`` still holds the lease."""
-        ...
-
-    async def retry_at(
-        self, update_id: str, token: str, *, at: datetime, error: str | None, now: datetime
-    ) -> Fenced:
-        """PENDING again, unleased, due ``at``: fenced like ``mark_done``."""
-        ...
-
-    async def give_up(
-        self, update_id: str, token: str, *, error: str | None, now: datetime
-    ) -> Fenced:
-        """FAILED for good: fenced like ``mark_done``."""
         ...
 
 

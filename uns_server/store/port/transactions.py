@@ -14,8 +14,6 @@ from uns_server.store.port.delivery import (
     DispatchReads,
     FollowUpReads,
     FollowUps,
-    MessageUpdateReads,
-    MessageUpdates,
     Moves,
 )
 from uns_server.store.port.directory import (
@@ -28,6 +26,7 @@ from uns_server.store.port.directory import (
     Policies,
     PolicyReads,
 )
+from uns_server.store.port.jobs import JobReads, Jobs
 from uns_server.store.port.notifications import NotificationReads, Notifications
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
 from uns_server.store.port.upkeep import (
@@ -47,7 +46,7 @@ class ReadTransaction(Protocol):
     @property
     def follow_ups(self) -> FollowUpReads: ...
     @property
-    def message_updates(self) -> MessageUpdateReads: ...
+    def jobs(self) -> JobReads: ...
     @property
     def events(self) -> EventReads: ...
     @property
@@ -81,7 +80,7 @@ class WriteTransaction(ReadTransaction, Protocol):
     @property
     def follow_ups(self) -> FollowUps: ...
     @property
-    def message_updates(self) -> MessageUpdates: ...
+    def jobs(self) -> Jobs: ...
     @property
     def acks(self) -> Acks: ...
     @property

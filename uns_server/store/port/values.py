@@ -30,23 +30,6 @@ class NewEvent:
     payload: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Queued:
-    """A message update to queue: the sent message (``reference``) and what to show."""
-
-    notification_id: str
-    channel: str
-    reference: Mapping[str, Any]
-    outcome: Mapping[str, Any]
-
-
-class Fenced(enum.Enum):
-    """What a fenced message-update settlement did."""
-
-    SETTLED = "settled"
-    LOST = "lost"  # the lease was no longer this worker's: nothing changed
-
-
 class Statistics(enum.Enum):
     """Whether the planner has statistics on the hot tables."""
 

@@ -22,6 +22,13 @@ One attempt, as three steps:
    active owner of the dedup key: ``domain.lifecycle.decide_hand_off``). A lost
    lease records LEASE_LOST instead and changes nothing else.
 
+Channels are isolated by bulkheads (``bulkheads``): at most
+``dispatch_channel_concurrency`` provider calls of one channel in flight per process.
+The claim takes only leaders whose channels all have room (the others wait unleased),
+and a channel admitted over its limit is not called but answered *busy*. Busy channels
+and a provider's 429 (*throttled*) defer the attempt without spending it
+(``domain.lifecycle.decide_settlement``).
+
 Settlements are batched: deliveries that finish while a settle transaction is in
 flight are settled together in the next one (one row lock query, one executemany
 per kind of update, one audit insert, one events append). Fencing stays per row:
@@ -29,6 +36,7 @@ a row whose lease was lost gets LEASE_LOST while the others in the batch settle.
 
 The modules, one concern each:
 
+- ``bulkheads``: provider calls in flight per channel, and which channels have room;
 - ``claims``: the values a claim hands a delivery (``Claim``, ``ChannelAttempt``) and the
   events a claim commits before any provider I/O;
 - ``loop``: ``Dispatcher``, the claiming round (slots, when a claim is worth it,

@@ -44,6 +44,9 @@ class ChannelAttempt:
     channel: str
     result: ChannelResult
     observed_at: datetime
+    # Not called: this process's bulkhead for the channel was full (``bulkheads``); the
+    # result says so, and the domain settles it as a deferral.
+    busy: bool = False
 
 
 def attempt_base(claim: Claim) -> dict[str, Any]:

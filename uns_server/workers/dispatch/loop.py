@@ -24,6 +24,7 @@ from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, phase
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store.port import TOPIC_WORK, NewEvent, Store
+from uns_server.workers.dispatch.bulkheads import Bulkheads
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
 from uns_server.workers.dispatch.sending import Sender
 from uns_server.workers.dispatch.settlement import Settled, Settler
@@ -59,6 +60,8 @@ class Dispatcher(LoopWorker):
         batch_size: int,
         concurrency: int,
         idle_poll_seconds: float,
+        channel_concurrency: int | None = None,
+        max_throttle_deferrals: int = lifecycle.THROTTLE_DEFERRALS_MAX_DEFAULT,
         rand: Callable[[], float] = random.random,
         telemetry: Telemetry | None = None,
         supervision: Supervision | None = None,
@@ -70,14 +73,26 @@ class Dispatcher(LoopWorker):
         self._lease = timedelta(seconds=lease_seconds)
         self._batch = batch_size
         self._concurrency = concurrency
+        # Provider calls in flight per channel (None: as many as the slots, no bulkhead).
+        self.bulkheads = Bulkheads(channel_concurrency or concurrency)
         super().__init__(idle_poll_seconds, supervision)
         self._idle_poll = idle_poll_seconds
-        # While deliveries are in flight, claim again once this many slots are free.
+        # While deliveries are in flight, claim again once this many slots are free; no
+        # more than a full bulkhead leaves to the other channels (a hanging channel
+        # holding its slots must not keep them from the rest).
         self._refill_at = max(1, min(batch_size, concurrency) // 2)
+        if self.bulkheads.limit < concurrency:
+            self._refill_at = min(self._refill_at, concurrency - self.bulkheads.limit)
         telemetry = telemetry or Telemetry.disabled()
         # Deliveries that finish while a settle transaction is in flight settle
         # together in the next one.
-        self.settlement = Settler(store, clock, rand=rand, metrics=telemetry.metrics)
+        self.settlement = Settler(
+            store,
+            clock,
+            rand=rand,
+            metrics=telemetry.metrics,
+            max_throttle_deferrals=max_throttle_deferrals,
+        )
         self._sender = Sender(
             channels,
             clock,
@@ -86,6 +101,7 @@ class Dispatcher(LoopWorker):
             tracer=telemetry.tracer,
             metrics=telemetry.metrics,
             links=links,
+            bulkheads=self.bulkheads,
             store=store,
         )
         # Work signals (commits that made work due, here or in another process) counted,
@@ -139,14 +155,18 @@ class Dispatcher(LoopWorker):
         claims: list[Claim] = []
         # Refill in batches, not one slot per finished delivery: a claim (and the
         # settlement of what it claimed) costs about the same for 1 row as for 8.
+        open_channels = self.bulkheads.open(self._channels.names())
         if (
             free > 0
+            and open_channels
             and (not inflight or free >= self._refill_at)
             and (alone or self._claim_worthwhile())
         ):
-            limit = min(free, self._batch)
+            # No more rows than the roomiest open channel takes (a full one is passed over).
+            room = max(self.bulkheads.room(ch) for ch in open_channels)
+            limit = min(free, self._batch, room)
             self._more_due = True  # until a claim says otherwise (a failed one does not)
-            claims = await self.claim(limit)
+            claims = await self.claim(limit, open_channels)
             self._more_due = len(claims) == limit
             tasks = [self._spawn(c) for c in claims]
             if alone:
@@ -177,9 +197,11 @@ class Dispatcher(LoopWorker):
 
     def can_deliver(self, new: Notification) -> bool:
         """Is every channel of this leader (one intake is about to insert) configured
-        here? (Work for a channel this replica lacks is left to a replica that has it,
-        never failed here.)"""
-        return all(ch in self._channels for ch in new.notification.effective.channels)
+        here, with room in its bulkhead? (Work for a channel this replica lacks is left
+        to a replica that has it, never failed here; work for a full channel is left
+        to a claim once it has room.)"""
+        channels = new.notification.effective.channels
+        return all(ch in self._channels for ch in channels) and self.bulkheads.has_room(channels)
 
     def lease_new(
         self, accepted: Notification, now: datetime
@@ -217,7 +239,10 @@ class Dispatcher(LoopWorker):
             self._spawn(claim)
 
     def _spawn(self, claim: Claim) -> asyncio.Task[None]:
-        task = asyncio.create_task(self._deliver_logged(claim))
+        # Bulkhead places taken now, synchronously, so the next claim (or hand-over)
+        # already sees them; a channel refused here is answered busy, not called.
+        entered = {ch for ch in claim.channels if self.bulkheads.enter(ch)}
+        task = asyncio.create_task(self._deliver_logged(claim, entered))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
         task.add_done_callback(lambda _t: self._wake.set())
@@ -268,21 +293,24 @@ class Dispatcher(LoopWorker):
         return due
 
     @phased(ATTEMPT)  # the task of each spawned delivery
-    async def _deliver_logged(self, claim: Claim) -> None:
+    async def _deliver_logged(self, claim: Claim, entered: set[str]) -> None:
         try:
-            await self.deliver(claim)
+            await self._sender.deliver(claim, entered)
         except Exception:
             # The lease expires and another attempt recovers the row.
             log.exception("delivery failed", extra={"notification_id": claim.notification.id})
 
     @phased(CLAIM)
-    async def claim(self, limit: int) -> list[Claim]:
+    async def claim(self, limit: int, channels: Sequence[str] | None = None) -> list[Claim]:
+        """Claim up to ``limit`` due leaders naming only ``channels`` (default: every
+        channel configured here)."""
         now = self._clock()
+        channels = self._channels.names() if channels is None else channels
         claims: list[Claim] = []
         async with self._store.write() as tx:
             self._signals_seen, self._last_claim = self._signals, time.monotonic()
             leases = await tx.dispatch.claim(
-                now=now, limit=limit, lease=self._lease, channels=self._channels.names()
+                now=now, limit=limit, lease=self._lease, channels=channels
             )
             new_events: list[NewEvent] = []
             exhausted: list[Settled] = []
@@ -314,5 +342,7 @@ class Dispatcher(LoopWorker):
         return claims
 
     async def deliver(self, claim: Claim) -> None:
-        """Send one claim to its channels and settle the answers."""
-        await self._sender.deliver(claim)
+        """Send one claim to its channels and settle the answers (its bulkhead places
+        taken and given back as a spawned delivery's are)."""
+        entered = {ch for ch in claim.channels if self.bulkheads.enter(ch)}
+        await self._sender.deliver(claim, entered)

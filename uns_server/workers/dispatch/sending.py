@@ -1,7 +1,9 @@
 """One claim's attempt: call each channel still to deliver, outside any transaction,
 then hand the answers to ``Settler``. A provider call is bounded by a share of the
 lease; a timeout or an adapter bug is a transient answer, never a lost obligation
-(``workers.provider_call``)."""
+(``workers.provider_call``). Each call holds a place in its channel's bulkhead
+(``bulkheads``) until it returns; a channel with no place left is not called, and its
+answer is *busy* (settled as a deferral, no attempt spent)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from uns_server.services import targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.port import Store
+from uns_server.workers.dispatch.bulkheads import Bulkheads
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, started_events
 from uns_server.workers.dispatch.settlement import Settler
 from uns_server.workers.messages import outbound_message
@@ -76,9 +79,11 @@ class Sender:
         tracer: Tracer,
         metrics: Metrics,
         links: ActionLinkService | None,
+        bulkheads: Bulkheads,
         store: Store | None = None,
     ) -> None:
         self._channels = channels
+        self._bulkheads = bulkheads
         self._clock = clock
         self._settlement = settlement
         self._lease = lease
@@ -129,8 +134,19 @@ class Sender:
         async with self._store.write() as tx:
             await tx.events.append(started_events(claim, keys), self._clock())
 
-    async def deliver(self, claim: Claim) -> None:
-        """Send to the claim's channels and its people, and settle what they answered."""
+    async def deliver(self, claim: Claim, entered: set[str]) -> None:
+        """Send to the claim's channels and its people, and settle what they answered.
+        ``entered``: the claim's channels whose bulkhead places its admission took
+        (``Dispatcher._spawn``); each is given back when its call returns, the rest at
+        the latest when this returns."""
+        try:
+            await self._deliver(claim, entered)
+        finally:
+            for channel in entered:
+                self._bulkheads.leave(channel)
+            entered.clear()
+
+    async def _deliver(self, claim: Claim, entered: set[str]) -> None:
         try:
             claim = await self.ask_people(claim)
             await self._people_started(claim)
@@ -150,10 +166,10 @@ class Sender:
         ) as span:
             try:
                 if len(claim.channels) == 1:  # the common case: no task for the gather
-                    attempts = [await self._send(claim, claim.channels[0])]
+                    attempts = [await self._send(claim, claim.channels[0], entered)]
                 else:
                     attempts = await asyncio.gather(
-                        *(self._send(claim, ch) for ch in claim.channels)
+                        *(self._send(claim, ch, entered) for ch in claim.channels)
                     )
                 status = await self._settlement.submit(claim, attempts)
                 outcome = "lease_lost" if status is None else _ATTEMPT_OUTCOME[status]
@@ -174,14 +190,29 @@ class Sender:
                 self._metrics.attempt(outcome, time.monotonic() - started)
 
     @phased(PROVIDER)
-    async def _send(self, claim: Claim, channel_name: str) -> ChannelAttempt:
+    async def _send(self, claim: Claim, channel_name: str, entered: set[str]) -> ChannelAttempt:
         nid = claim.notification.id
         started = time.monotonic()
         # Spans and metrics name the real channel: a label per person would not scale.
         route = claim.route(channel_name)
         label = route.channel if route else channel_name
+        # A bulkhead place: the admission's for a shared channel, taken now for a
+        # person's route (known only now); none for a channel nobody can call.
+        if route is not None:
+            place = route.channel if self._bulkheads.enter(route.channel) else None
+        elif channel_name in entered:
+            place = channel_name
+            entered.discard(channel_name)
+        else:
+            place = None
+        if place is None and (route is not None or channel_name in self._channels):
+            return ChannelAttempt(channel_name, _busy(label, self._bulkheads), self._clock(), True)
         with tracing.channel_span(self._tracer, channel=label, notification_id=nid) as span:
-            result = await self._call_adapter(claim, channel_name)
+            try:
+                result = await self._call_adapter(claim, channel_name)
+            finally:
+                if place is not None:
+                    self._bulkheads.leave(place)
             kind = "success" if result.success else "transient" if result.retryable else "permanent"
             span.set_attribute("uns.result", kind)
             if not result.success:
@@ -236,6 +267,15 @@ class Sender:
             recipient_id=route.recipient_id if route else "",
             to=route.address if route else "",
         )
+
+
+def _busy(channel: str, bulkheads: Bulkheads) -> ChannelResult:
+    """The answer of a channel not called: its bulkhead was full."""
+    return ChannelResult.transient(
+        f"not sent: channel {channel!r} has {bulkheads.busy(channel)} provider calls in flight "
+        f"(its bulkhead holds {bulkheads.limit})",
+        metadata={"bulkhead_full": True, "provider_effect_possible": False},
+    )
 
 
 def _unreachable_text(unreachable: Sequence[Mapping[str, str]]) -> str:

@@ -77,10 +77,12 @@ class Settler:
         *,
         rand: Callable[[], float],
         metrics: Metrics,
+        max_throttle_deferrals: int = lifecycle.THROTTLE_DEFERRALS_MAX_DEFAULT,
     ) -> None:
         self._store = store
         self._clock = clock
         self._rand = rand
+        self._max_throttle_deferrals = max_throttle_deferrals
         self._metrics = metrics
         self._committer: GroupCommit[Item, Status | None] = GroupCommit(
             self.settle_many_durably, max_batch=SETTLE_BATCH_MAX
@@ -295,6 +297,8 @@ class Settler:
             quiet_hours=effective.quiet_hours,
             intent=n.notification.intent.value if n.notification.intent else None,
             held=claim.held,
+            throttle_deferrals=n.outcome.throttle_deferrals,
+            max_throttle_deferrals=self._max_throttle_deferrals,
         )
         answers = [
             lifecycle.ChannelAnswer(
@@ -303,6 +307,8 @@ class Settler:
                 a.result.retryable,
                 a.result.error,
                 a.result.retry_after_seconds,
+                throttled=a.result.throttled,
+                busy=a.busy,
             )
             for a in attempts
         ]

@@ -63,6 +63,7 @@ class PolicySpec(_message.Message):
     ESCALATION_FIELD_NUMBER: _builtins.int
     TARGETS_FIELD_NUMBER: _builtins.int
     ESCALATION_LOOPS_FIELD_NUMBER: _builtins.int
+    ALLOWED_PRINCIPALS_FIELD_NUMBER: _builtins.int
     delivery_mode: _types_pb2.DeliveryMode.ValueType
     """Required. BEST_EFFORT or GUARANTEED."""
     require_ack: _builtins.bool
@@ -118,6 +119,16 @@ class PolicySpec(_message.Message):
         (spec.targets[i].recipient_id or .rotation_id).
         """
 
+    @_builtins.property
+    def allowed_principals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The principals allowed to send notifications of this type (at most 100,
+        each at most 255 characters). Empty: any producer may (as before this
+        field existed). A send, a batch item or a Simulate from any other
+        principal is refused with PERMISSION_DENIED, reason TYPE_NOT_ALLOWED, so
+        that one tenant cannot page another's people by reusing its type. Checked
+        after idempotency: a send already accepted still replays.
+        """
+
     def __init__(
         self,
         *,
@@ -133,10 +144,11 @@ class PolicySpec(_message.Message):
         escalation: _abc.Iterable[_types_pb2.EscalationStep] | None = ...,
         targets: _abc.Iterable[_types_pb2.Target] | None = ...,
         escalation_loops: _builtins.int = ...,
+        allowed_principals: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "max_attempts", b"max_attempts", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "targets", b"targets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "allowed_principals", b"allowed_principals", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "max_attempts", b"max_attempts", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -80,12 +80,15 @@ class Recipient(_message.Message):
     """Output only. The operator principal that last put the person."""
     @_builtins.property
     def contacts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Contact]:
-        """The ways to reach the person, in order of preference; at most 20."""
+        """The ways to reach the person, in order of preference; at most 20. Read
+        only by the operator role (empty for other callers).
+        """
 
     @_builtins.property
     def quiet_hours(self) -> _types_pb2.QuietHours:
         """Optional. The person's own quiet hours (QuietHours.time_zone is required
-        there too; usually the person's time_zone).
+        there too; usually the person's time_zone). Read only by the operator role
+        (unset for other callers).
         """
 
     @_builtins.property

@@ -104,14 +104,17 @@ class RecipientServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetRecipient(self, request, context):
-        """Reads one person; NOT_FOUND when there is no such recipient_id.
+        """Reads one person; NOT_FOUND when there is no such recipient_id. Contacts
+        and quiet hours are personal data: only the operator role reads them;
+        producers and responders get the person without them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListRecipients(self, request, context):
-        """Lists the people ordered by recipient_id, with AIP-158 paging.
+        """Lists the people ordered by recipient_id, with AIP-158 paging (contacts
+        and quiet hours for the operator role only, as GetRecipient).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

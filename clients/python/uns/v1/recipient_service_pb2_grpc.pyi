@@ -44,9 +44,14 @@ class RecipientServiceStub:
     fits the channel's type (INVALID_REQUEST).
     """
     GetRecipient: _grpc.UnaryUnaryMultiCallable[_recipient_service_pb2.GetRecipientRequest, _recipient_service_pb2.GetRecipientResponse]
-    """Reads one person; NOT_FOUND when there is no such recipient_id."""
+    """Reads one person; NOT_FOUND when there is no such recipient_id. Contacts
+    and quiet hours are personal data: only the operator role reads them;
+    producers and responders get the person without them.
+    """
     ListRecipients: _grpc.UnaryUnaryMultiCallable[_recipient_service_pb2.ListRecipientsRequest, _recipient_service_pb2.ListRecipientsResponse]
-    """Lists the people ordered by recipient_id, with AIP-158 paging."""
+    """Lists the people ordered by recipient_id, with AIP-158 paging (contacts
+    and quiet hours for the operator role only, as GetRecipient).
+    """
     DeleteRecipient: _grpc.UnaryUnaryMultiCallable[_recipient_service_pb2.DeleteRecipientRequest, _recipient_service_pb2.DeleteRecipientResponse]
     """Removes a person. A person still referenced (a member of a rotation, or
     named by one of its overrides) is FAILED_PRECONDITION / RECIPIENT_IN_USE,
@@ -89,9 +94,14 @@ class RecipientServiceAsyncStub(RecipientServiceStub):
     fits the channel's type (INVALID_REQUEST).
     """
     GetRecipient: _aio.UnaryUnaryMultiCallable[_recipient_service_pb2.GetRecipientRequest, _recipient_service_pb2.GetRecipientResponse]  # type: ignore[assignment]
-    """Reads one person; NOT_FOUND when there is no such recipient_id."""
+    """Reads one person; NOT_FOUND when there is no such recipient_id. Contacts
+    and quiet hours are personal data: only the operator role reads them;
+    producers and responders get the person without them.
+    """
     ListRecipients: _aio.UnaryUnaryMultiCallable[_recipient_service_pb2.ListRecipientsRequest, _recipient_service_pb2.ListRecipientsResponse]  # type: ignore[assignment]
-    """Lists the people ordered by recipient_id, with AIP-158 paging."""
+    """Lists the people ordered by recipient_id, with AIP-158 paging (contacts
+    and quiet hours for the operator role only, as GetRecipient).
+    """
     DeleteRecipient: _aio.UnaryUnaryMultiCallable[_recipient_service_pb2.DeleteRecipientRequest, _recipient_service_pb2.DeleteRecipientResponse]  # type: ignore[assignment]
     """Removes a person. A person still referenced (a member of a rotation, or
     named by one of its overrides) is FAILED_PRECONDITION / RECIPIENT_IN_USE,
@@ -143,7 +153,10 @@ class RecipientServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _recipient_service_pb2.GetRecipientRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_recipient_service_pb2.GetRecipientResponse, _abc.Awaitable[_recipient_service_pb2.GetRecipientResponse]]:
-        """Reads one person; NOT_FOUND when there is no such recipient_id."""
+        """Reads one person; NOT_FOUND when there is no such recipient_id. Contacts
+        and quiet hours are personal data: only the operator role reads them;
+        producers and responders get the person without them.
+        """
 
     @_abc_1.abstractmethod
     def ListRecipients(
@@ -151,7 +164,9 @@ class RecipientServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _recipient_service_pb2.ListRecipientsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_recipient_service_pb2.ListRecipientsResponse, _abc.Awaitable[_recipient_service_pb2.ListRecipientsResponse]]:
-        """Lists the people ordered by recipient_id, with AIP-158 paging."""
+        """Lists the people ordered by recipient_id, with AIP-158 paging (contacts
+        and quiet hours for the operator role only, as GetRecipient).
+        """
 
     @_abc_1.abstractmethod
     def DeleteRecipient(

@@ -1695,6 +1695,14 @@ pub struct PolicySpec {
     /// Needs escalation steps.
     #[prost(int32, tag="12")]
     pub escalation_loops: i32,
+    /// The principals allowed to send notifications of this type (at most 100,
+    /// each at most 255 characters). Empty: any producer may (as before this
+    /// field existed). A send, a batch item or a Simulate from any other
+    /// principal is refused with PERMISSION_DENIED, reason TYPE_NOT_ALLOWED, so
+    /// that one tenant cannot page another's people by reusing its type. Checked
+    /// after idempotency: a send already accepted still replays.
+    #[prost(string, repeated, tag="13")]
+    pub allowed_principals: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// PolicyRevision is one immutable revision of a type's policy.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -1865,11 +1873,13 @@ pub struct Recipient {
     /// Required. The person's IANA time zone, e.g. "Europe/Paris".
     #[prost(string, tag="3")]
     pub time_zone: ::prost::alloc::string::String,
-    /// The ways to reach the person, in order of preference; at most 20.
+    /// The ways to reach the person, in order of preference; at most 20. Read
+    /// only by the operator role (empty for other callers).
     #[prost(message, repeated, tag="4")]
     pub contacts: ::prost::alloc::vec::Vec<Contact>,
     /// Optional. The person's own quiet hours (QuietHours.time_zone is required
-    /// there too; usually the person's time_zone).
+    /// there too; usually the person's time_zone). Read only by the operator role
+    /// (unset for other callers).
     #[prost(message, optional, tag="5")]
     pub quiet_hours: ::core::option::Option<QuietHours>,
     /// Output only. When the person was first put.

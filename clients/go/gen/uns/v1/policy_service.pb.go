@@ -117,8 +117,15 @@ type PolicySpec struct {
 	// latest step's `after` later. Every step still stops at the ack deadline.
 	// Needs escalation steps.
 	EscalationLoops int32 `protobuf:"varint,12,opt,name=escalation_loops,json=escalationLoops,proto3" json:"escalation_loops,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The principals allowed to send notifications of this type (at most 100,
+	// each at most 255 characters). Empty: any producer may (as before this
+	// field existed). A send, a batch item or a Simulate from any other
+	// principal is refused with PERMISSION_DENIED, reason TYPE_NOT_ALLOWED, so
+	// that one tenant cannot page another's people by reusing its type. Checked
+	// after idempotency: a send already accepted still replays.
+	AllowedPrincipals []string `protobuf:"bytes,13,rep,name=allowed_principals,json=allowedPrincipals,proto3" json:"allowed_principals,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PolicySpec) Reset() {
@@ -233,6 +240,13 @@ func (x *PolicySpec) GetEscalationLoops() int32 {
 		return x.EscalationLoops
 	}
 	return 0
+}
+
+func (x *PolicySpec) GetAllowedPrincipals() []string {
+	if x != nil {
+		return x.AllowedPrincipals
+	}
+	return nil
 }
 
 // PolicyRevision is one immutable revision of a type's policy.
@@ -788,7 +802,7 @@ var File_uns_v1_policy_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_policy_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xa7\x04\n" +
+	"\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xd6\x04\n" +
 	"\n" +
 	"PolicySpec\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
@@ -807,7 +821,8 @@ const file_uns_v1_policy_service_proto_rawDesc = "" +
 	" \x03(\v2\x16.uns.v1.EscalationStepR\n" +
 	"escalation\x12(\n" +
 	"\atargets\x18\v \x03(\v2\x0e.uns.v1.TargetR\atargets\x12)\n" +
-	"\x10escalation_loops\x18\f \x01(\x05R\x0fescalationLoops\"\x91\x03\n" +
+	"\x10escalation_loops\x18\f \x01(\x05R\x0fescalationLoops\x12-\n" +
+	"\x12allowed_principals\x18\r \x03(\tR\x11allowedPrincipals\"\x91\x03\n" +
 	"\x0ePolicyRevision\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12+\n" +
 	"\x11notification_type\x18\x02 \x01(\tR\x10notificationType\x12\x1a\n" +

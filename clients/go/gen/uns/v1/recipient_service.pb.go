@@ -93,10 +93,12 @@ type Recipient struct {
 	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// Required. The person's IANA time zone, e.g. "Europe/Paris".
 	TimeZone string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
-	// The ways to reach the person, in order of preference; at most 20.
+	// The ways to reach the person, in order of preference; at most 20. Read
+	// only by the operator role (empty for other callers).
 	Contacts []*Contact `protobuf:"bytes,4,rep,name=contacts,proto3" json:"contacts,omitempty"`
 	// Optional. The person's own quiet hours (QuietHours.time_zone is required
-	// there too; usually the person's time_zone).
+	// there too; usually the person's time_zone). Read only by the operator role
+	// (unset for other callers).
 	QuietHours *QuietHours `protobuf:"bytes,5,opt,name=quiet_hours,json=quietHours,proto3" json:"quiet_hours,omitempty"`
 	// Output only. When the person was first put.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`

@@ -44,9 +44,12 @@ type RecipientServiceClient interface {
 	// channel this server has (UNKNOWN_CHANNEL otherwise) with an address that
 	// fits the channel's type (INVALID_REQUEST).
 	PutRecipient(ctx context.Context, in *PutRecipientRequest, opts ...grpc.CallOption) (*PutRecipientResponse, error)
-	// Reads one person; NOT_FOUND when there is no such recipient_id.
+	// Reads one person; NOT_FOUND when there is no such recipient_id. Contacts
+	// and quiet hours are personal data: only the operator role reads them;
+	// producers and responders get the person without them.
 	GetRecipient(ctx context.Context, in *GetRecipientRequest, opts ...grpc.CallOption) (*GetRecipientResponse, error)
-	// Lists the people ordered by recipient_id, with AIP-158 paging.
+	// Lists the people ordered by recipient_id, with AIP-158 paging (contacts
+	// and quiet hours for the operator role only, as GetRecipient).
 	ListRecipients(ctx context.Context, in *ListRecipientsRequest, opts ...grpc.CallOption) (*ListRecipientsResponse, error)
 	// Removes a person. A person still referenced (a member of a rotation, or
 	// named by one of its overrides) is FAILED_PRECONDITION / RECIPIENT_IN_USE,
@@ -184,9 +187,12 @@ type RecipientServiceServer interface {
 	// channel this server has (UNKNOWN_CHANNEL otherwise) with an address that
 	// fits the channel's type (INVALID_REQUEST).
 	PutRecipient(context.Context, *PutRecipientRequest) (*PutRecipientResponse, error)
-	// Reads one person; NOT_FOUND when there is no such recipient_id.
+	// Reads one person; NOT_FOUND when there is no such recipient_id. Contacts
+	// and quiet hours are personal data: only the operator role reads them;
+	// producers and responders get the person without them.
 	GetRecipient(context.Context, *GetRecipientRequest) (*GetRecipientResponse, error)
-	// Lists the people ordered by recipient_id, with AIP-158 paging.
+	// Lists the people ordered by recipient_id, with AIP-158 paging (contacts
+	// and quiet hours for the operator role only, as GetRecipient).
 	ListRecipients(context.Context, *ListRecipientsRequest) (*ListRecipientsResponse, error)
 	// Removes a person. A person still referenced (a member of a rotation, or
 	// named by one of its overrides) is FAILED_PRECONDITION / RECIPIENT_IN_USE,

@@ -1,0 +1,91 @@
+"""The work row (SPEC §7 "One work engine"): every timed piece of work is one row of
+``uns_jobs``, modelled on River's ``river_job``. Its life, and who moves it (the same
+block is drawn in docs/ARCHITECTURE.md, beside the obligation's):
+
+```mermaid
+stateDiagram-v2
+    [*] --> available: insert_many (in the commit that makes the work)
+    available --> running: claim, once due (attempt + 1, a new lease token and expiry)
+    retryable --> running: claim, once due again
+    running --> completed: settle by the lease holder (fenced by its token)
+    running --> retryable: settle, a transient failure, attempts left (backoff)
+    running --> retryable: rescue, the lease expired, attempts left (due at once)
+    running --> discarded: settle, a permanent failure or the attempts spent
+    running --> discarded: rescue, the lease expired on the last attempt
+    running --> cancelled: settle, the work became moot
+    completed --> [*]: retention, finalized before its cutoff
+    discarded --> [*]: retention
+    cancelled --> [*]: retention
+```
+
+Only ``claim`` starts work and only the lease holder's ``settle`` (or the rescuer,
+once the lease has expired) ends it: a settle names the row's lease token, so a worker
+whose lease expired and whose row was rescued or claimed again changes nothing. The
+three final states never move again. The store writes these moves
+(``store.port.Jobs``, ``store.jobs``); each kind's rules decide which one a result
+makes (``domain.message_updates.decide_settle`` for ``message_update``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class JobState(StrEnum):
+    AVAILABLE = "available"
+    RUNNING = "running"
+    RETRYABLE = "retryable"
+    COMPLETED = "completed"
+    DISCARDED = "discarded"
+    CANCELLED = "cancelled"
+
+
+class JobKind(StrEnum):
+    MESSAGE_UPDATE = "message_update"
+
+
+# What a claim takes (once due), and the states that never move again.
+CLAIMABLE = frozenset({JobState.AVAILABLE, JobState.RETRYABLE})
+FINALIZED = frozenset({JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A row to insert: available, due at ``scheduled_at`` (None: at once)."""
+
+    kind: JobKind
+    args: Mapping[str, Any]
+    """Small typed arguments as JSON (each kind parses its own)."""
+    max_attempts: int
+    notification_id: str | None = None
+    scheduled_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SettleJob:
+    """The lease holder's end of one attempt: ``state`` (completed, retryable,
+    discarded or cancelled), applied only while the row is running under
+    ``lease_token``. ``scheduled_at``: when a retryable row is due again."""
+
+    id: int
+    lease_token: str
+    state: JobState
+    scheduled_at: datetime | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.state in (JobState.AVAILABLE, JobState.RUNNING):
+            raise ValueError(f"a settle cannot make a job {self.state}")
+        if (self.state is JobState.RETRYABLE) != (self.scheduled_at is not None):
+            raise ValueError("a retryable job, and only one, says when it is due again")
+
+
+def rescued(attempt: int, max_attempts: int) -> JobState:
+    """Where the rescuer puts a running row whose lease expired unsettled: the lost
+    attempt counts (its effect is unknown), so with none left it is discarded. (The
+    store's rescue statement says the same.)"""
+    return JobState.RETRYABLE if attempt < max_attempts else JobState.DISCARDED
