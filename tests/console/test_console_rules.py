@@ -25,6 +25,25 @@ def test_the_same_failure_on_many_notifications_is_one_error_class() -> None:
     assert error_class(None) == error_class("  ") == NO_ERROR
 
 
+def test_an_error_class_keeps_the_providers_host_and_port() -> None:
+    """The endpoint is the channel's, the same on every notification: kept whole,
+    while what varies around it still goes."""
+    assert error_class("hook: connection refused to 127.0.0.1:9") == (
+        "hook: connection refused to 127.0.0.1:9"
+    )
+    assert error_class("hook: could not connect to hooks.example.com:8443: timed out 3") == (
+        "hook: could not connect to hooks.example.com:8443: timed out N"
+    )
+    assert error_class("hook: could not connect: TLS with [::1]:443 failed") == (
+        "hook: could not connect: TLS with [::1]:443 failed"
+    )
+    assert error_class("mail: could not reach 10.1.2.3 after 2 tries.") == (
+        "mail: could not reach 10.1.2.3 after N tries."
+    )
+    # Not an endpoint: a time, a version, a status.
+    assert error_class("at 2026-01-01T12:30 v1.2.3 HTTP 503") == "at N-N-NTN:N vN.N HTTP N"
+
+
 def test_groups_are_largest_first() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [
