@@ -8,9 +8,12 @@ notification owed an answer reads as waiting for one, then as answered."""
 
 from __future__ import annotations
 
+import asyncio
 import html
+import json
 import re
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -85,6 +88,16 @@ async def setup(rig: Rig) -> datetime:
     return wakes
 
 
+async def next_event(stream: httpx.Response, kind: str) -> dict[str, Any]:
+    """The next Server-Sent Event of ``kind`` on a console stream."""
+    async for line in stream.aiter_lines():
+        if line.startswith("data: "):
+            event = json.loads(line[6:])
+            if event["kind"] == kind:
+                return dict(event)
+    raise AssertionError("the stream ended")
+
+
 async def console_pages(rig: Rig, *paths: str) -> list[str]:
     async with httpx.AsyncClient(base_url=rig.base_url) as http:
         signed_in = await http.post("/console/sign-in", data={"api_key": KEYS["oscar"]})
@@ -139,10 +152,18 @@ async def test_the_console_names_people_and_says_whom_each_step_asked(rig: Rig) 
     )
     assert timeline["ESCALATED"] == "escalation step 1, sent: to Bob Okafor (bob) on mail: sent"
 
-    # Bob answers from his escalation mail: the answer is his, by name.
-    async with httpx.AsyncClient() as http:
-        bobs = [m for m in rig.smtp.messages if m["To"] == "bob@example.com"]
-        assert (await click(http, email_links(bobs[-1])["Acknowledge"], "ack")).status_code == 303
+    # Bob answers from his escalation mail: the answer is his, by name, on the live
+    # timeline too.
+    async with httpx.AsyncClient(base_url=rig.base_url, timeout=30) as console:
+        await console.post("/console/sign-in", data={"api_key": KEYS["oscar"]})
+        live = f"/console/events?notification_id={nid}"
+        async with console.stream("GET", live) as stream:
+            async with httpx.AsyncClient() as http:
+                bobs = [m for m in rig.smtp.messages if m["To"] == "bob@example.com"]
+                answered = await click(http, email_links(bobs[-1])["Acknowledge"], "ack")
+                assert answered.status_code == 303
+            acked = await asyncio.wait_for(next_event(stream, "ACKED"), 30)
+    assert acked["summary"] == "by Bob Okafor (bob) via link"
     [detail] = await console_pages(rig, f"/console/notifications/{nid}")
     assert "Acknowledged" in row(detail, 'id="state">', "</dd>")
     answered = row(detail, 'id="answered-by">', "</dd>")
