@@ -151,6 +151,10 @@ async def test_the_console_names_people_and_says_whom_each_step_asked(rig: Rig) 
         f"Alice Martin (alice) held by their quiet hours until {in_tokyo(wakes)}"
     )
     assert timeline["ESCALATED"] == "escalation step 1, sent: to Bob Okafor (bob) on mail: sent"
+    # Each delivery attempt's message to a person names them, in the attempts too.
+    assert "mail to Alice Martin (alice) delivered (attempt 1)" in text_of(detail)
+    attempts = row(detail, 'id="attempts">', "</table>")
+    assert "mail to Alice Martin alice" in text_of(attempts)
 
     # Bob answers from his escalation mail: the answer is his, by name, on the live
     # timeline too.

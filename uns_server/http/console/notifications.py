@@ -53,9 +53,12 @@ def summary(kind: str, payload: Any, names: Names = NO_NAMES) -> str:
     p = payload if isinstance(payload, dict) else {}
     if kind in (EventKind.REMINDER_SENT, EventKind.ESCALATED):
         return step_summary(kind, p, names)
+    # A person's own message names them: ``mail to Bob Okafor (bob)``.
+    rid = p.get("recipient_id")
+    where = str(p.get("channel", "?")) + (f" to {names.text(rid)}" if isinstance(rid, str) else "")
     if kind == EventKind.CHANNEL_ATTEMPT_RESULT:
         ok = "delivered" if p.get("success") else f"failed: {p.get('error') or 'unknown error'}"
-        return f"{p.get('channel', '?')} {ok} (attempt {p.get('attempt', '?')})"
+        return f"{where} {ok} (attempt {p.get('attempt', '?')})"
     if kind == EventKind.DELIVERY_RESULT:
         dl = ", dead letter" if p.get("dead_letter") else ""
         return f"{p.get('status', '?')}{dl}"
@@ -67,7 +70,7 @@ def summary(kind: str, payload: Any, names: Names = NO_NAMES) -> str:
         reason = f": {p['reason']}" if p.get("reason") else ""
         return f"by {p.get('actor', '?')}{via}{reason}"
     if kind == EventKind.CHANNEL_ATTEMPT_STARTED:
-        return f"{p.get('channel', '?')} (attempt {p.get('attempt', '?')})"
+        return f"{where} (attempt {p.get('attempt', '?')})"
     if kind == EventKind.ATTEMPT_STARTED:
         return f"attempt {p.get('attempt', '?')}, cycle {p.get('cycle', '?')}"
     return ""
