@@ -67,3 +67,11 @@ async def test_a_dead_letter_names_its_providers_host_and_port(console: ConsoleR
     assert endpoint in row(by_type, f'href="/console/notifications/{nid}"')
     assert endpoint in row(detail, "<dt>Error class</dt>", "</dd>")
     assert "N.N:N" not in by_error + by_type + detail
+    # Where the channel's provider is, whatever its error says: on the dead letter, in
+    # its attempts and in the triage's channel health.
+    where = f"127.0.0.1:{port}"
+    assert row(detail, 'id="providers">', "</dd>") == f"hook at {where}"
+    assert where in row(detail, 'id="attempts">', "</table>")
+    assert f"hook at {where}: 0% of 1 attempts" in row(
+        by_type, f'href="/console/notifications/{nid}"'
+    )

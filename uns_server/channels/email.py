@@ -28,7 +28,7 @@ import aiosmtplib
 
 from uns_server.channels._redact import scrub_result, secret_variants
 from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
-from uns_server.channels.config import EmailConfig
+from uns_server.channels.config import EmailConfig, channel_endpoint
 
 # Lines up to RFC 5322's limit: a link is one long word, and folding one into RFC 2047
 # encoded-words would make the link headers unreadable to people and to tools.
@@ -144,13 +144,6 @@ def classify_smtp_error(exc: Exception, where: str = "") -> ChannelResult:
     )
 
 
-def _where(config: EmailConfig) -> str:
-    """``host:port`` of the SMTP server, with aiosmtplib's default port when unset."""
-    port = config.port or (465 if config.use_tls else 587 if config.starttls else 25)
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    return f"{host}:{port}"
-
-
 class EmailChannel:
     """Sends one plain-text email per notification to the configured recipients."""
 
@@ -191,7 +184,7 @@ class EmailChannel:
                     timeout=config.timeout_seconds,
                 )
         except (aiosmtplib.SMTPException, OSError, ValueError) as exc:
-            return classify_smtp_error(exc, _where(config))
+            return classify_smtp_error(exc, channel_endpoint(config))
         message_id = str(email["Message-ID"])
         return ChannelResult.delivered(
             message_id,

@@ -150,6 +150,12 @@ async def detail(
         state=state_label(row.status, row.dead_letter, row.ack_status),
         ack_words=ack_words(row.ack_status),
         names=names,
+        endpoints=c.endpoints,
+        providers=[
+            (ch, c.endpoints[ch])
+            for ch in dict.fromkeys(str(e.payload.get("channel")) for e in attempts)
+            if ch in c.endpoints
+        ],
         attempts=attempts,
         ack_records=ack_records,
         error_class=error_class(row_error(row)) if row.status == Status.FAILED else "",
