@@ -119,7 +119,10 @@ class Names:
     def local(self, recipient_id: str, value: datetime | str | None) -> str:
         """A time in the zone of the person's quiet hours (their own zone without), with
         the zone named and UTC beside: ``2026-12-07 07:00 Asia/Tokyo (22:00 UTC)``."""
-        at = datetime.fromisoformat(value) if isinstance(value, str) and value else value
+        try:
+            at = datetime.fromisoformat(value) if isinstance(value, str) else value
+        except ValueError:  # not written by UNS: shown as it is
+            return str(value)
         if not isinstance(at, datetime):
             return "?"
         person = self.people.get(recipient_id)
