@@ -41,6 +41,7 @@ class StateLabel:
     text: str
     css: str
     stored: str  # the stored states, as the filter language names them (the title)
+    reworded: bool = False  # the text is not the stored state: show that beside it
 
 
 def state_label(status: str, dead_letter: bool, ack_status: str | None) -> StateLabel:
@@ -49,7 +50,7 @@ def state_label(status: str, dead_letter: bool, ack_status: str | None) -> State
     stored = f"state {status}" + (f", ack_state {ack_status}" if ack_status else "")
     if status == Status.DELIVERED and ack_status in ACK_WORDS:
         text, css = ACK_WORDS[AckStatus(ack_status)]
-        return StateLabel(text[0].upper() + text[1:], css, stored)
+        return StateLabel(text[0].upper() + text[1:], css, stored, reworded=True)
     css = {Status.DELIVERED: "s-delivered", Status.FAILED: "s-failed"}.get(Status(status), "")
     return StateLabel(status + (" · dead letter" if dead_letter else ""), css, stored)
 
