@@ -29,6 +29,8 @@ HELP: dict[str, str] = {
     "allow_insecure": "serve a non-loopback address without TLS, e.g. behind a TLS proxy (on/off)",
     "channels_file": "channel definitions; without it only the log channel exists "
     "(YAML/JSON file path)",
+    "default_channels": "channels for notification types without an ACTIVE policy; empty: "
+    "such types are refused with NO_POLICY (comma-separated channel names)",
     "dispatch_enabled": "run the delivery workers in this process (on/off)",
     "dispatch_concurrency": "provider calls in flight at once (count)",
     "dispatch_batch_size": "due notifications claimed per query (count)",
