@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the pinned code-generation toolchain for protos/ (see buf.gen.yaml).
 #
-#   scripts/install-tools.sh [--quiet]
+#   scripts/install-tools.sh [--quiet]          everything below
+#   scripts/install-tools.sh grpcurl [TOOL...]  only these (needs go): grpcurl, ghz,
+#                                               grpc-health-probe, protoc-gen-go,
+#                                               protoc-gen-go-grpc; says where each is
 #
 # Go and Rust plugins (and grpcurl, ghz, grpc-health-probe) go to ${UNS_TOOLS_DIR:-$HOME/.cache/uns-tools}/bin;
 # buf, grpcio-tools and mypy-protobuf are pip packages in the python
@@ -29,17 +32,33 @@ GRPC_HEALTH_PROBE_VERSION=v0.4.62  # github.com/grpc-ecosystem/grpc-health-probe
 PROTOC_GEN_PROST_VERSION=0.5.0     # emits code for prost 0.14
 PROTOC_GEN_TONIC_VERSION=0.5.0     # emits code for tonic 0.14 + tonic-prost
 
+# The tools that can be installed alone (go install): name -> package@version.
+declare -A GO_TOOLS=(
+  [protoc-gen-go]="google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION"
+  [protoc-gen-go-grpc]="google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
+  [grpcurl]="github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
+  [ghz]="github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION"
+  [grpc-health-probe]="github.com/grpc-ecosystem/grpc-health-probe@$GRPC_HEALTH_PROBE_VERSION"
+)
 QUIET=0
+ONLY=()
 for arg in "$@"; do
   case "$arg" in
     -q | --quiet) QUIET=1 ;;
     -h | --help)
-      sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
-    *)
+    -*)
       echo "install-tools: unknown argument: $arg" >&2
       exit 64
+      ;;
+    *)
+      if [[ -z "${GO_TOOLS[$arg]:-}" ]]; then
+        echo "install-tools: cannot install $arg alone; one of: ${!GO_TOOLS[*]}" >&2
+        exit 64
+      fi
+      ONLY+=("$arg")
       ;;
   esac
 done
@@ -56,6 +75,19 @@ mkdir -p "$BIN"
 say() { [[ "$QUIET" == 1 ]] || echo "install-tools: $*"; }
 # Actions (installs) are always printed, even with --quiet.
 act() { echo "install-tools: $*"; }
+go_install_one() { # binary, package, version
+  local bin="$1" pkg="$2" version="$3" have=""
+  if [[ -x "$BIN/$bin" ]]; then
+    # `go version -m` reads the module version embedded in the binary.
+    have="$(go version -m "$BIN/$bin" 2>/dev/null | awk '$1 == "mod" { print $3; exit }')"
+  fi
+  if [[ "$have" == "$version" ]]; then
+    say "ok   $bin $version (already installed)"
+    return
+  fi
+  act "go install $pkg@$version"
+  GOBIN="$BIN" go install "$pkg@$version"
+}
 missing_toolchain() { # name, what-is-skipped
   if [[ "$REQUIRE" == 1 ]]; then
     echo "install-tools: ERROR: '$1' not found on PATH (UNS_REQUIRE_TOOLCHAINS=1); cannot install $2" >&2
@@ -63,6 +95,21 @@ missing_toolchain() { # name, what-is-skipped
   fi
   echo "install-tools: WARNING: '$1' not found on PATH; skipping $2 (install $1 and re-run)" >&2
 }
+
+# --- Only the named tools: go install each, then say where it is -------------
+if ((${#ONLY[@]})); then
+  if ! command -v go >/dev/null 2>&1; then
+    echo "install-tools: ERROR: ${ONLY[*]} are built with go, which is not on PATH:" \
+      "install Go (https://go.dev/dl/) and re-run" >&2
+    exit 1
+  fi
+  for tool in "${ONLY[@]}"; do
+    spec="${GO_TOOLS[$tool]}"
+    go_install_one "$tool" "${spec%@*}" "${spec##*@}"
+    echo "install-tools: $tool is $BIN/$tool (add $BIN to PATH, or run it by that path)"
+  done
+  exit 0
+fi
 
 # --- Python: buf, grpcio-tools, mypy-protobuf --------------------------------
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
@@ -111,26 +158,11 @@ for exe in buf protoc-gen-mypy protoc-gen-mypy_grpc; do
 done
 
 # --- Go: protoc-gen-go, protoc-gen-go-grpc, grpcurl --------------------------
-go_install() { # binary, package, version
-  local bin="$1" pkg="$2" version="$3" have=""
-  if [[ -x "$BIN/$bin" ]]; then
-    # `go version -m` reads the module version embedded in the binary.
-    have="$(go version -m "$BIN/$bin" 2>/dev/null | awk '$1 == "mod" { print $3; exit }')"
-  fi
-  if [[ "$have" == "$version" ]]; then
-    say "ok   $bin $version (already installed)"
-    return
-  fi
-  act "go install $pkg@$version"
-  GOBIN="$BIN" go install "$pkg@$version"
-}
-
 if command -v go >/dev/null 2>&1; then
-  go_install protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
-  go_install protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
-  go_install grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VERSION"
-  go_install ghz github.com/bojand/ghz/cmd/ghz "$GHZ_VERSION"
-  go_install grpc-health-probe github.com/grpc-ecosystem/grpc-health-probe "$GRPC_HEALTH_PROBE_VERSION"
+  for tool in protoc-gen-go protoc-gen-go-grpc grpcurl ghz grpc-health-probe; do
+    spec="${GO_TOOLS[$tool]}"
+    go_install_one "$tool" "${spec%@*}" "${spec##*@}"
+  done
 else
   missing_toolchain go "protoc-gen-go, protoc-gen-go-grpc, grpcurl, ghz and grpc-health-probe"
 fi

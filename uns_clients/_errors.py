@@ -86,6 +86,11 @@ class UnknownChannel(UnsError):
     """The policy names a channel the server does not have (``metadata.channels``)."""
 
 
+class NoPolicy(UnsError):
+    """The notification type (``metadata["notification_type"]``) has no ACTIVE policy and
+    the server has no default channels: activate a policy for it, or fix its spelling."""
+
+
 class RecipientInUse(UnsError):
     """The person is still named by a rotation (``metadata["rotations"]``) and cannot be
     deleted; remove them from those rotations first."""
@@ -193,6 +198,7 @@ ERROR_BY_REASON: Mapping[str, type[UnsError]] = {
     "RESERVED_METADATA_KEY": ReservedMetadataKey,
     "POLICY_OVERRIDE": PolicyOverride,
     "UNKNOWN_CHANNEL": UnknownChannel,
+    "NO_POLICY": NoPolicy,
     "IDEMPOTENCY_CONFLICT": IdempotencyConflict,
     "NOT_FOUND": NotFound,
     "ACK_NOT_PENDING": AckNotPending,

@@ -3,7 +3,8 @@
 Every setting has an environment variable (``UNS_*``) and a command-line flag
 (``uns-server --help``); flags win over the environment. Defaults carry their unit
 in the name and give the zero-setup quickstart: SQLite file, loopback, ``log``
-channel.
+channel (``scripts/serve`` also makes it the default channel of types without a
+policy).
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ class Settings:
     allow_insecure: bool = False
     # Channels: YAML/JSON file (see README); without one only ``log`` exists.
     channels_file: str | None = None
+    # Where notifications of a type without an ACTIVE policy go, comma-separated channel
+    # names (e.g. "log"; scripts/serve sets it). Empty: such a type is refused with
+    # FAILED_PRECONDITION / NO_POLICY, so a misspelled type is never "delivered" to a
+    # channel nobody reads.
+    default_channels: str = ""
     # Workers.
     dispatch_enabled: bool = True
     dispatch_concurrency: int = DISPATCH_CONCURRENCY_DEFAULT
@@ -219,6 +225,12 @@ class Settings:
     @property
     def http_enabled(self) -> bool:
         return bool(self.http_listen)
+
+    @property
+    def default_channel_names(self) -> tuple[str, ...]:
+        """``default_channels`` as names, in order, without repeats."""
+        names = (n.strip() for n in self.default_channels.split(","))
+        return tuple(dict.fromkeys(n for n in names if n))
 
     @property
     def link_keys(self) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.acceptance.conftest import files
 from tests.support.docs import marked_block
 from tests.support.process import ServerProcess
 from tests.toolchain.tools import find_tool
@@ -32,8 +33,11 @@ def test_readme_grpcurl_walkthrough(quickstart: ServerProcess, tmp_path: Path) -
     env = {
         **os.environ,
         "ADDR": quickstart.target,
+        "TMPDIR": str(tmp_path / "tmp"),
         "PATH": f"{Path(grpcurl).parent}{os.pathsep}{os.environ['PATH']}",
     }
+    (tmp_path / "tmp").mkdir()  # where mktemp puts the walkthrough's $OUT
+    before = files(tmp_path)
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", marked_block("README.md", "grpcurl-walkthrough")],
         cwd=tmp_path,
@@ -44,6 +48,11 @@ def test_readme_grpcurl_walkthrough(quickstart: ServerProcess, tmp_path: Path) -
     )
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
+    # It writes nothing where it runs (the repository root, for a reader): sent.json
+    # went to $OUT, a directory of its own.
+    assert files(tmp_path) == before
+    [kept] = (tmp_path / "tmp").iterdir()
+    assert (kept / "sent.json").is_file()
     assert '"status": "SERVING"' in out
     assert "uns.v1.NotificationService" in out and "rpc WatchEvents" in out
     assert '"state": "NOTIFICATION_STATE_DELIVERED"' in out

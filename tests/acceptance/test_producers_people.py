@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.acceptance.conftest import files
 from tests.support.docs import marked_block
 from tests.support.process import ServerProcess
 from tests.toolchain.tools import find_tool
@@ -27,11 +28,15 @@ def quickstart(tmp_path: Path) -> Iterator[ServerProcess]:
         server.stop()
 
 
-def test_the_people_grpcurl_block_runs(quickstart: ServerProcess) -> None:
+def test_the_people_grpcurl_block_runs(quickstart: ServerProcess, tmp_path: Path) -> None:
     grpcurl = find_tool("grpcurl")
+    kept = tmp_path / "out"  # the block's $OUT
+    kept.mkdir()
+    before = files(quickstart.cwd)
     env = {
         **os.environ,
         "ADDR": quickstart.target,
+        "OUT": str(kept),
         "PATH": f"{Path(grpcurl).parent}{os.pathsep}{os.environ['PATH']}",
     }
     result = subprocess.run(
@@ -52,7 +57,8 @@ def test_the_people_grpcurl_block_runs(quickstart: ServerProcess) -> None:
     assert result.returncode == 0, out
     # 20:00Z on 7 December is 21:00 in Berlin: the override (bob) ended at 19:00Z, so
     # the second shift's member is on call until 07:00Z the next morning.
-    oncall = json.loads((quickstart.cwd / "oncall.json").read_text())
+    assert files(quickstart.cwd) == before  # written to $OUT, not here
+    oncall = json.loads((kept / "oncall.json").read_text())
     assert oncall["recipientId"] == "bob", oncall
     assert oncall["shiftEndTime"] == "2026-12-08T07:00:00Z", oncall
     assert oncall["nextRecipientId"] == "alice", oncall

@@ -369,9 +369,12 @@ def test_readme_links_the_guide() -> None:
 def test_guide_grpcurl_block_runs(server: ServerProcess, tmp_path: Path) -> None:
     grpcurl = find_tool("grpcurl")
     (tmp_path / "uns-dev-key.txt").write_text(dev_key(server))
+    kept = tmp_path / "out"  # the block's $OUT
+    kept.mkdir()
     env = {
         **os.environ,
         "ADDR": server.target,
+        "OUT": str(kept),
         "PATH": f"{Path(grpcurl).parent}{os.pathsep}{os.environ['PATH']}",
     }
     result = subprocess.run(
@@ -387,10 +390,11 @@ def test_guide_grpcurl_block_runs(server: ServerProcess, tmp_path: Path) -> None
     assert '"idempotentReplay": true' in out  # the retry returned the original
     assert "IDEMPOTENCY_CONFLICT" in out  # a changed payload under the same key
     assert '"kind": "EVENT_KIND_ACKED"' in out  # the watch saw the terminal ack event
-    cursor = int((tmp_path / "cursor.txt").read_text())
-    nid = json.loads((tmp_path / "sent.json").read_text())["notificationId"]
+    assert {p.name for p in tmp_path.iterdir()} == {"uns-dev-key.txt", "out"}  # all in $OUT
+    cursor = int((kept / "cursor.txt").read_text())
+    nid = json.loads((kept / "sent.json").read_text())["notificationId"]
     # The batch: step 2's send replayed, a new one, an invalid one refused alone.
-    replayed, new, invalid = json.loads((tmp_path / "batch.json").read_text())["results"]
+    replayed, new, invalid = json.loads((kept / "batch.json").read_text())["results"]
     assert replayed["response"]["notificationId"] == nid
     assert replayed["response"]["idempotentReplay"] is True
     assert new["response"]["notificationId"] not in ("", nid)

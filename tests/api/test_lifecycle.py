@@ -48,6 +48,9 @@ class ServerProcess:
         self.cwd = cwd or tmp_path
         self.stderr_path = tmp_path / f"server-{self.port}.stderr"
         environ = {k: v for k, v in os.environ.items() if not k.startswith("UNS_")}
+        # The sends here use types without a policy: to the log channel, as on
+        # scripts/serve (a bare uns-server refuses them, NO_POLICY).
+        environ["UNS_DEFAULT_CHANNELS"] = "log"
         environ.update(env)
         listen = () if any(a.startswith("--listen") for a in args) else ("--listen", self.target)
         self._stderr: IO[bytes] = self.stderr_path.open("wb")

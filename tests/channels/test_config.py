@@ -14,6 +14,7 @@ from uns_server.channels.config import (
     PagerDutyConfig,
     SlackConfig,
     WebhookConfig,
+    channel_endpoint,
     load_channels_config,
 )
 
@@ -223,3 +224,25 @@ def test_plaintext_auth_needs_an_explicit_opt_in() -> None:
         }
     )
     assert isinstance(config.channels["m"], EmailConfig)
+
+
+def test_a_channels_endpoint_is_its_host_and_port_and_nothing_secret() -> None:
+    """What the console shows an operator of each channel (docs/console.md)."""
+    secret_url = f"https://user:{PLANTED_SECRET}@hooks.example.com:8443/t/{PLANTED_SECRET}?k=1"
+    config = load_channels_config(
+        {**FULL, "hook-with-token": {"type": "webhook", "url": secret_url, "secret": "s3"}},
+        environ=ENV,
+    )
+    endpoints = {name: channel_endpoint(c) for name, c in config.channels.items()}
+    assert endpoints == {
+        "ops-webhook": "hooks.example.com:443",
+        "hook-with-token": "hooks.example.com:8443",
+        "alerts-slack": "slack.com:443",
+        "legacy-slack": "hooks.slack.com:443",
+        "oncall-mail": "smtp.example.com:587",
+        "pager": "events.pagerduty.com:443",
+        "log": "",  # built in: no provider
+    }
+    assert channel_endpoint(EmailConfig(host="::1", from_addr="a@b.c", to=("d@e.f",))) == (
+        "[::1]:25"
+    )

@@ -247,6 +247,8 @@ async def test_connection_refused_is_transient() -> None:
     result = await EmailChannel("mail", config).send(make_message())
     assert not result.success and result.retryable
     assert result.metadata["provider_effect_possible"] is False
+    # Where, as the HTTP channels say it (the console groups and shows it).
+    assert result.error == f"connection refused to 127.0.0.1:{config.port}"
 
 
 async def test_server_that_never_greets_times_out_as_transient() -> None:

@@ -86,3 +86,44 @@ async def test_only_migrate_creates_a_database_and_each_command_names_its_own(
     assert (tmp_path / "uns.db").exists()
     listed = ok(await admin(None, "keys", "list", cwd=tmp_path))
     assert listed.messages == [] and listed.err.startswith(DATABASE_LINE)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["uns_server.cli.admin", "--help"],
+        ["uns_server.cli.admin", "policies", "list"],
+        ["uns_server.cli.admin", "recipients", "list"],
+        ["uns_server.cli.server", "--help"],
+    ],
+)
+async def test_a_reader_that_leaves_ends_the_command_quietly(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """``uns-admin ... | head``: the reader closes the pipe, the command ends with status
+    0 and nothing on stderr but the database line (here the reader is gone before the
+    first write, so every write fails, whatever the output's size)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'uns.db'}"
+    ok(await admin(url, "migrate"))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "notification_type: demo.alert\nspec: {channels: [log], delivery_mode: GUARANTEED}\n"
+    )
+    ok(await admin(url, "policies", "put", "--file", str(policy)))
+    read, write = os.pipe()
+    os.close(read)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UNS_")}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            *command,
+            stdout=write,
+            stderr=asyncio.subprocess.PIPE,
+            env={**env, "UNS_DATABASE_URL": url},
+        )
+    finally:
+        os.close(write)
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    messages = [line for line in err.decode().splitlines() if not line.startswith(DATABASE_LINE)]
+    assert (proc.returncode, messages) == (0, [])

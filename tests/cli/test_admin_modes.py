@@ -203,6 +203,17 @@ async def test_policies_put_show_list_activate(uns_admin: AdminCli, tmp_path: Pa
     ]
     assert ok(await uns_admin.other()("policies", "list", TYPE)).out == listed.out
     assert json.loads(ok(await uns_admin("policies", "list", "no.such")).out) == []
+    # Without a type: every type's revisions, types in name order (on the database; the
+    # API lists one type at a time).
+    every = await uns_admin("policies", "list")
+    if uns_admin.mode == "database":
+        assert [(r["notification_type"], r["revision"]) for r in json.loads(ok(every).out)] == [
+            (TYPE, 2),  # demo.alert
+            (TYPE, 1),
+            ("other.type", 1),
+        ]
+    else:
+        assert every.code == 2 and "--database-url" in every.err, every
 
     missing = await uns_admin("policies", "activate", TYPE, "9")
     assert missing.code == 1 and "no revision 9" in missing.err, missing
@@ -315,7 +326,7 @@ async def test_people_and_rotations(uns_admin: AdminCli, tmp_path: Path) -> None
     assert [p["recipient_id"] for p in put] == ["alice", "bob"]
     assert uns_admin.wrote(put[0]["updated_by"]), put
     put_rot = json.loads(ok(await uns_admin("rotations", "put", "--file", str(rotation))).out)
-    assert put_rot[0]["shift_seconds"] == 7 * 86400 and uns_admin.wrote(put_rot[0]["updated_by"])
+    assert put_rot[0]["shift"] == "7d" and uns_admin.wrote(put_rot[0]["updated_by"])
 
     for noun in ("recipients", "rotations"):
         here = ok(await uns_admin(noun, "list", who="alice")).out  # producers read

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from dataclasses import fields
 
+from uns_server.cli.server_help import GROUPS
 from uns_server.settings import Settings
 
 UNITS = {
@@ -71,3 +72,24 @@ def test_the_help_parser_sees_flags() -> None:
     lines = help_lines()
     assert "seconds" in lines["--lease-seconds"]
     assert lines["--listen"].startswith("gRPC listen address (HOST:PORT)")
+
+
+def test_settings_are_grouped_by_concern() -> None:
+    """Each setting under exactly one heading, the headings in GROUPS' order; a new
+    setting needs its place in ``uns_server/cli/server_help.py`` GROUPS."""
+    listed = [name for _, names in GROUPS.values() for name in names]
+    assert sorted(listed) == sorted(f.name for f in fields(Settings)), (
+        "add each setting to exactly one group of GROUPS in uns_server/cli/server_help.py"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "uns_server.cli.server", "--help"],
+        env={**os.environ, "COLUMNS": "1000"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    headings = [line[:-1] for line in out.splitlines() if re.fullmatch(r"[^ ].*:", line)]
+    assert headings == ["options", *GROUPS], headings
+    under = out.split("\nstorage:\n", 1)[1].split("\ngRPC listener and processes:\n", 1)[0]
+    assert "--database-url" in under and "--listen " not in under

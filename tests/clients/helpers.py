@@ -54,7 +54,7 @@ async def start_server_on(
         dev_key_file=str(tmp_path / "dev-key.txt"),
         idle_poll_seconds=0.5,
         log_format="text",
-        **overrides,
+        **{"default_channels": "log", **overrides},  # as start_server
     )
     app = App(settings, clock=ShiftableClock())
     await app.start()

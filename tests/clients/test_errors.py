@@ -135,6 +135,7 @@ SPEC_REASONS = {
     "RESERVED_METADATA_KEY": "ReservedMetadataKey",
     "POLICY_OVERRIDE": "PolicyOverride",
     "UNKNOWN_CHANNEL": "UnknownChannel",
+    "NO_POLICY": "NoPolicy",
     "IDEMPOTENCY_CONFLICT": "IdempotencyConflict",
     "NOT_FOUND": "NotFound",
     "ACK_NOT_PENDING": "AckNotPending",

@@ -30,6 +30,7 @@ EXPECTED_EXPORTS = [
     "PermissionDenied",
     "PolicyOverride",
     "RateLimited",
+    "NoPolicy",
     "RecipientInUse",
     "ReplayBlocked",
     "ReservedMetadataKey",

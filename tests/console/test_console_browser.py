@@ -1,5 +1,6 @@
 """The console in a real headless Chromium: sign in, find the dead letters, preview and
-replay a whole group, and watch a notification's timeline receive its new events live."""
+replay a whole group, watch a notification's timeline receive its new events live, and
+read its policy at phone width."""
 
 from __future__ import annotations
 
@@ -63,4 +64,14 @@ async def test_an_operator_replays_a_group_and_watches_it_deliver_live(
         )
         await expect(fresh.last).to_contain_text("DELIVERED")
         await expect(page.locator("#stale")).to_be_visible()  # fields are out of date now
+
+        # Long policy JSON (its 64-hex hashes) wraps at phone width instead of
+        # pushing the page sideways.
+        await page.set_viewport_size({"width": 360, "height": 800})
+        policy = page.locator("#policy")
+        await expect(policy).to_contain_text("effective_hash")
+        assert await policy.evaluate("e => e.scrollWidth <= e.clientWidth")
+        assert await page.evaluate(
+            "() => document.documentElement.scrollWidth <= window.innerWidth"
+        )
     assert (await console.get(batch[0])).state == t.NOTIFICATION_STATE_DELIVERED

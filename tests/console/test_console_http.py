@@ -385,7 +385,10 @@ async def test_the_overview_counts_states_and_shows_channel_health(console: Cons
         "Acks due within the hour": 1,
     }
     health = page[page.index('id="channels"') :]
-    assert '<th scope="row">hook</th><td>3</td><td>33%</td>' in health
+    where = f"127.0.0.1:{console.receiver.port}"  # the provider's host and port
+    assert f'hook <small class="muted endpoint">{where}</small></th><td>3</td><td>33%</td>' in (
+        health
+    )
     assert "HTTP 400: bad request" in health
     assert page.count("<svg") == 2
 

@@ -7,10 +7,12 @@ from typing import Any
 
 from uns_server.domain.enums import EventKind
 from uns_server.domain.outcomes import DeliveryOutcome
+from uns_server.domain.people import Recipient
 from uns_server.domain.records import FailedSummary, RecentEvent
 from uns_server.http.console.charts import Series, bar_chart, minute_buckets
 from uns_server.http.console.diff import side_by_side
 from uns_server.http.console.overview import digest, unmatched
+from uns_server.http.console.reading import Names, state_label, step_summary
 from uns_server.http.console.triage import NO_ERROR, error_class, group_by
 
 
@@ -23,6 +25,25 @@ def test_the_same_failure_on_many_notifications_is_one_error_class() -> None:
     )
     assert error_class("webhook-id deadbeefcafe01 refused") == "webhook-id N refused"
     assert error_class(None) == error_class("  ") == NO_ERROR
+
+
+def test_an_error_class_keeps_the_providers_host_and_port() -> None:
+    """The endpoint is the channel's, the same on every notification: kept whole,
+    while what varies around it still goes."""
+    assert error_class("hook: connection refused to 127.0.0.1:9") == (
+        "hook: connection refused to 127.0.0.1:9"
+    )
+    assert error_class("hook: could not connect to hooks.example.com:8443: timed out 3") == (
+        "hook: could not connect to hooks.example.com:8443: timed out N"
+    )
+    assert error_class("hook: could not connect: TLS with [::1]:443 failed") == (
+        "hook: could not connect: TLS with [::1]:443 failed"
+    )
+    assert error_class("mail: could not reach 10.1.2.3 after 2 tries.") == (
+        "mail: could not reach 10.1.2.3 after N tries."
+    )
+    # Not an endpoint: a time, a version, a status.
+    assert error_class("at 2026-01-01T12:30 v1.2.3 HTTP 503") == "at N-N-NTN:N vN.N HTTP N"
 
 
 def test_groups_are_largest_first() -> None:
@@ -81,3 +102,37 @@ def test_delivery_latency_runs_from_the_accepted_event_or_the_row() -> None:
     assert len(recent.delivered) == 2
     hook = recent.channels["hook"]
     assert (hook.attempts, hook.successes, hook.last_error) == (2, 1, "HTTP 503")
+
+
+def test_a_follow_up_row_says_whom_it_asked_where_and_whom_it_left() -> None:
+    bob = Recipient("bob", "Bob Okafor", "Europe/Paris")
+    payload = {
+        "step": 2,
+        "decision": "GAVE_UP",
+        "results": [
+            {"channel": "pager", "success": False, "error": "HTTP 503"},
+            {"channel": "mail", "recipient_id": "bob", "success": True},
+        ],
+        "recipients_unreachable": [{"recipient_id": "carol", "reason": "no contact"}],
+        "recipients_held": [{"recipient_id": "bob", "held_until": "not a time"}],
+        "recipients_not_due": [{"recipient_id": "dave", "due_time": ""}],
+    }
+    assert step_summary(EventKind.ESCALATED, payload, Names({"bob": bob})) == (
+        "escalation step 2, gave up: on pager: failed: HTTP 503; "
+        "to Bob Okafor (bob) on mail: sent; carol not reached: no contact; "
+        "Bob Okafor (bob) held by their quiet hours until not a time; "
+        "dave not due a reminder yet"
+    )
+    assert step_summary(EventKind.REMINDER_SENT, {"number": 1}, Names({})) == "reminder 1"
+
+
+def test_an_acknowledgement_reads_as_its_answer() -> None:
+    def label(status: str, ack: str | None, dead: bool = False) -> tuple[str, str]:
+        shown = state_label(status, dead, ack)
+        return shown.text, shown.css
+
+    assert label("DELIVERED", "PENDING") == ("Waiting for an answer", "s-waiting")
+    assert label("DELIVERED", "ACKED") == ("Acknowledged", "s-delivered")
+    assert label("DELIVERED", "TIMED_OUT") == ("Not answered in time", "s-failed")
+    assert label("DELIVERED", None) == ("DELIVERED", "s-delivered")
+    assert label("FAILED", None, dead=True) == ("FAILED · dead letter", "s-failed")

@@ -126,7 +126,8 @@ async def test_dead_letters_and_their_preview_show_titles_and_channel_health(
                 data={"csrf": csrf, "op": "replay", "id": nid},
             )
         ).text
-    health = "hook: 0% of 1 attempts succeeded in the last hour; last error: HTTP 400"
+    where = f"127.0.0.1:{console.receiver.port}"  # the provider's host and port
+    health = f"hook at {where}: 0% of 1 attempts succeeded in the last hour; last error: HTTP 400"
     for page in (triage, preview):
         assert "Disk almost full" in page  # the title, beside the id
         assert health in page, page

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from uns_server.domain.enums import DeliveryMode, Intent, Priority
-from uns_server.domain.errors import FieldViolation, InvalidRequest, PolicyOverride
+from uns_server.domain.errors import FieldViolation, InvalidRequest, NoPolicy, PolicyOverride
 from uns_server.domain.policy import (
     EffectivePolicy,
     PolicyRevision,
@@ -245,8 +245,11 @@ def test_content_hash_depends_on_every_field(field: str, value: Any) -> None:
     assert content_hash(spec(**{field: value})) != content_hash(spec())
 
 
+LOG_DEFAULTS = ServerDefaults(channels=("log",))  # scripts/serve's --default-channels log
+
+
 def test_default_build_hash_matches_server_defaults() -> None:
-    d = ServerDefaults()
+    d = LOG_DEFAULTS
     built = PolicySpec.build(list(d.channels), d.delivery_mode, d.require_ack)
     assert resolve(request(), None, d).effective_hash == content_hash(built)
 
@@ -254,8 +257,16 @@ def test_default_build_hash_matches_server_defaults() -> None:
 # -- resolve ------------------------------------------------------------------------------
 
 
+def test_without_policy_or_default_channels_the_type_is_refused() -> None:
+    with pytest.raises(NoPolicy) as refused:
+        resolve(request(notification_type="dmeo.alert"), None, ServerDefaults())
+    assert refused.value.reason == "NO_POLICY"
+    assert refused.value.metadata == {"notification_type": "dmeo.alert"}
+    assert "'dmeo.alert'" in refused.value.message
+
+
 def test_defaults_apply_without_policy() -> None:
-    eff = resolve(request(), None, ServerDefaults())
+    eff = resolve(request(), None, LOG_DEFAULTS)
     assert eff == EffectivePolicy(
         channels=("log",),
         delivery_mode=DeliveryMode.GUARANTEED,
@@ -302,8 +313,8 @@ def test_configured_defaults_apply_without_policy() -> None:
 def test_declared_values_override_defaults_without_policy(
     declared: dict[str, Any], expected: dict[str, Any]
 ) -> None:
-    eff = resolve(request(**declared), None, ServerDefaults())
-    defaults = resolve(request(), None, ServerDefaults())
+    eff = resolve(request(**declared), None, LOG_DEFAULTS)
+    defaults = resolve(request(), None, LOG_DEFAULTS)
     assert eff == replace(defaults, **expected, effective_hash=eff.effective_hash)
     assert eff.effective_hash == content_hash(eff.spec)
 
@@ -420,7 +431,7 @@ def test_effective_hash_ignores_policy_id_and_revision() -> None:
 
 
 def test_defaults_and_policy_with_equal_values_share_the_effective_hash() -> None:
-    d = ServerDefaults()
+    d = LOG_DEFAULTS
     same = PolicySpec(
         d.channels,
         d.delivery_mode,
@@ -448,12 +459,12 @@ def test_effective_hash_depends_on_every_effective_value(field: str, value: Any)
 def test_effective_policy_json_round_trip() -> None:
     for eff in (
         resolve(request(), revision(), ServerDefaults()),
-        resolve(request(priority=Priority.LOW), None, ServerDefaults()),
+        resolve(request(priority=Priority.LOW), None, LOG_DEFAULTS),
     ):
         data = eff.to_json()
         assert EffectivePolicy.from_json(data) == eff
         assert set(data) == {f.name for f in fields(EffectivePolicy)} - OPTIONAL
-    data = resolve(request(), None, ServerDefaults()).to_json()
+    data = resolve(request(), None, LOG_DEFAULTS).to_json()
     assert data == {
         "channels": ["log"],
         "delivery_mode": "GUARANTEED",

@@ -3,10 +3,12 @@ POST answers as the link's recipient through the same decision as Acknowledge.""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import timedelta
 
 import httpx
+import pytest
 from google.protobuf import json_format
 
 from tests.http.conftest import LINK_KEY, Rig
@@ -121,7 +123,51 @@ async def test_forms_must_come_from_the_page(rig: Rig) -> None:
         stolen = await other_browser.post(url, data={"action": "ack", "nonce": nonce})
     for refused in (cross_site, opaque, no_nonce, wrong_action, stolen):
         assert refused.status_code == 403
+    # Each says what to do; none of them claims the page expired.
+    assert "Open the link first" in no_nonce.text
+    assert "does not offer that answer" in wrong_action.text
+    assert "opened in another browser" in stolen.text
+    assert all("expired" not in r.text for r in (no_nonce, wrong_action, stolen))
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
+
+
+async def test_a_bare_post_says_to_open_the_page_first(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A POST with no form (a script, curl, a scanner that follows forms): nothing
+    expired, the page was never opened; the refusal points at it and is logged."""
+    nid = await rig.send("links-bare", notification_type="ops.mail")
+    await rig.deliver()
+    url = email_links(rig.smtp.messages[0])["Acknowledge"]
+    with caplog.at_level(logging.INFO, logger="uns.links"):
+        async with httpx.AsyncClient() as http:
+            bare = await http.post(url)
+            with_action = await http.post(url, data={"action": "ack"})
+    for refused in (bare, with_action):
+        assert refused.status_code == 403
+        assert "Open the link first" in refused.text and "expired" not in refused.text
+        assert f'href="{httpx.URL(url).path}"' in refused.text  # the page to open
+    lines = [r.__dict__ for r in caplog.records if r.getMessage() == "link answer refused"]
+    assert [(x["notification_id"], x["refused"]) for x in lines] == [(nid, "not_opened")] * 2
+    assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
+
+
+async def test_answers_through_links_are_logged_like_provider_answers(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    nid = await rig.send("links-logged", notification_type="ops.mail")
+    await rig.deliver()
+    url = email_links(rig.smtp.messages[0])["Acknowledge"]
+    with caplog.at_level(logging.INFO, logger="uns.links"):
+        async with httpx.AsyncClient() as http:
+            nonce = form_nonce((await http.get(url)).text)
+            for _ in range(2):  # the second a repeat
+                answered = await http.post(url, data={"action": "ack", "nonce": nonce})
+                assert answered.status_code == 303
+    lines = [r.__dict__ for r in caplog.records if r.getMessage() == "answered from a link"]
+    assert [
+        (x["notification_id"], x["actor"], x["via"], x["action"], x["repeat"]) for x in lines
+    ] == [(nid, RECIPIENT, "link", "ack", False), (nid, RECIPIENT, "link", "ack", True)]
 
 
 async def test_another_answer_first_is_a_conflict_shown_on_the_page(rig: Rig) -> None:

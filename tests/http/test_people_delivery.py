@@ -124,8 +124,9 @@ async def test_each_person_gets_their_own_messages_and_answers_as_themselves(rig
         rid: page.split(f'id="person-{rid}"')[1].split("</tr>")[0]
         for rid in ("alice", "bob", "carol")
     }
-    assert "mail, alerts-slack" in rows["alice"] and "acked at" not in rows["alice"]
-    assert "acked at" in rows["bob"]
+    assert "mail, alerts-slack" in rows["alice"] and "acknowledged at" not in rows["alice"]
+    assert "acknowledged at" in rows["bob"]
+    assert "Bob" in rows["bob"] and 'title="recipient:bob"' in rows["bob"]  # by name
     assert "not reached: no contact on a channel this server has" in rows["carol"]
     [result] = [e for e in events if e.kind == t.EVENT_KIND_DELIVERY_RESULT]
     assert [dict(u) for u in result.payload["outcome"]["recipients_unreachable"]] == [

@@ -104,7 +104,10 @@ async def test_a_sleeping_persons_message_waits_for_their_morning(rig: Rig) -> N
         assert signed_in.status_code == 303
         page = (await http.get(f"/console/notifications/{nid}")).text
     row = page.split('id="person-alice"')[1].split("</tr>")[0]
-    assert f"held by their quiet hours until {wakes.isoformat()}" in row
+    # In the zone of her quiet hours, UTC beside.
+    local = wakes.astimezone(ZoneInfo(ZONE))
+    until = f"{local:%Y-%m-%d %H:%M} {ZONE} ({wakes:%H:%M} UTC)"
+    assert f"held by their quiet hours until {until}" in row
 
     # Not before she wakes up.
     rig.clock.offset += wakes - timedelta(minutes=1) - rig.clock()

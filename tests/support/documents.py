@@ -11,7 +11,7 @@ from uns_server.domain.policy import EffectivePolicy, PolicySpec, ServerDefaults
 
 def effective(channels: Sequence[str] = ("webhook",), **spec: Any) -> EffectivePolicy:
     """The server defaults' effective policy on ``channels`` (``spec`` overrides)."""
-    d = ServerDefaults()
+    d = ServerDefaults(channels=("log",))
     values: dict[str, Any] = {
         "channels": tuple(channels),
         "delivery_mode": d.delivery_mode,

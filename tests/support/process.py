@@ -25,9 +25,13 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         preamble: str = "",
         program: list[str] | None = None,
+        default_channels: str = "log",
     ) -> None:
         """``preamble``: Python statements the child runs before ``main()``; ``program``:
-        run that instead (e.g. ``scripts/serve``), with ``--listen`` and ``args``."""
+        run that instead (e.g. ``scripts/serve``), with ``--listen`` and ``args``.
+        ``default_channels``: where types without a policy go, ``log`` as on
+        ``scripts/serve`` (the walkthroughs send ``demo.alert``, which has none); empty:
+        they are refused (``NO_POLICY``), as on a bare ``uns-server``."""
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.cwd = cwd
@@ -43,6 +47,8 @@ class ServerProcess:
             ),
             "--listen",
             self.target,
+            "--default-channels",
+            default_channels,
             *args,
         ]
         self._log_file = self.log.open("wb")

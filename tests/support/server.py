@@ -114,6 +114,10 @@ async def start_server(
         # test_load_shedding.py); elsewhere tests send as fast as they like.
         "rate_limit_per_second": 0,
         "auth_failures_per_second": 0,
+        # Most tests send types without a policy (demo.alert) and read what the log
+        # channel did, as on scripts/serve; the refusal without default channels
+        # (NO_POLICY) is tested by passing default_channels="".
+        "default_channels": "log",
     }
     if "api_keys_file" not in overrides:
         defaults["api_keys_file"] = str(write_key_file(tmp_path))

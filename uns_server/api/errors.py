@@ -33,6 +33,7 @@ STATUS_BY_ERROR: dict[type[e.UnsError], grpc.StatusCode] = {
     e.ReplayBlocked: grpc.StatusCode.FAILED_PRECONDITION,
     e.RecipientInUse: grpc.StatusCode.FAILED_PRECONDITION,
     e.NotWithdrawable: grpc.StatusCode.FAILED_PRECONDITION,
+    e.NoPolicy: grpc.StatusCode.FAILED_PRECONDITION,
     e.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     e.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     e.TypeNotAllowed: grpc.StatusCode.PERMISSION_DENIED,

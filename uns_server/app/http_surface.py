@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uns_server.channels.config import PagerDutyConfig, SlackConfig
+from uns_server.channels.config import PagerDutyConfig, SlackConfig, channel_endpoint
 from uns_server.channels.slack import SlackChannel
 from uns_server.domain.links import LinkSigner
 from uns_server.http import connect as http_connect
@@ -155,4 +155,9 @@ def console(app: App) -> http_console.Console:
         withdrawals=app.withdrawals,
         channels=app.channels.names(),
         people=PeopleService(app.store, app.clock),
+        endpoints={
+            name: where
+            for name, cfg in app.channels_config.channels.items()
+            if (where := channel_endpoint(cfg))
+        },
     )

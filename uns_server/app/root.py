@@ -144,7 +144,11 @@ class App:
             links=self.links,
         )
         self.intake = Intake(
-            self.store, ServerDefaults(), clock, self.telemetry.metrics, handoff=self.dispatcher
+            self.store,
+            ServerDefaults(channels=self._default_channels()),
+            clock,
+            self.telemetry.metrics,
+            handoff=self.dispatcher,
         )
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
         # Sent messages show how the obligation ended (Slack chat.update, PagerDuty
@@ -215,6 +219,17 @@ class App:
         self.bridge: Bridge | None = None
         self.bridge_target = ""
         self._bridge_dir: str | None = None
+
+    def _default_channels(self) -> tuple[str, ...]:
+        """``default_channels``, each a channel this server has (as a policy's must be)."""
+        names = self.settings.default_channel_names
+        missing = [n for n in names if n not in self.channels]
+        if missing:
+            raise SettingsError(
+                f"default_channels names {', '.join(missing)}, which this server does not "
+                f"have (its channels: {', '.join(self.channels.names())})"
+            )
+        return names
 
     async def start(self) -> None:
         s = self.settings

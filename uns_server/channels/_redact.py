@@ -58,6 +58,29 @@ def redact_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{tail}"
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def endpoint(url: str, port: int | None = None) -> str:
+    """``host:port`` of a provider's URL (the scheme's default port when none is
+    written) or of a bare host and ``port``: where it is, never its path, query or
+    user, which may be credentials.
+    What the console shows an operator of a channel (docs/console.md)."""
+    if "//" not in url:  # a bare host name or address (SMTP)
+        host = url.strip("[]")
+    else:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname or ""
+            port = port or parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+        except ValueError:
+            return ""
+    if not host or any(c.isspace() for c in host):
+        return ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
 def _scrub_value(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, str):
         return redact(value, secrets)

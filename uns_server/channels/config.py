@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, cast
 
-from uns_server.channels._redact import MASK, redact_url
+from uns_server.channels._redact import MASK, endpoint, redact_url
 from uns_server.channels._signing import signing_key
 from uns_server.channels.options import ChannelConfigError, Options
 
@@ -60,6 +60,7 @@ __all__ = [
     "PagerDutyConfig",
     "SlackConfig",
     "WebhookConfig",
+    "channel_endpoint",
     "load_channels_config",
 ]
 
@@ -186,6 +187,22 @@ class LogConfig(_ReprHidesSecrets):
 
 
 ChannelConfig = WebhookConfig | SlackConfig | EmailConfig | PagerDutyConfig | LogConfig
+
+
+def channel_endpoint(config: ChannelConfig) -> str:
+    """``host:port`` of the provider a channel calls ("" for ``log``): no path, query,
+    user, token or key (``_redact.endpoint``)."""
+    if isinstance(config, WebhookConfig):
+        return endpoint(config.url)
+    if isinstance(config, SlackConfig):
+        return endpoint(config.webhook_url or config.base_url)
+    if isinstance(config, PagerDutyConfig):
+        return endpoint(config.base_url)
+    if isinstance(config, EmailConfig):
+        # aiosmtplib's default port when none is set.
+        port = config.port or (465 if config.use_tls else 587 if config.starttls else 25)
+        return endpoint(config.host, port)
+    return ""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ import asyncio
 import email.policy
 import hashlib
 import json
+import os
+import socket
 import ssl
 from email.message import EmailMessage
 from email.utils import formatdate, parseaddr
@@ -26,7 +28,7 @@ import aiosmtplib
 
 from uns_server.channels._redact import scrub_result, secret_variants
 from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
-from uns_server.channels.config import EmailConfig
+from uns_server.channels.config import EmailConfig, channel_endpoint
 
 # Lines up to RFC 5322's limit: a link is one long word, and folding one into RFC 2047
 # encoded-words would make the link headers unreadable to people and to tools.
@@ -84,8 +86,25 @@ def compose(
     return email
 
 
-def classify_smtp_error(exc: Exception) -> ChannelResult:
-    """SMTP failures by reply class and by where the conversation broke off."""
+def _not_connected(exc: Exception, where: str) -> str:
+    """A connection never made, as ``channels._http`` says it: the server's host and
+    port (never the user or password), not the library's repr."""
+    cause = exc.__cause__
+    host = where.rpartition(":")[0]
+    if isinstance(cause, ConnectionRefusedError):
+        return f"connection refused to {where}"
+    if isinstance(cause, socket.gaierror):
+        return f"could not connect: the name {host} does not resolve"
+    if isinstance(exc, aiosmtplib.SMTPConnectTimeoutError) or isinstance(cause, TimeoutError):
+        return f"could not connect: no connection to {where} in time"
+    if isinstance(cause, OSError) and cause.errno:
+        return f"could not connect to {where}: {os.strerror(cause.errno).lower()}"
+    return f"could not connect to {where} ({type(exc).__name__})"
+
+
+def classify_smtp_error(exc: Exception, where: str = "") -> ChannelResult:
+    """SMTP failures by reply class and by where the conversation broke off; ``where``
+    is the server's ``host:port``, named when no connection was made."""
     kind = type(exc).__name__
     if isinstance(exc, aiosmtplib.SMTPRecipientsRefused):
         codes = [r.code for r in exc.recipients]
@@ -102,9 +121,8 @@ def classify_smtp_error(exc: Exception) -> ChannelResult:
             return ChannelResult.permanent(error, metadata=meta)
         return ChannelResult.transient(error, metadata=meta)
     if isinstance(exc, aiosmtplib.SMTPConnectError | aiosmtplib.SMTPConnectTimeoutError):
-        return ChannelResult.transient(
-            f"could not connect ({kind}: {exc})", metadata={"provider_effect_possible": False}
-        )
+        text = _not_connected(exc, where) if where else f"could not connect ({kind}: {exc})"
+        return ChannelResult.transient(text, metadata={"provider_effect_possible": False})
     if isinstance(exc, ssl.SSLError):
         # Raised during STARTTLS, before any mail transaction: nothing can have been sent.
         return ChannelResult.transient(
@@ -166,7 +184,7 @@ class EmailChannel:
                     timeout=config.timeout_seconds,
                 )
         except (aiosmtplib.SMTPException, OSError, ValueError) as exc:
-            return classify_smtp_error(exc)
+            return classify_smtp_error(exc, channel_endpoint(config))
         message_id = str(email["Message-ID"])
         return ChannelResult.delivered(
             message_id,

@@ -32,7 +32,7 @@ from uns_server.cli import people as people_commands
 from uns_server.cli import policies as policy_commands
 from uns_server.cli import remote
 from uns_server.cli.admin_parser import PROG, build_parser
-from uns_server.cli.errors import UsageError, describe
+from uns_server.cli.errors import UsageError, describe, quiet_when_the_reader_leaves
 from uns_server.cli.keys import when
 from uns_server.domain import retention as retention_rules
 from uns_server.domain.enums import Role
@@ -45,6 +45,7 @@ from uns_server.services.keys import KeyInfo, KeyService
 from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyInput, PolicyService
 from uns_server.services.retention import Report, Retention
+from uns_server.store import console as console_store
 from uns_server.store import links as links_store
 from uns_server.store import migrate
 from uns_server.store.connect import describe_url
@@ -54,6 +55,8 @@ from uns_server.store.sql_store import SqlStore
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+# Policy types ``policies list`` reads without a TYPE (far beyond any real count).
+TYPES_MAX = 100_000
 
 
 class Failure(Exception):
@@ -170,6 +173,12 @@ class DatabasePolicies:
             revisions += page
             if not token:
                 return revisions
+
+    async def types(self) -> list[str]:
+        await _require_schema(self._db)
+        async with self._db.read() as conn:
+            found = await console_store.policy_types(conn, TYPES_MAX)
+        return [t.notification_type for t in found]
 
 
 def _policies(command: policy_commands.Command) -> Command:
@@ -342,6 +351,10 @@ def _fail(code: int, message: str) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> None:
+    quiet_when_the_reader_leaves(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> None:
     args = build_parser().parse_args(argv)
     if args.command in remote.COMMANDS:
         raise SystemExit(remote.main(args))
@@ -360,6 +373,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(EXIT_FAILURE, str(exc))
     except KeyboardInterrupt:
         _fail(130, "interrupted")
+    except BrokenPipeError:
+        raise  # the reader left: quiet_when_the_reader_leaves
     except Exception as exc:  # database down, permissions, ...: one line, no traceback
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         _fail(EXIT_FAILURE, message[:500])

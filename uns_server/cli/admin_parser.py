@@ -81,9 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("notification_type", metavar="TYPE")
     show.add_argument("--revision", type=int, default=0)
     listing = pols.add_parser(
-        "list", parents=[connection], help="list a type's revisions, newest first"
+        "list",
+        parents=[connection],
+        help="list a type's revisions, newest first; without TYPE, every type's",
     )
-    listing.add_argument("notification_type", metavar="TYPE")
+    listing.add_argument(
+        "notification_type",
+        metavar="TYPE",
+        nargs="?",
+        help="the type (default: every type with a policy, in name order; on the database)",
+    )
 
     people_commands.add_parsers(commands, connection)
 

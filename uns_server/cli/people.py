@@ -5,7 +5,11 @@ The commands read YAML (or JSON) files, call a ``People`` and print JSON, the sa
 the database (``services.people.PeopleService``, ``cli.admin``) and over
 ``uns.v1.RecipientService`` (``cli.remote.people.RemotePeople``, with ``--target``).
 A file holds one object or a list; a list is put one object at a time, in order (so a
-file can hold the people and then the rotation that names them)::
+file can hold the people and then the rotation that names them). What ``show`` and
+``list`` print is the same format (plus the read-only ``create_time``, ``update_time``
+and ``updated_by``), so a printed object can be edited and put back; any other field is
+refused, so a misspelled one is not silently dropped (docs/deployment.md, "People and
+rotations with uns-admin")::
 
     # people.yaml
     - recipient_id: alice
@@ -31,7 +35,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,6 +49,10 @@ from uns_server.domain.people import Recipient, Rotation, build_recipient, build
 
 PAGE_SIZE = 1000
 _SHIFT = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+# The fields of each document; show/list also print these read-only ones.
+_READ_ONLY = ("create_time", "update_time", "updated_by")
+_RECIPIENT_FIELDS = ("recipient_id", "display_name", "time_zone", "contacts", "quiet_hours")
+_ROTATION_FIELDS = ("rotation_id", "members", "start_time", "shift", "time_zone", "overrides")
 
 
 class People(Protocol):
@@ -91,7 +99,7 @@ def rotation_to_json(r: Rotation) -> dict[str, Any]:
         "rotation_id": r.rotation_id,
         "members": list(r.members),
         "start_time": _iso(r.start),
-        "shift_seconds": int(r.shift.total_seconds()),
+        "shift": format_shift(r.shift),
         "time_zone": r.time_zone,
         "overrides": [
             {"recipient_id": o.recipient_id, "start_time": _iso(o.start), "end_time": _iso(o.end)}
@@ -145,6 +153,25 @@ def parse_shift(value: Any, field: str = "shift") -> timedelta | None:
     return timedelta(days=d, hours=h, minutes=m, seconds=s)
 
 
+def format_shift(shift: timedelta) -> str:
+    """``shift`` as ``parse_shift`` reads it: ``7d``, ``12h``, ``1d12h30m``."""
+    rest = int(shift.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def _known(item: Mapping[str, Any], allowed: Sequence[str], what: str) -> None:
+    unknown = sorted(set(item) - set(allowed) - set(_READ_ONLY))
+    if unknown:
+        raise InvalidRequest.of_field(
+            f"{what}.{unknown[0]}", f"unknown field; a {what} has {', '.join(allowed)}"
+        )
+
+
 def _objects(value: Any, field: str) -> list[Mapping[str, Any]]:
     items = value or []
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -158,6 +185,7 @@ def _text(item: Mapping[str, Any], key: str) -> str:
 
 
 def recipient_from_document(item: Mapping[str, Any]) -> Recipient:
+    _known(item, _RECIPIENT_FIELDS, "recipient")
     quiet = item.get("quiet_hours")
     contacts = _objects(item.get("contacts"), "recipient.contacts")
     return build_recipient(
@@ -174,6 +202,7 @@ def recipient_from_document(item: Mapping[str, Any]) -> Recipient:
 
 
 def rotation_from_document(item: Mapping[str, Any]) -> Rotation:
+    _known(item, _ROTATION_FIELDS, "rotation")
     return build_rotation(
         _text(item, "rotation_id"),
         [str(m) for m in item.get("members") or []],

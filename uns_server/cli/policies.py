@@ -42,6 +42,10 @@ class Policies(Protocol):
         """Every revision of the type, newest first."""
         ...
 
+    async def types(self) -> list[str]:
+        """Every notification type with a policy, in name order."""
+        ...
+
 
 def load_policy_file(path: Path) -> tuple[list[PolicyInput], bool]:
     """Read and validate a policy file before touching the database: (inputs, is_list)."""
@@ -82,7 +86,9 @@ async def cmd_show(policies: Policies, args: argparse.Namespace) -> None:
 
 
 async def cmd_list(policies: Policies, args: argparse.Namespace) -> None:
-    revisions = await policies.list_all(args.notification_type)
+    """One type's revisions, newest first; without a type, every type's, in name order."""
+    kinds = [args.notification_type] if args.notification_type else await policies.types()
+    revisions = [r for kind in kinds for r in await policies.list_all(kind)]
     _print_json([revision_to_json(r) for r in revisions])
 
 

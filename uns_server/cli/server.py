@@ -16,7 +16,8 @@ import yaml
 
 from uns_server import logs
 from uns_server.app import App
-from uns_server.cli.server_help import HELP
+from uns_server.cli.errors import quiet_when_the_reader_leaves
+from uns_server.cli.server_help import GROUPS, HELP
 from uns_server.settings import Settings, SettingsError
 
 log = logging.getLogger("uns.server")
@@ -27,9 +28,17 @@ GC_GEN0_THRESHOLD = 20_000
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="uns-server",
+        # The settings below, by concern; listing ~60 flags here would hide them.
+        usage="%(prog)s [--SETTING VALUE ...]",
         description="UNS gRPC server. Every flag also reads UNS_<NAME> from the environment.",
     )
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for title, (description, names) in GROUPS.items():
+        group = parser.add_argument_group(title, description)
+        groups.update(dict.fromkeys(names, group))
+    other = parser.add_argument_group("other settings")
     for f in fields(Settings):
+        group = groups.get(f.name, other)
         flag = "--" + f.name.replace("_", "-")
         default = None if f.default is MISSING else f.default
         shown = "none" if default in (None, "") else default
@@ -37,12 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
         described = f"{HELP[f.name]}. " if f.name in HELP else ""  # tests require one
         text = f"{described}[UNS_{f.name.upper()}] default: {shown}".replace("%", "%%")
         if str(f.type).startswith("bool"):
-            parser.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=None, help=text
-            )
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
             kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
-            parser.add_argument(flag, type=kind, default=None, help=text)
+            group.add_argument(flag, type=kind, default=None, help=text)
     return parser
 
 
@@ -123,6 +130,10 @@ def _tune_gc() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    quiet_when_the_reader_leaves(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> None:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env(os.environ, **vars(args))

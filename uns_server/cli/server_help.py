@@ -1,8 +1,10 @@
-"""One line of ``uns-server --help`` per setting: what it does, then its unit in brackets.
+"""One line of ``uns-server --help`` per setting: what it does, then its unit in brackets;
+and the concern each setting is listed under (``GROUPS``, argparse argument groups).
 
 Kept apart from ``Settings`` (whose comments say why each setting exists) so that the
-dataclass stays readable. Every field needs an entry: tests/cli/test_server_help.py fails
-on a setting without one (the CLI itself still starts, showing only its variable).
+dataclass stays readable. Every field needs an entry in both: tests/cli/test_server_help.py
+fails on a setting without one (the CLI itself still starts, showing only its variable,
+under "other settings").
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ HELP: dict[str, str] = {
     "allow_insecure": "serve a non-loopback address without TLS, e.g. behind a TLS proxy (on/off)",
     "channels_file": "channel definitions; without it only the log channel exists "
     "(YAML/JSON file path)",
+    "default_channels": "channels for notification types without an ACTIVE policy; empty: "
+    "such types are refused with NO_POLICY (comma-separated channel names)",
     "dispatch_enabled": "run the delivery workers in this process (on/off)",
     "dispatch_concurrency": "provider calls in flight at once (count)",
     "dispatch_batch_size": "due notifications claimed per query (count)",
@@ -91,4 +95,99 @@ HELP: dict[str, str] = {
     "console_session_idle_minutes": "console session ends after this long without a request "
     "(minutes)",
     "console_session_absolute_hours": "console session ends this long after sign-in (hours)",
+}
+
+# --help lists the settings by concern, in this order (each group's flags in field order).
+GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "storage": (
+        "the database, its migrations and how long to wait for it",
+        (
+            "database_url",
+            "listen_database_url",
+            "auto_migrate",
+            "db_retry_seconds",
+            "db_command_timeout_seconds",
+        ),
+    ),
+    "gRPC listener and processes": (
+        "where calls arrive, how large they may be, and how the server stops",
+        (
+            "listen",
+            "reuse_port",
+            "processes",
+            "max_receive_message_bytes",
+            "shutdown_grace_seconds",
+        ),
+    ),
+    "TLS and API keys": (
+        "who may call, and over what",
+        (
+            "tls_cert_file",
+            "tls_key_file",
+            "tls_client_ca_file",
+            "api_keys_file",
+            "dev_key_file",
+            "allow_insecure",
+        ),
+    ),
+    "channels and delivery": (
+        "where notifications go, and the workers that send them",
+        (
+            "channels_file",
+            "default_channels",
+            "dispatch_enabled",
+            "dispatch_concurrency",
+            "dispatch_batch_size",
+            "lease_seconds",
+            "idle_poll_seconds",
+            "expiry_poll_seconds",
+        ),
+    ),
+    "event streams": (
+        "WatchEvents: heartbeats, buffers, how many streams",
+        (
+            "watch_heartbeat_seconds",
+            "watch_queue_max",
+            "watch_queue_max_bytes",
+            "watch_streams_per_principal",
+            "watch_streams_max",
+        ),
+    ),
+    "load shedding": (
+        "request budgets and caps (docs/deployment.md, Load shedding)",
+        (
+            "rate_limit_per_second",
+            "rate_limit_burst",
+            "rate_limits",
+            "max_concurrent_rpcs",
+            "auth_failures_per_second",
+            "auth_failure_burst",
+        ),
+    ),
+    "logs, metrics and traces": (
+        "what the server tells its operators",
+        (
+            "log_level",
+            "log_format",
+            "metrics_listen",
+            "metrics_poll_seconds",
+            "otlp_endpoint",
+            "otlp_protocol",
+        ),
+    ),
+    "HTTP surface": (
+        "JSON over HTTP, action links, provider callbacks and the operator console",
+        (
+            "http_listen",
+            "public_url",
+            "http_max_body_bytes",
+            "http_request_timeout_seconds",
+            "http_header_timeout_seconds",
+            "http_keepalive_timeout_seconds",
+            "http_max_connections_per_peer",
+            "action_link_keys",
+            "console_session_idle_minutes",
+            "console_session_absolute_hours",
+        ),
+    ),
 }

@@ -91,6 +91,12 @@ class UnknownPolicyChannel(UnsError):
     reason = "UNKNOWN_CHANNEL"
 
 
+class NoPolicy(UnsError):
+    """The notification type has no ACTIVE policy and the server has no default channels."""
+
+    reason = "NO_POLICY"
+
+
 class RecipientInUse(UnsError):
     """The person is still referenced (a rotation's member or override) and cannot be deleted."""
 

@@ -9,6 +9,7 @@ shows the outcome.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable
 from datetime import datetime
@@ -22,9 +23,21 @@ from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, FORM_NONCE_MAX_AGE_SECONDS
 from uns_server.http.pages import not_found, render
-from uns_server.services.action_links import ActionLinkService, LinkView
+from uns_server.services.action_links import VIA_LINK, ActionLinkService, LinkView
 
+log = logging.getLogger("uns.links")
 COOKIE = "uns_form"
+# Why a POST is not taken as an answer (``_unanswerable``), as the person reads it.
+_REFUSED = {
+    # A bare POST (a script, a mail scanner that follows forms, curl): nothing expired.
+    "not_opened": "Open the link first: answers are given with the buttons on its page.",
+    "other_browser": (
+        "This page was opened in another browser, or this browser keeps no cookies: "
+        "open the link here and answer on its page."
+    ),
+    "not_offered": "This link does not offer that answer: open the link and use its buttons.",
+    "expired": "This page has expired: open the link again.",
+}
 _LABELS = {ACK: "Acknowledge", "dismiss": "Dismiss"}
 _OUTCOME_WORDS = {
     AckStatus.ACKED.value: "Acknowledged",
@@ -39,6 +52,21 @@ def _when(value: datetime | None) -> str:
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def _unanswerable(
+    action: object, nonce: object, browser: str, view: LinkView, service: ActionLinkService
+) -> str:
+    """Why a POST cannot be taken as an answer (a key of ``_REFUSED``), or ""."""
+    if not isinstance(nonce, str) or not nonce:
+        return "not_opened"
+    if not browser:
+        return "other_browser"
+    if not isinstance(action, str) or action not in view.claims.actions:
+        return "not_offered"
+    if not service.signer.check_form_nonce(nonce, view.token, browser, service.now()):
+        return "expired"
+    return ""
 
 
 def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[web.RouteDef]:
@@ -113,25 +141,33 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
         form: Any = await request.post()
         action, nonce = form.get("action"), form.get("nonce")
         browser = request.cookies.get(COOKIE, "")
-        if (
-            not isinstance(action, str)
-            or action not in view.claims.actions
-            or not isinstance(nonce, str)
-            or not service.signer.check_form_nonce(nonce, token, browser, service.now())
-        ):
-            return render(
-                "refused.html", status=403, reason="This page has expired: open the link again."
+        refused = _unanswerable(action, nonce, browser, view, service)
+        if refused:
+            log.info(
+                "link answer refused",
+                extra={"notification_id": view.claims.notification_id, "refused": refused},
             )
+            return render("refused.html", status=403, reason=_REFUSED[refused], again=request.path)
+        assert isinstance(action, str)
+        extra = {
+            "notification_id": view.claims.notification_id,
+            "actor": view.claims.recipient,
+            "via": VIA_LINK,
+            "action": action,
+        }
         try:
-            await service.answer(view, action)
+            _, repeat = await service.answer(view, action)
         except AckConflict:
-            problem = "Someone else answered first."
+            problem, outcome = "Someone else answered first.", "conflict"
         except AckDeadlinePassed:
-            problem = "The deadline has passed: answers are no longer accepted."
+            problem, outcome = "The deadline has passed: answers are no longer accepted.", "late"
         except (AckNotPending, NotFound):
-            problem = "This notification is not waiting for an answer."
+            problem, outcome = "This notification is not waiting for an answer.", "not_pending"
         else:
+            # As the provider answers are (``services.provider_answers``).
+            log.info("answered from a link", extra={**extra, "repeat": repeat})
             raise web.HTTPSeeOther(location=request.path)
+        log.info("link answer refused", extra={**extra, "refused": outcome})
         fresh = await service.view(token)
         return not_found() if fresh is None else page(request, fresh, status=409, problem=problem)
 

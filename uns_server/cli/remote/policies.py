@@ -13,6 +13,7 @@ from uns.v1 import policy_service_pb2 as policy_pb
 from uns.v1 import policy_service_pb2_grpc as policy_grpc
 from uns_clients import ClientConfig
 from uns_server.api.policy_servicer import spec_from_wire, spec_to_wire
+from uns_server.cli.errors import UsageError
 from uns_server.cli.policies import PAGE_SIZE
 from uns_server.cli.remote.connection import call
 from uns_server.domain.policy import PolicyRevision
@@ -80,3 +81,10 @@ class RemotePolicies:
             token = reply.next_page_token
             if not token:
                 return revisions
+
+    async def types(self) -> list[str]:
+        # uns.v1.PolicyService lists one type's revisions (ListPolicyRevisions needs it).
+        raise UsageError(
+            "policies list without TYPE reads every type from the database: run it with "
+            "--database-url (not --target), or name the TYPE"
+        )

@@ -5,7 +5,9 @@ Resolution (SPEC §2, seed 001 §4)::
     ACTIVE revision of notification_type?
       yes -> its spec; a producer-declared delivery_mode / require_ack / priority that
              differs from the spec is refused (POLICY_OVERRIDE), an equal one is fine
-      no  -> server defaults, each overridden by the producer's declared value
+      no  -> the server's default channels (``--default-channels``), with the other
+             defaults each overridden by the producer's declared value; without
+             default channels the request is refused (NO_POLICY)
 
 The result, :class:`EffectivePolicy`, is frozen into the ACCEPTED event. Its
 ``effective_hash`` covers the effective values only (not policy id or revision), so
@@ -26,7 +28,6 @@ from uns_server.domain.policy.resolution import (
 from uns_server.domain.policy.spec import (
     ACK_TIMEOUT_MINUTES_DEFAULT,
     ACK_TIMEOUT_MINUTES_MAX,
-    CHANNELS_DEFAULT,
     CHANNELS_MAX,
     DEDUP_WINDOW_SECONDS_DEFAULT,
     DEDUP_WINDOW_SECONDS_MAX,
@@ -43,7 +44,6 @@ from uns_server.domain.policy.spec import (
 __all__ = [
     "ACK_TIMEOUT_MINUTES_DEFAULT",
     "ACK_TIMEOUT_MINUTES_MAX",
-    "CHANNELS_DEFAULT",
     "CHANNELS_MAX",
     "DEDUP_WINDOW_SECONDS_DEFAULT",
     "DEDUP_WINDOW_SECONDS_MAX",

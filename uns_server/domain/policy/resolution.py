@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from uns_server.domain.enums import DeliveryMode, Priority
-from uns_server.domain.errors import FieldViolation, PolicyOverride, TypeNotAllowed
+from uns_server.domain.errors import FieldViolation, NoPolicy, PolicyOverride, TypeNotAllowed
 from uns_server.domain.policy.spec import (
     ACK_TIMEOUT_MINUTES_DEFAULT,
-    CHANNELS_DEFAULT,
     DEDUP_WINDOW_SECONDS_DEFAULT,
     DELIVERY_MODE_DEFAULT,
     MAX_ATTEMPTS_DEFAULT,
@@ -31,9 +30,11 @@ from uns_server.domain.targets import Target
 
 @dataclass(frozen=True)
 class ServerDefaults:
-    """What applies when a notification type has no ACTIVE policy."""
+    """What applies when a notification type has no ACTIVE policy: the server's
+    ``default_channels``. With none, such a type is refused (``NO_POLICY``): a
+    misspelled type must not be reported delivered to a channel nobody reads."""
 
-    channels: tuple[str, ...] = CHANNELS_DEFAULT
+    channels: tuple[str, ...] = ()
     delivery_mode: DeliveryMode = DELIVERY_MODE_DEFAULT
     require_ack: bool = False
     ack_timeout_minutes: int = ACK_TIMEOUT_MINUTES_DEFAULT
@@ -159,7 +160,8 @@ def resolve(
 ) -> EffectivePolicy:
     """The policy that applies to ``req`` (see the module docstring).
 
-    ``active`` must be the ACTIVE revision of ``req.notification_type``, or ``None``.
+    ``active`` must be the ACTIVE revision of ``req.notification_type``, or ``None``
+    (then the server defaults apply, or ``NoPolicy`` when they name no channel).
     Raises ``PolicyOverride`` naming the first conflicting field in metadata
     (``field``, ``declared``, ``policy_value``, ``notification_type``, ``policy_id``,
     ``policy_revision``) with a violation per conflicting field.
@@ -170,6 +172,13 @@ def resolve(
         "priority": req.priority,
     }
     if active is None:
+        if not defaults.channels:
+            raise NoPolicy(
+                f"notification type {req.notification_type!r} has no ACTIVE policy and this "
+                "server has no default channels: activate a policy for it (uns-admin "
+                "policies put), or check its spelling",
+                metadata={"notification_type": req.notification_type},
+            )
         return EffectivePolicy.of(
             PolicySpec(
                 channels=defaults.channels,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from uns_server.http.console.sessions import Session, Sessions
@@ -39,6 +39,9 @@ class Console:
     channels: tuple[str, ...] = ()
     # People and rotations (the people page); None: the page is not served.
     people: PeopleService | None = None
+    # Where each channel's provider is, ``host:port`` (``channels.config.channel_endpoint``:
+    # no path, query, user or secret); the ``log`` channel has none.
+    endpoints: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def secure(self) -> bool:

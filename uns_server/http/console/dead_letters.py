@@ -78,7 +78,7 @@ async def triage(request: web.Request, session: Session, c: Console) -> web.Stre
         capped=len(rows) >= BUCKET_MAX,
         bucket_max=BUCKET_MAX,
         error_of=lambda r: error_class(row_error(r)),
-        health_of=lambda name: health_text(name, health, c.channels),
+        health_of=lambda name: health_text(name, health, c.channels, c.endpoints),
         actionable=bucket == "needs-action",
     )
 
@@ -143,7 +143,7 @@ async def preview(
         problem=problem,
         accepted=[x for x in checked if x.ok],
         refused=[x for x in checked if not x.ok],
-        health_of=lambda name: health_text(name, health, c.channels),
+        health_of=lambda name: health_text(name, health, c.channels, c.endpoints),
     )
 
 

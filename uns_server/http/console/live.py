@@ -19,13 +19,24 @@ from aiohttp import web
 from uns_server.domain.enums import EventKind
 from uns_server.domain.errors import InvalidRequest, ShuttingDown, TooManyStreams, UnsError
 from uns_server.http.console.context import Console
-from uns_server.http.console.notifications import summary
+from uns_server.http.console.notifications import NO_NAMES, summary
+from uns_server.http.console.reading import Names, recipient_ids_in
 from uns_server.http.console.sessions import COOKIE, Session
 from uns_server.http.server import DEADLINE_KEY, SECURITY_HEADERS
 from uns_server.services.watch import Heartbeat
+from uns_server.store import people as people_store
 
 SESSION_RECHECK_SECONDS = 5.0
 TAIL_KINDS = frozenset(k.value for k in EventKind)
+
+
+async def _names(c: Console, payload: object) -> Names:
+    """The people an event names (one primary-key read, only for such an event)."""
+    ids = recipient_ids_in((), [payload])
+    if not ids:
+        return NO_NAMES
+    async with c.db.read() as conn:
+        return Names(await people_store.recipients_by_id(conn, ids))
 
 
 async def stream(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
@@ -81,7 +92,7 @@ async def stream(request: web.Request, session: Session, c: Console) -> web.Stre
                     "notification_id": ev.notification_id,
                     "notification_type": ev.notification_type,
                     "at": ev.at.isoformat(),
-                    "summary": summary(ev.kind, ev.payload),
+                    "summary": summary(ev.kind, ev.payload, await _names(c, ev.payload)),
                 }
                 await response.write(
                     f"id: {ev.sequence}\nevent: uns\ndata: {json.dumps(data)}\n\n".encode()

@@ -11,6 +11,13 @@ from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.errors import UnsError
 from uns_server.domain.targets import people_sent
 from uns_server.http.console.context import VIA, Console
+from uns_server.http.console.reading import (
+    Names,
+    ack_words,
+    recipient_ids_in,
+    state_label,
+    step_summary,
+)
 from uns_server.http.console.render import render
 from uns_server.http.console.sessions import Session
 from uns_server.http.console.triage import error_class, row_error
@@ -18,6 +25,7 @@ from uns_server.http.console.waiting import why_waiting
 from uns_server.services.operations import validate_reason
 from uns_server.store import audit, console
 from uns_server.store import events as event_store
+from uns_server.store import people as people_store
 
 PAGE_SIZE = 50
 TIMELINE_MAX = 500
@@ -37,24 +45,32 @@ ACTIONS = {
 }
 
 
-def summary(kind: str, payload: Any) -> str:
-    """One line about an event for the timeline and the live tail."""
+NO_NAMES = Names({})
+
+
+def summary(kind: str, payload: Any, names: Names = NO_NAMES) -> str:
+    """One line about an event for the timeline and the live tail; people by name."""
     p = payload if isinstance(payload, dict) else {}
+    if kind in (EventKind.REMINDER_SENT, EventKind.ESCALATED):
+        return step_summary(kind, p, names)
+    # A person's own message names them: ``mail to Bob Okafor (bob)``.
+    rid = p.get("recipient_id")
+    where = str(p.get("channel", "?")) + (f" to {names.text(rid)}" if isinstance(rid, str) else "")
     if kind == EventKind.CHANNEL_ATTEMPT_RESULT:
         ok = "delivered" if p.get("success") else f"failed: {p.get('error') or 'unknown error'}"
-        return f"{p.get('channel', '?')} {ok} (attempt {p.get('attempt', '?')})"
+        return f"{where} {ok} (attempt {p.get('attempt', '?')})"
     if kind == EventKind.DELIVERY_RESULT:
         dl = ", dead letter" if p.get("dead_letter") else ""
         return f"{p.get('status', '?')}{dl}"
     if kind in (EventKind.ACKED, EventKind.DISMISSED, EventKind.TIMED_OUT):
         via = f" via {p['via']}" if p.get("via") else ""
-        return f"by {p.get('actor', '?')}{via}"
+        return f"by {names.actor_text(p.get('actor'))}{via}"
     if kind in (EventKind.REPLAY_REQUESTED, EventKind.FAILURE_RESOLVED):
         via = f" via {p['via']}" if p.get("via") else ""
         reason = f": {p['reason']}" if p.get("reason") else ""
         return f"by {p.get('actor', '?')}{via}{reason}"
     if kind == EventKind.CHANNEL_ATTEMPT_STARTED:
-        return f"{p.get('channel', '?')} (attempt {p.get('attempt', '?')})"
+        return f"{where} (attempt {p.get('attempt', '?')})"
     if kind == EventKind.ATTEMPT_STARTED:
         return f"attempt {p.get('attempt', '?')}, cycle {p.get('cycle', '?')}"
     return ""
@@ -83,6 +99,8 @@ async def list_page(request: web.Request, session: Session, c: Console) -> web.S
         first_page=not token,
         problem=problem,
         quick_filters=QUICK_FILTERS,
+        state_of=lambda r: state_label(r.status, r.dead_letter, r.ack_status),
+        ack_words=ack_words,
     )
 
 
@@ -103,6 +121,13 @@ async def detail(
         high_water = await event_store.high_water(conn)
         timeline = await console.notification_events(conn, row.id, TIMELINE_MAX)
         ack_records = await audit.ack_records(conn, row.id, offset=0, limit=100)
+        asked = people_sent(row.outcome, row.provider_refs or {})
+        ids = recipient_ids_in(
+            [row.actor, *(a.acked_by for a in ack_records)], [e.payload for e in timeline]
+        )
+        names = Names(
+            await people_store.recipients_by_id(conn, ids | {p.recipient_id for p in asked})
+        )
     attempts = [e for e in timeline if e.kind == EventKind.CHANNEL_ATTEMPT_RESULT]
     doc = row.notification
     dead = row.status == Status.FAILED and row.dead_letter
@@ -121,13 +146,22 @@ async def detail(
         row=row,
         doc=doc,
         effective=doc.effective.to_json(),  # shown as the stored JSON
-        timeline=[(e, summary(e.kind, e.payload)) for e in timeline],
+        timeline=[(e, summary(e.kind, e.payload, names)) for e in timeline],
+        state=state_label(row.status, row.dead_letter, row.ack_status),
+        ack_words=ack_words(row.ack_status),
+        names=names,
+        endpoints=c.endpoints,
+        providers=[
+            (ch, c.endpoints[ch])
+            for ch in dict.fromkeys(str(e.payload.get("channel")) for e in attempts)
+            if ch in c.endpoints
+        ],
         attempts=attempts,
         ack_records=ack_records,
         error_class=error_class(row_error(row)) if row.status == Status.FAILED else "",
         actions=[(a, ACTIONS[a]) for a in actions],
         waiting=waiting,
-        people=people_sent(row.outcome, row.provider_refs or {}),
+        people=asked,
         # The live timeline resumes after the last event shown (sequences are allocated
         # in commit order, so nothing of this notification's can fall in between).
         after=max((e.sequence for e in timeline), default=high_water),

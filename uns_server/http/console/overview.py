@@ -9,6 +9,7 @@ and charts read the events of the last hour among the newest ``EVENT_WINDOW`` se
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
@@ -122,14 +123,22 @@ async def channel_health(c: Console) -> dict[str, ChannelHealth]:
     return health
 
 
-def health_text(name: str, health: dict[str, ChannelHealth], configured: tuple[str, ...]) -> str:
-    """One line: "hook: 0% of 3 attempts in the last hour; last error: ..."."""
+def health_text(
+    name: str,
+    health: dict[str, ChannelHealth],
+    configured: tuple[str, ...],
+    endpoints: Mapping[str, str] | None = None,
+) -> str:
+    """One line: "hook at 10.0.0.7:443: 0% of 3 attempts in the last hour; last error:
+    ..." (where its provider is, when it has one)."""
     if name not in configured:
         return f"{name}: not configured on this server"
+    where = (endpoints or {}).get(name)
+    label = f"{name} at {where}" if where else name
     h = health.get(name) or ChannelHealth(name)
     if not h.attempts:
-        return f"{name}: no attempt in the last hour"
-    text = f"{name}: {h.success_rate} of {h.attempts} attempts succeeded in the last hour"
+        return f"{label}: no attempt in the last hour"
+    text = f"{label}: {h.success_rate} of {h.attempts} attempts succeeded in the last hour"
     if h.last_error:
         text += f"; last error: {h.last_error}"
     return text
@@ -160,6 +169,7 @@ async def overview(request: web.Request, session: Session, c: Console) -> web.St
         title="Overview",
         counts=[_card(k, label, f, counts, queue, queue_over) for k, label, f in COUNT_LABELS],
         channels=sorted(recent.channels.values(), key=lambda h: h.name),
+        endpoints=c.endpoints,
         rate_chart=bar_chart(Series("Delivered per minute", per_minute, "delivered"), "Rate"),
         latency_chart=bar_chart(
             Series("Median accept-to-delivery latency", latency, "s"), "Latency"
