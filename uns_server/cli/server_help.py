@@ -107,6 +107,7 @@ GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "auto_migrate",
             "db_retry_seconds",
             "db_command_timeout_seconds",
+            "db_keepalive_seconds",
         ),
     ),
     "gRPC listener and processes": (
