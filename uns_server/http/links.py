@@ -153,7 +153,7 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
         try:
             row, repeat = await service.answer(view, action, via=via)
         except AckConflict:
-            problem = "someone else answered first"
+            problem = "another answer came first"
         except AckDeadlinePassed:
             problem = "the deadline has passed"
         except (AckNotPending, NotFound):
