@@ -197,3 +197,20 @@ async def test_the_answer_endpoint_refuses_what_it_cannot_verify(rig: PushRig) -
     n = await _get(rig, nid)
     assert n.ack_state == t.ACK_STATE_PENDING
     assert not await _ack_records(rig, nid)
+
+
+async def test_a_press_after_the_obligation_ended_is_refused_and_changes_nothing(
+    rig: PushRig,
+) -> None:
+    nid = await _send(rig, "push-3")
+    ack_url = str(_buttons(rig.calls("/ntfy")[0])["Acknowledge"]["url"])
+    await rig.server.stub("alice").WithdrawNotification(
+        pb.WithdrawNotificationRequest(notification_id=nid, reason="cleared")
+    )
+    async with httpx.AsyncClient() as http:
+        late = await http.post(ack_url)
+    assert late.status_code == 409 and late.json() == {"error": "not waiting for an answer"}
+    n = await _get(rig, nid)
+    assert n.ack_state == t.ACK_STATE_WITHDRAWN
+    [record] = await _ack_records(rig, nid)  # the withdrawal's, nothing after it
+    assert record.via != "ntfy"
