@@ -5,6 +5,9 @@ Every setting has an environment variable (``UNS_*``) and a command-line flag
 in the name and give the zero-setup quickstart: SQLite file, loopback, ``log``
 channel (``scripts/serve`` also makes it the default channel of types without a
 policy).
+
+Size: every setting, its default with its unit and why it exists, in one dataclass read
+side by side (the flags, groups and help are ``cli/server_help.py``).
 """
 
 from __future__ import annotations

@@ -25,8 +25,10 @@ from tests.deploy.dashboard import (
 from tests.toolchain.tools import find_tool
 from uns_server.channels.config import (
     EmailConfig,
+    NtfyConfig,
     PagerDutyConfig,
     SlackConfig,
+    TeamsConfig,
     WebhookConfig,
     load_channels_config,
 )
@@ -109,7 +111,12 @@ def test_sample_channels_file_loads_with_the_real_loader() -> None:
     variables = {
         value for options in data.values() for key, value in options.items() if key.endswith("_env")
     }
-    environ = {name: f"sample-secret-for-{name}" for name in sorted(variables)}
+    # A variable holding a URL (a Teams workflow's) must hold one to load.
+    environ = {
+        name: ("https://example.com/" if name.endswith("_URL") else "")
+        + f"sample-secret-for-{name}"
+        for name in sorted(variables)
+    }
     config = load_channels_config(data, environ)
     kinds = {name: type(c) for name, c in config.channels.items()}
     assert kinds == {
@@ -117,6 +124,8 @@ def test_sample_channels_file_loads_with_the_real_loader() -> None:
         "alerts-slack": SlackConfig,
         "oncall-mail": EmailConfig,
         "pager": PagerDutyConfig,
+        "phone-push": NtfyConfig,
+        "ops-teams": TeamsConfig,
         "log": kinds["log"],  # always present
     }
     assert not any(

@@ -31,6 +31,9 @@ log = logging.getLogger("uns.grpc")
 
 ABSTRACT_PREFIX = "uns-front/"
 PEER_PREFIX = "unix-abstract:" + ABSTRACT_PREFIX
+# One count per process, not per front: abstract names are process-wide, and two fronts
+# in one process (tests, a restart in place) would otherwise bind the same name.
+_SERIAL = itertools.count()
 
 
 def client_address(peer: str) -> str | None:
@@ -100,7 +103,7 @@ class _Client(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.bind("\0" + ABSTRACT_PREFIX + f"{os.getpid()}/{next(self.front.serial)}/{peer}")
+            sock.bind("\0" + ABSTRACT_PREFIX + f"{os.getpid()}/{next(_SERIAL)}/{peer}")
             sock.setblocking(False)
             await loop.sock_connect(sock, self.front.target)
             _, upstream = await loop.create_unix_connection(lambda: _Upstream(self), sock=sock)
@@ -166,7 +169,6 @@ class GrpcFront:
         self.target = target
         self.caps = caps
         self.connections: set[_Client] = set()
-        self.serial = itertools.count()
         self._refusals = RefusalLog(log)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()

@@ -5,6 +5,9 @@ health NOT_SERVING, retries the connection (and migration) in the background
 (``readiness``), and turns SERVING only when the schema is at head. A monitor
 (``health``) flips health back to NOT_SERVING while the database is unreachable.
 The gRPC and HTTP surfaces are wired in ``grpc_surface`` and ``http_surface``.
+
+Size: the one place that builds every store, service and worker in start-up order;
+the next worker it gains should move the workers' wiring into a module of its own.
 """
 
 from __future__ import annotations

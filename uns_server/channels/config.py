@@ -33,6 +33,13 @@ Format (the mapping a YAML/JSON settings file holds, name -> options)::
       type: pagerduty
       routing_key_env: UNS_PD_ROUTING_KEY
       webhook_secret_env: UNS_PD_WEBHOOK_SECRET     # v3 webhooks settle acks (optional)
+    phone-push:
+      type: ntfy
+      base_url: https://ntfy.sh               # a person's contact address is their topic
+      token_env: UNS_NTFY_TOKEN               # access token, sent as Bearer (optional)
+    ops-teams:
+      type: teams
+      url_env: UNS_TEAMS_WORKFLOW_URL         # a Teams Workflows webhook (channel-wide)
 
 A ``log`` channel named ``"log"`` is always present unless the file defines that name.
 Unknown options are refused (a typo must not silently disable TLS or a header): each
@@ -57,8 +64,10 @@ __all__ = [
     "ChannelsConfig",
     "EmailConfig",
     "LogConfig",
+    "NtfyConfig",
     "PagerDutyConfig",
     "SlackConfig",
+    "TeamsConfig",
     "WebhookConfig",
     "channel_endpoint",
     "load_channels_config",
@@ -178,6 +187,31 @@ class PagerDutyConfig(_ReprHidesSecrets):
 
 
 @dataclass(frozen=True, repr=False)
+class NtfyConfig(_ReprHidesSecrets):
+    """ntfy push (``POST {base_url}`` JSON publish); a person's contact is their topic."""
+
+    type: ClassVar[str] = "ntfy"
+    _secret_fields = frozenset({"token"})
+    _url_fields = frozenset({"base_url"})
+
+    base_url: str
+    token: str | None = None
+    """An ntfy access token (``tk_...``), sent as ``Authorization: Bearer``."""
+    timeout_seconds: float = TIMEOUT_SECONDS_DEFAULT
+
+
+@dataclass(frozen=True, repr=False)
+class TeamsConfig(_ReprHidesSecrets):
+    """Microsoft Teams through a Workflows webhook (an Adaptive Card), channel-wide."""
+
+    type: ClassVar[str] = "teams"
+    _secret_fields = frozenset({"url"})  # the workflow URL carries its signature (sig=)
+
+    url: str
+    timeout_seconds: float = TIMEOUT_SECONDS_DEFAULT
+
+
+@dataclass(frozen=True, repr=False)
 class LogConfig(_ReprHidesSecrets):
     """Local ``logging`` channel (logger ``uns.channels.log``); always delivers."""
 
@@ -186,7 +220,15 @@ class LogConfig(_ReprHidesSecrets):
     level: str = "INFO"
 
 
-ChannelConfig = WebhookConfig | SlackConfig | EmailConfig | PagerDutyConfig | LogConfig
+ChannelConfig = (
+    WebhookConfig
+    | SlackConfig
+    | EmailConfig
+    | PagerDutyConfig
+    | NtfyConfig
+    | TeamsConfig
+    | LogConfig
+)
 
 
 def channel_endpoint(config: ChannelConfig) -> str:
@@ -289,6 +331,21 @@ def _pagerduty(o: Options) -> PagerDutyConfig:
     )
 
 
+def _ntfy(o: Options) -> NtfyConfig:
+    return NtfyConfig(
+        base_url=o.url("base_url").rstrip("/"),
+        token=o.secret("token", default=None),
+        timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
+    )
+
+
+def _teams(o: Options) -> TeamsConfig:
+    return TeamsConfig(
+        url=o.url("url", secret=True),
+        timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
+    )
+
+
 def _log(o: Options) -> LogConfig:
     level = o.text("level", "INFO").upper()
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
@@ -301,6 +358,8 @@ _BUILDERS: Mapping[str, Callable[[Options], ChannelConfig]] = {
     "slack": _slack,
     "email": _email,
     "pagerduty": _pagerduty,
+    "ntfy": _ntfy,
+    "teams": _teams,
     "log": _log,
 }
 

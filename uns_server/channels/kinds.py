@@ -6,8 +6,10 @@ from uns_server.channels.config import (
     ChannelsConfig,
     EmailConfig,
     LogConfig,
+    NtfyConfig,
     PagerDutyConfig,
     SlackConfig,
+    TeamsConfig,
     WebhookConfig,
 )
 from uns_server.domain.people import ChannelKind
@@ -25,6 +27,10 @@ def person_kinds(config: ChannelsConfig) -> dict[str, ChannelKind]:
             )
         elif isinstance(cfg, PagerDutyConfig):
             kinds[name] = ChannelKind.PAGERDUTY
+        elif isinstance(cfg, NtfyConfig):
+            kinds[name] = ChannelKind.NTFY
+        elif isinstance(cfg, TeamsConfig):
+            kinds[name] = ChannelKind.TEAMS
         elif isinstance(cfg, WebhookConfig):
             kinds[name] = ChannelKind.WEBHOOK
         else:

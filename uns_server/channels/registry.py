@@ -16,15 +16,19 @@ from uns_server.channels.config import (
     ChannelsConfig,
     EmailConfig,
     LogConfig,
+    NtfyConfig,
     PagerDutyConfig,
     SlackConfig,
+    TeamsConfig,
     WebhookConfig,
 )
 from uns_server.channels.email import EmailChannel
 from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.log import LogChannel
+from uns_server.channels.ntfy import NtfyChannel
 from uns_server.channels.pagerduty import PagerDutyChannel
 from uns_server.channels.slack import SlackChannel
+from uns_server.channels.teams import TeamsChannel
 from uns_server.channels.webhook import WebhookChannel
 
 HTTP_MAX_CONNECTIONS_DEFAULT = 100
@@ -47,7 +51,7 @@ def build_channels(
     config: ChannelsConfig, http_client: OutboundClient | None = None
 ) -> dict[str, Channel]:
     """One adapter per configured channel, keyed by name."""
-    http_configs = (WebhookConfig, SlackConfig, PagerDutyConfig)
+    http_configs = (WebhookConfig, SlackConfig, PagerDutyConfig, NtfyConfig, TeamsConfig)
     lease: ClientLease | None = None
     if any(isinstance(c, http_configs) for c in config.channels.values()):
         lease = ClientLease(http_client or default_http_client(), owned=http_client is None)
@@ -63,6 +67,10 @@ def build_channels(
                 channels[name] = WebhookChannel(name, cfg, lease.client, on_close=lease.acquire())
             elif isinstance(cfg, SlackConfig):
                 channels[name] = SlackChannel(name, cfg, lease.client, on_close=lease.acquire())
+            elif isinstance(cfg, NtfyConfig):
+                channels[name] = NtfyChannel(name, cfg, lease.client, on_close=lease.acquire())
+            elif isinstance(cfg, TeamsConfig):
+                channels[name] = TeamsChannel(name, cfg, lease.client, on_close=lease.acquire())
             else:
                 channels[name] = PagerDutyChannel(name, cfg, lease.client, on_close=lease.acquire())
     return channels

@@ -40,6 +40,7 @@ _ID = re.compile(r"[a-z0-9._-]{1,64}")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,20}")
 _PAGERDUTY_ID = re.compile(r"P[A-Z0-9]{5,13}")
+_NTFY_TOPIC = re.compile(r"[-_A-Za-z0-9]{1,64}")  # ntfy's own topic rule
 
 
 class ChannelKind(StrEnum):
@@ -50,6 +51,8 @@ class ChannelKind(StrEnum):
     SLACK_WEBHOOK = "slack-webhook"
     PAGERDUTY = "pagerduty"
     WEBHOOK = "webhook"
+    NTFY = "ntfy"
+    TEAMS = "teams"
     LOG = "log"
 
 
@@ -215,6 +218,13 @@ def address_problem(kind: ChannelKind, address: str) -> str | None:
         )
     if kind is ChannelKind.PAGERDUTY and not _PAGERDUTY_ID.fullmatch(address):
         return "must be a PagerDuty user or service id (P…) for a PagerDuty channel"
+    if kind is ChannelKind.NTFY and not _NTFY_TOPIC.fullmatch(address):
+        return "must be an ntfy topic (1-64 letters, digits, '-' or '_') for an ntfy channel"
+    if kind is ChannelKind.TEAMS:
+        return (
+            "a Teams channel posts to one Teams channel through its workflow and cannot "
+            "address a person; list it in the policy's channels instead"
+        )
     return None
 
 

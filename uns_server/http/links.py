@@ -5,6 +5,13 @@ The POST must come from the page itself: the form carries a nonce bound to the t
 and to a ``SameSite=Strict`` cookie set with the page, and a browser's ``Origin`` must
 be the public URL's. Success redirects to the page (POST/redirect/GET), which then
 shows the outcome.
+
+``POST /a/{token}/answer`` is the same answer for machines: the button of a phone app
+(ntfy's ``http`` action) that has no browser session. The token in the URL is the
+credential, so there is no cookie or nonce to forge and nothing a cross-site request
+could borrow; ``via`` names the channel type whose button it is (``MACHINE_VIAS``). It
+answers JSON: 200 with the ack state (a repeated press answers the same, changing
+nothing), 404 for a link that does not verify, 409 when the answer is not taken.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, FORM_NONCE_MAX_AGE_SECONDS
 from uns_server.http.pages import not_found, render
-from uns_server.services.action_links import VIA_LINK, ActionLinkService, LinkView
+from uns_server.services.action_links import MACHINE_VIAS, VIA_LINK, ActionLinkService, LinkView
 
 log = logging.getLogger("uns.links")
 COOKIE = "uns_form"
@@ -171,7 +178,35 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
         fresh = await service.view(token)
         return not_found() if fresh is None else page(request, fresh, status=409, problem=problem)
 
+    async def machine_answer(request: web.Request) -> web.Response:
+        view = await service.view(request.match_info["token"])
+        if view is None:
+            return web.json_response({"error": "no such link"}, status=404)
+        via = request.query.get("via", "")
+        if via not in MACHINE_VIAS or len(view.claims.actions) != 1:
+            return web.json_response({"error": "this link is answered from its page"}, status=400)
+        action = view.claims.actions[0]
+        try:
+            row, repeat = await service.answer(view, action, via=via)
+        except AckConflict:
+            problem = "another answer came first"
+        except AckDeadlinePassed:
+            problem = "the deadline has passed"
+        except (AckNotPending, NotFound):
+            problem = "not waiting for an answer"
+        else:
+            return web.json_response(
+                {
+                    "notification_id": row.id,
+                    "ack_state": row.ack_status,
+                    "actor": row.actor,
+                    "repeat": repeat,
+                }
+            )
+        return web.json_response({"error": problem}, status=409)
+
     return [
         web.get("/a/{token}", show, allow_head=False),
         web.post("/a/{token}", answer),
+        web.post("/a/{token}/answer", machine_answer),
     ]

@@ -21,6 +21,9 @@ from uns_server.store.port import Store
 
 VIA_LINK = "link"
 LINK_PATH = "/a/"
+# Channels whose buttons answer through the machine-answer endpoint
+# (``POST /a/{token}/answer?via=<type>``): the answer is recorded ``via`` that type.
+MACHINE_VIAS = frozenset({"ntfy"})
 
 
 @dataclass(frozen=True)
@@ -95,13 +98,17 @@ class ActionLinkService:
             found = await tx.notifications.get(claims.notification_id)
         return None if found is None else LinkView(token, claims, found)
 
-    async def answer(self, view: LinkView, action: str) -> tuple[Notification, bool]:
-        """Settle as the link's recipient; raises the same refusals as Acknowledge."""
+    async def answer(
+        self, view: LinkView, action: str, *, via: str = VIA_LINK
+    ) -> tuple[Notification, bool]:
+        """Settle as the link's recipient; raises the same refusals as Acknowledge.
+        The second value is true for a repeat of the same answer (nothing changed)."""
         assert action in view.claims.actions
+        assert via == VIA_LINK or via in MACHINE_VIAS
         return await self._acks.answer(
             view.claims.notification_id,
             actor=view.claims.recipient,
-            via=VIA_LINK,
+            via=via,
             dismiss=action == DISMISS,
             metadata={},
         )

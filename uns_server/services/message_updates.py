@@ -11,7 +11,8 @@ What is updated: every message the obligation sent, the delivery and each remind
 escalation step (``services.message_updates.updatable``): Slack messages sent through the
 Web API (``chat.update`` with the stored channel + ts), PagerDuty incidents (``resolve``
 with the stored dedup_key; on TIMED_OUT only where the channel says
-``resolve_on_timeout``) and webhook receivers (one ``uns.notification.settled`` request).
+``resolve_on_timeout``), webhook receivers (one ``uns.notification.settled`` request),
+and ntfy topics and Teams channels (one follow-up message with the outcome).
 """
 
 from __future__ import annotations
@@ -43,14 +44,17 @@ def updatable(reference: ProviderRef) -> bool:
     """Whether the message ``reference`` names is told how the obligation ended: every
     Slack message posted through the Web API and every PagerDuty incident (the delivery,
     each reminder, each escalation step); a webhook receiver once per channel (for the
-    delivery's reference), as one ``uns.notification.settled`` request."""
+    delivery's reference), as one ``uns.notification.settled`` request; an ntfy topic and a
+    Teams channel once each (for the delivery's message), as a follow-up message."""
     kind = reference.channel_type
     if kind == "slack":
         return bool(reference.slack_ts and reference.slack_channel)
     if kind == "pagerduty":
         return bool(reference.pagerduty_dedup_key)
-    if kind == "webhook":
+    if kind in ("webhook", "teams"):
         return not reference.follow_up
+    if kind == "ntfy":
+        return bool(reference.provider_field("ntfy_topic")) and not reference.follow_up
     return False
 
 
