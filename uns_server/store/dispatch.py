@@ -180,7 +180,8 @@ async def settle_many(conn: AsyncConnection, moves: Sequence[LeasedMove], now: d
 
 
 async def _insert_timers(conn: AsyncConnection, timers: Sequence[NewJob], now: datetime) -> None:
-    await jobs.insert_rows(conn, jobs.rows(timers, now))
+    once = {job.notification_id: job for job in timers}  # a row lands once per batch
+    await jobs.insert_rows(conn, jobs.rows(list(once.values()), now))
 
 
 async def settle_leased(
