@@ -56,10 +56,10 @@ async def wait_health(target: str, expected: int) -> None:
 @pytest.mark.parametrize(
     ("table", "workers"),
     [
-        # Claims, the expiry sweep and follow-up claims all read the notifications.
+        # Claims, the expiry's carry sweep and follow-up claims read the notifications.
         ("uns_notifications", ("dispatch", "expiry", "followups")),
-        # Only the message-update worker uses the work table (so far).
-        ("uns_jobs", ("message_updates",)),
+        # Message updates and ack deadlines are jobs of the work table (so far).
+        ("uns_jobs", ("expiry", "message_updates")),
     ],
 )
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(

@@ -611,6 +611,45 @@ async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first
         assert [r.id for r in await tx.acks.due_deadlines(NOW, 1)] == [late]
 
 
+async def test_locked_reads_the_named_notifications_that_exist_by_id(store: SqlStore) -> None:
+    pending = AckStatus.PENDING.value
+    a, b = await insert(store, row(ack_status=pending, deadline=NOW), row())
+    async with store.write() as tx:
+        found = await tx.acks.locked({b, a, "no-such-notification"})
+        assert sorted(found) == sorted([a, b])
+        assert (found[a].ack_status, found[a].deadline) == (AckStatus.PENDING, NOW)
+        assert found[b].ack_status is None
+        assert await tx.acks.locked(set()) == {}
+
+
+async def test_locked_waits_for_a_writer_holding_the_row_and_reads_its_commit(
+    db_url: str, store: SqlStore
+) -> None:
+    [nid] = await insert(store, row(ack_status=AckStatus.PENDING.value, deadline=NOW))
+    holding = asyncio.Event()
+
+    async def answer(tx: Any, _i: int) -> None:
+        await tx.acks.locked({nid})
+        assert await tx.acks.settle_pending(
+            nid, status=AckStatus.ACKED, actor="rita", metadata=None, now=NOW
+        )
+        holding.set()
+
+    async def expire(tx: Any) -> AckStatus | None:
+        return (await tx.acks.locked({nid}))[nid].ack_status
+
+    other = SqlStore(Database(db_url))
+    try:
+        answering = asyncio.ensure_future(_race(db_url, 1, answer))
+        await asyncio.wait_for(holding.wait(), 30)
+        async with other.write() as tx:  # waits for the answer's commit (SQLite: its writer)
+            seen = await expire(tx)
+        await answering
+    finally:
+        await other.db.dispose()
+    assert seen == AckStatus.ACKED
+
+
 async def test_concurrent_expiry_sweeps_take_each_due_ack_once(
     db_url: str, store: SqlStore
 ) -> None:

@@ -23,7 +23,8 @@ once the lease has expired) ends it: a settle names the row's lease token, so a 
 whose lease expired and whose row was rescued or claimed again changes nothing. The
 three final states never move again. The store writes these moves
 (``store.port.Jobs``, ``store.jobs``); each kind's rules decide which one a result
-makes (``domain.message_updates.decide_settle`` for ``message_update``).
+makes (``domain.message_updates.decide_settle`` for ``message_update``,
+``domain.ack_deadlines`` for ``ack_deadline``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class JobState(StrEnum):
 
 class JobKind(StrEnum):
     MESSAGE_UPDATE = "message_update"
+    ACK_DEADLINE = "ack_deadline"
 
 
 # What a claim takes (once due), and the states that never move again.

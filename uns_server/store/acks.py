@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +47,14 @@ async def settle_pending(
         )
     )
     return bool(result.rowcount == 1)
+
+
+async def locked(conn: AsyncConnection, ids: Collection[str]) -> dict[str, Notification]:
+    if not ids:
+        return {}
+    q = select(n).where(n.c.id.in_(sorted(ids))).order_by(n.c.id).with_for_update()
+    found = (records.notification(row) for row in (await conn.execute(q)).mappings())
+    return {row.id: row for row in found}
 
 
 async def due_deadlines(conn: AsyncConnection, now: datetime, limit: int) -> list[Notification]:

@@ -4,6 +4,11 @@ Every state change after the claim is guarded by ``lease_token`` and
 ``lease_until > now``: zero rows matched means the lease was lost, a typed
 outcome rather than an exception (river's ``JobSetStateIfRunning``).
 
+A settlement that opens an ack (DELIVERED, ack PENDING until its deadline) inserts the
+deadline's ``ack_deadline`` job (``domain.ack_deadlines``) in the same commit, for the
+moves that landed: on every settle path, and on PostgreSQL's one-statement path as a
+rider of the events append (all or nothing with the fenced updates it rides with).
+
 Reads hand back typed records (``domain.records``), one per row, built straight from
 the driver's row (``store.records``): no intermediate copies on the hot path.
 
@@ -32,11 +37,12 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind, Status
+from uns_server.domain.jobs import NewJob
 from uns_server.domain.moves import LeasedMove
 from uns_server.domain.records import Attempt, DedupWindow, Notification
-from uns_server.store import pg, records
+from uns_server.store import jobs, pg, records
 from uns_server.store.db import FenceMoved, WriteTx
-from uns_server.store.leased_moves import grouped
+from uns_server.store.leased_moves import deadline_timers, grouped
 from uns_server.store.served import POSTGRESQL, served
 from uns_server.store.tables import UtcDateTime, dedup, events
 from uns_server.store.tables import notifications as n
@@ -150,17 +156,32 @@ async def settle_many(conn: AsyncConnection, moves: Sequence[LeasedMove], now: d
     """Apply each move where its token still holds the row's lease: one fenced
     executemany per distinct set of assigned columns. Returns how many moves changed
     their row; one whose token no longer holds the lease changes nothing and is not
-    counted."""
+    counted (nor is its ack deadline's job inserted)."""
     groups = grouped(moves, now, unexpired=False)
+    timers = deadline_timers(moves)
     driver = pg.driver(conn)
     changed = 0
+    landed: set[str] = set()  # ids of the moves that open an ack and landed
     for columns, params_list in groups.items():
         stmt, stmt_pg = _settle_statement(columns)
         if driver is not None:  # asyncpg's executemany reports no row counts
-            changed += len(await stmt_pg.fetchmany(driver, params_list))
+            rows = await stmt_pg.fetchmany(driver, params_list)
+            changed += len(rows)
+            landed.update(r["id"] for r in rows)
+        elif timers and "deadline" in columns:  # one execute per row tells its own count
+            for params in params_list:
+                if (await conn.execute(stmt, params)).rowcount == 1:
+                    changed += 1
+                    landed.add(params["b_id"])
         else:
             changed += (await conn.execute(stmt, params_list)).rowcount
+    await _insert_timers(conn, [job for move, job in timers if move.notification_id in landed], now)
     return changed
+
+
+async def _insert_timers(conn: AsyncConnection, timers: Sequence[NewJob], now: datetime) -> None:
+    once = {job.notification_id: job for job in timers}  # a row lands once per batch
+    await jobs.insert_rows(conn, jobs.rows(list(once.values()), now))
 
 
 async def settle_leased(
@@ -187,6 +208,10 @@ async def settle_leased(
             for params in params_list:
                 if (await conn.execute(stmt, params)).rowcount == 1:
                     changed.add((params["b_id"], params["b_token"]))
+    timers = deadline_timers(moves)
+    await _insert_timers(
+        conn, [job for move, job in timers if (move.notification_id, move.token) in changed], now
+    )
     return changed
 
 
@@ -306,8 +331,9 @@ async def settle_leased_with_events(
     """``settle_leased`` for a transaction whose next write is its events append, and
     that expects every move to go through: on PostgreSQL the fenced UPDATEs ride in the
     append's statement (``WriteTx.defer``), which raises ``FenceMoved`` (the
-    transaction rolls back) if one of them found its lease lost. On SQLite, as
-    ``settle_leased``, raising ``FenceMoved`` at once."""
+    transaction rolls back) if one of them found its lease lost; the ack deadlines'
+    jobs ride there too. On SQLite, as ``settle_leased``, raising ``FenceMoved`` at
+    once."""
     if pg.driver(tx.conn) is None:
         changed = await settle_leased(tx.conn, moves, now)
         if len(changed) != len(moves):
@@ -316,6 +342,8 @@ async def settle_leased_with_events(
     groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
     for columns, rows in groups.items():
         tx.defer(_fenced_update(columns), rows)
+    # Every move lands or the transaction rolls back: each opened ack gets its timer.
+    tx.defer(jobs.INSERT_PG, jobs.rows([job for _, job in deadline_timers(moves)], now))
 
 
 def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:

@@ -89,7 +89,8 @@ FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])
 WHERE uns_jobs.id = r.id AND uns_jobs.state = 'running' AND uns_jobs.lease_token = r.token
 RETURNING uns_jobs.id
 """
-_INSERT_PG = pg.Insert(j)
+INSERT_PG = pg.Insert(j)
+"""The insert of job rows (``rows``): an executemany, or a rider of another statement."""
 
 
 def _claim_statement(kinds: Collection[JobKind]) -> Any:
@@ -168,6 +169,23 @@ _RESCUE = _ByKinds(_rescue_statement)
 _NEXT_DUE = _ByKinds(_next_due_statement)
 
 
+def rows(jobs: Sequence[NewJob], now: datetime) -> list[dict[str, Any]]:
+    """``jobs`` as the rows ``insert_rows`` (or ``INSERT_PG`` riding) inserts."""
+    return [_row(job, now) for job in jobs]
+
+
+async def insert_rows(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    """Insert job ``rows`` (``rows``) in one statement: for a store module that makes
+    work in the commit of its own write (``store.dispatch``: the ack deadline)."""
+    if not rows:
+        return
+    driver = pg.driver(conn)
+    if driver is not None:
+        await INSERT_PG.executemany(driver, rows)
+    else:
+        await conn.execute(insert(j), rows)
+
+
 def _row(job: NewJob, now: datetime) -> dict[str, Any]:
     return {
         "kind": job.kind.value,
@@ -202,16 +220,7 @@ class SqlJobs(SqlJobReads):
     __slots__ = ()
 
     async def insert_many(self, jobs: Sequence[NewJob], now: datetime) -> None:
-        await self._insert_rows([_row(job, now) for job in jobs])
-
-    async def _insert_rows(self, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        driver = pg.driver(self._conn)
-        if driver is not None:
-            await _INSERT_PG.executemany(driver, rows)
-        else:
-            await self._conn.execute(insert(j), rows)
+        await insert_rows(self._conn, rows(jobs, now))
 
     async def claim(
         self, kinds: Collection[JobKind], *, now: datetime, limit: int, lease: timedelta
@@ -308,7 +317,7 @@ class SqlJobs(SqlJobReads):
         )
         stmt = delete(mu).where(mu.c.id.in_(unleased.scalar_subquery())).returning(*mu.c)
         carried = (await self._conn.execute(stmt, {"now": now})).mappings().all()
-        await self._insert_rows([_carried(row) for row in carried])
+        await insert_rows(self._conn, [_carried(row) for row in carried])
         return len(carried)
 
 

@@ -8,8 +8,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from uns_server.domain.enums import Status
-from uns_server.domain.moves import ExhaustAttempt, LeasedMove
+from uns_server.domain import ack_deadlines
+from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.jobs import NewJob
+from uns_server.domain.moves import ExhaustAttempt, LeasedMove, SettleAttempt
 
 
 def columns(move: LeasedMove, now: datetime) -> dict[str, Any]:
@@ -54,3 +56,16 @@ def grouped(
             params["b_now"] = now
         groups.setdefault(tuple(sorted(values)), []).append(params)
     return groups
+
+
+def deadline_timers(moves: Iterable[LeasedMove]) -> list[tuple[LeasedMove, NewJob]]:
+    """The moves that open an ack (DELIVERED, ack PENDING until a deadline), each with
+    the ``ack_deadline`` job to insert in the commit that lands it."""
+    return [
+        (move, ack_deadlines.timer(move.notification_id, s.deadline))
+        for move in moves
+        if isinstance(move, SettleAttempt)
+        and (s := move.settlement).status == Status.DELIVERED
+        and s.ack_status == AckStatus.PENDING
+        and s.deadline is not None
+    ]

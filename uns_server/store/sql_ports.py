@@ -179,6 +179,9 @@ class SqlAcks(Bound):
             sent_while_held=sent_while_held,
         )
 
+    async def locked(self, notification_ids: Collection[str]) -> Mapping[str, Notification]:
+        return await acks.locked(self._conn, notification_ids)
+
     async def due_deadlines(self, now: datetime, limit: int) -> Sequence[Notification]:
         return await acks.due_deadlines(self._conn, now, limit)
 

@@ -1,4 +1,16 @@
-"""Ack expiry: sweep PENDING acknowledgements past their deadline to TIMED_OUT."""
+"""Ack expiry: time out PENDING acknowledgements whose deadline has passed.
+
+Each opened ack has an ``ack_deadline`` job of the work table, due at its deadline and
+inserted by the settlement that opened it (``domain.ack_deadlines``). A round
+(``Acks.time_out_due``, one transaction) claims due jobs, re-reads their notifications
+locked, times out those still PENDING past their deadline (events, audit and message
+updates as ever) and completes every job in one fenced settle; a stale timer (answered,
+withdrawn) does nothing. With room left, the carry sweep times out PENDING acks past
+their deadline that no job did: those opened by a replica of the previous release
+during a rolling upgrade (removed with it by a later contract step). Between rounds
+the worker sleeps until the next job falls due, at most its poll interval (which also
+bounds how late the carry sweep finds the previous release's deadlines).
+"""
 
 from __future__ import annotations
 
@@ -15,12 +27,9 @@ SWEEP_BATCH = 500
 
 @dataclass(frozen=True)
 class Expired:
-    expired: int  # acknowledgements timed out by this sweep
-    due_in: float | None = None  # the next deadline is not read: the poll finds it
-
-    @property
-    def more(self) -> bool:
-        return self.expired == SWEEP_BATCH
+    expired: int  # acknowledgements timed out by this round
+    more: bool = False  # a full batch: look again at once
+    due_in: float | None = None  # until the next ack_deadline job falls due
 
 
 class ExpiryWorker(LoopWorker):
@@ -33,8 +42,10 @@ class ExpiryWorker(LoopWorker):
         self._acks = acks
 
     async def run_once(self) -> Expired:
-        """Expire one batch."""
-        expired = Expired(await self._acks.expire_due(SWEEP_BATCH))
-        if expired.expired:
-            log.info("acknowledgements timed out", extra={"count": expired.expired})
-        return expired
+        """Time out one batch; then, unless it was full, read when the next is due."""
+        expiry = await self._acks.time_out_due(SWEEP_BATCH)
+        if expiry.timed_out:
+            log.info("acknowledgements timed out", extra={"count": expiry.timed_out})
+        if expiry.full:
+            return Expired(expiry.timed_out, more=True)
+        return Expired(expiry.timed_out, due_in=await self._acks.next_deadline_in())

@@ -131,6 +131,14 @@ class Acks(Protocol):
         read by the caller under the row lock)."""
         ...
 
+    async def locked(self, notification_ids: Collection[str]) -> Mapping[str, Notification]:
+        """Those of these notifications that exist, by id, each locked until commit (in
+        id order, waiting for a lock another writer holds): the rows of due
+        ``ack_deadline`` jobs, re-read before they are timed out."""
+        ...
+
     async def due_deadlines(self, now: datetime, limit: int) -> Sequence[Notification]:
-        """PENDING acks whose deadline has passed, earliest first, locked (SKIP LOCKED)."""
+        """PENDING acks whose deadline has passed, earliest first, locked (SKIP LOCKED):
+        the expiry worker's carry sweep for acks opened by the previous release, which
+        inserts no ``ack_deadline`` job; removed with it by a later contract step."""
         ...
