@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.toolchain.tools import (
     GO_CLIENT_DIR,
     PYTHON_CLIENT_DIR,
@@ -93,6 +95,7 @@ def test_go_client_builds_and_vets() -> None:
     run([go, "vet", "./..."], cwd=GO_CLIENT_DIR)
 
 
+@pytest.mark.timeout(1800)  # from cold: minutes on two busy cores
 def test_rust_client_builds_locked() -> None:
     cargo = find_tool("cargo")
     env = tool_env({"CARGO_TARGET_DIR": CARGO_TARGET_DIR})
