@@ -154,6 +154,10 @@ XDIST_GROUPS = {
     # servers (Patroni, pgbouncer, several processes); they were written for, and their
     # generous deadlines sized on, a machine not also running another scenario.
     "tests/reliability/": "reliability",
+    # Several server processes per test (a supervisor and its children, replicas),
+    # each waiting for the others' readiness within a deadline: one such test at a time.
+    "tests/acceptance/test_processes.py": "processes",
+    "tests/acceptance/test_many_workers.py": "processes",
     # Benchmark smoke runs start process pools and load generators sized by core count.
     "bench/": "bench",
 }
