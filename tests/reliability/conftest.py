@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PostgresDatabases
+from tests.conftest import PostgresDatabases, SqliteTemplate
 from tests.reliability.report import pytest_runtest_logreport  # noqa: F401 (report hook)
 from tests.support.postgres import PostgresProcess
-from uns_server.store import migrate
-from uns_server.store.db import Database
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +36,12 @@ async def database_url(databases: PostgresDatabases) -> str:
 
 @pytest.fixture(params=["postgresql", "sqlite"])
 async def any_db_url(
-    request: pytest.FixtureRequest, tmp_path: Path, databases: PostgresDatabases
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    databases: PostgresDatabases,
+    sqlite_template: SqliteTemplate,
 ) -> str:
     """A fresh, migrated database on each dialect (SQLite: one file, one server at a time)."""
     if request.param == "postgresql":
         return await databases.new()
-    url = f"sqlite+aiosqlite:///{tmp_path / 'uns.db'}"
-    db = Database(url)
-    try:
-        await migrate.upgrade(db)
-    finally:
-        await db.dispose()
-    return url
+    return await sqlite_template.new(tmp_path / "uns.db")

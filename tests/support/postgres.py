@@ -37,6 +37,7 @@ def free_port() -> int:
 class PostgresProcess:
     def __init__(self, *, port: int | None = None, fsync: bool = False) -> None:
         self.port = port or free_port()
+        self._port_chosen = port is None  # ours to change if another process takes it
         self.fsync = fsync
         self.root = Path(tempfile.mkdtemp(prefix="uns-pg-"))
         self.data = self.root / "data"
@@ -72,6 +73,21 @@ class PostgresProcess:
         )
 
     def start(self) -> None:
+        """Start the server; a port we picked that another process took in the meantime
+        (pytest -n runs several suites' servers at once) is replaced by a fresh one."""
+        for _ in range(3):
+            try:
+                self._start()
+                return
+            except subprocess.CalledProcessError:
+                log = self.log.read_text() if self.log.exists() else ""
+                if not (self._port_chosen and "could not bind" in log):
+                    raise
+                self.log.unlink()
+                self.port = free_port()
+        self._start()
+
+    def _start(self) -> None:
         settings = [
             f"-p {self.port}",
             "-h 127.0.0.1",

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.toolchain.tools import (
     GO_CLIENT_DIR,
@@ -53,11 +57,36 @@ def test_buf_format_has_no_diff() -> None:
     assert proc.stdout == ""
 
 
-def test_generated_code_is_current() -> None:
+def copy_of_work_tree(dest: Path) -> Path:
+    """The work tree's files (tracked and untracked, not ignored, as they are on disk)
+    in a fresh repository at ``dest`` with one commit."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO_ROOT / name
+        if not source.is_symlink() and not source.exists():
+            continue  # deleted in the work tree
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "work tree"]):
+        subprocess.run([*git, *args], cwd=dest, capture_output=True, check=True)
+    return dest
+
+
+def test_generated_code_is_current(tmp_path: Path) -> None:
+    # In a copy: generate.sh deletes and rewrites the stubs, the descriptor set and
+    # openapi.json, which tests running beside this one (pytest -n) import and serve.
     find_tools(*CODEGEN_TOOLS)
     require_module("grpc_tools")
     require_module("mypy_protobuf")
-    run(["bash", str(REPO_ROOT / "scripts" / "check-generated.sh")], timeout=900)
+    copy = copy_of_work_tree(tmp_path / "repo")
+    run(["bash", str(copy / "scripts" / "check-generated.sh")], cwd=copy, timeout=900)
 
 
 def test_go_client_builds_and_vets() -> None:
@@ -66,6 +95,7 @@ def test_go_client_builds_and_vets() -> None:
     run([go, "vet", "./..."], cwd=GO_CLIENT_DIR)
 
 
+@pytest.mark.timeout(1800)  # from cold: minutes on two busy cores
 def test_rust_client_builds_locked() -> None:
     cargo = find_tool("cargo")
     env = tool_env({"CARGO_TARGET_DIR": CARGO_TARGET_DIR})
