@@ -1,9 +1,10 @@
-"""No request up to the message-size limit holds the server's event loop over 50 ms
-of CPU (issue 20, item 2; issue 35, item 4).
+"""No request up to the message-size limit holds the server's event loop over its CPU
+budget: 50 ms, or five times the CPU decoding the largest request takes on a slower
+machine (issue 20, item 2; issue 35, item 4).
 
 A real ``uns-server`` process runs with every event-loop callback timed in CPU time of
 the loop's thread (``time.thread_time``), and logs "Executing <callback> took N seconds"
-for each that used more than 50 ms. CPU time is what a request costs the loop and what
+for each that used more than the budget. CPU time is what a request costs the loop and what
 grows with its input; wall-clock time would also count the moments a busy machine
 (neighbour processes, a loaded CI runner) gave the core to someone else. Each case
 sends one large or hostile request of an RPC whose input can be large (Send with wide,
@@ -47,15 +48,36 @@ from uns.v1 import policy_service_pb2_grpc as ppb_grpc
 from uns.v1 import types_pb2 as t
 from uns_server.settings import MAX_RECEIVE_MESSAGE_BYTES_DEFAULT
 
-SLOW_CALLBACK_SECONDS = 0.05
+# The budget is relative to this machine: at least 50 ms, and at least a few times the CPU
+# that merely decoding the largest request takes here (a slower CPU decodes slower too;
+# work that grows with the input, or a 170+ ms page, still exceeds it on any machine).
+SLOW_CALLBACK_FLOOR_SECONDS = 0.05
+DECODE_MULTIPLE = 5
 ATTEMPTS = 3
 # Time for what a request set off (dispatch, events, the watch hub) to run and log.
 SETTLE_SECONDS = 0.3
 LIMIT = MAX_RECEIVE_MESSAGE_BYTES_DEFAULT
 # ~2 MB of notifications: a page of all of them took 170+ ms to read and encode.
 LARGE_NOTIFICATIONS = 60
+
+
+def decode_cpu_seconds(tries: int = 5) -> float:
+    """The median CPU time this process takes to decode a request at the size limit."""
+    wire = wide_metadata(send_request(), 60_000).SerializeToString()
+    times = []
+    for _ in range(tries):
+        started = time.thread_time()
+        pb.SendNotificationRequest.FromString(wire)
+        times.append(time.thread_time() - started)
+    return sorted(times)[tries // 2]
+
+
+def slow_callback_seconds() -> float:
+    return max(SLOW_CALLBACK_FLOOR_SECONDS, DECODE_MULTIPLE * decode_cpu_seconds())
+
+
 # Every callback the loop runs, timed in the loop thread's CPU time.
-PREAMBLE = f"""
+PREAMBLE = """
 import asyncio.base_events, asyncio.events, logging, time
 _run = asyncio.events.Handle._run
 _log = logging.getLogger("asyncio")
@@ -65,7 +87,7 @@ def _cpu_timed_run(self):
         _run(self)
     finally:
         took = time.thread_time() - started
-        if took > {SLOW_CALLBACK_SECONDS}:
+        if took > {slow}:
             _log.warning(
                 "Executing %s took %.3f seconds (CPU)",
                 asyncio.base_events._format_handle(self),
@@ -360,7 +382,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "--idle-poll-seconds",
         "0.2",
         env={"UNS_LOG_FORMAT": "json"},
-        preamble=PREAMBLE,
+        preamble=PREAMBLE.format(slow=slow_callback_seconds()),
     )
     try:
         proc.wait_serving()
@@ -410,7 +432,7 @@ def test_no_request_blocks_the_event_loop(server: ServerProcess) -> None:
                 blocked += slow
             if blocked:
                 offenders[name] = blocked
-    assert not offenders, "requests that held the event loop over 50 ms of CPU on every try:\n" + (
+    assert not offenders, "requests over the loop's CPU budget on every try:\n" + (
         "\n".join(f"{name}: {slow}" for name, slow in offenders.items())
     )
     # The cases reached the service (not grpc's own size refusal) and were answered.
