@@ -26,6 +26,7 @@ from uns_server.api.schedule_wire import reminder as reminder
 from uns_server.api.schedule_wire import reminder_from_wire as reminder_from_wire
 from uns_server.api.schedule_wire import targets as targets
 from uns_server.api.schedule_wire import targets_from_wire as targets_from_wire
+from uns_server.domain import personal as personal_data
 from uns_server.domain.enums import (
     AckStatus,
     AutonomyMode,
@@ -242,7 +243,7 @@ def notification(row: Notification, personal: bool = True) -> t.Notification:
         people = [r for p in msg.recipients for r in p.provider_references]
         for ref in [*msg.provider_references, *people]:
             if ref.recipient_id:
-                ref.recipient = "recipient:" + ref.recipient_id
+                ref.recipient = personal_data.person(ref.recipient_id)
     return msg
 
 
@@ -339,21 +340,34 @@ def provider_reference(ref: ProviderRef) -> t.ProviderReference:
     return msg
 
 
-def event(ev: Event) -> t.Event:
+def event(ev: Event, payload: Mapping[str, Any] | None = None) -> t.Event:
+    """The event on the wire; ``payload`` in place of its own (a redacted one)."""
     msg = t.Event(
         id=ev.id,
         sequence=ev.sequence,
         notification_id=ev.notification_id,
         kind=enum_to_wire(ev.kind, EventKind),
-        payload=dict_to_struct(ev.payload),
+        payload=dict_to_struct(ev.payload if payload is None else payload),
     )
     msg.at.FromDatetime(ev.at)
     return msg
 
 
-def watch_event(item: WatchItem) -> pb.WatchEventsResponse:
+def watch_event(item: WatchItem, personal: bool = True) -> pb.WatchEventsResponse:
     """The response carrying ``item``, built once per event and shared by every stream
-    the event reaches (grpc only reads it to serialize)."""
+    the event reaches (grpc only reads it to serialize). Unless ``personal`` (an
+    operator's stream), without people's addresses (``domain.personal``): that
+    encoding too is built once, by the first such stream the event reaches, and is
+    the shared one itself when the payload names no address."""
     if item.encoded is None:
         item.encoded = pb.WatchEventsResponse(event=event(item.event))
-    return cast(pb.WatchEventsResponse, item.encoded)
+    if personal:
+        return cast(pb.WatchEventsResponse, item.encoded)
+    if item.redacted is None:
+        payload = personal_data.redacted_payload(item.event.payload)
+        item.redacted = (
+            item.encoded
+            if payload is None
+            else pb.WatchEventsResponse(event=event(item.event, payload))
+        )
+    return cast(pb.WatchEventsResponse, item.redacted)

@@ -266,7 +266,8 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
                     )
                 )
             else:
-                yield convert.watch_event(item)
+                # People's addresses only on an operator's stream (SPEC §3).
+                yield convert.watch_event(item, principal.sees_everything)
 
 
 def _notifications(rows: list[Notification], personal: bool) -> list[t.Notification]:

@@ -21,8 +21,9 @@ EVENT_OVERHEAD_BYTES = 512
 class WatchItem:
     """One event as streams see it. The hub makes one per committed event and hands
     the same item to every matching subscription, so the API layer can encode the
-    event once (``encoded``) and share the result with every stream it reaches. The
-    fields filters match on are copied out of the record once, for the fan-out loop."""
+    event once (``encoded``; ``redacted`` for non-operators, SPEC §3 personal data) and
+    share the result with every stream it reaches. The fields filters match on are
+    copied out of the record once, for the fan-out loop."""
 
     __slots__ = (
         "encoded",
@@ -31,6 +32,7 @@ class WatchItem:
         "notification_id",
         "notification_type",
         "principal",
+        "redacted",
         "sequence",
         "size",
     )
@@ -43,6 +45,9 @@ class WatchItem:
         self.kind: str = event.kind
         self.notification_type = event.notification_type
         self.encoded: object | None = None  # the API layer's cache; never mutated once set
+        # The same without people's addresses, for streams other than operators'
+        # (built by the first such stream it reaches; ``encoded`` if there are none).
+        self.redacted: object | None = None
         self.size = EVENT_OVERHEAD_BYTES + payload_bytes(event.payload)
 
 

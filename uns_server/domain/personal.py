@@ -1,0 +1,57 @@
+"""People's contacts are personal data (SPEC §3, docs/CONTRACT.md): only an operator
+reads a person's address (an email address, a Slack user, a phone number). Whatever
+else names a person's own message names the person instead, ``recipient:<id>``.
+
+An event's payload records a person's message as a mapping that holds its
+``recipient_id`` (a CHANNEL_ATTEMPT_RESULT and its ``provider_reference``, each result
+of a REMINDER_SENT or ESCALATED step): there, ``recipient`` is the address the
+provider was given, the email channel's ``refused_recipients`` lists it, and a
+provider's ``error`` may quote it (``550 <dave@example.com>: no such user``).
+``redacted_payload`` rewrites those; everything else is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# An email address as a provider's reply quotes it (a route key such as
+# ``email@dave`` is never in an ``error``: errors are the provider's own words).
+_EMAIL = re.compile(r"[^\s<>\"'(),;:\[\]@]+@[^\s<>\"'(),;:\[\]@]+\.[^\s<>\"'(),;:\[\]@]+")
+
+
+def person(recipient_id: str) -> str:
+    """How a person's message is named to whoever may not read their address."""
+    return "recipient:" + recipient_id
+
+
+def redacted_payload(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``payload`` with no person's address, or None when it names none (the common
+    case: the payload is then shared as it is, and nothing was copied)."""
+    out = _redact(payload, "")
+    return None if out is payload else dict(out)
+
+
+def _redact(value: Any, recipient_id: str) -> Any:
+    """``value`` with the addresses of a person's message replaced; the same object
+    when nothing changed. ``recipient_id``: the person of the enclosing mapping."""
+    if isinstance(value, Mapping):
+        own = value.get("recipient_id")
+        rid = own if isinstance(own, str) and own else recipient_id
+        changed = {}
+        for key, item in value.items():
+            new = _redact(item, rid)
+            if rid and key == "recipient" and isinstance(item, str) and item != person(rid):
+                new = person(rid)
+            elif rid and key == "error" and isinstance(item, str):
+                new = _EMAIL.sub(person(rid), item)
+            elif rid and key == "refused_recipients" and isinstance(item, list) and item:
+                new = [person(rid)] * len(item)  # the email channel's metadata
+            if new is not item and new != item:
+                changed[key] = new
+        return {**value, **changed} if changed else value
+    if isinstance(value, list):
+        items = [_redact(v, recipient_id) for v in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    return value
