@@ -1,0 +1,58 @@
+"""What a non-operator reads of an event of a person's message (issue 42): the person
+(``recipient:<id>``) wherever the payload names their address; an event that names no
+person's address is shared as it is."""
+
+from __future__ import annotations
+
+from uns_server.domain.personal import redacted_payload
+
+
+def test_a_payload_without_a_persons_message_is_left_alone() -> None:
+    shared = {
+        "channel": "team-mail",
+        "error": "all recipients refused: 550 <ops@example.com>: no such user",
+        "provider_reference": {"recipient": "email:ops@example.com"},  # a channel's own
+        "results": [{"channel": "hook", "error": None}],
+    }
+    assert redacted_payload(shared) is None
+
+
+def test_a_persons_address_becomes_the_person() -> None:
+    attempt = {
+        "channel": "mail",
+        "route": "mail@dave",
+        "recipient_id": "dave",
+        "error": "all recipients refused: 550 5.1.1 <dave.smith@example.com>: no such user",
+        "metadata": {"refused_recipients": ["dave.smith@example.com"], "smtp_codes": [550]},
+        "provider_reference": {"recipient": "email:dave.smith@example.com", "recipient_id": "dave"},
+    }
+    original = repr(attempt)
+    redacted = redacted_payload(attempt)
+    assert redacted == {
+        **attempt,
+        "error": "all recipients refused: 550 5.1.1 <recipient:dave>: no such user",
+        "metadata": {"refused_recipients": ["recipient:dave"], "smtp_codes": [550]},
+        "provider_reference": {"recipient": "recipient:dave", "recipient_id": "dave"},
+    }
+    assert repr(attempt) == original  # the shared payload (the operators') is untouched
+
+
+def test_each_result_of_a_follow_up_names_its_own_person() -> None:
+    step = {
+        "recipient_ids": ["dave", "erin"],
+        "results": [
+            {"channel": "mail", "route": "mail@dave", "recipient_id": "dave", "error": None},
+            {
+                "channel": "mail",
+                "route": "mail@erin",
+                "recipient_id": "erin",
+                "error": "SMTP 550 mailbox erin@example.org unavailable",
+            },
+        ],
+    }
+    redacted = redacted_payload(step)
+    assert redacted is not None
+    assert [r["error"] for r in redacted["results"]] == [
+        None,
+        "SMTP 550 mailbox recipient:erin unavailable",
+    ]
