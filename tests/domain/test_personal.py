@@ -56,3 +56,25 @@ def test_each_result_of_a_follow_up_names_its_own_person() -> None:
         None,
         "SMTP 550 mailbox recipient:erin unavailable",
     ]
+
+
+def test_an_outcomes_error_message_keeps_channels_and_names_people() -> None:
+    """``domain.lifecycle`` joins each failed channel's error as ``<route>: <error>``;
+    a person's route (``<channel>@<id>[+<n>]``) is kept, the address it quotes is not,
+    and a channel's own error (its configured address is no person's) is as it was."""
+    settled = {
+        "status": "FAILED",
+        "outcome": {
+            "error_message": "mail@dave.smith: all recipients refused: 550 "
+            "<dave.smith@example.com>: no such user; team: 550 <ops@example.com>: full; "
+            "mail@erin+2: SMTP 550 see erin@example.org; more for erin@example.org"
+        },
+    }
+    redacted = redacted_payload(settled)
+    assert redacted is not None
+    assert redacted["outcome"]["error_message"] == (
+        "mail@dave.smith: all recipients refused: 550 <recipient:dave.smith>: no such user; "
+        "team: 550 <ops@example.com>: full; "
+        "mail@erin+2: SMTP 550 see recipient:erin; more for recipient:erin"
+    )
+    assert redacted_payload({"outcome": {"error_message": "hook: HTTP 503"}}) is None

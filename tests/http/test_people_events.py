@@ -134,3 +134,37 @@ async def test_only_the_operator_stream_carries_a_persons_address(rig: Rig) -> N
         rig.server.stub("oscar"), history, lambda seen: len(_results(seen)) == full
     )
     assert _references(as_operator) == _references(seen_by_operator)
+
+
+async def test_a_refused_address_quoted_by_the_mail_server_is_the_operators_alone(
+    rig: Rig,
+) -> None:
+    """A mail server refusing a person's address quotes it (``550 <bob@...>``): in the
+    attempt's error, the outcome's ``error_message`` of DELIVERY_RESULT and of the
+    notification. The producer reads ``recipient:bob`` there; the operator the address."""
+    await setup_people(rig)
+    rig.smtp.handler.refused.add("bob@example.com")
+    nid = await rig.send("people-refused", notification_type=TYPE)
+    assert await rig.deliver() == 1
+    history = pb.WatchEventsRequest(notification_ids=[nid], replay_history=True)
+
+    def settled(seen: list[t.Event]) -> bool:
+        return any(e.kind == t.EVENT_KIND_DELIVERY_RESULT for e in seen)
+
+    mine = await events_until(rig.server.stub("alice"), history, settled)
+    theirs = await events_until(rig.server.stub("oscar"), history, settled)
+    assert "bob@example.com" in str(theirs)  # the operator's, as the server said it
+    assert "bob@example.com" not in str(mine), mine
+    [failed] = [e for e in _results(mine) if dict(e.payload).get("route") == "mail@bob"]
+    assert failed.payload["success"] is False
+    assert "<recipient:bob>: Recipient address rejected" in failed.payload["error"]
+    [result] = [e for e in mine if e.kind == t.EVENT_KIND_DELIVERY_RESULT]
+    assert "mail@bob: " in result.payload["outcome"]["error_message"]
+    assert "<recipient:bob>" in result.payload["outcome"]["error_message"]
+
+    get = pb.GetNotificationRequest(notification_id=nid)
+    as_producer = (await rig.server.stub("alice").GetNotification(get)).notification
+    as_operator = (await rig.server.stub("oscar").GetNotification(get)).notification
+    assert "<bob@example.com>" in as_operator.outcome.error_message
+    assert "bob@example.com" not in str(as_producer)
+    assert "<recipient:bob>" in as_producer.outcome.error_message

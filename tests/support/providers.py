@@ -64,10 +64,20 @@ class ProviderFakes:
 
 @dataclass
 class MailFake:
-    """An aiosmtpd handler that keeps every accepted message."""
+    """An aiosmtpd handler that keeps every accepted message; it refuses the addresses
+    in ``refused`` as a mail server does an unknown mailbox (550, quoting it)."""
 
     messages: list[Message] = field(default_factory=list)
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    refused: set[str] = field(default_factory=set)
+
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, options: Any
+    ) -> str:
+        if address in self.refused:
+            return f"550 5.1.1 <{address}>: Recipient address rejected: no such user"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         self.messages.append(message_from_bytes(envelope.original_content))

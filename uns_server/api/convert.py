@@ -237,13 +237,15 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
 
 def notification(row: Notification, personal: bool = True) -> t.Notification:
     """The row on the wire; unless ``personal`` (an operator reads it), a person's own
-    message names the person (``recipient:<id>``), not their address (a contact)."""
+    message names the person (``recipient:<id>``), not their address (a contact),
+    here and in the part of the outcome's error that quotes it."""
     msg = _notification(row)
     if not personal:
         people = [r for p in msg.recipients for r in p.provider_references]
         for ref in [*msg.provider_references, *people]:
             if ref.recipient_id:
                 ref.recipient = personal_data.person(ref.recipient_id)
+        msg.outcome.error_message = personal_data.redacted_error_message(msg.outcome.error_message)
     return msg
 
 

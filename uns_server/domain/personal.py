@@ -7,7 +7,11 @@ An event's payload records a person's message as a mapping that holds its
 of a REMINDER_SENT or ESCALATED step): there, ``recipient`` is the address the
 provider was given, the email channel's ``refused_recipients`` lists it, and a
 provider's ``error`` may quote it (``550 <dave@example.com>: no such user``).
-``redacted_payload`` rewrites those; everything else is kept.
+A notification's outcome sums its channels' errors up in ``error_message``
+(``mail@dave: 550 <dave@example.com>: ...; hook: HTTP 503``): the part of each
+person's route (``<channel>@<recipient id>``) is rewritten the same way
+(``redacted_error_message``). ``redacted_payload`` rewrites those; everything else is
+kept.
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ from typing import Any
 _EMAIL = re.compile(r"[^\s<>\"'(),;:\[\]@]+@[^\s<>\"'(),;:\[\]@]+\.[^\s<>\"'(),;:\[\]@]+")
 
 
+# Where an outcome's ``error_message`` names a route: ``<channel>@<recipient id>[+<n>]: ``
+# (``domain.lifecycle``); any other ``<channel>: `` starts a channel's own part.
+_ROUTE_PART = re.compile(r"[^\s:;@]+@([^\s:;]+?)(?:\+\d+)?: ")
+_CHANNEL_PART = re.compile(r"[^\s:;@]+: ")
+
+
 def person(recipient_id: str) -> str:
     """How a person's message is named to whoever may not read their address."""
     return "recipient:" + recipient_id
@@ -31,6 +41,23 @@ def redacted_payload(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     case: the payload is then shared as it is, and nothing was copied)."""
     out = _redact(payload, "")
     return None if out is payload else dict(out)
+
+
+def redacted_error_message(text: str) -> str:
+    """An outcome's ``error_message`` without the addresses its people's parts quote."""
+    if "@" not in text:
+        return text
+    parts, rid = [], ""
+    for part in text.split("; "):
+        route = _ROUTE_PART.match(part)
+        head = ""
+        if route is not None:
+            rid, head, part = route.group(1), part[: route.end()], part[route.end() :]
+        elif _CHANNEL_PART.match(part):
+            rid = ""
+        # (else: the error of the part before went on past a "; ")
+        parts.append(head + (_EMAIL.sub(person(rid), part) if rid else part))
+    return "; ".join(parts)
 
 
 def _redact(value: Any, recipient_id: str) -> Any:
@@ -46,6 +73,8 @@ def _redact(value: Any, recipient_id: str) -> Any:
                 new = person(rid)
             elif rid and key == "error" and isinstance(item, str):
                 new = _EMAIL.sub(person(rid), item)
+            elif key == "error_message" and isinstance(item, str):
+                new = redacted_error_message(item)
             elif rid and key == "refused_recipients" and isinstance(item, list) and item:
                 new = [person(rid)] * len(item)  # the email channel's metadata
             if new is not item and new != item:
