@@ -33,7 +33,13 @@ class _NoDatabase:
         return None
 
 
-def _item(sequence: int, principal: str, kind: str = "ACCEPTED", type_: str = "a") -> WatchItem:
+def _item(
+    sequence: int,
+    principal: str,
+    kind: str = "ACCEPTED",
+    type_: str = "a",
+    payload: dict[str, object] | None = None,
+) -> WatchItem:
     return WatchItem(
         Event(
             sequence=sequence,
@@ -43,7 +49,7 @@ def _item(sequence: int, principal: str, kind: str = "ACCEPTED", type_: str = "a
             notification_type=type_,
             kind=EventKind(kind),
             at=datetime(2026, 1, 1, tzinfo=UTC),
-            payload={"k": sequence},
+            payload={"k": sequence} if payload is None else payload,
         )
     )
 
@@ -86,6 +92,28 @@ async def test_events_reach_only_matching_subscriptions_as_one_shared_item() -> 
             hub.unsubscribe(sub)
     assert hub.subscribers == 0
     hub.publish(_item(4, "alice"))  # nobody left: nothing to do, nothing kept
+
+
+def test_non_operator_streams_share_one_encoding_without_addresses() -> None:
+    """People's contacts are personal data (issue 42): an event naming no person's
+    address is the one shared encoding for every stream; one that does gets a second
+    encoding, built once and shared by every non-operator stream, and the operator's
+    keeps the address."""
+    plain = _item(1, "alice")
+    shared = convert.watch_event(plain)
+    assert convert.watch_event(plain, personal=False) is shared
+    payload = {
+        "recipient_id": "dave",
+        "provider_reference": {"recipient": "email:dave@example.com", "recipient_id": "dave"},
+    }
+    person = _item(2, "alice", kind="CHANNEL_ATTEMPT_RESULT", payload=payload)
+    redacted = convert.watch_event(person, personal=False)
+    assert convert.watch_event(person, personal=False) is redacted
+    full = convert.watch_event(person)
+    assert full is not redacted and convert.watch_event(person) is full
+    assert full.event.payload["provider_reference"]["recipient"] == "email:dave@example.com"
+    assert redacted.event.payload["provider_reference"]["recipient"] == "recipient:dave"
+    assert "dave@example.com" not in str(redacted)
 
 
 async def test_a_full_queue_overflows_to_the_table() -> None:
