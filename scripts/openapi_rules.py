@@ -22,6 +22,8 @@ _VALIDATION = "uns_server/domain/validation.py"
 _NOTIFICATION_ID = f"{_VALIDATION} validate_notification_id"
 _POLICY = "uns_server/domain/policy/spec.py"
 _PEOPLE = "uns_server/domain/people.py"
+_KEYS = "uns_server/services/keys.py"
+_POLICY_TYPE = "uns_server/services/policies.py validate_type"
 _QUIET = "uns_server/domain/schedule/quiet_hours.py"
 _STEPS = "uns_server/domain/schedule/follow_up_steps.py"
 
@@ -40,8 +42,17 @@ REQUIRED: dict[str, dict[str, str]] = {
     "uns.v1.WithdrawNotificationRequest": {"notification_id": _NOTIFICATION_ID},
     "uns.v1.ListDeliveryAuditRecordsRequest": {"notification_id": _NOTIFICATION_ID},
     "uns.v1.ListAckAuditRecordsRequest": {"notification_id": _NOTIFICATION_ID},
+    "uns.v1.SimulateRequest": {"request": f"{_VALIDATION} validate_send (request.*)"},
+    "uns.v1.CreateApiKeyRequest": {
+        "principal": f"{_KEYS} (must not be empty)",
+        "roles": f"{_KEYS} (at least one role)",
+    },
+    "uns.v1.RevokeApiKeyRequest": {"key": f"{_KEYS} revoke (a key id or prefix)"},
+    "uns.v1.ActivatePolicyRevisionRequest": {"notification_type": _POLICY_TYPE},
+    "uns.v1.GetPolicyRequest": {"notification_type": _POLICY_TYPE},
+    "uns.v1.ListPolicyRevisionsRequest": {"notification_type": _POLICY_TYPE},
     "uns.v1.PutPolicyRevisionRequest": {
-        "notification_type": f"{_VALIDATION} _notification_type, via the policy servicer",
+        "notification_type": _POLICY_TYPE,
         "spec": f"{_POLICY} PolicySpec.build (an absent spec has no delivery_mode)",
     },
     "uns.v1.PolicySpec": {"delivery_mode": f"{_POLICY} PolicySpec.build"},
