@@ -141,11 +141,6 @@ class Builder:
     def message_class(self, full_name: str) -> Any:
         return message_factory.GetMessageClass(self._pool.FindMessageTypeByName(full_name))
 
-    def field_schema(
-        self, owner: str, message: descriptor_pb2.DescriptorProto, field: F
-    ) -> dict[str, Any]:
-        return self._field(owner, message, field)
-
     def ref(self, full_name: str) -> dict[str, Any]:
         if full_name in WELL_KNOWN:
             return dict(WELL_KNOWN[full_name])
@@ -177,7 +172,7 @@ class Builder:
         properties: dict[str, Any] = {}
         required = []
         for i, field in enumerate(message.field):
-            schema = self._field(full_name, message, field)
+            schema = self.field_schema(full_name, message, field)
             if field.name in rules:
                 required.append(field.json_name)
                 schema = self._present(schema, field)
@@ -207,7 +202,7 @@ class Builder:
                 return {**schema, "not": {"const": zero}}
         return schema
 
-    def _field(
+    def field_schema(
         self, owner: str, message: descriptor_pb2.DescriptorProto, field: F
     ) -> dict[str, Any]:
         if field.type == F.TYPE_MESSAGE:
