@@ -182,9 +182,17 @@ SPEC_CHANGES: dict[str, Any] = {
     "escalation": (EscalationStep(timedelta(minutes=10), ("pagerduty",)),),
     "targets": (Target(recipient_id="alice"), Target(rotation_id="primary")),
     "escalation_loops": 2,
+    "allowed_principals": ("alice",),
 }
 # Left out of the canonical JSON when unset (older revisions keep their hash).
-OPTIONAL = {"quiet_hours", "reminder", "escalation", "targets", "escalation_loops"}
+OPTIONAL = {
+    "quiet_hours",
+    "reminder",
+    "escalation",
+    "targets",
+    "escalation_loops",
+    "allowed_principals",
+}
 
 
 def test_time_blocks_round_trip_and_are_left_out_when_unset() -> None:
