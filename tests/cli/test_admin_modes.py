@@ -328,11 +328,20 @@ async def test_people_and_rotations(uns_admin: AdminCli, tmp_path: Path) -> None
     put_rot = json.loads(ok(await uns_admin("rotations", "put", "--file", str(rotation))).out)
     assert put_rot[0]["shift"] == "7d" and uns_admin.wrote(put_rot[0]["updated_by"])
 
-    for noun in ("recipients", "rotations"):
-        here = ok(await uns_admin(noun, "list", who="alice")).out  # producers read
+    for noun in ("recipients", "rotations"):  # an operator reads the same in both modes
+        here = ok(await uns_admin(noun, "list")).out
         assert here == ok(await uns_admin.other()(noun, "list")).out
-    shown = json.loads(ok(await uns_admin("recipients", "show", "alice", who="rita")).out)
+    shown = json.loads(ok(await uns_admin("recipients", "show", "alice")).out)
     assert shown["quiet_hours"] == {"time_zone": "Europe/Paris", "start": "22:00", "end": "07:00"}
+    if uns_admin.mode == "remote":
+        # Producers and responders read people without their contacts and quiet hours
+        # (personal data), and rotations whole.
+        for who in ("alice", "rita"):
+            listed = json.loads(ok(await uns_admin("recipients", "list", who=who)).out)
+            assert [p["recipient_id"] for p in listed] == ["alice", "bob"]
+            assert all(not p.get("contacts") and not p.get("quiet_hours") for p in listed)
+            rotations = ok(await uns_admin("rotations", "list", who=who)).out
+            assert rotations == ok(await uns_admin.other()("rotations", "list")).out
 
     at = ("--at", "2026-03-24T12:00:00+01:00")
     here = json.loads(ok(await uns_admin("oncall", "primary", *at, who="alice")).out)
