@@ -4,9 +4,13 @@ to the store port (``SqlStore``)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from alembic.script import ScriptDirectory
 
+from tests.conftest import PostgresDatabases
+from uns_server.store import migrate
 from uns_server.store.db import Database
 from uns_server.store.sql_store import SqlStore
 
@@ -24,3 +28,22 @@ async def db(db_url: str) -> AsyncIterator[Database]:
 def store(db: Database) -> SqlStore:
     """The store port over ``db``: what services and workers are handed."""
     return SqlStore(db)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def empty_db_url(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresDatabases
+) -> str:
+    """A database with no schema at all, once per dialect (migration tests)."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+    return await postgres.new(migrated=False)
+
+
+def revision_before(doc_word: str) -> str:
+    """The parent of the one migration whose docstring names ``doc_word`` (ids may be
+    re-chained, so tests find a migration by what it does)."""
+    scripts = ScriptDirectory.from_config(migrate.alembic_config("sqlite://"))
+    (script,) = [s for s in scripts.walk_revisions() if doc_word in (s.doc or "")]
+    assert isinstance(script.down_revision, str)
+    return script.down_revision

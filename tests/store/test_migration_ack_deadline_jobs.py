@@ -8,11 +8,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
-from alembic.script import ScriptDirectory
 from sqlalchemy import select
 
-from tests.conftest import PostgresDatabases
+from tests.store.conftest import revision_before
 from tests.store.test_conformance import insert, row
 from tests.support.server import ShiftableClock, start_server
 from uns_server.domain.enums import AckStatus, Status
@@ -21,22 +19,6 @@ from uns_server.store.db import Database
 from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import jobs
 from uns_server.store.tables import notifications as n
-
-
-def _revision_before_ack_deadline_jobs() -> str:
-    scripts = ScriptDirectory.from_config(migrate.alembic_config("sqlite://"))
-    (script,) = [s for s in scripts.walk_revisions() if "ack_deadline" in (s.doc or "")]
-    assert isinstance(script.down_revision, str)
-    return script.down_revision
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def empty_db_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresDatabases
-) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
-    return await postgres.new(migrated=False)
 
 
 async def test_acks_pending_under_the_old_schema_are_timed_out_by_the_new_code(
@@ -48,7 +30,7 @@ async def test_acks_pending_under_the_old_schema_are_timed_out_by_the_new_code(
     due_at, later_at = now - timedelta(minutes=1), now + timedelta(hours=1)
     db = Database(empty_db_url)
     try:
-        await migrate.upgrade(db, _revision_before_ack_deadline_jobs())
+        await migrate.upgrade(db, revision_before("ack_deadline"))
         due, later, answered = await insert(
             SqlStore(db),
             row(**delivered, ack_status=pending, deadline=due_at),

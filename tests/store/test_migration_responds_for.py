@@ -7,11 +7,8 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-from alembic.script import ScriptDirectory
-
-from tests.conftest import PostgresDatabases
 from tests.security.rpcs import OK, Callers
+from tests.store.conftest import revision_before
 from tests.support.server import send_request, start_server
 from uns.v1 import key_service_pb2 as kpb
 from uns.v1 import notification_service_pb2 as pb
@@ -23,29 +20,12 @@ from uns_server.store.tables import api_keys
 LEGACY_SECRET = "uns_legacy_responder_of_alice"
 
 
-def _revision_before_responds_for() -> str:
-    """The parent of the migration that adds the column (ids may be re-chained)."""
-    scripts = ScriptDirectory.from_config(migrate.alembic_config("sqlite://"))
-    (script,) = [s for s in scripts.walk_revisions() if "responds_for" in (s.doc or "")]
-    assert isinstance(script.down_revision, str)
-    return script.down_revision
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def empty_db_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresDatabases
-) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
-    return await postgres.new(migrated=False)
-
-
 async def test_keys_from_before_responds_for_answer_only_for_their_own_principal(
     empty_db_url: str, tmp_path: Path
 ) -> None:
     db = Database(empty_db_url)
     try:
-        await migrate.upgrade(db, _revision_before_responds_for())
+        await migrate.upgrade(db, revision_before("responds_for"))
         async with db.write() as tx:
             await tx.conn.execute(
                 api_keys.insert().values(  # only the columns the old schema has

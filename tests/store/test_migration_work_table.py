@@ -10,11 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-from alembic.script import ScriptDirectory
 from sqlalchemy import func, insert, select
 
-from tests.conftest import PostgresDatabases
+from tests.store.conftest import revision_before
 from tests.support.http_receiver import HttpReceiver
 from tests.support.server import ShiftableClock, start_server
 from uns_server.store import migrate
@@ -22,23 +20,6 @@ from uns_server.store.db import Database
 from uns_server.store.tables import jobs, message_updates
 
 HOUR = timedelta(hours=1)
-
-
-def _revision_before_work_table() -> str:
-    """The parent of the migration that creates ``uns_jobs`` (ids may be re-chained)."""
-    scripts = ScriptDirectory.from_config(migrate.alembic_config("sqlite://"))
-    (script,) = [s for s in scripts.walk_revisions() if "uns_jobs" in (s.doc or "")]
-    assert isinstance(script.down_revision, str)
-    return script.down_revision
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def empty_db_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresDatabases
-) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
-    return await postgres.new(migrated=False)
 
 
 def _old_row(notification_id: str, now: datetime, **values: Any) -> dict[str, Any]:
@@ -76,7 +57,7 @@ async def test_updates_queued_by_the_old_schema_are_sent_by_the_new_code(
     queued, held, retried, done = "n-queued", "n-held", "n-retried", "n-done"
     db = Database(empty_db_url)
     try:
-        await migrate.upgrade(db, _revision_before_work_table())
+        await migrate.upgrade(db, revision_before("uns_jobs"))
         async with db.write() as tx:
             await tx.conn.execute(
                 insert(message_updates),

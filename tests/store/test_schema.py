@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -12,19 +11,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
-from tests.conftest import PostgresDatabases
 from uns_server.store import migrate
 from uns_server.store.db import Database
 from uns_server.store.tables import events, metadata
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def empty_db_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres: PostgresDatabases
-) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
-    return await postgres.new(migrated=False)
 
 
 async def test_upgrade_head_on_empty_database_then_no_drift(empty_db_url: str) -> None:
