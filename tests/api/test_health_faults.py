@@ -58,8 +58,8 @@ async def wait_health(target: str, expected: int) -> None:
     [
         # Claims, the expiry's carry sweep and follow-up claims read the notifications.
         ("uns_notifications", ("dispatch", "expiry", "followups")),
-        # Message updates and ack deadlines are jobs of the work table (so far).
-        ("uns_jobs", ("expiry", "message_updates")),
+        # Message updates, ack deadlines and follow-ups are jobs of the work table.
+        ("uns_jobs", ("expiry", "followups", "message_updates")),
     ],
 )
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(

@@ -20,14 +20,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from tests.support.documents import document
-from uns_server.domain import moves
+from uns_server.domain import follow_up_jobs, moves
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
+from uns_server.domain.jobs import LIVE, JobKind, JobState
 from uns_server.domain.lifecycle import Settlement
 from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Attempt, Notification
@@ -39,6 +40,7 @@ from uns_server.store.port import FenceMoved, NewEvent
 from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import dedup as dedup_table
 from uns_server.store.tables import events as events_table
+from uns_server.store.tables import jobs as jobs_table
 from uns_server.store.tables import notifications as notifications_table
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -469,19 +471,28 @@ def awaiting(**overrides: Any) -> dict[str, Any]:
     )
 
 
-async def test_follow_ups_are_due_oldest_first_unless_their_lease_holds(store: SqlStore) -> None:
+async def live_follow_ups(db: Database) -> dict[str | None, tuple[JobState, datetime]]:
+    """Each notification's live ``follow_up`` job: (state, scheduled_at)."""
+    q = select(jobs_table).where(jobs_table.c.kind == JobKind.FOLLOW_UP.value)
+    async with db.read() as conn:
+        found = [records.job(row) for row in (await conn.execute(q)).mappings()]
+    return {j.notification_id: (j.state, j.scheduled_at) for j in found if j.state in LIVE}
+
+
+async def test_carry_gives_a_job_to_each_due_follow_up_without_one(
+    db: Database, store: SqlStore
+) -> None:
     t = NOW - timedelta(minutes=5)
     step = {"kind": "REMINDER", "number": 1, "due_time": t.isoformat(), "calls": 1}
-    wanted = [  # in due order
+    wanted = [
         awaiting(followup_at=t),
-        awaiting(followup_at=t + timedelta(seconds=1)),
         # The ack ended while a step waited to retry: due once more, to close that step.
         awaiting(
             ack_status=AckStatus.TIMED_OUT.value,
             followup_step=step | {"results": {}, "recovered": False},
             followup_at=t + timedelta(seconds=2),
         ),
-        # An expired follow-up lease is free: its step is recovered.
+        # An expired lease of the previous release is free.
         awaiting(
             followup_at=t + timedelta(seconds=3),
             followup_lease_token=str(uuid.uuid4()),
@@ -489,73 +500,82 @@ async def test_follow_ups_are_due_oldest_first_unless_their_lease_holds(store: S
         ),
         awaiting(followup_at=NOW),  # due exactly now
     ]
+    served = awaiting(followup_at=t)  # has its job already
     never = [
         awaiting(followup_at=NOW + timedelta(seconds=1)),  # not yet
         awaiting(followup_at=None),  # nothing left to send
         awaiting(ack_status=AckStatus.ACKED.value),  # answered, no step waiting
         awaiting(followup_lease_token=str(uuid.uuid4()), followup_lease_until=NOW + LEASE),
     ]
-    await insert(store, *reversed(wanted), *never)
-
+    await insert(store, *wanted, served, *never)
     async with store.write() as tx:
-        due = await tx.follow_ups.due(NOW, 10)
-        assert [n.id for n in due] == [w["id"] for w in wanted]
-        assert due[2].ack_status == AckStatus.TIMED_OUT and due[2].followup_step is not None
+        await tx.jobs.insert_many([follow_up_jobs.timer(served["id"], t)], NOW)
+        assert await tx.follow_ups.carry(NOW, limit=100) == len(wanted)
+        assert await tx.follow_ups.carry(NOW, limit=100) == 0  # each once
+    carried = await live_follow_ups(db)
+    assert set(carried) == {w["id"] for w in wanted} | {served["id"]}
+    for w in wanted:  # due when the row said
+        assert carried[w["id"]] == (JobState.AVAILABLE, w["followup_at"])
+
+
+async def test_carry_takes_the_earliest_up_to_its_limit(db: Database, store: SqlStore) -> None:
+    t = NOW - timedelta(minutes=5)
+    first, second = awaiting(followup_at=t), awaiting(followup_at=t + timedelta(seconds=1))
+    await insert(store, second, first)
     async with store.write() as tx:
-        assert [n.id for n in await tx.follow_ups.due(NOW, 1)] == [wanted[0]["id"]]
-    async with store.read() as tx:
-        assert await tx.follow_ups.next_due_at() == t
+        assert await tx.follow_ups.carry(NOW, limit=1) == 1
+    assert set(await live_follow_ups(db)) == {first["id"]}
 
 
-async def test_follow_up_settlement_is_fenced_by_its_own_lease(store: SqlStore) -> None:
+async def test_a_follow_up_is_sending_while_its_job_runs_under_a_live_lease(
+    store: SqlStore,
+) -> None:
     [nid] = await insert(store, awaiting())
-    token, other = str(uuid.uuid4()), str(uuid.uuid4())
     async with store.write() as tx:
-        stale = moves.LeaseFollowUp(nid, other, token, NOW + LEASE)  # not the lease read
-        assert (await tx.follow_ups.lease(stale)).lost
-        lease = moves.LeaseFollowUp(nid, None, token, NOW + LEASE)
-        assert not (await tx.follow_ups.lease(lease)).lost
-
-    counts = moves.FollowUpCounts(0, 0).after(StepKind.REMINDER, 1)
+        await tx.jobs.insert_many([follow_up_jobs.timer(nid, NOW)], NOW)
+    async with store.read() as tx:
+        assert not await tx.follow_ups.sending(nid, NOW)  # due, not claimed
     async with store.write() as tx:
-        assert await tx.follow_ups.due(NOW, 10) == []  # held
-        held = await tx.follow_ups.leased(nid, token, NOW)
-        assert held is not None and held.followup_lease_token == token
-        assert await tx.follow_ups.leased(nid, other, NOW) is None
-        assert await tx.follow_ups.leased(nid, token, NOW + LEASE) is None  # expired
-        wrong = moves.SettleFollowUpStep(nid, other, counts, None, None, NOW)
-        assert (await tx.follow_ups.settle_step(wrong)).lost
-    assert (await fetch(store, nid))["reminders_sent"] == 0
+        [job] = await tx.jobs.claim([JobKind.FOLLOW_UP], now=NOW, limit=5, lease=LEASE)
+    async with store.read() as tx:
+        assert await tx.follow_ups.sending(nid, NOW)
+        assert not await tx.follow_ups.sending(nid, NOW + LEASE)  # expired
+        assert not await tx.follow_ups.sending("another", NOW)
+    assert job.lease_token is not None
+    async with store.write() as tx:
+        await tx.jobs.settle_many([follow_up_jobs.settle_done(job.id, job.lease_token)], NOW)
+    async with store.read() as tx:
+        assert not await tx.follow_ups.sending(nid, NOW)
 
+
+async def test_follow_up_writes_record_the_step_on_the_row(store: SqlStore) -> None:
+    [nid] = await insert(store, awaiting())
     retry_at = NOW + timedelta(seconds=30)
     answer = {"success": False, "retryable": True, "message_id": "", "error": "503"}
     step = StepProgress(StepKind.REMINDER, 1, NOW, 1, {"log": answer}, False)
     async with store.write() as tx:
-        retry = moves.RetryFollowUpStep(nid, token, step, retry_at, None, NOW)
-        assert not (await tx.follow_ups.retry_step(retry)).lost
+        await tx.follow_ups.record_progress(moves.RetryFollowUpStep(nid, step, retry_at, None, NOW))
     stored = await fetch(store, nid)
     assert (stored["followup_step"], stored["followup_at"]) == (asdict(step), retry_at)
-    assert stored["followup_lease_token"] is None  # released until the retry is due
+    assert stored["reminders_sent"] == 0  # not counted until decided
 
-    async with store.write() as tx:  # released: the old token holds nothing any more
-        late = moves.SettleFollowUpStep(nid, token, counts, None, None, NOW)
-        assert (await tx.follow_ups.settle_step(late)).lost
-        again = moves.LeaseFollowUp(nid, None, other, NOW + LEASE)
-        assert not (await tx.follow_ups.lease(again)).lost
+    counts = moves.FollowUpCounts(0, 0).after(StepKind.REMINDER, 1)
     refs = {"log": {"message_id": "m"}}
     async with store.write() as tx:
-        fired = moves.SettleFollowUpStep(nid, other, counts, retry_at, refs, NOW)
-        assert not (await tx.follow_ups.settle_step(fired)).lost
+        fired = moves.SettleFollowUpStep(nid, counts, retry_at, refs, NOW)
+        await tx.follow_ups.record_step(fired)
     stored = await fetch(store, nid)
     assert (stored["reminders_sent"], stored["escalations_sent"]) == (1, 0)
-    assert (stored["followup_step"], stored["followup_lease_token"]) == (None, None)
+    assert stored["followup_step"] is None
     assert stored["followup_at"] == retry_at
     assert {k: ref["json"] for k, ref in stored["provider_refs"].items()} == refs
 
-    async with store.write() as tx:  # nothing due yet: look again later, lease as read
-        wait = moves.RescheduleFollowUp(nid, None, NOW + LEASE)
-        assert not (await tx.follow_ups.reschedule(wait)).lost
+    async with store.write() as tx:  # nothing due yet: the next time shown
+        await tx.follow_ups.look_again(nid, NOW + LEASE)
     assert (await fetch(store, nid))["followup_at"] == NOW + LEASE
+    async with store.write() as tx:
+        await tx.follow_ups.look_again(nid, None)
+    assert (await fetch(store, nid))["followup_at"] is None
 
 
 def test_a_follow_up_counter_only_moves_forward() -> None:

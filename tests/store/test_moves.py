@@ -10,15 +10,20 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
-from tests.store.test_conformance import NOW, fetch, insert, row
+from tests.store.test_conformance import LEASE, NOW, fetch, insert, row
+from uns_server.domain import follow_up_jobs
 from uns_server.domain import moves as m
 from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.jobs import JobKind, JobState
 from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.withdrawal import Scope, WithdrawRows
-from uns_server.store import port
+from uns_server.store import port, records
+from uns_server.store.db import Database
 from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import dedup as dedup_table
+from uns_server.store.tables import jobs as jobs_table
 
 LATER = NOW + timedelta(minutes=5)
 Method = Callable[[port.Moves], Callable[[Any], Awaitable[m.Applied]]]
@@ -101,6 +106,34 @@ async def test_a_withdrawal_fences_leases_and_moves_only_the_expected_state(
     )
     assert after["followup_at"] == NOW  # a step between retries is closed at once
     assert (await fetch(store, settled))["ack_status"] == AckStatus.ACKED
+
+
+async def test_a_withdrawal_cancels_a_step_being_sent_and_makes_the_others_due(
+    db: Database, store: SqlStore
+) -> None:
+    acked = {"status": Status.DELIVERED.value, "deadline": LATER}
+    sending, waiting, untouched = await insert(
+        store, *(row(**acked, ack_status=AckStatus.PENDING.value) for _ in range(3))
+    )
+    async with store.write() as tx:
+        await tx.jobs.insert_many([follow_up_jobs.timer(sending, NOW)], NOW)
+        [step] = await tx.jobs.claim([JobKind.FOLLOW_UP], now=NOW, limit=5, lease=LEASE)
+        timers = [follow_up_jobs.timer(nid, LATER) for nid in (waiting, untouched)]
+        await tx.jobs.insert_many(timers, NOW)
+    ack = WithdrawRows((sending, waiting), Scope.ACK, Status.DELIVERED, "op", "", NOW)
+    applied = await apply(store, lambda moves: moves.withdraw, ack)
+    assert applied.ids == tuple(sorted((sending, waiting)))
+
+    async with db.read() as conn:
+        found = [records.job(r) for r in (await conn.execute(select(jobs_table))).mappings()]
+    jobs = {j.notification_id: j for j in found}
+    assert (jobs[sending].state, jobs[sending].lease_token) == (JobState.CANCELLED, None)
+    assert (jobs[waiting].state, jobs[waiting].scheduled_at) == (JobState.AVAILABLE, NOW)
+    assert (jobs[untouched].state, jobs[untouched].scheduled_at) == (JobState.AVAILABLE, LATER)
+    assert step.lease_token is not None
+    async with store.write() as tx:  # the step's settle finds its fence lost
+        done = follow_up_jobs.settle_done(step.id, step.lease_token)
+        assert await tx.jobs.settle_many([done], NOW) == frozenset()
 
 
 async def test_followers_move_only_while_they_follow_the_named_owner(store: SqlStore) -> None:

@@ -24,7 +24,8 @@ whose lease expired and whose row was rescued or claimed again changes nothing. 
 three final states never move again. The store writes these moves
 (``store.port.Jobs``, ``store.jobs``); each kind's rules decide which one a result
 makes (``domain.message_updates.decide_settle`` for ``message_update``,
-``domain.ack_deadlines`` for ``ack_deadline``).
+``domain.ack_deadlines`` for ``ack_deadline``, ``domain.follow_up_jobs`` for
+``follow_up``).
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ class JobState(StrEnum):
 class JobKind(StrEnum):
     MESSAGE_UPDATE = "message_update"
     ACK_DEADLINE = "ack_deadline"
+    FOLLOW_UP = "follow_up"  # an ack's next reminder or escalation step
 
 
 # What a claim takes (once due), and the states that never move again.
 CLAIMABLE = frozenset({JobState.AVAILABLE, JobState.RETRYABLE})
 FINALIZED = frozenset({JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED})
+LIVE = frozenset(JobState) - FINALIZED
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,6 +193,7 @@ class Settling:
     require_ack: bool
     ack_timeout_minutes: int
     quiet_hours: schedule.QuietHours | None = None
+    follows_up: bool = False  # the policy has reminders or escalation steps
     intent: str | None = None
     # People's messages their own quiet hours hold (route key -> when the hold ends):
     # not sent by this attempt, so not among ``channels``.
@@ -213,6 +214,7 @@ class Settlement:
     next_attempt: datetime | None = None  # PENDING: when the retry is due
     ack_status: AckStatus | None = None  # DELIVERED with require_ack: PENDING
     deadline: datetime | None = None
+    follow_up_at: datetime | None = None  # an opened ack's first ``follow_up`` job
     # PENDING for people's held messages and deferrals: the claim's attempt is not
     # counted.
     gives_back_attempt: bool = False
@@ -259,10 +261,9 @@ def decide_settlement(
             )
         if row.require_ack:
             deadline = now + timedelta(minutes=row.ack_timeout_minutes)
-            ack = AckStatus.PENDING
-            return Settlement(
-                Status.DELIVERED, False, outcome, now, ack_status=ack, deadline=deadline
-            )
+            first = now if row.follows_up else None  # its first follow-up job's due time
+            pending = AckStatus.PENDING
+            return Settlement(Status.DELIVERED, False, outcome, now, None, pending, deadline, first)
         return Settlement(Status.DELIVERED, False, outcome, now)
     exhausted = attempts_exhausted(row.cycle_attempt, row.max_attempts)
     if any(not a.retryable for a in failed) or (exhausted and (failed or not waiting)):

@@ -11,7 +11,8 @@ caller handles, never a silent blind write (River's ``JobSetStateIfRunning``).
 The moves here: the operator doors (Replay, ResolveFailure), withdrawal (its move,
 ``WithdrawRows``, lives beside its decision in ``domain.withdrawal``), what a settled
 dedup leader does to its followers and its window (seed 000 §1.1), the follow-ups'
-lease and steps, and an attempt's settlement::
+steps (fenced by their work row, ``domain.follow_up_jobs``), and an attempt's
+settlement::
 
     FAILED+dead_letter --Replay--------> PENDING (cycle + 1, due now, outcome cleared)
     FAILED+dead_letter --ResolveFailure-> FAILED (dead_letter cleared)
@@ -21,9 +22,8 @@ lease and steps, and an attempt's settlement::
     FOLLOWING (of L) --Promote(L exhausted)--> PENDING leader, due now
     FOLLOWING (of L) --Relink(to the promoted P)--> FOLLOWING (of P)
     window (owner L) --ExtendWindow / MoveWindow--> window (until / owner moved)
-    follow-up free --LeaseFollowUp--> leased --RetryFollowUpStep--> free, due at the retry
-    follow-up free --RescheduleFollowUp--> free, due later
-    leased (or a step left when the ack ended) --SettleFollowUpStep--> free, next step due
+    step called --RetryFollowUpStep--> its progress kept, its job due at the retry
+    step called (or left when the ack ended) --SettleFollowUpStep--> counted, next due
     PENDING, leased --SettleAttempt--> DELIVERED | PENDING (retry due) | FAILED (dead letter)
     PENDING, leased, no attempt left --ExhaustAttempt--> FAILED (a dead letter if GUARANTEED)
 """
@@ -192,7 +192,7 @@ class MoveWindow:
     to_owner_id: str
 
 
-# -- follow-ups (reminders and escalation steps), under their own lease --------------
+# -- follow-ups (reminders and escalation steps), fenced by their work row ------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,35 +211,13 @@ class FollowUpCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class RescheduleFollowUp:
-    """Nothing is due yet: look again at ``at`` (None: nothing more to send; an
-    expired lease is released). Expected: the follow-up lease as read
-    (``expected_token``, None when free)."""
-
-    notification_id: str
-    expected_token: str | None
-    at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseFollowUp:
-    """A step is due: lease the row's follow-up under ``token`` until ``until``.
-    Expected: the follow-up lease as read (an expired one is recovered)."""
-
-    notification_id: str
-    expected_token: str | None
-    token: str
-    until: datetime
-
-
-@dataclass(frozen=True, slots=True)
 class RetryFollowUpStep:
     """The step's call is retried at ``at``; ``step`` records its progress, and the
     channels that took it already are in ``provider_refs`` (closed when it ends).
-    Expected: ``token`` still holds the follow-up lease, which is released."""
+    Applied in the transaction whose fenced settle of the step's ``follow_up`` job
+    landed (``domain.follow_up_jobs``): that job's lease is the fence."""
 
     notification_id: str
-    token: str
     step: StepProgress
     at: datetime
     provider_refs: Mapping[str, Any] | None
@@ -249,17 +227,16 @@ class RetryFollowUpStep:
 @dataclass(frozen=True, slots=True)
 class SettleFollowUpStep:
     """The step is decided (SENT, GAVE_UP, STOPPED or SKIPPED: its one event): counted,
-    the next follow-up due at ``next_at`` (None: nothing more to send), the lease released.
-    Expected: ``token`` still holds the follow-up lease; a step closed after its ack
-    ended (``token`` None) expects the lease as read, ``expected_token``."""
+    the next follow-up due at ``next_at`` (None: nothing more to send; its job is
+    inserted in the same commit), its progress cleared. Applied where the step's
+    ``follow_up`` job settled (its lease is the fence) or, closing a step whose ack
+    ended, under the row's lock."""
 
     notification_id: str
-    token: str | None
     counts: FollowUpCounts
     next_at: datetime | None
     provider_refs: Mapping[str, Any] | None
     now: datetime
-    expected_token: str | None = None
 
 
 # -- an attempt's lease settled (the hot path: many per statement) --------------------

@@ -68,19 +68,27 @@ def in_flight_channels(row: Notification) -> list[str]:
     return [c for c in row.notification.effective.channels if c not in succeeded]
 
 
-def sending_unknown(row: Notification) -> bool:
+def sending_unknown(row: Notification, *, follow_up_sending: bool) -> bool:
     """Are messages being sent whose references no key names yet: a delivery attempt
-    asking people (their routes are resolved when it sends), or a follow-up step?"""
+    asking people (their routes are resolved when it sends), or a follow-up step
+    (``follow_up_sending``: its job is running, ``FollowUpReads.sending``; or a lease of
+    the previous release's on the row)?"""
     people = bool(row.notification.effective.targets)
-    return (row.lease_token is not None and people) or row.followup_lease_token is not None
+    return (
+        (row.lease_token is not None and people)
+        or follow_up_sending
+        or row.followup_lease_token is not None
+    )
 
 
-def still_sending(row: Notification, now: datetime) -> bool:
+def still_sending(row: Notification, now: datetime, *, follow_up_sending: bool) -> bool:
     """Does a live lease still send messages of ``row`` (delivery or follow-up)?"""
     delivery = row.lease_until is not None and row.lease_until > now
     follow_up = row.followup_lease_until is not None and row.followup_lease_until > now
-    return (row.lease_token is not None and delivery) or (
-        row.followup_lease_token is not None and follow_up
+    return (
+        (row.lease_token is not None and delivery)
+        or follow_up_sending
+        or (row.followup_lease_token is not None and follow_up)
     )
 
 
@@ -125,7 +133,7 @@ async def queue_on_settle(
     queued += [
         MessageUpdate(row.id, channel, {IN_FLIGHT: channel}, settlement) for channel in in_flight
     ]
-    if sending_unknown(row):
+    if sending_unknown(row, follow_up_sending=await tx.follow_ups.sending(row.id, now)):
         known = sorted({*refs, *in_flight})
         queued.append(MessageUpdate(row.id, IN_FLIGHT_SENT, {IN_FLIGHT_SENT: known}, settlement))
     if queued:

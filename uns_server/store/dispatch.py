@@ -5,7 +5,8 @@ Every state change after the claim is guarded by ``lease_token`` and
 outcome rather than an exception (river's ``JobSetStateIfRunning``).
 
 A settlement that opens an ack (DELIVERED, ack PENDING until its deadline) inserts the
-deadline's ``ack_deadline`` job (``domain.ack_deadlines``) in the same commit, for the
+deadline's ``ack_deadline`` job (``domain.ack_deadlines``) and, when the policy follows
+up, its first ``follow_up`` job (``domain.follow_up_jobs``) in the same commit, for the
 moves that landed: on every settle path, and on PostgreSQL's one-statement path as a
 rider of the events append (all or nothing with the fenced updates it rides with).
 
@@ -180,7 +181,8 @@ async def settle_many(conn: AsyncConnection, moves: Sequence[LeasedMove], now: d
 
 
 async def _insert_timers(conn: AsyncConnection, timers: Sequence[NewJob], now: datetime) -> None:
-    once = {job.notification_id: job for job in timers}  # a row lands once per batch
+    # A row lands once per batch: one job of each kind.
+    once = {(job.kind, job.notification_id): job for job in timers}
     await jobs.insert_rows(conn, jobs.rows(list(once.values()), now))
 
 

@@ -1,11 +1,17 @@
-"""Follow-up queries: reminders and escalation steps of PENDING acks (``workers.followups``).
+"""The follow-ups' port (``store.port.FollowUps``): what an ack's reminders and
+escalation steps write on the notification row, while their lease is their
+``follow_up`` work row's (``domain.follow_up_jobs``; claim, settle and rescue are the
+work table's, ``store.jobs``).
 
-A row is due when its ack is PENDING and ``followup_at`` has passed; a claim leases
-it under its own fencing token (``followup_lease_token``), separate from the dispatch
-lease, and the settlement is guarded by that token and ``followup_lease_until > now``:
-zero rows means the lease was lost (it expired, or a withdrawal fenced it). A row
-whose ack ended while a step waited to retry (``followup_step``) is still due once, so
-the worker can record that step as STOPPED.
+The row keeps what the obligation is owed: the counts of steps sent, the progress of a
+step waiting to retry (``followup_step``), the references of the messages the steps
+sent, and ``followup_at``, the next follow-up time readers are shown. These writes run
+in the transaction whose fenced settle of the step's job landed (or, for a step closed
+after its ack ended, under the row's lock), so they are not fenced again here.
+
+``carry`` inserts the jobs a replica of the previous release never made: it kept its
+follow-ups on the row (``followup_at``, ``followup_lease_*``), so a PENDING ack it
+delivered has a follow-up time and no job. Gone with that release (a contract step).
 """
 
 from __future__ import annotations
@@ -13,117 +19,111 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import and_, bindparam, exists, insert, literal, literal_column, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.domain import follow_up_jobs
 from uns_server.domain.enums import AckStatus
-from uns_server.domain.moves import (
-    Applied,
-    LeaseFollowUp,
-    RescheduleFollowUp,
-    RetryFollowUpStep,
-    SettleFollowUpStep,
-)
-from uns_server.domain.records import Notification
-from uns_server.store import records
-from uns_server.store.moves import changed
+from uns_server.domain.jobs import LIVE, JobState
+from uns_server.domain.moves import RetryFollowUpStep, SettleFollowUpStep
 from uns_server.store.tables import UtcDateTime
+from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
-# A PENDING ack, or one that ended while a step waited to retry (to close that step).
-_pending = (
-    (n.c.ack_status == AckStatus.PENDING.value) | n.c.followup_step.is_not(None)
-) & n.c.followup_at.is_not(None)
+_KIND: Any = literal_column(f"'{follow_up_jobs.KIND.value}'")
+_NOW = bindparam("now", type_=UtcDateTime())
+# As the notification index's WHERE (``tables.jobs``), so the planner can use it.
+_LIVE = j.c.state.in_([literal_column(f"'{s.value}'") for s in sorted(LIVE)])
 
 
-async def due(conn: AsyncConnection, now: datetime, limit: int) -> list[Notification]:
-    """Lock up to ``limit`` rows whose follow-up is due and not leased (an expired
-    lease counts as free: its row is recovered), oldest due first."""
-    q = (
-        select(n)
-        .where(_pending, n.c.followup_at <= now)
-        .where(n.c.followup_lease_until.is_(None) | (n.c.followup_lease_until <= now))
-        .order_by(n.c.followup_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    return [records.notification(row) for row in (await conn.execute(q)).mappings()]
-
-
-async def leased(
-    conn: AsyncConnection, notification_id: str, token: str, now: datetime
-) -> Notification | None:
-    """The notification while ``token`` still holds its follow-up lease, locked; else None."""
-    q = (
-        select(n)
+def _step_running() -> Any:
+    return (
+        select(j.c.id)
         .where(
-            n.c.id == notification_id,
-            n.c.followup_lease_token == token,
-            n.c.followup_lease_until > now,
+            j.c.kind == _KIND,
+            j.c.notification_id == bindparam("nid"),
+            j.c.state == literal_column(f"'{JobState.RUNNING.value}'"),
+            j.c.lease_until > _NOW,
         )
-        .with_for_update()
+        .limit(1)
     )
-    row = (await conn.execute(q)).mappings().first()
-    return None if row is None else records.notification(row)
 
 
-def _lease_is(token: str | None) -> ColumnElement[bool]:
-    if token is None:
-        return n.c.followup_lease_token.is_(None)
-    return n.c.followup_lease_token == token
+_STEP_RUNNING = _step_running()
+
+# A PENDING ack (or one that ended while a step waited to retry, to close that step)
+# past its follow-up time, that no lease of the previous release holds and no live
+# ``follow_up`` job serves.
+_ORPHANS = (
+    select(n.c.id, n.c.followup_at)
+    .where(
+        (n.c.ack_status == AckStatus.PENDING.value) | n.c.followup_step.is_not(None),
+        n.c.followup_at.is_not(None),
+        n.c.followup_at <= _NOW,
+        n.c.followup_lease_token.is_(None) | (n.c.followup_lease_until <= _NOW),
+        ~exists().where(and_(j.c.notification_id == n.c.id, j.c.kind == _KIND, _LIVE)),
+    )
+    .order_by(n.c.followup_at)
+    .limit(bindparam("limit"))
+)
 
 
-async def _apply(conn: AsyncConnection, nid: str, fence: Any, values: dict[str, Any]) -> Applied:
-    return await changed(conn, update(n).where(n.c.id == nid, fence).values(values), 1)
+class SqlFollowUpReads:
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def sending(self, notification_id: str, now: datetime) -> bool:
+        found = await self._conn.execute(_STEP_RUNNING, {"nid": notification_id, "now": now})
+        return found.first() is not None
 
 
-async def reschedule(conn: AsyncConnection, move: RescheduleFollowUp) -> Applied:
-    """Look again later; the row was locked by ``due``, its lease still as read."""
-    values = {"followup_at": move.at, "followup_lease_token": None, "followup_lease_until": None}
-    return await _apply(conn, move.notification_id, _lease_is(move.expected_token), values)
+class SqlFollowUps(SqlFollowUpReads):
+    __slots__ = ()
 
+    async def look_again(self, notification_id: str, at: datetime | None) -> None:
+        await self._set(notification_id, {"followup_at": at})
 
-async def lease(conn: AsyncConnection, move: LeaseFollowUp) -> Applied:
-    """Lease the row's follow-up; it was locked by ``due``, its lease still as read."""
-    values = {"followup_lease_token": move.token, "followup_lease_until": move.until}
-    return await _apply(conn, move.notification_id, _lease_is(move.expected_token), values)
+    async def record_progress(self, move: RetryFollowUpStep) -> None:
+        values: dict[str, Any] = {
+            "updated_at": move.now,
+            "followup_step": move.step.to_json(),
+            "followup_at": move.at,
+        }
+        if move.provider_refs is not None:
+            values["provider_refs"] = dict(move.provider_refs)
+        await self._set(move.notification_id, values)
 
+    async def record_step(self, move: SettleFollowUpStep) -> None:
+        values: dict[str, Any] = {
+            "updated_at": move.now,
+            "reminders_sent": move.counts.reminders_sent,
+            "escalations_sent": move.counts.escalations_sent,
+            "followup_at": move.next_at,
+            "followup_step": None,
+        }
+        if move.provider_refs is not None:
+            values["provider_refs"] = dict(move.provider_refs)
+        await self._set(move.notification_id, values)
 
-async def retry_step(conn: AsyncConnection, move: RetryFollowUpStep) -> Applied:
-    """Fenced by the follow-up token: the step's progress stored, its retry due."""
-    values: dict[str, Any] = {
-        "followup_lease_token": None,
-        "followup_lease_until": None,
-        "updated_at": move.now,
-        "followup_step": move.step.to_json(),
-        "followup_at": move.at,
-    }
-    if move.provider_refs is not None:
-        values["provider_refs"] = dict(move.provider_refs)
-    return await _apply(conn, move.notification_id, _lease_is(move.token), values)
+    async def carry(self, now: datetime, *, limit: int) -> int:
+        orphans = _ORPHANS.cte("orphans")
+        job = follow_up_jobs.timer("", None)
+        rows = select(
+            literal(job.kind.value),
+            orphans.c.id,
+            literal({}, j.c.args.type),
+            literal(JobState.AVAILABLE.value),
+            literal(0),
+            literal(job.max_attempts),
+            orphans.c.followup_at,
+            _NOW,
+        )
+        columns = ["kind", "notification_id", "args", "state", "attempt", "max_attempts"]
+        stmt = insert(j).from_select([*columns, "scheduled_at", "created_at"], rows)
+        result = await self._conn.execute(stmt.returning(j.c.id), {"now": now, "limit": limit})
+        return len(result.all())
 
-
-async def settle_step(conn: AsyncConnection, move: SettleFollowUpStep) -> Applied:
-    """Fenced by the follow-up token (or, closing a step whose ack ended, by the lease
-    as read): the step counted, the next one due, the lease released."""
-    values: dict[str, Any] = {
-        "followup_lease_token": None,
-        "followup_lease_until": None,
-        "updated_at": move.now,
-        "reminders_sent": move.counts.reminders_sent,
-        "escalations_sent": move.counts.escalations_sent,
-        "followup_at": move.next_at,
-        "followup_step": None,
-    }
-    if move.provider_refs is not None:
-        values["provider_refs"] = dict(move.provider_refs)
-    fence = _lease_is(move.token if move.token is not None else move.expected_token)
-    return await _apply(conn, move.notification_id, fence, values)
-
-
-async def next_due_at(conn: AsyncConnection) -> datetime | None:
-    """The earliest follow-up time of a PENDING ack (or of a step to close)."""
-    value = (await conn.execute(select(func.min(n.c.followup_at)).where(_pending))).scalar()
-    if isinstance(value, str):  # aggregates bypass the column type on SQLite
-        value = datetime.fromisoformat(value)
-    return UtcDateTime().process_result_value(value, conn.dialect)
+    async def _set(self, notification_id: str, values: dict[str, Any]) -> None:
+        await self._conn.execute(update(n).where(n.c.id == notification_id).values(values))

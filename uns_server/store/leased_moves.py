@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from uns_server.domain import ack_deadlines
+from uns_server.domain import ack_deadlines, follow_up_jobs
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.jobs import NewJob
 from uns_server.domain.moves import ExhaustAttempt, LeasedMove, SettleAttempt
@@ -60,12 +60,17 @@ def grouped(
 
 def deadline_timers(moves: Iterable[LeasedMove]) -> list[tuple[LeasedMove, NewJob]]:
     """The moves that open an ack (DELIVERED, ack PENDING until a deadline), each with
-    the ``ack_deadline`` job to insert in the commit that lands it."""
-    return [
-        (move, ack_deadlines.timer(move.notification_id, s.deadline))
-        for move in moves
-        if isinstance(move, SettleAttempt)
-        and (s := move.settlement).status == Status.DELIVERED
-        and s.ack_status == AckStatus.PENDING
-        and s.deadline is not None
-    ]
+    the jobs to insert in the commit that lands it: the ``ack_deadline`` timer and,
+    when the policy follows up, the first ``follow_up``."""
+    timers: list[tuple[LeasedMove, NewJob]] = []
+    for move in moves:
+        if not isinstance(move, SettleAttempt):
+            continue
+        s = move.settlement
+        if s.status != Status.DELIVERED or s.ack_status != AckStatus.PENDING:
+            continue
+        if s.deadline is not None:
+            timers.append((move, ack_deadlines.timer(move.notification_id, s.deadline)))
+        if s.follow_up_at is not None:
+            timers.append((move, follow_up_jobs.timer(move.notification_id, s.follow_up_at)))
+    return timers

@@ -29,7 +29,6 @@ from uns_server.store import (
     audit,
     dispatch,
     events,
-    followups,
     moves,
     notifications,
 )
@@ -125,35 +124,6 @@ class SqlMoves(Bound):
 
     async def move_window(self, move: m.MoveWindow) -> m.Applied:
         return await moves.move_window(self._conn, move)
-
-
-class SqlFollowUpReads(Bound):
-    __slots__ = ()
-
-    async def next_due_at(self) -> datetime | None:
-        return await followups.next_due_at(self._conn)
-
-
-class SqlFollowUps(SqlFollowUpReads):
-    __slots__ = ()
-
-    async def due(self, now: datetime, limit: int) -> Sequence[Notification]:
-        return await followups.due(self._conn, now, limit)
-
-    async def reschedule(self, move: m.RescheduleFollowUp) -> m.Applied:
-        return await followups.reschedule(self._conn, move)
-
-    async def lease(self, move: m.LeaseFollowUp) -> m.Applied:
-        return await followups.lease(self._conn, move)
-
-    async def leased(self, notification_id: str, token: str, now: datetime) -> Notification | None:
-        return await followups.leased(self._conn, notification_id, token, now)
-
-    async def retry_step(self, move: m.RetryFollowUpStep) -> m.Applied:
-        return await followups.retry_step(self._conn, move)
-
-    async def settle_step(self, move: m.SettleFollowUpStep) -> m.Applied:
-        return await followups.settle_step(self._conn, move)
 
 
 class SqlAcks(Bound):

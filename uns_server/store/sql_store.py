@@ -15,6 +15,7 @@ from uns_server.domain.records import Event
 from uns_server.store import db as database
 from uns_server.store import events
 from uns_server.store.db import Database, WriteTx
+from uns_server.store.followups import SqlFollowUpReads, SqlFollowUps
 from uns_server.store.jobs import SqlJobReads, SqlJobs
 from uns_server.store.kept_reader import KeptReader
 from uns_server.store.sql_directory import (
@@ -35,8 +36,6 @@ from uns_server.store.sql_ports import (
     SqlDispatchReads,
     SqlEventReads,
     SqlEvents,
-    SqlFollowUpReads,
-    SqlFollowUps,
     SqlMoves,
     SqlNotificationReads,
     SqlNotifications,

@@ -354,6 +354,14 @@ jobs = Table(
         postgresql_where=text("state = 'running'"),
         sqlite_where=text("state = 'running'"),
     ),
+    # The live work of one notification (a withdrawal cancels its running step).
+    Index(
+        "ix_uns_jobs_notification",
+        "notification_id",
+        "kind",
+        postgresql_where=text("state IN ('available', 'retryable', 'running')"),
+        sqlite_where=text("state IN ('available', 'retryable', 'running')"),
+    ),
     # Retention: final rows, by when they became final.
     Index(
         "ix_uns_jobs_finalized",

@@ -35,7 +35,7 @@ NOBODY = "targets"
 @dataclass(frozen=True)
 class FollowUpClaim:
     notification: Notification
-    token: str
+    token: str  # the lease token of the step's ``follow_up`` job
     step: schedule.Step
     recovered: bool  # an earlier try of this step never settled
     # The channels to call now: the step's, less those that answered it for good.
@@ -48,6 +48,7 @@ class FollowUpClaim:
     # (``{recipient_id, due_time}``, empty when no reminder is left for them).
     held: tuple[dict[str, str], ...] = ()
     not_due: tuple[dict[str, str], ...] = ()
+    job_id: int = 0  # the step's ``follow_up`` job, settled under ``token``
 
     def route(self, key: str) -> PersonRoute | None:
         return next((r for r in self.routes if r.key == key), None)

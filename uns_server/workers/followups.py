@@ -1,34 +1,34 @@
 """Follow-ups: reminders and escalation steps while an ack is PENDING (SPEC §5).
 
-Durable outbox work, claimed and fenced like deliveries (``workers.dispatch``):
+Each is a ``follow_up`` row of the work table (``domain.follow_up_jobs``): the
+settlement that opens an ack inserts the first, each decided step the next. A round:
 
-1. **Claim** (one transaction): lock rows whose ack is PENDING and whose
-   ``followup_at`` has passed (SKIP LOCKED on PostgreSQL), and ask
-   ``domain.schedule.decide_follow_up`` what is due. Nothing due: store when to look
-   again (``followup_at``, NULL when nothing is left) and release the row. A step
-   due: lease the row under a new follow-up token. A row whose previous follow-up
-   lease expired unsettled is recovered: the same step is decided again (the
-   counters only move at settlement) and flagged
-   ``provider_effect_may_have_occurred``.
+1. **Claim** (one transaction): rescue expired leases, claim due ``follow_up`` jobs,
+   lock their notifications and ask ``domain.schedule.decide_follow_up`` what is due.
+   Nothing due yet: the job completes and its successor is inserted, due then. The
+   ack ended: the job completes (a step that waited to retry is closed STOPPED). A
+   step due: the job stays running, its lease the step's. A step whose earlier claim
+   was lost unsettled (``follow_up_jobs.recovered``) is decided again (the counters
+   only move at settlement) and flagged ``provider_effect_may_have_occurred``.
 2. **Send** outside any transaction, on the step's channels (a reminder: the
    notification's channels; a step: its own) that have not answered it yet for good,
    marked as a follow-up with its number.
-3. **Settle** (one transaction), only while the lease holds, asking
-   ``domain.schedule.decide_step_attempt``: a channel that failed transiently
-   (timeout, transport error, 429, 5xx) and attempts left before the deadline: store
-   the step's progress (``followup_step``: calls made, each channel's latest answer)
-   and retry those channels alone at the backoff time, without an event. Otherwise the
-   step is decided: count it, store the next ``followup_at``, and record REMINDER_SENT
-   or ESCALATED once, with every channel's result, the calls made and the
-   ``decision`` (SENT, GAVE_UP; SKIPPED when nobody it asks is due now). A lost
-   lease (it expired, or a withdrawal fenced it) records LEASE_LOST with the results
+3. **Settle** (one transaction), the notification locked, asking
+   ``domain.schedule.decide_step_attempt``, then the job's fenced settle: a channel
+   that failed transiently (timeout, transport error, 429, 5xx) and attempts left
+   before the deadline: the job retries at the backoff time and the row stores the
+   step's progress (``followup_step``: calls made, each channel's latest answer),
+   without an event. Otherwise the step is decided: the job completes, the row counts
+   it and the next step's job is inserted; REMINDER_SENT or ESCALATED is recorded once,
+   with every channel's result, the calls made and the ``decision`` (SENT, GAVE_UP;
+   SKIPPED when nobody it asks is due now). A lost fence (the lease expired and was
+   rescued, or a withdrawal cancelled the job) records LEASE_LOST with the results
    instead and changes nothing.
 
 So each step is decided once across replicas and restarts and sent at least once per
 channel (never again to a channel that accepted it); a repeat is flagged. Reminders and
 steps stop once the ack is no longer PENDING (acknowledged, dismissed, timed out,
-withdrawn): claims take only PENDING acks, except a row whose step was waiting to
-retry, which is claimed once more to record that step as STOPPED without a call.
+withdrawn): a job that falls due then does nothing but close a step waiting to retry.
 
 The stored progress of a step and its event payload live in ``followup_progress``.
 """
@@ -39,7 +39,6 @@ import asyncio
 import dataclasses
 import logging
 import random
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -47,9 +46,11 @@ from typing import Any
 
 from uns_server.channels.base import ChannelResult
 from uns_server.channels.registry import ChannelRegistry
-from uns_server.domain import moves, schedule
+from uns_server.domain import follow_up_jobs, moves, schedule
 from uns_server.domain.enums import AckStatus, EventKind
-from uns_server.domain.records import Notification
+from uns_server.domain.jobs import JobState, NewJob, SettleJob
+from uns_server.domain.moves import MoveLost
+from uns_server.domain.records import Job, Notification
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store.port import NewEvent, Store, WriteTransaction
 from uns_server.workers.followup_messages import (
@@ -76,6 +77,7 @@ log = logging.getLogger("uns.followups")
 Clock = Callable[[], datetime]
 
 BATCH_DEFAULT = 64
+KINDS = (follow_up_jobs.KIND,)
 _KIND_EVENT = {
     schedule.StepKind.REMINDER: EventKind.REMINDER_SENT,
     schedule.StepKind.ESCALATION: EventKind.ESCALATED,
@@ -125,20 +127,30 @@ class FollowUpWorker(LoopWorker):
         if len(claims) + rescheduled >= self._batch:
             return RunResult(len(claims), rescheduled, more=True)
         async with self._store.read() as tx:
-            due = await tx.follow_ups.next_due_at()
+            due = await tx.jobs.next_due_at(KINDS)
         return RunResult(len(claims), rescheduled, due_in=seconds_until(due, self._clock()))
 
     async def claim(self) -> tuple[list[FollowUpClaim], int]:
-        """Lease the rows with a step due now; store when to look again at the others."""
+        """Claim due ``follow_up`` jobs: the steps due now stay leased; the others are
+        done (rescheduled, or closed)."""
         now = self._clock()
         claims: list[FollowUpClaim] = []
-        rescheduled = 0
+        done: list[SettleJob] = []
+        later: list[NewJob] = []
         async with self._store.write() as tx:
-            for n in await tx.follow_ups.due(now, self._batch):
-                if n.ack_status != AckStatus.PENDING:
-                    # The ack ended while a step waited to retry: record that step.
-                    await self._close_stopped(tx, n, now)
-                    rescheduled += 1
+            await tx.follow_ups.carry(now, limit=self._batch)
+            await tx.jobs.rescue_expired(KINDS, now=now, limit=self._batch)
+            jobs = await tx.jobs.claim(KINDS, now=now, limit=self._batch, lease=self._lease)
+            rows = await tx.acks.locked(
+                {job.notification_id for job in jobs if job.notification_id}
+            )
+            for job in jobs:
+                n = rows.get(job.notification_id or "")
+                if n is None or n.ack_status != AckStatus.PENDING:
+                    if n is not None and n.followup_step is not None:
+                        # The ack ended while a step waited to retry: record that step.
+                        await self._close_stopped(tx, n, job, now)
+                    done.append(follow_up_jobs.done(job))
                     continue
                 timing, intent = timing_of(n)
                 decision = schedule.decide_follow_up(
@@ -149,37 +161,45 @@ class FollowUpWorker(LoopWorker):
                     escalations_sent=n.escalations_sent,
                     now=now,
                 )
-                # As read under the row lock (``due``) in this transaction: a lost move
-                # is a bug, so nothing of this round may commit (``expect``).
-                held = n.followup_lease_token
                 if isinstance(decision, schedule.Wait):
-                    wait = moves.RescheduleFollowUp(n.id, held, decision.at)
-                    (await tx.follow_ups.reschedule(wait)).expect(f"follow-up of {n.id}")
-                    rescheduled += 1
+                    done.append(follow_up_jobs.done(job))
+                    if decision.at is not None:
+                        later.append(follow_up_jobs.timer(n.id, decision.at))
+                    await tx.follow_ups.look_again(n.id, decision.at)
                     continue
-                token = str(uuid.uuid4())
-                lease = moves.LeaseFollowUp(n.id, held, token, now + self._lease)
-                (await tx.follow_ups.lease(lease)).expect(f"follow-up of {n.id}")
-                recovered = n.followup_lease_token is not None
                 step = decision.step
                 progress = progress_of(n, step)
                 answers = progress.answers() if progress else {}
                 channels = tuple(
                     ch for ch in step.channels if ch not in answers or answers[ch].transient
                 )
-                claims.append(FollowUpClaim(n, token, step, recovered, channels or step.channels))
-        return claims, rescheduled
+                assert job.lease_token is not None, "a claimed job holds a lease"
+                recovered = follow_up_jobs.recovered(job, progress.calls if progress else 0)
+                claims.append(
+                    FollowUpClaim(
+                        n,
+                        job.lease_token,
+                        step,
+                        recovered,
+                        channels or step.channels,
+                        job_id=job.id,
+                    )
+                )
+            # Claimed in this transaction: a lost settle is a bug, nothing may commit.
+            landed = await tx.jobs.settle_many(done, now)
+            if len(landed) != len(done):
+                raise MoveLost(f"follow-ups: {len(landed)} of {len(done)} jobs settled")
+            await tx.jobs.insert_many(later, now)
+        return claims, len(done)
 
-    async def _close_stopped(self, tx: WriteTransaction, n: Notification, now: datetime) -> None:
+    async def _close_stopped(
+        self, tx: WriteTransaction, n: Notification, job: Job, now: datetime
+    ) -> None:
         progress = progress_of(n)
         counts = moves.FollowUpCounts(n.reminders_sent, n.escalations_sent)
-        close = moves.SettleFollowUpStep(
-            n.id, None, counts, None, None, now, expected_token=n.followup_lease_token
-        )
-        if progress is None:  # nothing to close (the query takes no such row)
-            (await tx.follow_ups.settle_step(close)).expect(f"follow-up of {n.id}")
+        if progress is None:
             return
-        if n.followup_lease_token is not None:  # a call whose lease expired unsettled
+        if follow_up_jobs.recovered(job, progress.calls):  # a call lost unsettled
             progress = dataclasses.replace(progress, recovered=True)
         timing, intent = timing_of(n)
         step = step_of(progress, timing)
@@ -196,8 +216,8 @@ class FollowUpWorker(LoopWorker):
             rand=self._rand,
         )
         assert isinstance(decided, schedule.StepDecided)
-        close = dataclasses.replace(close, counts=counts.after(step.kind, step.number))
-        (await tx.follow_ups.settle_step(close)).expect(f"follow-up of {n.id}")
+        counts = counts.after(step.kind, step.number)
+        await tx.follow_ups.record_step(moves.SettleFollowUpStep(n.id, counts, None, None, now))
         payload = step_payload(step, progress, decided.outcome, lease_token=None)
         await tx.events.append([_event(n, _KIND_EVENT[step.kind], payload)], now)
 
@@ -236,18 +256,11 @@ class FollowUpWorker(LoopWorker):
         n, step = claim.notification, claim.step
         results = {s.channel: result_json(s.result) for s in sent}
         async with self._store.write() as tx:
-            current = await tx.follow_ups.leased(n.id, claim.token, now)
-            if current is None:
-                lost: dict[str, Any] = {
-                    NUMBER_FIELD[step.kind]: step.number,
-                    "follow_up": step.kind.value,
-                    "channels": list(step.channels),
-                    "results": list(results.values()),
-                    "lease_token": claim.token,
-                    "due_time": step.at.isoformat(),
-                    "provider_effect_may_have_occurred": True,
-                }
-                await tx.events.append([_event(n, EventKind.LEASE_LOST, lost)], now)
+            current = (await tx.acks.locked([n.id])).get(n.id)
+            if current is None:  # the notification is gone (retention): nothing to record
+                await tx.jobs.settle_many(
+                    [SettleJob(claim.job_id, claim.token, JobState.COMPLETED)], now
+                )
                 return False
             before = progress_of(current, step)
             progress = schedule.StepProgress(
@@ -272,10 +285,27 @@ class FollowUpWorker(LoopWorker):
                 intent=intent,
                 rand=self._rand,
             )
+            if isinstance(decision, schedule.RetryStep):
+                settle = follow_up_jobs.settle_retry(claim.job_id, claim.token, decision.at)
+            else:
+                settle = follow_up_jobs.settle_done(claim.job_id, claim.token)
+            if not await tx.jobs.settle_many([settle], now):  # rescued, or withdrawn
+                lost: dict[str, Any] = {
+                    NUMBER_FIELD[step.kind]: step.number,
+                    "follow_up": step.kind.value,
+                    "channels": list(step.channels),
+                    "results": list(results.values()),
+                    "lease_token": claim.token,
+                    "due_time": step.at.isoformat(),
+                    "provider_effect_may_have_occurred": True,
+                }
+                await tx.events.append([_event(n, EventKind.LEASE_LOST, lost)], now)
+                return False
             refs = follow_up_refs(current, claim, sent, now)  # closed later too
             if isinstance(decision, schedule.RetryStep):
-                retry = moves.RetryFollowUpStep(n.id, claim.token, progress, decision.at, refs, now)
-                return not (await tx.follow_ups.retry_step(retry)).lost
+                retry = moves.RetryFollowUpStep(n.id, progress, decision.at, refs, now)
+                await tx.follow_ups.record_progress(retry)
+                return True
             counts = moves.FollowUpCounts(current.reminders_sent, current.escalations_sent)
             counts = counts.after(step.kind, step.number)
             next_at = None
@@ -287,9 +317,11 @@ class FollowUpWorker(LoopWorker):
                     reminders_sent=counts.reminders_sent,
                     escalations_sent=counts.escalations_sent,
                 )
-            fired = moves.SettleFollowUpStep(n.id, claim.token, counts, next_at, refs, now)
-            if (await tx.follow_ups.settle_step(fired)).lost:
-                return False  # ``leased`` held it locked: not expected, but nothing fired
+            await tx.follow_ups.record_step(
+                moves.SettleFollowUpStep(n.id, counts, next_at, refs, now)
+            )
+            if next_at is not None:
+                await tx.jobs.insert_many([follow_up_jobs.timer(n.id, next_at)], now)
             payload = step_payload(
                 step,
                 progress,

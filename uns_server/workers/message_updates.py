@@ -204,9 +204,10 @@ class MessageUpdater(LoopWorker):
         now = self._clock()
         async with self._store.read() as tx:
             row = await tx.notifications.get(update.notification_id)
+            stepping = row is not None and await tx.follow_ups.sending(row.id, now)
         if row is None:
             return NOTHING_TO_UPDATE
-        if still_sending(row, now):
+        if still_sending(row, now, follow_up_sending=stepping):
             return ChannelResult.transient("messages are still being sent")
         queued = sent_since(row, known, update.outcome)
         expanded[job_id] = queued

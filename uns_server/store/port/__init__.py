@@ -23,9 +23,9 @@ implementation (or a rewrite of a query) has one place that says what it must do
 - ``Dispatch.settle_many``/``settle_leased``/``settle_leased_with_events``: fenced by
   the lease token; a stale token changes nothing, and each says so (a count, the
   (id, token) pairs changed, ``FenceMoved``).
-- ``FollowUps``: a row is due while its ack is PENDING (or a step waits to be closed)
-  and ``followup_at`` has passed, oldest first, unless its follow-up lease holds;
-  its moves are fenced by that lease's token.
+- ``FollowUps``: a step is being sent while its ``follow_up`` job runs under a live
+  lease; the carry gives each due follow-up time without a live job its job, once;
+  the step's writes land on the row as given (the job's settle is their fence).
 - ``Jobs`` (the work table, ``tests/store/test_jobs.py``): due available or retryable
   rows of the given kinds are claimed earliest first, many in one statement, under a
   new token; a running row is never claimed again; ``settle_many`` lands only where

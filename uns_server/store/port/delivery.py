@@ -78,37 +78,34 @@ class Moves(Protocol):
 
 
 class FollowUpReads(Protocol):
-    async def next_due_at(self) -> datetime | None:
-        """The earliest follow-up time of a row ``due`` would take."""
+    async def sending(self, notification_id: str, now: datetime) -> bool:
+        """Is a follow-up step of the notification being sent: its ``follow_up`` job
+        running under a lease that has not expired at ``now``?"""
         ...
 
 
 class FollowUps(FollowUpReads, Protocol):
-    """Reminders and escalation steps of PENDING acks, under their own lease."""
+    """What reminders and escalation steps write on the notification; their lease is
+    their ``follow_up`` work row's (``domain.follow_up_jobs``, ``Jobs``), settled in
+    the same transaction before any of these."""
 
-    async def due(self, now: datetime, limit: int) -> Sequence[Notification]:
-        """Up to ``limit`` rows with a follow-up due and not leased, oldest due first,
-        locked (SKIP LOCKED)."""
+    async def look_again(self, notification_id: str, at: datetime | None) -> None:
+        """Nothing is due yet: the next follow-up time shown is ``at`` (None: none)."""
         ...
 
-    async def reschedule(self, move: m.RescheduleFollowUp) -> m.Applied:
-        """Look again later at a row ``due`` locked, its lease still as read."""
+    async def record_progress(self, move: m.RetryFollowUpStep) -> None:
+        """Store the step's progress, its retry time and references."""
         ...
 
-    async def lease(self, move: m.LeaseFollowUp) -> m.Applied:
-        """Lease the follow-up of a row ``due`` locked, its lease still as read."""
+    async def record_step(self, move: m.SettleFollowUpStep) -> None:
+        """Count the decided step, store the next follow-up time, clear its progress."""
         ...
 
-    async def leased(self, notification_id: str, token: str, now: datetime) -> Notification | None:
-        """The row while ``token`` holds its unexpired follow-up lease, locked."""
-        ...
-
-    async def retry_step(self, move: m.RetryFollowUpStep) -> m.Applied:
-        """Store the step's progress and its retry where ``move.token`` holds the lease."""
-        ...
-
-    async def settle_step(self, move: m.SettleFollowUpStep) -> m.Applied:
-        """Count the decided step, the next one due, where the lease is as expected."""
+    async def carry(self, now: datetime, *, limit: int) -> int:
+        """Insert a ``follow_up`` job, due at its follow-up time, for up to ``limit``
+        notifications whose follow-up is due (``followup_at`` passed, the ack PENDING
+        or a step waiting to be closed) with no live job and no unexpired lease of the
+        previous release's; how many. (Those the previous release scheduled.)"""
         ...
 
 

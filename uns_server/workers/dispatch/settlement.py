@@ -295,6 +295,7 @@ class Settler:
             require_ack=n.require_ack,
             ack_timeout_minutes=effective.ack_timeout_minutes,
             quiet_hours=effective.quiet_hours,
+            follows_up=effective.spec.timing.follows_up,
             intent=n.notification.intent.value if n.notification.intent else None,
             held=claim.held,
             throttle_deferrals=n.outcome.throttle_deferrals,
