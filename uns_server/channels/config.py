@@ -43,7 +43,7 @@ Format (the mapping a YAML/JSON settings file holds, name -> options)::
     oncall-telegram:
       type: telegram
       bot_token_env: UNS_TELEGRAM_BOT_TOKEN   # a person's contact address is a chat id
-      secret_token_env: UNS_TELEGRAM_SECRET   # setWebhook's secret_token (buttons answer)
+      secret_token_env: UNS_TELEGRAM_WEBHOOK_SECRET  # setWebhook's secret_token
 
 A ``log`` channel named ``"log"`` is always present unless the file defines that name.
 Unknown options are refused (a typo must not silently disable TLS or a header): each
