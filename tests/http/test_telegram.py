@@ -9,6 +9,7 @@ and its buttons removed."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from uns.v1 import recipient_service_pb2_grpc as rpb_grpc
 from uns.v1 import types_pb2 as t
 
 TYPE = "ops.telegram"
+SLOW_TYPE = "ops.telegram-and-hook"  # alice's message, and a webhook that never answers
 BOT_TOKEN = "7000001:bot-token-for-tests"
 SECRET = "telegram-webhook-secret-for-tests"
 ALICE_CHAT = 123456789  # her private chat with the bot: her user id
@@ -68,13 +70,18 @@ class BotApi:
 class TelegramRig:
     server: RunningServer
     bot: BotApi
+    hook: HttpReceiver
+
+    async def accept(self, key: str, notification_type: str = TYPE) -> str:
+        sent = await self.server.stub("alice").SendNotification(
+            send_request(notification_type=notification_type, idempotency_key=key)
+        )
+        return str(sent.notification_id)
 
     async def send(self, key: str) -> str:
-        sent = await self.server.stub("alice").SendNotification(
-            send_request(notification_type=TYPE, idempotency_key=key)
-        )
+        nid = await self.accept(key)
         assert (await self.server.app.dispatcher.run_once()).claimed == 1
-        return str(sent.notification_id)
+        return nid
 
     async def get(self, nid: str) -> t.Notification:
         reply = await self.server.stub("oscar").GetNotification(
@@ -103,9 +110,10 @@ class TelegramRig:
 
 @pytest.fixture
 async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[TelegramRig]:
-    async with HttpReceiver() as rx:
+    async with HttpReceiver() as rx, HttpReceiver() as hook:
         bot = BotApi(rx)
         rx.responder = bot.answer
+        hook.default = Reply(action="hang")
         channels = tmp_path / "channels.yaml"
         channels.write_text(
             f"""
@@ -114,6 +122,11 @@ tg:
   bot_token: "{BOT_TOKEN}"
   secret_token: {SECRET}
   base_url: {rx.url("/tg")}
+hook:
+  type: webhook
+  url: {hook.url("/hook")}
+  secret: webhook-secret-for-tests
+  timeout_seconds: 300
 """
         )
         server = await start_server(
@@ -130,7 +143,9 @@ tg:
             )
             targets = [t.Target(recipient_id="alice"), t.Target(recipient_id="ops")]
             await put_policy(server, TYPE, acked_spec(targets=targets))
-            yield TelegramRig(server, bot)
+            slow = acked_spec(channels=["hook"], targets=[t.Target(recipient_id="alice")])
+            await put_policy(server, SLOW_TYPE, slow)
+            yield TelegramRig(server, bot, hook)
         finally:
             await server.stop()
 
@@ -325,6 +340,27 @@ async def test_updates_that_are_not_presses_on_uns_messages_settle_nothing(
     await _answers_until(rig, lambda a: len(a) == 3)
     texts = {a.json()["text"] for a in rig.bot.calls("answerCallbackQuery")}
     assert texts == {"This button does not answer a notification UNS sent to this chat."}
+
+
+async def test_a_press_before_its_attempt_is_committed_is_told_to_press_again(
+    rig: TelegramRig,
+) -> None:
+    nid = await rig.accept("tg-5", SLOW_TYPE)
+    # alice's message is sent; the attempt waits for the webhook, which never answers.
+    delivery = asyncio.create_task(rig.server.app.dispatcher.run_once())
+    await rig.hook.wait_for_requests(1)
+    [send] = await rig.bot.rx.wait_for_requests(1)
+    early = press(send, 100, callback_id="e-1")
+    answer = await rig.post(early)
+    assert answer.json() == {"outcome": "sending"}
+    assert (await rig.post(early)).json() == {"outcome": "replayed"}
+    await _answers_until(rig, lambda a: len(a) == 1)
+    [told] = rig.bot.calls("answerCallbackQuery")
+    assert told.json()["text"] == "UNS is still sending this notification: press again in a moment."
+    await rig.hook.stop()  # the webhook's connection drops: the attempt settles
+    await delivery
+    n = await rig.get(nid)
+    assert n.ack_state == t.ACK_STATE_UNSPECIFIED and not await rig.ack_records(nid)
 
 
 @pytest.mark.parametrize("address", ["alice", "+33612345678", "@abc", "12 34"])

@@ -5,7 +5,10 @@ The transport (``http.telegram``) has checked the channel's secret token. This s
 trusts only what Telegram's servers fill in: the press is on a message UNS recorded
 sending through *this* channel for the notification the button names (its chat id and
 message id are in the notification's provider references), so a button cannot be
-replayed against another notification, another chat or another bot.
+replayed against another notification, another chat or another bot. A press that
+arrives before the attempt that sent its message was committed (its reference not yet
+recorded: other channels of the attempt still answering) cannot be checked yet; the
+person is told to press again (``sending``).
 
 Who answers: the person the message was sent to (the reference's ``recipient_id``)
 when the presser is them, that is when ``callback_query.from.id`` is the chat the
@@ -37,12 +40,14 @@ from uns_server.services.provider_answers import (
 
 VIA_TELEGRAM = "telegram"
 INVALID = "invalid"
+SENDING = "sending"
 _SETTLED_TEXT = {False: "Acknowledged.", True: "Dismissed."}
 _REPEAT_TEXT = {
     False: "You had already acknowledged this.",
     True: "You had already dismissed this.",
 }
 _INVALID_TEXT = "This button does not answer a notification UNS sent to this chat."
+_SENDING_TEXT = "UNS is still sending this notification: press again in a moment."
 _CLOSED_TEXT = "This notification is no longer waiting for an answer."
 
 
@@ -78,12 +83,19 @@ class TelegramAnswers(ProviderAnswers):
             receipt_digest(VIA_TELEGRAM, f"{channel}|{press.callback_id}".encode()), VIA_TELEGRAM
         )
         target = parse_callback_data(press.data)
-        sent = None
+        row = None
         if target is not None and press.message_id:
-            sent = _sent_message(await self._refs(target[0]), channel, press)
+            async with self._store.read() as tx:
+                row = await tx.notifications.get(target[0])
+        sent = _sent_message(row.provider_refs or {}, channel, press) if row else None
         if target is None or sent is None:
             if not await self.claim(receipt):
                 return TelegramAnswer(REPLAYED, "")
+            if row is not None and (row.lease_token or row.followup_lease_token):
+                # Its message reached the chat before the attempt that sent it was
+                # committed (other channels of the attempt still answering): its
+                # reference is not recorded yet, so the press cannot be checked yet.
+                return TelegramAnswer(SENDING, _SENDING_TEXT)
             return TelegramAnswer(INVALID, _INVALID_TEXT)
         nid, dismiss = target
         actor = f"telegram:{press.user_id}"
