@@ -42,6 +42,7 @@ ALICE_CHAT = 123456789  # her private chat with the bot: her user id
 OPS_GROUP = -1005550001
 WEBHOOK = "/integrations/telegram/tg"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+OTHER_SECRET = "another-bots-webhook-secret"
 
 
 @dataclass
@@ -122,6 +123,11 @@ tg:
   bot_token: "{BOT_TOKEN}"
   secret_token: {SECRET}
   base_url: {rx.url("/tg")}
+tg-other:
+  type: telegram
+  bot_token: "7000002:another-bot-token"
+  secret_token: {OTHER_SECRET}
+  base_url: {rx.url("/tg-other")}
 hook:
   type: webhook
   url: {hook.url("/hook")}
@@ -361,6 +367,30 @@ async def test_a_press_before_its_attempt_is_committed_is_told_to_press_again(
     await delivery
     n = await rig.get(nid)
     assert n.ack_state == t.ACK_STATE_UNSPECIFIED and not await rig.ack_records(nid)
+
+
+async def test_only_the_sending_channels_secret_verifies_its_press(rig: TelegramRig) -> None:
+    nid = await rig.send("tg-6")
+    send, message_id = _sent_to(rig, ALICE_CHAT)
+    update = press(send, message_id)
+    # Another Telegram channel's webhook, with that channel's own secret: verified as
+    # that channel, whose bot sent nothing for this notification.
+    other = await rig.post(update, secret=OTHER_SECRET, path="/integrations/telegram/tg-other")
+    crossed = await rig.post(update, secret=OTHER_SECRET)
+    assert other.json() == {"outcome": "invalid"} and crossed.status_code == 403
+    n = await rig.get(nid)
+    assert n.ack_state == t.ACK_STATE_PENDING and not await rig.ack_records(nid)
+
+
+async def test_concurrent_copies_of_a_press_settle_once(rig: TelegramRig) -> None:
+    nid = await rig.send("tg-7")
+    send, message_id = _sent_to(rig, ALICE_CHAT)
+    update = press(send, message_id, callback_id="c-1")
+    answers = await asyncio.gather(*(rig.post(update) for _ in range(4)))
+    outcomes = sorted(a.json()["outcome"] for a in answers)
+    assert outcomes == ["replayed", "replayed", "replayed", "settled"]
+    [record] = await rig.ack_records(nid)
+    assert record.acked_by == "recipient:alice"
 
 
 @pytest.mark.parametrize("address", ["alice", "+33612345678", "@abc", "12 34"])
