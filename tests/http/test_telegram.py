@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,6 +240,15 @@ async def test_a_press_settles_as_the_person_once_and_every_message_is_edited(
     [payload] = await _acked_payloads(rig, nid)
     assert (payload["actor"], payload["via"]) == ("recipient:alice", "telegram")
     assert payload["metadata"]["telegram_user_id"] == str(ALICE_CHAT)
+    # A producer reads the person, never their chat (personal data, issue 42).
+    events = await events_until(
+        rig.server.stub("alice"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        has_kind(nid, t.EVENT_KIND_ACKED),
+    )
+    seen = json.dumps([json_format.MessageToDict(e.payload) for e in events])
+    assert str(ALICE_CHAT) not in seen and str(OPS_GROUP) not in seen
+    assert '"telegram_chat_id": "recipient:alice"' in seen
 
     # The press is answered once (the spinner stops, alice reads the result). A later
     # press's answer is the barrier: a second answer of the first would come before it.

@@ -117,7 +117,7 @@ class TelegramChannel(HttpChannel):
             return unexpected_success(reply, 'JSON {"ok": true, "result": <Message>}')
         return ChannelResult.delivered(
             str(message_id),
-            metadata={"http_status": reply.status, "telegram_chat_id": str(chat_id)},
+            metadata={"http_status": reply.status},
             reference={
                 "type": "telegram",
                 "recipient": f"telegram:{chat}",

@@ -110,7 +110,6 @@ class TelegramAnswers(ProviderAnswers):
             for k, v in (
                 ("telegram_user_id", str(press.user_id)),
                 ("telegram_username", press.username),
-                ("telegram_chat_id", str(press.chat_id)),
             )
             if v
         }
