@@ -29,6 +29,7 @@ from uns_server.channels.config import (
     PagerDutyConfig,
     SlackConfig,
     TeamsConfig,
+    TelegramConfig,
     WebhookConfig,
     load_channels_config,
 )
@@ -126,6 +127,7 @@ def test_sample_channels_file_loads_with_the_real_loader() -> None:
         "pager": PagerDutyConfig,
         "phone-push": NtfyConfig,
         "ops-teams": TeamsConfig,
+        "oncall-telegram": TelegramConfig,
         "log": kinds["log"],  # always present
     }
     assert not any(

@@ -78,3 +78,30 @@ def test_an_outcomes_error_message_keeps_channels_and_names_people() -> None:
         "mail@erin+2: SMTP 550 see recipient:erin; more for recipient:erin"
     )
     assert redacted_payload({"outcome": {"error_message": "hook: HTTP 503"}}) is None
+
+
+def test_a_telegram_chat_and_presser_become_the_person() -> None:
+    answered = {
+        "actor": "recipient:alice",
+        "via": "telegram",
+        "recipient_id": "alice",
+        "metadata": {
+            "telegram_user_id": "123456789",
+            "telegram_username": "alice_t",
+            "telegram_chat_id": "123456789",
+        },
+    }
+    assert redacted_payload(answered) == {
+        **answered,
+        "metadata": dict.fromkeys(answered["metadata"], "recipient:alice"),
+    }
+    sent = {"recipient_id": "alice", "provider_reference": {"telegram_chat_id": "-100777"}}
+    assert redacted_payload(sent) == {
+        "recipient_id": "alice",
+        "provider_reference": {"telegram_chat_id": "recipient:alice"},
+    }
+    # Someone else's press (no person): who pressed is the actor, as for Slack.
+    assert (
+        redacted_payload({"actor": "telegram:4242", "metadata": {"telegram_user_id": "4242"}})
+        is None
+    )

@@ -12,14 +12,21 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uns_server.channels.config import PagerDutyConfig, SlackConfig, channel_endpoint
+from uns_server.channels.config import (
+    PagerDutyConfig,
+    SlackConfig,
+    TelegramConfig,
+    channel_endpoint,
+)
 from uns_server.channels.slack import SlackChannel
+from uns_server.channels.telegram import TelegramChannel
 from uns_server.domain.links import LinkSigner
 from uns_server.http import connect as http_connect
 from uns_server.http import console as http_console
 from uns_server.http import health as http_health
 from uns_server.http import integrations as http_integrations
 from uns_server.http import links as http_links
+from uns_server.http import telegram as http_telegram
 from uns_server.http.console.sessions import Sessions
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.operations import Operations
@@ -27,6 +34,7 @@ from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyService
 from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
+from uns_server.services.telegram_answers import TelegramAnswers
 from uns_server.settings import ACTION_LINK_KEY_MIN_CHARS
 
 if TYPE_CHECKING:
@@ -102,6 +110,25 @@ def _ephemeral_reply(app: App) -> http_integrations.EphemeralReply:
     return reply
 
 
+def telegram_webhooks(app: App) -> dict[str, http_telegram.TelegramWebhook]:
+    """Each Telegram channel's secret token, and its bot answering a press."""
+    webhooks = {}
+    for name, config in app.channels_config.channels.items():
+        channel = app.channels.get(name)
+        if isinstance(config, TelegramConfig) and isinstance(channel, TelegramChannel):
+
+            async def answer(callback_id: str, text: str, bot: TelegramChannel = channel) -> None:
+                result = await bot.answer_callback(callback_id, text)
+                if not result.success:
+                    log.warning(
+                        "answerCallbackQuery failed",
+                        extra={"channel": bot.name, "error": result.error},
+                    )
+
+            webhooks[name] = http_telegram.TelegramWebhook(config.secret_token, answer)
+    return webhooks
+
+
 def routes(app: App) -> list[Any]:
     result: list[Any] = list(http_health.routes(app.ready))
     if app.links is not None:
@@ -120,6 +147,9 @@ def routes(app: App) -> list[Any]:
                 if isinstance(c, PagerDutyConfig) and c.webhook_secret
             },
             _ephemeral_reply(app),
+        )
+        result += http_telegram.routes(
+            TelegramAnswers(app.store, app.acks, app.links, app.clock), telegram_webhooks(app)
         )
     result += http_console.routes(console(app))
     app.bridge = http_connect.Bridge(

@@ -40,10 +40,17 @@ Format (the mapping a YAML/JSON settings file holds, name -> options)::
     ops-teams:
       type: teams
       url_env: UNS_TEAMS_WORKFLOW_URL         # a Teams Workflows webhook (channel-wide)
+    oncall-telegram:
+      type: telegram
+      bot_token_env: UNS_TELEGRAM_BOT_TOKEN   # a person's contact address is a chat id
+      secret_token_env: UNS_TELEGRAM_WEBHOOK_SECRET  # setWebhook's secret_token
 
 A ``log`` channel named ``"log"`` is always present unless the file defines that name.
 Unknown options are refused (a typo must not silently disable TLS or a header): each
 channel's options are read and checked by ``channels.options.Options``.
+
+Size: one config class and one builder per channel type, side by side, so that adding
+a type adds to this one file rather than spreading over several.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ __all__ = [
     "PagerDutyConfig",
     "SlackConfig",
     "TeamsConfig",
+    "TelegramConfig",
     "WebhookConfig",
     "channel_endpoint",
     "load_channels_config",
@@ -77,9 +85,11 @@ TIMEOUT_SECONDS_DEFAULT = 10.0
 SMTP_TIMEOUT_SECONDS_DEFAULT = 30.0
 SLACK_API_BASE_URL_DEFAULT = "https://slack.com/api"
 PAGERDUTY_BASE_URL_DEFAULT = "https://events.pagerduty.com"
+TELEGRAM_BASE_URL_DEFAULT = "https://api.telegram.org"
 LOG_CHANNEL_NAME = "log"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_TELEGRAM_SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 class _ReprHidesSecrets:
@@ -212,6 +222,22 @@ class TeamsConfig(_ReprHidesSecrets):
 
 
 @dataclass(frozen=True, repr=False)
+class TelegramConfig(_ReprHidesSecrets):
+    """Telegram Bot API (``POST {base_url}/bot{bot_token}/sendMessage``); a person's
+    contact is a chat id. Buttons answer at ``/integrations/telegram/{channel name}``,
+    verified by the ``secret_token`` given to ``setWebhook``."""
+
+    type: ClassVar[str] = "telegram"
+    _secret_fields = frozenset({"bot_token", "secret_token"})
+    _url_fields = frozenset({"base_url"})
+
+    bot_token: str
+    secret_token: str
+    base_url: str = TELEGRAM_BASE_URL_DEFAULT
+    timeout_seconds: float = TIMEOUT_SECONDS_DEFAULT
+
+
+@dataclass(frozen=True, repr=False)
 class LogConfig(_ReprHidesSecrets):
     """Local ``logging`` channel (logger ``uns.channels.log``); always delivers."""
 
@@ -227,6 +253,7 @@ ChannelConfig = (
     | PagerDutyConfig
     | NtfyConfig
     | TeamsConfig
+    | TelegramConfig
     | LogConfig
 )
 
@@ -238,7 +265,7 @@ def channel_endpoint(config: ChannelConfig) -> str:
         return endpoint(config.url)
     if isinstance(config, SlackConfig):
         return endpoint(config.webhook_url or config.base_url)
-    if isinstance(config, PagerDutyConfig):
+    if isinstance(config, PagerDutyConfig | TelegramConfig):
         return endpoint(config.base_url)
     if isinstance(config, EmailConfig):
         # aiosmtplib's default port when none is set.
@@ -346,6 +373,19 @@ def _teams(o: Options) -> TeamsConfig:
     )
 
 
+def _telegram(o: Options) -> TelegramConfig:
+    config = TelegramConfig(
+        bot_token=o.secret("bot_token"),
+        secret_token=o.secret("secret_token"),
+        base_url=o.url("base_url", default=TELEGRAM_BASE_URL_DEFAULT).rstrip("/"),
+        timeout_seconds=o.seconds("timeout_seconds", TIMEOUT_SECONDS_DEFAULT),
+    )
+    if not _TELEGRAM_SECRET_RE.fullmatch(config.secret_token):
+        # What setWebhook accepts; Telegram refuses any other secret_token.
+        raise o.fail("option 'secret_token' must be 1-256 of A-Z, a-z, 0-9, '_' and '-'")
+    return config
+
+
 def _log(o: Options) -> LogConfig:
     level = o.text("level", "INFO").upper()
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
@@ -360,6 +400,7 @@ _BUILDERS: Mapping[str, Callable[[Options], ChannelConfig]] = {
     "pagerduty": _pagerduty,
     "ntfy": _ntfy,
     "teams": _teams,
+    "telegram": _telegram,
     "log": _log,
 }
 

@@ -10,6 +10,7 @@ from uns_server.channels.config import (
     PagerDutyConfig,
     SlackConfig,
     TeamsConfig,
+    TelegramConfig,
     WebhookConfig,
 )
 from uns_server.domain.people import ChannelKind
@@ -31,6 +32,8 @@ def person_kinds(config: ChannelsConfig) -> dict[str, ChannelKind]:
             kinds[name] = ChannelKind.NTFY
         elif isinstance(cfg, TeamsConfig):
             kinds[name] = ChannelKind.TEAMS
+        elif isinstance(cfg, TelegramConfig):
+            kinds[name] = ChannelKind.TELEGRAM
         elif isinstance(cfg, WebhookConfig):
             kinds[name] = ChannelKind.WEBHOOK
         else:

@@ -20,6 +20,7 @@ from uns_server.channels.config import (
     PagerDutyConfig,
     SlackConfig,
     TeamsConfig,
+    TelegramConfig,
     WebhookConfig,
 )
 from uns_server.channels.email import EmailChannel
@@ -29,6 +30,7 @@ from uns_server.channels.ntfy import NtfyChannel
 from uns_server.channels.pagerduty import PagerDutyChannel
 from uns_server.channels.slack import SlackChannel
 from uns_server.channels.teams import TeamsChannel
+from uns_server.channels.telegram import TelegramChannel
 from uns_server.channels.webhook import WebhookChannel
 
 HTTP_MAX_CONNECTIONS_DEFAULT = 100
@@ -51,7 +53,14 @@ def build_channels(
     config: ChannelsConfig, http_client: OutboundClient | None = None
 ) -> dict[str, Channel]:
     """One adapter per configured channel, keyed by name."""
-    http_configs = (WebhookConfig, SlackConfig, PagerDutyConfig, NtfyConfig, TeamsConfig)
+    http_configs = (
+        WebhookConfig,
+        SlackConfig,
+        PagerDutyConfig,
+        NtfyConfig,
+        TeamsConfig,
+        TelegramConfig,
+    )
     lease: ClientLease | None = None
     if any(isinstance(c, http_configs) for c in config.channels.values()):
         lease = ClientLease(http_client or default_http_client(), owned=http_client is None)
@@ -71,6 +80,8 @@ def build_channels(
                 channels[name] = NtfyChannel(name, cfg, lease.client, on_close=lease.acquire())
             elif isinstance(cfg, TeamsConfig):
                 channels[name] = TeamsChannel(name, cfg, lease.client, on_close=lease.acquire())
+            elif isinstance(cfg, TelegramConfig):
+                channels[name] = TelegramChannel(name, cfg, lease.client, on_close=lease.acquire())
             else:
                 channels[name] = PagerDutyChannel(name, cfg, lease.client, on_close=lease.acquire())
     return channels

@@ -41,6 +41,9 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 _SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,20}")
 _PAGERDUTY_ID = re.compile(r"P[A-Z0-9]{5,13}")
 _NTFY_TOPIC = re.compile(r"[-_A-Za-z0-9]{1,64}")  # ntfy's own topic rule
+# A Telegram chat id (a user's or a group's, negative for groups: -100... for
+# supergroups and channels) or a public channel's @username (5-32 characters).
+_TELEGRAM_CHAT = re.compile(r"-?[1-9][0-9]{0,19}|@[A-Za-z][A-Za-z0-9_]{4,31}")
 
 
 class ChannelKind(StrEnum):
@@ -53,6 +56,7 @@ class ChannelKind(StrEnum):
     WEBHOOK = "webhook"
     NTFY = "ntfy"
     TEAMS = "teams"
+    TELEGRAM = "telegram"
     LOG = "log"
 
 
@@ -220,6 +224,11 @@ def address_problem(kind: ChannelKind, address: str) -> str | None:
         return "must be a PagerDuty user or service id (P…) for a PagerDuty channel"
     if kind is ChannelKind.NTFY and not _NTFY_TOPIC.fullmatch(address):
         return "must be an ntfy topic (1-64 letters, digits, '-' or '_') for an ntfy channel"
+    if kind is ChannelKind.TELEGRAM and not _TELEGRAM_CHAT.fullmatch(address):
+        return (
+            "must be a Telegram chat id (an integer, negative for a group) or a "
+            "channel's @username for a Telegram channel"
+        )
     if kind is ChannelKind.TEAMS:
         return (
             "a Teams channel posts to one Teams channel through its workflow and cannot "

@@ -5,8 +5,9 @@ else names a person's own message names the person instead, ``recipient:<id>``.
 An event's payload records a person's message as a mapping that holds its
 ``recipient_id`` (a CHANNEL_ATTEMPT_RESULT and its ``provider_reference``, each result
 of a REMINDER_SENT or ESCALATED step): there, ``recipient`` is the address the
-provider was given, the email channel's ``refused_recipients`` lists it, and a
-provider's ``error`` may quote it (``550 <dave@example.com>: no such user``).
+provider was given, the email channel's ``refused_recipients`` lists it, a Telegram
+message's reference and answer name its chat and presser (``telegram_chat_id``, ...),
+and a provider's ``error`` may quote it (``550 <dave@example.com>: no such user``).
 A notification's outcome sums its channels' errors up in ``error_message``
 (``mail@dave: 550 <dave@example.com>: ...; hook: HTTP 503``): the part of each
 person's route (``<channel>@<recipient id>``) is rewritten the same way
@@ -23,6 +24,14 @@ from typing import Any
 # An email address as a provider's reply quotes it (a route key such as
 # ``email@dave`` is never in an ``error``: errors are the provider's own words).
 _EMAIL = re.compile(r"[^\s<>\"'(),;:\[\]@]+@[^\s<>\"'(),;:\[\]@]+\.[^\s<>\"'(),;:\[\]@]+")
+
+
+# The fields that hold a person's address: whom a message reached, and a Telegram chat
+# id (a private chat's is the user's id) in a message's reference and the presser in an
+# answer's metadata.
+_ADDRESS_KEYS = frozenset(
+    {"recipient", "telegram_chat_id", "telegram_user_id", "telegram_username"}
+)
 
 
 # Where an outcome's ``error_message`` names a route: ``<channel>@<recipient id>[+<n>]: ``
@@ -69,7 +78,7 @@ def _redact(value: Any, recipient_id: str) -> Any:
         changed = {}
         for key, item in value.items():
             new = _redact(item, rid)
-            if rid and key == "recipient" and isinstance(item, str) and item != person(rid):
+            if rid and key in _ADDRESS_KEYS and isinstance(item, str) and item != person(rid):
                 new = person(rid)
             elif rid and key == "error" and isinstance(item, str):
                 new = _EMAIL.sub(person(rid), item)

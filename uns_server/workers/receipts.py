@@ -1,10 +1,11 @@
 """Retention of provider-callback receipts: every ``POLL_SECONDS`` delete the receipts
 older than ``CALLBACK_RECEIPT_DAYS`` (``Receipts.prune`` of the store port).
 
-A receipt refuses a replayed Slack or PagerDuty callback; past a week no provider
-replays one (Slack's own signatures expire after five minutes, PagerDuty's never do,
-but a week-old webhook is not retried). Not ``required``: a failed prune leaves the
-receipts for the next one, and the server serves meanwhile.
+A receipt refuses a replayed Slack or PagerDuty callback (and makes a Telegram press
+redelivered count once); past a week no provider replays one (Slack's own signatures
+expire after five minutes, PagerDuty's never do, but a week-old webhook is not
+retried). Not ``required``: a failed prune leaves the receipts for the next one, and
+the server serves meanwhile.
 """
 
 from __future__ import annotations
