@@ -41,6 +41,8 @@ Format (the mapping a YAML/JSON settings file holds, name -> options)::
       type: teams
       url_env: UNS_TEAMS_WORKFLOW_URL         # a Teams Workflows webhook (channel-wide)
 
+``twilio_sms`` and ``twilio_voice`` are read by ``channels.twilio_config``.
+
 A ``log`` channel named ``"log"`` is always present unless the file defines that name.
 Unknown options are refused (a typo must not silently disable TLS or a header): each
 channel's options are read and checked by ``channels.options.Options``.
@@ -54,6 +56,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, cast
 
+from uns_server.channels import twilio_config as tw
 from uns_server.channels._redact import MASK, endpoint, redact_url
 from uns_server.channels._signing import signing_key
 from uns_server.channels.options import ChannelConfigError, Options
@@ -227,6 +230,8 @@ ChannelConfig = (
     | PagerDutyConfig
     | NtfyConfig
     | TeamsConfig
+    | tw.TwilioSmsConfig
+    | tw.TwilioVoiceConfig
     | LogConfig
 )
 
@@ -238,7 +243,7 @@ def channel_endpoint(config: ChannelConfig) -> str:
         return endpoint(config.url)
     if isinstance(config, SlackConfig):
         return endpoint(config.webhook_url or config.base_url)
-    if isinstance(config, PagerDutyConfig):
+    if isinstance(config, PagerDutyConfig | tw.TwilioSmsConfig | tw.TwilioVoiceConfig):
         return endpoint(config.base_url)
     if isinstance(config, EmailConfig):
         # aiosmtplib's default port when none is set.
@@ -360,6 +365,8 @@ _BUILDERS: Mapping[str, Callable[[Options], ChannelConfig]] = {
     "pagerduty": _pagerduty,
     "ntfy": _ntfy,
     "teams": _teams,
+    "twilio_sms": tw.twilio_sms,
+    "twilio_voice": tw.twilio_voice,
     "log": _log,
 }
 

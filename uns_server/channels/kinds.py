@@ -12,6 +12,7 @@ from uns_server.channels.config import (
     TeamsConfig,
     WebhookConfig,
 )
+from uns_server.channels.twilio_config import TwilioSmsConfig, TwilioVoiceConfig
 from uns_server.domain.people import ChannelKind
 
 
@@ -31,6 +32,8 @@ def person_kinds(config: ChannelsConfig) -> dict[str, ChannelKind]:
             kinds[name] = ChannelKind.NTFY
         elif isinstance(cfg, TeamsConfig):
             kinds[name] = ChannelKind.TEAMS
+        elif isinstance(cfg, TwilioSmsConfig | TwilioVoiceConfig):
+            kinds[name] = ChannelKind.PHONE
         elif isinstance(cfg, WebhookConfig):
             kinds[name] = ChannelKind.WEBHOOK
         else:

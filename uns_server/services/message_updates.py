@@ -12,7 +12,8 @@ escalation step (``services.message_updates.updatable``): Slack messages sent th
 Web API (``chat.update`` with the stored channel + ts), PagerDuty incidents (``resolve``
 with the stored dedup_key; on TIMED_OUT only where the channel says
 ``resolve_on_timeout``), webhook receivers (one ``uns.notification.settled`` request),
-and ntfy topics and Teams channels (one follow-up message with the outcome).
+ntfy topics and Teams channels (one follow-up message with the outcome), and a person's
+number on a ``twilio_sms`` channel that sets ``notify_outcome`` (an outcome SMS).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def updatable(reference: ProviderRef) -> bool:
     Slack message posted through the Web API and every PagerDuty incident (the delivery,
     each reminder, each escalation step); a webhook receiver once per channel (for the
     delivery's reference), as one ``uns.notification.settled`` request; an ntfy topic and a
-    Teams channel once each (for the delivery's message), as a follow-up message."""
+    Teams channel once each (for the delivery's message), as a follow-up message; a
+    person's number once with an outcome SMS where the channel sets ``notify_outcome``."""
     kind = reference.channel_type
     if kind == "slack":
         return bool(reference.slack_ts and reference.slack_channel)
@@ -55,6 +57,9 @@ def updatable(reference: ProviderRef) -> bool:
         return not reference.follow_up
     if kind == "ntfy":
         return bool(reference.provider_field("ntfy_topic")) and not reference.follow_up
+    if kind == "twilio_sms":  # only where the channel asked for it (``notify_outcome``)
+        wanted = reference.provider_field("twilio_notify_outcome") == "true"
+        return wanted and not reference.follow_up
     return False
 
 
