@@ -14,7 +14,7 @@
 
 Each option also reads as ``<option>_env``; ``base_url`` (default
 ``https://api.twilio.com``) points a test at a loopback fake. The auth token is a
-credential: never in a ``repr``, a result or a log.
+credential: never in a ``repr``, a result or a log (nor the account SID in a ``repr``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class _TwilioConfig:
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
-        shown["auth_token"] = MASK
+        # The SID is half of the basic-auth pair: masked as the token is.
+        shown["auth_token"] = shown["account_sid"] = MASK
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
 
