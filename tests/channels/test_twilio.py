@@ -22,8 +22,10 @@ from uns_server.channels.kinds import person_kinds
 from uns_server.channels.twilio import TwilioSmsChannel
 from uns_server.channels.twilio_config import TwilioSmsConfig, TwilioVoiceConfig
 from uns_server.channels.twilio_voice import TwilioVoiceChannel
+from uns_server.domain.outcomes import ProviderRef
 from uns_server.domain.people import address_problem
 from uns_server.domain.twilio import answer_code
+from uns_server.services.message_updates import updatable
 
 SID = "AC" + "0123456789abcdef" * 2
 FROM = "+14155550100"
@@ -325,3 +327,12 @@ def test_credentials_from_the_environment_masked_and_numbers_validated() -> None
             assert address_problem(kinds[name], bad) == (
                 "must be a phone number in E.164 form (+14155552671) for a Twilio channel"
             )
+
+
+def test_the_outcome_sms_is_queued_only_where_the_channel_asks() -> None:
+    base = {"type": "twilio_sms", "channel": "sms", "recipient": f"sms:{ALICE}"}
+    assert updatable(ProviderRef.from_json({**base, "twilio_notify_outcome": "true"}))
+    assert not updatable(ProviderRef.from_json(base))
+    reminder = {**base, "twilio_notify_outcome": "true", "follow_up": "REMINDER"}
+    assert not updatable(ProviderRef.from_json(reminder))  # once per person: the delivery's
+    assert not updatable(ProviderRef.from_json({**base, "type": "twilio_voice"}))

@@ -78,3 +78,26 @@ def test_an_outcomes_error_message_keeps_channels_and_names_people() -> None:
         "mail@erin+2: SMTP 550 see recipient:erin; more for recipient:erin"
     )
     assert redacted_payload({"outcome": {"error_message": "hook: HTTP 503"}}) is None
+
+
+def test_a_phone_number_twilio_quotes_becomes_the_person() -> None:
+    attempt = {
+        "channel": "sms",
+        "route": "sms@dave",
+        "recipient_id": "dave",
+        "error": "HTTP 400: The 'To' number +14155552671 is not a valid phone number.",
+        "provider_reference": {"recipient": "sms:+14155552671", "recipient_id": "dave"},
+    }
+    redacted = redacted_payload(attempt)
+    assert redacted is not None
+    assert (
+        redacted["error"] == "HTTP 400: The 'To' number recipient:dave is not a valid phone number."
+    )
+    assert redacted["provider_reference"]["recipient"] == "recipient:dave"
+    outcome = {"outcome": {"error_message": "sms@dave: HTTP 400: number +14155552671 is blocked"}}
+    redacted = redacted_payload(outcome)
+    assert redacted is not None
+    assert (
+        redacted["outcome"]["error_message"]
+        == "sms@dave: HTTP 400: number recipient:dave is blocked"
+    )
