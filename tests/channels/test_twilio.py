@@ -168,7 +168,7 @@ async def test_a_call_gathers_one_key_and_reports_its_status(
     assert parse_qs(action.query) == {"channel": ["phone"], "ack": ["ACK"], "dismiss": ["DIS"]}
     said = [say.text for say in gather]
     assert said == [
-        "Arm 3 stalled. Joint 2 over torque <@here> & co",
+        "Arm 3 stalled. Joint 2 over torque @here and co",
         "Press 1 to acknowledge, 2 to dismiss.",
     ]
     assert len(form["Twiml"]) < 4000
@@ -336,3 +336,16 @@ def test_the_outcome_sms_is_queued_only_where_the_channel_asks() -> None:
     reminder = {**base, "twilio_notify_outcome": "true", "follow_up": "REMINDER"}
     assert not updatable(ProviderRef.from_json(reminder))  # once per person: the delivery's
     assert not updatable(ProviderRef.from_json({**base, "type": "twilio_voice"}))
+
+
+async def test_a_calls_twiml_stays_within_twilios_limit(
+    receiver: HttpReceiver, http_client: OutboundClient
+) -> None:
+    receiver.script(_created("CA0003"))
+    message = make_message(
+        title="<&>" * 500, message="&" * 5000, require_ack=True, links=lambda _r: LINKS, to=ALICE
+    )
+    assert (await _voice(receiver, http_client).send(message)).success
+    twiml = _form(receiver.requests[0])["Twiml"]
+    assert len(twiml) < 4000
+    ElementTree.fromstring(twiml)  # still well-formed

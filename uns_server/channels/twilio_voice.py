@@ -61,9 +61,12 @@ def callback_urls(channel: str, links: ActionLinks) -> tuple[str, str]:
 
 
 def spoken(message: OutboundMessage) -> str:
+    """What the call reads out: markup characters are not spoken, and dropping them
+    keeps escaping from growing the Twiml past Twilio's limit."""
     title = message.title or message.notification_type.replace(".", " ")
     text = f"{title}. {message.message}" if message.message else title
-    return _clip(text, SPOKEN_MAX_CHARS)
+    text = text.replace("&", " and ").replace("<", " ").replace(">", " ")
+    return _clip(" ".join(text.split()), SPOKEN_MAX_CHARS)
 
 
 class TwilioVoiceChannel(TwilioChannel):
