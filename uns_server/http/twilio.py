@@ -92,20 +92,24 @@ def routes(
 ) -> list[web.RouteDef]:
     """``sms``/``voice``: channel name -> its account, per channel type."""
 
-    def signed(
-        request: web.Request, candidates: Sequence[str], channels: Mapping[str, TwilioAccount]
-    ) -> Callable[[list[tuple[str, str]]], str | None]:
+    def signed_by(
+        request: web.Request,
+        params: list[tuple[str, str]],
+        candidates: Sequence[str],
+        channels: Mapping[str, TwilioAccount],
+    ) -> str | None:
         """The first of ``candidates`` whose auth token signed the request, or None."""
+        url = public_url() + request.path_qs
+        header = request.headers.get(SIGNATURE_HEADER)
+        for name in candidates:
+            if verify_twilio([channels[name].auth_token], url, params, header):
+                return name
+        return None
 
-        def check(params: list[tuple[str, str]]) -> str | None:
-            url = public_url() + request.path_qs
-            header = request.headers.get(SIGNATURE_HEADER)
-            for name in candidates:
-                if verify_twilio([channels[name].auth_token], url, params, header):
-                    return name
-            return None
-
-        return check
+    def named(request: web.Request) -> list[str]:
+        """The voice channel a call's URL names (the one UNS put there), if it exists."""
+        name = request.query.get("channel", "")
+        return [name] if name in voice else []
 
     def receipt(request: web.Request, via: str) -> Receipt:
         signature = request.headers.get(SIGNATURE_HEADER, "")
@@ -122,7 +126,7 @@ def routes(
             for name, a in sms.items()
             if a.number == to and (not account or a.account_sid == account)
         )
-        channel = signed(request, candidates, sms)(params)
+        channel = signed_by(request, params, candidates, sms)
         if channel is None:
             return _refused()
         sender = e164(form.get("From", ""))
@@ -144,8 +148,7 @@ def routes(
         if not voice:
             raise web.HTTPNotFound()
         params = await _form(request)
-        name = request.query.get("channel", "")
-        channel = signed(request, [name] if name in voice else [], voice)(params)
+        channel = signed_by(request, params, named(request), voice)
         if channel is None:
             return _refused()
         call = await answers.call(channel, request.query.get("ack", ""))
@@ -175,8 +178,7 @@ def routes(
         if not voice:
             raise web.HTTPNotFound()
         params = await _form(request)
-        name = request.query.get("channel", "")
-        channel = signed(request, [name] if name in voice else [], voice)(params)
+        channel = signed_by(request, params, named(request), voice)
         if channel is None:
             return _refused()
         form = dict(params)
