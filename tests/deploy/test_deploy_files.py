@@ -33,6 +33,7 @@ from uns_server.channels.config import (
     WebhookConfig,
     load_channels_config,
 )
+from uns_server.channels.twilio_config import TwilioSmsConfig, TwilioVoiceConfig
 
 
 def test_prometheus_rules_pass_promtool() -> None:
@@ -118,6 +119,8 @@ def test_sample_channels_file_loads_with_the_real_loader() -> None:
         + f"sample-secret-for-{name}"
         for name in sorted(variables)
     }
+    # A Twilio account SID has its own shape (AC + 32 hex digits).
+    environ.update({name: "AC" + "0" * 32 for name in variables if name.endswith("_ACCOUNT_SID")})
     config = load_channels_config(data, environ)
     kinds = {name: type(c) for name, c in config.channels.items()}
     assert kinds == {
@@ -128,6 +131,8 @@ def test_sample_channels_file_loads_with_the_real_loader() -> None:
         "phone-push": NtfyConfig,
         "ops-teams": TeamsConfig,
         "oncall-telegram": TelegramConfig,
+        "sms": TwilioSmsConfig,
+        "phone": TwilioVoiceConfig,
         "log": kinds["log"],  # always present
     }
     assert not any(

@@ -105,3 +105,26 @@ def test_a_telegram_chat_and_presser_become_the_person() -> None:
         redacted_payload({"actor": "telegram:4242", "metadata": {"telegram_user_id": "4242"}})
         is None
     )
+
+
+def test_a_phone_number_twilio_quotes_becomes_the_person() -> None:
+    attempt = {
+        "channel": "sms",
+        "route": "sms@dave",
+        "recipient_id": "dave",
+        "error": "HTTP 400: The 'To' number +14155552671 is not a valid phone number.",
+        "provider_reference": {"recipient": "sms:+14155552671", "recipient_id": "dave"},
+    }
+    redacted = redacted_payload(attempt)
+    assert redacted is not None
+    assert (
+        redacted["error"] == "HTTP 400: The 'To' number recipient:dave is not a valid phone number."
+    )
+    assert redacted["provider_reference"]["recipient"] == "recipient:dave"
+    outcome = {"outcome": {"error_message": "sms@dave: HTTP 400: number +14155552671 is blocked"}}
+    redacted = redacted_payload(outcome)
+    assert redacted is not None
+    assert (
+        redacted["outcome"]["error_message"]
+        == "sms@dave: HTTP 400: number recipient:dave is blocked"
+    )

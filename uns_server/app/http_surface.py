@@ -20,6 +20,7 @@ from uns_server.channels.config import (
 )
 from uns_server.channels.slack import SlackChannel
 from uns_server.channels.telegram import TelegramChannel
+from uns_server.channels.twilio_config import TwilioSmsConfig, TwilioVoiceConfig
 from uns_server.domain.links import LinkSigner
 from uns_server.http import connect as http_connect
 from uns_server.http import console as http_console
@@ -27,6 +28,7 @@ from uns_server.http import health as http_health
 from uns_server.http import integrations as http_integrations
 from uns_server.http import links as http_links
 from uns_server.http import telegram as http_telegram
+from uns_server.http import twilio as http_twilio
 from uns_server.http.console.sessions import Sessions
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.operations import Operations
@@ -35,6 +37,7 @@ from uns_server.services.policies import PolicyService
 from uns_server.services.provider_answers import ProviderAnswers
 from uns_server.services.queries import Queries
 from uns_server.services.telegram_answers import TelegramAnswers
+from uns_server.services.twilio_answers import TwilioAnswers
 from uns_server.settings import ACTION_LINK_KEY_MIN_CHARS
 
 if TYPE_CHECKING:
@@ -151,6 +154,7 @@ def routes(app: App) -> list[Any]:
         result += http_telegram.routes(
             TelegramAnswers(app.store, app.acks, app.links, app.clock), telegram_webhooks(app)
         )
+        result += twilio_routes(app)
     result += http_console.routes(console(app))
     app.bridge = http_connect.Bridge(
         lambda: app.bridge_target,
@@ -159,6 +163,20 @@ def routes(app: App) -> list[Any]:
     )
     result += app.bridge.routes()
     return result
+
+
+def twilio_routes(app: App) -> list[Any]:
+    """Twilio's callbacks, verified with the auth token of each channel of the type."""
+    assert app.links is not None
+    accounts: dict[str, dict[str, http_twilio.TwilioAccount]] = {"sms": {}, "voice": {}}
+    for name, c in app.channels_config.channels.items():
+        if isinstance(c, TwilioSmsConfig | TwilioVoiceConfig):
+            kind = "sms" if isinstance(c, TwilioSmsConfig) else "voice"
+            accounts[kind][name] = http_twilio.TwilioAccount(
+                c.account_sid, c.auth_token, c.from_number
+            )
+    answers = TwilioAnswers(app.store, app.acks, app.links, app.clock)
+    return http_twilio.routes(answers, accounts["sms"], accounts["voice"], lambda: app.public_url)
 
 
 def console(app: App) -> http_console.Console:

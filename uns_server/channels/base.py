@@ -33,6 +33,9 @@ class ActionLinks:
     dismiss_url: str
     acknowledge_token: str
     dismiss_token: str
+    # The server's public base URL, for a provider told where to post the answer
+    # (Twilio's Gather action); "" where none was given.
+    public_url: str = ""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ Format (the mapping a YAML/JSON settings file holds, name -> options)::
       bot_token_env: UNS_TELEGRAM_BOT_TOKEN   # a person's contact address is a chat id
       secret_token_env: UNS_TELEGRAM_WEBHOOK_SECRET  # setWebhook's secret_token
 
+``twilio_sms`` and ``twilio_voice`` are read by ``channels.twilio_config``.
+
 A ``log`` channel named ``"log"`` is always present unless the file defines that name.
 Unknown options are refused (a typo must not silently disable TLS or a header): each
 channel's options are read and checked by ``channels.options.Options``.
@@ -61,6 +63,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, cast
 
+from uns_server.channels import twilio_config as tw
 from uns_server.channels._redact import MASK, endpoint, redact_url
 from uns_server.channels._signing import signing_key
 from uns_server.channels.options import ChannelConfigError, Options
@@ -254,6 +257,8 @@ ChannelConfig = (
     | NtfyConfig
     | TeamsConfig
     | TelegramConfig
+    | tw.TwilioSmsConfig
+    | tw.TwilioVoiceConfig
     | LogConfig
 )
 
@@ -265,7 +270,9 @@ def channel_endpoint(config: ChannelConfig) -> str:
         return endpoint(config.url)
     if isinstance(config, SlackConfig):
         return endpoint(config.webhook_url or config.base_url)
-    if isinstance(config, PagerDutyConfig | TelegramConfig):
+    if isinstance(
+        config, PagerDutyConfig | TelegramConfig | tw.TwilioSmsConfig | tw.TwilioVoiceConfig
+    ):
         return endpoint(config.base_url)
     if isinstance(config, EmailConfig):
         # aiosmtplib's default port when none is set.
@@ -401,6 +408,8 @@ _BUILDERS: Mapping[str, Callable[[Options], ChannelConfig]] = {
     "ntfy": _ntfy,
     "teams": _teams,
     "telegram": _telegram,
+    "twilio_sms": tw.twilio_sms,
+    "twilio_voice": tw.twilio_voice,
     "log": _log,
 }
 

@@ -13,6 +13,7 @@ from uns_server.channels.config import (
     TelegramConfig,
     WebhookConfig,
 )
+from uns_server.channels.twilio_config import TwilioSmsConfig, TwilioVoiceConfig
 from uns_server.domain.people import ChannelKind
 
 
@@ -34,6 +35,8 @@ def person_kinds(config: ChannelsConfig) -> dict[str, ChannelKind]:
             kinds[name] = ChannelKind.TEAMS
         elif isinstance(cfg, TelegramConfig):
             kinds[name] = ChannelKind.TELEGRAM
+        elif isinstance(cfg, TwilioSmsConfig | TwilioVoiceConfig):
+            kinds[name] = ChannelKind.PHONE
         elif isinstance(cfg, WebhookConfig):
             kinds[name] = ChannelKind.WEBHOOK
         else:

@@ -31,6 +31,9 @@ from uns_server.channels.pagerduty import PagerDutyChannel
 from uns_server.channels.slack import SlackChannel
 from uns_server.channels.teams import TeamsChannel
 from uns_server.channels.telegram import TelegramChannel
+from uns_server.channels.twilio import TwilioSmsChannel
+from uns_server.channels.twilio_config import TwilioSmsConfig, TwilioVoiceConfig
+from uns_server.channels.twilio_voice import TwilioVoiceChannel
 from uns_server.channels.webhook import WebhookChannel
 
 HTTP_MAX_CONNECTIONS_DEFAULT = 100
@@ -53,14 +56,8 @@ def build_channels(
     config: ChannelsConfig, http_client: OutboundClient | None = None
 ) -> dict[str, Channel]:
     """One adapter per configured channel, keyed by name."""
-    http_configs = (
-        WebhookConfig,
-        SlackConfig,
-        PagerDutyConfig,
-        NtfyConfig,
-        TeamsConfig,
-        TelegramConfig,
-    )
+    http_configs: tuple[type, ...] = (WebhookConfig, SlackConfig, PagerDutyConfig, NtfyConfig)
+    http_configs += (TeamsConfig, TelegramConfig, TwilioSmsConfig, TwilioVoiceConfig)
     lease: ClientLease | None = None
     if any(isinstance(c, http_configs) for c in config.channels.values()):
         lease = ClientLease(http_client or default_http_client(), owned=http_client is None)
@@ -82,6 +79,12 @@ def build_channels(
                 channels[name] = TeamsChannel(name, cfg, lease.client, on_close=lease.acquire())
             elif isinstance(cfg, TelegramConfig):
                 channels[name] = TelegramChannel(name, cfg, lease.client, on_close=lease.acquire())
+            elif isinstance(cfg, TwilioSmsConfig):
+                channels[name] = TwilioSmsChannel(name, cfg, lease.client, on_close=lease.acquire())
+            elif isinstance(cfg, TwilioVoiceConfig):
+                channels[name] = TwilioVoiceChannel(
+                    name, cfg, lease.client, on_close=lease.acquire()
+                )
             else:
                 channels[name] = PagerDutyChannel(name, cfg, lease.client, on_close=lease.acquire())
     return channels

@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnknownPolicyChannel
 from uns_server.domain.fields import text_problems, time_problem, zone_problem
 from uns_server.domain.schedule.quiet_hours import QuietHours
+from uns_server.domain.twilio import e164_problem
 
 ID_MAX_CHARS = 64
 DISPLAY_NAME_MAX_CHARS = 255
@@ -57,6 +58,7 @@ class ChannelKind(StrEnum):
     NTFY = "ntfy"
     TEAMS = "teams"
     TELEGRAM = "telegram"
+    PHONE = "phone"  # twilio_sms, twilio_voice: an E.164 number
     LOG = "log"
 
 
@@ -234,6 +236,8 @@ def address_problem(kind: ChannelKind, address: str) -> str | None:
             "a Teams channel posts to one Teams channel through its workflow and cannot "
             "address a person; list it in the policy's channels instead"
         )
+    if kind is ChannelKind.PHONE:
+        return e164_problem(address)
     return None
 
 

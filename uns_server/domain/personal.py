@@ -7,7 +7,8 @@ An event's payload records a person's message as a mapping that holds its
 of a REMINDER_SENT or ESCALATED step): there, ``recipient`` is the address the
 provider was given, the email channel's ``refused_recipients`` lists it, a Telegram
 message's reference and answer name its chat and presser (``telegram_chat_id``, ...),
-and a provider's ``error`` may quote it (``550 <dave@example.com>: no such user``).
+and a provider's ``error`` may quote it (``550 <dave@example.com>: no such user``,
+Twilio's ``The 'To' number +14155552671 is not a valid phone number``).
 A notification's outcome sums its channels' errors up in ``error_message``
 (``mail@dave: 550 <dave@example.com>: ...; hook: HTTP 503``): the part of each
 person's route (``<channel>@<recipient id>``) is rewritten the same way
@@ -24,6 +25,8 @@ from typing import Any
 # An email address as a provider's reply quotes it (a route key such as
 # ``email@dave`` is never in an ``error``: errors are the provider's own words).
 _EMAIL = re.compile(r"[^\s<>\"'(),;:\[\]@]+@[^\s<>\"'(),;:\[\]@]+\.[^\s<>\"'(),;:\[\]@]+")
+# A phone number as Twilio's errors quote it ("The 'To' number +14155552671 is not ...").
+_PHONE = re.compile(r"\+\d{7,15}")
 
 
 # The fields that hold a person's address: whom a message reached, and a Telegram chat
@@ -52,6 +55,11 @@ def redacted_payload(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     return None if out is payload else dict(out)
 
 
+def _addresses_out(text: str, rid: str) -> str:
+    """``text`` with the email addresses and phone numbers it quotes named as the person."""
+    return _PHONE.sub(person(rid), _EMAIL.sub(person(rid), text))
+
+
 def redacted_error_message(text: str) -> str:
     """An outcome's ``error_message`` without the addresses its people's parts quote."""
     if "@" not in text:
@@ -65,7 +73,7 @@ def redacted_error_message(text: str) -> str:
         elif _CHANNEL_PART.match(part):
             rid = ""
         # (else: the error of the part before went on past a "; ")
-        parts.append(head + (_EMAIL.sub(person(rid), part) if rid else part))
+        parts.append(head + (_addresses_out(part, rid) if rid else part))
     return "; ".join(parts)
 
 
@@ -81,7 +89,7 @@ def _redact(value: Any, recipient_id: str) -> Any:
             if rid and key in _ADDRESS_KEYS and isinstance(item, str) and item != person(rid):
                 new = person(rid)
             elif rid and key == "error" and isinstance(item, str):
-                new = _EMAIL.sub(person(rid), item)
+                new = _addresses_out(item, rid)
             elif key == "error_message" and isinstance(item, str):
                 new = redacted_error_message(item)
             elif rid and key == "refused_recipients" and isinstance(item, list) and item:

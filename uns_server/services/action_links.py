@@ -76,7 +76,7 @@ class ActionLinkService:
                 self.signer.issue(LinkClaims(notification_id, (action,), recipient, expires_at))
                 for action in (ACK, DISMISS)
             )
-            return ActionLinks(self.url(ack), self.url(dismiss), ack, dismiss)
+            return ActionLinks(self.url(ack), self.url(dismiss), ack, dismiss, self._base_url())
 
         return make
 

@@ -12,8 +12,9 @@ escalation step (``services.message_updates.updatable``): Slack messages sent th
 Web API (``chat.update`` with the stored channel + ts), PagerDuty incidents (``resolve``
 with the stored dedup_key; on TIMED_OUT only where the channel says
 ``resolve_on_timeout``), webhook receivers (one ``uns.notification.settled`` request),
-and ntfy topics and Teams channels (one follow-up message with the outcome), and
-Telegram messages (``editMessageText`` with the stored chat + message id).
+ntfy topics and Teams channels (one follow-up message with the outcome), Telegram
+messages (``editMessageText`` with the stored chat + message id), and a person's
+number on a ``twilio_sms`` channel that sets ``notify_outcome`` (an outcome SMS).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def updatable(reference: ProviderRef) -> bool:
     each reminder, each escalation step); a webhook receiver once per channel (for the
     delivery's reference), as one ``uns.notification.settled`` request; an ntfy topic and a
     Teams channel once each (for the delivery's message), as a follow-up message; every
-    Telegram message, edited."""
+    Telegram message, edited; a person's number once with an outcome SMS where the
+    channel sets ``notify_outcome``."""
     kind = reference.channel_type
     if kind == "slack":
         return bool(reference.slack_ts and reference.slack_channel)
@@ -59,6 +61,9 @@ def updatable(reference: ProviderRef) -> bool:
         return bool(reference.provider_field("ntfy_topic")) and not reference.follow_up
     if kind == "telegram":
         return bool(reference.provider_field("telegram_message_id"))
+    if kind == "twilio_sms":  # only where the channel asked for it (``notify_outcome``)
+        wanted = reference.provider_field("twilio_notify_outcome") == "true"
+        return wanted and not reference.follow_up
     return False
 
 

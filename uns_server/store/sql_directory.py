@@ -144,6 +144,9 @@ class SqlPeopleReads(Bound):
     async def referencing_rotations(self, recipient_id: str) -> Sequence[str]:
         return await people.referencing_rotations(self._conn, recipient_id)
 
+    async def owing_notifications(self, recipient_id: str, limit: int = 10) -> Sequence[str]:
+        return await people.owing_notifications(self._conn, recipient_id, limit)
+
 
 class SqlPeople(SqlPeopleReads):
     __slots__ = ()
@@ -153,9 +156,6 @@ class SqlPeople(SqlPeopleReads):
 
     async def delete_recipient(self, recipient: Recipient, *, actor: str, now: datetime) -> None:
         await people.delete_recipient(self._conn, recipient, actor=actor, now=now)
-
-    async def owing_notifications(self, recipient_id: str, limit: int = 10) -> Sequence[str]:
-        return await people.owing_notifications(self._conn, recipient_id, limit)
 
     async def put_rotation(self, rotation: Rotation, *, actor: str, now: datetime) -> Rotation:
         return await people.put_rotation(self._conn, rotation, actor=actor, now=now)

@@ -127,6 +127,11 @@ class PeopleReads(Protocol):
         """The rotations that name the person."""
         ...
 
+    async def owing_notifications(self, recipient_id: str, limit: int = 10) -> Sequence[str]:
+        """Open obligations that name the person (deletion is refused while any; an
+        SMS reply looks for the answer it gives among them)."""
+        ...
+
 
 class People(PeopleReads, Protocol):
     """People and rotations; every change leaves an audit record."""
@@ -138,10 +143,6 @@ class People(PeopleReads, Protocol):
 
     async def delete_recipient(self, recipient: Recipient, *, actor: str, now: datetime) -> None:
         """Raises ``StillReferenced`` when a rotation names the person."""
-        ...
-
-    async def owing_notifications(self, recipient_id: str, limit: int = 10) -> Sequence[str]:
-        """Open obligations that name the person (deletion is refused while any)."""
         ...
 
     async def put_rotation(self, rotation: Rotation, *, actor: str, now: datetime) -> Rotation:
