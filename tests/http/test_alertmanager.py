@@ -6,6 +6,7 @@ refuses nothing else, and the key must be a producer's."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.http.alertmanager_payloads import (
 )
 from tests.http.conftest import Rig
 from tests.http.test_json_over_http import error_info
+from tests.http.test_openapi_document import DOCUMENT, conforms
 from tests.support.policies import activate_policy
 from tests.support.server import KEYS
 from tests.support.watching import events_until
@@ -30,6 +32,16 @@ from uns_server.domain.schedule import Reminder
 
 PATH = "/integrations/alertmanager"
 TYPE = "ops.alert"
+OPENAPI = json.loads(DOCUMENT.read_text())
+
+
+def documented(answer: httpx.Response) -> httpx.Response:
+    """``answer``, checked against what the OpenAPI document says of it."""
+    responses = OPENAPI["paths"][PATH]["post"]["responses"]
+    schema = responses.get(str(answer.status_code), responses["default"])
+    body = answer.json()
+    assert conforms(OPENAPI, schema["content"]["application/json"]["schema"], body) == []
+    return answer
 
 
 async def post(
@@ -40,8 +52,8 @@ async def post(
         headers["Authorization"] = f"Bearer {KEYS.get(who, who)}"
     async with httpx.AsyncClient(base_url=rig.base_url) as http:
         if isinstance(payload, bytes):
-            return await http.post(PATH + query, content=payload, headers=headers)
-        return await http.post(PATH + query, json=payload, headers=headers)
+            return documented(await http.post(PATH + query, content=payload, headers=headers))
+        return documented(await http.post(PATH + query, json=payload, headers=headers))
 
 
 async def results(rig: Rig, payload: Any, query: str = "") -> list[dict[str, Any]]:

@@ -44,14 +44,6 @@ LABEL_MAX_CHARS = 16384  # metadata as a whole is bounded by the server (16 KiB)
 ELLIPSIS = "…"
 
 
-class Malformed(ValueError):
-    """The body is not an Alertmanager (or Grafana) webhook payload."""
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
 @dataclass(frozen=True)
 class AlertProblem:
     """Why one alert cannot be read: INVALID_REQUEST naming ``field``."""
@@ -62,6 +54,14 @@ class AlertProblem:
     @property
     def message(self) -> str:
         return f"{self.field}: {self.description}"
+
+
+class Malformed(ValueError):
+    """The body is not an Alertmanager (or Grafana) webhook payload: every reason."""
+
+    def __init__(self, problems: list[AlertProblem]) -> None:
+        super().__init__("; ".join(p.message for p in problems))
+        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -90,17 +90,22 @@ def parse_webhook(document: Any, notification_type: str = "") -> list[Alert]:
     """The payload's alerts, in order; ``notification_type``: the ``type`` query
     parameter ("" when absent). Raises ``Malformed`` for a body that is no payload."""
     if not isinstance(document, dict):
-        raise Malformed("the body must be a JSON object (an Alertmanager webhook)", "body")
+        raise Malformed([AlertProblem("body", "must be a JSON object (a webhook payload)")])
+    problems = []
     version = document.get("version")
     if version not in VERSIONS:
-        raise Malformed(
-            f"version must be {' or '.join(map(repr, VERSIONS))} (Alertmanager's webhook "
-            f"payload version 4, Grafana's 1), not {_shown(version)}",
-            "version",
+        problems.append(
+            AlertProblem(
+                "version",
+                f"must be {' or '.join(map(repr, VERSIONS))} (Alertmanager's webhook payload "
+                f"version 4, Grafana's 1), not {_shown(version)}",
+            )
         )
     alerts = document.get("alerts")
     if not isinstance(alerts, list):
-        raise Malformed("alerts must be a list of alerts", "alerts")
+        problems.append(AlertProblem("alerts", "must be a list of alerts"))
+    if problems or not isinstance(alerts, list):
+        raise Malformed(problems)
     return [_alert(item, f"alerts[{i}]", notification_type) for i, item in enumerate(alerts)]
 
 

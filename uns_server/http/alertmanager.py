@@ -36,7 +36,7 @@ from typing import Any
 
 import grpc
 from aiohttp import web
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
@@ -50,7 +50,7 @@ from uns_server.domain.alert_payloads import (
     parse_webhook,
 )
 from uns_server.http.connect import Bridge
-from uns_server.http.connect_wire import Refusal
+from uns_server.http.connect_wire import DOMAIN, Refusal
 
 log = logging.getLogger("uns.alertmanager")
 
@@ -94,7 +94,7 @@ async def _receive(bridge: Bridge, request: web.Request) -> web.StreamResponse:
     try:
         alerts = parse_webhook(document, request.query.get("type", "").strip())
     except Malformed as exc:
-        raise Refusal.invalid(str(exc), field=exc.field) from exc
+        raise _invalid(str(exc), [(p.field, p.description) for p in exc.problems]) from exc
     if len(alerts) > ALERTS_MAX:
         raise Refusal.invalid(
             f"alerts: {len(alerts)} alerts, at most {ALERTS_MAX} in one payload", field="alerts"
@@ -103,7 +103,9 @@ async def _receive(bridge: Bridge, request: web.Request) -> web.StreamResponse:
     for result in results:
         problem = result.alert.problem
         if problem is not None:
-            result.answer["error"] = _error(Refusal.invalid(problem.message, field=problem.field))
+            result.answer["error"] = _error(
+                _invalid(problem.message, [(problem.field, problem.description)])
+            )
     firing = [r for r in results if r.alert.send and r.alert.status == FIRING]
     if firing:
         await _fire(bridge, request, firing)
@@ -198,6 +200,21 @@ async def _resolve(bridge: Bridge, request: web.Request, result: _Result, send: 
         state=t.NotificationState.Name(notification.state),
         ackState=t.AckState.Name(notification.ack_state),
     )
+
+
+def _invalid(message: str, violations: Sequence[tuple[str, str]]) -> Refusal:
+    """INVALID_REQUEST naming every field (``fields`` comma-separated, as the server's)."""
+    fields = ",".join(field for field, _ in violations)
+    info = error_details_pb2.ErrorInfo(
+        reason="INVALID_REQUEST", domain=DOMAIN, metadata={"fields": fields}
+    )
+    bad = error_details_pb2.BadRequest(
+        field_violations=[
+            error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
+            for field, description in violations
+        ]
+    )
+    return Refusal(grpc.StatusCode.INVALID_ARGUMENT, message, [info, bad])
 
 
 def _from_status(status: status_pb2.Status) -> Refusal:
