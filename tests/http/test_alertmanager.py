@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,7 +21,7 @@ from tests.http.alertmanager_payloads import (
     webhook,
 )
 from tests.http.conftest import Rig
-from tests.http.test_json_over_http import error_info
+from tests.http.test_json_over_http import _start, error_info
 from tests.http.test_openapi_document import DOCUMENT, conforms
 from tests.support.policies import activate_policy
 from tests.support.server import KEYS
@@ -278,7 +279,7 @@ async def test_a_body_that_is_no_webhook_payload_is_refused_whole(rig: Rig) -> N
 
 
 async def test_the_key_must_be_a_producers(rig: Rig) -> None:
-    for payload in (GROUP, resolved(GROUP)):  # firing (the batch) and resolved (Simulate)
+    for payload in (GROUP, resolved(GROUP), webhook()):  # the key is checked first, always
         for who, status, reason in (
             (None, 401, "UNAUTHENTICATED"),
             ("uns_not_a_key", 401, "UNAUTHENTICATED"),
@@ -293,3 +294,26 @@ async def test_the_key_must_be_a_producers(rig: Rig) -> None:
     answer = await post(rig, resolved(webhook(GROUP["alerts"][0])), who="bob")
     assert answer.json()["results"][0]["withdrawn"] is False
     assert (await rig.get(mine["notificationId"])).state == t.NOTIFICATION_STATE_PENDING
+
+
+async def test_a_spent_budget_refuses_the_whole_payload(tmp_path: Path) -> None:
+    """Two tokens, hardly refilled: a firing alert takes one, its resolution the other
+    (Simulate) and then has none for the withdrawal; both are refused whole (429 with
+    Retry-After: Alertmanager sends the group again later, and what was done replays)."""
+    server = await _start(
+        tmp_path, dispatch_enabled=False, rate_limit_per_second=0.001, rate_limit_burst=2
+    )
+    try:
+        rig = Rig(server, None, None, None)  # type: ignore[arg-type]  # only base_url
+        one = webhook(GROUP["alerts"][0])
+        (sent,) = await results(rig, one)
+        for payload in (resolved(one), webhook(*GROUP["alerts"])):
+            answer = await post(rig, payload)
+            assert answer.status_code == 429 and "Retry-After" in answer.headers
+            assert error_info(answer.json())["reason"] == "RATE_LIMITED"
+        got = await server.stub("oscar").GetNotification(  # alice's budget is spent
+            pb.GetNotificationRequest(notification_id=sent["notificationId"])
+        )
+        assert got.notification.state == t.NOTIFICATION_STATE_PENDING  # not withdrawn
+    finally:
+        await server.stop()

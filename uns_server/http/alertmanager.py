@@ -5,8 +5,11 @@ The key is a producer's, sent as Alertmanager's ``http_config.authorization`` se
 (``Authorization: Bearer KEY``). Like JSON over HTTP (``http.connect``), the work is the
 gRPC methods themselves over the bridge's loopback channel, with the key forwarded:
 authentication, roles, tenancy, request budgets, validation, idempotency and dedup are
-the gRPC path's, not a copy. A refusal of the whole call (no key, a key that is not a
-producer's, a spent budget) is that call's Connect error (401, 403, 429).
+the gRPC path's, not a copy. The key is checked first, by the batch below, sent even
+when no alert fires. A refusal that is not about one alert (no key, a key that is not a
+producer's: 401, 403) or that says "not now" (a spent budget, storage unavailable: 429,
+503) answers the whole request as the Connect error it is: Alertmanager sends the group
+again at its next ``group_interval``, and whatever was done already replays.
 
 - The firing alerts go in **one** ``BatchSendNotifications`` (one budget charge of one
   token each, the batch's group commit), each its own result. An alert re-sent every
@@ -60,8 +63,19 @@ _SERVICE = "/uns.v1.NotificationService/"
 # group below it.
 ALERTS_MAX = 1000
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
-# Refusals that concern the caller, not the alert: the whole request is refused.
-_WHOLE = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+# Refusals that concern the caller, not the alert, or say "not now" (a spent budget,
+# storage unavailable): the whole request is answered with it, so that Alertmanager
+# sends the group again later (it does after a failed notification, at the next
+# group_interval), and what was done already replays.
+_WHOLE = frozenset(
+    {
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+    }
+)
 NOTHING_ACCEPTED = "nothing to withdraw: no notification was accepted for this alert"
 
 
@@ -107,8 +121,9 @@ async def _receive(bridge: Bridge, request: web.Request) -> web.StreamResponse:
                 _invalid(problem.message, [(problem.field, problem.description)])
             )
     firing = [r for r in results if r.alert.send and r.alert.status == FIRING]
-    if firing:
-        await _fire(bridge, request, firing)
+    # Always called, with no request if none fires: the key and its role are checked
+    # (an empty batch costs no token) before anything else is done or answered.
+    await _fire(bridge, request, firing)
     for result in results:
         if result.alert.send and result.alert.status != FIRING:
             await _resolve(bridge, request, result, result.alert.send)
@@ -156,6 +171,8 @@ async def _fire(bridge: Bridge, request: web.Request, firing: Sequence[_Result])
             )
             continue
         refusal = _from_status(item.error)
+        if refusal.code in _WHOLE:
+            raise refusal
         existing = _conflicting(refusal)
         if existing:
             result.answer.update(
