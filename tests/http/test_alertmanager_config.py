@@ -15,8 +15,8 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Awaitable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,7 +35,9 @@ from tests.toolchain.tools import search_path, skip_or_fail
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 
-START_TIMEOUT_SECONDS = 30.0
+# Generous: two cores shared with other suites. Each is a deadline, not a pause.
+START_TIMEOUT_SECONDS = 60.0
+NOTIFY_TIMEOUT_SECONDS = 60.0
 
 
 def documented() -> dict[str, Any]:
@@ -101,7 +103,9 @@ def alertmanager_binary() -> str:
 
 class Alertmanager:
     """A real Alertmanager on loopback whose one receiver is the documented one, pointed
-    at ``uns_url`` with ``key``; groups flushed at once so that the test waits little."""
+    at ``uns_url`` with ``key``; groups flushed at once so that the test waits little.
+    ``resolve_timeout`` stays at its default (5m): a shorter one would resolve the alert
+    by itself and hide whether the explicit resolution below reaches UNS."""
 
     def __init__(self, binary: str, root: Path, uns_url: str, key: str) -> None:
         config = documented()
@@ -139,6 +143,14 @@ class Alertmanager:
             await asyncio.sleep(0.1)  # polling a condition, under the deadline above
         raise AssertionError(f"alertmanager did not start:\n{self.log.read_text()}")
 
+    async def waiting(self, what: str, events: Awaitable[list[t.Event]]) -> list[t.Event]:
+        """``events`` (an events_until) or an AssertionError carrying Alertmanager's log."""
+        try:
+            seen = await events
+        except TimeoutError:
+            raise AssertionError(f"no {what} from alertmanager:\n{self.log.read_text()}") from None
+        return seen
+
     async def post_alert(self, http: httpx.AsyncClient, alert: dict[str, Any]) -> None:
         answer = await http.post(f"{self.url}/api/v2/alerts", json=[alert])
         assert answer.status_code == 200, answer.text
@@ -162,9 +174,10 @@ async def test_a_real_alertmanager_pages_through_uns_and_its_resolution_withdraw
     manager = Alertmanager(binary, tmp_path, uns_url, KEYS["alice"])
     alice = server.stub("alice")
     try:
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with httpx.AsyncClient(timeout=30) as http:
             await manager.wait_ready(http)
-            started = datetime.now(UTC).isoformat()
+            # Started a minute ago, so that "ended a second ago" below is after the start.
+            started = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
             alert = {
                 "labels": {"alertname": "DiskFull", "instance": "db-1", "severity": "page"},
                 "annotations": {"summary": "Disk almost full on db-1"},
@@ -172,10 +185,14 @@ async def test_a_real_alertmanager_pages_through_uns_and_its_resolution_withdraw
                 "generatorURL": "http://prometheus.example.org:9090/graph",
             }
             await manager.post_alert(http, alert)
-            (accepted,) = await events_until(
-                alice,
-                pb.WatchEventsRequest(kinds=[t.EVENT_KIND_ACCEPTED], replay_history=True),
-                lambda seen: len(seen) >= 1,
+            (accepted,) = await manager.waiting(
+                "notification",
+                events_until(
+                    alice,
+                    pb.WatchEventsRequest(kinds=[t.EVENT_KIND_ACCEPTED], replay_history=True),
+                    lambda seen: len(seen) >= 1,
+                    within=NOTIFY_TIMEOUT_SECONDS,
+                ),
             )
             got = await alice.GetNotification(
                 pb.GetNotificationRequest(notification_id=accepted.notification_id)
@@ -186,14 +203,22 @@ async def test_a_real_alertmanager_pages_through_uns_and_its_resolution_withdraw
             assert n.metadata["instance"] == "db-1"
             assert n.idempotency_key.startswith(f"{n.dedup_key}@")  # fingerprint@startsAt
 
-            # The alert clears: Alertmanager sends it resolved, and UNS withdraws.
-            await manager.post_alert(http, {**alert, "endsAt": datetime.now(UTC).isoformat()})
-            (withdrawn,) = await events_until(
-                alice,
-                pb.WatchEventsRequest(
-                    notification_ids=[n.id], kinds=[t.EVENT_KIND_WITHDRAWN], replay_history=True
+            # The alert clears (ended in the past, as Prometheus reports it): Alertmanager
+            # sends it resolved at the group's next flush, and UNS withdraws.
+            ended = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+            await manager.post_alert(http, {**alert, "endsAt": ended})
+            (withdrawn,) = await manager.waiting(
+                "resolution",
+                events_until(
+                    alice,
+                    pb.WatchEventsRequest(
+                        notification_ids=[n.id],
+                        kinds=[t.EVENT_KIND_WITHDRAWN],
+                        replay_history=True,
+                    ),
+                    lambda seen: len(seen) >= 1,
+                    within=NOTIFY_TIMEOUT_SECONDS,
                 ),
-                lambda seen: len(seen) >= 1,
             )
             assert withdrawn.payload["reason"] == "resolved at source"
     finally:
