@@ -16,8 +16,8 @@
 # second run takes about a second. A missing `go` or `cargo` skips that
 # language's tools with a message, unless UNS_REQUIRE_TOOLCHAINS=1. Chromium (for
 # the action-link browser test), promtool (Debian's prometheus), systemd-analyze,
-# pgbouncer, patroni and etcd (the reliability tests) come from apt-get when they are
-# missing and we may.
+# prometheus-alertmanager (the Alertmanager intake test), pgbouncer, patroni and etcd
+# (the reliability tests) come from apt-get when they are missing and we may.
 set -euo pipefail
 
 # --- pinned versions (bump here; then run scripts/generate.sh and commit) ---
@@ -227,6 +227,10 @@ apt_tool() { # command, package, what-needs-it
 }
 apt_tool promtool prometheus "the Prometheus rules check"
 apt_tool systemd-analyze systemd "the systemd unit check"
+# Debian's prometheus-alertmanager (0.25) for tests/http/test_alertmanager_config.py, which
+# runs its own on a free loopback port without clustering: the system service the package
+# enables (ports 9093 and 9094) is left alone, nothing here uses it.
+apt_tool prometheus-alertmanager prometheus-alertmanager "the Alertmanager intake test"
 # Debian's pgbouncer (1.18) for tests/reliability/test_pgbouncer.py; in /usr/sbin.
 PATH="$PATH:/usr/sbin" apt_tool pgbouncer pgbouncer "the pgbouncer reliability test"
 

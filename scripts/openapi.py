@@ -12,8 +12,9 @@ and the well-known types follow protobuf's JSON mapping (what ``google.protobuf.
 json_format`` writes; it also reads numbers for 64-bit fields and enums, which the
 document does not promise). Required fields and request examples come from
 scripts/openapi_rules.py; every example is parsed against the descriptors here, so one
-that names a wrong field fails generation. Deterministic: the same descriptors give the
-same bytes.
+that names a wrong field fails generation. The routes that are not gRPC methods
+(/integrations/alertmanager) come from scripts/openapi_integrations.py. Deterministic:
+the same descriptors give the same bytes.
 
 Usage: scripts/openapi.py DESCRIPTOR_SET > openapi.json
 """
@@ -25,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import openapi_integrations
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from openapi_rules import EXAMPLES, REQUIRED
 
@@ -362,6 +364,10 @@ def document(files: list[descriptor_pb2.FileDescriptorProto]) -> dict[str, Any]:
                 paths[f"/{service_name}/{method.name}"] = item
     schemas = dict(sorted(builder.schemas.items()))
     schemas["connect.error"] = ERROR_SCHEMA
+    # Routes that are not gRPC methods (scripts/openapi_integrations.py).
+    paths.update(openapi_integrations.PATHS)
+    schemas.update(openapi_integrations.SCHEMAS)
+    tags.append(openapi_integrations.TAG)
     return {
         "openapi": "3.1.0",
         "info": {

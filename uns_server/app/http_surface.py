@@ -22,6 +22,7 @@ from uns_server.channels.slack import SlackChannel
 from uns_server.channels.telegram import TelegramChannel
 from uns_server.channels.twilio_config import TwilioSmsConfig, TwilioVoiceConfig
 from uns_server.domain.links import LinkSigner
+from uns_server.http import alertmanager as http_alertmanager
 from uns_server.http import connect as http_connect
 from uns_server.http import console as http_console
 from uns_server.http import health as http_health
@@ -162,6 +163,7 @@ def routes(app: App) -> list[Any]:
         app.settings.http_request_timeout_seconds,
     )
     result += app.bridge.routes()
+    result += http_alertmanager.routes(app.bridge)  # the gRPC methods, like the bridge
     return result
 
 

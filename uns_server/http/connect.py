@@ -224,15 +224,7 @@ class Bridge:
                 message.ParseFromString(body)
             except DecodeError as exc:
                 raise Refusal.invalid(f"the body is not a {message.DESCRIPTOR.name}") from exc
-        call: Any = self.channel().unary_unary(method.path)
-        try:
-            answer = await call(
-                message.SerializeToString(),
-                metadata=self._metadata(request),
-                timeout=self._deadline(request),
-            )
-        except grpc.aio.AioRpcError as exc:
-            raise Refusal.from_rpc(exc) from exc
+        answer = await self.invoke(method.path, message, request)
         if content_type == PROTO:
             return web.Response(body=answer, content_type=PROTO)
         if len(answer) > OFF_LOOP_BYTES:
@@ -240,6 +232,25 @@ class Bridge:
         else:
             text = _to_json(method.response, answer)
         return web.Response(text=text, content_type=JSON)
+
+    async def invoke(self, path: str, message: Message, request: web.Request) -> bytes:
+        """Calls unary method ``path`` with ``request``'s key, as the JSON route would:
+        the serialized answer, or ``Refusal`` (for handlers built on the gRPC methods,
+        ``http.alertmanager``)."""
+        call: Any = self.channel().unary_unary(path)
+        try:
+            answer: bytes = await call(
+                message.SerializeToString(),
+                metadata=self._metadata(request),
+                timeout=self._deadline(request),
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise Refusal.from_rpc(exc) from exc
+        return answer
+
+    async def body(self, request: web.Request) -> bytes:
+        """The request's body, within the gRPC message limit (413 past it)."""
+        return await self._body(request)
 
     async def _body(self, request: web.Request) -> bytes:
         limit = self._max_message_bytes
