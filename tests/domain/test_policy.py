@@ -24,6 +24,7 @@ from uns_server.domain.policy.rules import RoutingRule
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
 from uns_server.domain.targets import Target
+from uns_server.domain.templates import Template
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -186,6 +187,7 @@ SPEC_CHANGES: dict[str, Any] = {
     "allowed_principals": ("alice",),
     "rules": (RoutingRule.parse("metadata.cluster = prod", ("pagerduty",)),),
     "urgency": Urgency.HIGH,
+    "templates": (Template(channel_type="ntfy", title="[{{ source }}] {{ title }}"),),
 }
 # Left out of the canonical JSON when unset (older revisions keep their hash).
 OPTIONAL = {
@@ -197,6 +199,7 @@ OPTIONAL = {
     "allowed_principals",
     "rules",
     "urgency",
+    "templates",
 }
 
 

@@ -19,6 +19,7 @@ from uns_server.domain.policy import CHANNELS_MAX, PolicyRevision, PolicySpec
 from uns_server.domain.policy.rules import RULES_MAX, RoutingRule
 from uns_server.domain.policy.spec import ALLOWED_PRINCIPALS_MAX
 from uns_server.domain.targets import TARGETS_MAX
+from uns_server.domain.templates import TEMPLATES_MAX, Template
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.policies import PolicyInput, PolicyService, validate_type
 
@@ -55,6 +56,10 @@ def spec_from_wire(spec: pb.PolicySpec) -> PolicySpec:
         allowed_principals=list(spec.allowed_principals[: ALLOWED_PRINCIPALS_MAX + 1]),
         rules=[_rule_from_wire(r, i) for i, r in enumerate(spec.rules[: RULES_MAX + 1])],
         urgency=convert.enum_from_wire(Urgency, spec.urgency, "spec.urgency"),
+        templates=[
+            Template(t.channel_type, t.locale, t.title, t.body)
+            for t in spec.templates[: TEMPLATES_MAX + 1]
+        ],
     )
 
 
@@ -94,6 +99,10 @@ def spec_to_wire(spec: PolicySpec) -> pb.PolicySpec:
         allowed_principals=list(spec.allowed_principals),
         rules=[_rule_to_wire(r) for r in spec.rules],
         urgency=convert.enum_to_wire(spec.urgency, Urgency),
+        templates=[
+            pb.Template(channel_type=t.channel_type, locale=t.locale, title=t.title, body=t.body)
+            for t in spec.templates
+        ],
     )
 
 

@@ -18,6 +18,7 @@ from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.policy.rules import RoutingRule
 from uns_server.domain.schedule import EscalationStep, Reminder
 from uns_server.domain.targets import Target
+from uns_server.domain.templates import Template
 from uns_server.domain.validation import _notification_type
 from uns_server.services.policies import PolicyInput
 
@@ -39,6 +40,7 @@ _SPEC_FIELDS = (
     "allowed_principals",
     "rules",
     "urgency",
+    "templates",
 )
 
 
@@ -137,6 +139,7 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
         )
         principals = []
     rules = _rules(raw.get("rules"), violations)
+    templates = _templates(raw.get("templates"), violations)
     urgency = _enum(raw, "urgency", Urgency, "URGENCY_", violations)
     loops = raw.get("escalation_loops", 0)
     if isinstance(loops, bool) or not isinstance(loops, int):
@@ -159,6 +162,7 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
             allowed_principals=principals,
             rules=rules,
             urgency=urgency,
+            templates=templates,
         )
     except InvalidRequest as exc:
         # delivery_mode is reported once, by _enum, when it was present but wrong.
@@ -249,6 +253,33 @@ def _rules(value: Any, violations: list[FieldViolation]) -> list[RoutingRule]:
         urgency = _enum(item, "urgency", Urgency, "URGENCY_", violations, at=at)
         rules.append(RoutingRule(text, tuple(channels), targets, urgency))
     return rules
+
+
+_TEMPLATE_FIELDS = ("channel_type", "locale", "title", "body")
+
+
+def _templates(value: Any, violations: list[FieldViolation]) -> list[Template]:
+    """``[{channel_type, locale, title, body}]`` (compiled by the domain)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        violations.append(FieldViolation("spec.templates", "must be a list of templates"))
+        return []
+    out = []
+    for i, item in enumerate(value):
+        at = f"spec.templates[{i}]"
+        if not isinstance(item, Mapping):
+            violations.append(FieldViolation(at, "must be {channel_type, locale, title, body}"))
+            continue
+        violations += [
+            FieldViolation(f"{at}.{k}", "unknown field")
+            for k in sorted(set(item) - set(_TEMPLATE_FIELDS))
+        ]
+        texts = {k: item.get(k, "") for k in _TEMPLATE_FIELDS}
+        bad = [k for k, v in texts.items() if not isinstance(v, str)]
+        violations += [FieldViolation(f"{at}.{k}", "must be text") for k in bad]
+        out.append(Template(**{k: "" if k in bad else v for k, v in texts.items()}))
+    return out
 
 
 def _targets(value: Any, field: str, violations: list[FieldViolation]) -> tuple[Target, ...]:

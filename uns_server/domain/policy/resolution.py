@@ -28,6 +28,7 @@ from uns_server.domain.policy.spec import (
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
 from uns_server.domain.targets import Target
+from uns_server.domain.templates import Template
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class EffectivePolicy:
     targets: tuple[Target, ...] = ()
     escalation_loops: int = 0
     urgency: Urgency | None = None
+    # Frozen with the policy: how the message reads (``domain.templates``).
+    templates: tuple[Template, ...] = ()
     # The routing rule that chose channels, targets and urgency (SPEC §7): its index
     # in the revision's ``rules`` and its filter; None when none matched.
     matched_rule: int | None = None
@@ -89,6 +92,7 @@ class EffectivePolicy:
             targets=self.targets,
             escalation_loops=self.escalation_loops,
             urgency=self.urgency,
+            templates=self.templates,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -156,6 +160,7 @@ class EffectivePolicy:
             targets=spec.targets,
             escalation_loops=spec.escalation_loops,
             urgency=spec.urgency,
+            templates=spec.templates,
             matched_rule=matched_rule,
             matched_rule_filter=matched_rule_filter,
             policy_id=policy_id,

@@ -34,6 +34,7 @@ from uns_server.domain.targets import (
     targets_from_json,
     targets_json,
 )
+from uns_server.domain.templates import Template, canonical_templates, template_violations
 
 ACK_TIMEOUT_MINUTES_DEFAULT = 60
 ACK_TIMEOUT_MINUTES_MAX = 10080
@@ -78,6 +79,7 @@ class PolicySpec:
     # unset. An effective policy has no rules: the matched one is applied.
     rules: tuple[RoutingRule, ...] = ()
     urgency: Urgency | None = None
+    templates: tuple[Template, ...] = ()
 
     def allows(self, principal: str) -> bool:
         """Whether ``principal`` may send notifications of this type."""
@@ -102,6 +104,7 @@ class PolicySpec:
         allowed_principals: Sequence[str] = (),
         rules: Sequence[RoutingRule] = (),
         urgency: Urgency | None = None,
+        templates: Sequence[Template] = (),
     ) -> PolicySpec:
         """Validate operator input and fill in the documented defaults.
 
@@ -117,6 +120,7 @@ class PolicySpec:
         violations: list[FieldViolation] = []
         parsed_rules, problems = _parse_rules(rules)
         violations += problems
+        violations += template_violations(templates)
         quiet: QuietHours | None = None
         if quiet_hours is not None:
             quiet, problems = QuietHours.parse(
@@ -187,6 +191,7 @@ class PolicySpec:
             allowed_principals=tuple(dict.fromkeys(allowed_principals)),
             rules=parsed_rules,
             urgency=urgency,
+            templates=canonical_templates(templates),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -217,6 +222,8 @@ class PolicySpec:
             out["rules"] = [rule.to_json() for rule in self.rules]
         if self.urgency is not None:
             out["urgency"] = self.urgency.value
+        if self.templates:
+            out["templates"] = [t.to_json() for t in self.templates]
         return out
 
     @property
@@ -254,6 +261,7 @@ class PolicySpec:
             allowed_principals=tuple(data.get("allowed_principals") or ()),
             rules=tuple(RoutingRule.from_json(r) for r in data.get("rules") or ()),
             urgency=Urgency(data["urgency"]) if data.get("urgency") else None,
+            templates=tuple(Template.from_json(t) for t in data.get("templates") or ()),
         )
 
     def routed(self, rule: RoutingRule) -> PolicySpec:
