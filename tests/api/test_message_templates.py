@@ -3,7 +3,7 @@ PostgreSQL, with an ntfy channel and a webhook on a loopback fake that records w
 each received: the most specific template per channel type and person's locale (with
 the locale falling back by language), a shared channel's message, a render error and
 a sandbox escape (the raw text is sent; the attempt says why), refusals at
-PutPolicyRevision, and the datetime/duration filters in the
+PutPolicyRevision, Simulate's preview, and the datetime/duration filters in the
 person's zone and language."""
 
 from __future__ import annotations
@@ -248,3 +248,39 @@ async def test_a_template_that_does_not_compile_is_refused_on_its_field(
     assert list(err.violations) == [field]
     assert words in err.violations[field]
 
+
+async def test_simulate_renders_each_persons_message_on_each_channel(rig: Rig) -> None:
+    revision = await put_policy(
+        rig.server,
+        KIND,
+        spec(
+            require_ack=True,
+            ack_timeout_minutes=60,
+            reminder=t.Reminder(first_after={"seconds": 600}, max_count=1),
+        ),
+    )
+    assert revision.spec.templates[0].locale == "fr"
+    reply = await rig.server.stub("alice").Simulate(pb.SimulateRequest(request=request()))
+    delivery, reminder = reply.planned_steps[0], reply.planned_steps[1]
+    assert reminder.kind == pb.PLANNED_STEP_KIND_REMINDER
+    shown = {(m.channel, m.recipient_id): m for m in delivery.messages}
+    assert set(shown) == {
+        ("hook", ""),
+        *((c, r) for c in ("push", "hook") for r in ("amelie", "bob", "dora")),
+    }
+    amelie = shown[("push", "amelie")]
+    assert (amelie.channel_type, amelie.locale, amelie.template_index) == ("ntfy", "fr-CA", 0)
+    assert amelie.body == "Bonjour Amélie Tremblay : db-2 is behind (retard 6\xa0minutes)"
+    assert shown[("hook", "")].body == "WARNING/disk-monitor: db-2 is behind for everyone"
+    assert shown[("hook", "")].template_index == 3
+    bob_reminder = {(m.channel, m.recipient_id): m for m in reminder.messages}[("push", "bob")]
+    assert bob_reminder.title == "Reminder 1: [prod-eu] Replica lag"
+    assert [s.messages for s in reply.planned_steps if s.kind == pb.PLANNED_STEP_KIND_DEADLINE] == [
+        []
+    ]
+    # A render error shows in the preview before the revision is ever activated.
+    await put_policy(rig.server, KIND, spec([ppb.Template(title="{{ nope }}")]))
+    broken = await rig.server.stub("alice").Simulate(pb.SimulateRequest(request=request()))
+    first = broken.planned_steps[0].messages[0]
+    assert (first.title, first.HasField("template_index")) == ("Replica lag", False)
+    assert "nope" in first.template_error
