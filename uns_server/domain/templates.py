@@ -188,7 +188,7 @@ def render_message(
     notification's ``title``, ``message`` and the other variables (``notification_type``,
     ``intent``, ``source``, ``priority``, ``metadata``, ``accepted_at``)."""
     title, body = str(fields.get("title", "")), str(fields.get("message", ""))
-    chosen = choose(templates, channel_type, person.locale)
+    chosen = choose(templates, channel_type, person.locale) if templates else None
     error = ""
     if chosen is not None:
         tpl = templates[chosen]
