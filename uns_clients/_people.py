@@ -50,13 +50,16 @@ class AsyncPeople:
         time_zone: str,
         contacts: Iterable[tuple[str, str]] = (),
         quiet_hours: tuple[str, str, str] | None = None,
+        locale: str = "",
         timeout: float | None = None,
     ) -> rpb.Recipient:
-        """Create or replace a person (PutRecipient; operator role)."""
+        """Create or replace a person (PutRecipient; operator role). ``locale``: their
+        language as a BCP 47 tag ("fr-FR"), which picks the policies' templates."""
         recipient = rpb.Recipient(
             recipient_id=recipient_id,
             display_name=display_name,
             time_zone=time_zone,
+            locale=locale,
             contacts=[rpb.Contact(channel=c, address=a) for c, a in contacts],
         )
         if quiet_hours is not None:

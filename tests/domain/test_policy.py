@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from uns_server.domain.enums import DeliveryMode, Intent, Priority
+from uns_server.domain.enums import DeliveryMode, Intent, Priority, Urgency
 from uns_server.domain.errors import FieldViolation, InvalidRequest, NoPolicy, PolicyOverride
 from uns_server.domain.policy import (
     EffectivePolicy,
@@ -20,9 +20,11 @@ from uns_server.domain.policy import (
     normalize_spec,
     resolve,
 )
+from uns_server.domain.policy.rules import RoutingRule
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
 from uns_server.domain.targets import Target
+from uns_server.domain.templates import Template
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -183,6 +185,9 @@ SPEC_CHANGES: dict[str, Any] = {
     "targets": (Target(recipient_id="alice"), Target(rotation_id="primary")),
     "escalation_loops": 2,
     "allowed_principals": ("alice",),
+    "rules": (RoutingRule.parse("metadata.cluster = prod", ("pagerduty",)),),
+    "urgency": Urgency.HIGH,
+    "templates": (Template(channel_type="ntfy", title="[{{ source }}] {{ title }}"),),
 }
 # Left out of the canonical JSON when unset (older revisions keep their hash).
 OPTIONAL = {
@@ -192,6 +197,9 @@ OPTIONAL = {
     "targets",
     "escalation_loops",
     "allowed_principals",
+    "rules",
+    "urgency",
+    "templates",
 }
 
 
@@ -455,7 +463,11 @@ def test_defaults_and_policy_with_equal_values_share_the_effective_hash() -> Non
     assert with_policy.policy_hash is not None and without.policy_hash is None
 
 
-@pytest.mark.parametrize(("field", "value"), SPEC_CHANGES.items())
+# Routing rules are not an effective value: the one that matches is applied (its
+# channels, targets, urgency), which tests/domain/test_routing_rules.py checks.
+@pytest.mark.parametrize(
+    ("field", "value"), [(k, v) for k, v in SPEC_CHANGES.items() if k != "rules"]
+)
 def test_effective_hash_depends_on_every_effective_value(field: str, value: Any) -> None:
     changed = resolve(request(), revision(spec(**{field: value})), ServerDefaults())
     assert changed.effective_hash != resolve(request(), revision(), ServerDefaults()).effective_hash
@@ -471,7 +483,9 @@ def test_effective_policy_json_round_trip() -> None:
     ):
         data = eff.to_json()
         assert EffectivePolicy.from_json(data) == eff
-        assert set(data) == {f.name for f in fields(EffectivePolicy)} - OPTIONAL
+        # The matched rule, like the optional blocks, only when there is one.
+        matched = {"matched_rule", "matched_rule_filter"}
+        assert set(data) == {f.name for f in fields(EffectivePolicy)} - OPTIONAL - matched
     data = resolve(request(), None, LOG_DEFAULTS).to_json()
     assert data == {
         "channels": ["log"],

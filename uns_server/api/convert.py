@@ -35,6 +35,7 @@ from uns_server.domain.enums import (
     Intent,
     Priority,
     Status,
+    Urgency,
 )
 from uns_server.domain.errors import FieldViolation, InvalidRequest, ReservedMetadataKey
 from uns_server.domain.outcomes import ProviderRef
@@ -57,6 +58,7 @@ _PREFIX = {
     Status: ("NOTIFICATION_STATE_", t.NotificationState),
     AckStatus: ("ACK_STATE_", t.AckState),
     EventKind: ("EVENT_KIND_", t.EventKind),
+    Urgency: ("URGENCY_", t.Urgency),
 }
 
 
@@ -232,6 +234,9 @@ def effective_policy(e: EffectivePolicy) -> t.EffectivePolicy:
         escalation=escalation(e.escalation),
         targets=targets(e.targets),
         escalation_loops=e.escalation_loops,
+        urgency=enum_to_wire(e.urgency, Urgency),
+        matched_rule_index=e.matched_rule,
+        matched_rule_filter=e.matched_rule_filter,
     )
 
 

@@ -137,7 +137,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             existing_notification_id=decision.existing.id if decision.existing else "",
             dedup_owner_id=decision.owner.id if decision.owner else "",
             planned_steps=convert.planned_steps(
-                decision.plan, decision.accepted_at, decision.asked
+                decision.plan, decision.accepted_at, decision.asked, decision.messages
             ),
         )
 

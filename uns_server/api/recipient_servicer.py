@@ -67,6 +67,7 @@ def recipient_from_wire(r: pb.Recipient) -> Recipient:
             if r.HasField("quiet_hours")
             else None
         ),
+        locale=r.locale,
     )
 
 
@@ -101,6 +102,7 @@ def recipient_to_wire(r: Recipient, personal: bool = True) -> pb.Recipient:
         display_name=r.display_name,
         time_zone=r.time_zone,
         updated_by=r.updated_by,
+        locale=r.locale,
     )
     if personal:
         msg.contacts.extend(pb.Contact(channel=c.channel, address=c.address) for c in r.contacts)

@@ -14,6 +14,7 @@ from uns.v1 import types_pb2 as t
 from uns_server.domain.planned_people import PlannedAsk
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, Step, StepKind
 from uns_server.domain.targets import Target
+from uns_server.services.message_preview import Preview, Previews
 
 
 def quiet_hours(q: QuietHours | None) -> t.QuietHours | None:
@@ -78,9 +79,11 @@ def planned_steps(
     steps: Sequence[Step],
     accepted_at: datetime | None,
     asked: Mapping[tuple[StepKind, int], PlannedAsk] | None = None,
+    messages: Previews | None = None,
 ) -> list[pb.PlannedStep]:
-    """``asked``: who each step asks, by (kind, number)."""
+    """``asked``: who each step asks, by (kind, number); ``messages``: what it sends."""
     asked = asked or {}
+    messages = messages or {}
     out = []
     for s in steps:
         assert accepted_at is not None
@@ -100,10 +103,24 @@ def planned_steps(
                 pb.NotDueRecipient(recipient_id=rid, due_time=_timestamp(due))
                 for rid, due in who.not_due.items()
             ],
+            messages=[_rendered(m) for m in messages.get((s.kind, s.number), ())],
         )
         step.time.FromDatetime(s.at)
         out.append(step)
     return out
+
+
+def _rendered(m: Preview) -> pb.RenderedMessage:
+    return pb.RenderedMessage(
+        channel=m.channel,
+        channel_type=m.channel_type,
+        recipient_id=m.recipient_id,
+        locale=m.locale,
+        title=m.text.title,
+        body=m.text.body,
+        template_index=m.text.template,
+        template_error=m.text.error,
+    )
 
 
 def _timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:

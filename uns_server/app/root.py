@@ -152,6 +152,7 @@ class App:
             clock,
             self.telemetry.metrics,
             handoff=self.dispatcher,
+            channel_types=self.channels_config.types,
         )
         self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
         # Sent messages show how the obligation ended (Slack chat.update, PagerDuty

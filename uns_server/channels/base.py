@@ -81,6 +81,9 @@ class OutboundMessage:
     # replaces the channel's configured destination. Empty for a shared message.
     recipient_id: str = ""
     to: str = ""
+    # Why the policy's template failed to render (``domain.templates``): the raw title
+    # and message are sent, and the attempt records this (``template_error``).
+    template_error: str = ""
 
 
 @dataclass(frozen=True)

@@ -286,9 +286,12 @@ class ChannelsConfig:
     """Every configured channel by name."""
 
     channels: Mapping[str, ChannelConfig]
+    # Each channel's ``type:`` as written (templates are chosen by it, SPEC §7).
+    types: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "channels", MappingProxyType(dict(self.channels)))
+        object.__setattr__(self, "types", MappingProxyType(dict(self.types)))
 
 
 def _webhook(o: Options) -> WebhookConfig:
@@ -425,6 +428,7 @@ def load_channels_config(
     if not isinstance(data, Mapping):
         raise ChannelConfigError("channels configuration must be a mapping of name -> options")
     channels: dict[str, ChannelConfig] = {}
+    types: dict[str, str] = {LOG_CHANNEL_NAME: "log"}
     for name, raw in data.items():
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ChannelConfigError(f"invalid channel name {name!r}")
@@ -438,6 +442,7 @@ def load_channels_config(
             )
         options = Options(name, raw, environ)
         channels[name] = builder(options)
+        types[name] = str(kind)
         options.finish()
     channels.setdefault(LOG_CHANNEL_NAME, LogConfig())
-    return ChannelsConfig(channels)
+    return ChannelsConfig(channels, types)

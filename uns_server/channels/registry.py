@@ -97,14 +97,21 @@ class UnknownChannel(KeyError):
 class ChannelRegistry:
     """The configured channels by name; closing it closes every adapter."""
 
-    def __init__(self, channels: Mapping[str, Channel]) -> None:
+    def __init__(
+        self, channels: Mapping[str, Channel], types: Mapping[str, str] | None = None
+    ) -> None:
         self._channels = dict(channels)
+        self._types = dict(types or {})
 
     @classmethod
     def from_config(
         cls, config: ChannelsConfig, http_client: OutboundClient | None = None
     ) -> ChannelRegistry:
-        return cls(build_channels(config, http_client))
+        return cls(build_channels(config, http_client), config.types)
+
+    def type_of(self, name: str) -> str:
+        """The channel's ``type:`` ("email", "slack", ...); "" when not known."""
+        return self._types.get(name, "")
 
     def get(self, name: str) -> Channel:
         """The channel called ``name``; :class:`UnknownChannel` if there is none."""

@@ -15,6 +15,7 @@ rotations with uns-admin")::
     - recipient_id: alice
       display_name: Alice Martin
       time_zone: Europe/Paris
+      locale: fr-FR        # optional, BCP 47: picks the policy's templates
       contacts: [{channel: email, address: alice@example.com}]
       quiet_hours: {time_zone: Europe/Paris, start: "22:00", end: "07:00"}
 
@@ -51,7 +52,14 @@ PAGE_SIZE = 1000
 _SHIFT = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 # The fields of each document; show/list also print these read-only ones.
 _READ_ONLY = ("create_time", "update_time", "updated_by")
-_RECIPIENT_FIELDS = ("recipient_id", "display_name", "time_zone", "contacts", "quiet_hours")
+_RECIPIENT_FIELDS = (
+    "recipient_id",
+    "display_name",
+    "time_zone",
+    "locale",
+    "contacts",
+    "quiet_hours",
+)
 _ROTATION_FIELDS = ("rotation_id", "members", "start_time", "shift", "time_zone", "overrides")
 
 
@@ -86,6 +94,7 @@ def recipient_to_json(r: Recipient) -> dict[str, Any]:
         "recipient_id": r.recipient_id,
         "display_name": r.display_name,
         "time_zone": r.time_zone,
+        **({"locale": r.locale} if r.locale else {}),
         "contacts": r.contacts_json(),
         "quiet_hours": r.quiet_hours.to_json() if r.quiet_hours else None,
         "create_time": _iso(r.created_at),
@@ -198,6 +207,7 @@ def recipient_from_document(item: Mapping[str, Any]) -> Recipient:
             if isinstance(quiet, dict)
             else None
         ),
+        locale=_text(item, "locale"),
     )
 
 

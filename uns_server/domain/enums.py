@@ -100,3 +100,11 @@ class Role(StrEnum):
     PRODUCER = "producer"
     RESPONDER = "responder"
     OPERATOR = "operator"
+
+
+class Urgency(StrEnum):
+    """How hard a person is pushed to answer (SPEC §7); None (unset) means HIGH for
+    SAFETY and ACTION_REQUIRED intents, LOW otherwise."""
+
+    HIGH = "HIGH"
+    LOW = "LOW"

@@ -4,7 +4,9 @@ Grammar::
 
     filter = [ term { "AND" term } ]
     term   = field "=" value
-    field  = [a-z_]+
+    field  = name [ "." key ]
+    name   = [a-z_]+
+    key    = [A-Za-z0-9_.-]+        (only after a name the caller allows a key on)
     value  = quoted | bare
     quoted = '"' { any character but '"' and '\\' | '\\' any character } '"'
     bare   = [A-Za-z0-9_.:-]+
@@ -15,8 +17,9 @@ each character once and never backtracks, and the text is capped at ``FILTER_MAX
 before it is read: a request's cost does not depend on how hostile its filter is (the
 regex-split parser this replaces was quadratic on long runs of whitespace).
 
-Pure: the caller says which fields exist; checking values against their columns
-(enums, booleans) is ``services.queries``' job.
+Pure: the caller says which fields exist, and which of them take a key
+(``metadata.cluster``, the routing rules of ``domain.policy.rules``); checking values
+against their columns (enums, booleans) is ``services.queries``' job.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ ECHO_MAX_CHARS = 64
 FIELD = "filter"
 _FIELD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _BARE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _SPACE = frozenset(" \t\r\n\f\v")
 USAGE = 'use `field = value [AND field = "quoted value" ...]`'
 
@@ -51,14 +55,14 @@ def echo(value: str) -> str:
     return repr(value[:ECHO_MAX_CHARS]) + f"... ({len(value)} characters)"
 
 
-def _invalid(description: str) -> InvalidRequest:
-    return InvalidRequest.of_field(FIELD, description)
-
-
 class _Scanner:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, field: str = FIELD) -> None:
         self.text = text
         self.pos = 0
+        self.field = field
+
+    def invalid(self, description: str) -> InvalidRequest:
+        return InvalidRequest.of_field(self.field, description)
 
     def skip_space(self) -> bool:
         """Skips whitespace; True if there was any."""
@@ -80,9 +84,9 @@ class _Scanner:
 
     def error(self, expected: str) -> InvalidRequest:
         if self.at_end():
-            return _invalid(f"expected {expected} at the end; {USAGE}")
+            return self.invalid(f"expected {expected} at the end; {USAGE}")
         found = self.text[self.pos : self.pos + ECHO_MAX_CHARS]
-        return _invalid(
+        return self.invalid(
             f"expected {expected} at character {self.pos + 1}, found {echo(found)}; {USAGE}"
         )
 
@@ -108,19 +112,28 @@ class _Scanner:
                 chunk = self.pos
                 continue
             self.pos += 1
-        raise _invalid(f"the quoted value opened at character {start + 1} is not closed")
+        raise self.invalid(f"the quoted value opened at character {start + 1} is not closed")
 
 
-def parse(text: str, fields: Collection[str], hints: Mapping[str, str] | None = None) -> list[Term]:
+def parse(
+    text: str,
+    fields: Collection[str],
+    hints: Mapping[str, str] | None = None,
+    *,
+    keyed: Collection[str] = (),
+    field: str = FIELD,
+    max_chars: int = FILTER_MAX_CHARS,
+) -> list[Term]:
     """``a = x AND b = "y"`` -> [Term(a, x), Term(b, y)]; INVALID_REQUEST (BadRequest
-    field ``filter``) on anything else, on a field not in ``fields``, on NUL, and on
-    text longer than ``FILTER_MAX_CHARS`` characters. ``hints`` maps a field a caller
-    may mistakenly try to the one to use instead (named in the refusal)."""
-    if len(text) > FILTER_MAX_CHARS:
-        raise _invalid(f"must be at most {FILTER_MAX_CHARS} characters (got {len(text)})")
+    field ``field``) on anything else, on a field not in ``fields``, on NUL, and on
+    text longer than ``max_chars`` characters. ``hints`` maps a field a caller
+    may mistakenly try to the one to use instead (named in the refusal). A name in
+    ``keyed`` is followed by ``.<key>`` (``metadata.cluster``: the term's field)."""
+    s = _Scanner(text, field)
+    if len(text) > max_chars:
+        raise s.invalid(f"must be at most {max_chars} characters (got {len(text)})")
     if "\x00" in text:  # PostgreSQL cannot even compare a text value holding NUL
-        raise _invalid("must not contain NUL characters")
-    s = _Scanner(text)
+        raise s.invalid("must not contain NUL characters")
     terms: list[Term] = []
     s.skip_space()
     if s.at_end():
@@ -129,13 +142,21 @@ def parse(text: str, fields: Collection[str], hints: Mapping[str, str] | None = 
         name = s.run(_FIELD_CHARS)
         if not name:
             raise s.error("a field name")
-        if name not in fields:
+        if name in keyed:
+            if not s.text.startswith(".", s.pos):
+                raise s.error(f"'.' and a key after {name!r} (e.g. `{name}.cluster`)")
+            s.pos += 1
+            key = s.run(_KEY_CHARS)
+            if not key:
+                raise s.error(f"a {name} key (letters, digits, '_', '.', '-')")
+            name = f"{name}.{key}"
+        elif name not in fields:
             hint = (hints or {}).get(name)
-            raise _invalid(
+            raise s.invalid(
                 f"unknown field {echo(name)}"
                 + (f" (the API calls it `{hint}`, e.g. `{hint} = FAILED`)" if hint else "")
                 + "; filterable: "
-                + ", ".join(sorted(fields))
+                + ", ".join(sorted([*fields, *(f"{k}.<key>" for k in keyed)]))
             )
         s.skip_space()
         if s.text.startswith("=", s.pos):

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnknownPolicyChannel
 from uns_server.domain.fields import text_problems, time_problem, zone_problem
+from uns_server.domain.locales import canonical_locale, locale_problem
 from uns_server.domain.schedule.quiet_hours import QuietHours
 from uns_server.domain.twilio import e164_problem
 
@@ -82,6 +83,8 @@ class Recipient:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     updated_by: str = ""
+    # BCP 47, canonical (``domain.locales``); "" when the person has none.
+    locale: str = ""
 
     def contacts_json(self) -> list[dict[str, str]]:
         return [{"channel": c.channel, "address": c.address} for c in self.contacts]
@@ -175,8 +178,10 @@ def build_recipient(
     contacts: Sequence[tuple[str, str]],
     quiet_hours: tuple[str, str, str] | None,
     prefix: str = "recipient",
+    locale: str = "",
 ) -> Recipient:
-    """Validate operator input; INVALID_REQUEST lists every problem."""
+    """Validate operator input; INVALID_REQUEST lists every problem. The locale is
+    kept in its canonical form (``en-us`` -> ``en-US``)."""
     v: list[FieldViolation] = []
     v += [FieldViolation(f"{prefix}.recipient_id", p) for p in id_problems(recipient_id)]
     v += [
@@ -207,8 +212,18 @@ def build_recipient(
     if quiet_hours is not None:
         quiet, problems = QuietHours.parse(*quiet_hours, field=f"{prefix}.quiet_hours")
         v += problems
+    problem = locale_problem(locale)
+    if problem:
+        v.append(FieldViolation(f"{prefix}.locale", problem))
     _raise(v)
-    return Recipient(recipient_id, display_name, time_zone, tuple(built), quiet)
+    return Recipient(
+        recipient_id,
+        display_name,
+        time_zone,
+        tuple(built),
+        quiet,
+        locale=canonical_locale(locale),
+    )
 
 
 def address_problem(kind: ChannelKind, address: str) -> str | None:

@@ -65,8 +65,9 @@ from uns_server.domain.validation import validate_send
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
-from uns_server.services import targeting
+from uns_server.services import message_preview, targeting
 from uns_server.services.intake_record import new_notification
+from uns_server.services.message_preview import Previews
 from uns_server.store.port import (
     TOPIC_WORK,
     FenceMoved,
@@ -114,6 +115,8 @@ class Decision:
     accepted_at: datetime | None = None
     # Who each planned step asks, by (kind, number) (``domain.planned_people``).
     asked: Mapping[tuple[schedule.StepKind, int], PlannedAsk] = field(default_factory=dict)
+    # What each planned step's messages say, templates applied (``message_preview``).
+    messages: Previews = field(default_factory=dict)
 
 
 class LeaseHandover(Protocol):
@@ -156,8 +159,10 @@ class Intake:
         *,
         max_batch: int = MAX_BATCH_DEFAULT,
         handoff: LeaseHandover | None = None,
+        channel_types: Mapping[str, str] | None = None,
     ) -> None:
         self._store = store
+        self._channel_types = dict(channel_types or {})  # Simulate's message preview
         self._handoff = handoff
         self._defaults = defaults
         self._clock = clock
@@ -195,7 +200,18 @@ class Intake:
         planned = await targeting.planned(
             self._store, now, req.schedule_time, decision.effective.spec.timing, req.intent
         )
-        return replace(decision, plan=planned.steps, accepted_at=now, asked=planned.asked)
+        messages = await message_preview.previews(
+            self._store,
+            req,
+            decision.effective,
+            now,
+            planned.steps,
+            planned.asked,
+            self._channel_types,
+        )
+        return replace(
+            decision, plan=planned.steps, accepted_at=now, asked=planned.asked, messages=messages
+        )
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
         validate_send(req, self._clock())

@@ -81,6 +81,8 @@ def named_channels(spec: PolicySpec) -> list[tuple[str, str]]:
     named = [(f"spec.channels[{i}]", name) for i, name in enumerate(spec.channels)]
     for i, step in enumerate(spec.escalation):
         named += [(f"spec.escalation[{i}].channels[{j}]", n) for j, n in enumerate(step.channels)]
+    for i, rule in enumerate(spec.rules):
+        named += [(f"spec.rules[{i}].channels[{j}]", n) for j, n in enumerate(rule.channels)]
     return named
 
 
@@ -89,6 +91,8 @@ def named_targets(spec: PolicySpec) -> list[tuple[str, Target]]:
     named = [(f"spec.targets[{i}]", t) for i, t in enumerate(spec.targets)]
     for i, step in enumerate(spec.escalation):
         named += [(f"spec.escalation[{i}].targets[{j}]", t) for j, t in enumerate(step.targets)]
+    for i, rule in enumerate(spec.rules):
+        named += [(f"spec.rules[{i}].targets[{j}]", t) for j, t in enumerate(rule.targets)]
     return named
 
 

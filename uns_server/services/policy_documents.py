@@ -12,11 +12,13 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from uns_server.domain.enums import DeliveryMode, Priority
+from uns_server.domain.enums import DeliveryMode, Priority, Urgency
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.policy import PolicyRevision, PolicySpec
+from uns_server.domain.policy.rules import RoutingRule
 from uns_server.domain.schedule import EscalationStep, Reminder
 from uns_server.domain.targets import Target
+from uns_server.domain.templates import Template
 from uns_server.domain.validation import _notification_type
 from uns_server.services.policies import PolicyInput
 
@@ -36,6 +38,9 @@ _SPEC_FIELDS = (
     "targets",
     "escalation_loops",
     "allowed_principals",
+    "rules",
+    "urgency",
+    "templates",
 )
 
 
@@ -133,6 +138,9 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
             FieldViolation("spec.allowed_principals", "must be a list of principal names")
         )
         principals = []
+    rules = _rules(raw.get("rules"), violations)
+    templates = _templates(raw.get("templates"), violations)
+    urgency = _enum(raw, "urgency", Urgency, "URGENCY_", violations)
     loops = raw.get("escalation_loops", 0)
     if isinstance(loops, bool) or not isinstance(loops, int):
         violations.append(FieldViolation("spec.escalation_loops", "must be an integer"))
@@ -152,6 +160,9 @@ def spec_from_mapping(raw: Mapping[str, Any]) -> PolicySpec:
             targets=targets,
             escalation_loops=loops,
             allowed_principals=principals,
+            rules=rules,
+            urgency=urgency,
+            templates=templates,
         )
     except InvalidRequest as exc:
         # delivery_mode is reported once, by _enum, when it was present but wrong.
@@ -211,6 +222,64 @@ def _reminder(value: Any, violations: list[FieldViolation]) -> Reminder | None:
     if first_after is None:
         return None
     return Reminder(first_after, float(multiplier or 1), max_count)
+
+
+def _rules(value: Any, violations: list[FieldViolation]) -> list[RoutingRule]:
+    """``[{filter, channels, targets, urgency}]`` (filters parsed by the domain)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        violations.append(FieldViolation("spec.rules", "must be a list of {filter, channels}"))
+        return []
+    rules = []
+    for i, item in enumerate(value):
+        at = f"spec.rules[{i}]"
+        if not isinstance(item, Mapping):
+            violations.append(FieldViolation(at, "must be {filter, channels, targets, urgency}"))
+            continue
+        violations += [
+            FieldViolation(f"{at}.{k}", "unknown field")
+            for k in sorted(set(item) - {"filter", "channels", "targets", "urgency"})
+        ]
+        text = item.get("filter", "")
+        if not isinstance(text, str):
+            violations.append(FieldViolation(f"{at}.filter", "must be text"))
+            text = ""
+        channels = item.get("channels", [])
+        if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+            violations.append(FieldViolation(f"{at}.channels", "must be a list of channel names"))
+            channels = []
+        targets = _targets(item.get("targets"), f"{at}.targets", violations)
+        urgency = _enum(item, "urgency", Urgency, "URGENCY_", violations, at=at)
+        rules.append(RoutingRule(text, tuple(channels), targets, urgency))
+    return rules
+
+
+_TEMPLATE_FIELDS = ("channel_type", "locale", "title", "body")
+
+
+def _templates(value: Any, violations: list[FieldViolation]) -> list[Template]:
+    """``[{channel_type, locale, title, body}]`` (compiled by the domain)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        violations.append(FieldViolation("spec.templates", "must be a list of templates"))
+        return []
+    out = []
+    for i, item in enumerate(value):
+        at = f"spec.templates[{i}]"
+        if not isinstance(item, Mapping):
+            violations.append(FieldViolation(at, "must be {channel_type, locale, title, body}"))
+            continue
+        violations += [
+            FieldViolation(f"{at}.{k}", "unknown field")
+            for k in sorted(set(item) - set(_TEMPLATE_FIELDS))
+        ]
+        texts = {k: item.get(k, "") for k in _TEMPLATE_FIELDS}
+        bad = [k for k, v in texts.items() if not isinstance(v, str)]
+        violations += [FieldViolation(f"{at}.{k}", "must be text") for k in bad]
+        out.append(Template(**{k: "" if k in bad else v for k, v in texts.items()}))
+    return out
 
 
 def _targets(value: Any, field: str, violations: list[FieldViolation]) -> tuple[Target, ...]:
@@ -298,6 +367,8 @@ def _enum(
     cls: type[E],
     prefix: str,
     violations: list[FieldViolation],
+    *,
+    at: str = "spec",
 ) -> E | None:
     value = raw.get(name)
     if value is None:
@@ -308,7 +379,7 @@ def _enum(
         except ValueError:
             pass
     choices = ", ".join(m.value for m in cls)
-    violations.append(FieldViolation(f"spec.{name}", f"must be one of {choices}"))
+    violations.append(FieldViolation(f"{at}.{name}", f"must be one of {choices}"))
     return None
 
 

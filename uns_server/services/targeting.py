@@ -17,6 +17,7 @@ from uns_server.domain.people import Recipient
 from uns_server.domain.planned_people import PeoplePlan, plan_people
 from uns_server.domain.schedule import QuietHours, Timing
 from uns_server.domain.targets import Target
+from uns_server.domain.templates import Person
 from uns_server.store.port import Store
 
 
@@ -75,6 +76,14 @@ class PersonRoute:
     address: str
     # The person's own quiet hours: they hold this message (``schedule.held_until``).
     quiet_hours: QuietHours | None = None
+    # Whom templates address (``domain.templates.Person``): name, language, zone.
+    display_name: str = ""
+    locale: str = ""
+    time_zone: str = "UTC"
+
+    @property
+    def person(self) -> Person:
+        return Person(self.recipient_id, self.display_name, self.locale, self.time_zone)
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,16 @@ def routes_of(
             n = seen[contact.channel] = seen.get(contact.channel, 0) + 1
             key = f"{contact.channel}@{rid}" + (f"+{n}" if n > 1 else "")
             routes.append(
-                PersonRoute(key, contact.channel, rid, contact.address, person.quiet_hours)
+                PersonRoute(
+                    key,
+                    contact.channel,
+                    rid,
+                    contact.address,
+                    person.quiet_hours,
+                    person.display_name,
+                    person.locale,
+                    person.time_zone,
+                )
             )
     return Asked(tuple(routes), tuple(unreachable))
 

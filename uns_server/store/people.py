@@ -44,6 +44,7 @@ def _recipient(row: RowMapping) -> Recipient:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         updated_by=row["updated_by"],
+        locale=row["locale"] or "",
     )
 
 
@@ -68,6 +69,7 @@ def recipient_json(r: Recipient) -> dict[str, Any]:
         "time_zone": r.time_zone,
         "contacts": r.contacts_json(),
         "quiet_hours": r.quiet_hours.to_json() if r.quiet_hours else None,
+        **({"locale": r.locale} if r.locale else {}),
     }
 
 
@@ -142,6 +144,7 @@ async def put_recipient(
         "time_zone": recipient.time_zone,
         "contacts": recipient.contacts_json(),
         "quiet_hours": recipient.quiet_hours.to_json() if recipient.quiet_hours else None,
+        "locale": recipient.locale,
         "updated_at": now,
         "updated_by": actor,
     }

@@ -451,6 +451,8 @@ recipients = Table(
     Column("created_at", UtcDateTime(), nullable=False),
     Column("updated_at", UtcDateTime(), nullable=False),
     Column("updated_by", String(255), nullable=False),
+    # BCP 47, canonical; "" when none (SPEC §7, templates). Migration 0018.
+    Column("locale", String(35), nullable=False, server_default=""),
 )
 
 rotations = Table(

@@ -25,6 +25,7 @@ from uns_server.services.targeting import PersonRoute
 from uns_server.store.port import Store
 from uns_server.workers.dispatch.references import follow_up_key, sent_reference
 from uns_server.workers.followup_progress import progress_of, timing_of
+from uns_server.workers.messages import NOBODY as NOBODY_PERSON
 from uns_server.workers.messages import outbound_message
 
 # The stand-in channel of a step whose targets reach nobody and that has no channel
@@ -124,7 +125,9 @@ def waiting(
     return held, not_due
 
 
-def message(claim: FollowUpClaim, channel: str, links: ActionLinkService | None) -> OutboundMessage:
+def message(
+    claim: FollowUpClaim, channel: str, links: ActionLinkService | None, channel_type: str = ""
+) -> OutboundMessage:
     n, step = claim.notification, claim.step
     route = claim.route(channel)
     label = "Reminder" if step.kind == schedule.StepKind.REMINDER else "Escalation step"
@@ -142,6 +145,8 @@ def message(claim: FollowUpClaim, channel: str, links: ActionLinkService | None)
         follow_up_number=step.number,
         recipient_id=route.recipient_id if route else "",
         to=route.address if route else "",
+        channel_type=channel_type,
+        person=route.person if route else NOBODY_PERSON,
     )
 
 

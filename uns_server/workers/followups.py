@@ -70,6 +70,7 @@ from uns_server.workers.followup_progress import (
     timing_of,
 )
 from uns_server.workers.loop import LoopWorker, seconds_until
+from uns_server.workers.messages import send_built
 from uns_server.workers.provider_call import guarded_call
 from uns_server.workers.supervision import Supervision
 
@@ -243,7 +244,10 @@ class FollowUpWorker(LoopWorker):
         if target not in self._channels:
             return Sent(channel, ChannelResult.permanent(f"channel {target!r} is not configured"))
         result = await guarded_call(
-            lambda: self._channels.get(target).send(message(claim, channel, self._links)),
+            lambda: send_built(
+                self._channels.get(target),
+                message(claim, channel, self._links, self._channels.type_of(target)),
+            ),
             lease=self._lease,
             log_extra={"channel": channel, "notification_id": claim.notification.id},
         )

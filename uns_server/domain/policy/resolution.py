@@ -6,13 +6,15 @@ returns the frozen :class:`EffectivePolicy`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from uns_server.domain.enums import DeliveryMode, Priority
+from uns_server.domain.enums import DeliveryMode, Priority, Urgency
 from uns_server.domain.errors import FieldViolation, NoPolicy, PolicyOverride, TypeNotAllowed
+from uns_server.domain.policy.rules import first_match
 from uns_server.domain.policy.spec import (
     ACK_TIMEOUT_MINUTES_DEFAULT,
     DEDUP_WINDOW_SECONDS_DEFAULT,
@@ -26,6 +28,7 @@ from uns_server.domain.policy.spec import (
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
 from uns_server.domain.targets import Target
+from uns_server.domain.templates import Template
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,13 @@ class EffectivePolicy:
     escalation: tuple[EscalationStep, ...] = ()
     targets: tuple[Target, ...] = ()
     escalation_loops: int = 0
+    urgency: Urgency | None = None
+    # Frozen with the policy: how the message reads (``domain.templates``).
+    templates: tuple[Template, ...] = ()
+    # The routing rule that chose channels, targets and urgency (SPEC §7): its index
+    # in the revision's ``rules`` and its filter; None when none matched.
+    matched_rule: int | None = None
+    matched_rule_filter: str = ""
 
     @property
     def spec(self) -> PolicySpec:
@@ -81,6 +91,8 @@ class EffectivePolicy:
             escalation=self.escalation,
             targets=self.targets,
             escalation_loops=self.escalation_loops,
+            urgency=self.urgency,
+            templates=self.templates,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -93,13 +105,17 @@ class EffectivePolicy:
         # Built once per policy: an ACTIVE revision's EffectivePolicy is shared by every
         # notification it admits (``_of_revision``), and each accept writes it twice
         # (the document, the ACCEPTED event).
-        return {
+        out = {
             **self.spec.to_json(),
             "policy_id": self.policy_id,
             "policy_revision": self.policy_revision,
             "policy_hash": self.policy_hash,
             "effective_hash": self.effective_hash,
         }
+        if self.matched_rule is not None:  # absent otherwise: documents stay as they were
+            out["matched_rule"] = self.matched_rule
+            out["matched_rule_filter"] = self.matched_rule_filter
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EffectivePolicy:
@@ -110,6 +126,8 @@ class EffectivePolicy:
             policy_revision=int(data["policy_revision"]),
             policy_hash=data["policy_hash"],
             effective_hash=data["effective_hash"],
+            matched_rule=data.get("matched_rule"),
+            matched_rule_filter=data.get("matched_rule_filter") or "",
         )
 
     @classmethod
@@ -121,8 +139,13 @@ class EffectivePolicy:
         policy_revision: int,
         policy_hash: str | None,
         effective_hash: str | None = None,
+        matched_rule: int | None = None,
+        matched_rule_filter: str = "",
     ) -> EffectivePolicy:
-        """Effective values plus provenance; the hash is computed unless given."""
+        """Effective values plus provenance; the hash is computed unless given (over
+        the effective values: a revision's routing rules are not among them)."""
+        if spec.rules:
+            spec = dataclasses.replace(spec, rules=())
         return cls(
             channels=spec.channels,
             delivery_mode=spec.delivery_mode,
@@ -136,6 +159,10 @@ class EffectivePolicy:
             escalation=spec.escalation,
             targets=spec.targets,
             escalation_loops=spec.escalation_loops,
+            urgency=spec.urgency,
+            templates=spec.templates,
+            matched_rule=matched_rule,
+            matched_rule_filter=matched_rule_filter,
             policy_id=policy_id,
             policy_revision=policy_revision,
             policy_hash=policy_hash,
@@ -226,28 +253,34 @@ def resolve(
                 for f in conflicts
             ],
         )
-    return _of_revision(active)
+    # The first routing rule that matches replaces channels, targets and urgency.
+    matched = first_match(active.spec.rules, req, active.spec.priority)
+    return _of_revision(active, matched)
 
 
-# An ACTIVE revision's effective policy depends on the revision alone, and every send of
-# its type asks for it: computing its hash (canonical JSON and SHA-256 of the spec) per
-# request was about a tenth of a batch accept's server CPU (docs/PERFORMANCE.md, issue
-# 33). Keyed by the revision, checked against its spec, so an entry is only ever reused
-# for the same inputs; a bounded memo, cleared when full.
+# An ACTIVE revision's effective policy depends on the revision (and the routing rule
+# that matched) alone, and every send of its type asks for it: computing its hash
+# (canonical JSON and SHA-256 of the spec) per request was about a tenth of a batch
+# accept's server CPU (docs/PERFORMANCE.md, issue 33). Keyed by the revision and rule,
+# checked against its spec, so an entry is only ever reused for the same inputs; a
+# bounded memo, cleared when full.
 _REVISIONS_MAX = 1024
-_by_revision: dict[tuple[str, int, str], tuple[PolicySpec, EffectivePolicy]] = {}
+_by_revision: dict[tuple[str, int, str, int | None], tuple[PolicySpec, EffectivePolicy]] = {}
 
 
-def _of_revision(active: PolicyRevision) -> EffectivePolicy:
-    key = (active.policy_id, active.revision, active.content_hash)
+def _of_revision(active: PolicyRevision, matched: int | None) -> EffectivePolicy:
+    key = (active.policy_id, active.revision, active.content_hash, matched)
     hit = _by_revision.get(key)
     if hit is not None and hit[0] == active.spec:
         return hit[1]
+    rule = None if matched is None else active.spec.rules[matched]
     effective = EffectivePolicy.of(
-        active.spec,
+        active.spec if rule is None else active.spec.routed(rule),
         policy_id=active.policy_id,
         policy_revision=active.revision,
         policy_hash=active.content_hash,
+        matched_rule=matched,
+        matched_rule_filter="" if rule is None else rule.filter,
     )
     if len(_by_revision) >= _REVISIONS_MAX:
         _by_revision.clear()

@@ -7,6 +7,7 @@ equal hash whatever revision holds it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,9 +15,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from uns_server.domain.digests import sha256_hex
-from uns_server.domain.enums import DeliveryMode, Priority
+from uns_server.domain.enums import DeliveryMode, Priority, Urgency
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.fields import text_problems
+from uns_server.domain.policy.rules import RULES_MAX, RoutingRule, rule_violations
 from uns_server.domain.schedule import (
     ESCALATION_LOOPS_MAX,
     ESCALATION_STEPS_MAX,
@@ -32,6 +34,7 @@ from uns_server.domain.targets import (
     targets_from_json,
     targets_json,
 )
+from uns_server.domain.templates import Template, canonical_templates, template_violations
 
 ACK_TIMEOUT_MINUTES_DEFAULT = 60
 ACK_TIMEOUT_MINUTES_MAX = 10080
@@ -72,6 +75,11 @@ class PolicySpec:
     escalation_loops: int = 0
     # Who may send this type (empty: anyone); absent from ``to_json`` when empty.
     allowed_principals: tuple[str, ...] = ()
+    # What the message says and where it goes (SPEC §7); absent from ``to_json`` when
+    # unset. An effective policy has no rules: the matched one is applied.
+    rules: tuple[RoutingRule, ...] = ()
+    urgency: Urgency | None = None
+    templates: tuple[Template, ...] = ()
 
     def allows(self, principal: str) -> bool:
         """Whether ``principal`` may send notifications of this type."""
@@ -94,6 +102,9 @@ class PolicySpec:
         targets: Sequence[Target] = (),
         escalation_loops: int = 0,
         allowed_principals: Sequence[str] = (),
+        rules: Sequence[RoutingRule] = (),
+        urgency: Urgency | None = None,
+        templates: Sequence[Template] = (),
     ) -> PolicySpec:
         """Validate operator input and fill in the documented defaults.
 
@@ -101,11 +112,15 @@ class PolicySpec:
         means NORMAL; duplicate channels are dropped, first occurrence wins. Quiet hours
         come as ``{time_zone, start, end}`` text. Reminders and escalation steps need
         ``require_ack`` and must fall before the ack deadline. A policy needs
-        ``channels`` or ``targets`` (a step likewise); whether a target exists is
-        checked on the database (``services.policies``). Raises ``InvalidRequest``
+        ``channels`` or ``targets`` (a step and a routing rule likewise); whether a
+        target exists is checked on the database (``services.policies``). ``rules``
+        come unparsed (their filters are parsed here). Raises ``InvalidRequest``
         listing every problem under ``spec.<field>``.
         """
         violations: list[FieldViolation] = []
+        parsed_rules, problems = _parse_rules(rules)
+        violations += problems
+        violations += template_violations(templates)
         quiet: QuietHours | None = None
         if quiet_hours is not None:
             quiet, problems = QuietHours.parse(
@@ -174,6 +189,9 @@ class PolicySpec:
             targets=tuple(dict.fromkeys(targets)),
             escalation_loops=escalation_loops,
             allowed_principals=tuple(dict.fromkeys(allowed_principals)),
+            rules=parsed_rules,
+            urgency=urgency,
+            templates=canonical_templates(templates),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -200,6 +218,12 @@ class PolicySpec:
             out["escalation_loops"] = self.escalation_loops
         if self.allowed_principals:
             out["allowed_principals"] = list(self.allowed_principals)
+        if self.rules:
+            out["rules"] = [rule.to_json() for rule in self.rules]
+        if self.urgency is not None:
+            out["urgency"] = self.urgency.value
+        if self.templates:
+            out["templates"] = [t.to_json() for t in self.templates]
         return out
 
     @property
@@ -235,7 +259,41 @@ class PolicySpec:
             targets=targets_from_json(data.get("targets")),
             escalation_loops=int(data.get("escalation_loops") or 0),
             allowed_principals=tuple(data.get("allowed_principals") or ()),
+            rules=tuple(RoutingRule.from_json(r) for r in data.get("rules") or ()),
+            urgency=Urgency(data["urgency"]) if data.get("urgency") else None,
+            templates=tuple(Template.from_json(t) for t in data.get("templates") or ()),
         )
+
+    def routed(self, rule: RoutingRule) -> PolicySpec:
+        """This spec with ``rule`` applied: its channels and targets, its urgency when
+        it sets one; no rules (the effective policy's content)."""
+        return dataclasses.replace(
+            self,
+            channels=rule.channels,
+            targets=rule.targets,
+            urgency=rule.urgency or self.urgency,
+            rules=(),
+        )
+
+
+def _parse_rules(
+    rules: Sequence[RoutingRule],
+) -> tuple[tuple[RoutingRule, ...], list[FieldViolation]]:
+    """Each rule with its filter parsed, and every problem of them."""
+    violations = rule_violations(rules, lambda name: _CHANNEL.fullmatch(name) is not None)
+    if len(rules) > RULES_MAX:
+        return (), violations  # not parsed one by one
+    parsed: list[RoutingRule] = []
+    for i, rule in enumerate(rules):
+        try:
+            parsed.append(
+                RoutingRule.parse(
+                    rule.filter, rule.channels, rule.targets, rule.urgency, at=f"spec.rules[{i}]"
+                )
+            )
+        except InvalidRequest as exc:
+            violations += exc.violations
+    return tuple(parsed), violations
 
 
 def _principals_violations(principals: Sequence[str]) -> list[FieldViolation]:

@@ -58,7 +58,11 @@ def summary(kind: str, payload: Any, names: Names = NO_NAMES) -> str:
     where = str(p.get("channel", "?")) + (f" to {names.text(rid)}" if isinstance(rid, str) else "")
     if kind == EventKind.CHANNEL_ATTEMPT_RESULT:
         ok = "delivered" if p.get("success") else f"failed: {p.get('error') or 'unknown error'}"
-        return f"{where} {ok} (attempt {p.get('attempt', '?')})"
+        meta = p.get("metadata")
+        failed = meta.get("template_error") if isinstance(meta, dict) else None
+        # The policy's template did not render: the raw title and message were sent.
+        raw = f"; template failed, raw text sent: {failed}" if failed else ""
+        return f"{where} {ok} (attempt {p.get('attempt', '?')}){raw}"
     if kind == EventKind.DELIVERY_RESULT:
         dl = ", dead letter" if p.get("dead_letter") else ""
         return f"{p.get('status', '?')}{dl}"

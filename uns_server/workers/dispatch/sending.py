@@ -30,7 +30,8 @@ from uns_server.store.port import Store
 from uns_server.workers.dispatch.bulkheads import Bulkheads
 from uns_server.workers.dispatch.claims import ChannelAttempt, Claim, started_events
 from uns_server.workers.dispatch.settlement import Settler
-from uns_server.workers.messages import outbound_message
+from uns_server.workers.messages import NOBODY as NOBODY_PERSON
+from uns_server.workers.messages import outbound_message, send_built
 from uns_server.workers.provider_call import guarded_call
 
 # The stand-in channel of a delivery whose targets reach nobody and whose policy has no
@@ -245,7 +246,7 @@ class Sender:
         not lose the obligation either)."""
         adapter = self._channels.get(channel)
         return await guarded_call(
-            lambda: adapter.send(message()),
+            lambda: send_built(adapter, message()),
             lease=self._lease,
             log_extra={"channel": channel, "notification_id": claim.notification.id},
         )
@@ -266,6 +267,8 @@ class Sender:
             links=make_links,
             recipient_id=route.recipient_id if route else "",
             to=route.address if route else "",
+            channel_type=self._channels.type_of(route.channel if route else channel),
+            person=route.person if route else NOBODY_PERSON,
         )
 
 

@@ -461,6 +461,7 @@ class PlannedStep(_message.Message):
     RECIPIENT_IDS_FIELD_NUMBER: _builtins.int
     HELD_RECIPIENTS_FIELD_NUMBER: _builtins.int
     NOT_DUE_RECIPIENTS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
     kind: Global___PlannedStepKind.ValueType
     """What the step does."""
     number: _builtins.int
@@ -507,6 +508,15 @@ class PlannedStep(_message.Message):
         order, each with when they are due. It does not remind them.
         """
 
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___RenderedMessage]:
+        """The message the step would send on each shared channel and to each
+        person it asks (recipient_ids, and held_recipients for the delivery) on
+        each of their contacts whose channel the server has, with the policy's
+        templates applied (PolicySpec.templates), so a template can be tried on a
+        real request before its revision is activated. Empty for the deadline.
+        """
+
     def __init__(
         self,
         *,
@@ -519,14 +529,71 @@ class PlannedStep(_message.Message):
         recipient_ids: _abc.Iterable[_builtins.str] | None = ...,
         held_recipients: _abc.Iterable[Global___HeldRecipient] | None = ...,
         not_due_recipients: _abc.Iterable[Global___NotDueRecipient] | None = ...,
+        messages: _abc.Iterable[Global___RenderedMessage] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "held_by_quiet_hours", b"held_by_quiet_hours", "held_recipients", b"held_recipients", "kind", b"kind", "not_due_recipients", b"not_due_recipients", "number", b"number", "offset", b"offset", "recipient_ids", b"recipient_ids", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "held_by_quiet_hours", b"held_by_quiet_hours", "held_recipients", b"held_recipients", "kind", b"kind", "messages", b"messages", "not_due_recipients", b"not_due_recipients", "number", b"number", "offset", b"offset", "recipient_ids", b"recipient_ids", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PlannedStep: _TypeAlias = PlannedStep  # noqa: Y015
+
+@_typing.final
+class RenderedMessage(_message.Message):
+    """RenderedMessage is the title and body one channel would receive."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    CHANNEL_TYPE_FIELD_NUMBER: _builtins.int
+    RECIPIENT_ID_FIELD_NUMBER: _builtins.int
+    LOCALE_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    TEMPLATE_INDEX_FIELD_NUMBER: _builtins.int
+    TEMPLATE_ERROR_FIELD_NUMBER: _builtins.int
+    channel: _builtins.str
+    """The channel name, e.g. "email"."""
+    channel_type: _builtins.str
+    """Its type ("email", "slack", ...), which picks the template."""
+    recipient_id: _builtins.str
+    """The person it is for; empty for a shared channel's message."""
+    locale: _builtins.str
+    """The person's locale, which picks the template; empty when none."""
+    title: _builtins.str
+    """The title after templates (and after the channel's length limit)."""
+    body: _builtins.str
+    """The body after templates (and after the channel's length limit)."""
+    template_index: _builtins.int
+    """The index (PolicySpec.templates[i]) of the template that applied; unset
+    when none did (the raw title and message).
+    """
+    template_error: _builtins.str
+    """Why the template failed to render (the raw title and message are sent
+    instead); empty when it rendered.
+    """
+    def __init__(
+        self,
+        *,
+        channel: _builtins.str = ...,
+        channel_type: _builtins.str = ...,
+        recipient_id: _builtins.str = ...,
+        locale: _builtins.str = ...,
+        title: _builtins.str = ...,
+        body: _builtins.str = ...,
+        template_index: _builtins.int | None = ...,
+        template_error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_template_index", b"_template_index", "template_index", b"template_index"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_template_index", b"_template_index", "body", b"body", "channel", b"channel", "channel_type", b"channel_type", "locale", b"locale", "recipient_id", b"recipient_id", "template_error", b"template_error", "template_index", b"template_index", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__template_index: _TypeAlias = _typing.Literal["template_index"]  # noqa: Y015
+    _WhichOneofArgType__template_index: _TypeAlias = _typing.Literal["_template_index", b"_template_index"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__template_index) -> _WhichOneofReturnType__template_index | None: ...
+
+Global___RenderedMessage: _TypeAlias = RenderedMessage  # noqa: Y015
 
 @_typing.final
 class HeldRecipient(_message.Message):

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from uns.v1 import types_pb2 as uns_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xd6\x04\n\nPolicySpec\x12\x1a\n\x08\x63hannels\x18\x01 \x03(\tR\x08\x63hannels\x12\x39\n\rdelivery_mode\x18\x02 \x01(\x0e\x32\x14.uns.v1.DeliveryModeR\x0c\x64\x65liveryMode\x12\x1f\n\x0brequire_ack\x18\x03 \x01(\x08R\nrequireAck\x12.\n\x13\x61\x63k_timeout_minutes\x18\x04 \x01(\x05R\x11\x61\x63kTimeoutMinutes\x12,\n\x08priority\x18\x05 \x01(\x0e\x32\x10.uns.v1.PriorityR\x08priority\x12\x30\n\x14\x64\x65\x64up_window_seconds\x18\x06 \x01(\x05R\x12\x64\x65\x64upWindowSeconds\x12!\n\x0cmax_attempts\x18\x07 \x01(\x05R\x0bmaxAttempts\x12\x33\n\x0bquiet_hours\x18\x08 \x01(\x0b\x32\x12.uns.v1.QuietHoursR\nquietHours\x12,\n\x08reminder\x18\t \x01(\x0b\x32\x10.uns.v1.ReminderR\x08reminder\x12\x36\n\nescalation\x18\n \x03(\x0b\x32\x16.uns.v1.EscalationStepR\nescalation\x12(\n\x07targets\x18\x0b \x03(\x0b\x32\x0e.uns.v1.TargetR\x07targets\x12)\n\x10\x65scalation_loops\x18\x0c \x01(\x05R\x0f\x65scalationLoops\x12-\n\x12\x61llowed_principals\x18\r \x03(\tR\x11\x61llowedPrincipals\"\x91\x03\n\x0ePolicyRevision\x12\x1b\n\tpolicy_id\x18\x01 \x01(\tR\x08policyId\x12+\n\x11notification_type\x18\x02 \x01(\tR\x10notificationType\x12\x1a\n\x08revision\x18\x03 \x01(\x05R\x08revision\x12&\n\x04spec\x18\x04 \x01(\x0b\x32\x12.uns.v1.PolicySpecR\x04spec\x12!\n\x0c\x63ontent_hash\x18\x05 \x01(\tR\x0b\x63ontentHash\x12\x31\n\x05state\x18\x06 \x01(\x0e\x32\x1b.uns.v1.PolicyRevisionStateR\x05state\x12\x1d\n\ncreated_by\x18\x07 \x01(\tR\tcreatedBy\x12;\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12?\n\ractivate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0c\x61\x63tivateTime\"\x8b\x01\n\x18PutPolicyRevisionRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12&\n\x04spec\x18\x02 \x01(\x0b\x32\x12.uns.v1.PolicySpecR\x04spec\x12\x1a\n\x08\x61\x63tivate\x18\x03 \x01(\x08R\x08\x61\x63tivate\"O\n\x19PutPolicyRevisionResponse\x12\x32\n\x08revision\x18\x01 \x01(\x0b\x32\x16.uns.v1.PolicyRevisionR\x08revision\"h\n\x1d\x41\x63tivatePolicyRevisionRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12\x1a\n\x08revision\x18\x02 \x01(\x05R\x08revision\"T\n\x1e\x41\x63tivatePolicyRevisionResponse\x12\x32\n\x08revision\x18\x01 \x01(\x0b\x32\x16.uns.v1.PolicyRevisionR\x08revision\"[\n\x10GetPolicyRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12\x1a\n\x08revision\x18\x02 \x01(\x05R\x08revision\"G\n\x11GetPolicyResponse\x12\x32\n\x08revision\x18\x01 \x01(\x0b\x32\x16.uns.v1.PolicyRevisionR\x08revision\"\x85\x01\n\x1aListPolicyRevisionsRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"{\n\x1bListPolicyRevisionsResponse\x12\x34\n\trevisions\x18\x01 \x03(\x0b\x32\x16.uns.v1.PolicyRevisionR\trevisions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x82\x01\n\x13PolicyRevisionState\x12%\n!POLICY_REVISION_STATE_UNSPECIFIED\x10\x00\x12\"\n\x1ePOLICY_REVISION_STATE_INACTIVE\x10\x01\x12 \n\x1cPOLICY_REVISION_STATE_ACTIVE\x10\x02\x32\xf4\x02\n\rPolicyService\x12X\n\x11PutPolicyRevision\x12 .uns.v1.PutPolicyRevisionRequest\x1a!.uns.v1.PutPolicyRevisionResponse\x12g\n\x16\x41\x63tivatePolicyRevision\x12%.uns.v1.ActivatePolicyRevisionRequest\x1a&.uns.v1.ActivatePolicyRevisionResponse\x12@\n\tGetPolicy\x12\x18.uns.v1.GetPolicyRequest\x1a\x19.uns.v1.GetPolicyResponse\x12^\n\x13ListPolicyRevisions\x12\".uns.v1.ListPolicyRevisionsRequest\x1a#.uns.v1.ListPolicyRevisionsResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xdc\x05\n\nPolicySpec\x12\x1a\n\x08\x63hannels\x18\x01 \x03(\tR\x08\x63hannels\x12\x39\n\rdelivery_mode\x18\x02 \x01(\x0e\x32\x14.uns.v1.DeliveryModeR\x0c\x64\x65liveryMode\x12\x1f\n\x0brequire_ack\x18\x03 \x01(\x08R\nrequireAck\x12.\n\x13\x61\x63k_timeout_minutes\x18\x04 \x01(\x05R\x11\x61\x63kTimeoutMinutes\x12,\n\x08priority\x18\x05 \x01(\x0e\x32\x10.uns.v1.PriorityR\x08priority\x12\x30\n\x14\x64\x65\x64up_window_seconds\x18\x06 \x01(\x05R\x12\x64\x65\x64upWindowSeconds\x12!\n\x0cmax_attempts\x18\x07 \x01(\x05R\x0bmaxAttempts\x12\x33\n\x0bquiet_hours\x18\x08 \x01(\x0b\x32\x12.uns.v1.QuietHoursR\nquietHours\x12,\n\x08reminder\x18\t \x01(\x0b\x32\x10.uns.v1.ReminderR\x08reminder\x12\x36\n\nescalation\x18\n \x03(\x0b\x32\x16.uns.v1.EscalationStepR\nescalation\x12(\n\x07targets\x18\x0b \x03(\x0b\x32\x0e.uns.v1.TargetR\x07targets\x12)\n\x10\x65scalation_loops\x18\x0c \x01(\x05R\x0f\x65scalationLoops\x12-\n\x12\x61llowed_principals\x18\r \x03(\tR\x11\x61llowedPrincipals\x12)\n\x05rules\x18\x0e \x03(\x0b\x32\x13.uns.v1.RoutingRuleR\x05rules\x12.\n\ttemplates\x18\x0f \x03(\x0b\x32\x10.uns.v1.TemplateR\ttemplates\x12)\n\x07urgency\x18\x10 \x01(\x0e\x32\x0f.uns.v1.UrgencyR\x07urgency\"\x96\x01\n\x0bRoutingRule\x12\x16\n\x06\x66ilter\x18\x01 \x01(\tR\x06\x66ilter\x12\x1a\n\x08\x63hannels\x18\x02 \x03(\tR\x08\x63hannels\x12(\n\x07targets\x18\x03 \x03(\x0b\x32\x0e.uns.v1.TargetR\x07targets\x12)\n\x07urgency\x18\x04 \x01(\x0e\x32\x0f.uns.v1.UrgencyR\x07urgency\"o\n\x08Template\x12!\n\x0c\x63hannel_type\x18\x01 \x01(\tR\x0b\x63hannelType\x12\x16\n\x06locale\x18\x02 \x01(\tR\x06locale\x12\x14\n\x05title\x18\x03 \x01(\tR\x05title\x12\x12\n\x04\x62ody\x18\x04 \x01(\tR\x04\x62ody\"\x91\x03\n\x0ePolicyRevision\x12\x1b\n\tpolicy_id\x18\x01 \x01(\tR\x08policyId\x12+\n\x11notification_type\x18\x02 \x01(\tR\x10notificationType\x12\x1a\n\x08revision\x18\x03 \x01(\x05R\x08revision\x12&\n\x04spec\x18\x04 \x01(\x0b\x32\x12.uns.v1.PolicySpecR\x04spec\x12!\n\x0c\x63ontent_hash\x18\x05 \x01(\tR\x0b\x63ontentHash\x12\x31\n\x05state\x18\x06 \x01(\x0e\x32\x1b.uns.v1.PolicyRevisionStateR\x05state\x12\x1d\n\ncreated_by\x18\x07 \x01(\tR\tcreatedBy\x12;\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12?\n\ractivate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0c\x61\x63tivateTime\"\x8b\x01\n\x18PutPolicyRevisionRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12&\n\x04spec\x18\x02 \x01(\x0b\x32\x12.uns.v1.PolicySpecR\x04spec\x12\x1a\n\x08\x61\x63tivate\x18\x03 \x01(\x08R\x08\x61\x63tivate\"O\n\x19PutPolicyRevisionResponse\x12\x32\n\x08revision\x18\x01 \x01(\x0b\x32\x16.uns.v1.PolicyRevisionR\x08revision\"h\n\x1d\x41\x63tivatePolicyRevisionRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12\x1a\n\x08revision\x18\x02 \x01(\x05R\x08revision\"T\n\x1e\x41\x63tivatePolicyRevisionResponse\x12\x32\n\x08revision\x18\x01 \x01(\x0b\x32\x16.uns.v1.PolicyRevisionR\x08revision\"[\n\x10GetPolicyRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12\x1a\n\x08revision\x18\x02 \x01(\x05R\x08revision\"G\n\x11GetPolicyResponse\x12\x32\n\x08revision\x18\x01 \x01(\x0b\x32\x16.uns.v1.PolicyRevisionR\x08revision\"\x85\x01\n\x1aListPolicyRevisionsRequest\x12+\n\x11notification_type\x18\x01 \x01(\tR\x10notificationType\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"{\n\x1bListPolicyRevisionsResponse\x12\x34\n\trevisions\x18\x01 \x03(\x0b\x32\x16.uns.v1.PolicyRevisionR\trevisions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x82\x01\n\x13PolicyRevisionState\x12%\n!POLICY_REVISION_STATE_UNSPECIFIED\x10\x00\x12\"\n\x1ePOLICY_REVISION_STATE_INACTIVE\x10\x01\x12 \n\x1cPOLICY_REVISION_STATE_ACTIVE\x10\x02\x32\xf4\x02\n\rPolicyService\x12X\n\x11PutPolicyRevision\x12 .uns.v1.PutPolicyRevisionRequest\x1a!.uns.v1.PutPolicyRevisionResponse\x12g\n\x16\x41\x63tivatePolicyRevision\x12%.uns.v1.ActivatePolicyRevisionRequest\x1a&.uns.v1.ActivatePolicyRevisionResponse\x12@\n\tGetPolicy\x12\x18.uns.v1.GetPolicyRequest\x1a\x19.uns.v1.GetPolicyResponse\x12^\n\x13ListPolicyRevisions\x12\".uns.v1.ListPolicyRevisionsRequest\x1a#.uns.v1.ListPolicyRevisionsResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,28 +34,32 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'uns.v1.policy_service_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1'
-  _globals['_POLICYREVISIONSTATE']._serialized_start=1940
-  _globals['_POLICYREVISIONSTATE']._serialized_end=2070
+  _globals['_POLICYREVISIONSTATE']._serialized_start=2340
+  _globals['_POLICYREVISIONSTATE']._serialized_end=2470
   _globals['_POLICYSPEC']._serialized_start=93
-  _globals['_POLICYSPEC']._serialized_end=691
-  _globals['_POLICYREVISION']._serialized_start=694
-  _globals['_POLICYREVISION']._serialized_end=1095
-  _globals['_PUTPOLICYREVISIONREQUEST']._serialized_start=1098
-  _globals['_PUTPOLICYREVISIONREQUEST']._serialized_end=1237
-  _globals['_PUTPOLICYREVISIONRESPONSE']._serialized_start=1239
-  _globals['_PUTPOLICYREVISIONRESPONSE']._serialized_end=1318
-  _globals['_ACTIVATEPOLICYREVISIONREQUEST']._serialized_start=1320
-  _globals['_ACTIVATEPOLICYREVISIONREQUEST']._serialized_end=1424
-  _globals['_ACTIVATEPOLICYREVISIONRESPONSE']._serialized_start=1426
-  _globals['_ACTIVATEPOLICYREVISIONRESPONSE']._serialized_end=1510
-  _globals['_GETPOLICYREQUEST']._serialized_start=1512
-  _globals['_GETPOLICYREQUEST']._serialized_end=1603
-  _globals['_GETPOLICYRESPONSE']._serialized_start=1605
-  _globals['_GETPOLICYRESPONSE']._serialized_end=1676
-  _globals['_LISTPOLICYREVISIONSREQUEST']._serialized_start=1679
-  _globals['_LISTPOLICYREVISIONSREQUEST']._serialized_end=1812
-  _globals['_LISTPOLICYREVISIONSRESPONSE']._serialized_start=1814
-  _globals['_LISTPOLICYREVISIONSRESPONSE']._serialized_end=1937
-  _globals['_POLICYSERVICE']._serialized_start=2073
-  _globals['_POLICYSERVICE']._serialized_end=2445
+  _globals['_POLICYSPEC']._serialized_end=825
+  _globals['_ROUTINGRULE']._serialized_start=828
+  _globals['_ROUTINGRULE']._serialized_end=978
+  _globals['_TEMPLATE']._serialized_start=980
+  _globals['_TEMPLATE']._serialized_end=1091
+  _globals['_POLICYREVISION']._serialized_start=1094
+  _globals['_POLICYREVISION']._serialized_end=1495
+  _globals['_PUTPOLICYREVISIONREQUEST']._serialized_start=1498
+  _globals['_PUTPOLICYREVISIONREQUEST']._serialized_end=1637
+  _globals['_PUTPOLICYREVISIONRESPONSE']._serialized_start=1639
+  _globals['_PUTPOLICYREVISIONRESPONSE']._serialized_end=1718
+  _globals['_ACTIVATEPOLICYREVISIONREQUEST']._serialized_start=1720
+  _globals['_ACTIVATEPOLICYREVISIONREQUEST']._serialized_end=1824
+  _globals['_ACTIVATEPOLICYREVISIONRESPONSE']._serialized_start=1826
+  _globals['_ACTIVATEPOLICYREVISIONRESPONSE']._serialized_end=1910
+  _globals['_GETPOLICYREQUEST']._serialized_start=1912
+  _globals['_GETPOLICYREQUEST']._serialized_end=2003
+  _globals['_GETPOLICYRESPONSE']._serialized_start=2005
+  _globals['_GETPOLICYRESPONSE']._serialized_end=2076
+  _globals['_LISTPOLICYREVISIONSREQUEST']._serialized_start=2079
+  _globals['_LISTPOLICYREVISIONSREQUEST']._serialized_end=2212
+  _globals['_LISTPOLICYREVISIONSRESPONSE']._serialized_start=2214
+  _globals['_LISTPOLICYREVISIONSRESPONSE']._serialized_end=2337
+  _globals['_POLICYSERVICE']._serialized_start=2473
+  _globals['_POLICYSERVICE']._serialized_end=2845
 # @@protoc_insertion_point(module_scope)

@@ -64,6 +64,9 @@ class PolicySpec(_message.Message):
     TARGETS_FIELD_NUMBER: _builtins.int
     ESCALATION_LOOPS_FIELD_NUMBER: _builtins.int
     ALLOWED_PRINCIPALS_FIELD_NUMBER: _builtins.int
+    RULES_FIELD_NUMBER: _builtins.int
+    TEMPLATES_FIELD_NUMBER: _builtins.int
+    URGENCY_FIELD_NUMBER: _builtins.int
     delivery_mode: _types_pb2.DeliveryMode.ValueType
     """Required. BEST_EFFORT or GUARANTEED."""
     require_ack: _builtins.bool
@@ -81,6 +84,11 @@ class PolicySpec(_message.Message):
     many times (PagerDuty's num_loops): pass p fires each step p times the
     latest step's `after` later. Every step still stops at the ack deadline.
     Needs escalation steps.
+    """
+    urgency: _types_pb2.Urgency.ValueType
+    """Optional. How hard people are pushed to answer (the staged personal rules
+    of this urgency apply); unset: HIGH for SAFETY and ACTION_REQUIRED
+    intents, LOW otherwise.
     """
     @_builtins.property
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -129,6 +137,22 @@ class PolicySpec(_message.Message):
         after idempotency: a send already accepted still replays.
         """
 
+    @_builtins.property
+    def rules(self) -> _containers.RepeatedCompositeFieldContainer[Global___RoutingRule]:
+        """Optional, at most 50. Routing on content: the first rule whose filter
+        matches a request replaces channels, targets and (when it sets one)
+        urgency for that notification; when none matches, the spec's own apply.
+        The matched rule is frozen in the notification's effective policy. A
+        filter that does not parse is INVALID_REQUEST (spec.rules[i].filter).
+        """
+
+    @_builtins.property
+    def templates(self) -> _containers.RepeatedCompositeFieldContainer[Global___Template]:
+        """Optional, at most 50. How the message reads per channel type and
+        language (Jinja2, sandboxed; see Template). A template that does not
+        compile is INVALID_REQUEST (spec.templates[i].title or .body).
+        """
+
     def __init__(
         self,
         *,
@@ -145,14 +169,107 @@ class PolicySpec(_message.Message):
         targets: _abc.Iterable[_types_pb2.Target] | None = ...,
         escalation_loops: _builtins.int = ...,
         allowed_principals: _abc.Iterable[_builtins.str] | None = ...,
+        rules: _abc.Iterable[Global___RoutingRule] | None = ...,
+        templates: _abc.Iterable[Global___Template] | None = ...,
+        urgency: _types_pb2.Urgency.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "allowed_principals", b"allowed_principals", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "max_attempts", b"max_attempts", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "targets", b"targets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "allowed_principals", b"allowed_principals", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "max_attempts", b"max_attempts", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "rules", b"rules", "targets", b"targets", "templates", b"templates", "urgency", b"urgency"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PolicySpec: _TypeAlias = PolicySpec  # noqa: Y015
+
+@_typing.final
+class RoutingRule(_message.Message):
+    """RoutingRule sends the notifications its filter matches elsewhere than the
+    policy's own channels and targets.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: _builtins.int
+    CHANNELS_FIELD_NUMBER: _builtins.int
+    TARGETS_FIELD_NUMBER: _builtins.int
+    URGENCY_FIELD_NUMBER: _builtins.int
+    filter: _builtins.str
+    """The condition, in the ListNotifications filter language over the
+    request: `field = value` terms joined by AND, the fields `intent`
+    (e.g. SAFETY), `source`, `priority` (e.g. HIGH) and `metadata.<key>`
+    (the metadata value as text: a string as is, a number or true/false as
+    JSON writes it), e.g. `metadata.cluster = prod AND intent = SAFETY`. At
+    most 1024 characters; empty matches every request.
+    """
+    urgency: _types_pb2.Urgency.ValueType
+    """Replaces the policy's urgency when set."""
+    @_builtins.property
+    def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The channels that replace the policy's. A rule needs channels or targets."""
+
+    @_builtins.property
+    def targets(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Target]:
+        """The people or rotations that replace the policy's (at most 20)."""
+
+    def __init__(
+        self,
+        *,
+        filter: _builtins.str = ...,
+        channels: _abc.Iterable[_builtins.str] | None = ...,
+        targets: _abc.Iterable[_types_pb2.Target] | None = ...,
+        urgency: _types_pb2.Urgency.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "filter", b"filter", "targets", b"targets", "urgency", b"urgency"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RoutingRule: _TypeAlias = RoutingRule  # noqa: Y015
+
+@_typing.final
+class Template(_message.Message):
+    """Template rewrites the title and body of the message one channel type sends
+    to people of one language: Jinja2 in a sandbox (undefined variables are
+    errors) over `title`, `message`, `metadata`, `intent`, `notification_type`,
+    `source` and `recipient` (`recipient.display_name`, `recipient.locale`,
+    `recipient.time_zone`; empty for a shared channel's message), with the
+    filters `datetime` and `duration`. The most specific template wins: the
+    channel type and the person's locale, the locale's language (fr-CA, then
+    fr), any locale; then a template for any channel type in the same order.
+    A template that fails when rendered sends the raw title and message, and
+    the attempt records why (metadata template_error).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_TYPE_FIELD_NUMBER: _builtins.int
+    LOCALE_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    channel_type: _builtins.str
+    """A channel type ("email", "slack", "ntfy", ...); empty matches any."""
+    locale: _builtins.str
+    """A BCP 47 locale ("fr", "fr-CA"); empty matches any."""
+    title: _builtins.str
+    """The title template, at most 1000 characters; empty keeps the raw title."""
+    body: _builtins.str
+    """The body template, at most 8000 characters; empty keeps the raw message."""
+    def __init__(
+        self,
+        *,
+        channel_type: _builtins.str = ...,
+        locale: _builtins.str = ...,
+        title: _builtins.str = ...,
+        body: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "channel_type", b"channel_type", "locale", b"locale", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Template: _TypeAlias = Template  # noqa: Y015
 
 @_typing.final
 class PolicyRevision(_message.Message):

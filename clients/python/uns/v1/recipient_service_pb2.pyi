@@ -70,6 +70,7 @@ class Recipient(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATED_BY_FIELD_NUMBER: _builtins.int
+    LOCALE_FIELD_NUMBER: _builtins.int
     recipient_id: _builtins.str
     """Required. Stable id: 1 to 64 characters of [a-z0-9._-], e.g. "alice"."""
     display_name: _builtins.str
@@ -78,6 +79,11 @@ class Recipient(_message.Message):
     """Required. The person's IANA time zone, e.g. "Europe/Paris"."""
     updated_by: _builtins.str
     """Output only. The operator principal that last put the person."""
+    locale: _builtins.str
+    """Optional. The person's language as a BCP 47 tag, e.g. "fr-FR" or "en"
+    (INVALID_REQUEST, recipient.locale, when it is not one). Templates pick
+    their text by it, and dates and numbers in messages follow it.
+    """
     @_builtins.property
     def contacts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Contact]:
         """The ways to reach the person, in order of preference; at most 20. Read
@@ -110,10 +116,11 @@ class Recipient(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         updated_by: _builtins.str = ...,
+        locale: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "quiet_hours", b"quiet_hours", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["contacts", b"contacts", "create_time", b"create_time", "display_name", b"display_name", "quiet_hours", b"quiet_hours", "recipient_id", b"recipient_id", "time_zone", b"time_zone", "update_time", b"update_time", "updated_by", b"updated_by"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["contacts", b"contacts", "create_time", b"create_time", "display_name", b"display_name", "locale", b"locale", "quiet_hours", b"quiet_hours", "recipient_id", b"recipient_id", "time_zone", b"time_zone", "update_time", b"update_time", "updated_by", b"updated_by"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -60,6 +60,33 @@ NOTIFICATION_INTENT_ESCALATION: NotificationIntent.ValueType  # 5
 """An earlier obligation was not answered in time and is escalated."""
 Global___NotificationIntent: _TypeAlias = NotificationIntent  # noqa: Y015
 
+class _Urgency:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UrgencyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Urgency.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    URGENCY_UNSPECIFIED: _Urgency.ValueType  # 0
+    """Not set: HIGH for SAFETY and ACTION_REQUIRED intents, LOW otherwise."""
+    URGENCY_HIGH: _Urgency.ValueType  # 1
+    """Page: every rule of the person's high-urgency staging."""
+    URGENCY_LOW: _Urgency.ValueType  # 2
+    """Tell: the person's low-urgency staging."""
+
+class Urgency(_Urgency, metaclass=_UrgencyEnumTypeWrapper):
+    """Urgency says how hard a person is pushed to answer (SPEC §7): the staged
+    personal rules of that urgency apply. A policy's (or its matched routing
+    rule's) urgency is frozen in the effective policy.
+    """
+
+URGENCY_UNSPECIFIED: Urgency.ValueType  # 0
+"""Not set: HIGH for SAFETY and ACTION_REQUIRED intents, LOW otherwise."""
+URGENCY_HIGH: Urgency.ValueType  # 1
+"""Page: every rule of the person's high-urgency staging."""
+URGENCY_LOW: Urgency.ValueType  # 2
+"""Tell: the person's low-urgency staging."""
+Global___Urgency: _TypeAlias = Urgency  # noqa: Y015
+
 class _AutonomyMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -583,6 +610,9 @@ class EffectivePolicy(_message.Message):
     ESCALATION_FIELD_NUMBER: _builtins.int
     TARGETS_FIELD_NUMBER: _builtins.int
     ESCALATION_LOOPS_FIELD_NUMBER: _builtins.int
+    URGENCY_FIELD_NUMBER: _builtins.int
+    MATCHED_RULE_INDEX_FIELD_NUMBER: _builtins.int
+    MATCHED_RULE_FILTER_FIELD_NUMBER: _builtins.int
     delivery_mode: Global___DeliveryMode.ValueType
     """What happens after the last failed attempt."""
     require_ack: _builtins.bool
@@ -607,6 +637,17 @@ class EffectivePolicy(_message.Message):
     """
     escalation_loops: _builtins.int
     """How many more times the escalation steps run after the first pass."""
+    urgency: Global___Urgency.ValueType
+    """The urgency of the matched routing rule, else the policy's; unspecified
+    when neither sets one (the default by intent applies, see Urgency).
+    """
+    matched_rule_index: _builtins.int
+    """The index (0-based, as in PolicySpec.rules[i]) of the routing rule whose
+    filter matched the request: its channels, targets and urgency replaced
+    the policy's. Unset when no rule matched (the policy's own apply).
+    """
+    matched_rule_filter: _builtins.str
+    """The matched rule's filter, as written; empty when no rule matched."""
     @_builtins.property
     def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Channels the notification is delivered through, e.g. "log", "webhook"."""
@@ -648,12 +689,17 @@ class EffectivePolicy(_message.Message):
         escalation: _abc.Iterable[Global___EscalationStep] | None = ...,
         targets: _abc.Iterable[Global___Target] | None = ...,
         escalation_loops: _builtins.int = ...,
+        urgency: Global___Urgency.ValueType = ...,
+        matched_rule_index: _builtins.int | None = ...,
+        matched_rule_filter: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_matched_rule_index", b"_matched_rule_index", "matched_rule_index", b"matched_rule_index", "quiet_hours", b"quiet_hours", "reminder", b"reminder"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "targets", b"targets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_matched_rule_index", b"_matched_rule_index", "ack_timeout_minutes", b"ack_timeout_minutes", "channels", b"channels", "dedup_window_seconds", b"dedup_window_seconds", "delivery_mode", b"delivery_mode", "effective_hash", b"effective_hash", "escalation", b"escalation", "escalation_loops", b"escalation_loops", "matched_rule_filter", b"matched_rule_filter", "matched_rule_index", b"matched_rule_index", "max_attempts", b"max_attempts", "policy_hash", b"policy_hash", "policy_id", b"policy_id", "policy_revision", b"policy_revision", "priority", b"priority", "quiet_hours", b"quiet_hours", "reminder", b"reminder", "require_ack", b"require_ack", "targets", b"targets", "urgency", b"urgency"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__matched_rule_index: _TypeAlias = _typing.Literal["matched_rule_index"]  # noqa: Y015
+    _WhichOneofArgType__matched_rule_index: _TypeAlias = _typing.Literal["_matched_rule_index", b"_matched_rule_index"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__matched_rule_index) -> _WhichOneofReturnType__matched_rule_index | None: ...
 
 Global___EffectivePolicy: _TypeAlias = EffectivePolicy  # noqa: Y015
 

@@ -85,6 +85,18 @@ pub struct EffectivePolicy {
     /// How many more times the escalation steps run after the first pass.
     #[prost(int32, tag="16")]
     pub escalation_loops: i32,
+    /// The urgency of the matched routing rule, else the policy's; unspecified
+    /// when neither sets one (the default by intent applies, see Urgency).
+    #[prost(enumeration="Urgency", tag="17")]
+    pub urgency: i32,
+    /// The index (0-based, as in PolicySpec.rules\[i\]) of the routing rule whose
+    /// filter matched the request: its channels, targets and urgency replaced
+    /// the policy's. Unset when no rule matched (the policy's own apply).
+    #[prost(int32, optional, tag="18")]
+    pub matched_rule_index: ::core::option::Option<i32>,
+    /// The matched rule's filter, as written; empty when no rule matched.
+    #[prost(string, tag="19")]
+    pub matched_rule_filter: ::prost::alloc::string::String,
 }
 /// Target names a person or an on-call rotation that a policy, or one of its
 /// escalation steps, asks. A rotation is resolved to the person on call when
@@ -448,6 +460,41 @@ impl NotificationIntent {
             "NOTIFICATION_INTENT_SAFETY" => Some(Self::Safety),
             "NOTIFICATION_INTENT_ACTION_REQUIRED" => Some(Self::ActionRequired),
             "NOTIFICATION_INTENT_ESCALATION" => Some(Self::Escalation),
+            _ => None,
+        }
+    }
+}
+/// Urgency says how hard a person is pushed to answer (SPEC §7): the staged
+/// personal rules of that urgency apply. A policy's (or its matched routing
+/// rule's) urgency is frozen in the effective policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum Urgency {
+    /// Not set: HIGH for SAFETY and ACTION_REQUIRED intents, LOW otherwise.
+    Unspecified = 0,
+    /// Page: every rule of the person's high-urgency staging.
+    High = 1,
+    /// Tell: the person's low-urgency staging.
+    Low = 2,
+}
+impl Urgency {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "URGENCY_UNSPECIFIED",
+            Self::High => "URGENCY_HIGH",
+            Self::Low => "URGENCY_LOW",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "URGENCY_UNSPECIFIED" => Some(Self::Unspecified),
+            "URGENCY_HIGH" => Some(Self::High),
+            "URGENCY_LOW" => Some(Self::Low),
             _ => None,
         }
     }
@@ -1336,6 +1383,43 @@ pub struct PlannedStep {
     /// order, each with when they are due. It does not remind them.
     #[prost(message, repeated, tag="9")]
     pub not_due_recipients: ::prost::alloc::vec::Vec<NotDueRecipient>,
+    /// The message the step would send on each shared channel and to each
+    /// person it asks (recipient_ids, and held_recipients for the delivery) on
+    /// each of their contacts whose channel the server has, with the policy's
+    /// templates applied (PolicySpec.templates), so a template can be tried on a
+    /// real request before its revision is activated. Empty for the deadline.
+    #[prost(message, repeated, tag="10")]
+    pub messages: ::prost::alloc::vec::Vec<RenderedMessage>,
+}
+/// RenderedMessage is the title and body one channel would receive.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RenderedMessage {
+    /// The channel name, e.g. "email".
+    #[prost(string, tag="1")]
+    pub channel: ::prost::alloc::string::String,
+    /// Its type ("email", "slack", ...), which picks the template.
+    #[prost(string, tag="2")]
+    pub channel_type: ::prost::alloc::string::String,
+    /// The person it is for; empty for a shared channel's message.
+    #[prost(string, tag="3")]
+    pub recipient_id: ::prost::alloc::string::String,
+    /// The person's locale, which picks the template; empty when none.
+    #[prost(string, tag="4")]
+    pub locale: ::prost::alloc::string::String,
+    /// The title after templates (and after the channel's length limit).
+    #[prost(string, tag="5")]
+    pub title: ::prost::alloc::string::String,
+    /// The body after templates (and after the channel's length limit).
+    #[prost(string, tag="6")]
+    pub body: ::prost::alloc::string::String,
+    /// The index (PolicySpec.templates\[i\]) of the template that applied; unset
+    /// when none did (the raw title and message).
+    #[prost(int32, optional, tag="7")]
+    pub template_index: ::core::option::Option<i32>,
+    /// Why the template failed to render (the raw title and message are sent
+    /// instead); empty when it rendered.
+    #[prost(string, tag="8")]
+    pub template_error: ::prost::alloc::string::String,
 }
 /// HeldRecipient is a person whose own quiet hours hold a planned step's
 /// message.
@@ -1703,6 +1787,70 @@ pub struct PolicySpec {
     /// after idempotency: a send already accepted still replays.
     #[prost(string, repeated, tag="13")]
     pub allowed_principals: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Optional, at most 50. Routing on content: the first rule whose filter
+    /// matches a request replaces channels, targets and (when it sets one)
+    /// urgency for that notification; when none matches, the spec's own apply.
+    /// The matched rule is frozen in the notification's effective policy. A
+    /// filter that does not parse is INVALID_REQUEST (spec.rules\[i\].filter).
+    #[prost(message, repeated, tag="14")]
+    pub rules: ::prost::alloc::vec::Vec<RoutingRule>,
+    /// Optional, at most 50. How the message reads per channel type and
+    /// language (Jinja2, sandboxed; see Template). A template that does not
+    /// compile is INVALID_REQUEST (spec.templates\[i\].title or .body).
+    #[prost(message, repeated, tag="15")]
+    pub templates: ::prost::alloc::vec::Vec<Template>,
+    /// Optional. How hard people are pushed to answer (the staged personal rules
+    /// of this urgency apply); unset: HIGH for SAFETY and ACTION_REQUIRED
+    /// intents, LOW otherwise.
+    #[prost(enumeration="Urgency", tag="16")]
+    pub urgency: i32,
+}
+/// RoutingRule sends the notifications its filter matches elsewhere than the
+/// policy's own channels and targets.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RoutingRule {
+    /// The condition, in the ListNotifications filter language over the
+    /// request: `field = value` terms joined by AND, the fields `intent`
+    /// (e.g. SAFETY), `source`, `priority` (e.g. HIGH) and `metadata.<key>`
+    /// (the metadata value as text: a string as is, a number or true/false as
+    /// JSON writes it), e.g. `metadata.cluster = prod AND intent = SAFETY`. At
+    /// most 1024 characters; empty matches every request.
+    #[prost(string, tag="1")]
+    pub filter: ::prost::alloc::string::String,
+    /// The channels that replace the policy's. A rule needs channels or targets.
+    #[prost(string, repeated, tag="2")]
+    pub channels: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The people or rotations that replace the policy's (at most 20).
+    #[prost(message, repeated, tag="3")]
+    pub targets: ::prost::alloc::vec::Vec<Target>,
+    /// Replaces the policy's urgency when set.
+    #[prost(enumeration="Urgency", tag="4")]
+    pub urgency: i32,
+}
+/// Template rewrites the title and body of the message one channel type sends
+/// to people of one language: Jinja2 in a sandbox (undefined variables are
+/// errors) over `title`, `message`, `metadata`, `intent`, `notification_type`,
+/// `source` and `recipient` (`recipient.display_name`, `recipient.locale`,
+/// `recipient.time_zone`; empty for a shared channel's message), with the
+/// filters `datetime` and `duration`. The most specific template wins: the
+/// channel type and the person's locale, the locale's language (fr-CA, then
+/// fr), any locale; then a template for any channel type in the same order.
+/// A template that fails when rendered sends the raw title and message, and
+/// the attempt records why (metadata template_error).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Template {
+    /// A channel type ("email", "slack", "ntfy", ...); empty matches any.
+    #[prost(string, tag="1")]
+    pub channel_type: ::prost::alloc::string::String,
+    /// A BCP 47 locale ("fr", "fr-CA"); empty matches any.
+    #[prost(string, tag="2")]
+    pub locale: ::prost::alloc::string::String,
+    /// The title template, at most 1000 characters; empty keeps the raw title.
+    #[prost(string, tag="3")]
+    pub title: ::prost::alloc::string::String,
+    /// The body template, at most 8000 characters; empty keeps the raw message.
+    #[prost(string, tag="4")]
+    pub body: ::prost::alloc::string::String,
 }
 /// PolicyRevision is one immutable revision of a type's policy.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -1891,6 +2039,11 @@ pub struct Recipient {
     /// Output only. The operator principal that last put the person.
     #[prost(string, tag="8")]
     pub updated_by: ::prost::alloc::string::String,
+    /// Optional. The person's language as a BCP 47 tag, e.g. "fr-FR" or "en"
+    /// (INVALID_REQUEST, recipient.locale, when it is not one). Templates pick
+    /// their text by it, and dates and numbers in messages follow it.
+    #[prost(string, tag="9")]
+    pub locale: ::prost::alloc::string::String,
 }
 /// RotationOverride puts one person on call for a window, over the shifts
 /// (a holiday cover or a swap).

@@ -825,8 +825,14 @@ type PlannedStep struct {
 	// (reminders taper per person, from the last message each was sent), in
 	// order, each with when they are due. It does not remind them.
 	NotDueRecipients []*NotDueRecipient `protobuf:"bytes,9,rep,name=not_due_recipients,json=notDueRecipients,proto3" json:"not_due_recipients,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The message the step would send on each shared channel and to each
+	// person it asks (recipient_ids, and held_recipients for the delivery) on
+	// each of their contacts whose channel the server has, with the policy's
+	// templates applied (PolicySpec.templates), so a template can be tried on a
+	// real request before its revision is activated. Empty for the deadline.
+	Messages      []*RenderedMessage `protobuf:"bytes,10,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlannedStep) Reset() {
@@ -922,6 +928,124 @@ func (x *PlannedStep) GetNotDueRecipients() []*NotDueRecipient {
 	return nil
 }
 
+func (x *PlannedStep) GetMessages() []*RenderedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// RenderedMessage is the title and body one channel would receive.
+type RenderedMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The channel name, e.g. "email".
+	Channel string `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	// Its type ("email", "slack", ...), which picks the template.
+	ChannelType string `protobuf:"bytes,2,opt,name=channel_type,json=channelType,proto3" json:"channel_type,omitempty"`
+	// The person it is for; empty for a shared channel's message.
+	RecipientId string `protobuf:"bytes,3,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
+	// The person's locale, which picks the template; empty when none.
+	Locale string `protobuf:"bytes,4,opt,name=locale,proto3" json:"locale,omitempty"`
+	// The title after templates (and after the channel's length limit).
+	Title string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
+	// The body after templates (and after the channel's length limit).
+	Body string `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
+	// The index (PolicySpec.templates[i]) of the template that applied; unset
+	// when none did (the raw title and message).
+	TemplateIndex *int32 `protobuf:"varint,7,opt,name=template_index,json=templateIndex,proto3,oneof" json:"template_index,omitempty"`
+	// Why the template failed to render (the raw title and message are sent
+	// instead); empty when it rendered.
+	TemplateError string `protobuf:"bytes,8,opt,name=template_error,json=templateError,proto3" json:"template_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderedMessage) Reset() {
+	*x = RenderedMessage{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderedMessage) ProtoMessage() {}
+
+func (x *RenderedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderedMessage.ProtoReflect.Descriptor instead.
+func (*RenderedMessage) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RenderedMessage) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *RenderedMessage) GetChannelType() string {
+	if x != nil {
+		return x.ChannelType
+	}
+	return ""
+}
+
+func (x *RenderedMessage) GetRecipientId() string {
+	if x != nil {
+		return x.RecipientId
+	}
+	return ""
+}
+
+func (x *RenderedMessage) GetLocale() string {
+	if x != nil {
+		return x.Locale
+	}
+	return ""
+}
+
+func (x *RenderedMessage) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *RenderedMessage) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *RenderedMessage) GetTemplateIndex() int32 {
+	if x != nil && x.TemplateIndex != nil {
+		return *x.TemplateIndex
+	}
+	return 0
+}
+
+func (x *RenderedMessage) GetTemplateError() string {
+	if x != nil {
+		return x.TemplateError
+	}
+	return ""
+}
+
 // HeldRecipient is a person whose own quiet hours hold a planned step's
 // message.
 type HeldRecipient struct {
@@ -936,7 +1060,7 @@ type HeldRecipient struct {
 
 func (x *HeldRecipient) Reset() {
 	*x = HeldRecipient{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1072,7 @@ func (x *HeldRecipient) String() string {
 func (*HeldRecipient) ProtoMessage() {}
 
 func (x *HeldRecipient) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[8]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1085,7 @@ func (x *HeldRecipient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldRecipient.ProtoReflect.Descriptor instead.
 func (*HeldRecipient) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeldRecipient) GetRecipientId() string {
@@ -992,7 +1116,7 @@ type NotDueRecipient struct {
 
 func (x *NotDueRecipient) Reset() {
 	*x = NotDueRecipient{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1128,7 @@ func (x *NotDueRecipient) String() string {
 func (*NotDueRecipient) ProtoMessage() {}
 
 func (x *NotDueRecipient) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[9]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1141,7 @@ func (x *NotDueRecipient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotDueRecipient.ProtoReflect.Descriptor instead.
 func (*NotDueRecipient) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NotDueRecipient) GetRecipientId() string {
@@ -1049,7 +1173,7 @@ type AcknowledgeRequest struct {
 
 func (x *AcknowledgeRequest) Reset() {
 	*x = AcknowledgeRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1185,7 @@ func (x *AcknowledgeRequest) String() string {
 func (*AcknowledgeRequest) ProtoMessage() {}
 
 func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[10]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1198,7 @@ func (x *AcknowledgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{10}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AcknowledgeRequest) GetNotificationId() string {
@@ -1111,7 +1235,7 @@ type AcknowledgeResponse struct {
 
 func (x *AcknowledgeResponse) Reset() {
 	*x = AcknowledgeResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1247,7 @@ func (x *AcknowledgeResponse) String() string {
 func (*AcknowledgeResponse) ProtoMessage() {}
 
 func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[11]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1260,7 @@ func (x *AcknowledgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{11}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcknowledgeResponse) GetNotification() *Notification {
@@ -1171,7 +1295,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1307,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[12]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1320,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{12}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplayRequest) GetNotificationId() string {
@@ -1232,7 +1356,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1368,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1381,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplayResponse) GetNotification() *Notification {
@@ -1286,7 +1410,7 @@ type ResolveFailureRequest struct {
 
 func (x *ResolveFailureRequest) Reset() {
 	*x = ResolveFailureRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1422,7 @@ func (x *ResolveFailureRequest) String() string {
 func (*ResolveFailureRequest) ProtoMessage() {}
 
 func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1435,7 @@ func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureRequest.ProtoReflect.Descriptor instead.
 func (*ResolveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResolveFailureRequest) GetNotificationId() string {
@@ -1347,7 +1471,7 @@ type ResolveFailureResponse struct {
 
 func (x *ResolveFailureResponse) Reset() {
 	*x = ResolveFailureResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1483,7 @@ func (x *ResolveFailureResponse) String() string {
 func (*ResolveFailureResponse) ProtoMessage() {}
 
 func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1496,7 @@ func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureResponse.ProtoReflect.Descriptor instead.
 func (*ResolveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResolveFailureResponse) GetNotification() *Notification {
@@ -1396,7 +1520,7 @@ type WithdrawNotificationRequest struct {
 
 func (x *WithdrawNotificationRequest) Reset() {
 	*x = WithdrawNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1532,7 @@ func (x *WithdrawNotificationRequest) String() string {
 func (*WithdrawNotificationRequest) ProtoMessage() {}
 
 func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1545,7 @@ func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationRequest.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WithdrawNotificationRequest) GetNotificationId() string {
@@ -1451,7 +1575,7 @@ type WithdrawNotificationResponse struct {
 
 func (x *WithdrawNotificationResponse) Reset() {
 	*x = WithdrawNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1587,7 @@ func (x *WithdrawNotificationResponse) String() string {
 func (*WithdrawNotificationResponse) ProtoMessage() {}
 
 func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1600,7 @@ func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationResponse.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WithdrawNotificationResponse) GetNotification() *Notification {
@@ -1511,7 +1635,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1647,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1660,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchEventsRequest) GetNotificationIds() []string {
@@ -1590,7 +1714,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1726,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1739,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchEventsResponse) GetResponse() isWatchEventsResponse_Response {
@@ -1675,7 +1799,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1811,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1824,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{20}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Heartbeat) GetHighWaterSequence() int64 {
@@ -1728,7 +1852,7 @@ type GetNotificationRequest struct {
 
 func (x *GetNotificationRequest) Reset() {
 	*x = GetNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1864,7 @@ func (x *GetNotificationRequest) String() string {
 func (*GetNotificationRequest) ProtoMessage() {}
 
 func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1877,7 @@ func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationRequest.ProtoReflect.Descriptor instead.
 func (*GetNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{21}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetNotificationRequest) GetNotificationId() string {
@@ -1774,7 +1898,7 @@ type GetNotificationResponse struct {
 
 func (x *GetNotificationResponse) Reset() {
 	*x = GetNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1910,7 @@ func (x *GetNotificationResponse) String() string {
 func (*GetNotificationResponse) ProtoMessage() {}
 
 func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1923,7 @@ func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationResponse.ProtoReflect.Descriptor instead.
 func (*GetNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{22}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetNotificationResponse) GetNotification() *Notification {
@@ -1831,7 +1955,7 @@ type ListNotificationsRequest struct {
 
 func (x *ListNotificationsRequest) Reset() {
 	*x = ListNotificationsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1967,7 @@ func (x *ListNotificationsRequest) String() string {
 func (*ListNotificationsRequest) ProtoMessage() {}
 
 func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1980,7 @@ func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{23}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListNotificationsRequest) GetFilter() string {
@@ -1893,7 +2017,7 @@ type ListNotificationsResponse struct {
 
 func (x *ListNotificationsResponse) Reset() {
 	*x = ListNotificationsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2029,7 @@ func (x *ListNotificationsResponse) String() string {
 func (*ListNotificationsResponse) ProtoMessage() {}
 
 func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2042,7 @@ func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNotificationsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{24}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListNotificationsResponse) GetNotifications() []*Notification {
@@ -1987,7 +2111,7 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x17.uns.v1.SimulateOutcomeR\aoutcome\x128\n" +
 	"\x18existing_notification_id\x18\x06 \x01(\tR\x16existingNotificationId\x12$\n" +
 	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\x128\n" +
-	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\xac\x03\n" +
+	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\xe1\x03\n" +
 	"\vPlannedStep\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.uns.v1.PlannedStepKindR\x04kind\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x05R\x06number\x121\n" +
@@ -1997,7 +2121,19 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12#\n" +
 	"\rrecipient_ids\x18\a \x03(\tR\frecipientIds\x12>\n" +
 	"\x0fheld_recipients\x18\b \x03(\v2\x15.uns.v1.HeldRecipientR\x0eheldRecipients\x12E\n" +
-	"\x12not_due_recipients\x18\t \x03(\v2\x17.uns.v1.NotDueRecipientR\x10notDueRecipients\"r\n" +
+	"\x12not_due_recipients\x18\t \x03(\v2\x17.uns.v1.NotDueRecipientR\x10notDueRecipients\x123\n" +
+	"\bmessages\x18\n" +
+	" \x03(\v2\x17.uns.v1.RenderedMessageR\bmessages\"\x99\x02\n" +
+	"\x0fRenderedMessage\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12!\n" +
+	"\fchannel_type\x18\x02 \x01(\tR\vchannelType\x12!\n" +
+	"\frecipient_id\x18\x03 \x01(\tR\vrecipientId\x12\x16\n" +
+	"\x06locale\x18\x04 \x01(\tR\x06locale\x12\x14\n" +
+	"\x05title\x18\x05 \x01(\tR\x05title\x12\x12\n" +
+	"\x04body\x18\x06 \x01(\tR\x04body\x12*\n" +
+	"\x0etemplate_index\x18\a \x01(\x05H\x00R\rtemplateIndex\x88\x01\x01\x12%\n" +
+	"\x0etemplate_error\x18\b \x01(\tR\rtemplateErrorB\x11\n" +
+	"\x0f_template_index\"r\n" +
 	"\rHeldRecipient\x12!\n" +
 	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x12>\n" +
 	"\rhold_end_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vholdEndTime\"k\n" +
@@ -2092,7 +2228,7 @@ func file_uns_v1_notification_service_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_uns_v1_notification_service_proto_goTypes = []any{
 	(SimulateOutcome)(0),                   // 0: uns.v1.SimulateOutcome
 	(PlannedStepKind)(0),                   // 1: uns.v1.PlannedStepKind
@@ -2104,98 +2240,100 @@ var file_uns_v1_notification_service_proto_goTypes = []any{
 	(*SimulateRequest)(nil),                // 7: uns.v1.SimulateRequest
 	(*SimulateResponse)(nil),               // 8: uns.v1.SimulateResponse
 	(*PlannedStep)(nil),                    // 9: uns.v1.PlannedStep
-	(*HeldRecipient)(nil),                  // 10: uns.v1.HeldRecipient
-	(*NotDueRecipient)(nil),                // 11: uns.v1.NotDueRecipient
-	(*AcknowledgeRequest)(nil),             // 12: uns.v1.AcknowledgeRequest
-	(*AcknowledgeResponse)(nil),            // 13: uns.v1.AcknowledgeResponse
-	(*ReplayRequest)(nil),                  // 14: uns.v1.ReplayRequest
-	(*ReplayResponse)(nil),                 // 15: uns.v1.ReplayResponse
-	(*ResolveFailureRequest)(nil),          // 16: uns.v1.ResolveFailureRequest
-	(*ResolveFailureResponse)(nil),         // 17: uns.v1.ResolveFailureResponse
-	(*WithdrawNotificationRequest)(nil),    // 18: uns.v1.WithdrawNotificationRequest
-	(*WithdrawNotificationResponse)(nil),   // 19: uns.v1.WithdrawNotificationResponse
-	(*WatchEventsRequest)(nil),             // 20: uns.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 21: uns.v1.WatchEventsResponse
-	(*Heartbeat)(nil),                      // 22: uns.v1.Heartbeat
-	(*GetNotificationRequest)(nil),         // 23: uns.v1.GetNotificationRequest
-	(*GetNotificationResponse)(nil),        // 24: uns.v1.GetNotificationResponse
-	(*ListNotificationsRequest)(nil),       // 25: uns.v1.ListNotificationsRequest
-	(*ListNotificationsResponse)(nil),      // 26: uns.v1.ListNotificationsResponse
-	(NotificationIntent)(0),                // 27: uns.v1.NotificationIntent
-	(*AutonomyContext)(nil),                // 28: uns.v1.AutonomyContext
-	(*structpb.Struct)(nil),                // 29: google.protobuf.Struct
-	(DeliveryMode)(0),                      // 30: uns.v1.DeliveryMode
-	(Priority)(0),                          // 31: uns.v1.Priority
-	(*timestamppb.Timestamp)(nil),          // 32: google.protobuf.Timestamp
-	(NotificationState)(0),                 // 33: uns.v1.NotificationState
-	(*status.Status)(nil),                  // 34: google.rpc.Status
-	(*EffectivePolicy)(nil),                // 35: uns.v1.EffectivePolicy
-	(*durationpb.Duration)(nil),            // 36: google.protobuf.Duration
-	(*Notification)(nil),                   // 37: uns.v1.Notification
-	(EventKind)(0),                         // 38: uns.v1.EventKind
-	(*Event)(nil),                          // 39: uns.v1.Event
+	(*RenderedMessage)(nil),                // 10: uns.v1.RenderedMessage
+	(*HeldRecipient)(nil),                  // 11: uns.v1.HeldRecipient
+	(*NotDueRecipient)(nil),                // 12: uns.v1.NotDueRecipient
+	(*AcknowledgeRequest)(nil),             // 13: uns.v1.AcknowledgeRequest
+	(*AcknowledgeResponse)(nil),            // 14: uns.v1.AcknowledgeResponse
+	(*ReplayRequest)(nil),                  // 15: uns.v1.ReplayRequest
+	(*ReplayResponse)(nil),                 // 16: uns.v1.ReplayResponse
+	(*ResolveFailureRequest)(nil),          // 17: uns.v1.ResolveFailureRequest
+	(*ResolveFailureResponse)(nil),         // 18: uns.v1.ResolveFailureResponse
+	(*WithdrawNotificationRequest)(nil),    // 19: uns.v1.WithdrawNotificationRequest
+	(*WithdrawNotificationResponse)(nil),   // 20: uns.v1.WithdrawNotificationResponse
+	(*WatchEventsRequest)(nil),             // 21: uns.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 22: uns.v1.WatchEventsResponse
+	(*Heartbeat)(nil),                      // 23: uns.v1.Heartbeat
+	(*GetNotificationRequest)(nil),         // 24: uns.v1.GetNotificationRequest
+	(*GetNotificationResponse)(nil),        // 25: uns.v1.GetNotificationResponse
+	(*ListNotificationsRequest)(nil),       // 26: uns.v1.ListNotificationsRequest
+	(*ListNotificationsResponse)(nil),      // 27: uns.v1.ListNotificationsResponse
+	(NotificationIntent)(0),                // 28: uns.v1.NotificationIntent
+	(*AutonomyContext)(nil),                // 29: uns.v1.AutonomyContext
+	(*structpb.Struct)(nil),                // 30: google.protobuf.Struct
+	(DeliveryMode)(0),                      // 31: uns.v1.DeliveryMode
+	(Priority)(0),                          // 32: uns.v1.Priority
+	(*timestamppb.Timestamp)(nil),          // 33: google.protobuf.Timestamp
+	(NotificationState)(0),                 // 34: uns.v1.NotificationState
+	(*status.Status)(nil),                  // 35: google.rpc.Status
+	(*EffectivePolicy)(nil),                // 36: uns.v1.EffectivePolicy
+	(*durationpb.Duration)(nil),            // 37: google.protobuf.Duration
+	(*Notification)(nil),                   // 38: uns.v1.Notification
+	(EventKind)(0),                         // 39: uns.v1.EventKind
+	(*Event)(nil),                          // 40: uns.v1.Event
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
-	27, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
-	28, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
-	29, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
-	30, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
-	31, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	32, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
-	33, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	30, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	28, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
+	29, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
+	30, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
+	31, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
+	32, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
+	33, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
+	34, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	31, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	2,  // 8: uns.v1.BatchSendNotificationsRequest.requests:type_name -> uns.v1.SendNotificationRequest
 	6,  // 9: uns.v1.BatchSendNotificationsResponse.results:type_name -> uns.v1.BatchSendResult
 	3,  // 10: uns.v1.BatchSendResult.response:type_name -> uns.v1.SendNotificationResponse
-	34, // 11: uns.v1.BatchSendResult.error:type_name -> google.rpc.Status
+	35, // 11: uns.v1.BatchSendResult.error:type_name -> google.rpc.Status
 	2,  // 12: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	35, // 13: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	30, // 14: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	36, // 13: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	31, // 14: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	0,  // 15: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
 	9,  // 16: uns.v1.SimulateResponse.planned_steps:type_name -> uns.v1.PlannedStep
 	1,  // 17: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
-	36, // 18: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
-	32, // 19: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
-	10, // 20: uns.v1.PlannedStep.held_recipients:type_name -> uns.v1.HeldRecipient
-	11, // 21: uns.v1.PlannedStep.not_due_recipients:type_name -> uns.v1.NotDueRecipient
-	32, // 22: uns.v1.HeldRecipient.hold_end_time:type_name -> google.protobuf.Timestamp
-	32, // 23: uns.v1.NotDueRecipient.due_time:type_name -> google.protobuf.Timestamp
-	29, // 24: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	37, // 25: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	37, // 26: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	37, // 27: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	37, // 28: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
-	38, // 29: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	39, // 30: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	22, // 31: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	32, // 32: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	37, // 33: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	37, // 34: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	2,  // 35: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	7,  // 36: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	4,  // 37: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
-	12, // 38: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	14, // 39: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	16, // 40: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	18, // 41: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
-	20, // 42: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	23, // 43: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	25, // 44: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	3,  // 45: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	8,  // 46: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	5,  // 47: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
-	13, // 48: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	15, // 49: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	17, // 50: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	19, // 51: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
-	21, // 52: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	24, // 53: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	26, // 54: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	45, // [45:55] is the sub-list for method output_type
-	35, // [35:45] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	37, // 18: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
+	33, // 19: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
+	11, // 20: uns.v1.PlannedStep.held_recipients:type_name -> uns.v1.HeldRecipient
+	12, // 21: uns.v1.PlannedStep.not_due_recipients:type_name -> uns.v1.NotDueRecipient
+	10, // 22: uns.v1.PlannedStep.messages:type_name -> uns.v1.RenderedMessage
+	33, // 23: uns.v1.HeldRecipient.hold_end_time:type_name -> google.protobuf.Timestamp
+	33, // 24: uns.v1.NotDueRecipient.due_time:type_name -> google.protobuf.Timestamp
+	30, // 25: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	38, // 26: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	38, // 27: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	38, // 28: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	38, // 29: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
+	39, // 30: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	40, // 31: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	23, // 32: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	33, // 33: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	38, // 34: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	38, // 35: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	2,  // 36: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	7,  // 37: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	4,  // 38: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
+	13, // 39: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	15, // 40: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	17, // 41: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	19, // 42: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
+	21, // 43: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	24, // 44: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	26, // 45: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	3,  // 46: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	8,  // 47: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	5,  // 48: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
+	14, // 49: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	16, // 50: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	18, // 51: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	20, // 52: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
+	22, // 53: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	25, // 54: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	27, // 55: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	46, // [46:56] is the sub-list for method output_type
+	36, // [36:46] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }
@@ -2209,7 +2347,8 @@ func file_uns_v1_notification_service_proto_init() {
 		(*BatchSendResult_Response)(nil),
 		(*BatchSendResult_Error)(nil),
 	}
-	file_uns_v1_notification_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_uns_v1_notification_service_proto_msgTypes[8].OneofWrappers = []any{}
+	file_uns_v1_notification_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*WatchEventsResponse_Event)(nil),
 		(*WatchEventsResponse_Heartbeat)(nil),
 	}
@@ -2219,7 +2358,7 @@ func file_uns_v1_notification_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_notification_service_proto_rawDesc), len(file_uns_v1_notification_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

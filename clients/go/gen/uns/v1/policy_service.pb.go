@@ -124,8 +124,22 @@ type PolicySpec struct {
 	// that one tenant cannot page another's people by reusing its type. Checked
 	// after idempotency: a send already accepted still replays.
 	AllowedPrincipals []string `protobuf:"bytes,13,rep,name=allowed_principals,json=allowedPrincipals,proto3" json:"allowed_principals,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Optional, at most 50. Routing on content: the first rule whose filter
+	// matches a request replaces channels, targets and (when it sets one)
+	// urgency for that notification; when none matches, the spec's own apply.
+	// The matched rule is frozen in the notification's effective policy. A
+	// filter that does not parse is INVALID_REQUEST (spec.rules[i].filter).
+	Rules []*RoutingRule `protobuf:"bytes,14,rep,name=rules,proto3" json:"rules,omitempty"`
+	// Optional, at most 50. How the message reads per channel type and
+	// language (Jinja2, sandboxed; see Template). A template that does not
+	// compile is INVALID_REQUEST (spec.templates[i].title or .body).
+	Templates []*Template `protobuf:"bytes,15,rep,name=templates,proto3" json:"templates,omitempty"`
+	// Optional. How hard people are pushed to answer (the staged personal rules
+	// of this urgency apply); unset: HIGH for SAFETY and ACTION_REQUIRED
+	// intents, LOW otherwise.
+	Urgency       Urgency `protobuf:"varint,16,opt,name=urgency,proto3,enum=uns.v1.Urgency" json:"urgency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PolicySpec) Reset() {
@@ -249,6 +263,188 @@ func (x *PolicySpec) GetAllowedPrincipals() []string {
 	return nil
 }
 
+func (x *PolicySpec) GetRules() []*RoutingRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *PolicySpec) GetTemplates() []*Template {
+	if x != nil {
+		return x.Templates
+	}
+	return nil
+}
+
+func (x *PolicySpec) GetUrgency() Urgency {
+	if x != nil {
+		return x.Urgency
+	}
+	return Urgency_URGENCY_UNSPECIFIED
+}
+
+// RoutingRule sends the notifications its filter matches elsewhere than the
+// policy's own channels and targets.
+type RoutingRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The condition, in the ListNotifications filter language over the
+	// request: `field = value` terms joined by AND, the fields `intent`
+	// (e.g. SAFETY), `source`, `priority` (e.g. HIGH) and `metadata.<key>`
+	// (the metadata value as text: a string as is, a number or true/false as
+	// JSON writes it), e.g. `metadata.cluster = prod AND intent = SAFETY`. At
+	// most 1024 characters; empty matches every request.
+	Filter string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// The channels that replace the policy's. A rule needs channels or targets.
+	Channels []string `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// The people or rotations that replace the policy's (at most 20).
+	Targets []*Target `protobuf:"bytes,3,rep,name=targets,proto3" json:"targets,omitempty"`
+	// Replaces the policy's urgency when set.
+	Urgency       Urgency `protobuf:"varint,4,opt,name=urgency,proto3,enum=uns.v1.Urgency" json:"urgency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoutingRule) Reset() {
+	*x = RoutingRule{}
+	mi := &file_uns_v1_policy_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoutingRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoutingRule) ProtoMessage() {}
+
+func (x *RoutingRule) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_policy_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoutingRule.ProtoReflect.Descriptor instead.
+func (*RoutingRule) Descriptor() ([]byte, []int) {
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RoutingRule) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *RoutingRule) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *RoutingRule) GetTargets() []*Target {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *RoutingRule) GetUrgency() Urgency {
+	if x != nil {
+		return x.Urgency
+	}
+	return Urgency_URGENCY_UNSPECIFIED
+}
+
+// Template rewrites the title and body of the message one channel type sends
+// to people of one language: Jinja2 in a sandbox (undefined variables are
+// errors) over `title`, `message`, `metadata`, `intent`, `notification_type`,
+// `source` and `recipient` (`recipient.display_name`, `recipient.locale`,
+// `recipient.time_zone`; empty for a shared channel's message), with the
+// filters `datetime` and `duration`. The most specific template wins: the
+// channel type and the person's locale, the locale's language (fr-CA, then
+// fr), any locale; then a template for any channel type in the same order.
+// A template that fails when rendered sends the raw title and message, and
+// the attempt records why (metadata template_error).
+type Template struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A channel type ("email", "slack", "ntfy", ...); empty matches any.
+	ChannelType string `protobuf:"bytes,1,opt,name=channel_type,json=channelType,proto3" json:"channel_type,omitempty"`
+	// A BCP 47 locale ("fr", "fr-CA"); empty matches any.
+	Locale string `protobuf:"bytes,2,opt,name=locale,proto3" json:"locale,omitempty"`
+	// The title template, at most 1000 characters; empty keeps the raw title.
+	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	// The body template, at most 8000 characters; empty keeps the raw message.
+	Body          string `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Template) Reset() {
+	*x = Template{}
+	mi := &file_uns_v1_policy_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Template) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Template) ProtoMessage() {}
+
+func (x *Template) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_policy_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Template.ProtoReflect.Descriptor instead.
+func (*Template) Descriptor() ([]byte, []int) {
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Template) GetChannelType() string {
+	if x != nil {
+		return x.ChannelType
+	}
+	return ""
+}
+
+func (x *Template) GetLocale() string {
+	if x != nil {
+		return x.Locale
+	}
+	return ""
+}
+
+func (x *Template) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Template) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
 // PolicyRevision is one immutable revision of a type's policy.
 type PolicyRevision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -276,7 +472,7 @@ type PolicyRevision struct {
 
 func (x *PolicyRevision) Reset() {
 	*x = PolicyRevision{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[1]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -288,7 +484,7 @@ func (x *PolicyRevision) String() string {
 func (*PolicyRevision) ProtoMessage() {}
 
 func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[1]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -301,7 +497,7 @@ func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRevision.ProtoReflect.Descriptor instead.
 func (*PolicyRevision) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{1}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PolicyRevision) GetPolicyId() string {
@@ -382,7 +578,7 @@ type PutPolicyRevisionRequest struct {
 
 func (x *PutPolicyRevisionRequest) Reset() {
 	*x = PutPolicyRevisionRequest{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[2]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +590,7 @@ func (x *PutPolicyRevisionRequest) String() string {
 func (*PutPolicyRevisionRequest) ProtoMessage() {}
 
 func (x *PutPolicyRevisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[2]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +603,7 @@ func (x *PutPolicyRevisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutPolicyRevisionRequest.ProtoReflect.Descriptor instead.
 func (*PutPolicyRevisionRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{2}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PutPolicyRevisionRequest) GetNotificationType() string {
@@ -442,7 +638,7 @@ type PutPolicyRevisionResponse struct {
 
 func (x *PutPolicyRevisionResponse) Reset() {
 	*x = PutPolicyRevisionResponse{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[3]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +650,7 @@ func (x *PutPolicyRevisionResponse) String() string {
 func (*PutPolicyRevisionResponse) ProtoMessage() {}
 
 func (x *PutPolicyRevisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[3]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +663,7 @@ func (x *PutPolicyRevisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutPolicyRevisionResponse.ProtoReflect.Descriptor instead.
 func (*PutPolicyRevisionResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutPolicyRevisionResponse) GetRevision() *PolicyRevision {
@@ -490,7 +686,7 @@ type ActivatePolicyRevisionRequest struct {
 
 func (x *ActivatePolicyRevisionRequest) Reset() {
 	*x = ActivatePolicyRevisionRequest{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[4]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +698,7 @@ func (x *ActivatePolicyRevisionRequest) String() string {
 func (*ActivatePolicyRevisionRequest) ProtoMessage() {}
 
 func (x *ActivatePolicyRevisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[4]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +711,7 @@ func (x *ActivatePolicyRevisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivatePolicyRevisionRequest.ProtoReflect.Descriptor instead.
 func (*ActivatePolicyRevisionRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ActivatePolicyRevisionRequest) GetNotificationType() string {
@@ -543,7 +739,7 @@ type ActivatePolicyRevisionResponse struct {
 
 func (x *ActivatePolicyRevisionResponse) Reset() {
 	*x = ActivatePolicyRevisionResponse{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[5]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +751,7 @@ func (x *ActivatePolicyRevisionResponse) String() string {
 func (*ActivatePolicyRevisionResponse) ProtoMessage() {}
 
 func (x *ActivatePolicyRevisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[5]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +764,7 @@ func (x *ActivatePolicyRevisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivatePolicyRevisionResponse.ProtoReflect.Descriptor instead.
 func (*ActivatePolicyRevisionResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ActivatePolicyRevisionResponse) GetRevision() *PolicyRevision {
@@ -591,7 +787,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[6]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +799,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[6]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +812,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{6}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetPolicyRequest) GetNotificationType() string {
@@ -644,7 +840,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[7]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +852,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[7]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +865,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{7}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetPolicyResponse) GetRevision() *PolicyRevision {
@@ -694,7 +890,7 @@ type ListPolicyRevisionsRequest struct {
 
 func (x *ListPolicyRevisionsRequest) Reset() {
 	*x = ListPolicyRevisionsRequest{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[8]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +902,7 @@ func (x *ListPolicyRevisionsRequest) String() string {
 func (*ListPolicyRevisionsRequest) ProtoMessage() {}
 
 func (x *ListPolicyRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[8]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +915,7 @@ func (x *ListPolicyRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPolicyRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListPolicyRevisionsRequest) GetNotificationType() string {
@@ -756,7 +952,7 @@ type ListPolicyRevisionsResponse struct {
 
 func (x *ListPolicyRevisionsResponse) Reset() {
 	*x = ListPolicyRevisionsResponse{}
-	mi := &file_uns_v1_policy_service_proto_msgTypes[9]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +964,7 @@ func (x *ListPolicyRevisionsResponse) String() string {
 func (*ListPolicyRevisionsResponse) ProtoMessage() {}
 
 func (x *ListPolicyRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_policy_service_proto_msgTypes[9]
+	mi := &file_uns_v1_policy_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +977,7 @@ func (x *ListPolicyRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPolicyRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_policy_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListPolicyRevisionsResponse) GetRevisions() []*PolicyRevision {
@@ -802,7 +998,7 @@ var File_uns_v1_policy_service_proto protoreflect.FileDescriptor
 
 const file_uns_v1_policy_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xd6\x04\n" +
+	"\x1buns/v1/policy_service.proto\x12\x06uns.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"\xdc\x05\n" +
 	"\n" +
 	"PolicySpec\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
@@ -822,7 +1018,20 @@ const file_uns_v1_policy_service_proto_rawDesc = "" +
 	"escalation\x12(\n" +
 	"\atargets\x18\v \x03(\v2\x0e.uns.v1.TargetR\atargets\x12)\n" +
 	"\x10escalation_loops\x18\f \x01(\x05R\x0fescalationLoops\x12-\n" +
-	"\x12allowed_principals\x18\r \x03(\tR\x11allowedPrincipals\"\x91\x03\n" +
+	"\x12allowed_principals\x18\r \x03(\tR\x11allowedPrincipals\x12)\n" +
+	"\x05rules\x18\x0e \x03(\v2\x13.uns.v1.RoutingRuleR\x05rules\x12.\n" +
+	"\ttemplates\x18\x0f \x03(\v2\x10.uns.v1.TemplateR\ttemplates\x12)\n" +
+	"\aurgency\x18\x10 \x01(\x0e2\x0f.uns.v1.UrgencyR\aurgency\"\x96\x01\n" +
+	"\vRoutingRule\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\tR\x06filter\x12\x1a\n" +
+	"\bchannels\x18\x02 \x03(\tR\bchannels\x12(\n" +
+	"\atargets\x18\x03 \x03(\v2\x0e.uns.v1.TargetR\atargets\x12)\n" +
+	"\aurgency\x18\x04 \x01(\x0e2\x0f.uns.v1.UrgencyR\aurgency\"o\n" +
+	"\bTemplate\x12!\n" +
+	"\fchannel_type\x18\x01 \x01(\tR\vchannelType\x12\x16\n" +
+	"\x06locale\x18\x02 \x01(\tR\x06locale\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12\x12\n" +
+	"\x04body\x18\x04 \x01(\tR\x04body\"\x91\x03\n" +
 	"\x0ePolicyRevision\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12+\n" +
 	"\x11notification_type\x18\x02 \x01(\tR\x10notificationType\x12\x1a\n" +
@@ -882,56 +1091,64 @@ func file_uns_v1_policy_service_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_policy_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_uns_v1_policy_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_uns_v1_policy_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_uns_v1_policy_service_proto_goTypes = []any{
 	(PolicyRevisionState)(0),               // 0: uns.v1.PolicyRevisionState
 	(*PolicySpec)(nil),                     // 1: uns.v1.PolicySpec
-	(*PolicyRevision)(nil),                 // 2: uns.v1.PolicyRevision
-	(*PutPolicyRevisionRequest)(nil),       // 3: uns.v1.PutPolicyRevisionRequest
-	(*PutPolicyRevisionResponse)(nil),      // 4: uns.v1.PutPolicyRevisionResponse
-	(*ActivatePolicyRevisionRequest)(nil),  // 5: uns.v1.ActivatePolicyRevisionRequest
-	(*ActivatePolicyRevisionResponse)(nil), // 6: uns.v1.ActivatePolicyRevisionResponse
-	(*GetPolicyRequest)(nil),               // 7: uns.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),              // 8: uns.v1.GetPolicyResponse
-	(*ListPolicyRevisionsRequest)(nil),     // 9: uns.v1.ListPolicyRevisionsRequest
-	(*ListPolicyRevisionsResponse)(nil),    // 10: uns.v1.ListPolicyRevisionsResponse
-	(DeliveryMode)(0),                      // 11: uns.v1.DeliveryMode
-	(Priority)(0),                          // 12: uns.v1.Priority
-	(*QuietHours)(nil),                     // 13: uns.v1.QuietHours
-	(*Reminder)(nil),                       // 14: uns.v1.Reminder
-	(*EscalationStep)(nil),                 // 15: uns.v1.EscalationStep
-	(*Target)(nil),                         // 16: uns.v1.Target
-	(*timestamppb.Timestamp)(nil),          // 17: google.protobuf.Timestamp
+	(*RoutingRule)(nil),                    // 2: uns.v1.RoutingRule
+	(*Template)(nil),                       // 3: uns.v1.Template
+	(*PolicyRevision)(nil),                 // 4: uns.v1.PolicyRevision
+	(*PutPolicyRevisionRequest)(nil),       // 5: uns.v1.PutPolicyRevisionRequest
+	(*PutPolicyRevisionResponse)(nil),      // 6: uns.v1.PutPolicyRevisionResponse
+	(*ActivatePolicyRevisionRequest)(nil),  // 7: uns.v1.ActivatePolicyRevisionRequest
+	(*ActivatePolicyRevisionResponse)(nil), // 8: uns.v1.ActivatePolicyRevisionResponse
+	(*GetPolicyRequest)(nil),               // 9: uns.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),              // 10: uns.v1.GetPolicyResponse
+	(*ListPolicyRevisionsRequest)(nil),     // 11: uns.v1.ListPolicyRevisionsRequest
+	(*ListPolicyRevisionsResponse)(nil),    // 12: uns.v1.ListPolicyRevisionsResponse
+	(DeliveryMode)(0),                      // 13: uns.v1.DeliveryMode
+	(Priority)(0),                          // 14: uns.v1.Priority
+	(*QuietHours)(nil),                     // 15: uns.v1.QuietHours
+	(*Reminder)(nil),                       // 16: uns.v1.Reminder
+	(*EscalationStep)(nil),                 // 17: uns.v1.EscalationStep
+	(*Target)(nil),                         // 18: uns.v1.Target
+	(Urgency)(0),                           // 19: uns.v1.Urgency
+	(*timestamppb.Timestamp)(nil),          // 20: google.protobuf.Timestamp
 }
 var file_uns_v1_policy_service_proto_depIdxs = []int32{
-	11, // 0: uns.v1.PolicySpec.delivery_mode:type_name -> uns.v1.DeliveryMode
-	12, // 1: uns.v1.PolicySpec.priority:type_name -> uns.v1.Priority
-	13, // 2: uns.v1.PolicySpec.quiet_hours:type_name -> uns.v1.QuietHours
-	14, // 3: uns.v1.PolicySpec.reminder:type_name -> uns.v1.Reminder
-	15, // 4: uns.v1.PolicySpec.escalation:type_name -> uns.v1.EscalationStep
-	16, // 5: uns.v1.PolicySpec.targets:type_name -> uns.v1.Target
-	1,  // 6: uns.v1.PolicyRevision.spec:type_name -> uns.v1.PolicySpec
-	0,  // 7: uns.v1.PolicyRevision.state:type_name -> uns.v1.PolicyRevisionState
-	17, // 8: uns.v1.PolicyRevision.create_time:type_name -> google.protobuf.Timestamp
-	17, // 9: uns.v1.PolicyRevision.activate_time:type_name -> google.protobuf.Timestamp
-	1,  // 10: uns.v1.PutPolicyRevisionRequest.spec:type_name -> uns.v1.PolicySpec
-	2,  // 11: uns.v1.PutPolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 12: uns.v1.ActivatePolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 13: uns.v1.GetPolicyResponse.revision:type_name -> uns.v1.PolicyRevision
-	2,  // 14: uns.v1.ListPolicyRevisionsResponse.revisions:type_name -> uns.v1.PolicyRevision
-	3,  // 15: uns.v1.PolicyService.PutPolicyRevision:input_type -> uns.v1.PutPolicyRevisionRequest
-	5,  // 16: uns.v1.PolicyService.ActivatePolicyRevision:input_type -> uns.v1.ActivatePolicyRevisionRequest
-	7,  // 17: uns.v1.PolicyService.GetPolicy:input_type -> uns.v1.GetPolicyRequest
-	9,  // 18: uns.v1.PolicyService.ListPolicyRevisions:input_type -> uns.v1.ListPolicyRevisionsRequest
-	4,  // 19: uns.v1.PolicyService.PutPolicyRevision:output_type -> uns.v1.PutPolicyRevisionResponse
-	6,  // 20: uns.v1.PolicyService.ActivatePolicyRevision:output_type -> uns.v1.ActivatePolicyRevisionResponse
-	8,  // 21: uns.v1.PolicyService.GetPolicy:output_type -> uns.v1.GetPolicyResponse
-	10, // 22: uns.v1.PolicyService.ListPolicyRevisions:output_type -> uns.v1.ListPolicyRevisionsResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	13, // 0: uns.v1.PolicySpec.delivery_mode:type_name -> uns.v1.DeliveryMode
+	14, // 1: uns.v1.PolicySpec.priority:type_name -> uns.v1.Priority
+	15, // 2: uns.v1.PolicySpec.quiet_hours:type_name -> uns.v1.QuietHours
+	16, // 3: uns.v1.PolicySpec.reminder:type_name -> uns.v1.Reminder
+	17, // 4: uns.v1.PolicySpec.escalation:type_name -> uns.v1.EscalationStep
+	18, // 5: uns.v1.PolicySpec.targets:type_name -> uns.v1.Target
+	2,  // 6: uns.v1.PolicySpec.rules:type_name -> uns.v1.RoutingRule
+	3,  // 7: uns.v1.PolicySpec.templates:type_name -> uns.v1.Template
+	19, // 8: uns.v1.PolicySpec.urgency:type_name -> uns.v1.Urgency
+	18, // 9: uns.v1.RoutingRule.targets:type_name -> uns.v1.Target
+	19, // 10: uns.v1.RoutingRule.urgency:type_name -> uns.v1.Urgency
+	1,  // 11: uns.v1.PolicyRevision.spec:type_name -> uns.v1.PolicySpec
+	0,  // 12: uns.v1.PolicyRevision.state:type_name -> uns.v1.PolicyRevisionState
+	20, // 13: uns.v1.PolicyRevision.create_time:type_name -> google.protobuf.Timestamp
+	20, // 14: uns.v1.PolicyRevision.activate_time:type_name -> google.protobuf.Timestamp
+	1,  // 15: uns.v1.PutPolicyRevisionRequest.spec:type_name -> uns.v1.PolicySpec
+	4,  // 16: uns.v1.PutPolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
+	4,  // 17: uns.v1.ActivatePolicyRevisionResponse.revision:type_name -> uns.v1.PolicyRevision
+	4,  // 18: uns.v1.GetPolicyResponse.revision:type_name -> uns.v1.PolicyRevision
+	4,  // 19: uns.v1.ListPolicyRevisionsResponse.revisions:type_name -> uns.v1.PolicyRevision
+	5,  // 20: uns.v1.PolicyService.PutPolicyRevision:input_type -> uns.v1.PutPolicyRevisionRequest
+	7,  // 21: uns.v1.PolicyService.ActivatePolicyRevision:input_type -> uns.v1.ActivatePolicyRevisionRequest
+	9,  // 22: uns.v1.PolicyService.GetPolicy:input_type -> uns.v1.GetPolicyRequest
+	11, // 23: uns.v1.PolicyService.ListPolicyRevisions:input_type -> uns.v1.ListPolicyRevisionsRequest
+	6,  // 24: uns.v1.PolicyService.PutPolicyRevision:output_type -> uns.v1.PutPolicyRevisionResponse
+	8,  // 25: uns.v1.PolicyService.ActivatePolicyRevision:output_type -> uns.v1.ActivatePolicyRevisionResponse
+	10, // 26: uns.v1.PolicyService.GetPolicy:output_type -> uns.v1.GetPolicyResponse
+	12, // 27: uns.v1.PolicyService.ListPolicyRevisions:output_type -> uns.v1.ListPolicyRevisionsResponse
+	24, // [24:28] is the sub-list for method output_type
+	20, // [20:24] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_policy_service_proto_init() }
@@ -946,7 +1163,7 @@ func file_uns_v1_policy_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_policy_service_proto_rawDesc), len(file_uns_v1_policy_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -105,7 +105,11 @@ type Recipient struct {
 	// Output only. When the person was last put.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// Output only. The operator principal that last put the person.
-	UpdatedBy     string `protobuf:"bytes,8,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	UpdatedBy string `protobuf:"bytes,8,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	// Optional. The person's language as a BCP 47 tag, e.g. "fr-FR" or "en"
+	// (INVALID_REQUEST, recipient.locale, when it is not one). Templates pick
+	// their text by it, and dates and numbers in messages follow it.
+	Locale        string `protobuf:"bytes,9,opt,name=locale,proto3" json:"locale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +196,13 @@ func (x *Recipient) GetUpdateTime() *timestamppb.Timestamp {
 func (x *Recipient) GetUpdatedBy() string {
 	if x != nil {
 		return x.UpdatedBy
+	}
+	return ""
+}
+
+func (x *Recipient) GetLocale() string {
+	if x != nil {
+		return x.Locale
 	}
 	return ""
 }
@@ -1303,7 +1314,7 @@ const file_uns_v1_recipient_service_proto_rawDesc = "" +
 	"\x1euns/v1/recipient_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"=\n" +
 	"\aContact\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xe9\x02\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x81\x03\n" +
 	"\tRecipient\x12!\n" +
 	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12\x1b\n" +
@@ -1316,7 +1327,8 @@ const file_uns_v1_recipient_service_proto_rawDesc = "" +
 	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x1d\n" +
 	"\n" +
-	"updated_by\x18\b \x01(\tR\tupdatedBy\"\xa7\x01\n" +
+	"updated_by\x18\b \x01(\tR\tupdatedBy\x12\x16\n" +
+	"\x06locale\x18\t \x01(\tR\x06locale\"\xa7\x01\n" +
 	"\x10RotationOverride\x12!\n" +
 	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x129\n" +
 	"\n" +

@@ -90,6 +90,61 @@ func (NotificationIntent) EnumDescriptor() ([]byte, []int) {
 	return file_uns_v1_types_proto_rawDescGZIP(), []int{0}
 }
 
+// Urgency says how hard a person is pushed to answer (SPEC §7): the staged
+// personal rules of that urgency apply. A policy's (or its matched routing
+// rule's) urgency is frozen in the effective policy.
+type Urgency int32
+
+const (
+	// Not set: HIGH for SAFETY and ACTION_REQUIRED intents, LOW otherwise.
+	Urgency_URGENCY_UNSPECIFIED Urgency = 0
+	// Page: every rule of the person's high-urgency staging.
+	Urgency_URGENCY_HIGH Urgency = 1
+	// Tell: the person's low-urgency staging.
+	Urgency_URGENCY_LOW Urgency = 2
+)
+
+// Enum value maps for Urgency.
+var (
+	Urgency_name = map[int32]string{
+		0: "URGENCY_UNSPECIFIED",
+		1: "URGENCY_HIGH",
+		2: "URGENCY_LOW",
+	}
+	Urgency_value = map[string]int32{
+		"URGENCY_UNSPECIFIED": 0,
+		"URGENCY_HIGH":        1,
+		"URGENCY_LOW":         2,
+	}
+)
+
+func (x Urgency) Enum() *Urgency {
+	p := new(Urgency)
+	*p = x
+	return p
+}
+
+func (x Urgency) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Urgency) Descriptor() protoreflect.EnumDescriptor {
+	return file_uns_v1_types_proto_enumTypes[1].Descriptor()
+}
+
+func (Urgency) Type() protoreflect.EnumType {
+	return &file_uns_v1_types_proto_enumTypes[1]
+}
+
+func (x Urgency) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Urgency.Descriptor instead.
+func (Urgency) EnumDescriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{1}
+}
+
 // AutonomyMode describes how autonomously the producing agent was acting.
 type AutonomyMode int32
 
@@ -135,11 +190,11 @@ func (x AutonomyMode) String() string {
 }
 
 func (AutonomyMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_uns_v1_types_proto_enumTypes[1].Descriptor()
+	return file_uns_v1_types_proto_enumTypes[2].Descriptor()
 }
 
 func (AutonomyMode) Type() protoreflect.EnumType {
-	return &file_uns_v1_types_proto_enumTypes[1]
+	return &file_uns_v1_types_proto_enumTypes[2]
 }
 
 func (x AutonomyMode) Number() protoreflect.EnumNumber {
@@ -148,7 +203,7 @@ func (x AutonomyMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AutonomyMode.Descriptor instead.
 func (AutonomyMode) EnumDescriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
 // DeliveryMode decides what happens when every delivery attempt failed.
@@ -190,11 +245,11 @@ func (x DeliveryMode) String() string {
 }
 
 func (DeliveryMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_uns_v1_types_proto_enumTypes[2].Descriptor()
+	return file_uns_v1_types_proto_enumTypes[3].Descriptor()
 }
 
 func (DeliveryMode) Type() protoreflect.EnumType {
-	return &file_uns_v1_types_proto_enumTypes[2]
+	return &file_uns_v1_types_proto_enumTypes[3]
 }
 
 func (x DeliveryMode) Number() protoreflect.EnumNumber {
@@ -203,7 +258,7 @@ func (x DeliveryMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeliveryMode.Descriptor instead.
 func (DeliveryMode) EnumDescriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 // Priority orders due work: higher priorities are dispatched first.
@@ -252,11 +307,11 @@ func (x Priority) String() string {
 }
 
 func (Priority) Descriptor() protoreflect.EnumDescriptor {
-	return file_uns_v1_types_proto_enumTypes[3].Descriptor()
+	return file_uns_v1_types_proto_enumTypes[4].Descriptor()
 }
 
 func (Priority) Type() protoreflect.EnumType {
-	return &file_uns_v1_types_proto_enumTypes[3]
+	return &file_uns_v1_types_proto_enumTypes[4]
 }
 
 func (x Priority) Number() protoreflect.EnumNumber {
@@ -265,7 +320,7 @@ func (x Priority) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Priority.Descriptor instead.
 func (Priority) EnumDescriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 // NotificationState is the delivery lifecycle of an obligation (database
@@ -327,11 +382,11 @@ func (x NotificationState) String() string {
 }
 
 func (NotificationState) Descriptor() protoreflect.EnumDescriptor {
-	return file_uns_v1_types_proto_enumTypes[4].Descriptor()
+	return file_uns_v1_types_proto_enumTypes[5].Descriptor()
 }
 
 func (NotificationState) Type() protoreflect.EnumType {
-	return &file_uns_v1_types_proto_enumTypes[4]
+	return &file_uns_v1_types_proto_enumTypes[5]
 }
 
 func (x NotificationState) Number() protoreflect.EnumNumber {
@@ -340,7 +395,7 @@ func (x NotificationState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NotificationState.Descriptor instead.
 func (NotificationState) EnumDescriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 // AckState is the acknowledgement lifecycle (database column `ack_status`).
@@ -396,11 +451,11 @@ func (x AckState) String() string {
 }
 
 func (AckState) Descriptor() protoreflect.EnumDescriptor {
-	return file_uns_v1_types_proto_enumTypes[5].Descriptor()
+	return file_uns_v1_types_proto_enumTypes[6].Descriptor()
 }
 
 func (AckState) Type() protoreflect.EnumType {
-	return &file_uns_v1_types_proto_enumTypes[5]
+	return &file_uns_v1_types_proto_enumTypes[6]
 }
 
 func (x AckState) Number() protoreflect.EnumNumber {
@@ -409,7 +464,7 @@ func (x AckState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AckState.Descriptor instead.
 func (AckState) EnumDescriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 // EventKind is the kind of an entry in a notification's event timeline
@@ -569,11 +624,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_uns_v1_types_proto_enumTypes[6].Descriptor()
+	return file_uns_v1_types_proto_enumTypes[7].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_uns_v1_types_proto_enumTypes[6]
+	return &file_uns_v1_types_proto_enumTypes[7]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -582,7 +637,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 // AutonomyContext identifies the agent that produced a notification, if any.
@@ -750,8 +805,17 @@ type EffectivePolicy struct {
 	Targets []*Target `protobuf:"bytes,15,rep,name=targets,proto3" json:"targets,omitempty"`
 	// How many more times the escalation steps run after the first pass.
 	EscalationLoops int32 `protobuf:"varint,16,opt,name=escalation_loops,json=escalationLoops,proto3" json:"escalation_loops,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The urgency of the matched routing rule, else the policy's; unspecified
+	// when neither sets one (the default by intent applies, see Urgency).
+	Urgency Urgency `protobuf:"varint,17,opt,name=urgency,proto3,enum=uns.v1.Urgency" json:"urgency,omitempty"`
+	// The index (0-based, as in PolicySpec.rules[i]) of the routing rule whose
+	// filter matched the request: its channels, targets and urgency replaced
+	// the policy's. Unset when no rule matched (the policy's own apply).
+	MatchedRuleIndex *int32 `protobuf:"varint,18,opt,name=matched_rule_index,json=matchedRuleIndex,proto3,oneof" json:"matched_rule_index,omitempty"`
+	// The matched rule's filter, as written; empty when no rule matched.
+	MatchedRuleFilter string `protobuf:"bytes,19,opt,name=matched_rule_filter,json=matchedRuleFilter,proto3" json:"matched_rule_filter,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *EffectivePolicy) Reset() {
@@ -894,6 +958,27 @@ func (x *EffectivePolicy) GetEscalationLoops() int32 {
 		return x.EscalationLoops
 	}
 	return 0
+}
+
+func (x *EffectivePolicy) GetUrgency() Urgency {
+	if x != nil {
+		return x.Urgency
+	}
+	return Urgency_URGENCY_UNSPECIFIED
+}
+
+func (x *EffectivePolicy) GetMatchedRuleIndex() int32 {
+	if x != nil && x.MatchedRuleIndex != nil {
+		return *x.MatchedRuleIndex
+	}
+	return 0
+}
+
+func (x *EffectivePolicy) GetMatchedRuleFilter() string {
+	if x != nil {
+		return x.MatchedRuleFilter
+	}
+	return ""
 }
 
 // Target names a person or an on-call rotation that a policy, or one of its
@@ -1994,7 +2079,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"QuietHours\x12\x1b\n" +
 	"\ttime_zone\x18\x01 \x01(\tR\btimeZone\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\tR\x05start\x12\x10\n" +
-	"\x03end\x18\x03 \x01(\tR\x03end\"\xba\x05\n" +
+	"\x03end\x18\x03 \x01(\tR\x03end\"\xdf\x06\n" +
 	"\x0fEffectivePolicy\x12\x1a\n" +
 	"\bchannels\x18\x01 \x03(\tR\bchannels\x129\n" +
 	"\rdelivery_mode\x18\x02 \x01(\x0e2\x14.uns.v1.DeliveryModeR\fdeliveryMode\x12\x1f\n" +
@@ -2017,7 +2102,11 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"escalation\x18\x0e \x03(\v2\x16.uns.v1.EscalationStepR\n" +
 	"escalation\x12(\n" +
 	"\atargets\x18\x0f \x03(\v2\x0e.uns.v1.TargetR\atargets\x12)\n" +
-	"\x10escalation_loops\x18\x10 \x01(\x05R\x0fescalationLoops\"Z\n" +
+	"\x10escalation_loops\x18\x10 \x01(\x05R\x0fescalationLoops\x12)\n" +
+	"\aurgency\x18\x11 \x01(\x0e2\x0f.uns.v1.UrgencyR\aurgency\x121\n" +
+	"\x12matched_rule_index\x18\x12 \x01(\x05H\x00R\x10matchedRuleIndex\x88\x01\x01\x12.\n" +
+	"\x13matched_rule_filter\x18\x13 \x01(\tR\x11matchedRuleFilterB\x15\n" +
+	"\x13_matched_rule_index\"Z\n" +
 	"\x06Target\x12#\n" +
 	"\frecipient_id\x18\x01 \x01(\tH\x00R\vrecipientId\x12!\n" +
 	"\vrotation_id\x18\x02 \x01(\tH\x00R\n" +
@@ -2127,7 +2216,11 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x1bNOTIFICATION_INTENT_WARNING\x10\x02\x12\x1e\n" +
 	"\x1aNOTIFICATION_INTENT_SAFETY\x10\x03\x12'\n" +
 	"#NOTIFICATION_INTENT_ACTION_REQUIRED\x10\x04\x12\"\n" +
-	"\x1eNOTIFICATION_INTENT_ESCALATION\x10\x05*\x9a\x01\n" +
+	"\x1eNOTIFICATION_INTENT_ESCALATION\x10\x05*E\n" +
+	"\aUrgency\x12\x17\n" +
+	"\x13URGENCY_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fURGENCY_HIGH\x10\x01\x12\x0f\n" +
+	"\vURGENCY_LOW\x10\x02*\x9a\x01\n" +
 	"\fAutonomyMode\x12\x1d\n" +
 	"\x19AUTONOMY_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12AUTONOMY_MODE_LIVE\x10\x01\x12\x1c\n" +
@@ -2194,72 +2287,74 @@ func file_uns_v1_types_proto_rawDescGZIP() []byte {
 	return file_uns_v1_types_proto_rawDescData
 }
 
-var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationIntent)(0),       // 0: uns.v1.NotificationIntent
-	(AutonomyMode)(0),             // 1: uns.v1.AutonomyMode
-	(DeliveryMode)(0),             // 2: uns.v1.DeliveryMode
-	(Priority)(0),                 // 3: uns.v1.Priority
-	(NotificationState)(0),        // 4: uns.v1.NotificationState
-	(AckState)(0),                 // 5: uns.v1.AckState
-	(EventKind)(0),                // 6: uns.v1.EventKind
-	(*AutonomyContext)(nil),       // 7: uns.v1.AutonomyContext
-	(*QuietHours)(nil),            // 8: uns.v1.QuietHours
-	(*EffectivePolicy)(nil),       // 9: uns.v1.EffectivePolicy
-	(*Target)(nil),                // 10: uns.v1.Target
-	(*Reminder)(nil),              // 11: uns.v1.Reminder
-	(*EscalationStep)(nil),        // 12: uns.v1.EscalationStep
-	(*DeliveryOutcome)(nil),       // 13: uns.v1.DeliveryOutcome
-	(*ProviderReference)(nil),     // 14: uns.v1.ProviderReference
-	(*NotificationRecipient)(nil), // 15: uns.v1.NotificationRecipient
-	(*Notification)(nil),          // 16: uns.v1.Notification
-	(*Event)(nil),                 // 17: uns.v1.Event
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
+	(Urgency)(0),                  // 1: uns.v1.Urgency
+	(AutonomyMode)(0),             // 2: uns.v1.AutonomyMode
+	(DeliveryMode)(0),             // 3: uns.v1.DeliveryMode
+	(Priority)(0),                 // 4: uns.v1.Priority
+	(NotificationState)(0),        // 5: uns.v1.NotificationState
+	(AckState)(0),                 // 6: uns.v1.AckState
+	(EventKind)(0),                // 7: uns.v1.EventKind
+	(*AutonomyContext)(nil),       // 8: uns.v1.AutonomyContext
+	(*QuietHours)(nil),            // 9: uns.v1.QuietHours
+	(*EffectivePolicy)(nil),       // 10: uns.v1.EffectivePolicy
+	(*Target)(nil),                // 11: uns.v1.Target
+	(*Reminder)(nil),              // 12: uns.v1.Reminder
+	(*EscalationStep)(nil),        // 13: uns.v1.EscalationStep
+	(*DeliveryOutcome)(nil),       // 14: uns.v1.DeliveryOutcome
+	(*ProviderReference)(nil),     // 15: uns.v1.ProviderReference
+	(*NotificationRecipient)(nil), // 16: uns.v1.NotificationRecipient
+	(*Notification)(nil),          // 17: uns.v1.Notification
+	(*Event)(nil),                 // 18: uns.v1.Event
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 21: google.protobuf.Struct
 }
 var file_uns_v1_types_proto_depIdxs = []int32{
-	1,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
-	2,  // 1: uns.v1.EffectivePolicy.delivery_mode:type_name -> uns.v1.DeliveryMode
-	3,  // 2: uns.v1.EffectivePolicy.priority:type_name -> uns.v1.Priority
-	8,  // 3: uns.v1.EffectivePolicy.quiet_hours:type_name -> uns.v1.QuietHours
-	11, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
-	12, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
-	10, // 6: uns.v1.EffectivePolicy.targets:type_name -> uns.v1.Target
-	18, // 7: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
-	18, // 8: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
-	10, // 9: uns.v1.EscalationStep.targets:type_name -> uns.v1.Target
-	19, // 10: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
-	14, // 11: uns.v1.NotificationRecipient.provider_references:type_name -> uns.v1.ProviderReference
-	0,  // 12: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
-	7,  // 13: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
-	20, // 14: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
-	9,  // 15: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
-	4,  // 16: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
-	13, // 17: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
-	19, // 18: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
-	19, // 19: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
-	19, // 20: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
-	5,  // 21: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
-	19, // 22: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
-	19, // 23: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
-	20, // 24: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
-	19, // 25: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
-	19, // 26: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	14, // 27: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
-	15, // 28: uns.v1.Notification.recipients:type_name -> uns.v1.NotificationRecipient
-	19, // 29: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
-	19, // 30: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
-	19, // 31: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
-	6,  // 32: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	19, // 33: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	20, // 34: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	2,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
+	3,  // 1: uns.v1.EffectivePolicy.delivery_mode:type_name -> uns.v1.DeliveryMode
+	4,  // 2: uns.v1.EffectivePolicy.priority:type_name -> uns.v1.Priority
+	9,  // 3: uns.v1.EffectivePolicy.quiet_hours:type_name -> uns.v1.QuietHours
+	12, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
+	13, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
+	11, // 6: uns.v1.EffectivePolicy.targets:type_name -> uns.v1.Target
+	1,  // 7: uns.v1.EffectivePolicy.urgency:type_name -> uns.v1.Urgency
+	19, // 8: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
+	19, // 9: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
+	11, // 10: uns.v1.EscalationStep.targets:type_name -> uns.v1.Target
+	20, // 11: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
+	15, // 12: uns.v1.NotificationRecipient.provider_references:type_name -> uns.v1.ProviderReference
+	0,  // 13: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
+	8,  // 14: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
+	21, // 15: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
+	10, // 16: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
+	5,  // 17: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
+	14, // 18: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
+	20, // 19: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
+	20, // 20: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
+	20, // 21: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
+	6,  // 22: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
+	20, // 23: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
+	20, // 24: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
+	21, // 25: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
+	20, // 26: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
+	20, // 27: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
+	15, // 28: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
+	16, // 29: uns.v1.Notification.recipients:type_name -> uns.v1.NotificationRecipient
+	20, // 30: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
+	20, // 31: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
+	20, // 32: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	7,  // 33: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	20, // 34: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	21, // 35: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
@@ -2267,6 +2362,7 @@ func file_uns_v1_types_proto_init() {
 	if File_uns_v1_types_proto != nil {
 		return
 	}
+	file_uns_v1_types_proto_msgTypes[2].OneofWrappers = []any{}
 	file_uns_v1_types_proto_msgTypes[3].OneofWrappers = []any{
 		(*Target_RecipientId)(nil),
 		(*Target_RotationId)(nil),
@@ -2276,7 +2372,7 @@ func file_uns_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_types_proto_rawDesc), len(file_uns_v1_types_proto_rawDesc)),
-			NumEnums:      7,
+			NumEnums:      8,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
