@@ -129,6 +129,12 @@ class Client:
         """See ``AsyncClient.acknowledge``."""
         return self._call(calls.acknowledge(notification_id, dismiss, metadata), timeout)
 
+    def snooze(
+        self, notification_id: str, seconds: float, *, timeout: float | None = None
+    ) -> t.Notification:
+        """See ``AsyncClient.snooze``."""
+        return self._call(calls.snooze(notification_id, seconds), timeout)
+
     def replay(
         self,
         notification_id: str,

@@ -77,6 +77,7 @@ def simulate(
 
 def _notification(
     response: pb.GetNotificationResponse
+    | pb.SnoozeNotificationResponse
     | pb.ReplayResponse
     | pb.WithdrawNotificationResponse
     | pb.ResolveFailureResponse,
@@ -113,6 +114,15 @@ def acknowledge(
     if metadata is not None:
         request.metadata.CopyFrom(_convert.struct(metadata))
     return Call("Acknowledge", request, SAFE_RETRY_ON, _same)
+
+
+def snooze(
+    notification_id: str, seconds: float
+) -> Call[pb.SnoozeNotificationRequest, pb.SnoozeNotificationResponse, t.Notification]:
+    request = pb.SnoozeNotificationRequest(notification_id=notification_id)
+    request.duration.FromNanoseconds(round(seconds * 1e9))
+    # A repeat after a lost answer snoozes again from a moment later: harmless.
+    return Call("SnoozeNotification", request, SAFE_RETRY_ON, _notification)
 
 
 def replay(

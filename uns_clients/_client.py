@@ -175,6 +175,14 @@ class AsyncClient:
         key; any other id raises ``NotFound``."""
         return await self._call(calls.acknowledge(notification_id, dismiss, metadata), timeout)
 
+    async def snooze(
+        self, notification_id: str, seconds: float, *, timeout: float | None = None
+    ) -> t.Notification:
+        """Snooze a pending acknowledgement for ``seconds`` (1 to 86,400): the answer
+        stays owed, but its reminders, escalation steps and deadline pause; at the end
+        it is PENDING again. Who may acknowledge may snooze (``acknowledge``'s keys)."""
+        return await self._call(calls.snooze(notification_id, seconds), timeout)
+
     async def replay(
         self,
         notification_id: str,

@@ -1,4 +1,4 @@
-"""acknowledge(), replay() and resolve_failure() through both clients."""
+"""acknowledge(), snooze(), replay() and resolve_failure() through both clients."""
 
 from __future__ import annotations
 
@@ -52,6 +52,21 @@ async def test_acknowledge_is_idempotent_for_the_same_outcome(
     with pytest.raises(AckConflict):
         await rita.acknowledge(notification_id, dismiss=True)
     assert (await alice.get(notification_id)).ack_state == t.ACK_STATE_ACKED
+
+
+async def test_snooze_pauses_an_owed_answer_in_both_clients(
+    server: RunningServer, async_client: AsyncClients, sync_client: SyncClients
+) -> None:
+    alice, rita = async_client("alice"), async_client("rita")
+    notification_id = await delivered_with_ack(alice)
+    snoozed = await rita.snooze(notification_id, 600)
+    assert snoozed.ack_state == t.ACK_STATE_SNOOZED and snoozed.HasField("snooze_until_time")
+    again = await asyncio.to_thread(sync_client("rita").snooze, notification_id, 60)
+    assert again.snooze_until_time.ToDatetime() < snoozed.snooze_until_time.ToDatetime()
+    acked = await rita.acknowledge(notification_id)  # still owed
+    assert acked.notification.ack_state == t.ACK_STATE_ACKED
+    with pytest.raises(AckConflict):
+        await rita.snooze(notification_id, 60)
 
 
 async def test_acknowledge_refusals(server: RunningServer, async_client: AsyncClients) -> None:

@@ -103,6 +103,34 @@ async def test_dismiss_link_dismisses(rig: Rig) -> None:
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_DISMISSED
 
 
+async def test_an_acknowledge_link_snoozes_for_30_minutes(rig: Rig) -> None:
+    nid = await rig.send("links-snooze", notification_type="ops.mail")
+    await rig.deliver()
+    links = email_links(rig.smtp.messages[0])
+    async with httpx.AsyncClient() as http:
+        assert 'id="snooze"' not in (await http.get(links["Dismiss"])).text  # ack links only
+        page = await http.get(links["Acknowledge"])
+        assert 'id="snooze"' in page.text and "Snooze 30 min" in page.text
+        assert (await click(http, links["Acknowledge"], "snooze")).status_code == 303
+        after = await http.get(links["Acknowledge"])
+        assert "Snoozed until" in after.text and 'id="ack"' in after.text  # still owed
+        snoozed = await rig.get(nid)
+        assert snoozed.ack_state == t.ACK_STATE_SNOOZED
+        pause = snoozed.snooze_until_time.ToDatetime() - snoozed.update_time.ToDatetime()
+        assert abs(pause - timedelta(minutes=30)) < timedelta(seconds=5)
+        assert (await click(http, links["Acknowledge"], "ack")).status_code == 303
+    assert (await rig.get(nid)).ack_state == t.ACK_STATE_ACKED
+    events = await events_until(
+        rig.server.stub("oscar"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        lambda evs: any(e.kind == t.EVENT_KIND_ACKED for e in evs),
+    )
+    [snooze] = [
+        json_format.MessageToDict(e.payload) for e in events if e.kind == t.EVENT_KIND_SNOOZED
+    ]
+    assert (snooze["actor"], snooze["via"], snooze["duration_seconds"]) == (RECIPIENT, "link", 1800)
+
+
 async def test_forms_must_come_from_the_page(rig: Rig) -> None:
     nid = await rig.send("links-csrf", notification_type="ops.mail")
     await rig.deliver()

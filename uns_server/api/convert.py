@@ -313,6 +313,7 @@ def _notification(row: Notification) -> t.Notification:
         ("create_time", row.created_at),
         ("update_time", row.updated_at),
         ("withdraw_time", row.withdrawn_at),
+        ("snooze_until_time", row.snoozed_until),
     ):
         ts = timestamp(value)
         if ts is not None:

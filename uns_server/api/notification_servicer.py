@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -26,6 +26,7 @@ from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
 from uns_server.services.queries import Queries
+from uns_server.services.snooze import Snoozes
 from uns_server.services.watch import NOTIFICATION_IDS_MAX, Heartbeat, Watch
 from uns_server.services.withdrawal import Withdrawals
 
@@ -53,6 +54,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         watch: Watch,
         withdrawals: Withdrawals,
         budget: Budget | None = None,
+        snoozes: Snoozes | None = None,
     ) -> None:
         self.auth = auth
         self.budget = budget
@@ -62,6 +64,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         self.operations = operations
         self.watch = watch
         self.withdrawals = withdrawals
+        self.snoozes = snoozes
 
     @phased(ACCEPT)
     @unary(Role.PRODUCER)
@@ -179,6 +182,18 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         return pb.AcknowledgeResponse(
             notification=convert.notification(row, principal.sees_everything),
             idempotent_replay=repeated,
+        )
+
+    @unary(Role.RESPONDER, Role.OPERATOR)
+    async def SnoozeNotification(
+        self, request: pb.SnoozeNotificationRequest, context: Ctx, principal: Principal
+    ) -> pb.SnoozeNotificationResponse:
+        # An unset duration is zero: refused by the range check (1 s to 24 h).
+        duration = request.duration.ToTimedelta() if request.HasField("duration") else timedelta()
+        assert self.snoozes is not None, "the composition root hands the servicer its Snoozes"
+        row = await self.snoozes.snooze(principal, request.notification_id, duration)
+        return pb.SnoozeNotificationResponse(
+            notification=convert.notification(row, principal.sees_everything)
         )
 
     @unary(Role.OPERATOR)

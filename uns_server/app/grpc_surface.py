@@ -100,6 +100,7 @@ def add_services(app: App) -> None:
             app.watch,
             app.withdrawals,
             budget=app.admission.over_budget,
+            snoozes=app.snoozes,
         ),
         registrar,
     )

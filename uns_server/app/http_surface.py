@@ -61,6 +61,7 @@ def link_service(app: App) -> ActionLinkService:
         lambda: app.public_url,
         app.clock,
         lease_seconds=app.settings.lease_seconds,
+        snoozes=app.snoozes,
     )
 
 

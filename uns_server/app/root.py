@@ -40,6 +40,7 @@ from uns_server.services.acks import Acks
 from uns_server.services.connection_caps import ConnectionCaps
 from uns_server.services.intake import Intake
 from uns_server.services.rate_limits import TokenBuckets
+from uns_server.services.snooze import Snoozes
 from uns_server.services.watch import EventHub, Watch
 from uns_server.services.withdrawal import Withdrawals
 from uns_server.settings import Settings, SettingsError
@@ -120,6 +121,7 @@ class App:
         self.supervision = Supervision()
         self.health = HealthMonitor(self.db, self.supervision)
         self.acks = Acks(self.store, clock, self.telemetry.metrics)
+        self.snoozes = Snoozes(self.store, clock)
         self.links = http_surface.link_service(self) if settings.http_enabled else None
         self.admission = Admission(
             self.authenticator,
@@ -154,7 +156,9 @@ class App:
             handoff=self.dispatcher,
             channel_types=self.channels_config.types,
         )
-        self.expiry = ExpiryWorker(self.acks, settings.expiry_poll_seconds, self.supervision)
+        self.expiry = ExpiryWorker(
+            self.acks, settings.expiry_poll_seconds, self.supervision, snoozes=self.snoozes
+        )
         # Sent messages show how the obligation ended (Slack chat.update, PagerDuty
         # acknowledge/resolve): queued with every settlement, sent by this worker.
         self.acks.settle_hooks.append(message_updates.queue_on_settle)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from uns_server.domain.enums import AckStatus
+from uns_server.domain.enums import ACK_OWED
 from uns_server.domain.jobs import JobKind, JobState, NewJob, SettleJob
 from uns_server.domain.records import Job, Notification
 
@@ -37,7 +37,7 @@ def times_out(row: Notification | None, now: datetime) -> bool:
     deadline has passed; otherwise the timer is stale and completes with nothing done."""
     return (
         row is not None
-        and row.ack_status == AckStatus.PENDING
+        and row.ack_status in ACK_OWED
         and row.deadline is not None
         and row.deadline <= now
     )

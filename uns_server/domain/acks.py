@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending
 from uns_server.domain.records import Notification
 
@@ -72,11 +72,11 @@ def decide_ack(
             metadata={**info, "state": target.status},
         )
     if status == AckStatus.TIMED_OUT or (
-        status == AckStatus.PENDING and target.deadline is not None and target.deadline <= now
+        status in ACK_OWED and target.deadline is not None and target.deadline <= now
     ):
         assert target.deadline is not None
         raise AckDeadlinePassed(metadata={**info, "deadline": target.deadline.isoformat()})
-    if status != AckStatus.PENDING:
+    if status not in ACK_OWED:  # a snoozed answer is still owed: it may be given
         if target.actor == actor and status == outcome:
             return True
         raise _conflict(actor, may_name, status, target.actor, info)

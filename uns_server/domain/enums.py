@@ -67,6 +67,11 @@ class AckStatus(StrEnum):
     DISMISSED = "DISMISSED"
     TIMED_OUT = "TIMED_OUT"
     WITHDRAWN = "WITHDRAWN"
+    SNOOZED = "SNOOZED"  # still owed; its reminders, steps and deadline paused
+
+
+# The states in which an answer is still owed (an answer settles it, a withdrawal ends it).
+ACK_OWED = frozenset({AckStatus.PENDING, AckStatus.SNOOZED})
 
 
 class EventKind(StrEnum):
@@ -92,6 +97,8 @@ class EventKind(StrEnum):
     WITHDRAWN = "WITHDRAWN"
     REMINDER_SENT = "REMINDER_SENT"
     ESCALATED = "ESCALATED"
+    SNOOZED = "SNOOZED"
+    SNOOZE_ENDED = "SNOOZE_ENDED"
 
 
 class Role(StrEnum):

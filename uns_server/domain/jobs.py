@@ -25,7 +25,7 @@ three final states never move again. The store writes these moves
 (``store.port.Jobs``, ``store.jobs``); each kind's rules decide which one a result
 makes (``domain.message_updates.decide_settle`` for ``message_update``,
 ``domain.ack_deadlines`` for ``ack_deadline``, ``domain.follow_up_jobs`` for
-``follow_up``).
+``follow_up``, ``domain.snooze`` for ``snooze_end``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from uns_server.domain.records import Job
 
 
 class JobState(StrEnum):
@@ -50,6 +53,7 @@ class JobKind(StrEnum):
     MESSAGE_UPDATE = "message_update"
     ACK_DEADLINE = "ack_deadline"
     FOLLOW_UP = "follow_up"  # an ack's next reminder or escalation step
+    SNOOZE_END = "snooze_end"  # a snoozed ack asked again
 
 
 # What a claim takes (once due), and the states that never move again.
@@ -87,6 +91,12 @@ class SettleJob:
             raise ValueError(f"a settle cannot make a job {self.state}")
         if (self.state is JobState.RETRYABLE) != (self.scheduled_at is not None):
             raise ValueError("a retryable job, and only one, says when it is due again")
+
+
+def completed(job: Job) -> SettleJob:
+    """A claimed job done, fenced by the token its claim issued."""
+    assert job.lease_token is not None, "a claimed job holds a lease"
+    return SettleJob(job.id, job.lease_token, JobState.COMPLETED)
 
 
 def rescued(attempt: int, max_attempts: int) -> JobState:

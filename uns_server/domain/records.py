@@ -102,6 +102,8 @@ class Notification:
     reminders_sent: int
     escalations_sent: int
     followup_step: StepProgress | None
+    snoozed_until: datetime | None = None  # while the ack is SNOOZED (``domain.snooze``)
+    snoozed_seconds: int = 0  # the pauses so far: the follow-up timeline's shift
 
     @property
     def is_follower(self) -> bool:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.enums import ACK_OWED, Status
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 
 TERMINAL_DAYS_DEFAULT = 30.0
@@ -67,7 +67,7 @@ def holds_work(status: str, dead_letter: bool, ack_status: str | None) -> bool:
     """Someone still has to act on this row: dispatch, a responder, or an operator."""
     return (
         status == Status.PENDING
-        or ack_status == AckStatus.PENDING
+        or ack_status in ACK_OWED
         or (status == Status.FAILED and dead_letter)
     )
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.errors import NotWithdrawable
 
 
@@ -90,7 +90,7 @@ def decide_withdrawal(
         return Withdraw(Scope.NOTIFICATION, tuple(pending_followers))
     if target.status == Status.FAILED and target.dead_letter:
         return Withdraw(Scope.NOTIFICATION)
-    if target.status == Status.DELIVERED and target.ack_status == AckStatus.PENDING:
+    if target.status == Status.DELIVERED and target.ack_status in ACK_OWED:
         if target.deadline is not None and target.deadline <= now:
             raise NotWithdrawable("the ack deadline has passed (TIMED_OUT)", metadata=info)
         return Withdraw(Scope.ACK)

@@ -6,6 +6,9 @@ and to a ``SameSite=Strict`` cookie set with the page, and a browser's ``Origin`
 be the public URL's. Success redirects to the page (POST/redirect/GET), which then
 shows the outcome.
 
+A link that acknowledges also offers "Snooze 30 min" while the answer is owed (whoever
+may acknowledge may snooze, SPEC §7): the same form, ``action=snooze``.
+
 ``POST /a/{token}/answer`` is the same answer for machines: the button of a phone app
 (ntfy's ``http`` action) that has no browser session. The token in the URL is the
 credential, so there is no cookie or nonce to forge and nothing a cross-site request
@@ -26,11 +29,17 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from uns_server.domain.acks import sent_while_held
-from uns_server.domain.enums import AckStatus
+from uns_server.domain.enums import ACK_OWED, AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.links import ACK, FORM_NONCE_MAX_AGE_SECONDS
 from uns_server.http.pages import not_found, render
-from uns_server.services.action_links import MACHINE_VIAS, VIA_LINK, ActionLinkService, LinkView
+from uns_server.services.action_links import (
+    MACHINE_VIAS,
+    SNOOZE,
+    VIA_LINK,
+    ActionLinkService,
+    LinkView,
+)
 
 log = logging.getLogger("uns.links")
 COOKIE = "uns_form"
@@ -45,7 +54,7 @@ _REFUSED = {
     "not_offered": "This link does not offer that answer: open the link and use its buttons.",
     "expired": "This page has expired: open the link again.",
 }
-_LABELS = {ACK: "Acknowledge", "dismiss": "Dismiss"}
+_LABELS = {ACK: "Acknowledge", "dismiss": "Dismiss", SNOOZE: "Snooze 30 min"}
 _OUTCOME_WORDS = {
     AckStatus.ACKED.value: "Acknowledged",
     AckStatus.DISMISSED.value: "Dismissed",
@@ -69,7 +78,8 @@ def _unanswerable(
         return "not_opened"
     if not browser:
         return "other_browser"
-    if not isinstance(action, str) or action not in view.claims.actions:
+    snoozes = action == SNOOZE and service.may_snooze(view)
+    if not isinstance(action, str) or (action not in view.claims.actions and not snoozes):
         return "not_offered"
     if not service.signer.check_form_nonce(nonce, view.token, browser, service.now()):
         return "expired"
@@ -89,22 +99,23 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
         ack = row.ack_status
         now = service.now()
         outcome, bad = "", False
-        pending = ack == AckStatus.PENDING and row.deadline is not None and row.deadline > now
+        pending = ack in ACK_OWED and row.deadline is not None and row.deadline > now
         # A person's message is held by their quiet hours, the others went out: the
         # ack has no deadline yet, and answers from those messages count.
         pending = pending or sent_while_held(row)
         if ack in _OUTCOME_WORDS:
             outcome = f"{_OUTCOME_WORDS[ack]} by {row.actor} at {_when(row.responded_at)}"
-        elif (ack == AckStatus.PENDING.value and not pending) or ack == AckStatus.TIMED_OUT.value:
+        elif (ack in ACK_OWED and not pending) or ack == AckStatus.TIMED_OUT.value:
             outcome, bad = f"Not answered in time (deadline {_when(row.deadline)}).", True
         elif ack is None and not pending:
             outcome = "This notification is not waiting for an answer."
-        elif ack is not None and ack != AckStatus.PENDING.value:
+        elif ack is not None and ack not in ACK_OWED:
             outcome, bad = f"No longer waiting for an answer ({ack.lower()}).", True
+        elif ack == AckStatus.SNOOZED.value and pending:
+            outcome = f"Snoozed until {_when(row.snoozed_until)}: the answer is still owed."
         browser = request.cookies.get(COOKIE) or secrets.token_urlsafe(24)
-        actions = (
-            [{"value": a, "label": _LABELS[a]} for a in view.claims.actions] if pending else []
-        )
+        offered = [*view.claims.actions, *([SNOOZE] if service.may_snooze(view) else [])]
+        actions = [{"value": a, "label": _LABELS[a]} for a in offered] if pending else []
         response = render(
             "action.html",
             status=status,
@@ -163,7 +174,11 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
             "action": action,
         }
         try:
-            _, repeat = await service.answer(view, action)
+            if action == SNOOZE:
+                await service.snooze(view)
+                repeat = False
+            else:
+                _, repeat = await service.answer(view, action)
         except AckConflict:
             problem, outcome = "Someone else answered first.", "conflict"
         except AckDeadlinePassed:

@@ -2,8 +2,10 @@
 
 Opening a link (``view``) changes nothing; answering (``answer``) goes through
 ``Acks.answer``, the same decision as the ``Acknowledge`` RPC, with the link's
-recipient identity as the actor and ``via="link"``. Tampered, expired, revoked and
-unknown links are all the same ``None``: the caller answers one plain 404.
+recipient identity as the actor and ``via="link"``; a link that acknowledges may also
+snooze for ``LINK_SNOOZE`` (``snooze``: whoever may acknowledge may snooze).
+Tampered, expired, revoked and unknown links are all the same ``None``: the caller
+answers one plain 404.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from datetime import datetime, timedelta
 from urllib.parse import quote
 
 from uns_server.channels.base import ActionLinks
+from uns_server.domain.enums import ACK_OWED
 from uns_server.domain.links import ACK, DISMISS, LinkClaims, LinkSigner, token_hash
 from uns_server.domain.records import Notification
 from uns_server.services.acks import Acks
+from uns_server.services.snooze import Snoozes
 from uns_server.store.port import Store
 
 VIA_LINK = "link"
@@ -24,6 +28,9 @@ LINK_PATH = "/a/"
 # Channels whose buttons answer through the machine-answer endpoint
 # (``POST /a/{token}/answer?via=<type>``): the answer is recorded ``via`` that type.
 MACHINE_VIAS = frozenset({"ntfy"})
+# What a link's "Snooze" button asks for (SnoozeNotification takes any 1 s to 24 h).
+LINK_SNOOZE = timedelta(minutes=30)
+SNOOZE = "snooze"  # the page's action (any link that acknowledges offers it)
 
 
 @dataclass(frozen=True)
@@ -45,9 +52,11 @@ class ActionLinkService:
         clock: Callable[[], datetime],
         *,
         lease_seconds: float,
+        snoozes: Snoozes | None = None,
     ) -> None:
         self._store = store
         self._acks = acks
+        self._snoozes = snoozes
         self.signer = signer
         self._base_url = base_url
         self._clock = clock
@@ -111,6 +120,19 @@ class ActionLinkService:
             via=via,
             dismiss=action == DISMISS,
             metadata={},
+        )
+
+    def may_snooze(self, view: LinkView) -> bool:
+        """Whoever may acknowledge may snooze: a link that acknowledges offers it, while
+        an answer is owed (an ack opened, PENDING or SNOOZED)."""
+        owed = view.notification.ack_status in ACK_OWED
+        return self._snoozes is not None and ACK in view.claims.actions and owed
+
+    async def snooze(self, view: LinkView, *, via: str = VIA_LINK) -> Notification:
+        """Snooze as the link's recipient for ``LINK_SNOOZE``; the refusals of an answer."""
+        assert self._snoozes is not None and ACK in view.claims.actions
+        return await self._snoozes.snooze_as(
+            view.claims.notification_id, actor=view.claims.recipient, via=via, duration=LINK_SNOOZE
         )
 
     async def revoke(self, token: str, *, actor: str) -> LinkClaims | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from uns_server.domain.callback_payloads import PagerDutyEvent, SlackUser
-from uns_server.domain.enums import AckStatus
+from uns_server.domain.enums import ACK_OWED, AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed
 from uns_server.domain.links import ACK, DISMISS
 from uns_server.domain.outcomes import ProviderRefs
@@ -98,7 +98,7 @@ def settled_note(row: Notification | None) -> str | None:
     """For a press on a button of an obligation that has ended: who settled it and
     when, in a sentence for the person who pressed (None while it is still open).
     A withdrawal does not name who withdrew (as ``ACK_NOT_PENDING`` does not)."""
-    if row is None or row.ack_status in (None, AckStatus.PENDING):
+    if row is None or row.ack_status is None or row.ack_status in ACK_OWED:
         return None
     at = (row.responded_at or row.updated_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
     state = row.ack_status

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from uns_server.domain.enums import AckStatus, EventKind
+from uns_server.domain.enums import ACK_OWED, EventKind
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed
 from uns_server.domain.links import DISMISS
 from uns_server.domain.outcomes import ProviderRef
@@ -133,7 +133,7 @@ class TwilioAnswers:
                 ids = await tx.people.owing_notifications(rid, OWED_MAX)
                 for nid in ids:
                     row = await tx.notifications.get(nid)
-                    if row is None or row.ack_status not in (None, AckStatus.PENDING):
+                    if row is None or row.ack_status not in (None, *ACK_OWED):
                         continue
                     if _ref_for(row, channel, VIA_SMS, rid)[0]:
                         out.append(Owed(row, rid))

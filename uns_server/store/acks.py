@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.records import Notification
+from uns_server.domain.snooze import Snooze
 from uns_server.store import records
 from uns_server.store.tables import notifications as n
 
@@ -25,7 +26,7 @@ async def settle_pending(
     now: datetime,
     sent_while_held: bool = False,
 ) -> bool:
-    """PENDING -> ``status``; False when the ack was no longer PENDING. A row whose
+    """PENDING (or SNOOZED) -> ``status``; False when no answer was owed any more. A row whose
     delivery is in flight (leased, no ack yet) settles too: its settlement keeps this
     ack (``store.dispatch.KEPT_ONCE_SET``); so does one whose messages went out while a
     person's were held (``sent_while_held``, read by the caller under the row lock)."""
@@ -37,14 +38,42 @@ async def settle_pending(
     )
     result = await conn.execute(
         update(n)
-        .where(n.c.id == notification_id, or_(n.c.ack_status == AckStatus.PENDING.value, in_flight))
+        .where(n.c.id == notification_id, or_(n.c.ack_status.in_(_OWED), in_flight))
         .values(
             ack_status=status.value,
             actor=actor,
             responded_at=now,
             response_metadata=metadata,
             updated_at=now,
+            snoozed_until=None,
         )
+    )
+    return bool(result.rowcount == 1)
+
+
+_OWED = sorted(s.value for s in ACK_OWED)
+
+
+async def snooze(conn: AsyncConnection, notification_id: str, move: Snooze, now: datetime) -> bool:
+    result = await conn.execute(
+        update(n)
+        .where(n.c.id == notification_id, n.c.ack_status.in_(_OWED))
+        .values(
+            ack_status=AckStatus.SNOOZED.value,
+            snoozed_until=move.until,
+            snoozed_seconds=move.paused_seconds,
+            deadline=move.deadline,
+            updated_at=now,
+        )
+    )
+    return bool(result.rowcount == 1)
+
+
+async def resume(conn: AsyncConnection, notification_id: str, now: datetime) -> bool:
+    result = await conn.execute(
+        update(n)
+        .where(n.c.id == notification_id, n.c.ack_status == AckStatus.SNOOZED.value)
+        .values(ack_status=AckStatus.PENDING.value, snoozed_until=None, updated_at=now)
     )
     return bool(result.rowcount == 1)
 

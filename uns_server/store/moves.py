@@ -21,7 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import follow_up_jobs
-from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.jobs import LIVE, JobState
 from uns_server.domain.moves import (
     EMPTY_OUTCOME,
@@ -41,6 +41,7 @@ from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
 _DEAD_LETTER = (n.c.status == Status.FAILED.value) & n.c.dead_letter
+_OWED = sorted(s.value for s in ACK_OWED)
 
 
 async def changed(conn: AsyncConnection, statement: Executable, named: int) -> Applied:
@@ -113,12 +114,13 @@ async def withdraw(conn: AsyncConnection, move: WithdrawRows) -> Applied:
             "followup_at": None,
         }
     else:
-        where = (n.c.status == Status.DELIVERED.value) & (n.c.ack_status == AckStatus.PENDING.value)
+        where = (n.c.status == Status.DELIVERED.value) & n.c.ack_status.in_(_OWED)
         values = fenced | {
             # Due now: a reminder or step waiting to retry is closed (STOPPED, with what
             # its channels said) by the follow-up worker; no claim takes it otherwise.
             "followup_at": move.at,
             "ack_status": AckStatus.WITHDRAWN.value,
+            "snoozed_until": None,
             "actor": move.actor,
             "responded_at": move.at,
             "response_metadata": {"reason": move.reason} if move.reason else None,

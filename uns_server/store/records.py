@@ -160,6 +160,8 @@ def notification_row(n: Notification) -> dict[str, Any]:
         "reminders_sent": n.reminders_sent,
         "escalations_sent": n.escalations_sent,
         "followup_step": None if step is None else step.to_json(),
+        "snoozed_until": n.snoozed_until,
+        "snoozed_seconds": n.snoozed_seconds,
     }
 
 

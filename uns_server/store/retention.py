@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain.enums import AckStatus, EventKind, Status
+from uns_server.domain.enums import ACK_OWED, EventKind, Status
 from uns_server.domain.records import RetentionCandidate
 from uns_server.domain.retention import TOMBSTONE_PREFIX
 from uns_server.store import records
@@ -53,7 +53,7 @@ def _settled(row: Any = n) -> ColumnElement[bool]:
             ),
             and_(row.c.status == Status.FAILED.value, row.c.dead_letter.is_(False)),
         ),
-        or_(row.c.ack_status.is_(None), row.c.ack_status != AckStatus.PENDING.value),
+        or_(row.c.ack_status.is_(None), row.c.ack_status.not_in([s.value for s in ACK_OWED])),
     )
 
 

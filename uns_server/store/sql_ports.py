@@ -23,6 +23,7 @@ from uns_server.domain.records import (
     Event,
     Notification,
 )
+from uns_server.domain.snooze import Snooze
 from uns_server.domain.withdrawal import WithdrawRows
 from uns_server.store import (
     acks,
@@ -154,6 +155,12 @@ class SqlAcks(Bound):
 
     async def due_deadlines(self, now: datetime, limit: int) -> Sequence[Notification]:
         return await acks.due_deadlines(self._conn, now, limit)
+
+    async def snooze(self, notification_id: str, move: Snooze, now: datetime) -> bool:
+        return await acks.snooze(self._conn, notification_id, move, now)
+
+    async def resume(self, notification_id: str, now: datetime) -> bool:
+        return await acks.resume(self._conn, notification_id, now)
 
 
 class SqlEventReads(Bound):

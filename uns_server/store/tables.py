@@ -137,6 +137,10 @@ notifications = Table(
     # The step being retried after a transient failure (``workers.followups``): kind,
     # number, calls made, each channel's latest answer; SQL NULL when none.
     Column("followup_step", JsonOrNull),
+    # A snoozed ack (``domain.snooze``): when the snooze ends, and the pauses so far in
+    # seconds (the follow-up timeline's shift).
+    Column("snoozed_until", UtcDateTime()),
+    Column("snoozed_seconds", Integer, nullable=False, server_default=text("0")),
     # Pending acks only: the expiry worker's sweep.
     Index(
         "ix_uns_notifications_ack_deadline",

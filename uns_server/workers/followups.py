@@ -342,7 +342,8 @@ class FollowUpWorker(LoopWorker):
 def delivered_at(n: Notification) -> datetime:
     """When a notification whose ack is PENDING was delivered (its ack starts then)."""
     assert n.delivered_at is not None, "an ack is PENDING only once delivered"
-    return n.delivered_at
+    # Snoozes paused the timeline (``domain.snooze``): its steps move by every pause.
+    return n.delivered_at + timedelta(seconds=n.snoozed_seconds)
 
 
 def _event(n: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:

@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from uns_server.domain.enums import AckStatus, EventKind, Status
+from uns_server.domain.enums import ACK_OWED, EventKind, Status
 from uns_server.domain.errors import UnsError
 from uns_server.domain.targets import people_sent
 from uns_server.http.console.context import VIA, Console
@@ -135,7 +135,7 @@ async def detail(
     attempts = [e for e in timeline if e.kind == EventKind.CHANNEL_ATTEMPT_RESULT]
     doc = row.notification
     dead = row.status == Status.FAILED and row.dead_letter
-    pending_ack = row.ack_status == AckStatus.PENDING
+    pending_ack = row.ack_status in ACK_OWED
     actions = [a for a, on in (("replay", dead), ("resolve", dead)) if on]
     if pending_ack:
         actions += ["ack", "dismiss"]

@@ -25,6 +25,7 @@ ACK_WORDS = {
     AckStatus.DISMISSED: ("dismissed", "s-quiet"),
     AckStatus.TIMED_OUT: ("not answered in time", "s-failed"),
     AckStatus.WITHDRAWN: ("withdrawn", "s-quiet"),
+    AckStatus.SNOOZED: ("snoozed: still waiting for an answer", "s-waiting"),
 }
 _DECISIONS = {
     "SENT": "sent",

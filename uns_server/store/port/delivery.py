@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from uns_server.domain import moves as m
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.records import Attempt, DedupWindow, Notification
+from uns_server.domain.snooze import Snooze
 from uns_server.domain.withdrawal import WithdrawRows
 
 
@@ -122,7 +123,8 @@ class Acks(Protocol):
         now: datetime,
         sent_while_held: bool = False,
     ) -> bool:
-        """PENDING -> ``status``; False (and nothing changed) when it was not PENDING.
+        """PENDING (or SNOOZED) -> ``status``; False (and nothing changed) when no
+        answer was owed.
         A row whose delivery is in flight (leased, no ack yet) settles too, and so does
         one whose messages went out while a person's were held (``sent_while_held``,
         read by the caller under the row lock)."""
@@ -138,4 +140,13 @@ class Acks(Protocol):
         """PENDING acks whose deadline has passed, earliest first, locked (SKIP LOCKED):
         the expiry worker's carry sweep for acks opened by the previous release, which
         inserts no ``ack_deadline`` job; removed with it by a later contract step."""
+        ...
+
+    async def snooze(self, notification_id: str, move: Snooze, now: datetime) -> bool:
+        """PENDING or SNOOZED -> SNOOZED until ``move.until``, the deadline and the
+        pauses so far as ``move`` says; False (nothing changed) when no answer was owed."""
+        ...
+
+    async def resume(self, notification_id: str, now: datetime) -> bool:
+        """SNOOZED -> PENDING (the snooze's end cleared); False when not SNOOZED."""
         ...

@@ -716,6 +716,60 @@ class AcknowledgeResponse(_message.Message):
 Global___AcknowledgeResponse: _TypeAlias = AcknowledgeResponse  # noqa: Y015
 
 @_typing.final
+class SnoozeNotificationRequest(_message.Message):
+    """SnoozeNotificationRequest pauses a pending acknowledgement."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
+    notification_id: _builtins.str
+    """Required. The notification whose acknowledgement is snoozed."""
+    @_builtins.property
+    def duration(self) -> _duration_pb2.Duration:
+        """Required. How long, from 1 second to 24 hours."""
+
+    def __init__(
+        self,
+        *,
+        notification_id: _builtins.str = ...,
+        duration: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "notification_id", b"notification_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnoozeNotificationRequest: _TypeAlias = SnoozeNotificationRequest  # noqa: Y015
+
+@_typing.final
+class SnoozeNotificationResponse(_message.Message):
+    """SnoozeNotificationResponse returns the snoozed notification."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTIFICATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def notification(self) -> _types_pb2.Notification:
+        """The notification (ack_state SNOOZED, snooze_until_time, the moved
+        ack_deadline_time).
+        """
+
+    def __init__(
+        self,
+        *,
+        notification: _types_pb2.Notification | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["notification", b"notification"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notification", b"notification"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnoozeNotificationResponse: _TypeAlias = SnoozeNotificationResponse  # noqa: Y015
+
+@_typing.final
 class ReplayRequest(_message.Message):
     """ReplayRequest opens a new delivery cycle."""
 

@@ -73,6 +73,11 @@ class NotificationServiceStub:
                 request_serializer=uns_dot_v1_dot_notification__service__pb2.AcknowledgeRequest.SerializeToString,
                 response_deserializer=uns_dot_v1_dot_notification__service__pb2.AcknowledgeResponse.FromString,
                 _registered_method=True)
+        self.SnoozeNotification = channel.unary_unary(
+                '/uns.v1.NotificationService/SnoozeNotification',
+                request_serializer=uns_dot_v1_dot_notification__service__pb2.SnoozeNotificationRequest.SerializeToString,
+                response_deserializer=uns_dot_v1_dot_notification__service__pb2.SnoozeNotificationResponse.FromString,
+                _registered_method=True)
         self.Replay = channel.unary_unary(
                 '/uns.v1.NotificationService/Replay',
                 request_serializer=uns_dot_v1_dot_notification__service__pb2.ReplayRequest.SerializeToString,
@@ -178,6 +183,19 @@ class NotificationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SnoozeNotification(self, request, context):
+        """Snoozes a pending acknowledgement for duration (1 second to 24 hours): the
+        answer stays owed (Acknowledge still settles it), but reminders,
+        escalation steps and the deadline pause; at the end the acknowledgement is
+        PENDING again and its deadline has the time it had left. Snoozing a
+        snoozed acknowledgement sets a new end. Roles and refusals as Acknowledge
+        (ACK_NOT_PENDING, ACK_DEADLINE_PASSED, ACK_CONFLICT once settled);
+        INVALID_REQUEST for a duration out of range.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Replay(self, request, context):
         """Opens a new delivery cycle for a dead-lettered notification. With
         validate_only, answers exactly what it would (the replayed notification or
@@ -272,6 +290,11 @@ def add_NotificationServiceServicer_to_server(servicer, server):
                     servicer.Acknowledge,
                     request_deserializer=uns_dot_v1_dot_notification__service__pb2.AcknowledgeRequest.FromString,
                     response_serializer=uns_dot_v1_dot_notification__service__pb2.AcknowledgeResponse.SerializeToString,
+            ),
+            'SnoozeNotification': grpc.unary_unary_rpc_method_handler(
+                    servicer.SnoozeNotification,
+                    request_deserializer=uns_dot_v1_dot_notification__service__pb2.SnoozeNotificationRequest.FromString,
+                    response_serializer=uns_dot_v1_dot_notification__service__pb2.SnoozeNotificationResponse.SerializeToString,
             ),
             'Replay': grpc.unary_unary_rpc_method_handler(
                     servicer.Replay,
@@ -431,6 +454,33 @@ class NotificationService:
             '/uns.v1.NotificationService/Acknowledge',
             uns_dot_v1_dot_notification__service__pb2.AcknowledgeRequest.SerializeToString,
             uns_dot_v1_dot_notification__service__pb2.AcknowledgeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SnoozeNotification(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/uns.v1.NotificationService/SnoozeNotification',
+            uns_dot_v1_dot_notification__service__pb2.SnoozeNotificationRequest.SerializeToString,
+            uns_dot_v1_dot_notification__service__pb2.SnoozeNotificationResponse.FromString,
             options,
             channel_credentials,
             insecure,

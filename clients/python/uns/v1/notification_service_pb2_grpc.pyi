@@ -87,6 +87,15 @@ class NotificationServiceStub:
     ACK_CONFLICT names the settling actor only to that actor, to callers whose
     tenants include the actor's principal, and to operators.
     """
+    SnoozeNotification: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.SnoozeNotificationRequest, _notification_service_pb2.SnoozeNotificationResponse]
+    """Snoozes a pending acknowledgement for duration (1 second to 24 hours): the
+    answer stays owed (Acknowledge still settles it), but reminders,
+    escalation steps and the deadline pause; at the end the acknowledgement is
+    PENDING again and its deadline has the time it had left. Snoozing a
+    snoozed acknowledgement sets a new end. Roles and refusals as Acknowledge
+    (ACK_NOT_PENDING, ACK_DEADLINE_PASSED, ACK_CONFLICT once settled);
+    INVALID_REQUEST for a duration out of range.
+    """
     Replay: _grpc.UnaryUnaryMultiCallable[_notification_service_pb2.ReplayRequest, _notification_service_pb2.ReplayResponse]
     """Opens a new delivery cycle for a dead-lettered notification. With
     validate_only, answers exactly what it would (the replayed notification or
@@ -194,6 +203,15 @@ class NotificationServiceAsyncStub(NotificationServiceStub):
     Any other notification answers NOT_FOUND exactly like an unknown id. An
     ACK_CONFLICT names the settling actor only to that actor, to callers whose
     tenants include the actor's principal, and to operators.
+    """
+    SnoozeNotification: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.SnoozeNotificationRequest, _notification_service_pb2.SnoozeNotificationResponse]  # type: ignore[assignment]
+    """Snoozes a pending acknowledgement for duration (1 second to 24 hours): the
+    answer stays owed (Acknowledge still settles it), but reminders,
+    escalation steps and the deadline pause; at the end the acknowledgement is
+    PENDING again and its deadline has the time it had left. Snoozing a
+    snoozed acknowledgement sets a new end. Roles and refusals as Acknowledge
+    (ACK_NOT_PENDING, ACK_DEADLINE_PASSED, ACK_CONFLICT once settled);
+    INVALID_REQUEST for a duration out of range.
     """
     Replay: _aio.UnaryUnaryMultiCallable[_notification_service_pb2.ReplayRequest, _notification_service_pb2.ReplayResponse]  # type: ignore[assignment]
     """Opens a new delivery cycle for a dead-lettered notification. With
@@ -323,6 +341,21 @@ class NotificationServiceServicer(metaclass=_abc_1.ABCMeta):
         Any other notification answers NOT_FOUND exactly like an unknown id. An
         ACK_CONFLICT names the settling actor only to that actor, to callers whose
         tenants include the actor's principal, and to operators.
+        """
+
+    @_abc_1.abstractmethod
+    def SnoozeNotification(
+        self,
+        request: _notification_service_pb2.SnoozeNotificationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_notification_service_pb2.SnoozeNotificationResponse, _abc.Awaitable[_notification_service_pb2.SnoozeNotificationResponse]]:
+        """Snoozes a pending acknowledgement for duration (1 second to 24 hours): the
+        answer stays owed (Acknowledge still settles it), but reminders,
+        escalation steps and the deadline pause; at the end the acknowledgement is
+        PENDING again and its deadline has the time it had left. Snoozing a
+        snoozed acknowledgement sets a new end. Roles and refusals as Acknowledge
+        (ACK_NOT_PENDING, ACK_DEADLINE_PASSED, ACK_CONFLICT once settled);
+        INVALID_REQUEST for a duration out of range.
         """
 
     @_abc_1.abstractmethod

@@ -266,6 +266,11 @@ class _AckStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AckState.Val
     (WithdrawNotification): nobody has to answer any more; reminders and
     escalation steps stop. Final.
     """
+    ACK_STATE_SNOOZED: _AckState.ValueType  # 6
+    """Snoozed (SnoozeNotification) until snooze_until_time: the answer is still
+    owed and may be given, but reminders, escalation steps and the deadline
+    pause; at the end it is PENDING again, the deadline moved by the pause.
+    """
 
 class AckState(_AckState, metaclass=_AckStateEnumTypeWrapper):
     """AckState is the acknowledgement lifecycle (database column `ack_status`).
@@ -288,6 +293,11 @@ ACK_STATE_WITHDRAWN: AckState.ValueType  # 5
 """Withdrawn by its producer or an operator while PENDING
 (WithdrawNotification): nobody has to answer any more; reminders and
 escalation steps stop. Final.
+"""
+ACK_STATE_SNOOZED: AckState.ValueType  # 6
+"""Snoozed (SnoozeNotification) until snooze_until_time: the answer is still
+owed and may be given, but reminders, escalation steps and the deadline
+pause; at the end it is PENDING again, the deadline moved by the pause.
 """
 Global___AckState: _TypeAlias = AckState  # noqa: Y015
 
@@ -404,6 +414,16 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     decision, lease_token, due_time, provider_effect_may_have_occurred, as
     for REMINDER_SENT.
     """
+    EVENT_KIND_SNOOZED: _EventKind.ValueType  # 60
+    """A pending acknowledgement was snoozed (SnoozeNotification, or a Snooze
+    action). Payload: actor, via, duration_seconds, until (the snooze's end),
+    deadline (the acknowledgement deadline, moved by the pause), and
+    recipient_id when a targeted person snoozed it.
+    """
+    EVENT_KIND_SNOOZE_ENDED: _EventKind.ValueType  # 61
+    """A snooze ended: the acknowledgement is PENDING again and its reminders and
+    escalation steps resume where they paused. Payload: deadline.
+    """
 
 class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper):
     """EventKind is the kind of an entry in a notification's event timeline
@@ -516,6 +536,16 @@ EVENT_KIND_ESCALATED: EventKind.ValueType  # 20
 escalation). Payload: step (1-based), channels, results, attempts,
 decision, lease_token, due_time, provider_effect_may_have_occurred, as
 for REMINDER_SENT.
+"""
+EVENT_KIND_SNOOZED: EventKind.ValueType  # 60
+"""A pending acknowledgement was snoozed (SnoozeNotification, or a Snooze
+action). Payload: actor, via, duration_seconds, until (the snooze's end),
+deadline (the acknowledgement deadline, moved by the pause), and
+recipient_id when a targeted person snoozed it.
+"""
+EVENT_KIND_SNOOZE_ENDED: EventKind.ValueType  # 61
+"""A snooze ended: the acknowledgement is PENDING again and its reminders and
+escalation steps resume where they paused. Payload: deadline.
 """
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
 
@@ -1060,6 +1090,7 @@ class Notification(_message.Message):
     ESCALATIONS_SENT_FIELD_NUMBER: _builtins.int
     NEXT_FOLLOW_UP_TIME_FIELD_NUMBER: _builtins.int
     SCHEDULE_TIME_FIELD_NUMBER: _builtins.int
+    SNOOZE_UNTIL_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Server-assigned UUID."""
     principal: _builtins.str
@@ -1186,6 +1217,10 @@ class Notification(_message.Message):
         deliver_time stays the time of delivery.
         """
 
+    @_builtins.property
+    def snooze_until_time(self) -> _timestamp_pb2.Timestamp:
+        """While the ack is SNOOZED: when the snooze ends."""
+
     def __init__(
         self,
         *,
@@ -1230,10 +1265,11 @@ class Notification(_message.Message):
         escalations_sent: _builtins.int = ...,
         next_follow_up_time: _timestamp_pb2.Timestamp | None = ...,
         schedule_time: _timestamp_pb2.Timestamp | None = ...,
+        snooze_until_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "update_time", b"update_time", "withdraw_time", b"withdraw_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "snooze_until_time", b"snooze_until_time", "update_time", b"update_time", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "recipients", b"recipients", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "recipients", b"recipients", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "snooze_until_time", b"snooze_until_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -393,6 +393,9 @@ pub struct Notification {
     /// deliver_time stays the time of delivery.
     #[prost(message, optional, tag="33")]
     pub schedule_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// While the ack is SNOOZED: when the snooze ends.
+    #[prost(message, optional, tag="60")]
+    pub snooze_until_time: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// Event is one entry of a notification's append-only timeline.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -692,6 +695,10 @@ pub enum AckState {
     /// (WithdrawNotification): nobody has to answer any more; reminders and
     /// escalation steps stop. Final.
     Withdrawn = 5,
+    /// Snoozed (SnoozeNotification) until snooze_until_time: the answer is still
+    /// owed and may be given, but reminders, escalation steps and the deadline
+    /// pause; at the end it is PENDING again, the deadline moved by the pause.
+    Snoozed = 6,
 }
 impl AckState {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -706,6 +713,7 @@ impl AckState {
             Self::Dismissed => "ACK_STATE_DISMISSED",
             Self::TimedOut => "ACK_STATE_TIMED_OUT",
             Self::Withdrawn => "ACK_STATE_WITHDRAWN",
+            Self::Snoozed => "ACK_STATE_SNOOZED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -717,6 +725,7 @@ impl AckState {
             "ACK_STATE_DISMISSED" => Some(Self::Dismissed),
             "ACK_STATE_TIMED_OUT" => Some(Self::TimedOut),
             "ACK_STATE_WITHDRAWN" => Some(Self::Withdrawn),
+            "ACK_STATE_SNOOZED" => Some(Self::Snoozed),
             _ => None,
         }
     }
@@ -815,6 +824,14 @@ pub enum EventKind {
     /// decision, lease_token, due_time, provider_effect_may_have_occurred, as
     /// for REMINDER_SENT.
     Escalated = 20,
+    /// A pending acknowledgement was snoozed (SnoozeNotification, or a Snooze
+    /// action). Payload: actor, via, duration_seconds, until (the snooze's end),
+    /// deadline (the acknowledgement deadline, moved by the pause), and
+    /// recipient_id when a targeted person snoozed it.
+    Snoozed = 60,
+    /// A snooze ended: the acknowledgement is PENDING again and its reminders and
+    /// escalation steps resume where they paused. Payload: deadline.
+    SnoozeEnded = 61,
 }
 impl EventKind {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -844,6 +861,8 @@ impl EventKind {
             Self::Withdrawn => "EVENT_KIND_WITHDRAWN",
             Self::ReminderSent => "EVENT_KIND_REMINDER_SENT",
             Self::Escalated => "EVENT_KIND_ESCALATED",
+            Self::Snoozed => "EVENT_KIND_SNOOZED",
+            Self::SnoozeEnded => "EVENT_KIND_SNOOZE_ENDED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -870,6 +889,8 @@ impl EventKind {
             "EVENT_KIND_WITHDRAWN" => Some(Self::Withdrawn),
             "EVENT_KIND_REMINDER_SENT" => Some(Self::ReminderSent),
             "EVENT_KIND_ESCALATED" => Some(Self::Escalated),
+            "EVENT_KIND_SNOOZED" => Some(Self::Snoozed),
+            "EVENT_KIND_SNOOZE_ENDED" => Some(Self::SnoozeEnded),
             _ => None,
         }
     }
@@ -1465,6 +1486,24 @@ pub struct AcknowledgeResponse {
     /// True when this call repeated an earlier identical settlement.
     #[prost(bool, tag="2")]
     pub idempotent_replay: bool,
+}
+/// SnoozeNotificationRequest pauses a pending acknowledgement.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SnoozeNotificationRequest {
+    /// Required. The notification whose acknowledgement is snoozed.
+    #[prost(string, tag="1")]
+    pub notification_id: ::prost::alloc::string::String,
+    /// Required. How long, from 1 second to 24 hours.
+    #[prost(message, optional, tag="2")]
+    pub duration: ::core::option::Option<::prost_types::Duration>,
+}
+/// SnoozeNotificationResponse returns the snoozed notification.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SnoozeNotificationResponse {
+    /// The notification (ack_state SNOOZED, snooze_until_time, the moved
+    /// ack_deadline_time).
+    #[prost(message, optional, tag="1")]
+    pub notification: ::core::option::Option<Notification>,
 }
 /// ReplayRequest opens a new delivery cycle.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -1028,6 +1028,32 @@ pub mod notification_service_client {
                 .insert(GrpcMethod::new("uns.v1.NotificationService", "Acknowledge"));
             self.inner.unary(req, path, codec).await
         }
+        pub async fn snooze_notification(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SnoozeNotificationRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::SnoozeNotificationResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/uns.v1.NotificationService/SnoozeNotification",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new("uns.v1.NotificationService", "SnoozeNotification"),
+                );
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn replay(
             &mut self,
             request: impl tonic::IntoRequest<super::ReplayRequest>,
@@ -1216,6 +1242,13 @@ pub mod notification_service_server {
             request: tonic::Request<super::AcknowledgeRequest>,
         ) -> std::result::Result<
             tonic::Response<super::AcknowledgeResponse>,
+            tonic::Status,
+        >;
+        async fn snooze_notification(
+            &self,
+            request: tonic::Request<super::SnoozeNotificationRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::SnoozeNotificationResponse>,
             tonic::Status,
         >;
         async fn replay(
@@ -1514,6 +1547,55 @@ pub mod notification_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AcknowledgeSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/uns.v1.NotificationService/SnoozeNotification" => {
+                    #[allow(non_camel_case_types)]
+                    struct SnoozeNotificationSvc<T: NotificationService>(pub Arc<T>);
+                    impl<
+                        T: NotificationService,
+                    > tonic::server::UnaryService<super::SnoozeNotificationRequest>
+                    for SnoozeNotificationSvc<T> {
+                        type Response = super::SnoozeNotificationResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SnoozeNotificationRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as NotificationService>::snooze_notification(
+                                        &inner,
+                                        request,
+                                    )
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SnoozeNotificationSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -1277,6 +1277,108 @@ func (x *AcknowledgeResponse) GetIdempotentReplay() bool {
 	return false
 }
 
+// SnoozeNotificationRequest pauses a pending acknowledgement.
+type SnoozeNotificationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The notification whose acknowledgement is snoozed.
+	NotificationId string `protobuf:"bytes,1,opt,name=notification_id,json=notificationId,proto3" json:"notification_id,omitempty"`
+	// Required. How long, from 1 second to 24 hours.
+	Duration      *durationpb.Duration `protobuf:"bytes,2,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeNotificationRequest) Reset() {
+	*x = SnoozeNotificationRequest{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeNotificationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeNotificationRequest) ProtoMessage() {}
+
+func (x *SnoozeNotificationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeNotificationRequest.ProtoReflect.Descriptor instead.
+func (*SnoozeNotificationRequest) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SnoozeNotificationRequest) GetNotificationId() string {
+	if x != nil {
+		return x.NotificationId
+	}
+	return ""
+}
+
+func (x *SnoozeNotificationRequest) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+// SnoozeNotificationResponse returns the snoozed notification.
+type SnoozeNotificationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The notification (ack_state SNOOZED, snooze_until_time, the moved
+	// ack_deadline_time).
+	Notification  *Notification `protobuf:"bytes,1,opt,name=notification,proto3" json:"notification,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeNotificationResponse) Reset() {
+	*x = SnoozeNotificationResponse{}
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeNotificationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeNotificationResponse) ProtoMessage() {}
+
+func (x *SnoozeNotificationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeNotificationResponse.ProtoReflect.Descriptor instead.
+func (*SnoozeNotificationResponse) Descriptor() ([]byte, []int) {
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SnoozeNotificationResponse) GetNotification() *Notification {
+	if x != nil {
+		return x.Notification
+	}
+	return nil
+}
+
 // ReplayRequest opens a new delivery cycle.
 type ReplayRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1295,7 +1397,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1409,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[13]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1422,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{13}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplayRequest) GetNotificationId() string {
@@ -1356,7 +1458,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1470,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[14]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1483,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{14}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplayResponse) GetNotification() *Notification {
@@ -1410,7 +1512,7 @@ type ResolveFailureRequest struct {
 
 func (x *ResolveFailureRequest) Reset() {
 	*x = ResolveFailureRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1524,7 @@ func (x *ResolveFailureRequest) String() string {
 func (*ResolveFailureRequest) ProtoMessage() {}
 
 func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[15]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1537,7 @@ func (x *ResolveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureRequest.ProtoReflect.Descriptor instead.
 func (*ResolveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{15}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResolveFailureRequest) GetNotificationId() string {
@@ -1471,7 +1573,7 @@ type ResolveFailureResponse struct {
 
 func (x *ResolveFailureResponse) Reset() {
 	*x = ResolveFailureResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1585,7 @@ func (x *ResolveFailureResponse) String() string {
 func (*ResolveFailureResponse) ProtoMessage() {}
 
 func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[16]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1598,7 @@ func (x *ResolveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveFailureResponse.ProtoReflect.Descriptor instead.
 func (*ResolveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{16}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResolveFailureResponse) GetNotification() *Notification {
@@ -1520,7 +1622,7 @@ type WithdrawNotificationRequest struct {
 
 func (x *WithdrawNotificationRequest) Reset() {
 	*x = WithdrawNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1634,7 @@ func (x *WithdrawNotificationRequest) String() string {
 func (*WithdrawNotificationRequest) ProtoMessage() {}
 
 func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[17]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1647,7 @@ func (x *WithdrawNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationRequest.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{17}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WithdrawNotificationRequest) GetNotificationId() string {
@@ -1575,7 +1677,7 @@ type WithdrawNotificationResponse struct {
 
 func (x *WithdrawNotificationResponse) Reset() {
 	*x = WithdrawNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1689,7 @@ func (x *WithdrawNotificationResponse) String() string {
 func (*WithdrawNotificationResponse) ProtoMessage() {}
 
 func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[18]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1702,7 @@ func (x *WithdrawNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawNotificationResponse.ProtoReflect.Descriptor instead.
 func (*WithdrawNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{18}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WithdrawNotificationResponse) GetNotification() *Notification {
@@ -1635,7 +1737,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1749,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[19]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1762,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{19}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchEventsRequest) GetNotificationIds() []string {
@@ -1714,7 +1816,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1828,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[20]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1841,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{20}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchEventsResponse) GetResponse() isWatchEventsResponse_Response {
@@ -1799,7 +1901,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1913,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[21]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1926,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{21}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Heartbeat) GetHighWaterSequence() int64 {
@@ -1852,7 +1954,7 @@ type GetNotificationRequest struct {
 
 func (x *GetNotificationRequest) Reset() {
 	*x = GetNotificationRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1966,7 @@ func (x *GetNotificationRequest) String() string {
 func (*GetNotificationRequest) ProtoMessage() {}
 
 func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[22]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1979,7 @@ func (x *GetNotificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationRequest.ProtoReflect.Descriptor instead.
 func (*GetNotificationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{22}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetNotificationRequest) GetNotificationId() string {
@@ -1898,7 +2000,7 @@ type GetNotificationResponse struct {
 
 func (x *GetNotificationResponse) Reset() {
 	*x = GetNotificationResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2012,7 @@ func (x *GetNotificationResponse) String() string {
 func (*GetNotificationResponse) ProtoMessage() {}
 
 func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[23]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2025,7 @@ func (x *GetNotificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNotificationResponse.ProtoReflect.Descriptor instead.
 func (*GetNotificationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{23}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetNotificationResponse) GetNotification() *Notification {
@@ -1955,7 +2057,7 @@ type ListNotificationsRequest struct {
 
 func (x *ListNotificationsRequest) Reset() {
 	*x = ListNotificationsRequest{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2069,7 @@ func (x *ListNotificationsRequest) String() string {
 func (*ListNotificationsRequest) ProtoMessage() {}
 
 func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[24]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2082,7 @@ func (x *ListNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*ListNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{24}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListNotificationsRequest) GetFilter() string {
@@ -2017,7 +2119,7 @@ type ListNotificationsResponse struct {
 
 func (x *ListNotificationsResponse) Reset() {
 	*x = ListNotificationsResponse{}
-	mi := &file_uns_v1_notification_service_proto_msgTypes[25]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2131,7 @@ func (x *ListNotificationsResponse) String() string {
 func (*ListNotificationsResponse) ProtoMessage() {}
 
 func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_notification_service_proto_msgTypes[25]
+	mi := &file_uns_v1_notification_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2144,7 @@ func (x *ListNotificationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNotificationsResponse.ProtoReflect.Descriptor instead.
 func (*ListNotificationsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{25}
+	return file_uns_v1_notification_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListNotificationsResponse) GetNotifications() []*Notification {
@@ -2146,7 +2248,12 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\bmetadata\x18\x03 \x01(\v2\x17.google.protobuf.StructR\bmetadata\"|\n" +
 	"\x13AcknowledgeResponse\x128\n" +
 	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\x12+\n" +
-	"\x11idempotent_replay\x18\x02 \x01(\bR\x10idempotentReplay\"u\n" +
+	"\x11idempotent_replay\x18\x02 \x01(\bR\x10idempotentReplay\"{\n" +
+	"\x19SnoozeNotificationRequest\x12'\n" +
+	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x125\n" +
+	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\"V\n" +
+	"\x1aSnoozeNotificationResponse\x128\n" +
+	"\fnotification\x18\x01 \x01(\v2\x14.uns.v1.NotificationR\fnotification\"u\n" +
 	"\rReplayRequest\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12#\n" +
@@ -2202,12 +2309,13 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x1aPLANNED_STEP_KIND_DELIVERY\x10\x01\x12\x1e\n" +
 	"\x1aPLANNED_STEP_KIND_REMINDER\x10\x02\x12 \n" +
 	"\x1cPLANNED_STEP_KIND_ESCALATION\x10\x03\x12\x1e\n" +
-	"\x1aPLANNED_STEP_KIND_DEADLINE\x10\x042\xc1\x06\n" +
+	"\x1aPLANNED_STEP_KIND_DEADLINE\x10\x042\x9e\a\n" +
 	"\x13NotificationService\x12U\n" +
 	"\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n" +
 	"\bSimulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12g\n" +
 	"\x16BatchSendNotifications\x12%.uns.v1.BatchSendNotificationsRequest\x1a&.uns.v1.BatchSendNotificationsResponse\x12F\n" +
-	"\vAcknowledge\x12\x1a.uns.v1.AcknowledgeRequest\x1a\x1b.uns.v1.AcknowledgeResponse\x127\n" +
+	"\vAcknowledge\x12\x1a.uns.v1.AcknowledgeRequest\x1a\x1b.uns.v1.AcknowledgeResponse\x12[\n" +
+	"\x12SnoozeNotification\x12!.uns.v1.SnoozeNotificationRequest\x1a\".uns.v1.SnoozeNotificationResponse\x127\n" +
 	"\x06Replay\x12\x15.uns.v1.ReplayRequest\x1a\x16.uns.v1.ReplayResponse\x12O\n" +
 	"\x0eResolveFailure\x12\x1d.uns.v1.ResolveFailureRequest\x1a\x1e.uns.v1.ResolveFailureResponse\x12a\n" +
 	"\x14WithdrawNotification\x12#.uns.v1.WithdrawNotificationRequest\x1a$.uns.v1.WithdrawNotificationResponse\x12H\n" +
@@ -2228,7 +2336,7 @@ func file_uns_v1_notification_service_proto_rawDescGZIP() []byte {
 }
 
 var file_uns_v1_notification_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_uns_v1_notification_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_uns_v1_notification_service_proto_goTypes = []any{
 	(SimulateOutcome)(0),                   // 0: uns.v1.SimulateOutcome
 	(PlannedStepKind)(0),                   // 1: uns.v1.PlannedStepKind
@@ -2245,95 +2353,101 @@ var file_uns_v1_notification_service_proto_goTypes = []any{
 	(*NotDueRecipient)(nil),                // 12: uns.v1.NotDueRecipient
 	(*AcknowledgeRequest)(nil),             // 13: uns.v1.AcknowledgeRequest
 	(*AcknowledgeResponse)(nil),            // 14: uns.v1.AcknowledgeResponse
-	(*ReplayRequest)(nil),                  // 15: uns.v1.ReplayRequest
-	(*ReplayResponse)(nil),                 // 16: uns.v1.ReplayResponse
-	(*ResolveFailureRequest)(nil),          // 17: uns.v1.ResolveFailureRequest
-	(*ResolveFailureResponse)(nil),         // 18: uns.v1.ResolveFailureResponse
-	(*WithdrawNotificationRequest)(nil),    // 19: uns.v1.WithdrawNotificationRequest
-	(*WithdrawNotificationResponse)(nil),   // 20: uns.v1.WithdrawNotificationResponse
-	(*WatchEventsRequest)(nil),             // 21: uns.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),            // 22: uns.v1.WatchEventsResponse
-	(*Heartbeat)(nil),                      // 23: uns.v1.Heartbeat
-	(*GetNotificationRequest)(nil),         // 24: uns.v1.GetNotificationRequest
-	(*GetNotificationResponse)(nil),        // 25: uns.v1.GetNotificationResponse
-	(*ListNotificationsRequest)(nil),       // 26: uns.v1.ListNotificationsRequest
-	(*ListNotificationsResponse)(nil),      // 27: uns.v1.ListNotificationsResponse
-	(NotificationIntent)(0),                // 28: uns.v1.NotificationIntent
-	(*AutonomyContext)(nil),                // 29: uns.v1.AutonomyContext
-	(*structpb.Struct)(nil),                // 30: google.protobuf.Struct
-	(DeliveryMode)(0),                      // 31: uns.v1.DeliveryMode
-	(Priority)(0),                          // 32: uns.v1.Priority
-	(*timestamppb.Timestamp)(nil),          // 33: google.protobuf.Timestamp
-	(NotificationState)(0),                 // 34: uns.v1.NotificationState
-	(*status.Status)(nil),                  // 35: google.rpc.Status
-	(*EffectivePolicy)(nil),                // 36: uns.v1.EffectivePolicy
-	(*durationpb.Duration)(nil),            // 37: google.protobuf.Duration
-	(*Notification)(nil),                   // 38: uns.v1.Notification
-	(EventKind)(0),                         // 39: uns.v1.EventKind
-	(*Event)(nil),                          // 40: uns.v1.Event
+	(*SnoozeNotificationRequest)(nil),      // 15: uns.v1.SnoozeNotificationRequest
+	(*SnoozeNotificationResponse)(nil),     // 16: uns.v1.SnoozeNotificationResponse
+	(*ReplayRequest)(nil),                  // 17: uns.v1.ReplayRequest
+	(*ReplayResponse)(nil),                 // 18: uns.v1.ReplayResponse
+	(*ResolveFailureRequest)(nil),          // 19: uns.v1.ResolveFailureRequest
+	(*ResolveFailureResponse)(nil),         // 20: uns.v1.ResolveFailureResponse
+	(*WithdrawNotificationRequest)(nil),    // 21: uns.v1.WithdrawNotificationRequest
+	(*WithdrawNotificationResponse)(nil),   // 22: uns.v1.WithdrawNotificationResponse
+	(*WatchEventsRequest)(nil),             // 23: uns.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),            // 24: uns.v1.WatchEventsResponse
+	(*Heartbeat)(nil),                      // 25: uns.v1.Heartbeat
+	(*GetNotificationRequest)(nil),         // 26: uns.v1.GetNotificationRequest
+	(*GetNotificationResponse)(nil),        // 27: uns.v1.GetNotificationResponse
+	(*ListNotificationsRequest)(nil),       // 28: uns.v1.ListNotificationsRequest
+	(*ListNotificationsResponse)(nil),      // 29: uns.v1.ListNotificationsResponse
+	(NotificationIntent)(0),                // 30: uns.v1.NotificationIntent
+	(*AutonomyContext)(nil),                // 31: uns.v1.AutonomyContext
+	(*structpb.Struct)(nil),                // 32: google.protobuf.Struct
+	(DeliveryMode)(0),                      // 33: uns.v1.DeliveryMode
+	(Priority)(0),                          // 34: uns.v1.Priority
+	(*timestamppb.Timestamp)(nil),          // 35: google.protobuf.Timestamp
+	(NotificationState)(0),                 // 36: uns.v1.NotificationState
+	(*status.Status)(nil),                  // 37: google.rpc.Status
+	(*EffectivePolicy)(nil),                // 38: uns.v1.EffectivePolicy
+	(*durationpb.Duration)(nil),            // 39: google.protobuf.Duration
+	(*Notification)(nil),                   // 40: uns.v1.Notification
+	(EventKind)(0),                         // 41: uns.v1.EventKind
+	(*Event)(nil),                          // 42: uns.v1.Event
 }
 var file_uns_v1_notification_service_proto_depIdxs = []int32{
-	28, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
-	29, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
-	30, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
-	31, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
-	32, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
-	33, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
-	34, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
-	31, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	30, // 0: uns.v1.SendNotificationRequest.intent:type_name -> uns.v1.NotificationIntent
+	31, // 1: uns.v1.SendNotificationRequest.autonomy_context:type_name -> uns.v1.AutonomyContext
+	32, // 2: uns.v1.SendNotificationRequest.metadata:type_name -> google.protobuf.Struct
+	33, // 3: uns.v1.SendNotificationRequest.delivery_mode:type_name -> uns.v1.DeliveryMode
+	34, // 4: uns.v1.SendNotificationRequest.priority:type_name -> uns.v1.Priority
+	35, // 5: uns.v1.SendNotificationRequest.schedule_time:type_name -> google.protobuf.Timestamp
+	36, // 6: uns.v1.SendNotificationResponse.state:type_name -> uns.v1.NotificationState
+	33, // 7: uns.v1.SendNotificationResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	2,  // 8: uns.v1.BatchSendNotificationsRequest.requests:type_name -> uns.v1.SendNotificationRequest
 	6,  // 9: uns.v1.BatchSendNotificationsResponse.results:type_name -> uns.v1.BatchSendResult
 	3,  // 10: uns.v1.BatchSendResult.response:type_name -> uns.v1.SendNotificationResponse
-	35, // 11: uns.v1.BatchSendResult.error:type_name -> google.rpc.Status
+	37, // 11: uns.v1.BatchSendResult.error:type_name -> google.rpc.Status
 	2,  // 12: uns.v1.SimulateRequest.request:type_name -> uns.v1.SendNotificationRequest
-	36, // 13: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
-	31, // 14: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
+	38, // 13: uns.v1.SimulateResponse.effective_policy:type_name -> uns.v1.EffectivePolicy
+	33, // 14: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	0,  // 15: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
 	9,  // 16: uns.v1.SimulateResponse.planned_steps:type_name -> uns.v1.PlannedStep
 	1,  // 17: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
-	37, // 18: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
-	33, // 19: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
+	39, // 18: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
+	35, // 19: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
 	11, // 20: uns.v1.PlannedStep.held_recipients:type_name -> uns.v1.HeldRecipient
 	12, // 21: uns.v1.PlannedStep.not_due_recipients:type_name -> uns.v1.NotDueRecipient
 	10, // 22: uns.v1.PlannedStep.messages:type_name -> uns.v1.RenderedMessage
-	33, // 23: uns.v1.HeldRecipient.hold_end_time:type_name -> google.protobuf.Timestamp
-	33, // 24: uns.v1.NotDueRecipient.due_time:type_name -> google.protobuf.Timestamp
-	30, // 25: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	38, // 26: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	38, // 27: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	38, // 28: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	38, // 29: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
-	39, // 30: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	40, // 31: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	23, // 32: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	33, // 33: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	38, // 34: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	38, // 35: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	2,  // 36: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	7,  // 37: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	4,  // 38: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
-	13, // 39: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	15, // 40: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	17, // 41: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	19, // 42: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
-	21, // 43: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	24, // 44: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	26, // 45: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	3,  // 46: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	8,  // 47: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	5,  // 48: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
-	14, // 49: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	16, // 50: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	18, // 51: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	20, // 52: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
-	22, // 53: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	25, // 54: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	27, // 55: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	46, // [46:56] is the sub-list for method output_type
-	36, // [36:46] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	35, // 23: uns.v1.HeldRecipient.hold_end_time:type_name -> google.protobuf.Timestamp
+	35, // 24: uns.v1.NotDueRecipient.due_time:type_name -> google.protobuf.Timestamp
+	32, // 25: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	40, // 26: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	39, // 27: uns.v1.SnoozeNotificationRequest.duration:type_name -> google.protobuf.Duration
+	40, // 28: uns.v1.SnoozeNotificationResponse.notification:type_name -> uns.v1.Notification
+	40, // 29: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	40, // 30: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	40, // 31: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
+	41, // 32: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	42, // 33: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	25, // 34: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	35, // 35: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	40, // 36: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	40, // 37: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	2,  // 38: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	7,  // 39: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	4,  // 40: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
+	13, // 41: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	15, // 42: uns.v1.NotificationService.SnoozeNotification:input_type -> uns.v1.SnoozeNotificationRequest
+	17, // 43: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	19, // 44: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	21, // 45: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
+	23, // 46: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	26, // 47: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	28, // 48: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	3,  // 49: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	8,  // 50: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	5,  // 51: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
+	14, // 52: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	16, // 53: uns.v1.NotificationService.SnoozeNotification:output_type -> uns.v1.SnoozeNotificationResponse
+	18, // 54: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	20, // 55: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	22, // 56: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
+	24, // 57: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	27, // 58: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	29, // 59: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	49, // [49:60] is the sub-list for method output_type
+	38, // [38:49] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }
@@ -2348,7 +2462,7 @@ func file_uns_v1_notification_service_proto_init() {
 		(*BatchSendResult_Error)(nil),
 	}
 	file_uns_v1_notification_service_proto_msgTypes[8].OneofWrappers = []any{}
-	file_uns_v1_notification_service_proto_msgTypes[20].OneofWrappers = []any{
+	file_uns_v1_notification_service_proto_msgTypes[22].OneofWrappers = []any{
 		(*WatchEventsResponse_Event)(nil),
 		(*WatchEventsResponse_Heartbeat)(nil),
 	}
@@ -2358,7 +2472,7 @@ func file_uns_v1_notification_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_notification_service_proto_rawDesc), len(file_uns_v1_notification_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	NotificationService_Simulate_FullMethodName               = "/uns.v1.NotificationService/Simulate"
 	NotificationService_BatchSendNotifications_FullMethodName = "/uns.v1.NotificationService/BatchSendNotifications"
 	NotificationService_Acknowledge_FullMethodName            = "/uns.v1.NotificationService/Acknowledge"
+	NotificationService_SnoozeNotification_FullMethodName     = "/uns.v1.NotificationService/SnoozeNotification"
 	NotificationService_Replay_FullMethodName                 = "/uns.v1.NotificationService/Replay"
 	NotificationService_ResolveFailure_FullMethodName         = "/uns.v1.NotificationService/ResolveFailure"
 	NotificationService_WithdrawNotification_FullMethodName   = "/uns.v1.NotificationService/WithdrawNotification"
@@ -86,6 +87,14 @@ type NotificationServiceClient interface {
 	// ACK_CONFLICT names the settling actor only to that actor, to callers whose
 	// tenants include the actor's principal, and to operators.
 	Acknowledge(ctx context.Context, in *AcknowledgeRequest, opts ...grpc.CallOption) (*AcknowledgeResponse, error)
+	// Snoozes a pending acknowledgement for duration (1 second to 24 hours): the
+	// answer stays owed (Acknowledge still settles it), but reminders,
+	// escalation steps and the deadline pause; at the end the acknowledgement is
+	// PENDING again and its deadline has the time it had left. Snoozing a
+	// snoozed acknowledgement sets a new end. Roles and refusals as Acknowledge
+	// (ACK_NOT_PENDING, ACK_DEADLINE_PASSED, ACK_CONFLICT once settled);
+	// INVALID_REQUEST for a duration out of range.
+	SnoozeNotification(ctx context.Context, in *SnoozeNotificationRequest, opts ...grpc.CallOption) (*SnoozeNotificationResponse, error)
 	// Opens a new delivery cycle for a dead-lettered notification. With
 	// validate_only, answers exactly what it would (the replayed notification or
 	// the refusal) and changes nothing. Role: operator.
@@ -172,6 +181,16 @@ func (c *notificationServiceClient) Acknowledge(ctx context.Context, in *Acknowl
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AcknowledgeResponse)
 	err := c.cc.Invoke(ctx, NotificationService_Acknowledge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationServiceClient) SnoozeNotification(ctx context.Context, in *SnoozeNotificationRequest, opts ...grpc.CallOption) (*SnoozeNotificationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnoozeNotificationResponse)
+	err := c.cc.Invoke(ctx, NotificationService_SnoozeNotification_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +321,14 @@ type NotificationServiceServer interface {
 	// ACK_CONFLICT names the settling actor only to that actor, to callers whose
 	// tenants include the actor's principal, and to operators.
 	Acknowledge(context.Context, *AcknowledgeRequest) (*AcknowledgeResponse, error)
+	// Snoozes a pending acknowledgement for duration (1 second to 24 hours): the
+	// answer stays owed (Acknowledge still settles it), but reminders,
+	// escalation steps and the deadline pause; at the end the acknowledgement is
+	// PENDING again and its deadline has the time it had left. Snoozing a
+	// snoozed acknowledgement sets a new end. Roles and refusals as Acknowledge
+	// (ACK_NOT_PENDING, ACK_DEADLINE_PASSED, ACK_CONFLICT once settled);
+	// INVALID_REQUEST for a duration out of range.
+	SnoozeNotification(context.Context, *SnoozeNotificationRequest) (*SnoozeNotificationResponse, error)
 	// Opens a new delivery cycle for a dead-lettered notification. With
 	// validate_only, answers exactly what it would (the replayed notification or
 	// the refusal) and changes nothing. Role: operator.
@@ -365,6 +392,9 @@ func (UnimplementedNotificationServiceServer) BatchSendNotifications(context.Con
 }
 func (UnimplementedNotificationServiceServer) Acknowledge(context.Context, *AcknowledgeRequest) (*AcknowledgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Acknowledge not implemented")
+}
+func (UnimplementedNotificationServiceServer) SnoozeNotification(context.Context, *SnoozeNotificationRequest) (*SnoozeNotificationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SnoozeNotification not implemented")
 }
 func (UnimplementedNotificationServiceServer) Replay(context.Context, *ReplayRequest) (*ReplayResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Replay not implemented")
@@ -473,6 +503,24 @@ func _NotificationService_Acknowledge_Handler(srv interface{}, ctx context.Conte
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(NotificationServiceServer).Acknowledge(ctx, req.(*AcknowledgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NotificationService_SnoozeNotification_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnoozeNotificationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationServiceServer).SnoozeNotification(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NotificationService_SnoozeNotification_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationServiceServer).SnoozeNotification(ctx, req.(*SnoozeNotificationRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -600,6 +648,10 @@ var NotificationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Acknowledge",
 			Handler:    _NotificationService_Acknowledge_Handler,
+		},
+		{
+			MethodName: "SnoozeNotification",
+			Handler:    _NotificationService_SnoozeNotification_Handler,
 		},
 		{
 			MethodName: "Replay",

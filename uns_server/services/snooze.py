@@ -1,0 +1,154 @@
+"""Snooze (SPEC §7): ``SnoozeNotification`` and the end of each snooze; the rules are
+``domain.snooze``.
+
+    PENDING | SNOOZED --SnoozeNotification--> SNOOZED  (whoever may answer; SNOOZED event)
+    SNOOZED --its snooze_end job, the expiry worker--> PENDING  (SNOOZE_ENDED event)
+
+A snooze commits its new state, the ack audit record, its event and its timers (the
+end, the moved deadline) together. Its end is a ``snooze_end`` job that the expiry
+worker claims, decides and settles in one transaction with the ack deadlines
+(``end_due``): the ack PENDING again, and a ``follow_up`` job due at once so the
+reminders and escalation steps resume (their times shifted by the pauses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from uns_server.domain import follow_up_jobs, snooze
+from uns_server.domain.enums import AckStatus, EventKind
+from uns_server.domain.errors import NotFound
+from uns_server.domain.jobs import completed
+from uns_server.domain.moves import MoveLost
+from uns_server.domain.records import Notification
+from uns_server.domain.validation import validate_notification_id
+from uns_server.services.acks import VIA_EXPIRY, VIA_GRPC, ack_target, recipient_of
+from uns_server.services.auth import Principal
+from uns_server.store.port import NewEvent, Store, WriteTransaction
+
+KINDS = (snooze.KIND,)
+# Claimed and settled in one transaction: the lease never outlives it.
+LEASE = timedelta(minutes=5)
+END_ACTOR = "uns-snooze-worker"
+
+
+class Snoozes:
+    def __init__(self, store: Store, clock: Callable[[], datetime]) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def snooze(
+        self, principal: Principal, notification_id: str, duration: timedelta
+    ) -> Notification:
+        """``SnoozeNotification``: tenancy first (NOT_FOUND as for an unknown id), then
+        the answer's rules (``domain.snooze.decide_snooze``)."""
+        nid = validate_notification_id(notification_id)
+        snooze.check_duration(duration)
+        async with self._store.write() as tx:
+            row = await tx.notifications.get_locked(nid)
+            if row is None or not principal.may_read(row.principal):
+                raise NotFound(metadata={"notification_id": nid})
+            await self._snooze(tx, row, principal.name, VIA_GRPC, duration)
+            snoozed = await tx.notifications.get(nid)
+        assert snoozed is not None
+        return snoozed
+
+    async def snooze_as(
+        self, notification_id: str, *, actor: str, via: str, duration: timedelta
+    ) -> Notification:
+        """A snooze from outside gRPC (a signed link, a provider's button) by ``actor``,
+        who has already proven the right to answer."""
+        async with self._store.write() as tx:
+            row = await tx.notifications.get_locked(notification_id)
+            if row is None:
+                raise NotFound(metadata={"notification_id": notification_id})
+            await self._snooze(tx, row, actor, via, duration)
+            snoozed = await tx.notifications.get(notification_id)
+        assert snoozed is not None
+        return snoozed
+
+    async def _snooze(
+        self, tx: WriteTransaction, row: Notification, actor: str, via: str, duration: timedelta
+    ) -> None:
+        now = self._clock()
+        decided = snooze.decide_snooze(
+            ack_target(row),
+            snoozed_until=row.snoozed_until,
+            paused_seconds=row.snoozed_seconds,
+            actor=actor,
+            duration=duration,
+            now=now,
+        )
+        if not await tx.acks.snooze(row.id, decided, now):  # the row is locked: a bug
+            raise MoveLost(f"snooze of {row.id}: the ack was no longer owed")
+        await tx.jobs.insert_many(decided.timers(row.id), now)
+        payload: dict[str, Any] = {
+            "actor": actor,
+            "via": via,
+            "duration_seconds": round(duration.total_seconds()),
+            "until": decided.until.isoformat(),
+            "deadline": decided.deadline.isoformat(),
+            **recipient_of(actor),
+        }
+        await tx.audit.record_ack(
+            row.id,
+            old_status=row.ack_status,
+            new_status=AckStatus.SNOOZED,
+            actor=actor,
+            metadata={"until": payload["until"]},
+            now=now,
+            via=via,
+        )
+        await tx.events.append([_event(row, EventKind.SNOOZED, payload)], now)
+
+    async def end_due(self, limit: int) -> int:
+        """One round, one transaction: claim up to ``limit`` due ``snooze_end`` jobs,
+        lock their notifications, end each snooze still running past its end
+        (``domain.snooze.resumes``; a stale job does nothing), and complete the jobs
+        in one fenced settle. How many snoozes ended."""
+        now = self._clock()
+        async with self._store.write() as tx:
+            claims = await tx.jobs.claim(KINDS, now=now, limit=limit, lease=LEASE)
+            locked = await tx.acks.locked({c.notification_id for c in claims if c.notification_id})
+            ended = {
+                row.id: row
+                for job in claims
+                if (row := locked.get(job.notification_id or "")) is not None
+                and snooze.resumes(row.ack_status, row.snoozed_until, now)
+            }
+            settles = [completed(job) for job in claims]
+            landed = await tx.jobs.settle_many(settles, now)
+            if len(landed) != len(settles):  # claimed in this transaction: a bug
+                raise MoveLost(f"snooze ends: {len(landed)} of {len(settles)} jobs settled")
+            for row in ended.values():
+                await self._resume(tx, row, now)
+        return len(ended)
+
+    async def next_end_in(self) -> float | None:
+        """Seconds until the next ``snooze_end`` job falls due (None: none waits)."""
+        async with self._store.read() as tx:
+            due = await tx.jobs.next_due_at(KINDS)
+        return None if due is None else max(0.0, (due - self._clock()).total_seconds())
+
+    async def _resume(self, tx: WriteTransaction, row: Notification, now: datetime) -> None:
+        if not await tx.acks.resume(row.id, now):  # locked and checked: a bug
+            raise MoveLost(f"snooze end of {row.id}: no longer snoozed")
+        if row.notification.effective.spec.timing.follows_up:
+            await tx.jobs.insert_many([follow_up_jobs.timer(row.id, now)], now)
+        await tx.audit.record_ack(
+            row.id,
+            old_status=AckStatus.SNOOZED,
+            new_status=AckStatus.PENDING,
+            actor=END_ACTOR,
+            metadata=None,
+            now=now,
+            via=VIA_EXPIRY,
+        )
+        deadline = {"deadline": row.deadline.isoformat() if row.deadline else None}
+        await tx.events.append([_event(row, EventKind.SNOOZE_ENDED, deadline)], now)
+
+
+def _event(row: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:
+    return NewEvent(row.id, row.principal, row.notification_type, kind, payload)
