@@ -561,6 +561,10 @@ const (
 	// decision, lease_token, due_time, provider_effect_may_have_occurred, as
 	// for REMINDER_SENT.
 	EventKind_EVENT_KIND_ESCALATED EventKind = 20
+	// A maintenance window (MaintenanceService) held the notification: accepted,
+	// or falling due, while the window was open; it stays PENDING until the
+	// window ends (or is ended early). Payload: window_id, held_until, reason.
+	EventKind_EVENT_KIND_HELD EventKind = 30
 )
 
 // Enum value maps for EventKind.
@@ -587,6 +591,7 @@ var (
 		18: "EVENT_KIND_WITHDRAWN",
 		19: "EVENT_KIND_REMINDER_SENT",
 		20: "EVENT_KIND_ESCALATED",
+		30: "EVENT_KIND_HELD",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":             0,
@@ -610,6 +615,7 @@ var (
 		"EVENT_KIND_WITHDRAWN":               18,
 		"EVENT_KIND_REMINDER_SENT":           19,
 		"EVENT_KIND_ESCALATED":               20,
+		"EVENT_KIND_HELD":                    30,
 	}
 )
 
@@ -1652,9 +1658,15 @@ type Notification struct {
 	// The producer's requested first attempt time (SendNotificationRequest
 	// schedule_time), as sent; unset when the request had none.
 	// deliver_time stays the time of delivery.
-	ScheduleTime  *timestamppb.Timestamp `protobuf:"bytes,33,opt,name=schedule_time,json=scheduleTime,proto3" json:"schedule_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ScheduleTime *timestamppb.Timestamp `protobuf:"bytes,33,opt,name=schedule_time,json=scheduleTime,proto3" json:"schedule_time,omitempty"`
+	// While a maintenance window holds it (PENDING only): when that window ends
+	// and the notification is due again. The EVENT_KIND_HELD event says why.
+	HeldUntil *timestamppb.Timestamp `protobuf:"bytes,60,opt,name=held_until,json=heldUntil,proto3" json:"held_until,omitempty"`
+	// The maintenance window that holds it (MaintenanceService), with
+	// held_until.
+	HeldByWindowId string `protobuf:"bytes,61,opt,name=held_by_window_id,json=heldByWindowId,proto3" json:"held_by_window_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Notification) Reset() {
@@ -1974,6 +1986,20 @@ func (x *Notification) GetScheduleTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Notification) GetHeldUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeldUntil
+	}
+	return nil
+}
+
+func (x *Notification) GetHeldByWindowId() string {
+	if x != nil {
+		return x.HeldByWindowId
+	}
+	return ""
+}
+
 // Event is one entry of a notification's append-only timeline.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2154,7 +2180,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x11channels_accepted\x18\x03 \x03(\tR\x10channelsAccepted\x12J\n" +
 	"\x13provider_references\x18\x04 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12%\n" +
 	"\x0ereminders_sent\x18\x05 \x01(\x05R\rremindersSent\x12-\n" +
-	"\x12unreachable_reason\x18\x06 \x01(\tR\x11unreachableReason\"\xc8\x0f\n" +
+	"\x12unreachable_reason\x18\x06 \x01(\tR\x11unreachableReason\"\xae\x10\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -2202,7 +2228,10 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x0ereminders_sent\x18% \x01(\x05R\rremindersSent\x12)\n" +
 	"\x10escalations_sent\x18& \x01(\x05R\x0fescalationsSent\x12I\n" +
 	"\x13next_follow_up_time\x18' \x01(\v2\x1a.google.protobuf.TimestampR\x10nextFollowUpTime\x12?\n" +
-	"\rschedule_time\x18! \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTime\"\xe2\x01\n" +
+	"\rschedule_time\x18! \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTime\x129\n" +
+	"\n" +
+	"held_until\x18< \x01(\v2\x1a.google.protobuf.TimestampR\theldUntil\x12)\n" +
+	"\x11held_by_window_id\x18= \x01(\tR\x0eheldByWindowId\"\xe2\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12'\n" +
@@ -2250,7 +2279,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x0fACK_STATE_ACKED\x10\x02\x12\x17\n" +
 	"\x13ACK_STATE_DISMISSED\x10\x03\x12\x17\n" +
 	"\x13ACK_STATE_TIMED_OUT\x10\x04\x12\x17\n" +
-	"\x13ACK_STATE_WITHDRAWN\x10\x05*\x91\x05\n" +
+	"\x13ACK_STATE_WITHDRAWN\x10\x05*\xa6\x05\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_KIND_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -2273,7 +2302,8 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x1cEVENT_KIND_RETENTION_APPLIED\x10\x11\x12\x18\n" +
 	"\x14EVENT_KIND_WITHDRAWN\x10\x12\x12\x1c\n" +
 	"\x18EVENT_KIND_REMINDER_SENT\x10\x13\x12\x18\n" +
-	"\x14EVENT_KIND_ESCALATED\x10\x14B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
+	"\x14EVENT_KIND_ESCALATED\x10\x14\x12\x13\n" +
+	"\x0fEVENT_KIND_HELD\x10\x1eB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
 
 var (
 	file_uns_v1_types_proto_rawDescOnce sync.Once
@@ -2347,14 +2377,15 @@ var file_uns_v1_types_proto_depIdxs = []int32{
 	20, // 30: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
 	20, // 31: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
 	20, // 32: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
-	7,  // 33: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	20, // 34: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	21, // 35: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	20, // 33: uns.v1.Notification.held_until:type_name -> google.protobuf.Timestamp
+	7,  // 34: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	20, // 35: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	21, // 36: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
