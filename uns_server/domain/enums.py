@@ -92,6 +92,7 @@ class EventKind(StrEnum):
     WITHDRAWN = "WITHDRAWN"
     REMINDER_SENT = "REMINDER_SENT"
     ESCALATED = "ESCALATED"
+    HELD = "HELD"  # a maintenance window holds it (``domain.maintenance``)
 
 
 class Role(StrEnum):

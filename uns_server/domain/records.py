@@ -102,6 +102,9 @@ class Notification:
     reminders_sent: int
     escalations_sent: int
     followup_step: StepProgress | None
+    # A maintenance window's hold (``domain.maintenance``): until when, and which.
+    held_until: datetime | None = None
+    held_by_window_id: str | None = None
 
     @property
     def is_follower(self) -> bool:

@@ -160,6 +160,8 @@ def notification_row(n: Notification) -> dict[str, Any]:
         "reminders_sent": n.reminders_sent,
         "escalations_sent": n.escalations_sent,
         "followup_step": None if step is None else step.to_json(),
+        "held_until": n.held_until,
+        "held_by_window_id": n.held_by_window_id,
     }
 
 
