@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from tests.store.test_conformance import NOW, _event, insert, row
+from tests.store.test_conformance import NOW, _event, claim, fetch, insert, row
 from tests.support.documents import document, effective
 from uns_server.domain.enums import DeliveryMode, EventKind, Status
+from uns_server.domain.maintenance import ClaimHold, MaintenanceWindow
 from uns_server.domain.people import Contact, Recipient, Rotation
 from uns_server.domain.policy import PolicySpec
 from uns_server.domain.targets import Target
@@ -171,3 +172,68 @@ async def test_the_event_tail_reads_what_committed(store: SqlStore) -> None:
         assert [e.sequence for e in await tail.read_after(1, limit=10)] == [2]
     finally:
         await tail.close()
+
+
+async def test_maintenance_windows_are_kept_audited_and_hold_claimed_rows(
+    store: SqlStore,
+) -> None:
+    window = MaintenanceWindow(
+        "db-upgrade", NOW - timedelta(hours=1), NOW + timedelta(hours=1), ("db.*",), "upgrade"
+    )
+    ended = MaintenanceWindow("old", NOW - timedelta(hours=3), NOW - timedelta(hours=2), ("*",))
+    async with store.write() as tx:
+        stored = await tx.maintenance.put(window, actor="oscar", now=NOW)
+        await tx.maintenance.put(ended, actor="oscar", now=NOW)
+    assert (stored.updated_by, stored.updated_at, stored.notification_types) == (
+        "oscar",
+        NOW,
+        ("db.*",),
+    )
+    async with store.read() as tx:
+        assert await tx.maintenance.get("db-upgrade") == stored
+        assert [w.window_id for w in await tx.maintenance.list_windows(after=None, limit=5)] == [
+            "db-upgrade",
+            "old",
+        ]
+        assert [w.window_id for w in await tx.maintenance.list_windows(after="db", limit=1)] == [
+            "db-upgrade"
+        ]
+        assert [w.window_id for w in await tx.maintenance.not_ended(NOW, limit=5)] == ["db-upgrade"]
+    # The claim's hold: fenced by the lease token, the attempt given back.
+    [nid, other] = await insert(store, row(), row())
+    [lease, lease2] = await claim(store, limit=2)
+    hold = ClaimHold(nid, lease.lease_token, "db-upgrade", window.end_time, 0, 0)
+    stale = ClaimHold(other, "not-the-token", "db-upgrade", window.end_time, 0, 0)
+    if lease.notification.id != nid:
+        hold = ClaimHold(nid, lease2.lease_token, "db-upgrade", window.end_time, 0, 0)
+    async with store.write() as tx:
+        assert await tx.maintenance.hold([hold, stale], NOW) == {nid}
+    held = await fetch(store, nid)
+    assert (held["lease_token"], held["attempts"], held["next_attempt"]) == (
+        None,
+        0,
+        window.end_time,
+    )
+    assert (held["held_until"], held["held_by_window_id"]) == (window.end_time, "db-upgrade")
+    # Retimed while the window stays, released when it goes.
+    later = window.end_time + timedelta(hours=1)
+    async with store.write() as tx:
+        assert await tx.maintenance.retime_held("db-upgrade", until=later, now=NOW) == 1
+    assert (await fetch(store, nid))["next_attempt"] == later
+    async with store.write() as tx:
+        gone = await tx.maintenance.delete("db-upgrade", actor="oscar", now=NOW)
+        assert gone is not None and await tx.maintenance.delete("nope", actor="o", now=NOW) is None
+        assert await tx.maintenance.retime_held("db-upgrade", until=None, now=NOW) == 1
+    released = await fetch(store, nid)
+    assert (released["next_attempt"], released["held_until"], released["held_by_window_id"]) == (
+        NOW,
+        None,
+        None,
+    )
+    async with store.read() as tx:
+        changes = await tx.maintenance.changes(limit=10)
+    assert sorted((c.window_id, c.action, c.actor) for c in changes) == [
+        ("db-upgrade", "DELETE", "oscar"),
+        ("db-upgrade", "PUT", "oscar"),
+        ("old", "PUT", "oscar"),
+    ]

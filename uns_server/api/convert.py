@@ -322,6 +322,9 @@ def _notification(row: Notification) -> t.Notification:
         msg.next_follow_up_time.FromDatetime(row.followup_at)
     if doc.schedule_time is not None:
         msg.schedule_time.FromDatetime(doc.schedule_time)
+    if row.status == Status.PENDING and row.held_until is not None:  # a maintenance window's
+        msg.held_until.FromDatetime(row.held_until)
+        msg.held_by_window_id = row.held_by_window_id or ""
     return msg
 
 

@@ -131,7 +131,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         except UnsError as exc:
             raise exc.nested("request") from None
         effective = decision.effective
-        return pb.SimulateResponse(
+        response = pb.SimulateResponse(
             effective_policy=convert.effective_policy(effective),
             resolved_channels=list(effective.channels),
             delivery_mode=convert.enum_to_wire(effective.delivery_mode, DeliveryMode),
@@ -143,6 +143,10 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
                 decision.plan, decision.accepted_at, decision.asked, decision.messages
             ),
         )
+        if decision.held_by is not None:  # the maintenance window that would hold it
+            response.held_by_window_id = decision.held_by.window_id
+            response.held_until.FromDatetime(decision.held_by.end_time)
+        return response
 
     @unary(Role.PRODUCER, Role.RESPONDER, Role.OPERATOR)
     async def GetNotification(

@@ -14,6 +14,8 @@ from uns.v1 import (
     audit_service_pb2_grpc,
     key_service_pb2,
     key_service_pb2_grpc,
+    maintenance_service_pb2,
+    maintenance_service_pb2_grpc,
     notification_service_pb2,
     notification_service_pb2_grpc,
     policy_service_pb2,
@@ -25,6 +27,7 @@ from uns_server.api.audit_servicer import AuditServicer
 from uns_server.api.bind import reuse_port_option
 from uns_server.api.handlers import decode_guard
 from uns_server.api.key_servicer import KeyServicer
+from uns_server.api.maintenance_servicer import MaintenanceServicer
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.api.recipient_servicer import RecipientServicer
@@ -33,6 +36,7 @@ from uns_server.api.wrapping import WrappingRegistrar
 from uns_server.channels.kinds import person_kinds
 from uns_server.services.audit import AuditTrail
 from uns_server.services.keys import KeyService
+from uns_server.services.maintenance import MaintenanceService
 from uns_server.services.operations import Operations
 from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyService
@@ -123,6 +127,12 @@ def add_services(app: App) -> None:
         ),
         registrar,
     )
+    maintenance_service_pb2_grpc.add_MaintenanceServiceServicer_to_server(
+        MaintenanceServicer(
+            app.authenticator, MaintenanceService(app.store, app.clock, app.windows)
+        ),
+        registrar,
+    )
     health_pb2_grpc.add_HealthServicer_to_server(app.health.servicer, registrar)
     services = (
         notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
@@ -130,6 +140,7 @@ def add_services(app: App) -> None:
         audit_service_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name,
         key_service_pb2.DESCRIPTOR.services_by_name["KeyService"].full_name,
         recipient_service_pb2.DESCRIPTOR.services_by_name["RecipientService"].full_name,
+        maintenance_service_pb2.DESCRIPTOR.services_by_name["MaintenanceService"].full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
     )
     add_reflection(services, registrar)

@@ -32,6 +32,7 @@ from uns_server.http import telegram as http_telegram
 from uns_server.http import twilio as http_twilio
 from uns_server.http.console.sessions import Sessions
 from uns_server.services.action_links import ActionLinkService
+from uns_server.services.maintenance import MaintenanceService
 from uns_server.services.operations import Operations
 from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyService
@@ -206,6 +207,7 @@ def console(app: App) -> http_console.Console:
         withdrawals=app.withdrawals,
         channels=app.channels.names(),
         people=PeopleService(app.store, app.clock),
+        maintenance=MaintenanceService(app.store, app.clock, app.windows),
         endpoints={
             name: where
             for name, cfg in app.channels_config.channels.items()

@@ -39,6 +39,7 @@ from uns_server.services import auth, message_updates
 from uns_server.services.acks import Acks
 from uns_server.services.connection_caps import ConnectionCaps
 from uns_server.services.intake import Intake
+from uns_server.services.maintenance import Windows
 from uns_server.services.rate_limits import TokenBuckets
 from uns_server.services.snooze import Snoozes
 from uns_server.services.watch import EventHub, Watch
@@ -47,12 +48,14 @@ from uns_server.settings import Settings, SettingsError
 from uns_server.store.clock import DatabaseClock, host_clock
 from uns_server.store.db import TOPIC_EVENTS, TOPIC_WORK, Database
 from uns_server.store.listen import listen_forever
+from uns_server.store.port import TOPIC_MAINTENANCE
 from uns_server.store.sql_store import SqlStore
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.followups import FollowUpWorker
 from uns_server.workers.job_cleaner import JobCleaner
 from uns_server.workers.loop import LoopWorker
+from uns_server.workers.maintenance import MaintenanceWorker
 from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.queue_sampler import QueueSampler
 from uns_server.workers.receipts import ReceiptPruner
@@ -134,6 +137,9 @@ class App:
             self.telemetry.metrics,
             settings.max_concurrent_rpcs_per_principal,
         )
+        # Maintenance windows in memory (reloaded when one changes): intake and the
+        # claim hold what they cover without a read; their worker ends them.
+        self.windows = Windows(self.store, clock)
         self.dispatcher = Dispatcher(
             self.store,
             self.channels,
@@ -147,6 +153,7 @@ class App:
             telemetry=self.telemetry,
             supervision=self.supervision,
             links=self.links,
+            windows=self.windows,
         )
         self.intake = Intake(
             self.store,
@@ -155,6 +162,10 @@ class App:
             self.telemetry.metrics,
             handoff=self.dispatcher,
             channel_types=self.channels_config.types,
+            windows=self.windows,
+        )
+        self.maintenance = MaintenanceWorker(
+            self.store, self.windows, clock, settings.idle_poll_seconds
         )
         self.expiry = ExpiryWorker(
             self.acks, settings.expiry_poll_seconds, self.supervision, snoozes=self.snoozes
@@ -362,9 +373,12 @@ class App:
             self._tasks.append(asyncio.create_task(self.db_clock.run(self.db)))
         if self.db.is_postgres:
             self._tasks.append(
-                asyncio.create_task(listen_forever(self.db, (TOPIC_EVENTS, TOPIC_WORK)))
+                asyncio.create_task(
+                    listen_forever(self.db, (TOPIC_EVENTS, TOPIC_WORK, TOPIC_MAINTENANCE))
+                )
             )
             self._tasks.append(asyncio.create_task(FirstAnalyze(self.store).run()))
+        await self.windows.refresh()  # before the first send or claim asks them
         await self.health.set(serving=True)
         self.ready.set()
         log.info("ready: database reachable and migrated")
@@ -388,6 +402,7 @@ class App:
             self.followups,
             self.receipts,
             self.job_cleaner,
+            self.maintenance,
         )
 
     async def stop(self, grace: float | None = None) -> None:

@@ -99,6 +99,7 @@ class EventKind(StrEnum):
     ESCALATED = "ESCALATED"
     SNOOZED = "SNOOZED"
     SNOOZE_ENDED = "SNOOZE_ENDED"
+    HELD = "HELD"  # a maintenance window holds it (``domain.maintenance``)
 
 
 class Role(StrEnum):

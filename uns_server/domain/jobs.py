@@ -54,6 +54,7 @@ class JobKind(StrEnum):
     ACK_DEADLINE = "ack_deadline"
     FOLLOW_UP = "follow_up"  # an ack's next reminder or escalation step
     SNOOZE_END = "snooze_end"  # a snoozed ack asked again
+    WINDOW_END = "window_end"  # a maintenance window's end releases what it held
 
 
 # What a claim takes (once due), and the states that never move again.

@@ -104,6 +104,9 @@ class Notification:
     followup_step: StepProgress | None
     snoozed_until: datetime | None = None  # while the ack is SNOOZED (``domain.snooze``)
     snoozed_seconds: int = 0  # the pauses so far: the follow-up timeline's shift
+    # A maintenance window's hold (``domain.maintenance``): until when, and which.
+    held_until: datetime | None = None
+    held_by_window_id: str | None = None
 
     @property
     def is_follower(self) -> bool:

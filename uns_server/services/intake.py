@@ -49,8 +49,9 @@ from uns_server.domain.admission import (
     WindowOwner,
     decide_admission,
 )
-from uns_server.domain.enums import Status
+from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.errors import IdempotencyConflict, UnsError
+from uns_server.domain.maintenance import MaintenanceWindow, held_payload
 from uns_server.domain.planned_people import PlannedAsk
 from uns_server.domain.policy import (
     EffectivePolicy,
@@ -67,6 +68,7 @@ from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
 from uns_server.services import message_preview, targeting
 from uns_server.services.intake_record import new_notification
+from uns_server.services.maintenance import Windows
 from uns_server.services.message_preview import Previews
 from uns_server.store.port import (
     TOPIC_WORK,
@@ -117,6 +119,8 @@ class Decision:
     asked: Mapping[tuple[schedule.StepKind, int], PlannedAsk] = field(default_factory=dict)
     # What each planned step's messages say, templates applied (``message_preview``).
     messages: Previews = field(default_factory=dict)
+    # The maintenance window open when the first delivery falls due, which would hold it.
+    held_by: MaintenanceWindow | None = None
 
 
 class LeaseHandover(Protocol):
@@ -160,8 +164,10 @@ class Intake:
         max_batch: int = MAX_BATCH_DEFAULT,
         handoff: LeaseHandover | None = None,
         channel_types: Mapping[str, str] | None = None,
+        windows: Windows | None = None,
     ) -> None:
         self._store = store
+        self._windows = windows  # maintenance windows: what they hold waits for their end
         self._channel_types = dict(channel_types or {})  # Simulate's message preview
         self._handoff = handoff
         self._defaults = defaults
@@ -209,8 +215,20 @@ class Intake:
             planned.asked,
             self._channel_types,
         )
+        due = schedule.first_attempt_at(
+            now, req.schedule_time, decision.effective.quiet_hours, req.intent
+        )
+        intent = req.intent.value if req.intent else None
+        held_by = (
+            self._windows.holding(req.notification_type, intent, due) if self._windows else None
+        )
         return replace(
-            decision, plan=planned.steps, accepted_at=now, asked=planned.asked, messages=messages
+            decision,
+            plan=planned.steps,
+            accepted_at=now,
+            asked=planned.asked,
+            messages=messages,
+            held_by=held_by,
         )
 
     async def send(self, principal: str, req: SendRequest) -> SendResult:
@@ -379,7 +397,9 @@ class Intake:
                 group = _Group()
                 for item in items:
                     try:
-                        results.append(await self._admit(tx, group, item, active, existing, now))
+                        results.append(
+                            await self._admit(tx, group, item, active, existing, now, known)
+                        )
                     except UnsError as exc:  # this item's refusal; it wrote nothing
                         if known is not None and not isinstance(exc, IdempotencyConflict):
                             raise _Unconfirmed() from exc
@@ -427,8 +447,11 @@ class Intake:
         active: Mapping[str, PolicyRevision],
         existing: Mapping[str, Existing],
         now: datetime,
+        known: object = None,
     ) -> SendResult:
-        """Load what this request could collide with, ask the domain, store its answer."""
+        """Load what this request could collide with, ask the domain, store its answer.
+        ``known``: the group goes as one statement (``_speculated``), which may read
+        nothing: a maintenance window's hold sends it the long way."""
         principal, req = item.principal, item.req
         # The key held by a committed notification, or by an earlier item of this group.
         read: Existing | Fresh | None = existing.get(item.key) or group.admitted.get(item.key)
@@ -445,6 +468,16 @@ class Intake:
         first_attempt = schedule.first_attempt_at(
             now, req.schedule_time, effective.quiet_hours, req.intent
         )
+        hold = None
+        if self._windows is not None and status == Status.PENDING and admission.owner is None:
+            intent = req.intent.value if req.intent else None
+            if first_attempt <= now and (
+                hold := self._windows.holding(req.notification_type, intent, now)
+            ):
+                if known is not None:
+                    raise _Unconfirmed()
+                hold = await self._windows.verified(tx, hold, req.notification_type, intent, now)
+            first_attempt = first_attempt if hold is None else hold.end_time
         new = new_notification(
             item.principal,
             item.req,
@@ -454,6 +487,7 @@ class Intake:
             admission,
             now=now,
             first_attempt=first_attempt,
+            hold=hold,
         )
         if admission.dedup_key is not None:
             # Written now: a later item of this group may find this one as its owner.
@@ -469,6 +503,8 @@ class Intake:
         group.events += [
             NewEvent(nid, principal, kind, e.kind, e.payload) for e in admission.events
         ]
+        if hold is not None:  # due at the window's end, visibly
+            group.events.append(NewEvent(nid, principal, kind, EventKind.HELD, held_payload(hold)))
         owner_id = admission.owner_id
         group.admitted[item.key] = Existing(nid, item.fingerprint, status, effective, owner_id)
         return SendResult(nid, status, admission.outcome, effective, owner_id)

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from uns_server.domain.admission import Admit
 from uns_server.domain.documents import NotificationDocument
+from uns_server.domain.maintenance import MaintenanceWindow
 from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Notification
 from uns_server.domain.requests import SendRequest
@@ -29,6 +30,7 @@ def new_notification(
     *,
     now: datetime,
     first_attempt: datetime,
+    hold: MaintenanceWindow | None = None,
 ) -> Notification:
     """The notification of an admitted request, as it is inserted."""
     effective = admission.effective
@@ -77,4 +79,7 @@ def new_notification(
         reminders_sent=0,
         escalations_sent=0,
         followup_step=None,
+        # A maintenance window open at acceptance holds it (``first_attempt`` its end).
+        held_until=None if hold is None else hold.end_time,
+        held_by_window_id=None if hold is None else hold.window_id,
     )

@@ -162,6 +162,8 @@ def notification_row(n: Notification) -> dict[str, Any]:
         "followup_step": None if step is None else step.to_json(),
         "snoozed_until": n.snoozed_until,
         "snoozed_seconds": n.snoozed_seconds,
+        "held_until": n.held_until,
+        "held_by_window_id": n.held_by_window_id,
     }
 
 

@@ -141,6 +141,10 @@ notifications = Table(
     # seconds (the follow-up timeline's shift).
     Column("snoozed_until", UtcDateTime()),
     Column("snoozed_seconds", Integer, nullable=False, server_default=text("0")),
+    # The hold a maintenance window put on a PENDING notification (``domain.maintenance``):
+    # until when, and which window (migration 0020).
+    Column("held_until", UtcDateTime()),
+    Column("held_by_window_id", String(64)),
     # Pending acks only: the expiry worker's sweep.
     Index(
         "ix_uns_notifications_ack_deadline",
@@ -166,6 +170,13 @@ notifications = Table(
     # ListNotifications by type, newest first (migration 0011).
     Index("ix_uns_notifications_type_created_at", "notification_type", "created_at"),
     Index("ix_uns_notifications_created_at", "created_at"),
+    # The few rows a maintenance window holds, by window: its end releases them.
+    Index(
+        "ix_uns_notifications_held_by_window_id",
+        "held_by_window_id",
+        postgresql_where=text("held_by_window_id IS NOT NULL"),
+        sqlite_where=text("held_by_window_id IS NOT NULL"),
+    ),
     # Rows with follow-ups still to send: the follow-up worker's sweep.
     Index(
         "ix_uns_notifications_followup_at",
@@ -504,4 +515,30 @@ people_audit_records = Table(
     Column("actor", String(255), nullable=False),
     Column("content", Json, nullable=False),
     Column("created_at", UtcDateTime(), nullable=False, index=True),
+)
+
+# Maintenance windows (SPEC §7 "Quiet on purpose", ``domain.maintenance``; migration
+# 0020): the types a window holds while open, and who put it.
+maintenance_windows = Table(
+    "uns_maintenance_windows",
+    metadata,
+    Column("window_id", String(64), primary_key=True),
+    Column("start_time", UtcDateTime(), nullable=False),
+    Column("end_time", UtcDateTime(), nullable=False, index=True),
+    Column("notification_types", Json, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Column("updated_by", String(255), nullable=False),
+)
+
+maintenance_audit_records = Table(
+    "uns_maintenance_audit_records",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("window_id", String(64), nullable=False, index=True),
+    Column("action", String(16), nullable=False),  # PUT | DELETE
+    Column("actor", String(255), nullable=False),
+    Column("content", Json, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
 )

@@ -5,7 +5,8 @@ domain types in their signatures (no connection, no driver row).
 transaction's executor has one port per concern, bound to it: ``tx.dispatch``,
 ``tx.moves``, ``tx.follow_ups``, ``tx.jobs``, ``tx.acks``, ``tx.events``,
 ``tx.audit``, ``tx.notifications``, ``tx.retention``, ``tx.receipts``,
-``tx.people``, ``tx.policies``, ``tx.api_keys``, ``tx.action_links``, and the
+``tx.people``, ``tx.policies``, ``tx.api_keys``, ``tx.action_links``,
+``tx.maintenance`` (maintenance windows and their holds), and the
 samplers' ``tx.queue`` and ``tx.statistics``. A read transaction offers each port's
 read half. The SQL implementation is ``store.sql_store.SqlStore`` (the queries stay in
 the SQL modules; its ports bind them to the transaction's connection). The composition
@@ -66,6 +67,7 @@ from uns_server.store.port.directory import (
     PolicyReads,
 )
 from uns_server.store.port.jobs import JobReads, Jobs
+from uns_server.store.port.maintenance import Maintenance, MaintenanceReads
 from uns_server.store.port.notifications import NotificationReads, Notifications
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
 from uns_server.store.port.transactions import EventTail, ReadTransaction, Store, WriteTransaction
@@ -79,6 +81,7 @@ from uns_server.store.port.upkeep import (
 from uns_server.store.port.values import (
     NOTIFICATION_FILTER_FIELDS,
     TOPIC_EVENTS,
+    TOPIC_MAINTENANCE,
     TOPIC_WORK,
     Backlog,
     DeliveryAudit,
@@ -95,6 +98,7 @@ from uns_server.store.port.values import (
 __all__ = [
     "NOTIFICATION_FILTER_FIELDS",
     "TOPIC_EVENTS",
+    "TOPIC_MAINTENANCE",
     "TOPIC_WORK",
     "Acks",
     "ActionLinkReads",
@@ -115,6 +119,8 @@ __all__ = [
     "FollowUps",
     "JobReads",
     "Jobs",
+    "Maintenance",
+    "MaintenanceReads",
     "MissingPeople",
     "Moves",
     "NewEvent",

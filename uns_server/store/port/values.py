@@ -17,6 +17,7 @@ from uns_server.domain.records import Notification
 # Commit topics: in-process callbacks after commit, and NOTIFY channels on PostgreSQL.
 TOPIC_EVENTS = "uns_events"  # the transaction appended events
 TOPIC_WORK = "uns_work"  # it made deliveries due
+TOPIC_MAINTENANCE = "uns_maintenance"  # it changed a maintenance window
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,11 @@ from uns_server.domain.records import Notification
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
+from uns_server.services.maintenance import Windows
 from uns_server.store.port import TOPIC_WORK, NewEvent, Store
 from uns_server.workers.dispatch.bulkheads import Bulkheads
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
+from uns_server.workers.dispatch.holds import claim_hold
 from uns_server.workers.dispatch.sending import Sender
 from uns_server.workers.dispatch.settlement import Settled, Settler
 from uns_server.workers.loop import LoopWorker, seconds_until
@@ -66,8 +68,10 @@ class Dispatcher(LoopWorker):
         telemetry: Telemetry | None = None,
         supervision: Supervision | None = None,
         links: ActionLinkService | None = None,
+        windows: Windows | None = None,
     ) -> None:
         self._store = store
+        self._windows = windows  # maintenance windows: what they hold is not attempted
         self._channels = channels
         self._clock = clock
         self._lease = timedelta(seconds=lease_seconds)
@@ -314,6 +318,7 @@ class Dispatcher(LoopWorker):
             )
             new_events: list[NewEvent] = []
             exhausted: list[Settled] = []
+            holds = []
             for leased in leases:
                 n = leased.notification
                 decision = lifecycle.decide_claim(
@@ -334,8 +339,17 @@ class Dispatcher(LoopWorker):
                     settled = await self.settlement.settle_exhausted(tx, claim, decision, now)
                     exhausted.append(settled)
                     continue
+                if self._windows is not None:
+                    held = await claim_hold(self._windows, tx, n, leased.lease_token, now)
+                    if held is not None:
+                        holds.append(held[0])
+                        new_events.append(held[1])
+                        continue
                 claims.append(claim)
                 new_events += claim_events(claim, recovered=decision.recovered)
+            if holds:
+                await tx.maintenance.hold(holds, now)
+                tx.signal(TOPIC_WORK)  # slots taken without filling them: claim again
             await tx.events.append([*new_events, *(e for s in exhausted for e in s.events())], now)
         for s in exhausted:
             self.settlement.count(s, now)

@@ -396,6 +396,8 @@ class SimulateResponse(_message.Message):
     EXISTING_NOTIFICATION_ID_FIELD_NUMBER: _builtins.int
     DEDUP_OWNER_ID_FIELD_NUMBER: _builtins.int
     PLANNED_STEPS_FIELD_NUMBER: _builtins.int
+    HELD_BY_WINDOW_ID_FIELD_NUMBER: _builtins.int
+    HELD_UNTIL_FIELD_NUMBER: _builtins.int
     delivery_mode: _types_pb2.DeliveryMode.ValueType
     """The effective delivery mode."""
     require_ack: _builtins.bool
@@ -406,6 +408,11 @@ class SimulateResponse(_message.Message):
     """For IDEMPOTENT_REPLAY and IDEMPOTENCY_CONFLICT: the earlier notification."""
     dedup_owner_id: _builtins.str
     """For COALESCED and DEDUPLICATED: the dedup leader."""
+    held_by_window_id: _builtins.str
+    """For NEW: the maintenance window (MaintenanceService) that would hold the
+    first delivery, open at its due time; empty when none would. The planned
+    steps do not include the hold.
+    """
     @_builtins.property
     def effective_policy(self) -> _types_pb2.EffectivePolicy:
         """The effective policy, including its effective_hash, revision,
@@ -426,6 +433,10 @@ class SimulateResponse(_message.Message):
         or its dedup leader's).
         """
 
+    @_builtins.property
+    def held_until(self) -> _timestamp_pb2.Timestamp:
+        """With held_by_window_id: when that window ends and the delivery would go."""
+
     def __init__(
         self,
         *,
@@ -437,10 +448,12 @@ class SimulateResponse(_message.Message):
         existing_notification_id: _builtins.str = ...,
         dedup_owner_id: _builtins.str = ...,
         planned_steps: _abc.Iterable[Global___PlannedStep] | None = ...,
+        held_by_window_id: _builtins.str = ...,
+        held_until: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["effective_policy", b"effective_policy"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["effective_policy", b"effective_policy", "held_until", b"held_until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dedup_owner_id", b"dedup_owner_id", "delivery_mode", b"delivery_mode", "effective_policy", b"effective_policy", "existing_notification_id", b"existing_notification_id", "outcome", b"outcome", "planned_steps", b"planned_steps", "require_ack", b"require_ack", "resolved_channels", b"resolved_channels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dedup_owner_id", b"dedup_owner_id", "delivery_mode", b"delivery_mode", "effective_policy", b"effective_policy", "existing_notification_id", b"existing_notification_id", "held_by_window_id", b"held_by_window_id", "held_until", b"held_until", "outcome", b"outcome", "planned_steps", b"planned_steps", "require_ack", b"require_ack", "resolved_channels", b"resolved_channels"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -424,6 +424,11 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     """A snooze ended: the acknowledgement is PENDING again and its reminders and
     escalation steps resume where they paused. Payload: deadline.
     """
+    EVENT_KIND_HELD: _EventKind.ValueType  # 30
+    """A maintenance window (MaintenanceService) held the notification: accepted,
+    or falling due, while the window was open; it stays PENDING until the
+    window ends (or is ended early). Payload: window_id, held_until, reason.
+    """
 
 class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper):
     """EventKind is the kind of an entry in a notification's event timeline
@@ -546,6 +551,11 @@ recipient_id when a targeted person snoozed it.
 EVENT_KIND_SNOOZE_ENDED: EventKind.ValueType  # 61
 """A snooze ended: the acknowledgement is PENDING again and its reminders and
 escalation steps resume where they paused. Payload: deadline.
+"""
+EVENT_KIND_HELD: EventKind.ValueType  # 30
+"""A maintenance window (MaintenanceService) held the notification: accepted,
+or falling due, while the window was open; it stays PENDING until the
+window ends (or is ended early). Payload: window_id, held_until, reason.
 """
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
 
@@ -1091,6 +1101,8 @@ class Notification(_message.Message):
     NEXT_FOLLOW_UP_TIME_FIELD_NUMBER: _builtins.int
     SCHEDULE_TIME_FIELD_NUMBER: _builtins.int
     SNOOZE_UNTIL_TIME_FIELD_NUMBER: _builtins.int
+    HELD_UNTIL_FIELD_NUMBER: _builtins.int
+    HELD_BY_WINDOW_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Server-assigned UUID."""
     principal: _builtins.str
@@ -1139,6 +1151,10 @@ class Notification(_message.Message):
     """Reminders sent so far (policy reminder)."""
     escalations_sent: _builtins.int
     """Escalation steps sent so far (policy escalation)."""
+    held_by_window_id: _builtins.str
+    """The maintenance window that holds it (MaintenanceService), with
+    held_until.
+    """
     @_builtins.property
     def autonomy_context(self) -> Global___AutonomyContext:
         """The producing agent, if any."""
@@ -1221,6 +1237,12 @@ class Notification(_message.Message):
     def snooze_until_time(self) -> _timestamp_pb2.Timestamp:
         """While the ack is SNOOZED: when the snooze ends."""
 
+    @_builtins.property
+    def held_until(self) -> _timestamp_pb2.Timestamp:
+        """While a maintenance window holds it (PENDING only): when that window ends
+        and the notification is due again. The EVENT_KIND_HELD event says why.
+        """
+
     def __init__(
         self,
         *,
@@ -1266,10 +1288,12 @@ class Notification(_message.Message):
         next_follow_up_time: _timestamp_pb2.Timestamp | None = ...,
         schedule_time: _timestamp_pb2.Timestamp | None = ...,
         snooze_until_time: _timestamp_pb2.Timestamp | None = ...,
+        held_until: _timestamp_pb2.Timestamp | None = ...,
+        held_by_window_id: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "snooze_until_time", b"snooze_until_time", "update_time", b"update_time", "withdraw_time", b"withdraw_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_deadline_time", b"ack_deadline_time", "autonomy_context", b"autonomy_context", "create_time", b"create_time", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "held_until", b"held_until", "lease_expire_time", b"lease_expire_time", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "outcome", b"outcome", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "snooze_until_time", b"snooze_until_time", "update_time", b"update_time", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "recipients", b"recipients", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "snooze_until_time", b"snooze_until_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_actor", b"ack_actor", "ack_deadline_time", b"ack_deadline_time", "ack_state", b"ack_state", "attempts", b"attempts", "autonomy_context", b"autonomy_context", "correlation_id", b"correlation_id", "create_time", b"create_time", "cycle", b"cycle", "cycle_attempts", b"cycle_attempts", "dead_letter", b"dead_letter", "dedup_generation", b"dedup_generation", "dedup_key", b"dedup_key", "dedup_owner_id", b"dedup_owner_id", "dedup_successor_id", b"dedup_successor_id", "deliver_time", b"deliver_time", "effective_policy", b"effective_policy", "escalations_sent", b"escalations_sent", "held_by_window_id", b"held_by_window_id", "held_until", b"held_until", "id", b"id", "idempotency_key", b"idempotency_key", "intent", b"intent", "lease_expire_time", b"lease_expire_time", "message", b"message", "metadata", b"metadata", "next_attempt_time", b"next_attempt_time", "next_follow_up_time", b"next_follow_up_time", "notification_type", b"notification_type", "outcome", b"outcome", "principal", b"principal", "provider_references", b"provider_references", "recipients", b"recipients", "reminders_sent", b"reminders_sent", "respond_time", b"respond_time", "response_metadata", b"response_metadata", "schedule_time", b"schedule_time", "snooze_until_time", b"snooze_until_time", "source", b"source", "state", b"state", "title", b"title", "update_time", b"update_time", "withdraw_actor", b"withdraw_actor", "withdraw_reason", b"withdraw_reason", "withdraw_time", b"withdraw_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -396,6 +396,14 @@ pub struct Notification {
     /// While the ack is SNOOZED: when the snooze ends.
     #[prost(message, optional, tag="60")]
     pub snooze_until_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// While a maintenance window holds it (PENDING only): when that window ends
+    /// and the notification is due again. The EVENT_KIND_HELD event says why.
+    #[prost(message, optional, tag="62")]
+    pub held_until: ::core::option::Option<::prost_types::Timestamp>,
+    /// The maintenance window that holds it (MaintenanceService), with
+    /// held_until.
+    #[prost(string, tag="63")]
+    pub held_by_window_id: ::prost::alloc::string::String,
 }
 /// Event is one entry of a notification's append-only timeline.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -832,6 +840,10 @@ pub enum EventKind {
     /// A snooze ended: the acknowledgement is PENDING again and its reminders and
     /// escalation steps resume where they paused. Payload: deadline.
     SnoozeEnded = 61,
+    /// A maintenance window (MaintenanceService) held the notification: accepted,
+    /// or falling due, while the window was open; it stays PENDING until the
+    /// window ends (or is ended early). Payload: window_id, held_until, reason.
+    Held = 30,
 }
 impl EventKind {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -863,6 +875,7 @@ impl EventKind {
             Self::Escalated => "EVENT_KIND_ESCALATED",
             Self::Snoozed => "EVENT_KIND_SNOOZED",
             Self::SnoozeEnded => "EVENT_KIND_SNOOZE_ENDED",
+            Self::Held => "EVENT_KIND_HELD",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -891,6 +904,7 @@ impl EventKind {
             "EVENT_KIND_ESCALATED" => Some(Self::Escalated),
             "EVENT_KIND_SNOOZED" => Some(Self::Snoozed),
             "EVENT_KIND_SNOOZE_ENDED" => Some(Self::SnoozeEnded),
+            "EVENT_KIND_HELD" => Some(Self::Held),
             _ => None,
         }
     }
@@ -1188,6 +1202,87 @@ impl Role {
         }
     }
 }
+/// MaintenanceWindow is a span of time in which notifications of some types
+/// are held.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MaintenanceWindow {
+    /// Required. 1-64 characters of a-z, 0-9, ".", "_" and "-".
+    #[prost(string, tag="1")]
+    pub window_id: ::prost::alloc::string::String,
+    /// Required. When the window opens.
+    #[prost(message, optional, tag="2")]
+    pub start_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Required. When it ends; after start_time.
+    #[prost(message, optional, tag="3")]
+    pub end_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Required, 1-100. The notification types held: an exact name
+    /// ("db.backup_failed") or a prefix ending in "*" ("db.*" holds every type
+    /// starting with "db."; "*" alone holds every type).
+    #[prost(string, repeated, tag="4")]
+    pub notification_types: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Why: shown on the held notifications' EVENT_KIND_HELD events and in the
+    /// console. At most 1000 characters.
+    #[prost(string, tag="5")]
+    pub reason: ::prost::alloc::string::String,
+    /// Output only. The operator who last put it.
+    #[prost(string, tag="6")]
+    pub updated_by: ::prost::alloc::string::String,
+    /// Output only. When it was last put.
+    #[prost(message, optional, tag="7")]
+    pub update_time: ::core::option::Option<::prost_types::Timestamp>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PutMaintenanceWindowRequest {
+    /// The window to create or replace (by window_id).
+    #[prost(message, optional, tag="1")]
+    pub window: ::core::option::Option<MaintenanceWindow>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PutMaintenanceWindowResponse {
+    /// The window as stored.
+    #[prost(message, optional, tag="1")]
+    pub window: ::core::option::Option<MaintenanceWindow>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetMaintenanceWindowRequest {
+    /// Required.
+    #[prost(string, tag="1")]
+    pub window_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetMaintenanceWindowResponse {
+    #[prost(message, optional, tag="1")]
+    pub window: ::core::option::Option<MaintenanceWindow>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListMaintenanceWindowsRequest {
+    /// Windows per page, 1-1000; 0 means 100.
+    #[prost(int32, tag="1")]
+    pub page_size: i32,
+    /// next_page_token of the previous page; empty for the first.
+    #[prost(string, tag="2")]
+    pub page_token: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListMaintenanceWindowsResponse {
+    #[prost(message, repeated, tag="1")]
+    pub windows: ::prost::alloc::vec::Vec<MaintenanceWindow>,
+    /// Empty on the last page.
+    #[prost(string, tag="2")]
+    pub next_page_token: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteMaintenanceWindowRequest {
+    /// Required.
+    #[prost(string, tag="1")]
+    pub window_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteMaintenanceWindowResponse {
+    /// The window as it was before it was ended.
+    #[prost(message, optional, tag="1")]
+    pub window: ::core::option::Option<MaintenanceWindow>,
+}
 /// SendNotificationRequest describes one obligation.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SendNotificationRequest {
@@ -1360,6 +1455,14 @@ pub struct SimulateResponse {
     /// or its dedup leader's).
     #[prost(message, repeated, tag="8")]
     pub planned_steps: ::prost::alloc::vec::Vec<PlannedStep>,
+    /// For NEW: the maintenance window (MaintenanceService) that would hold the
+    /// first delivery, open at its due time; empty when none would. The planned
+    /// steps do not include the hold.
+    #[prost(string, tag="20")]
+    pub held_by_window_id: ::prost::alloc::string::String,
+    /// With held_by_window_id: when that window ends and the delivery would go.
+    #[prost(message, optional, tag="21")]
+    pub held_until: ::core::option::Option<::prost_types::Timestamp>,
 }
 /// PlannedStep is one step of a Simulate plan.
 #[derive(Clone, PartialEq, ::prost::Message)]

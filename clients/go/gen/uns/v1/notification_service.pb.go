@@ -700,7 +700,13 @@ type SimulateResponse struct {
 	// and the ack deadline. Computed by the same rules the server's workers
 	// follow. Empty for the other outcomes (the obligation is an earlier one's
 	// or its dedup leader's).
-	PlannedSteps  []*PlannedStep `protobuf:"bytes,8,rep,name=planned_steps,json=plannedSteps,proto3" json:"planned_steps,omitempty"`
+	PlannedSteps []*PlannedStep `protobuf:"bytes,8,rep,name=planned_steps,json=plannedSteps,proto3" json:"planned_steps,omitempty"`
+	// For NEW: the maintenance window (MaintenanceService) that would hold the
+	// first delivery, open at its due time; empty when none would. The planned
+	// steps do not include the hold.
+	HeldByWindowId string `protobuf:"bytes,20,opt,name=held_by_window_id,json=heldByWindowId,proto3" json:"held_by_window_id,omitempty"`
+	// With held_by_window_id: when that window ends and the delivery would go.
+	HeldUntil     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=held_until,json=heldUntil,proto3" json:"held_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -787,6 +793,20 @@ func (x *SimulateResponse) GetDedupOwnerId() string {
 func (x *SimulateResponse) GetPlannedSteps() []*PlannedStep {
 	if x != nil {
 		return x.PlannedSteps
+	}
+	return nil
+}
+
+func (x *SimulateResponse) GetHeldByWindowId() string {
+	if x != nil {
+		return x.HeldByWindowId
+	}
+	return ""
+}
+
+func (x *SimulateResponse) GetHeldUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeldUntil
 	}
 	return nil
 }
@@ -2203,7 +2223,7 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
 	"\x06result\"L\n" +
 	"\x0fSimulateRequest\x129\n" +
-	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\xac\x03\n" +
+	"\arequest\x18\x01 \x01(\v2\x1f.uns.v1.SendNotificationRequestR\arequest\"\x92\x04\n" +
 	"\x10SimulateResponse\x12B\n" +
 	"\x10effective_policy\x18\x01 \x01(\v2\x17.uns.v1.EffectivePolicyR\x0feffectivePolicy\x12+\n" +
 	"\x11resolved_channels\x18\x02 \x03(\tR\x10resolvedChannels\x129\n" +
@@ -2213,7 +2233,10 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x17.uns.v1.SimulateOutcomeR\aoutcome\x128\n" +
 	"\x18existing_notification_id\x18\x06 \x01(\tR\x16existingNotificationId\x12$\n" +
 	"\x0ededup_owner_id\x18\a \x01(\tR\fdedupOwnerId\x128\n" +
-	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\"\xe1\x03\n" +
+	"\rplanned_steps\x18\b \x03(\v2\x13.uns.v1.PlannedStepR\fplannedSteps\x12)\n" +
+	"\x11held_by_window_id\x18\x14 \x01(\tR\x0eheldByWindowId\x129\n" +
+	"\n" +
+	"held_until\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\theldUntil\"\xe1\x03\n" +
 	"\vPlannedStep\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.uns.v1.PlannedStepKindR\x04kind\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x05R\x06number\x121\n" +
@@ -2400,54 +2423,55 @@ var file_uns_v1_notification_service_proto_depIdxs = []int32{
 	33, // 14: uns.v1.SimulateResponse.delivery_mode:type_name -> uns.v1.DeliveryMode
 	0,  // 15: uns.v1.SimulateResponse.outcome:type_name -> uns.v1.SimulateOutcome
 	9,  // 16: uns.v1.SimulateResponse.planned_steps:type_name -> uns.v1.PlannedStep
-	1,  // 17: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
-	39, // 18: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
-	35, // 19: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
-	11, // 20: uns.v1.PlannedStep.held_recipients:type_name -> uns.v1.HeldRecipient
-	12, // 21: uns.v1.PlannedStep.not_due_recipients:type_name -> uns.v1.NotDueRecipient
-	10, // 22: uns.v1.PlannedStep.messages:type_name -> uns.v1.RenderedMessage
-	35, // 23: uns.v1.HeldRecipient.hold_end_time:type_name -> google.protobuf.Timestamp
-	35, // 24: uns.v1.NotDueRecipient.due_time:type_name -> google.protobuf.Timestamp
-	32, // 25: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
-	40, // 26: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
-	39, // 27: uns.v1.SnoozeNotificationRequest.duration:type_name -> google.protobuf.Duration
-	40, // 28: uns.v1.SnoozeNotificationResponse.notification:type_name -> uns.v1.Notification
-	40, // 29: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
-	40, // 30: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
-	40, // 31: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
-	41, // 32: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
-	42, // 33: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
-	25, // 34: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
-	35, // 35: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	40, // 36: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
-	40, // 37: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
-	2,  // 38: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
-	7,  // 39: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
-	4,  // 40: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
-	13, // 41: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
-	15, // 42: uns.v1.NotificationService.SnoozeNotification:input_type -> uns.v1.SnoozeNotificationRequest
-	17, // 43: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
-	19, // 44: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
-	21, // 45: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
-	23, // 46: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
-	26, // 47: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
-	28, // 48: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
-	3,  // 49: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
-	8,  // 50: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
-	5,  // 51: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
-	14, // 52: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
-	16, // 53: uns.v1.NotificationService.SnoozeNotification:output_type -> uns.v1.SnoozeNotificationResponse
-	18, // 54: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
-	20, // 55: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
-	22, // 56: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
-	24, // 57: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
-	27, // 58: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
-	29, // 59: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
-	49, // [49:60] is the sub-list for method output_type
-	38, // [38:49] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	35, // 17: uns.v1.SimulateResponse.held_until:type_name -> google.protobuf.Timestamp
+	1,  // 18: uns.v1.PlannedStep.kind:type_name -> uns.v1.PlannedStepKind
+	39, // 19: uns.v1.PlannedStep.offset:type_name -> google.protobuf.Duration
+	35, // 20: uns.v1.PlannedStep.time:type_name -> google.protobuf.Timestamp
+	11, // 21: uns.v1.PlannedStep.held_recipients:type_name -> uns.v1.HeldRecipient
+	12, // 22: uns.v1.PlannedStep.not_due_recipients:type_name -> uns.v1.NotDueRecipient
+	10, // 23: uns.v1.PlannedStep.messages:type_name -> uns.v1.RenderedMessage
+	35, // 24: uns.v1.HeldRecipient.hold_end_time:type_name -> google.protobuf.Timestamp
+	35, // 25: uns.v1.NotDueRecipient.due_time:type_name -> google.protobuf.Timestamp
+	32, // 26: uns.v1.AcknowledgeRequest.metadata:type_name -> google.protobuf.Struct
+	40, // 27: uns.v1.AcknowledgeResponse.notification:type_name -> uns.v1.Notification
+	39, // 28: uns.v1.SnoozeNotificationRequest.duration:type_name -> google.protobuf.Duration
+	40, // 29: uns.v1.SnoozeNotificationResponse.notification:type_name -> uns.v1.Notification
+	40, // 30: uns.v1.ReplayResponse.notification:type_name -> uns.v1.Notification
+	40, // 31: uns.v1.ResolveFailureResponse.notification:type_name -> uns.v1.Notification
+	40, // 32: uns.v1.WithdrawNotificationResponse.notification:type_name -> uns.v1.Notification
+	41, // 33: uns.v1.WatchEventsRequest.kinds:type_name -> uns.v1.EventKind
+	42, // 34: uns.v1.WatchEventsResponse.event:type_name -> uns.v1.Event
+	25, // 35: uns.v1.WatchEventsResponse.heartbeat:type_name -> uns.v1.Heartbeat
+	35, // 36: uns.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	40, // 37: uns.v1.GetNotificationResponse.notification:type_name -> uns.v1.Notification
+	40, // 38: uns.v1.ListNotificationsResponse.notifications:type_name -> uns.v1.Notification
+	2,  // 39: uns.v1.NotificationService.SendNotification:input_type -> uns.v1.SendNotificationRequest
+	7,  // 40: uns.v1.NotificationService.Simulate:input_type -> uns.v1.SimulateRequest
+	4,  // 41: uns.v1.NotificationService.BatchSendNotifications:input_type -> uns.v1.BatchSendNotificationsRequest
+	13, // 42: uns.v1.NotificationService.Acknowledge:input_type -> uns.v1.AcknowledgeRequest
+	15, // 43: uns.v1.NotificationService.SnoozeNotification:input_type -> uns.v1.SnoozeNotificationRequest
+	17, // 44: uns.v1.NotificationService.Replay:input_type -> uns.v1.ReplayRequest
+	19, // 45: uns.v1.NotificationService.ResolveFailure:input_type -> uns.v1.ResolveFailureRequest
+	21, // 46: uns.v1.NotificationService.WithdrawNotification:input_type -> uns.v1.WithdrawNotificationRequest
+	23, // 47: uns.v1.NotificationService.WatchEvents:input_type -> uns.v1.WatchEventsRequest
+	26, // 48: uns.v1.NotificationService.GetNotification:input_type -> uns.v1.GetNotificationRequest
+	28, // 49: uns.v1.NotificationService.ListNotifications:input_type -> uns.v1.ListNotificationsRequest
+	3,  // 50: uns.v1.NotificationService.SendNotification:output_type -> uns.v1.SendNotificationResponse
+	8,  // 51: uns.v1.NotificationService.Simulate:output_type -> uns.v1.SimulateResponse
+	5,  // 52: uns.v1.NotificationService.BatchSendNotifications:output_type -> uns.v1.BatchSendNotificationsResponse
+	14, // 53: uns.v1.NotificationService.Acknowledge:output_type -> uns.v1.AcknowledgeResponse
+	16, // 54: uns.v1.NotificationService.SnoozeNotification:output_type -> uns.v1.SnoozeNotificationResponse
+	18, // 55: uns.v1.NotificationService.Replay:output_type -> uns.v1.ReplayResponse
+	20, // 56: uns.v1.NotificationService.ResolveFailure:output_type -> uns.v1.ResolveFailureResponse
+	22, // 57: uns.v1.NotificationService.WithdrawNotification:output_type -> uns.v1.WithdrawNotificationResponse
+	24, // 58: uns.v1.NotificationService.WatchEvents:output_type -> uns.v1.WatchEventsResponse
+	27, // 59: uns.v1.NotificationService.GetNotification:output_type -> uns.v1.GetNotificationResponse
+	29, // 60: uns.v1.NotificationService.ListNotifications:output_type -> uns.v1.ListNotificationsResponse
+	50, // [50:61] is the sub-list for method output_type
+	39, // [39:50] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_notification_service_proto_init() }

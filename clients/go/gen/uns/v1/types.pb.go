@@ -575,6 +575,10 @@ const (
 	// A snooze ended: the acknowledgement is PENDING again and its reminders and
 	// escalation steps resume where they paused. Payload: deadline.
 	EventKind_EVENT_KIND_SNOOZE_ENDED EventKind = 61
+	// A maintenance window (MaintenanceService) held the notification: accepted,
+	// or falling due, while the window was open; it stays PENDING until the
+	// window ends (or is ended early). Payload: window_id, held_until, reason.
+	EventKind_EVENT_KIND_HELD EventKind = 30
 )
 
 // Enum value maps for EventKind.
@@ -603,6 +607,7 @@ var (
 		20: "EVENT_KIND_ESCALATED",
 		60: "EVENT_KIND_SNOOZED",
 		61: "EVENT_KIND_SNOOZE_ENDED",
+		30: "EVENT_KIND_HELD",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":             0,
@@ -628,6 +633,7 @@ var (
 		"EVENT_KIND_ESCALATED":               20,
 		"EVENT_KIND_SNOOZED":                 60,
 		"EVENT_KIND_SNOOZE_ENDED":            61,
+		"EVENT_KIND_HELD":                    30,
 	}
 )
 
@@ -1673,8 +1679,14 @@ type Notification struct {
 	ScheduleTime *timestamppb.Timestamp `protobuf:"bytes,33,opt,name=schedule_time,json=scheduleTime,proto3" json:"schedule_time,omitempty"`
 	// While the ack is SNOOZED: when the snooze ends.
 	SnoozeUntilTime *timestamppb.Timestamp `protobuf:"bytes,60,opt,name=snooze_until_time,json=snoozeUntilTime,proto3" json:"snooze_until_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// While a maintenance window holds it (PENDING only): when that window ends
+	// and the notification is due again. The EVENT_KIND_HELD event says why.
+	HeldUntil *timestamppb.Timestamp `protobuf:"bytes,62,opt,name=held_until,json=heldUntil,proto3" json:"held_until,omitempty"`
+	// The maintenance window that holds it (MaintenanceService), with
+	// held_until.
+	HeldByWindowId string `protobuf:"bytes,63,opt,name=held_by_window_id,json=heldByWindowId,proto3" json:"held_by_window_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Notification) Reset() {
@@ -2001,6 +2013,20 @@ func (x *Notification) GetSnoozeUntilTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Notification) GetHeldUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeldUntil
+	}
+	return nil
+}
+
+func (x *Notification) GetHeldByWindowId() string {
+	if x != nil {
+		return x.HeldByWindowId
+	}
+	return ""
+}
+
 // Event is one entry of a notification's append-only timeline.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2181,7 +2207,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x11channels_accepted\x18\x03 \x03(\tR\x10channelsAccepted\x12J\n" +
 	"\x13provider_references\x18\x04 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12%\n" +
 	"\x0ereminders_sent\x18\x05 \x01(\x05R\rremindersSent\x12-\n" +
-	"\x12unreachable_reason\x18\x06 \x01(\tR\x11unreachableReason\"\x90\x10\n" +
+	"\x12unreachable_reason\x18\x06 \x01(\tR\x11unreachableReason\"\xf6\x10\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -2230,7 +2256,10 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x10escalations_sent\x18& \x01(\x05R\x0fescalationsSent\x12I\n" +
 	"\x13next_follow_up_time\x18' \x01(\v2\x1a.google.protobuf.TimestampR\x10nextFollowUpTime\x12?\n" +
 	"\rschedule_time\x18! \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTime\x12F\n" +
-	"\x11snooze_until_time\x18< \x01(\v2\x1a.google.protobuf.TimestampR\x0fsnoozeUntilTime\"\xe2\x01\n" +
+	"\x11snooze_until_time\x18< \x01(\v2\x1a.google.protobuf.TimestampR\x0fsnoozeUntilTime\x129\n" +
+	"\n" +
+	"held_until\x18> \x01(\v2\x1a.google.protobuf.TimestampR\theldUntil\x12)\n" +
+	"\x11held_by_window_id\x18? \x01(\tR\x0eheldByWindowId\"\xe2\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12'\n" +
@@ -2279,7 +2308,7 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x13ACK_STATE_DISMISSED\x10\x03\x12\x17\n" +
 	"\x13ACK_STATE_TIMED_OUT\x10\x04\x12\x17\n" +
 	"\x13ACK_STATE_WITHDRAWN\x10\x05\x12\x15\n" +
-	"\x11ACK_STATE_SNOOZED\x10\x06*\xc6\x05\n" +
+	"\x11ACK_STATE_SNOOZED\x10\x06*\xdb\x05\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_KIND_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -2304,7 +2333,8 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x18EVENT_KIND_REMINDER_SENT\x10\x13\x12\x18\n" +
 	"\x14EVENT_KIND_ESCALATED\x10\x14\x12\x16\n" +
 	"\x12EVENT_KIND_SNOOZED\x10<\x12\x1b\n" +
-	"\x17EVENT_KIND_SNOOZE_ENDED\x10=B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
+	"\x17EVENT_KIND_SNOOZE_ENDED\x10=\x12\x13\n" +
+	"\x0fEVENT_KIND_HELD\x10\x1eB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
 
 var (
 	file_uns_v1_types_proto_rawDescOnce sync.Once
@@ -2379,14 +2409,15 @@ var file_uns_v1_types_proto_depIdxs = []int32{
 	20, // 31: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
 	20, // 32: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
 	20, // 33: uns.v1.Notification.snooze_until_time:type_name -> google.protobuf.Timestamp
-	7,  // 34: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	20, // 35: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	21, // 36: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	20, // 34: uns.v1.Notification.held_until:type_name -> google.protobuf.Timestamp
+	7,  // 35: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	20, // 36: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	21, // 37: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
