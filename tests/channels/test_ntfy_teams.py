@@ -90,7 +90,12 @@ async def test_ntfy_publishes_json_with_answer_buttons_to_the_persons_topic(
             "method": "POST",
             "clear": True,
         },
-        {"action": "view", "label": "Open", "url": "https://uns.example.com/a/ACK"},
+        {
+            "action": "http",
+            "label": "Snooze 30 min",
+            "url": "https://uns.example.com/a/ACK/answer?via=ntfy&action=snooze",
+            "method": "POST",
+        },
     ]
 
 

@@ -123,8 +123,9 @@ async def test_a_push_answered_from_the_phone_settles_as_the_person_once(rig: Pu
     assert [(a["action"], a.get("method")) for a in buttons.values()] == [
         ("http", "POST"),
         ("http", "POST"),
-        ("view", None),
+        ("http", "POST"),
     ]
+    assert body["click"] == str(buttons["Acknowledge"]["url"]).removesuffix("/answer?via=ntfy")
     ack_url = str(buttons["Acknowledge"]["url"])
     assert ack_url.startswith(rig.server.app.public_url + "/a/")
     assert ack_url.endswith("/answer?via=ntfy")
@@ -197,6 +198,29 @@ async def test_the_answer_endpoint_refuses_what_it_cannot_verify(rig: PushRig) -
     n = await _get(rig, nid)
     assert n.ack_state == t.ACK_STATE_PENDING
     assert not await _ack_records(rig, nid)
+
+
+async def test_the_snooze_button_snoozes_as_the_person(rig: PushRig) -> None:
+    nid = await _send(rig, "push-snooze")
+    buttons = _buttons(rig.calls("/ntfy")[0])
+    snooze_url = str(buttons["Snooze 30 min"]["url"])
+    assert snooze_url == str(buttons["Acknowledge"]["url"]) + "&action=snooze"
+    dismiss_snooze = str(buttons["Dismiss"]["url"]) + "&action=snooze"
+    async with httpx.AsyncClient() as http:
+        refused = await http.post(dismiss_snooze)  # only a link that acknowledges snoozes
+        snoozed = await http.post(snooze_url)
+    assert refused.status_code == 400
+    assert snoozed.status_code == 200, snoozed.text
+    assert (snoozed.json()["ack_state"], snoozed.json()["actor"]) == ("SNOOZED", None)
+    n = await _get(rig, nid)
+    assert n.ack_state == t.ACK_STATE_SNOOZED
+    events = await events_until(
+        rig.server.stub("oscar"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        has_kind(nid, t.EVENT_KIND_SNOOZED),
+    )
+    [event] = [e for e in events if e.kind == t.EVENT_KIND_SNOOZED]
+    assert (event.payload["actor"], event.payload["via"]) == ("recipient:alice", "ntfy")
 
 
 async def test_a_press_after_the_obligation_ended_is_refused_and_changes_nothing(

@@ -11,7 +11,9 @@ Answering from the phone: a message that needs an answer carries three action bu
 ntfy's maximum. "Acknowledge" and "Dismiss" are ``http`` actions, a ``POST`` the ntfy app
 sends itself to the machine-answer endpoint of the person's signed link
 (``POST /a/{token}/answer?via=ntfy``): no browser and no session, the token in the URL is
-the credential. "Open" is a ``view`` action to the link's page. When the obligation ends,
+the credential. "Snooze 30 min" is the same endpoint with ``action=snooze`` on the
+acknowledge link (whoever may acknowledge may snooze). Tapping the notification opens the
+link's page (``click``). When the obligation ends,
 a follow-up publish to the same topic says how (``update``), at low priority so it does
 not wake anyone again.
 
@@ -39,6 +41,7 @@ PRIORITY_BY_PRIORITY = {"CRITICAL": 5, "HIGH": 4, "NORMAL": 3, "LOW": 2}
 PRIORITY_DEFAULT = 3
 OUTCOME_PRIORITY = 2
 ANSWER_SUFFIX = "/answer?via=ntfy"
+SNOOZE_QUERY = "&action=snooze"
 OUTCOME_TAGS = {
     "ACKED": "white_check_mark",
     "DISMISSED": "no_entry_sign",
@@ -54,15 +57,17 @@ def ntfy_priority(message: OutboundMessage) -> int:
 
 
 def ntfy_actions(links: ActionLinks) -> list[dict[str, Any]]:
-    """Acknowledge / Dismiss answered by the app itself (``http``), Open to the page."""
+    """Acknowledge / Dismiss / Snooze answered by the app itself (``http``): ntfy's
+    three buttons; the page opens by tapping the notification (``click``)."""
 
     def answer(label: str, url: str) -> dict[str, Any]:
         return {"action": "http", "label": label, "url": url + ANSWER_SUFFIX, "method": "POST"}
 
+    snooze = links.acknowledge_url + ANSWER_SUFFIX + SNOOZE_QUERY
     return [
         {**answer("Acknowledge", links.acknowledge_url), "clear": True},
         {**answer("Dismiss", links.dismiss_url), "clear": True},
-        {"action": "view", "label": "Open", "url": links.acknowledge_url},
+        {**answer("Snooze 30 min", links.acknowledge_url), "url": snooze},
     ]
 
 

@@ -12,9 +12,10 @@ may acknowledge may snooze, SPEC §7): the same form, ``action=snooze``.
 ``POST /a/{token}/answer`` is the same answer for machines: the button of a phone app
 (ntfy's ``http`` action) that has no browser session. The token in the URL is the
 credential, so there is no cookie or nonce to forge and nothing a cross-site request
-could borrow; ``via`` names the channel type whose button it is (``MACHINE_VIAS``). It
-answers JSON: 200 with the ack state (a repeated press answers the same, changing
-nothing), 404 for a link that does not verify, 409 when the answer is not taken.
+could borrow (``&action=snooze`` on an acknowledge link snoozes instead); ``via``
+names the channel type whose button it is (``MACHINE_VIAS``). It answers JSON: 200
+with the ack state (a repeated press answers the same, changing nothing), 404 for a
+link that does not verify, 409 when the answer is not taken.
 """
 
 from __future__ import annotations
@@ -200,9 +201,16 @@ def routes(service: ActionLinkService, public_url: Callable[[], str]) -> list[we
         via = request.query.get("via", "")
         if via not in MACHINE_VIAS or len(view.claims.actions) != 1:
             return web.json_response({"error": "this link is answered from its page"}, status=400)
-        action = view.claims.actions[0]
+        action = request.query.get("action") or view.claims.actions[0]
+        if action not in (view.claims.actions[0], SNOOZE) or (
+            action == SNOOZE and ACK not in view.claims.actions
+        ):
+            return web.json_response({"error": "this link does not offer that"}, status=400)
         try:
-            row, repeat = await service.answer(view, action, via=via)
+            if action == SNOOZE:
+                row, repeat = await service.snooze(view, via=via), False
+            else:
+                row, repeat = await service.answer(view, action, via=via)
         except AckConflict:
             problem = "another answer came first"
         except AckDeadlinePassed:
