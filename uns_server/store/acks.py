@@ -13,6 +13,7 @@ from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.records import Notification
 from uns_server.domain.snooze import Snooze
 from uns_server.store import records
+from uns_server.store.followups import stop_follow_ups
 from uns_server.store.tables import notifications as n
 
 
@@ -66,7 +67,11 @@ async def snooze(conn: AsyncConnection, notification_id: str, move: Snooze, now:
             updated_at=now,
         )
     )
-    return bool(result.rowcount == 1)
+    if result.rowcount != 1:
+        return False
+    # Paused: the running chain of follow-ups stops; the snooze's end starts it again.
+    await stop_follow_ups(conn, [notification_id], now, "snoozed while the step was sent")
+    return True
 
 
 async def resume(conn: AsyncConnection, notification_id: str, now: datetime) -> bool:

@@ -16,10 +16,21 @@ delivered has a follow-up time and no job. Gone with that release (a contract st
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, insert, literal, literal_column, select, update
+from sqlalchemy import (
+    and_,
+    bindparam,
+    case,
+    exists,
+    insert,
+    literal,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import follow_up_jobs
@@ -66,6 +77,33 @@ _ORPHANS = (
     .order_by(n.c.followup_at)
     .limit(bindparam("limit"))
 )
+
+
+# Follow-ups an ended or paused answer stops (``domain.follow_up_jobs``): a step being
+# sent loses its fence (its settle records LEASE_LOST), the others fall due at once (a
+# step waiting to retry is closed STOPPED; the rest find the ack not PENDING and do
+# nothing). Their successor, if any, is the next owed answer's business.
+_running = j.c.state == literal_column(f"'{JobState.RUNNING.value}'")
+_STOP = (
+    update(j)
+    .where(j.c.notification_id.in_(bindparam("ids", expanding=True)), j.c.kind == _KIND, _LIVE)
+    .values(
+        state=case((_running, JobState.CANCELLED.value), else_=j.c.state),
+        finalized_at=case((_running, _NOW), else_=None),
+        scheduled_at=case((_running, j.c.scheduled_at), else_=_NOW),
+        lease_token=None,
+        lease_until=None,
+        last_error=case((_running, bindparam("why")), else_=j.c.last_error),
+    )
+)
+
+
+async def stop_follow_ups(
+    conn: AsyncConnection, notification_ids: Collection[str], now: datetime, why: str
+) -> None:
+    """Stop the live ``follow_up`` jobs of these notifications (a withdrawal, a snooze)."""
+    if notification_ids:
+        await conn.execute(_STOP, {"ids": sorted(notification_ids), "now": now, "why": why})
 
 
 class SqlFollowUpReads:

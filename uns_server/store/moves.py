@@ -13,16 +13,11 @@ from sqlalchemy import (
     ColumnElement,
     Executable,
     Update,
-    bindparam,
-    case,
-    literal_column,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain import follow_up_jobs
 from uns_server.domain.enums import ACK_OWED, AckStatus, Status
-from uns_server.domain.jobs import LIVE, JobState
 from uns_server.domain.moves import (
     EMPTY_OUTCOME,
     Applied,
@@ -36,8 +31,8 @@ from uns_server.domain.moves import (
     SatisfyFollowers,
 )
 from uns_server.domain.withdrawal import Scope, WithdrawRows
-from uns_server.store.tables import UtcDateTime, dedup
-from uns_server.store.tables import jobs as j
+from uns_server.store.followups import stop_follow_ups
+from uns_server.store.tables import dedup
 from uns_server.store.tables import notifications as n
 
 _DEAD_LETTER = (n.c.status == Status.FAILED.value) & n.c.dead_letter
@@ -128,33 +123,8 @@ async def withdraw(conn: AsyncConnection, move: WithdrawRows) -> Applied:
     q = update(n).where(n.c.id.in_(ids), where).values(values)
     applied = await _changed_ids(conn, q, len(ids))
     if applied.ids:
-        await conn.execute(_STOP_FOLLOW_UPS, {"ids": list(applied.ids), "now": move.at})
+        await stop_follow_ups(conn, applied.ids, move.at, "withdrawn while the step was sent")
     return applied
-
-
-# A withdrawal's follow-ups (``domain.follow_up_jobs``): a step being sent loses its
-# fence (its settle records LEASE_LOST), the others fall due at once (a step waiting to
-# retry is closed STOPPED; the rest find the ack ended and do nothing).
-_running = j.c.state == literal_column(f"'{JobState.RUNNING.value}'")
-_at = bindparam("now", type_=UtcDateTime())
-_STOP_FOLLOW_UPS = (
-    update(j)
-    .where(
-        j.c.notification_id.in_(bindparam("ids", expanding=True)),
-        j.c.kind == literal_column(f"'{follow_up_jobs.KIND.value}'"),
-        j.c.state.in_([literal_column(f"'{s.value}'") for s in sorted(LIVE)]),
-    )
-    .values(
-        state=case((_running, JobState.CANCELLED.value), else_=j.c.state),
-        finalized_at=case((_running, bindparam("now", type_=UtcDateTime())), else_=None),
-        scheduled_at=case(
-            (_running, j.c.scheduled_at), else_=bindparam("now", type_=UtcDateTime())
-        ),
-        lease_token=None,
-        lease_until=None,
-        last_error=case((_running, "withdrawn while the step was sent"), else_=j.c.last_error),
-    )
-)
 
 
 async def satisfy_followers(conn: AsyncConnection, move: SatisfyFollowers) -> Applied:
