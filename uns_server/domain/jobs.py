@@ -50,6 +50,7 @@ class JobKind(StrEnum):
     MESSAGE_UPDATE = "message_update"
     ACK_DEADLINE = "ack_deadline"
     FOLLOW_UP = "follow_up"  # an ack's next reminder or escalation step
+    PERSON_RULE = "person_rule"  # a person's staged rule (domain.person_rule_jobs)
 
 
 # What a claim takes (once due), and the states that never move again.
