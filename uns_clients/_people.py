@@ -21,6 +21,12 @@ from uns_clients._retry import NO_RETRY, SAFE_RETRY_ON
 Unary = Callable[..., Awaitable[Any]]
 
 
+def _duration(value: timedelta) -> duration_pb2.Duration:
+    out = duration_pb2.Duration()
+    out.FromTimedelta(value)
+    return out
+
+
 def _ts(value: datetime) -> timestamp_pb2.Timestamp:
     out = timestamp_pb2.Timestamp()
     out.FromDatetime(value)
@@ -51,16 +57,28 @@ class AsyncPeople:
         contacts: Iterable[tuple[str, str]] = (),
         quiet_hours: tuple[str, str, str] | None = None,
         locale: str = "",
+        notification_rules: Iterable[tuple[str, timedelta, str]] = (),
         timeout: float | None = None,
     ) -> rpb.Recipient:
         """Create or replace a person (PutRecipient; operator role). ``locale``: their
-        language as a BCP 47 tag ("fr-FR"), which picks the policies' templates."""
+        language as a BCP 47 tag ("fr-FR"), which picks the policies' templates.
+        ``notification_rules``: their staged rules as ``(contact channel, after,
+        urgency)`` with urgency ``"high"`` or ``"low"``, e.g. ``[("push",
+        timedelta(0), "high"), ("sms", timedelta(minutes=2), "high")]``."""
         recipient = rpb.Recipient(
             recipient_id=recipient_id,
             display_name=display_name,
             time_zone=time_zone,
             locale=locale,
             contacts=[rpb.Contact(channel=c, address=a) for c, a in contacts],
+            notification_rules=[
+                rpb.NotificationRule(
+                    contact=contact,
+                    after=_duration(after),
+                    urgency=t.Urgency.Value(f"URGENCY_{urgency.upper()}"),
+                )
+                for contact, after, urgency in notification_rules
+            ],
         )
         if quiet_hours is not None:
             zone, start, end = quiet_hours

@@ -24,7 +24,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from tests.support.documents import document
-from uns_server.domain import follow_up_jobs, moves
+from uns_server.domain import follow_up_jobs, moves, person_rule_jobs
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
@@ -576,6 +576,35 @@ async def test_follow_up_writes_record_the_step_on_the_row(store: SqlStore) -> N
     async with store.write() as tx:
         await tx.follow_ups.look_again(nid, None)
     assert (await fetch(store, nid))["followup_at"] is None
+
+
+async def test_a_staged_rule_is_sending_while_its_job_runs(store: SqlStore) -> None:
+    [nid] = await insert(store, awaiting())
+    rule = person_rule_jobs.PersonRule("alice", "sms", timedelta(minutes=2), 0, NOW)
+    async with store.write() as tx:
+        await tx.jobs.insert_many([rule.job(nid, NOW)], NOW)
+        [job] = await tx.jobs.claim([JobKind.PERSON_RULE], now=NOW, limit=5, lease=LEASE)
+    async with store.read() as tx:
+        assert await tx.follow_ups.sending(nid, NOW)  # its message's reference comes later
+    assert job.lease_token is not None
+    async with store.write() as tx:
+        await tx.jobs.settle_many([person_rule_jobs.settle_done(job)], NOW)
+    async with store.read() as tx:
+        assert not await tx.follow_ups.sending(nid, NOW)
+
+
+async def test_a_staged_rule_records_its_outcome_and_references(store: SqlStore) -> None:
+    [nid] = await insert(store, awaiting())
+    outcome = {"channels_succeeded": ["mail@alice"], "staged": [{"state": "SENT"}]}
+    refs = {"sms@alice:after:120": {"message_id": "SM1"}}
+    async with store.write() as tx:
+        await tx.follow_ups.record_person_rule(moves.RecordPersonRule(nid, outcome, refs, NOW))
+    stored = await fetch(store, nid)
+    assert list(stored["outcome"]["staged"]) == [{"state": "SENT"}]
+    assert {k: ref["json"] for k, ref in stored["provider_refs"].items()} == refs
+    async with store.write() as tx:  # no new reference: the references stay
+        await tx.follow_ups.record_person_rule(moves.RecordPersonRule(nid, outcome, None, NOW))
+    assert set((await fetch(store, nid))["provider_refs"]) == set(refs)
 
 
 def test_a_follow_up_counter_only_moves_forward() -> None:

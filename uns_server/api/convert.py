@@ -303,7 +303,8 @@ def _notification(row: Notification) -> t.Notification:
         msg.response_metadata.CopyFrom(dict_to_struct(row.response_metadata))
     refs = row.provider_refs or {}
     msg.provider_references.extend(provider_reference(refs[name]) for name in sorted(refs))
-    msg.recipients.extend(recipients_wire.recipients(outcome, refs, provider_reference))
+    owed = row.status == Status.PENDING or row.ack_status == AckStatus.PENDING
+    msg.recipients.extend(recipients_wire.recipients(outcome, refs, provider_reference, owed))
     for field, value in (
         ("next_attempt_time", row.next_attempt),
         ("lease_expire_time", row.lease_until),

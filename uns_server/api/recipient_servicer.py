@@ -19,7 +19,7 @@ from uns.v1 import recipient_service_pb2 as pb
 from uns.v1 import recipient_service_pb2_grpc as pb_grpc
 from uns_server.api import convert
 from uns_server.api.handlers import unary
-from uns_server.domain.enums import Role
+from uns_server.domain.enums import Role, Urgency
 from uns_server.domain.errors import InvalidRequest
 from uns_server.domain.people import (
     CONTACTS_MAX,
@@ -30,6 +30,7 @@ from uns_server.domain.people import (
     build_recipient,
     build_rotation,
 )
+from uns_server.domain.staged_rules import RULES_MAX
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.people import PeopleService
 
@@ -68,6 +69,16 @@ def recipient_from_wire(r: pb.Recipient) -> Recipient:
             else None
         ),
         locale=r.locale,
+        rules=[
+            (
+                rule.contact,
+                _shift(rule.after, rule.HasField("after")),
+                convert.enum_from_wire(
+                    Urgency, rule.urgency, f"recipient.notification_rules[{i}].urgency"
+                ),
+            )
+            for i, rule in enumerate(r.notification_rules[: RULES_MAX + 1])
+        ],
     )
 
 
@@ -109,6 +120,14 @@ def recipient_to_wire(r: Recipient, personal: bool = True) -> pb.Recipient:
         quiet = convert.quiet_hours(r.quiet_hours)
         if quiet is not None:
             msg.quiet_hours.CopyFrom(quiet)
+        msg.notification_rules.extend(
+            pb.NotificationRule(
+                contact=rule.contact,
+                after=convert.duration(rule.after),
+                urgency=convert.enum_to_wire(rule.urgency, Urgency),
+            )
+            for rule in r.notification_rules
+        )
     _stamp(msg, "create_time", r.created_at)
     _stamp(msg, "update_time", r.updated_at)
     return msg

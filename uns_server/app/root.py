@@ -57,6 +57,7 @@ from uns_server.workers.job_cleaner import JobCleaner
 from uns_server.workers.loop import LoopWorker
 from uns_server.workers.maintenance import MaintenanceWorker
 from uns_server.workers.message_updates import MessageUpdater
+from uns_server.workers.person_rules import PersonRuleWorker
 from uns_server.workers.queue_sampler import QueueSampler
 from uns_server.workers.receipts import ReceiptPruner
 from uns_server.workers.statistics import FirstAnalyze
@@ -187,6 +188,16 @@ class App:
         self.job_cleaner = JobCleaner(self.store, clock)
         # Reminders and escalation steps of pending acks (policy reminder/escalation).
         self.followups = FollowUpWorker(
+            self.store,
+            self.channels,
+            clock,
+            lease_seconds=settings.lease_seconds,
+            poll_seconds=settings.idle_poll_seconds,
+            links=self.links,
+            supervision=self.supervision,
+        )
+        # People's staged rules (Recipient.notification_rules): each later contact.
+        self.person_rules = PersonRuleWorker(
             self.store,
             self.channels,
             clock,
@@ -400,6 +411,7 @@ class App:
             self.expiry,
             self.message_updater,
             self.followups,
+            self.person_rules,
             self.receipts,
             self.job_cleaner,
             self.maintenance,

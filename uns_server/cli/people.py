@@ -16,8 +16,13 @@ rotations with uns-admin")::
       display_name: Alice Martin
       time_zone: Europe/Paris
       locale: fr-FR        # optional, BCP 47: picks the policy's templates
-      contacts: [{channel: email, address: alice@example.com}]
+      contacts: [{channel: email, address: alice@example.com},
+                 {channel: sms, address: "+33612345678"}]
       quiet_hours: {time_zone: Europe/Paris, start: "22:00", end: "07:00"}
+      notification_rules:  # optional: which contact when (none: all at once)
+        - {contact: email, after: 0s, urgency: high}
+        - {contact: sms, after: 2m, urgency: high}
+        - {contact: email, after: 0s, urgency: low}
 
     # rotation.yaml
     rotation_id: primary
@@ -44,9 +49,11 @@ from typing import Any, Protocol
 import yaml
 
 from uns_server.cli.errors import UsageError, describe
+from uns_server.domain.enums import Urgency
 from uns_server.domain.errors import InvalidRequest
 from uns_server.domain.oncall import OnCall
 from uns_server.domain.people import Recipient, Rotation, build_recipient, build_rotation
+from uns_server.domain.staged_rules import NotificationRule
 
 PAGE_SIZE = 1000
 _SHIFT = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
@@ -59,6 +66,7 @@ _RECIPIENT_FIELDS = (
     "locale",
     "contacts",
     "quiet_hours",
+    "notification_rules",
 )
 _ROTATION_FIELDS = ("rotation_id", "members", "start_time", "shift", "time_zone", "overrides")
 
@@ -97,10 +105,30 @@ def recipient_to_json(r: Recipient) -> dict[str, Any]:
         **({"locale": r.locale} if r.locale else {}),
         "contacts": r.contacts_json(),
         "quiet_hours": r.quiet_hours.to_json() if r.quiet_hours else None,
+        **(
+            {"notification_rules": [_rule_to_json(x) for x in r.notification_rules]}
+            if r.notification_rules
+            else {}
+        ),
         "create_time": _iso(r.created_at),
         "update_time": _iso(r.updated_at),
         "updated_by": r.updated_by,
     }
+
+
+def _rule_to_json(rule: NotificationRule) -> dict[str, Any]:
+    return {
+        "contact": rule.contact,
+        "after": format_shift(rule.after),
+        "urgency": rule.urgency.value.lower(),
+    }
+
+
+def _urgency(value: Any) -> Urgency | None:
+    """``high``/``low`` (any case, ``URGENCY_`` prefix allowed); None: the builder
+    says it is missing or wrong."""
+    text = str(value or "").upper().removeprefix("URGENCY_")
+    return Urgency(text) if text in Urgency.__members__ else None
 
 
 def rotation_to_json(r: Rotation) -> dict[str, Any]:
@@ -208,6 +236,16 @@ def recipient_from_document(item: Mapping[str, Any]) -> Recipient:
             else None
         ),
         locale=_text(item, "locale"),
+        rules=[
+            (
+                _text(rule, "contact"),
+                parse_shift(rule.get("after"), f"recipient.notification_rules[{i}].after"),
+                _urgency(rule.get("urgency")),
+            )
+            for i, rule in enumerate(
+                _objects(item.get("notification_rules"), "recipient.notification_rules")
+            )
+        ],
     )
 
 

@@ -55,6 +55,7 @@ class JobKind(StrEnum):
     FOLLOW_UP = "follow_up"  # an ack's next reminder or escalation step
     SNOOZE_END = "snooze_end"  # a snoozed ack asked again
     WINDOW_END = "window_end"  # a maintenance window's end releases what it held
+    PERSON_RULE = "person_rule"  # a person's staged rule (domain.person_rule_jobs)
 
 
 # What a claim takes (once due), and the states that never move again.

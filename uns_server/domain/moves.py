@@ -239,6 +239,20 @@ class SettleFollowUpStep:
     now: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class RecordPersonRule:
+    """A person's staged rule fired (``domain.person_rule_jobs``): the delivered row's
+    ``outcome`` with the rule's entry marked, and its ``provider_refs`` with the
+    messages it sent (None: unchanged). Applied where the rule's ``person_rule`` job
+    settled (its lease is the fence), the row locked; no delivery lease holds a
+    DELIVERED row, so no settlement writes these columns meanwhile."""
+
+    notification_id: str
+    outcome: Mapping[str, Any]
+    provider_refs: Mapping[str, Any] | None
+    now: datetime
+
+
 # -- an attempt's lease settled (the hot path: many per statement) --------------------
 
 

@@ -83,6 +83,10 @@ class DeliveryOutcome:
     """Channels the latest attempt deferred (throttled or busy; no attempt spent)."""
     throttle_deferrals: int = 0
     """Throttle deferrals in this cycle so far (``lifecycle.decide_settlement``)."""
+    staged: tuple[Mapping[str, Any], ...] = ()
+    """People's staged rules this cycle started (``domain.person_rule_jobs``): each
+    ``{recipient_id, channel, after_seconds, cycle, due_time, state}``, with
+    ``fire_time`` (and ``error``) once fired."""
 
     def to_json(self) -> dict[str, Any]:
         """The stored JSON object (``recipients_unreachable`` and ``held`` only when
@@ -101,6 +105,8 @@ class DeliveryOutcome:
             out["channels_deferred"] = list(self.channels_deferred)
         if self.throttle_deferrals:
             out["throttle_deferrals"] = self.throttle_deferrals
+        if self.staged:
+            out["staged"] = [dict(s) for s in self.staged]
         return out
 
     @classmethod
@@ -120,7 +126,10 @@ class DeliveryOutcome:
             get("held"),
         )
         deferred, throttles = get("channels_deferred"), get("throttle_deferrals")
-        if not (attempted or succeeded or failed or error or unreachable or held or deferred):
+        staged = get("staged")
+        if not (
+            attempted or succeeded or failed or error or unreachable or held or deferred or staged
+        ):
             return _NONE  # every row before its first attempt: shared, as it is frozen
         return cls(
             tuple(attempted or ()),
@@ -137,6 +146,7 @@ class DeliveryOutcome:
             tuple(Held.from_json(h) for h in held if h.get("recipient_id")) if held else (),
             tuple(deferred or ()),
             int(throttles or 0),
+            tuple(dict(s) for s in staged or () if isinstance(s, dict)),
         )
 
 

@@ -20,10 +20,12 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from uns_server.domain.enums import Urgency
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnknownPolicyChannel
 from uns_server.domain.fields import text_problems, time_problem, zone_problem
 from uns_server.domain.locales import canonical_locale, locale_problem
 from uns_server.domain.schedule.quiet_hours import QuietHours
+from uns_server.domain.staged_rules import NotificationRule, rule_violations
 from uns_server.domain.twilio import e164_problem
 
 ID_MAX_CHARS = 64
@@ -85,9 +87,14 @@ class Recipient:
     updated_by: str = ""
     # BCP 47, canonical (``domain.locales``); "" when the person has none.
     locale: str = ""
+    # Which contact when, per urgency (``domain.staged_rules``); none: all at once.
+    notification_rules: tuple[NotificationRule, ...] = ()
 
     def contacts_json(self) -> list[dict[str, str]]:
         return [{"channel": c.channel, "address": c.address} for c in self.contacts]
+
+    def rules_json(self) -> list[dict[str, object]]:
+        return [r.to_json() for r in self.notification_rules]
 
 
 @dataclass(frozen=True)
@@ -179,9 +186,11 @@ def build_recipient(
     quiet_hours: tuple[str, str, str] | None,
     prefix: str = "recipient",
     locale: str = "",
+    rules: Sequence[tuple[str, timedelta | None, Urgency | None]] = (),
 ) -> Recipient:
     """Validate operator input; INVALID_REQUEST lists every problem. The locale is
-    kept in its canonical form (``en-us`` -> ``en-US``)."""
+    kept in its canonical form (``en-us`` -> ``en-US``). ``rules``: (contact channel,
+    after, urgency), each naming the channel of one of ``contacts``."""
     v: list[FieldViolation] = []
     v += [FieldViolation(f"{prefix}.recipient_id", p) for p in id_problems(recipient_id)]
     v += [
@@ -215,6 +224,8 @@ def build_recipient(
     problem = locale_problem(locale)
     if problem:
         v.append(FieldViolation(f"{prefix}.locale", problem))
+    staged, problems = rule_violations(rules, [c.channel for c in built], prefix)
+    v += problems
     _raise(v)
     return Recipient(
         recipient_id,
@@ -223,6 +234,7 @@ def build_recipient(
         tuple(built),
         quiet,
         locale=canonical_locale(locale),
+        notification_rules=staged,
     )
 
 

@@ -17,6 +17,12 @@ escalation steps and the deadline count from that instant.
 The follow-ups. A reminder or escalation step does not send to a person held then,
 nor (a reminder) to one not due; neither counts as asking them, so a later reminder
 is reckoned from their last message.
+
+Staged rules (SPEC §7). A person with rules of the notification's urgency is sent
+by the delivery only on the contacts of their immediate rules; each later rule is a
+step of its own (``PERSON_RULE``), due when the delivery first sends them plus its
+``after``, listed while it falls before the ack deadline (the plan assumes nobody
+answers).
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ from datetime import datetime
 from typing import Any
 
 from uns_server.domain import schedule
+from uns_server.domain.enums import Urgency
 from uns_server.domain.oncall import resolve_targets
 from uns_server.domain.outcomes import ProviderRef
 from uns_server.domain.people import Recipient, Rotation
 from uns_server.domain.schedule import Step, StepKind, Timing
+from uns_server.domain.staged_rules import split, urgency_of
 from uns_server.domain.targets import Target
 
 # A bound on the delivery's attempts for holds: each ends a hold, so only a rotation
@@ -72,6 +80,8 @@ class _Asking:
     rotations: Mapping[str, Rotation]
     recipients: Mapping[str, Recipient]
     refs: dict[str, ProviderRef] = field(default_factory=dict)
+    # When the delivery first sent each person (their staged rules count from it).
+    first_sent: dict[str, datetime] = field(default_factory=dict)
 
     def resolve(self, targets: Sequence[Target], at: datetime) -> tuple[str, ...]:
         return resolve_targets(targets, at, self.rotations)
@@ -111,6 +121,7 @@ class _Asking:
             for p in todo:
                 if p not in held:
                     sent.add(p)
+                    self.first_sent.setdefault(p, at)
                     self.record(p, at)
             if asked is None:
                 asked = PlannedAsk(tuple(p for p in who if p not in held), held)
@@ -133,6 +144,20 @@ class _Asking:
             self.record(p, step.at, step)
         return PlannedAsk(sent, held, not_due)
 
+    def rules(self, urgency: Urgency, until: datetime | None) -> list[Step]:
+        """Each later staged rule of the people the delivery sent, in time order, those
+        due before ``until`` (the ack deadline) only."""
+        out: list[tuple[datetime, str, str]] = []
+        for rid, at in self.first_sent.items():
+            person = self.recipients[rid]
+            plan = split(person.notification_rules, urgency, self.timing.require_ack)
+            out += [(at + after, rid, channel) for channel, after in plan.later]
+        due = sorted(x for x in out if until is None or x[0] < until)
+        return [
+            Step(StepKind.PERSON_RULE, i, at, (channel,), targets=(Target(recipient_id=rid),))
+            for i, (at, rid, channel) in enumerate(due, start=1)
+        ]
+
 
 def plan_people(
     accepted_at: datetime,
@@ -141,13 +166,17 @@ def plan_people(
     intent: str | None,
     rotations: Mapping[str, Rotation],
     recipients: Mapping[str, Recipient],
+    urgency: Urgency | None = None,
 ) -> PeoplePlan:
     """Simulate's plan with who each step asks: ``rotations`` and ``recipients`` are
-    those the policy's targets may name (missing ones ask nobody, as at runtime)."""
+    those the policy's targets may name (missing ones ask nobody, as at runtime);
+    ``urgency`` the policy's (its default by intent when None) picks staged rules."""
     asking = _Asking(timing, intent, rotations, recipients)
     delivery = schedule.plan(accepted_at, schedule_time, timing, intent)[0]
     first, delivered_at = asking.deliver(delivery)
     steps = schedule.plan(accepted_at, schedule_time, timing, intent, delivered_at)
+    deadline = next((s.at for s in steps if s.kind == StepKind.DEADLINE), None)
+    staged = asking.rules(urgency_of(urgency, intent), deadline)
     asked: dict[tuple[StepKind, int], PlannedAsk] = {}
     for step in steps:
         if step.kind == StepKind.DELIVERY:
@@ -158,4 +187,7 @@ def plan_people(
             continue
         if got.sent or got.held or got.not_due:
             asked[(step.kind, step.number)] = got
-    return PeoplePlan(tuple(steps), asked)
+    for step in staged:
+        asked[(step.kind, step.number)] = PlannedAsk((step.targets[0].recipient_id,))
+    merged = sorted([*steps, *staged], key=lambda s: s.at)  # stable: a tie keeps order
+    return PeoplePlan(tuple(merged), asked)

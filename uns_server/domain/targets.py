@@ -91,6 +91,8 @@ class PersonSent:
     unreachable_reason: str = ""
     # Their message waits for their quiet hours to end (ISO time; empty when not held).
     held_until: str = ""
+    # Their staged rules this notification started (``outcome.staged`` entries).
+    staged: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 def route_person(key: str) -> tuple[str, str] | None:
@@ -136,6 +138,8 @@ def people_sent(outcome: DeliveryOutcome, refs: ProviderRefs) -> list[PersonSent
         person(h.recipient_id).held_until = h.held_until.isoformat() if h.held_until else ""
     for u in outcome.recipients_unreachable:
         person(u.recipient_id).unreachable_reason = u.reason
+    for entry in sorted(outcome.staged, key=lambda e: str(e.get("due_time"))):
+        person(str(entry.get("recipient_id"))).staged.append(entry)
     return list(people.values())
 
 

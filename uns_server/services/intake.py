@@ -203,8 +203,14 @@ class Intake:
         if admission.outcome != Outcome.NEW:
             return decision
         # The same rules as the workers: intake's first attempt, the follow-up worker.
+        effective = decision.effective
         planned = await targeting.planned(
-            self._store, now, req.schedule_time, decision.effective.spec.timing, req.intent
+            self._store,
+            now,
+            req.schedule_time,
+            effective.spec.timing,
+            req.intent,
+            effective.urgency,
         )
         messages = await message_preview.previews(
             self._store,

@@ -15,12 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from uns_server.domain.enums import Urgency
 from uns_server.domain.planned_people import PlannedAsk
 from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.schedule import Step, StepKind
+from uns_server.domain.staged_rules import urgency_of
 from uns_server.domain.templates import Person, Rendered, message_fields, render_message
-from uns_server.services.targeting import routes_of
+from uns_server.services import staging
+from uns_server.services.targeting import Asked, PersonRoute, routes_of
 from uns_server.store.port import Store
 
 _PREFIX = {StepKind.REMINDER: "Reminder", StepKind.ESCALATION: "Escalation step"}
@@ -66,6 +69,7 @@ async def previews(
         priority=effective.priority.value,
         accepted_at=accepted_at,
     )
+    urgency = urgency_of(effective.urgency, req.intent)
     out: dict[tuple[StepKind, int], tuple[Preview, ...]] = {}
     for step in steps:
         if step.kind == StepKind.DEADLINE:
@@ -79,11 +83,24 @@ async def previews(
             text = Rendered(prefix + text.title, text.body, text.template, text.error)
             return Preview(channel, kind, person.recipient_id, person.locale, text)
 
-        shared = [one(c, Person()) for c in step.channels if c in channel_types]
         held = tuple(who.held) if step.kind == StepKind.DELIVERY else ()
-        routes = routes_of((*who.sent, *held), found, channel_types).routes
+        reached = routes_of((*who.sent, *held), found, channel_types)
+        if step.kind == StepKind.PERSON_RULE:  # the person's one staged contact
+            shared, routes = [], tuple(r for r in reached.routes if r.channel in step.channels)
+        else:
+            shared = [one(c, Person()) for c in step.channels if c in channel_types]
+            routes = _staged(reached, step.kind, urgency, effective.require_ack)
         out[(step.kind, step.number)] = (
             *shared,
             *(one(r.channel, r.person) for r in routes),
         )
     return out
+
+
+def _staged(
+    reached: Asked, kind: StepKind, urgency: Urgency, require_ack: bool
+) -> tuple[PersonRoute, ...]:
+    """The routes a step uses with people's staged rules applied (``services.staging``)."""
+    if kind == StepKind.DELIVERY:
+        return staging.now_routes(reached, urgency, require_ack)
+    return staging.follow_up_routes(reached, urgency).routes

@@ -9,13 +9,15 @@ on call then (``domain.oncall.resolve_targets``).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from uns_server.domain.enums import Urgency
 from uns_server.domain.oncall import resolve_targets
 from uns_server.domain.people import Recipient
 from uns_server.domain.planned_people import PeoplePlan, plan_people
 from uns_server.domain.schedule import QuietHours, Timing
+from uns_server.domain.staged_rules import NotificationRule
 from uns_server.domain.targets import Target
 from uns_server.domain.templates import Person
 from uns_server.store.port import Store
@@ -27,13 +29,14 @@ async def planned(
     schedule_time: datetime | None,
     timing: Timing,
     intent: str | None,
+    urgency: Urgency | None = None,
 ) -> PeoplePlan:
     """Simulate's plan with who each step asks (``domain.planned_people``): each
-    rotation resolved at the step's planned time, each person's own quiet hours and
-    reminder count applied as the workers apply them."""
+    rotation resolved at the step's planned time, each person's own quiet hours,
+    reminder count and staged rules (of ``urgency``) applied as the workers apply them."""
     targets = (*timing.targets, *(t for s in timing.escalation for t in s.targets))
     if not targets:
-        return plan_people(accepted_at, schedule_time, timing, intent, {}, {})
+        return plan_people(accepted_at, schedule_time, timing, intent, {}, {}, urgency)
     async with store.read() as tx:
         rotations = await tx.people.rotations_by_id(
             {t.rotation_id for t in targets if t.rotation_id}
@@ -42,7 +45,7 @@ async def planned(
         for r in rotations.values():
             named |= {*r.members, *(o.recipient_id for o in r.overrides)}
         recipients = await tx.people.recipients_by_id(named)
-    return plan_people(accepted_at, schedule_time, timing, intent, rotations, recipients)
+    return plan_people(accepted_at, schedule_time, timing, intent, rotations, recipients, urgency)
 
 
 async def people_at(
@@ -93,6 +96,8 @@ class Asked:
 
     routes: tuple[PersonRoute, ...] = ()
     unreachable: tuple[dict[str, str], ...] = ()
+    # Each reached person's staged rules (``domain.staged_rules``), when they have any.
+    rules: Mapping[str, tuple[NotificationRule, ...]] = field(default_factory=dict)
 
 
 NO_CONTACT = "no contact on a channel this server has"
@@ -105,11 +110,14 @@ def routes_of(
 ) -> Asked:
     routes: list[PersonRoute] = []
     unreachable: list[dict[str, str]] = []
+    rules: dict[str, tuple[NotificationRule, ...]] = {}
     for rid in who:
         person = found.get(rid)
         if person is None:
             unreachable.append({"recipient_id": rid, "reason": DELETED_RECIPIENT})
             continue
+        if person.notification_rules:
+            rules[rid] = person.notification_rules
         usable = [c for c in person.contacts if c.channel in channels]
         if not usable:
             unreachable.append({"recipient_id": rid, "reason": NO_CONTACT})
@@ -129,7 +137,7 @@ def routes_of(
                     person.time_zone,
                 )
             )
-    return Asked(tuple(routes), tuple(unreachable))
+    return Asked(tuple(routes), tuple(unreachable), rules)
 
 
 async def asked_at(
@@ -140,4 +148,4 @@ async def asked_at(
     who, found, gone = await people_at(store, targets, at)
     asked = routes_of(who, found, channels)
     lost = tuple({"rotation_id": r, "reason": DELETED_ROTATION} for r in gone)
-    return Asked(asked.routes, asked.unreachable + lost)
+    return Asked(asked.routes, asked.unreachable + lost, asked.rules)

@@ -33,15 +33,19 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from uns_server.domain import follow_up_jobs
+from uns_server.domain import follow_up_jobs, person_rule_jobs
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.jobs import LIVE, JobState
-from uns_server.domain.moves import RetryFollowUpStep, SettleFollowUpStep
+from uns_server.domain.moves import RecordPersonRule, RetryFollowUpStep, SettleFollowUpStep
 from uns_server.store.tables import UtcDateTime
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
 _KIND: Any = literal_column(f"'{follow_up_jobs.KIND.value}'")
+# What sends messages whose references the row learns only when it settles.
+_SENDING_KINDS: list[Any] = [
+    literal_column(f"'{k.value}'") for k in (follow_up_jobs.KIND, person_rule_jobs.KIND)
+]
 _NOW = bindparam("now", type_=UtcDateTime())
 # As the notification index's WHERE (``tables.jobs``), so the planner can use it.
 _LIVE = j.c.state.in_([literal_column(f"'{s.value}'") for s in sorted(LIVE)])
@@ -51,7 +55,7 @@ def _step_running() -> Any:
     return (
         select(j.c.id)
         .where(
-            j.c.kind == _KIND,
+            j.c.kind.in_(_SENDING_KINDS),
             j.c.notification_id == bindparam("nid"),
             j.c.state == literal_column(f"'{JobState.RUNNING.value}'"),
             j.c.lease_until > _NOW,
@@ -141,6 +145,12 @@ class SqlFollowUps(SqlFollowUpReads):
             "followup_at": move.next_at,
             "followup_step": None,
         }
+        if move.provider_refs is not None:
+            values["provider_refs"] = dict(move.provider_refs)
+        await self._set(move.notification_id, values)
+
+    async def record_person_rule(self, move: RecordPersonRule) -> None:
+        values: dict[str, Any] = {"updated_at": move.now, "outcome": dict(move.outcome)}
         if move.provider_refs is not None:
             values["provider_refs"] = dict(move.provider_refs)
         await self._set(move.notification_id, values)

@@ -22,6 +22,7 @@ from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.outcomes import provider_refs_from_json
 from uns_server.domain.people import Contact, Recipient, Rotation
 from uns_server.domain.schedule.quiet_hours import QuietHours
+from uns_server.domain.staged_rules import NotificationRule
 from uns_server.store.port.values import MissingPeople, StillReferenced
 from uns_server.store.port.values import PersonFirstPutRace as FirstPutRace
 from uns_server.store.tables import (
@@ -45,6 +46,9 @@ def _recipient(row: RowMapping) -> Recipient:
         updated_at=row["updated_at"],
         updated_by=row["updated_by"],
         locale=row["locale"] or "",
+        notification_rules=tuple(
+            NotificationRule.from_json(r) for r in row["notification_rules"] or ()
+        ),
     )
 
 
@@ -70,6 +74,7 @@ def recipient_json(r: Recipient) -> dict[str, Any]:
         "contacts": r.contacts_json(),
         "quiet_hours": r.quiet_hours.to_json() if r.quiet_hours else None,
         **({"locale": r.locale} if r.locale else {}),
+        **({"notification_rules": r.rules_json()} if r.notification_rules else {}),
     }
 
 
@@ -145,6 +150,7 @@ async def put_recipient(
         "contacts": recipient.contacts_json(),
         "quiet_hours": recipient.quiet_hours.to_json() if recipient.quiet_hours else None,
         "locale": recipient.locale,
+        "notification_rules": recipient.rules_json() or None,
         "updated_at": now,
         "updated_by": actor,
     }

@@ -468,6 +468,8 @@ recipients = Table(
     Column("updated_by", String(255), nullable=False),
     # BCP 47, canonical; "" when none (SPEC §7, templates). Migration 0018.
     Column("locale", String(35), nullable=False, server_default=""),
+    # Staged rules (SPEC §7), a JSON list; NULL when none. Migration 0021.
+    Column("notification_rules", JsonOrNull),
 )
 
 rotations = Table(

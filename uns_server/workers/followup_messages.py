@@ -19,7 +19,8 @@ from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.domain import schedule
 from uns_server.domain.outcomes import provider_refs_json
 from uns_server.domain.records import Notification
-from uns_server.services import targeting
+from uns_server.domain.staged_rules import urgency_of
+from uns_server.services import staging, targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.port import Store
@@ -77,6 +78,10 @@ async def ask(
     if not step.targets:
         return claim
     asked = await targeting.asked_at(store, step.targets, now, channels)
+    # A person with staged rules (SPEC §7) is asked on the contacts of their first.
+    doc = claim.notification.notification
+    urgency = urgency_of(doc.effective.urgency, doc.intent.value if doc.intent else None)
+    asked = staging.follow_up_routes(asked, urgency)
     progress = progress_of(claim.notification, step)
     answers = progress.answers() if progress else {}
     held, not_due = waiting(claim.notification, step, asked.routes, answers, now)

@@ -117,6 +117,7 @@ class StepKind(StrEnum):
     REMINDER = "REMINDER"
     ESCALATION = "ESCALATION"
     DEADLINE = "DEADLINE"
+    PERSON_RULE = "PERSON_RULE"  # a person's staged rule (Simulate only)
 
 
 @dataclass(frozen=True)

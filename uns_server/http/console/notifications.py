@@ -9,6 +9,7 @@ from aiohttp import web
 
 from uns_server.domain.enums import ACK_OWED, EventKind, Status
 from uns_server.domain.errors import UnsError
+from uns_server.domain.staged_rules import entry_text
 from uns_server.domain.targets import people_sent
 from uns_server.http.console.context import VIA, Console
 from uns_server.http.console.reading import (
@@ -166,6 +167,13 @@ async def detail(
         actions=[(a, ACTIONS[a]) for a in actions],
         waiting=waiting,
         people=asked,
+        # Each person's staged rules (SPEC §7), in words: "sms after 2m: pending".
+        staged={
+            p.recipient_id: [
+                entry_text(e, row.status == Status.PENDING or pending_ack) for e in p.staged
+            ]
+            for p in asked
+        },
         # The live timeline resumes after the last event shown (sequences are allocated
         # in commit order, so nothing of this notification's can fall in between).
         after=max((e.sequence for e in timeline), default=high_water),

@@ -80,8 +80,9 @@ class Moves(Protocol):
 
 class FollowUpReads(Protocol):
     async def sending(self, notification_id: str, now: datetime) -> bool:
-        """Is a follow-up step of the notification being sent: its ``follow_up`` job
-        running under a lease that has not expired at ``now``?"""
+        """Is a follow-up step of the notification being sent, or a person's staged
+        rule: its ``follow_up`` or ``person_rule`` job running under a lease that has
+        not expired at ``now``?"""
         ...
 
 
@@ -100,6 +101,11 @@ class FollowUps(FollowUpReads, Protocol):
 
     async def record_step(self, move: m.SettleFollowUpStep) -> None:
         """Count the decided step, store the next follow-up time, clear its progress."""
+        ...
+
+    async def record_person_rule(self, move: m.RecordPersonRule) -> None:
+        """Store a staged rule's firing: the outcome (its entry marked) and the
+        references of the messages it sent."""
         ...
 
     async def carry(self, now: datetime, *, limit: int) -> int:

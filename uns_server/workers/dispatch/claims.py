@@ -10,6 +10,7 @@ from typing import Any
 
 from uns_server.channels.base import ChannelResult
 from uns_server.domain.enums import EventKind
+from uns_server.domain.person_rule_jobs import PersonRule
 from uns_server.domain.records import Notification
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.port import NewEvent
@@ -32,6 +33,9 @@ class Claim:
     unreachable: tuple[dict[str, str], ...] = ()
     # People's messages their own quiet hours hold now (route key -> until): not sent.
     held: Mapping[str, datetime] = field(default_factory=dict)
+    # People's later staged rules this attempt starts (``services.staging.stage``):
+    # their jobs are inserted, and ``outcome.staged`` grows, when it settles.
+    staged: tuple[PersonRule, ...] = ()
 
     def route(self, key: str) -> PersonRoute | None:
         return next((r for r in self.routes if r.key == key), None)

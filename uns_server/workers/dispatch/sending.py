@@ -20,10 +20,11 @@ from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain import schedule
 from uns_server.domain.enums import Status
+from uns_server.domain.staged_rules import urgency_of
 from uns_server.observability import tracing
 from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import PROVIDER, phased
-from uns_server.services import targeting
+from uns_server.services import staging, targeting
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.targeting import PersonRoute
 from uns_server.store.port import Store
@@ -107,22 +108,34 @@ class Sender:
         asked = await targeting.asked_at(
             self._store, doc.effective.targets, now, self._channels.names()
         )
+        intent = doc.intent.value if doc.intent else None
+        urgency = urgency_of(doc.effective.urgency, intent)
+        # A person's staged rules (SPEC §7): only their immediate contacts now.
+        routes = staging.now_routes(asked, urgency, n.require_ack)
         done = set(n.outcome.channels_succeeded)
-        todo = [r for r in asked.routes if r.key not in done]
+        todo = [r for r in routes if r.key not in done]
         if n.ack_status is not None:
             todo = []  # the obligation was answered while a message was held
-        held = schedule.held_until(
-            {r.key: r.quiet_hours for r in todo}, now, doc.intent.value if doc.intent else None
-        )
+        held = schedule.held_until({r.key: r.quiet_hours for r in todo}, now, intent)
         channels = claim.channels + tuple(r.key for r in todo if r.key not in held)
         if not asked.routes and not doc.effective.channels:
             channels = (NOBODY,)  # refused below: nobody can be asked
+        staged = staging.stage(
+            asked,
+            urgency,
+            require_ack=n.require_ack,
+            started=n.outcome.staged,
+            not_asked={r.recipient_id for r in todo if r.key in held},
+            cycle=n.cycle,
+            now=now,
+        )
         return replace(
             claim,
             channels=channels,
-            routes=asked.routes,
+            routes=routes,
             unreachable=asked.unreachable,
             held=held,
+            staged=staged if n.ack_status is None else (),
         )
 
     async def _people_started(self, claim: Claim) -> None:

@@ -257,6 +257,12 @@ class Settler:
             for s in settled:
                 if s.leased is not None and s.status is not None:
                     await after_settle(tx, s.status, s.leased, now, s.followers)
+            # The staged rules each landed attempt started (SPEC §7), in its commit.
+            rules = [
+                r.job(s.claim.notification.id) for s in settled if s.leased for r in s.claim.staged
+            ]
+            if rules:
+                await tx.jobs.insert_many(rules, now)
             await tx.audit.record_deliveries(kept, now)
             await tx.events.append([e for s in settled for e in s.events()], now)
         # Committed: count each outcome where it was decided.
@@ -318,6 +324,9 @@ class Settler:
             decision.outcome["recipients_unreachable"] = list(claim.unreachable)
         if claim.held:  # SPEC §6: a person's quiet hours hold their message, visibly
             decision.outcome["held"] = held_json(claim)
+        if claim.staged or n.outcome.staged:  # SPEC §7: people's staged rules, kept
+            started = [*n.outcome.staged, *(r.entry() for r in claim.staged)]
+            decision.outcome["staged"] = [dict(e) for e in started]
         s.status, s.dead_letter = decision.status, decision.dead_letter
         s.final = event(n, EventKind.DELIVERY_RESULT, decision.result_payload(s.base))
         return decision
@@ -376,6 +385,8 @@ def _settles_alone(s: Settled) -> bool:
     """Does the settlement need no followers' part (``after_settle``), which reads and
     writes after the row's UPDATE?"""
     n = s.claim.notification
+    if s.claim.staged:  # its staged rules' jobs are inserted after the UPDATE
+        return False
     return s.status == Status.PENDING or (s.status == Status.DELIVERED and n.dedup_key is None)
 
 

@@ -92,6 +92,13 @@ class _PlannedStepKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Plann
     """An escalation step on its own channels (policy escalation)."""
     PLANNED_STEP_KIND_DEADLINE: _PlannedStepKind.ValueType  # 4
     """The ack deadline: TIMED_OUT if nobody answered."""
+    PLANNED_STEP_KIND_PERSON_RULE: _PlannedStepKind.ValueType  # 5
+    """A person's staged rule (Recipient.notification_rules) firing: its one
+    contact's channel in channels, the person in recipient_ids, due when the
+    delivery first asks them plus the rule's `after`. Listed only while it
+    falls before the ack deadline, and only for notifications that await an
+    answer (otherwise every rule's contact is sent with the delivery).
+    """
 
 class PlannedStepKind(_PlannedStepKind, metaclass=_PlannedStepKindEnumTypeWrapper):
     """PlannedStepKind says what a planned step does."""
@@ -106,6 +113,13 @@ PLANNED_STEP_KIND_ESCALATION: PlannedStepKind.ValueType  # 3
 """An escalation step on its own channels (policy escalation)."""
 PLANNED_STEP_KIND_DEADLINE: PlannedStepKind.ValueType  # 4
 """The ack deadline: TIMED_OUT if nobody answered."""
+PLANNED_STEP_KIND_PERSON_RULE: PlannedStepKind.ValueType  # 5
+"""A person's staged rule (Recipient.notification_rules) firing: its one
+contact's channel in channels, the person in recipient_ids, due when the
+delivery first asks them plus the rule's `after`. Listed only while it
+falls before the ack deadline, and only for notifications that await an
+answer (otherwise every rule's contact is sent with the delivery).
+"""
 Global___PlannedStepKind: _TypeAlias = PlannedStepKind  # noqa: Y015
 
 @_typing.final

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from uns.v1 import types_pb2 as uns_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1euns/v1/recipient_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"=\n\x07\x43ontact\x12\x18\n\x07\x63hannel\x18\x01 \x01(\tR\x07\x63hannel\x12\x18\n\x07\x61\x64\x64ress\x18\x02 \x01(\tR\x07\x61\x64\x64ress\"\x81\x03\n\tRecipient\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\x12!\n\x0c\x64isplay_name\x18\x02 \x01(\tR\x0b\x64isplayName\x12\x1b\n\ttime_zone\x18\x03 \x01(\tR\x08timeZone\x12+\n\x08\x63ontacts\x18\x04 \x03(\x0b\x32\x0f.uns.v1.ContactR\x08\x63ontacts\x12\x33\n\x0bquiet_hours\x18\x05 \x01(\x0b\x32\x12.uns.v1.QuietHoursR\nquietHours\x12;\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12\x1d\n\nupdated_by\x18\x08 \x01(\tR\tupdatedBy\x12\x16\n\x06locale\x18\t \x01(\tR\x06locale\"\xa7\x01\n\x10RotationOverride\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\x12\x39\n\nstart_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\"\x9f\x03\n\x08Rotation\x12\x1f\n\x0brotation_id\x18\x01 \x01(\tR\nrotationId\x12\x18\n\x07members\x18\x02 \x03(\tR\x07members\x12\x39\n\nstart_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12/\n\x05shift\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x05shift\x12\x1b\n\ttime_zone\x18\x05 \x01(\tR\x08timeZone\x12\x36\n\toverrides\x18\x06 \x03(\x0b\x32\x18.uns.v1.RotationOverrideR\toverrides\x12;\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12\x1d\n\nupdated_by\x18\t \x01(\tR\tupdatedBy\"F\n\x13PutRecipientRequest\x12/\n\trecipient\x18\x01 \x01(\x0b\x32\x11.uns.v1.RecipientR\trecipient\"G\n\x14PutRecipientResponse\x12/\n\trecipient\x18\x01 \x01(\x0b\x32\x11.uns.v1.RecipientR\trecipient\"8\n\x13GetRecipientRequest\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\"G\n\x14GetRecipientResponse\x12/\n\trecipient\x18\x01 \x01(\x0b\x32\x11.uns.v1.RecipientR\trecipient\"S\n\x15ListRecipientsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"s\n\x16ListRecipientsResponse\x12\x31\n\nrecipients\x18\x01 \x03(\x0b\x32\x11.uns.v1.RecipientR\nrecipients\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\";\n\x16\x44\x65leteRecipientRequest\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\"J\n\x17\x44\x65leteRecipientResponse\x12/\n\trecipient\x18\x01 \x01(\x0b\x32\x11.uns.v1.RecipientR\trecipient\"B\n\x12PutRotationRequest\x12,\n\x08rotation\x18\x01 \x01(\x0b\x32\x10.uns.v1.RotationR\x08rotation\"C\n\x13PutRotationResponse\x12,\n\x08rotation\x18\x01 \x01(\x0b\x32\x10.uns.v1.RotationR\x08rotation\"5\n\x12GetRotationRequest\x12\x1f\n\x0brotation_id\x18\x01 \x01(\tR\nrotationId\"C\n\x13GetRotationResponse\x12,\n\x08rotation\x18\x01 \x01(\x0b\x32\x10.uns.v1.RotationR\x08rotation\"R\n\x14ListRotationsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"o\n\x15ListRotationsResponse\x12.\n\trotations\x18\x01 \x03(\x0b\x32\x10.uns.v1.RotationR\trotations\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"8\n\x15\x44\x65leteRotationRequest\x12\x1f\n\x0brotation_id\x18\x01 \x01(\tR\nrotationId\"F\n\x16\x44\x65leteRotationResponse\x12,\n\x08rotation\x18\x01 \x01(\x0b\x32\x10.uns.v1.RotationR\x08rotation\"c\n\x10GetOnCallRequest\x12\x1f\n\x0brotation_id\x18\x01 \x01(\tR\nrotationId\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\xf0\x01\n\x11GetOnCallResponse\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\x12@\n\x0eshift_end_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0cshiftEndTime\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x1a\n\x08override\x18\x04 \x01(\x08R\x08override\x12*\n\x11next_recipient_id\x18\x05 \x01(\tR\x0fnextRecipientId2\xbe\x05\n\x10RecipientService\x12I\n\x0cPutRecipient\x12\x1b.uns.v1.PutRecipientRequest\x1a\x1c.uns.v1.PutRecipientResponse\x12I\n\x0cGetRecipient\x12\x1b.uns.v1.GetRecipientRequest\x1a\x1c.uns.v1.GetRecipientResponse\x12O\n\x0eListRecipients\x12\x1d.uns.v1.ListRecipientsRequest\x1a\x1e.uns.v1.ListRecipientsResponse\x12R\n\x0f\x44\x65leteRecipient\x12\x1e.uns.v1.DeleteRecipientRequest\x1a\x1f.uns.v1.DeleteRecipientResponse\x12\x46\n\x0bPutRotation\x12\x1a.uns.v1.PutRotationRequest\x1a\x1b.uns.v1.PutRotationResponse\x12\x46\n\x0bGetRotation\x12\x1a.uns.v1.GetRotationRequest\x1a\x1b.uns.v1.GetRotationResponse\x12L\n\rListRotations\x12\x1c.uns.v1.ListRotationsRequest\x1a\x1d.uns.v1.ListRotationsResponse\x12O\n\x0e\x44\x65leteRotation\x12\x1d.uns.v1.DeleteRotationRequest\x1a\x1e.uns.v1.DeleteRotationResponse\x12@\n\tGetOnCall\x12\x18.uns.v1.GetOnCallRequest\x1a\x19.uns.v1.GetOnCallResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1euns/v1/recipient_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"=\n\x07\x43ontact\x12\x18\n\x07\x63hannel\x18\x01 \x01(\tR\x07\x63hannel\x12\x18\n\x07\x61\x64\x64ress\x18\x02 \x01(\tR\x07\x61\x64\x64ress\"\xca\x03\n\tRecipient\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\x12!\n\x0c\x64isplay_name\x18\x02 \x01(\tR\x0b\x64isplayName\x12\x1b\n\ttime_zone\x18\x03 \x01(\tR\x08timeZone\x12+\n\x08\x63ontacts\x18\x04 \x03(\x0b\x32\x0f.uns.v1.ContactR\x08\x63ontacts\x12\x33\n\x0bquiet_hours\x18\x05 \x01(\x0b\x32\x12.uns.v1.QuietHoursR\nquietHours\x12;\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12\x1d\n\nupdated_by\x18\x08 \x01(\tR\tupdatedBy\x12\x16\n\x06locale\x18\t \x01(\tR\x06locale\x12G\n\x12notification_rules\x18\n \x03(\x0b\x32\x18.uns.v1.NotificationRuleR\x11notificationRules\"\x88\x01\n\x10NotificationRule\x12\x18\n\x07\x63ontact\x18\x01 \x01(\tR\x07\x63ontact\x12/\n\x05\x61\x66ter\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x05\x61\x66ter\x12)\n\x07urgency\x18\x03 \x01(\x0e\x32\x0f.uns.v1.UrgencyR\x07urgency\"\xa7\x01\n\x10RotationOverride\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\x12\x39\n\nstart_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12\x35\n\x08\x65nd_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndTime\"\x9f\x03\n\x08Rotation\x12\x1f\n\x0brotation_id\x18\x01 \x01(\tR\nrotationId\x12\x18\n\x07members\x18\x02 \x03(\tR\x07members\x12\x39\n\nstart_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartTime\x12/\n\x05shift\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x05shift\x12\x1b\n\ttime_zone\x18\x05 \x01(\tR\x08timeZone\x12\x36\n\toverrides\x18\x06 \x03(\x0b\x32\x18.uns.v1.RotationOverrideR\toverrides\x12;\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12\x1d\n\nupdated_by\x18\t \x01(\tR\tupdatedBy\"F\n\x13PutRecipientRequest\x12/\n\trecipient\x18\x01 \x01(\x0b\x32\x11.uns.v1.RecipientR\trecipient\"G\n\x14PutRecipientResponse\x12/\n\trecipient\x18\x01 \x01(\x0b\x32\x11.uns.v1.RecipientR\trecipient\"8\n\x13GetRecipientRequest\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\"G\n\x14GetRecipientResponse\x12/\n\trecipient\x18\x01 \x01(\x0b\x32\x11.uns.v1.RecipientR\trecipient\"S\n\x15ListRecipientsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"s\n\x16ListRecipientsResponse\x12\x31\n\nrecipients\x18\x01 \x03(\x0b\x32\x11.uns.v1.RecipientR\nrecipients\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\";\n\x16\x44\x65leteRecipientRequest\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\"J\n\x17\x44\x65leteRecipientResponse\x12/\n\trecipient\x18\x01 \x01(\x0b\x32\x11.uns.v1.RecipientR\trecipient\"B\n\x12PutRotationRequest\x12,\n\x08rotation\x18\x01 \x01(\x0b\x32\x10.uns.v1.RotationR\x08rotation\"C\n\x13PutRotationResponse\x12,\n\x08rotation\x18\x01 \x01(\x0b\x32\x10.uns.v1.RotationR\x08rotation\"5\n\x12GetRotationRequest\x12\x1f\n\x0brotation_id\x18\x01 \x01(\tR\nrotationId\"C\n\x13GetRotationResponse\x12,\n\x08rotation\x18\x01 \x01(\x0b\x32\x10.uns.v1.RotationR\x08rotation\"R\n\x14ListRotationsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"o\n\x15ListRotationsResponse\x12.\n\trotations\x18\x01 \x03(\x0b\x32\x10.uns.v1.RotationR\trotations\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"8\n\x15\x44\x65leteRotationRequest\x12\x1f\n\x0brotation_id\x18\x01 \x01(\tR\nrotationId\"F\n\x16\x44\x65leteRotationResponse\x12,\n\x08rotation\x18\x01 \x01(\x0b\x32\x10.uns.v1.RotationR\x08rotation\"c\n\x10GetOnCallRequest\x12\x1f\n\x0brotation_id\x18\x01 \x01(\tR\nrotationId\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\xf0\x01\n\x11GetOnCallResponse\x12!\n\x0crecipient_id\x18\x01 \x01(\tR\x0brecipientId\x12@\n\x0eshift_end_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0cshiftEndTime\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x1a\n\x08override\x18\x04 \x01(\x08R\x08override\x12*\n\x11next_recipient_id\x18\x05 \x01(\tR\x0fnextRecipientId2\xbe\x05\n\x10RecipientService\x12I\n\x0cPutRecipient\x12\x1b.uns.v1.PutRecipientRequest\x1a\x1c.uns.v1.PutRecipientResponse\x12I\n\x0cGetRecipient\x12\x1b.uns.v1.GetRecipientRequest\x1a\x1c.uns.v1.GetRecipientResponse\x12O\n\x0eListRecipients\x12\x1d.uns.v1.ListRecipientsRequest\x1a\x1e.uns.v1.ListRecipientsResponse\x12R\n\x0f\x44\x65leteRecipient\x12\x1e.uns.v1.DeleteRecipientRequest\x1a\x1f.uns.v1.DeleteRecipientResponse\x12\x46\n\x0bPutRotation\x12\x1a.uns.v1.PutRotationRequest\x1a\x1b.uns.v1.PutRotationResponse\x12\x46\n\x0bGetRotation\x12\x1a.uns.v1.GetRotationRequest\x1a\x1b.uns.v1.GetRotationResponse\x12L\n\rListRotations\x12\x1c.uns.v1.ListRotationsRequest\x1a\x1d.uns.v1.ListRotationsResponse\x12O\n\x0e\x44\x65leteRotation\x12\x1d.uns.v1.DeleteRotationRequest\x1a\x1e.uns.v1.DeleteRotationResponse\x12@\n\tGetOnCall\x12\x18.uns.v1.GetOnCallRequest\x1a\x19.uns.v1.GetOnCallResponseB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,47 +38,49 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONTACT']._serialized_start=127
   _globals['_CONTACT']._serialized_end=188
   _globals['_RECIPIENT']._serialized_start=191
-  _globals['_RECIPIENT']._serialized_end=576
-  _globals['_ROTATIONOVERRIDE']._serialized_start=579
-  _globals['_ROTATIONOVERRIDE']._serialized_end=746
-  _globals['_ROTATION']._serialized_start=749
-  _globals['_ROTATION']._serialized_end=1164
-  _globals['_PUTRECIPIENTREQUEST']._serialized_start=1166
-  _globals['_PUTRECIPIENTREQUEST']._serialized_end=1236
-  _globals['_PUTRECIPIENTRESPONSE']._serialized_start=1238
-  _globals['_PUTRECIPIENTRESPONSE']._serialized_end=1309
-  _globals['_GETRECIPIENTREQUEST']._serialized_start=1311
-  _globals['_GETRECIPIENTREQUEST']._serialized_end=1367
-  _globals['_GETRECIPIENTRESPONSE']._serialized_start=1369
-  _globals['_GETRECIPIENTRESPONSE']._serialized_end=1440
-  _globals['_LISTRECIPIENTSREQUEST']._serialized_start=1442
-  _globals['_LISTRECIPIENTSREQUEST']._serialized_end=1525
-  _globals['_LISTRECIPIENTSRESPONSE']._serialized_start=1527
-  _globals['_LISTRECIPIENTSRESPONSE']._serialized_end=1642
-  _globals['_DELETERECIPIENTREQUEST']._serialized_start=1644
-  _globals['_DELETERECIPIENTREQUEST']._serialized_end=1703
-  _globals['_DELETERECIPIENTRESPONSE']._serialized_start=1705
-  _globals['_DELETERECIPIENTRESPONSE']._serialized_end=1779
-  _globals['_PUTROTATIONREQUEST']._serialized_start=1781
-  _globals['_PUTROTATIONREQUEST']._serialized_end=1847
-  _globals['_PUTROTATIONRESPONSE']._serialized_start=1849
-  _globals['_PUTROTATIONRESPONSE']._serialized_end=1916
-  _globals['_GETROTATIONREQUEST']._serialized_start=1918
-  _globals['_GETROTATIONREQUEST']._serialized_end=1971
-  _globals['_GETROTATIONRESPONSE']._serialized_start=1973
-  _globals['_GETROTATIONRESPONSE']._serialized_end=2040
-  _globals['_LISTROTATIONSREQUEST']._serialized_start=2042
-  _globals['_LISTROTATIONSREQUEST']._serialized_end=2124
-  _globals['_LISTROTATIONSRESPONSE']._serialized_start=2126
-  _globals['_LISTROTATIONSRESPONSE']._serialized_end=2237
-  _globals['_DELETEROTATIONREQUEST']._serialized_start=2239
-  _globals['_DELETEROTATIONREQUEST']._serialized_end=2295
-  _globals['_DELETEROTATIONRESPONSE']._serialized_start=2297
-  _globals['_DELETEROTATIONRESPONSE']._serialized_end=2367
-  _globals['_GETONCALLREQUEST']._serialized_start=2369
-  _globals['_GETONCALLREQUEST']._serialized_end=2468
-  _globals['_GETONCALLRESPONSE']._serialized_start=2471
-  _globals['_GETONCALLRESPONSE']._serialized_end=2711
-  _globals['_RECIPIENTSERVICE']._serialized_start=2714
-  _globals['_RECIPIENTSERVICE']._serialized_end=3416
+  _globals['_RECIPIENT']._serialized_end=649
+  _globals['_NOTIFICATIONRULE']._serialized_start=652
+  _globals['_NOTIFICATIONRULE']._serialized_end=788
+  _globals['_ROTATIONOVERRIDE']._serialized_start=791
+  _globals['_ROTATIONOVERRIDE']._serialized_end=958
+  _globals['_ROTATION']._serialized_start=961
+  _globals['_ROTATION']._serialized_end=1376
+  _globals['_PUTRECIPIENTREQUEST']._serialized_start=1378
+  _globals['_PUTRECIPIENTREQUEST']._serialized_end=1448
+  _globals['_PUTRECIPIENTRESPONSE']._serialized_start=1450
+  _globals['_PUTRECIPIENTRESPONSE']._serialized_end=1521
+  _globals['_GETRECIPIENTREQUEST']._serialized_start=1523
+  _globals['_GETRECIPIENTREQUEST']._serialized_end=1579
+  _globals['_GETRECIPIENTRESPONSE']._serialized_start=1581
+  _globals['_GETRECIPIENTRESPONSE']._serialized_end=1652
+  _globals['_LISTRECIPIENTSREQUEST']._serialized_start=1654
+  _globals['_LISTRECIPIENTSREQUEST']._serialized_end=1737
+  _globals['_LISTRECIPIENTSRESPONSE']._serialized_start=1739
+  _globals['_LISTRECIPIENTSRESPONSE']._serialized_end=1854
+  _globals['_DELETERECIPIENTREQUEST']._serialized_start=1856
+  _globals['_DELETERECIPIENTREQUEST']._serialized_end=1915
+  _globals['_DELETERECIPIENTRESPONSE']._serialized_start=1917
+  _globals['_DELETERECIPIENTRESPONSE']._serialized_end=1991
+  _globals['_PUTROTATIONREQUEST']._serialized_start=1993
+  _globals['_PUTROTATIONREQUEST']._serialized_end=2059
+  _globals['_PUTROTATIONRESPONSE']._serialized_start=2061
+  _globals['_PUTROTATIONRESPONSE']._serialized_end=2128
+  _globals['_GETROTATIONREQUEST']._serialized_start=2130
+  _globals['_GETROTATIONREQUEST']._serialized_end=2183
+  _globals['_GETROTATIONRESPONSE']._serialized_start=2185
+  _globals['_GETROTATIONRESPONSE']._serialized_end=2252
+  _globals['_LISTROTATIONSREQUEST']._serialized_start=2254
+  _globals['_LISTROTATIONSREQUEST']._serialized_end=2336
+  _globals['_LISTROTATIONSRESPONSE']._serialized_start=2338
+  _globals['_LISTROTATIONSRESPONSE']._serialized_end=2449
+  _globals['_DELETEROTATIONREQUEST']._serialized_start=2451
+  _globals['_DELETEROTATIONREQUEST']._serialized_end=2507
+  _globals['_DELETEROTATIONRESPONSE']._serialized_start=2509
+  _globals['_DELETEROTATIONRESPONSE']._serialized_end=2579
+  _globals['_GETONCALLREQUEST']._serialized_start=2581
+  _globals['_GETONCALLREQUEST']._serialized_end=2680
+  _globals['_GETONCALLRESPONSE']._serialized_start=2683
+  _globals['_GETONCALLRESPONSE']._serialized_end=2923
+  _globals['_RECIPIENTSERVICE']._serialized_start=2926
+  _globals['_RECIPIENTSERVICE']._serialized_end=3628
 # @@protoc_insertion_point(module_scope)

@@ -71,6 +71,7 @@ class Recipient(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATED_BY_FIELD_NUMBER: _builtins.int
     LOCALE_FIELD_NUMBER: _builtins.int
+    NOTIFICATION_RULES_FIELD_NUMBER: _builtins.int
     recipient_id: _builtins.str
     """Required. Stable id: 1 to 64 characters of [a-z0-9._-], e.g. "alice"."""
     display_name: _builtins.str
@@ -105,6 +106,18 @@ class Recipient(_message.Message):
     def update_time(self) -> _timestamp_pb2.Timestamp:
         """Output only. When the person was last put."""
 
+    @_builtins.property
+    def notification_rules(self) -> _containers.RepeatedCompositeFieldContainer[Global___NotificationRule]:
+        """Optional. The person's staged rules (SPEC §7 "Staged personal rules"):
+        which contact is used when, for a notification of each urgency. When the
+        person has rules of a notification's urgency, only the contacts those
+        rules name are used: those with `after` zero with the delivery, each
+        later one when its time comes (from the moment the person is first asked)
+        and only while their answer is still owed. Without rules of that urgency,
+        every contact at once. At most 50. Read only by the operator role (empty
+        for other callers), like contacts.
+        """
+
     def __init__(
         self,
         *,
@@ -117,14 +130,59 @@ class Recipient(_message.Message):
         update_time: _timestamp_pb2.Timestamp | None = ...,
         updated_by: _builtins.str = ...,
         locale: _builtins.str = ...,
+        notification_rules: _abc.Iterable[Global___NotificationRule] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "quiet_hours", b"quiet_hours", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["contacts", b"contacts", "create_time", b"create_time", "display_name", b"display_name", "locale", b"locale", "quiet_hours", b"quiet_hours", "recipient_id", b"recipient_id", "time_zone", b"time_zone", "update_time", b"update_time", "updated_by", b"updated_by"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["contacts", b"contacts", "create_time", b"create_time", "display_name", b"display_name", "locale", b"locale", "notification_rules", b"notification_rules", "quiet_hours", b"quiet_hours", "recipient_id", b"recipient_id", "time_zone", b"time_zone", "update_time", b"update_time", "updated_by", b"updated_by"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Recipient: _TypeAlias = Recipient  # noqa: Y015
+
+@_typing.final
+class NotificationRule(_message.Message):
+    """NotificationRule is one step of a person's staging, e.g. "push at once, SMS
+    after 2 minutes, a phone call after 5" is three rules of URGENCY_HIGH.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTACT_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    URGENCY_FIELD_NUMBER: _builtins.int
+    contact: _builtins.str
+    """Required. The contact to use, named by its channel: the channel of one of
+    the person's contacts (INVALID_REQUEST,
+    recipient.notification_rules[i].contact, otherwise). Every contact of the
+    person on that channel is used (usually there is one).
+    """
+    urgency: _types_pb2.Urgency.ValueType
+    """Required. The urgency of the notifications this rule is for
+    (URGENCY_HIGH or URGENCY_LOW; PolicySpec.urgency, or its default by
+    intent, picks it).
+    """
+    @_builtins.property
+    def after(self) -> _duration_pb2.Duration:
+        """When, from the moment the person is first asked (the delivery attempt
+        that asks them, after their own quiet hours): zero or unset for at once.
+        Whole seconds, at most 24 hours.
+        """
+
+    def __init__(
+        self,
+        *,
+        contact: _builtins.str = ...,
+        after: _duration_pb2.Duration | None = ...,
+        urgency: _types_pb2.Urgency.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "contact", b"contact", "urgency", b"urgency"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NotificationRule: _TypeAlias = NotificationRule  # noqa: Y015
 
 @_typing.final
 class RotationOverride(_message.Message):

@@ -325,14 +325,18 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     """The lease was verified right before calling a channel adapter. Payload:
     channel, lease_token, attempt, cycle, cycle_attempt,
     provider_effect_may_have_occurred; for a targeted person's own message
-    also recipient_id and route ("<channel>@<recipient id>").
+    also recipient_id and route ("<channel>@<recipient id>"). A person's
+    staged rule firing (Recipient.notification_rules) records it too, with
+    staged_rule ({after_seconds, due_time}), its route
+    "<channel>@<recipient id>:after:<seconds>" and attempt the rule's try.
     """
     EVENT_KIND_CHANNEL_ATTEMPT_RESULT: _EventKind.ValueType  # 5
     """What one channel adapter observed. Kept even when the lease was lost
     afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
     success, message_id, error, retryable, provider_observed_at, and on
     success provider_reference (the fields of ProviderReference, snake_case);
-    for a targeted person's own message also recipient_id and route.
+    for a targeted person's own message also recipient_id and route; for a
+    staged rule's message also staged_rule (as CHANNEL_ATTEMPT_STARTED).
     """
     EVENT_KIND_LEASE_LOST: _EventKind.ValueType  # 6
     """The worker's lease expired; its settlement was refused. Payload:
@@ -453,14 +457,18 @@ EVENT_KIND_CHANNEL_ATTEMPT_STARTED: EventKind.ValueType  # 4
 """The lease was verified right before calling a channel adapter. Payload:
 channel, lease_token, attempt, cycle, cycle_attempt,
 provider_effect_may_have_occurred; for a targeted person's own message
-also recipient_id and route ("<channel>@<recipient id>").
+also recipient_id and route ("<channel>@<recipient id>"). A person's
+staged rule firing (Recipient.notification_rules) records it too, with
+staged_rule ({after_seconds, due_time}), its route
+"<channel>@<recipient id>:after:<seconds>" and attempt the rule's try.
 """
 EVENT_KIND_CHANNEL_ATTEMPT_RESULT: EventKind.ValueType  # 5
 """What one channel adapter observed. Kept even when the lease was lost
 afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
 success, message_id, error, retryable, provider_observed_at, and on
 success provider_reference (the fields of ProviderReference, snake_case);
-for a targeted person's own message also recipient_id and route.
+for a targeted person's own message also recipient_id and route; for a
+staged rule's message also staged_rule (as CHANNEL_ATTEMPT_STARTED).
 """
 EVENT_KIND_LEASE_LOST: EventKind.ValueType  # 6
 """The worker's lease expired; its settlement was refused. Payload:
@@ -558,6 +566,40 @@ or falling due, while the window was open; it stays PENDING until the
 window ends (or is ended early). Payload: window_id, held_until, reason.
 """
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
+
+class _StagedRuleState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _StagedRuleStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StagedRuleState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    STAGED_RULE_STATE_UNSPECIFIED: _StagedRuleState.ValueType  # 0
+    """Never used by the server."""
+    STAGED_RULE_STATE_PENDING: _StagedRuleState.ValueType  # 1
+    """Due later: it fires at due_time if the answer is still owed then."""
+    STAGED_RULE_STATE_SENT: _StagedRuleState.ValueType  # 2
+    """Its message was sent (the provider reference is among the person's)."""
+    STAGED_RULE_STATE_FAILED: _StagedRuleState.ValueType  # 3
+    """The channel refused its message for good (or every retry failed)."""
+    STAGED_RULE_STATE_STOPPED: _StagedRuleState.ValueType  # 4
+    """Never sent: the obligation ended (answered, timed out, withdrawn) first."""
+
+class StagedRuleState(_StagedRuleState, metaclass=_StagedRuleStateEnumTypeWrapper):
+    """StagedRuleState says where a person's staged rule stands for one
+    notification.
+    """
+
+STAGED_RULE_STATE_UNSPECIFIED: StagedRuleState.ValueType  # 0
+"""Never used by the server."""
+STAGED_RULE_STATE_PENDING: StagedRuleState.ValueType  # 1
+"""Due later: it fires at due_time if the answer is still owed then."""
+STAGED_RULE_STATE_SENT: StagedRuleState.ValueType  # 2
+"""Its message was sent (the provider reference is among the person's)."""
+STAGED_RULE_STATE_FAILED: StagedRuleState.ValueType  # 3
+"""The channel refused its message for good (or every retry failed)."""
+STAGED_RULE_STATE_STOPPED: StagedRuleState.ValueType  # 4
+"""Never sent: the obligation ended (answered, timed out, withdrawn) first."""
+Global___StagedRuleState: _TypeAlias = StagedRuleState  # noqa: Y015
 
 @_typing.final
 class AutonomyContext(_message.Message):
@@ -1013,6 +1055,7 @@ class NotificationRecipient(_message.Message):
     PROVIDER_REFERENCES_FIELD_NUMBER: _builtins.int
     REMINDERS_SENT_FIELD_NUMBER: _builtins.int
     UNREACHABLE_REASON_FIELD_NUMBER: _builtins.int
+    STAGED_RULES_FIELD_NUMBER: _builtins.int
     recipient_id: _builtins.str
     """The person (uns.v1.Recipient.recipient_id)."""
     reminders_sent: _builtins.int
@@ -1035,6 +1078,14 @@ class NotificationRecipient(_message.Message):
         each reminder and escalation step), in the order they were sent.
         """
 
+    @_builtins.property
+    def staged_rules(self) -> _containers.RepeatedCompositeFieldContainer[Global___StagedRule]:
+        """The person's staged rules this notification started (their
+        Recipient.notification_rules of its urgency with a positive `after`), in
+        the order they fall due: each fired, still to fire, or stopped. Empty
+        when the person has no such rules.
+        """
+
     def __init__(
         self,
         *,
@@ -1044,14 +1095,65 @@ class NotificationRecipient(_message.Message):
         provider_references: _abc.Iterable[Global___ProviderReference] | None = ...,
         reminders_sent: _builtins.int = ...,
         unreachable_reason: _builtins.str = ...,
+        staged_rules: _abc.Iterable[Global___StagedRule] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels_accepted", b"channels_accepted", "channels_tried", b"channels_tried", "provider_references", b"provider_references", "recipient_id", b"recipient_id", "reminders_sent", b"reminders_sent", "unreachable_reason", b"unreachable_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels_accepted", b"channels_accepted", "channels_tried", b"channels_tried", "provider_references", b"provider_references", "recipient_id", b"recipient_id", "reminders_sent", b"reminders_sent", "staged_rules", b"staged_rules", "unreachable_reason", b"unreachable_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NotificationRecipient: _TypeAlias = NotificationRecipient  # noqa: Y015
+
+@_typing.final
+class StagedRule(_message.Message):
+    """StagedRule is one of a person's staged rules as one notification fires it
+    (a work item of its own, due at due_time).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    DUE_TIME_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    FIRE_TIME_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    channel: _builtins.str
+    """The channel of the contact it uses (NotificationRule.contact)."""
+    state: Global___StagedRuleState.ValueType
+    """Where it stands."""
+    error: _builtins.str
+    """Why it failed, for FAILED."""
+    @_builtins.property
+    def after(self) -> _duration_pb2.Duration:
+        """Its delay from when the person was first asked (NotificationRule.after)."""
+
+    @_builtins.property
+    def due_time(self) -> _timestamp_pb2.Timestamp:
+        """When it is due: the moment the person was first asked plus `after`."""
+
+    @_builtins.property
+    def fire_time(self) -> _timestamp_pb2.Timestamp:
+        """When its message was sent or failed for good; unset before."""
+
+    def __init__(
+        self,
+        *,
+        channel: _builtins.str = ...,
+        after: _duration_pb2.Duration | None = ...,
+        due_time: _timestamp_pb2.Timestamp | None = ...,
+        state: Global___StagedRuleState.ValueType = ...,
+        fire_time: _timestamp_pb2.Timestamp | None = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "due_time", b"due_time", "fire_time", b"fire_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "channel", b"channel", "due_time", b"due_time", "error", b"error", "fire_time", b"fire_time", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StagedRule: _TypeAlias = StagedRule  # noqa: Y015
 
 @_typing.final
 class Notification(_message.Message):

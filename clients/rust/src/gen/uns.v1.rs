@@ -260,6 +260,35 @@ pub struct NotificationRecipient {
     /// has", "the recipient no longer exists". Empty when they were reached.
     #[prost(string, tag="6")]
     pub unreachable_reason: ::prost::alloc::string::String,
+    /// The person's staged rules this notification started (their
+    /// Recipient.notification_rules of its urgency with a positive `after`), in
+    /// the order they fall due: each fired, still to fire, or stopped. Empty
+    /// when the person has no such rules.
+    #[prost(message, repeated, tag="7")]
+    pub staged_rules: ::prost::alloc::vec::Vec<StagedRule>,
+}
+/// StagedRule is one of a person's staged rules as one notification fires it
+/// (a work item of its own, due at due_time).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StagedRule {
+    /// The channel of the contact it uses (NotificationRule.contact).
+    #[prost(string, tag="1")]
+    pub channel: ::prost::alloc::string::String,
+    /// Its delay from when the person was first asked (NotificationRule.after).
+    #[prost(message, optional, tag="2")]
+    pub after: ::core::option::Option<::prost_types::Duration>,
+    /// When it is due: the moment the person was first asked plus `after`.
+    #[prost(message, optional, tag="3")]
+    pub due_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Where it stands.
+    #[prost(enumeration="StagedRuleState", tag="4")]
+    pub state: i32,
+    /// When its message was sent or failed for good; unset before.
+    #[prost(message, optional, tag="5")]
+    pub fire_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Why it failed, for FAILED.
+    #[prost(string, tag="6")]
+    pub error: ::prost::alloc::string::String,
 }
 /// Notification is one durable obligation as the server stores it.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -757,13 +786,17 @@ pub enum EventKind {
     /// The lease was verified right before calling a channel adapter. Payload:
     /// channel, lease_token, attempt, cycle, cycle_attempt,
     /// provider_effect_may_have_occurred; for a targeted person's own message
-    /// also recipient_id and route ("<channel>@<recipient id>").
+    /// also recipient_id and route ("<channel>@<recipient id>"). A person's
+    /// staged rule firing (Recipient.notification_rules) records it too, with
+    /// staged_rule ({after_seconds, due_time}), its route
+    /// "<channel>@<recipient id>:after:<seconds>" and attempt the rule's try.
     ChannelAttemptStarted = 4,
     /// What one channel adapter observed. Kept even when the lease was lost
     /// afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
     /// success, message_id, error, retryable, provider_observed_at, and on
     /// success provider_reference (the fields of ProviderReference, snake_case);
-    /// for a targeted person's own message also recipient_id and route.
+    /// for a targeted person's own message also recipient_id and route; for a
+    /// staged rule's message also staged_rule (as CHANNEL_ATTEMPT_STARTED).
     ChannelAttemptResult = 5,
     /// The worker's lease expired; its settlement was refused. Payload:
     /// lease_token, attempt, provider_effect_may_have_occurred.
@@ -905,6 +938,48 @@ impl EventKind {
             "EVENT_KIND_SNOOZED" => Some(Self::Snoozed),
             "EVENT_KIND_SNOOZE_ENDED" => Some(Self::SnoozeEnded),
             "EVENT_KIND_HELD" => Some(Self::Held),
+            _ => None,
+        }
+    }
+}
+/// StagedRuleState says where a person's staged rule stands for one
+/// notification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum StagedRuleState {
+    /// Never used by the server.
+    Unspecified = 0,
+    /// Due later: it fires at due_time if the answer is still owed then.
+    Pending = 1,
+    /// Its message was sent (the provider reference is among the person's).
+    Sent = 2,
+    /// The channel refused its message for good (or every retry failed).
+    Failed = 3,
+    /// Never sent: the obligation ended (answered, timed out, withdrawn) first.
+    Stopped = 4,
+}
+impl StagedRuleState {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "STAGED_RULE_STATE_UNSPECIFIED",
+            Self::Pending => "STAGED_RULE_STATE_PENDING",
+            Self::Sent => "STAGED_RULE_STATE_SENT",
+            Self::Failed => "STAGED_RULE_STATE_FAILED",
+            Self::Stopped => "STAGED_RULE_STATE_STOPPED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "STAGED_RULE_STATE_UNSPECIFIED" => Some(Self::Unspecified),
+            "STAGED_RULE_STATE_PENDING" => Some(Self::Pending),
+            "STAGED_RULE_STATE_SENT" => Some(Self::Sent),
+            "STAGED_RULE_STATE_FAILED" => Some(Self::Failed),
+            "STAGED_RULE_STATE_STOPPED" => Some(Self::Stopped),
             _ => None,
         }
     }
@@ -1840,6 +1915,12 @@ pub enum PlannedStepKind {
     Escalation = 3,
     /// The ack deadline: TIMED_OUT if nobody answered.
     Deadline = 4,
+    /// A person's staged rule (Recipient.notification_rules) firing: its one
+    /// contact's channel in channels, the person in recipient_ids, due when the
+    /// delivery first asks them plus the rule's `after`. Listed only while it
+    /// falls before the ack deadline, and only for notifications that await an
+    /// answer (otherwise every rule's contact is sent with the delivery).
+    PersonRule = 5,
 }
 impl PlannedStepKind {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -1853,6 +1934,7 @@ impl PlannedStepKind {
             Self::Reminder => "PLANNED_STEP_KIND_REMINDER",
             Self::Escalation => "PLANNED_STEP_KIND_ESCALATION",
             Self::Deadline => "PLANNED_STEP_KIND_DEADLINE",
+            Self::PersonRule => "PLANNED_STEP_KIND_PERSON_RULE",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -1863,6 +1945,7 @@ impl PlannedStepKind {
             "PLANNED_STEP_KIND_REMINDER" => Some(Self::Reminder),
             "PLANNED_STEP_KIND_ESCALATION" => Some(Self::Escalation),
             "PLANNED_STEP_KIND_DEADLINE" => Some(Self::Deadline),
+            "PLANNED_STEP_KIND_PERSON_RULE" => Some(Self::PersonRule),
             _ => None,
         }
     }
@@ -2186,6 +2269,37 @@ pub struct Recipient {
     /// their text by it, and dates and numbers in messages follow it.
     #[prost(string, tag="9")]
     pub locale: ::prost::alloc::string::String,
+    /// Optional. The person's staged rules (SPEC §7 "Staged personal rules"):
+    /// which contact is used when, for a notification of each urgency. When the
+    /// person has rules of a notification's urgency, only the contacts those
+    /// rules name are used: those with `after` zero with the delivery, each
+    /// later one when its time comes (from the moment the person is first asked)
+    /// and only while their answer is still owed. Without rules of that urgency,
+    /// every contact at once. At most 50. Read only by the operator role (empty
+    /// for other callers), like contacts.
+    #[prost(message, repeated, tag="10")]
+    pub notification_rules: ::prost::alloc::vec::Vec<NotificationRule>,
+}
+/// NotificationRule is one step of a person's staging, e.g. "push at once, SMS
+/// after 2 minutes, a phone call after 5" is three rules of URGENCY_HIGH.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NotificationRule {
+    /// Required. The contact to use, named by its channel: the channel of one of
+    /// the person's contacts (INVALID_REQUEST,
+    /// recipient.notification_rules\[i\].contact, otherwise). Every contact of the
+    /// person on that channel is used (usually there is one).
+    #[prost(string, tag="1")]
+    pub contact: ::prost::alloc::string::String,
+    /// When, from the moment the person is first asked (the delivery attempt
+    /// that asks them, after their own quiet hours): zero or unset for at once.
+    /// Whole seconds, at most 24 hours.
+    #[prost(message, optional, tag="2")]
+    pub after: ::core::option::Option<::prost_types::Duration>,
+    /// Required. The urgency of the notifications this rule is for
+    /// (URGENCY_HIGH or URGENCY_LOW; PolicySpec.urgency, or its default by
+    /// intent, picks it).
+    #[prost(enumeration="Urgency", tag="3")]
+    pub urgency: i32,
 }
 /// RotationOverride puts one person on call for a window, over the shifts
 /// (a holiday cover or a swap).

@@ -108,6 +108,12 @@ const (
 	PlannedStepKind_PLANNED_STEP_KIND_ESCALATION PlannedStepKind = 3
 	// The ack deadline: TIMED_OUT if nobody answered.
 	PlannedStepKind_PLANNED_STEP_KIND_DEADLINE PlannedStepKind = 4
+	// A person's staged rule (Recipient.notification_rules) firing: its one
+	// contact's channel in channels, the person in recipient_ids, due when the
+	// delivery first asks them plus the rule's `after`. Listed only while it
+	// falls before the ack deadline, and only for notifications that await an
+	// answer (otherwise every rule's contact is sent with the delivery).
+	PlannedStepKind_PLANNED_STEP_KIND_PERSON_RULE PlannedStepKind = 5
 )
 
 // Enum value maps for PlannedStepKind.
@@ -118,6 +124,7 @@ var (
 		2: "PLANNED_STEP_KIND_REMINDER",
 		3: "PLANNED_STEP_KIND_ESCALATION",
 		4: "PLANNED_STEP_KIND_DEADLINE",
+		5: "PLANNED_STEP_KIND_PERSON_RULE",
 	}
 	PlannedStepKind_value = map[string]int32{
 		"PLANNED_STEP_KIND_UNSPECIFIED": 0,
@@ -125,6 +132,7 @@ var (
 		"PLANNED_STEP_KIND_REMINDER":    2,
 		"PLANNED_STEP_KIND_ESCALATION":  3,
 		"PLANNED_STEP_KIND_DEADLINE":    4,
+		"PLANNED_STEP_KIND_PERSON_RULE": 5,
 	}
 )
 
@@ -2326,13 +2334,14 @@ const file_uns_v1_notification_service_proto_rawDesc = "" +
 	"\"SIMULATE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12)\n" +
 	"%SIMULATE_OUTCOME_IDEMPOTENCY_CONFLICT\x10\x03\x12\x1e\n" +
 	"\x1aSIMULATE_OUTCOME_COALESCED\x10\x04\x12!\n" +
-	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x05*\xb6\x01\n" +
+	"\x1dSIMULATE_OUTCOME_DEDUPLICATED\x10\x05*\xd9\x01\n" +
 	"\x0fPlannedStepKind\x12!\n" +
 	"\x1dPLANNED_STEP_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPLANNED_STEP_KIND_DELIVERY\x10\x01\x12\x1e\n" +
 	"\x1aPLANNED_STEP_KIND_REMINDER\x10\x02\x12 \n" +
 	"\x1cPLANNED_STEP_KIND_ESCALATION\x10\x03\x12\x1e\n" +
-	"\x1aPLANNED_STEP_KIND_DEADLINE\x10\x042\x9e\a\n" +
+	"\x1aPLANNED_STEP_KIND_DEADLINE\x10\x04\x12!\n" +
+	"\x1dPLANNED_STEP_KIND_PERSON_RULE\x10\x052\x9e\a\n" +
 	"\x13NotificationService\x12U\n" +
 	"\x10SendNotification\x12\x1f.uns.v1.SendNotificationRequest\x1a .uns.v1.SendNotificationResponse\x12=\n" +
 	"\bSimulate\x12\x17.uns.v1.SimulateRequest\x1a\x18.uns.v1.SimulateResponse\x12g\n" +

@@ -109,9 +109,18 @@ type Recipient struct {
 	// Optional. The person's language as a BCP 47 tag, e.g. "fr-FR" or "en"
 	// (INVALID_REQUEST, recipient.locale, when it is not one). Templates pick
 	// their text by it, and dates and numbers in messages follow it.
-	Locale        string `protobuf:"bytes,9,opt,name=locale,proto3" json:"locale,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Locale string `protobuf:"bytes,9,opt,name=locale,proto3" json:"locale,omitempty"`
+	// Optional. The person's staged rules (SPEC §7 "Staged personal rules"):
+	// which contact is used when, for a notification of each urgency. When the
+	// person has rules of a notification's urgency, only the contacts those
+	// rules name are used: those with `after` zero with the delivery, each
+	// later one when its time comes (from the moment the person is first asked)
+	// and only while their answer is still owed. Without rules of that urgency,
+	// every contact at once. At most 50. Read only by the operator role (empty
+	// for other callers), like contacts.
+	NotificationRules []*NotificationRule `protobuf:"bytes,10,rep,name=notification_rules,json=notificationRules,proto3" json:"notification_rules,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Recipient) Reset() {
@@ -207,6 +216,85 @@ func (x *Recipient) GetLocale() string {
 	return ""
 }
 
+func (x *Recipient) GetNotificationRules() []*NotificationRule {
+	if x != nil {
+		return x.NotificationRules
+	}
+	return nil
+}
+
+// NotificationRule is one step of a person's staging, e.g. "push at once, SMS
+// after 2 minutes, a phone call after 5" is three rules of URGENCY_HIGH.
+type NotificationRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The contact to use, named by its channel: the channel of one of
+	// the person's contacts (INVALID_REQUEST,
+	// recipient.notification_rules[i].contact, otherwise). Every contact of the
+	// person on that channel is used (usually there is one).
+	Contact string `protobuf:"bytes,1,opt,name=contact,proto3" json:"contact,omitempty"`
+	// When, from the moment the person is first asked (the delivery attempt
+	// that asks them, after their own quiet hours): zero or unset for at once.
+	// Whole seconds, at most 24 hours.
+	After *durationpb.Duration `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	// Required. The urgency of the notifications this rule is for
+	// (URGENCY_HIGH or URGENCY_LOW; PolicySpec.urgency, or its default by
+	// intent, picks it).
+	Urgency       Urgency `protobuf:"varint,3,opt,name=urgency,proto3,enum=uns.v1.Urgency" json:"urgency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationRule) Reset() {
+	*x = NotificationRule{}
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationRule) ProtoMessage() {}
+
+func (x *NotificationRule) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationRule.ProtoReflect.Descriptor instead.
+func (*NotificationRule) Descriptor() ([]byte, []int) {
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NotificationRule) GetContact() string {
+	if x != nil {
+		return x.Contact
+	}
+	return ""
+}
+
+func (x *NotificationRule) GetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *NotificationRule) GetUrgency() Urgency {
+	if x != nil {
+		return x.Urgency
+	}
+	return Urgency_URGENCY_UNSPECIFIED
+}
+
 // RotationOverride puts one person on call for a window, over the shifts
 // (a holiday cover or a swap).
 type RotationOverride struct {
@@ -223,7 +311,7 @@ type RotationOverride struct {
 
 func (x *RotationOverride) Reset() {
 	*x = RotationOverride{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[2]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +323,7 @@ func (x *RotationOverride) String() string {
 func (*RotationOverride) ProtoMessage() {}
 
 func (x *RotationOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[2]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +336,7 @@ func (x *RotationOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotationOverride.ProtoReflect.Descriptor instead.
 func (*RotationOverride) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{2}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RotationOverride) GetRecipientId() string {
@@ -305,7 +393,7 @@ type Rotation struct {
 
 func (x *Rotation) Reset() {
 	*x = Rotation{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[3]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +405,7 @@ func (x *Rotation) String() string {
 func (*Rotation) ProtoMessage() {}
 
 func (x *Rotation) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[3]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +418,7 @@ func (x *Rotation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rotation.ProtoReflect.Descriptor instead.
 func (*Rotation) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{3}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Rotation) GetRotationId() string {
@@ -407,7 +495,7 @@ type PutRecipientRequest struct {
 
 func (x *PutRecipientRequest) Reset() {
 	*x = PutRecipientRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[4]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +507,7 @@ func (x *PutRecipientRequest) String() string {
 func (*PutRecipientRequest) ProtoMessage() {}
 
 func (x *PutRecipientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[4]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +520,7 @@ func (x *PutRecipientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRecipientRequest.ProtoReflect.Descriptor instead.
 func (*PutRecipientRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{4}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutRecipientRequest) GetRecipient() *Recipient {
@@ -453,7 +541,7 @@ type PutRecipientResponse struct {
 
 func (x *PutRecipientResponse) Reset() {
 	*x = PutRecipientResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[5]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +553,7 @@ func (x *PutRecipientResponse) String() string {
 func (*PutRecipientResponse) ProtoMessage() {}
 
 func (x *PutRecipientResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[5]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +566,7 @@ func (x *PutRecipientResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRecipientResponse.ProtoReflect.Descriptor instead.
 func (*PutRecipientResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{5}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PutRecipientResponse) GetRecipient() *Recipient {
@@ -499,7 +587,7 @@ type GetRecipientRequest struct {
 
 func (x *GetRecipientRequest) Reset() {
 	*x = GetRecipientRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[6]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +599,7 @@ func (x *GetRecipientRequest) String() string {
 func (*GetRecipientRequest) ProtoMessage() {}
 
 func (x *GetRecipientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[6]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +612,7 @@ func (x *GetRecipientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecipientRequest.ProtoReflect.Descriptor instead.
 func (*GetRecipientRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{6}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRecipientRequest) GetRecipientId() string {
@@ -545,7 +633,7 @@ type GetRecipientResponse struct {
 
 func (x *GetRecipientResponse) Reset() {
 	*x = GetRecipientResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[7]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +645,7 @@ func (x *GetRecipientResponse) String() string {
 func (*GetRecipientResponse) ProtoMessage() {}
 
 func (x *GetRecipientResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[7]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +658,7 @@ func (x *GetRecipientResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecipientResponse.ProtoReflect.Descriptor instead.
 func (*GetRecipientResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{7}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRecipientResponse) GetRecipient() *Recipient {
@@ -593,7 +681,7 @@ type ListRecipientsRequest struct {
 
 func (x *ListRecipientsRequest) Reset() {
 	*x = ListRecipientsRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[8]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +693,7 @@ func (x *ListRecipientsRequest) String() string {
 func (*ListRecipientsRequest) ProtoMessage() {}
 
 func (x *ListRecipientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[8]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +706,7 @@ func (x *ListRecipientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecipientsRequest.ProtoReflect.Descriptor instead.
 func (*ListRecipientsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{8}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRecipientsRequest) GetPageSize() int32 {
@@ -648,7 +736,7 @@ type ListRecipientsResponse struct {
 
 func (x *ListRecipientsResponse) Reset() {
 	*x = ListRecipientsResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[9]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +748,7 @@ func (x *ListRecipientsResponse) String() string {
 func (*ListRecipientsResponse) ProtoMessage() {}
 
 func (x *ListRecipientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[9]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +761,7 @@ func (x *ListRecipientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecipientsResponse.ProtoReflect.Descriptor instead.
 func (*ListRecipientsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRecipientsResponse) GetRecipients() []*Recipient {
@@ -701,7 +789,7 @@ type DeleteRecipientRequest struct {
 
 func (x *DeleteRecipientRequest) Reset() {
 	*x = DeleteRecipientRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[10]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +801,7 @@ func (x *DeleteRecipientRequest) String() string {
 func (*DeleteRecipientRequest) ProtoMessage() {}
 
 func (x *DeleteRecipientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[10]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +814,7 @@ func (x *DeleteRecipientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecipientRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecipientRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{10}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteRecipientRequest) GetRecipientId() string {
@@ -747,7 +835,7 @@ type DeleteRecipientResponse struct {
 
 func (x *DeleteRecipientResponse) Reset() {
 	*x = DeleteRecipientResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[11]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +847,7 @@ func (x *DeleteRecipientResponse) String() string {
 func (*DeleteRecipientResponse) ProtoMessage() {}
 
 func (x *DeleteRecipientResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[11]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +860,7 @@ func (x *DeleteRecipientResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecipientResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecipientResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{11}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteRecipientResponse) GetRecipient() *Recipient {
@@ -793,7 +881,7 @@ type PutRotationRequest struct {
 
 func (x *PutRotationRequest) Reset() {
 	*x = PutRotationRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[12]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +893,7 @@ func (x *PutRotationRequest) String() string {
 func (*PutRotationRequest) ProtoMessage() {}
 
 func (x *PutRotationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[12]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +906,7 @@ func (x *PutRotationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRotationRequest.ProtoReflect.Descriptor instead.
 func (*PutRotationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{12}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PutRotationRequest) GetRotation() *Rotation {
@@ -839,7 +927,7 @@ type PutRotationResponse struct {
 
 func (x *PutRotationResponse) Reset() {
 	*x = PutRotationResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[13]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +939,7 @@ func (x *PutRotationResponse) String() string {
 func (*PutRotationResponse) ProtoMessage() {}
 
 func (x *PutRotationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[13]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +952,7 @@ func (x *PutRotationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRotationResponse.ProtoReflect.Descriptor instead.
 func (*PutRotationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{13}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PutRotationResponse) GetRotation() *Rotation {
@@ -885,7 +973,7 @@ type GetRotationRequest struct {
 
 func (x *GetRotationRequest) Reset() {
 	*x = GetRotationRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[14]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +985,7 @@ func (x *GetRotationRequest) String() string {
 func (*GetRotationRequest) ProtoMessage() {}
 
 func (x *GetRotationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[14]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +998,7 @@ func (x *GetRotationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRotationRequest.ProtoReflect.Descriptor instead.
 func (*GetRotationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{14}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetRotationRequest) GetRotationId() string {
@@ -931,7 +1019,7 @@ type GetRotationResponse struct {
 
 func (x *GetRotationResponse) Reset() {
 	*x = GetRotationResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[15]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1031,7 @@ func (x *GetRotationResponse) String() string {
 func (*GetRotationResponse) ProtoMessage() {}
 
 func (x *GetRotationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[15]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1044,7 @@ func (x *GetRotationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRotationResponse.ProtoReflect.Descriptor instead.
 func (*GetRotationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{15}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRotationResponse) GetRotation() *Rotation {
@@ -979,7 +1067,7 @@ type ListRotationsRequest struct {
 
 func (x *ListRotationsRequest) Reset() {
 	*x = ListRotationsRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[16]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1079,7 @@ func (x *ListRotationsRequest) String() string {
 func (*ListRotationsRequest) ProtoMessage() {}
 
 func (x *ListRotationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[16]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1092,7 @@ func (x *ListRotationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRotationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRotationsRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{16}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRotationsRequest) GetPageSize() int32 {
@@ -1034,7 +1122,7 @@ type ListRotationsResponse struct {
 
 func (x *ListRotationsResponse) Reset() {
 	*x = ListRotationsResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[17]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1134,7 @@ func (x *ListRotationsResponse) String() string {
 func (*ListRotationsResponse) ProtoMessage() {}
 
 func (x *ListRotationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[17]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1147,7 @@ func (x *ListRotationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRotationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRotationsResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{17}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListRotationsResponse) GetRotations() []*Rotation {
@@ -1087,7 +1175,7 @@ type DeleteRotationRequest struct {
 
 func (x *DeleteRotationRequest) Reset() {
 	*x = DeleteRotationRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[18]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1187,7 @@ func (x *DeleteRotationRequest) String() string {
 func (*DeleteRotationRequest) ProtoMessage() {}
 
 func (x *DeleteRotationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[18]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1200,7 @@ func (x *DeleteRotationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRotationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRotationRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{18}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteRotationRequest) GetRotationId() string {
@@ -1133,7 +1221,7 @@ type DeleteRotationResponse struct {
 
 func (x *DeleteRotationResponse) Reset() {
 	*x = DeleteRotationResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[19]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1233,7 @@ func (x *DeleteRotationResponse) String() string {
 func (*DeleteRotationResponse) ProtoMessage() {}
 
 func (x *DeleteRotationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[19]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1246,7 @@ func (x *DeleteRotationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRotationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRotationResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{19}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteRotationResponse) GetRotation() *Rotation {
@@ -1181,7 +1269,7 @@ type GetOnCallRequest struct {
 
 func (x *GetOnCallRequest) Reset() {
 	*x = GetOnCallRequest{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[20]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1281,7 @@ func (x *GetOnCallRequest) String() string {
 func (*GetOnCallRequest) ProtoMessage() {}
 
 func (x *GetOnCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[20]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1294,7 @@ func (x *GetOnCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOnCallRequest.ProtoReflect.Descriptor instead.
 func (*GetOnCallRequest) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{20}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetOnCallRequest) GetRotationId() string {
@@ -1244,7 +1332,7 @@ type GetOnCallResponse struct {
 
 func (x *GetOnCallResponse) Reset() {
 	*x = GetOnCallResponse{}
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[21]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1344,7 @@ func (x *GetOnCallResponse) String() string {
 func (*GetOnCallResponse) ProtoMessage() {}
 
 func (x *GetOnCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_recipient_service_proto_msgTypes[21]
+	mi := &file_uns_v1_recipient_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1357,7 @@ func (x *GetOnCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOnCallResponse.ProtoReflect.Descriptor instead.
 func (*GetOnCallResponse) Descriptor() ([]byte, []int) {
-	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{21}
+	return file_uns_v1_recipient_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetOnCallResponse) GetRecipientId() string {
@@ -1314,7 +1402,7 @@ const file_uns_v1_recipient_service_proto_rawDesc = "" +
 	"\x1euns/v1/recipient_service.proto\x12\x06uns.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12uns/v1/types.proto\"=\n" +
 	"\aContact\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x81\x03\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xca\x03\n" +
 	"\tRecipient\x12!\n" +
 	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12\x1b\n" +
@@ -1328,7 +1416,13 @@ const file_uns_v1_recipient_service_proto_rawDesc = "" +
 	"updateTime\x12\x1d\n" +
 	"\n" +
 	"updated_by\x18\b \x01(\tR\tupdatedBy\x12\x16\n" +
-	"\x06locale\x18\t \x01(\tR\x06locale\"\xa7\x01\n" +
+	"\x06locale\x18\t \x01(\tR\x06locale\x12G\n" +
+	"\x12notification_rules\x18\n" +
+	" \x03(\v2\x18.uns.v1.NotificationRuleR\x11notificationRules\"\x88\x01\n" +
+	"\x10NotificationRule\x12\x18\n" +
+	"\acontact\x18\x01 \x01(\tR\acontact\x12/\n" +
+	"\x05after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05after\x12)\n" +
+	"\aurgency\x18\x03 \x01(\x0e2\x0f.uns.v1.UrgencyR\aurgency\"\xa7\x01\n" +
 	"\x10RotationOverride\x12!\n" +
 	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x129\n" +
 	"\n" +
@@ -1424,82 +1518,87 @@ func file_uns_v1_recipient_service_proto_rawDescGZIP() []byte {
 	return file_uns_v1_recipient_service_proto_rawDescData
 }
 
-var file_uns_v1_recipient_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_uns_v1_recipient_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_uns_v1_recipient_service_proto_goTypes = []any{
 	(*Contact)(nil),                 // 0: uns.v1.Contact
 	(*Recipient)(nil),               // 1: uns.v1.Recipient
-	(*RotationOverride)(nil),        // 2: uns.v1.RotationOverride
-	(*Rotation)(nil),                // 3: uns.v1.Rotation
-	(*PutRecipientRequest)(nil),     // 4: uns.v1.PutRecipientRequest
-	(*PutRecipientResponse)(nil),    // 5: uns.v1.PutRecipientResponse
-	(*GetRecipientRequest)(nil),     // 6: uns.v1.GetRecipientRequest
-	(*GetRecipientResponse)(nil),    // 7: uns.v1.GetRecipientResponse
-	(*ListRecipientsRequest)(nil),   // 8: uns.v1.ListRecipientsRequest
-	(*ListRecipientsResponse)(nil),  // 9: uns.v1.ListRecipientsResponse
-	(*DeleteRecipientRequest)(nil),  // 10: uns.v1.DeleteRecipientRequest
-	(*DeleteRecipientResponse)(nil), // 11: uns.v1.DeleteRecipientResponse
-	(*PutRotationRequest)(nil),      // 12: uns.v1.PutRotationRequest
-	(*PutRotationResponse)(nil),     // 13: uns.v1.PutRotationResponse
-	(*GetRotationRequest)(nil),      // 14: uns.v1.GetRotationRequest
-	(*GetRotationResponse)(nil),     // 15: uns.v1.GetRotationResponse
-	(*ListRotationsRequest)(nil),    // 16: uns.v1.ListRotationsRequest
-	(*ListRotationsResponse)(nil),   // 17: uns.v1.ListRotationsResponse
-	(*DeleteRotationRequest)(nil),   // 18: uns.v1.DeleteRotationRequest
-	(*DeleteRotationResponse)(nil),  // 19: uns.v1.DeleteRotationResponse
-	(*GetOnCallRequest)(nil),        // 20: uns.v1.GetOnCallRequest
-	(*GetOnCallResponse)(nil),       // 21: uns.v1.GetOnCallResponse
-	(*QuietHours)(nil),              // 22: uns.v1.QuietHours
-	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 24: google.protobuf.Duration
+	(*NotificationRule)(nil),        // 2: uns.v1.NotificationRule
+	(*RotationOverride)(nil),        // 3: uns.v1.RotationOverride
+	(*Rotation)(nil),                // 4: uns.v1.Rotation
+	(*PutRecipientRequest)(nil),     // 5: uns.v1.PutRecipientRequest
+	(*PutRecipientResponse)(nil),    // 6: uns.v1.PutRecipientResponse
+	(*GetRecipientRequest)(nil),     // 7: uns.v1.GetRecipientRequest
+	(*GetRecipientResponse)(nil),    // 8: uns.v1.GetRecipientResponse
+	(*ListRecipientsRequest)(nil),   // 9: uns.v1.ListRecipientsRequest
+	(*ListRecipientsResponse)(nil),  // 10: uns.v1.ListRecipientsResponse
+	(*DeleteRecipientRequest)(nil),  // 11: uns.v1.DeleteRecipientRequest
+	(*DeleteRecipientResponse)(nil), // 12: uns.v1.DeleteRecipientResponse
+	(*PutRotationRequest)(nil),      // 13: uns.v1.PutRotationRequest
+	(*PutRotationResponse)(nil),     // 14: uns.v1.PutRotationResponse
+	(*GetRotationRequest)(nil),      // 15: uns.v1.GetRotationRequest
+	(*GetRotationResponse)(nil),     // 16: uns.v1.GetRotationResponse
+	(*ListRotationsRequest)(nil),    // 17: uns.v1.ListRotationsRequest
+	(*ListRotationsResponse)(nil),   // 18: uns.v1.ListRotationsResponse
+	(*DeleteRotationRequest)(nil),   // 19: uns.v1.DeleteRotationRequest
+	(*DeleteRotationResponse)(nil),  // 20: uns.v1.DeleteRotationResponse
+	(*GetOnCallRequest)(nil),        // 21: uns.v1.GetOnCallRequest
+	(*GetOnCallResponse)(nil),       // 22: uns.v1.GetOnCallResponse
+	(*QuietHours)(nil),              // 23: uns.v1.QuietHours
+	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 25: google.protobuf.Duration
+	(Urgency)(0),                    // 26: uns.v1.Urgency
 }
 var file_uns_v1_recipient_service_proto_depIdxs = []int32{
 	0,  // 0: uns.v1.Recipient.contacts:type_name -> uns.v1.Contact
-	22, // 1: uns.v1.Recipient.quiet_hours:type_name -> uns.v1.QuietHours
-	23, // 2: uns.v1.Recipient.create_time:type_name -> google.protobuf.Timestamp
-	23, // 3: uns.v1.Recipient.update_time:type_name -> google.protobuf.Timestamp
-	23, // 4: uns.v1.RotationOverride.start_time:type_name -> google.protobuf.Timestamp
-	23, // 5: uns.v1.RotationOverride.end_time:type_name -> google.protobuf.Timestamp
-	23, // 6: uns.v1.Rotation.start_time:type_name -> google.protobuf.Timestamp
-	24, // 7: uns.v1.Rotation.shift:type_name -> google.protobuf.Duration
-	2,  // 8: uns.v1.Rotation.overrides:type_name -> uns.v1.RotationOverride
-	23, // 9: uns.v1.Rotation.create_time:type_name -> google.protobuf.Timestamp
-	23, // 10: uns.v1.Rotation.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 11: uns.v1.PutRecipientRequest.recipient:type_name -> uns.v1.Recipient
-	1,  // 12: uns.v1.PutRecipientResponse.recipient:type_name -> uns.v1.Recipient
-	1,  // 13: uns.v1.GetRecipientResponse.recipient:type_name -> uns.v1.Recipient
-	1,  // 14: uns.v1.ListRecipientsResponse.recipients:type_name -> uns.v1.Recipient
-	1,  // 15: uns.v1.DeleteRecipientResponse.recipient:type_name -> uns.v1.Recipient
-	3,  // 16: uns.v1.PutRotationRequest.rotation:type_name -> uns.v1.Rotation
-	3,  // 17: uns.v1.PutRotationResponse.rotation:type_name -> uns.v1.Rotation
-	3,  // 18: uns.v1.GetRotationResponse.rotation:type_name -> uns.v1.Rotation
-	3,  // 19: uns.v1.ListRotationsResponse.rotations:type_name -> uns.v1.Rotation
-	3,  // 20: uns.v1.DeleteRotationResponse.rotation:type_name -> uns.v1.Rotation
-	23, // 21: uns.v1.GetOnCallRequest.time:type_name -> google.protobuf.Timestamp
-	23, // 22: uns.v1.GetOnCallResponse.shift_end_time:type_name -> google.protobuf.Timestamp
-	23, // 23: uns.v1.GetOnCallResponse.time:type_name -> google.protobuf.Timestamp
-	4,  // 24: uns.v1.RecipientService.PutRecipient:input_type -> uns.v1.PutRecipientRequest
-	6,  // 25: uns.v1.RecipientService.GetRecipient:input_type -> uns.v1.GetRecipientRequest
-	8,  // 26: uns.v1.RecipientService.ListRecipients:input_type -> uns.v1.ListRecipientsRequest
-	10, // 27: uns.v1.RecipientService.DeleteRecipient:input_type -> uns.v1.DeleteRecipientRequest
-	12, // 28: uns.v1.RecipientService.PutRotation:input_type -> uns.v1.PutRotationRequest
-	14, // 29: uns.v1.RecipientService.GetRotation:input_type -> uns.v1.GetRotationRequest
-	16, // 30: uns.v1.RecipientService.ListRotations:input_type -> uns.v1.ListRotationsRequest
-	18, // 31: uns.v1.RecipientService.DeleteRotation:input_type -> uns.v1.DeleteRotationRequest
-	20, // 32: uns.v1.RecipientService.GetOnCall:input_type -> uns.v1.GetOnCallRequest
-	5,  // 33: uns.v1.RecipientService.PutRecipient:output_type -> uns.v1.PutRecipientResponse
-	7,  // 34: uns.v1.RecipientService.GetRecipient:output_type -> uns.v1.GetRecipientResponse
-	9,  // 35: uns.v1.RecipientService.ListRecipients:output_type -> uns.v1.ListRecipientsResponse
-	11, // 36: uns.v1.RecipientService.DeleteRecipient:output_type -> uns.v1.DeleteRecipientResponse
-	13, // 37: uns.v1.RecipientService.PutRotation:output_type -> uns.v1.PutRotationResponse
-	15, // 38: uns.v1.RecipientService.GetRotation:output_type -> uns.v1.GetRotationResponse
-	17, // 39: uns.v1.RecipientService.ListRotations:output_type -> uns.v1.ListRotationsResponse
-	19, // 40: uns.v1.RecipientService.DeleteRotation:output_type -> uns.v1.DeleteRotationResponse
-	21, // 41: uns.v1.RecipientService.GetOnCall:output_type -> uns.v1.GetOnCallResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	23, // 1: uns.v1.Recipient.quiet_hours:type_name -> uns.v1.QuietHours
+	24, // 2: uns.v1.Recipient.create_time:type_name -> google.protobuf.Timestamp
+	24, // 3: uns.v1.Recipient.update_time:type_name -> google.protobuf.Timestamp
+	2,  // 4: uns.v1.Recipient.notification_rules:type_name -> uns.v1.NotificationRule
+	25, // 5: uns.v1.NotificationRule.after:type_name -> google.protobuf.Duration
+	26, // 6: uns.v1.NotificationRule.urgency:type_name -> uns.v1.Urgency
+	24, // 7: uns.v1.RotationOverride.start_time:type_name -> google.protobuf.Timestamp
+	24, // 8: uns.v1.RotationOverride.end_time:type_name -> google.protobuf.Timestamp
+	24, // 9: uns.v1.Rotation.start_time:type_name -> google.protobuf.Timestamp
+	25, // 10: uns.v1.Rotation.shift:type_name -> google.protobuf.Duration
+	3,  // 11: uns.v1.Rotation.overrides:type_name -> uns.v1.RotationOverride
+	24, // 12: uns.v1.Rotation.create_time:type_name -> google.protobuf.Timestamp
+	24, // 13: uns.v1.Rotation.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 14: uns.v1.PutRecipientRequest.recipient:type_name -> uns.v1.Recipient
+	1,  // 15: uns.v1.PutRecipientResponse.recipient:type_name -> uns.v1.Recipient
+	1,  // 16: uns.v1.GetRecipientResponse.recipient:type_name -> uns.v1.Recipient
+	1,  // 17: uns.v1.ListRecipientsResponse.recipients:type_name -> uns.v1.Recipient
+	1,  // 18: uns.v1.DeleteRecipientResponse.recipient:type_name -> uns.v1.Recipient
+	4,  // 19: uns.v1.PutRotationRequest.rotation:type_name -> uns.v1.Rotation
+	4,  // 20: uns.v1.PutRotationResponse.rotation:type_name -> uns.v1.Rotation
+	4,  // 21: uns.v1.GetRotationResponse.rotation:type_name -> uns.v1.Rotation
+	4,  // 22: uns.v1.ListRotationsResponse.rotations:type_name -> uns.v1.Rotation
+	4,  // 23: uns.v1.DeleteRotationResponse.rotation:type_name -> uns.v1.Rotation
+	24, // 24: uns.v1.GetOnCallRequest.time:type_name -> google.protobuf.Timestamp
+	24, // 25: uns.v1.GetOnCallResponse.shift_end_time:type_name -> google.protobuf.Timestamp
+	24, // 26: uns.v1.GetOnCallResponse.time:type_name -> google.protobuf.Timestamp
+	5,  // 27: uns.v1.RecipientService.PutRecipient:input_type -> uns.v1.PutRecipientRequest
+	7,  // 28: uns.v1.RecipientService.GetRecipient:input_type -> uns.v1.GetRecipientRequest
+	9,  // 29: uns.v1.RecipientService.ListRecipients:input_type -> uns.v1.ListRecipientsRequest
+	11, // 30: uns.v1.RecipientService.DeleteRecipient:input_type -> uns.v1.DeleteRecipientRequest
+	13, // 31: uns.v1.RecipientService.PutRotation:input_type -> uns.v1.PutRotationRequest
+	15, // 32: uns.v1.RecipientService.GetRotation:input_type -> uns.v1.GetRotationRequest
+	17, // 33: uns.v1.RecipientService.ListRotations:input_type -> uns.v1.ListRotationsRequest
+	19, // 34: uns.v1.RecipientService.DeleteRotation:input_type -> uns.v1.DeleteRotationRequest
+	21, // 35: uns.v1.RecipientService.GetOnCall:input_type -> uns.v1.GetOnCallRequest
+	6,  // 36: uns.v1.RecipientService.PutRecipient:output_type -> uns.v1.PutRecipientResponse
+	8,  // 37: uns.v1.RecipientService.GetRecipient:output_type -> uns.v1.GetRecipientResponse
+	10, // 38: uns.v1.RecipientService.ListRecipients:output_type -> uns.v1.ListRecipientsResponse
+	12, // 39: uns.v1.RecipientService.DeleteRecipient:output_type -> uns.v1.DeleteRecipientResponse
+	14, // 40: uns.v1.RecipientService.PutRotation:output_type -> uns.v1.PutRotationResponse
+	16, // 41: uns.v1.RecipientService.GetRotation:output_type -> uns.v1.GetRotationResponse
+	18, // 42: uns.v1.RecipientService.ListRotations:output_type -> uns.v1.ListRotationsResponse
+	20, // 43: uns.v1.RecipientService.DeleteRotation:output_type -> uns.v1.DeleteRotationResponse
+	22, // 44: uns.v1.RecipientService.GetOnCall:output_type -> uns.v1.GetOnCallResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_recipient_service_proto_init() }
@@ -1514,7 +1613,7 @@ func file_uns_v1_recipient_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_recipient_service_proto_rawDesc), len(file_uns_v1_recipient_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -492,13 +492,17 @@ const (
 	// The lease was verified right before calling a channel adapter. Payload:
 	// channel, lease_token, attempt, cycle, cycle_attempt,
 	// provider_effect_may_have_occurred; for a targeted person's own message
-	// also recipient_id and route ("<channel>@<recipient id>").
+	// also recipient_id and route ("<channel>@<recipient id>"). A person's
+	// staged rule firing (Recipient.notification_rules) records it too, with
+	// staged_rule ({after_seconds, due_time}), its route
+	// "<channel>@<recipient id>:after:<seconds>" and attempt the rule's try.
 	EventKind_EVENT_KIND_CHANNEL_ATTEMPT_STARTED EventKind = 4
 	// What one channel adapter observed. Kept even when the lease was lost
 	// afterwards. Payload: lease_token, attempt, cycle, cycle_attempt, channel,
 	// success, message_id, error, retryable, provider_observed_at, and on
 	// success provider_reference (the fields of ProviderReference, snake_case);
-	// for a targeted person's own message also recipient_id and route.
+	// for a targeted person's own message also recipient_id and route; for a
+	// staged rule's message also staged_rule (as CHANNEL_ATTEMPT_STARTED).
 	EventKind_EVENT_KIND_CHANNEL_ATTEMPT_RESULT EventKind = 5
 	// The worker's lease expired; its settlement was refused. Payload:
 	// lease_token, attempt, provider_effect_may_have_occurred.
@@ -662,6 +666,68 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
 	return file_uns_v1_types_proto_rawDescGZIP(), []int{7}
+}
+
+// StagedRuleState says where a person's staged rule stands for one
+// notification.
+type StagedRuleState int32
+
+const (
+	// Never used by the server.
+	StagedRuleState_STAGED_RULE_STATE_UNSPECIFIED StagedRuleState = 0
+	// Due later: it fires at due_time if the answer is still owed then.
+	StagedRuleState_STAGED_RULE_STATE_PENDING StagedRuleState = 1
+	// Its message was sent (the provider reference is among the person's).
+	StagedRuleState_STAGED_RULE_STATE_SENT StagedRuleState = 2
+	// The channel refused its message for good (or every retry failed).
+	StagedRuleState_STAGED_RULE_STATE_FAILED StagedRuleState = 3
+	// Never sent: the obligation ended (answered, timed out, withdrawn) first.
+	StagedRuleState_STAGED_RULE_STATE_STOPPED StagedRuleState = 4
+)
+
+// Enum value maps for StagedRuleState.
+var (
+	StagedRuleState_name = map[int32]string{
+		0: "STAGED_RULE_STATE_UNSPECIFIED",
+		1: "STAGED_RULE_STATE_PENDING",
+		2: "STAGED_RULE_STATE_SENT",
+		3: "STAGED_RULE_STATE_FAILED",
+		4: "STAGED_RULE_STATE_STOPPED",
+	}
+	StagedRuleState_value = map[string]int32{
+		"STAGED_RULE_STATE_UNSPECIFIED": 0,
+		"STAGED_RULE_STATE_PENDING":     1,
+		"STAGED_RULE_STATE_SENT":        2,
+		"STAGED_RULE_STATE_FAILED":      3,
+		"STAGED_RULE_STATE_STOPPED":     4,
+	}
+)
+
+func (x StagedRuleState) Enum() *StagedRuleState {
+	p := new(StagedRuleState)
+	*p = x
+	return p
+}
+
+func (x StagedRuleState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (StagedRuleState) Descriptor() protoreflect.EnumDescriptor {
+	return file_uns_v1_types_proto_enumTypes[8].Descriptor()
+}
+
+func (StagedRuleState) Type() protoreflect.EnumType {
+	return &file_uns_v1_types_proto_enumTypes[8]
+}
+
+func (x StagedRuleState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use StagedRuleState.Descriptor instead.
+func (StagedRuleState) EnumDescriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 // AutonomyContext identifies the agent that produced a notification, if any.
@@ -1510,8 +1576,13 @@ type NotificationRecipient struct {
 	// Why nothing could be sent to them: "no contact on a channel this server
 	// has", "the recipient no longer exists". Empty when they were reached.
 	UnreachableReason string `protobuf:"bytes,6,opt,name=unreachable_reason,json=unreachableReason,proto3" json:"unreachable_reason,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The person's staged rules this notification started (their
+	// Recipient.notification_rules of its urgency with a positive `after`), in
+	// the order they fall due: each fired, still to fire, or stopped. Empty
+	// when the person has no such rules.
+	StagedRules   []*StagedRule `protobuf:"bytes,7,rep,name=staged_rules,json=stagedRules,proto3" json:"staged_rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NotificationRecipient) Reset() {
@@ -1582,6 +1653,105 @@ func (x *NotificationRecipient) GetRemindersSent() int32 {
 func (x *NotificationRecipient) GetUnreachableReason() string {
 	if x != nil {
 		return x.UnreachableReason
+	}
+	return ""
+}
+
+func (x *NotificationRecipient) GetStagedRules() []*StagedRule {
+	if x != nil {
+		return x.StagedRules
+	}
+	return nil
+}
+
+// StagedRule is one of a person's staged rules as one notification fires it
+// (a work item of its own, due at due_time).
+type StagedRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The channel of the contact it uses (NotificationRule.contact).
+	Channel string `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	// Its delay from when the person was first asked (NotificationRule.after).
+	After *durationpb.Duration `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	// When it is due: the moment the person was first asked plus `after`.
+	DueTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
+	// Where it stands.
+	State StagedRuleState `protobuf:"varint,4,opt,name=state,proto3,enum=uns.v1.StagedRuleState" json:"state,omitempty"`
+	// When its message was sent or failed for good; unset before.
+	FireTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=fire_time,json=fireTime,proto3" json:"fire_time,omitempty"`
+	// Why it failed, for FAILED.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StagedRule) Reset() {
+	*x = StagedRule{}
+	mi := &file_uns_v1_types_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StagedRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StagedRule) ProtoMessage() {}
+
+func (x *StagedRule) ProtoReflect() protoreflect.Message {
+	mi := &file_uns_v1_types_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StagedRule.ProtoReflect.Descriptor instead.
+func (*StagedRule) Descriptor() ([]byte, []int) {
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StagedRule) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *StagedRule) GetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *StagedRule) GetDueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueTime
+	}
+	return nil
+}
+
+func (x *StagedRule) GetState() StagedRuleState {
+	if x != nil {
+		return x.State
+	}
+	return StagedRuleState_STAGED_RULE_STATE_UNSPECIFIED
+}
+
+func (x *StagedRule) GetFireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FireTime
+	}
+	return nil
+}
+
+func (x *StagedRule) GetError() string {
+	if x != nil {
+		return x.Error
 	}
 	return ""
 }
@@ -1691,7 +1861,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_uns_v1_types_proto_msgTypes[9]
+	mi := &file_uns_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1873,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[9]
+	mi := &file_uns_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1886,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Notification) GetId() string {
@@ -2050,7 +2220,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_uns_v1_types_proto_msgTypes[10]
+	mi := &file_uns_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2232,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_uns_v1_types_proto_msgTypes[10]
+	mi := &file_uns_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2245,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_uns_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_uns_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Event) GetId() string {
@@ -2200,14 +2370,23 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"webhook_id\x18\f \x01(\tR\twebhookId\x12\x1b\n" +
 	"\tfollow_up\x18\r \x01(\tR\bfollowUp\x12(\n" +
 	"\x10follow_up_number\x18\x0e \x01(\x05R\x0efollowUpNumber\x12!\n" +
-	"\frecipient_id\x18\x0f \x01(\tR\vrecipientId\"\xb0\x02\n" +
+	"\frecipient_id\x18\x0f \x01(\tR\vrecipientId\"\xe7\x02\n" +
 	"\x15NotificationRecipient\x12!\n" +
 	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x12%\n" +
 	"\x0echannels_tried\x18\x02 \x03(\tR\rchannelsTried\x12+\n" +
 	"\x11channels_accepted\x18\x03 \x03(\tR\x10channelsAccepted\x12J\n" +
 	"\x13provider_references\x18\x04 \x03(\v2\x19.uns.v1.ProviderReferenceR\x12providerReferences\x12%\n" +
 	"\x0ereminders_sent\x18\x05 \x01(\x05R\rremindersSent\x12-\n" +
-	"\x12unreachable_reason\x18\x06 \x01(\tR\x11unreachableReason\"\xf6\x10\n" +
+	"\x12unreachable_reason\x18\x06 \x01(\tR\x11unreachableReason\x125\n" +
+	"\fstaged_rules\x18\a \x03(\v2\x12.uns.v1.StagedRuleR\vstagedRules\"\x8c\x02\n" +
+	"\n" +
+	"StagedRule\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12/\n" +
+	"\x05after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05after\x125\n" +
+	"\bdue_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\x12-\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x17.uns.v1.StagedRuleStateR\x05state\x127\n" +
+	"\tfire_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bfireTime\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xf6\x10\n" +
 	"\fNotification\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12+\n" +
@@ -2334,7 +2513,13 @@ const file_uns_v1_types_proto_rawDesc = "" +
 	"\x14EVENT_KIND_ESCALATED\x10\x14\x12\x16\n" +
 	"\x12EVENT_KIND_SNOOZED\x10<\x12\x1b\n" +
 	"\x17EVENT_KIND_SNOOZE_ENDED\x10=\x12\x13\n" +
-	"\x0fEVENT_KIND_HELD\x10\x1eB3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
+	"\x0fEVENT_KIND_HELD\x10\x1e*\xac\x01\n" +
+	"\x0fStagedRuleState\x12!\n" +
+	"\x1dSTAGED_RULE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19STAGED_RULE_STATE_PENDING\x10\x01\x12\x1a\n" +
+	"\x16STAGED_RULE_STATE_SENT\x10\x02\x12\x1c\n" +
+	"\x18STAGED_RULE_STATE_FAILED\x10\x03\x12\x1d\n" +
+	"\x19STAGED_RULE_STATE_STOPPED\x10\x04B3Z1github.com/uns-io/uns/clients/go/gen/uns/v1;unsv1b\x06proto3"
 
 var (
 	file_uns_v1_types_proto_rawDescOnce sync.Once
@@ -2348,8 +2533,8 @@ func file_uns_v1_types_proto_rawDescGZIP() []byte {
 	return file_uns_v1_types_proto_rawDescData
 }
 
-var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_uns_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_uns_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationIntent)(0),       // 0: uns.v1.NotificationIntent
 	(Urgency)(0),                  // 1: uns.v1.Urgency
@@ -2359,65 +2544,72 @@ var file_uns_v1_types_proto_goTypes = []any{
 	(NotificationState)(0),        // 5: uns.v1.NotificationState
 	(AckState)(0),                 // 6: uns.v1.AckState
 	(EventKind)(0),                // 7: uns.v1.EventKind
-	(*AutonomyContext)(nil),       // 8: uns.v1.AutonomyContext
-	(*QuietHours)(nil),            // 9: uns.v1.QuietHours
-	(*EffectivePolicy)(nil),       // 10: uns.v1.EffectivePolicy
-	(*Target)(nil),                // 11: uns.v1.Target
-	(*Reminder)(nil),              // 12: uns.v1.Reminder
-	(*EscalationStep)(nil),        // 13: uns.v1.EscalationStep
-	(*DeliveryOutcome)(nil),       // 14: uns.v1.DeliveryOutcome
-	(*ProviderReference)(nil),     // 15: uns.v1.ProviderReference
-	(*NotificationRecipient)(nil), // 16: uns.v1.NotificationRecipient
-	(*Notification)(nil),          // 17: uns.v1.Notification
-	(*Event)(nil),                 // 18: uns.v1.Event
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 21: google.protobuf.Struct
+	(StagedRuleState)(0),          // 8: uns.v1.StagedRuleState
+	(*AutonomyContext)(nil),       // 9: uns.v1.AutonomyContext
+	(*QuietHours)(nil),            // 10: uns.v1.QuietHours
+	(*EffectivePolicy)(nil),       // 11: uns.v1.EffectivePolicy
+	(*Target)(nil),                // 12: uns.v1.Target
+	(*Reminder)(nil),              // 13: uns.v1.Reminder
+	(*EscalationStep)(nil),        // 14: uns.v1.EscalationStep
+	(*DeliveryOutcome)(nil),       // 15: uns.v1.DeliveryOutcome
+	(*ProviderReference)(nil),     // 16: uns.v1.ProviderReference
+	(*NotificationRecipient)(nil), // 17: uns.v1.NotificationRecipient
+	(*StagedRule)(nil),            // 18: uns.v1.StagedRule
+	(*Notification)(nil),          // 19: uns.v1.Notification
+	(*Event)(nil),                 // 20: uns.v1.Event
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
 }
 var file_uns_v1_types_proto_depIdxs = []int32{
 	2,  // 0: uns.v1.AutonomyContext.autonomy_mode:type_name -> uns.v1.AutonomyMode
 	3,  // 1: uns.v1.EffectivePolicy.delivery_mode:type_name -> uns.v1.DeliveryMode
 	4,  // 2: uns.v1.EffectivePolicy.priority:type_name -> uns.v1.Priority
-	9,  // 3: uns.v1.EffectivePolicy.quiet_hours:type_name -> uns.v1.QuietHours
-	12, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
-	13, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
-	11, // 6: uns.v1.EffectivePolicy.targets:type_name -> uns.v1.Target
+	10, // 3: uns.v1.EffectivePolicy.quiet_hours:type_name -> uns.v1.QuietHours
+	13, // 4: uns.v1.EffectivePolicy.reminder:type_name -> uns.v1.Reminder
+	14, // 5: uns.v1.EffectivePolicy.escalation:type_name -> uns.v1.EscalationStep
+	12, // 6: uns.v1.EffectivePolicy.targets:type_name -> uns.v1.Target
 	1,  // 7: uns.v1.EffectivePolicy.urgency:type_name -> uns.v1.Urgency
-	19, // 8: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
-	19, // 9: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
-	11, // 10: uns.v1.EscalationStep.targets:type_name -> uns.v1.Target
-	20, // 11: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
-	15, // 12: uns.v1.NotificationRecipient.provider_references:type_name -> uns.v1.ProviderReference
-	0,  // 13: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
-	8,  // 14: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
-	21, // 15: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
-	10, // 16: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
-	5,  // 17: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
-	14, // 18: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
-	20, // 19: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
-	20, // 20: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
-	20, // 21: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
-	6,  // 22: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
-	20, // 23: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
-	20, // 24: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
-	21, // 25: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
-	20, // 26: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
-	20, // 27: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
-	15, // 28: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
-	16, // 29: uns.v1.Notification.recipients:type_name -> uns.v1.NotificationRecipient
-	20, // 30: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
-	20, // 31: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
-	20, // 32: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
-	20, // 33: uns.v1.Notification.snooze_until_time:type_name -> google.protobuf.Timestamp
-	20, // 34: uns.v1.Notification.held_until:type_name -> google.protobuf.Timestamp
-	7,  // 35: uns.v1.Event.kind:type_name -> uns.v1.EventKind
-	20, // 36: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
-	21, // 37: uns.v1.Event.payload:type_name -> google.protobuf.Struct
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	21, // 8: uns.v1.Reminder.first_after:type_name -> google.protobuf.Duration
+	21, // 9: uns.v1.EscalationStep.after:type_name -> google.protobuf.Duration
+	12, // 10: uns.v1.EscalationStep.targets:type_name -> uns.v1.Target
+	22, // 11: uns.v1.ProviderReference.accept_time:type_name -> google.protobuf.Timestamp
+	16, // 12: uns.v1.NotificationRecipient.provider_references:type_name -> uns.v1.ProviderReference
+	18, // 13: uns.v1.NotificationRecipient.staged_rules:type_name -> uns.v1.StagedRule
+	21, // 14: uns.v1.StagedRule.after:type_name -> google.protobuf.Duration
+	22, // 15: uns.v1.StagedRule.due_time:type_name -> google.protobuf.Timestamp
+	8,  // 16: uns.v1.StagedRule.state:type_name -> uns.v1.StagedRuleState
+	22, // 17: uns.v1.StagedRule.fire_time:type_name -> google.protobuf.Timestamp
+	0,  // 18: uns.v1.Notification.intent:type_name -> uns.v1.NotificationIntent
+	9,  // 19: uns.v1.Notification.autonomy_context:type_name -> uns.v1.AutonomyContext
+	23, // 20: uns.v1.Notification.metadata:type_name -> google.protobuf.Struct
+	11, // 21: uns.v1.Notification.effective_policy:type_name -> uns.v1.EffectivePolicy
+	5,  // 22: uns.v1.Notification.state:type_name -> uns.v1.NotificationState
+	15, // 23: uns.v1.Notification.outcome:type_name -> uns.v1.DeliveryOutcome
+	22, // 24: uns.v1.Notification.next_attempt_time:type_name -> google.protobuf.Timestamp
+	22, // 25: uns.v1.Notification.lease_expire_time:type_name -> google.protobuf.Timestamp
+	22, // 26: uns.v1.Notification.deliver_time:type_name -> google.protobuf.Timestamp
+	6,  // 27: uns.v1.Notification.ack_state:type_name -> uns.v1.AckState
+	22, // 28: uns.v1.Notification.ack_deadline_time:type_name -> google.protobuf.Timestamp
+	22, // 29: uns.v1.Notification.respond_time:type_name -> google.protobuf.Timestamp
+	23, // 30: uns.v1.Notification.response_metadata:type_name -> google.protobuf.Struct
+	22, // 31: uns.v1.Notification.create_time:type_name -> google.protobuf.Timestamp
+	22, // 32: uns.v1.Notification.update_time:type_name -> google.protobuf.Timestamp
+	16, // 33: uns.v1.Notification.provider_references:type_name -> uns.v1.ProviderReference
+	17, // 34: uns.v1.Notification.recipients:type_name -> uns.v1.NotificationRecipient
+	22, // 35: uns.v1.Notification.withdraw_time:type_name -> google.protobuf.Timestamp
+	22, // 36: uns.v1.Notification.next_follow_up_time:type_name -> google.protobuf.Timestamp
+	22, // 37: uns.v1.Notification.schedule_time:type_name -> google.protobuf.Timestamp
+	22, // 38: uns.v1.Notification.snooze_until_time:type_name -> google.protobuf.Timestamp
+	22, // 39: uns.v1.Notification.held_until:type_name -> google.protobuf.Timestamp
+	7,  // 40: uns.v1.Event.kind:type_name -> uns.v1.EventKind
+	22, // 41: uns.v1.Event.at:type_name -> google.protobuf.Timestamp
+	23, // 42: uns.v1.Event.payload:type_name -> google.protobuf.Struct
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_uns_v1_types_proto_init() }
@@ -2435,8 +2627,8 @@ func file_uns_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_uns_v1_types_proto_rawDesc), len(file_uns_v1_types_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   11,
+			NumEnums:      9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
