@@ -123,6 +123,8 @@ def decide(rule: PersonRule, n: Notification | None, now: datetime) -> Decision:
         return Later(at)
     if n.status == Status.DELIVERED and n.ack_status == AckStatus.PENDING:
         return Fire()
+    if n.status == Status.DELIVERED and n.ack_status == AckStatus.SNOOZED and n.snoozed_until:
+        return Later(max(n.snoozed_until, now + LOOK_AGAIN))  # paused: asked at its end
     return Stale()
 
 
