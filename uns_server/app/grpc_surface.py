@@ -12,6 +12,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from uns.v1 import (
     audit_service_pb2,
     audit_service_pb2_grpc,
+    heartbeat_service_pb2,
+    heartbeat_service_pb2_grpc,
     key_service_pb2,
     key_service_pb2_grpc,
     notification_service_pb2,
@@ -24,6 +26,7 @@ from uns.v1 import (
 from uns_server.api.audit_servicer import AuditServicer
 from uns_server.api.bind import reuse_port_option
 from uns_server.api.handlers import decode_guard
+from uns_server.api.heartbeat_servicer import HeartbeatServicer
 from uns_server.api.key_servicer import KeyServicer
 from uns_server.api.notification_servicer import NotificationServicer
 from uns_server.api.policy_servicer import PolicyServicer
@@ -122,6 +125,9 @@ def add_services(app: App) -> None:
         ),
         registrar,
     )
+    heartbeat_service_pb2_grpc.add_HeartbeatServiceServicer_to_server(
+        HeartbeatServicer(app.authenticator, app.heartbeats, app.clock), registrar
+    )
     health_pb2_grpc.add_HealthServicer_to_server(app.health.servicer, registrar)
     services = (
         notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
@@ -129,6 +135,7 @@ def add_services(app: App) -> None:
         audit_service_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name,
         key_service_pb2.DESCRIPTOR.services_by_name["KeyService"].full_name,
         recipient_service_pb2.DESCRIPTOR.services_by_name["RecipientService"].full_name,
+        heartbeat_service_pb2.DESCRIPTOR.services_by_name["HeartbeatService"].full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
     )
     add_reflection(services, registrar)

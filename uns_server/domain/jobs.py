@@ -25,7 +25,7 @@ three final states never move again. The store writes these moves
 (``store.port.Jobs``, ``store.jobs``); each kind's rules decide which one a result
 makes (``domain.message_updates.decide_settle`` for ``message_update``,
 ``domain.ack_deadlines`` for ``ack_deadline``, ``domain.follow_up_jobs`` for
-``follow_up``).
+``follow_up``, ``domain.heartbeats`` for ``heartbeat_deadline``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class JobKind(StrEnum):
     MESSAGE_UPDATE = "message_update"
     ACK_DEADLINE = "ack_deadline"
     FOLLOW_UP = "follow_up"  # an ack's next reminder or escalation step
+    HEARTBEAT_DEADLINE = "heartbeat_deadline"  # a heartbeat's page when it goes silent
 
 
 # What a claim takes (once due), and the states that never move again.

@@ -5,11 +5,12 @@ domain types in their signatures (no connection, no driver row).
 transaction's executor has one port per concern, bound to it: ``tx.dispatch``,
 ``tx.moves``, ``tx.follow_ups``, ``tx.jobs``, ``tx.acks``, ``tx.events``,
 ``tx.audit``, ``tx.notifications``, ``tx.retention``, ``tx.receipts``,
-``tx.people``, ``tx.policies``, ``tx.api_keys``, ``tx.action_links``, and the
-samplers' ``tx.queue`` and ``tx.statistics``. A read transaction offers each port's
-read half. The SQL implementation is ``store.sql_store.SqlStore`` (the queries stay in
-the SQL modules; its ports bind them to the transaction's connection). The composition
-root builds it once and hands it to every service and worker.
+``tx.people``, ``tx.policies``, ``tx.api_keys``, ``tx.action_links``,
+``tx.heartbeats``, and the samplers' ``tx.queue`` and ``tx.statistics``. A read
+transaction offers each port's read half. The SQL implementation is
+``store.sql_store.SqlStore`` (the queries stay in the SQL modules; its ports bind them
+to the transaction's connection). The composition root builds it once and hands it to
+every service and worker.
 
 One suite, ``tests/store/test_conformance.py`` (with ``test_moves.py``), runs every
 port method through a ``Store`` on SQLite and on PostgreSQL, so another
@@ -65,6 +66,7 @@ from uns_server.store.port.directory import (
     Policies,
     PolicyReads,
 )
+from uns_server.store.port.heartbeats import HeartbeatReads, Heartbeats
 from uns_server.store.port.jobs import JobReads, Jobs
 from uns_server.store.port.notifications import NotificationReads, Notifications
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
@@ -113,6 +115,8 @@ __all__ = [
     "FenceMoved",
     "FollowUpReads",
     "FollowUps",
+    "HeartbeatReads",
+    "Heartbeats",
     "JobReads",
     "Jobs",
     "MissingPeople",

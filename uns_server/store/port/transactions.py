@@ -26,6 +26,7 @@ from uns_server.store.port.directory import (
     Policies,
     PolicyReads,
 )
+from uns_server.store.port.heartbeats import HeartbeatReads, Heartbeats
 from uns_server.store.port.jobs import JobReads, Jobs
 from uns_server.store.port.notifications import NotificationReads, Notifications
 from uns_server.store.port.timeline import Audit, AuditReads, EventReads, Events
@@ -67,6 +68,8 @@ class ReadTransaction(Protocol):
     def api_keys(self) -> ApiKeyReads: ...
     @property
     def action_links(self) -> ActionLinkReads: ...
+    @property
+    def heartbeats(self) -> HeartbeatReads: ...
 
 
 class WriteTransaction(ReadTransaction, Protocol):
@@ -101,6 +104,8 @@ class WriteTransaction(ReadTransaction, Protocol):
     def api_keys(self) -> ApiKeys: ...
     @property
     def action_links(self) -> ActionLinks: ...
+    @property
+    def heartbeats(self) -> Heartbeats: ...
 
     def signal(self, topic: str) -> None:
         """Fire ``topic`` after commit (in process; NOTIFY on PostgreSQL)."""
