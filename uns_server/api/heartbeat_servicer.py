@@ -57,19 +57,25 @@ def _stamp(msg: Any, name: str, value: datetime | None) -> None:
         getattr(msg, name).CopyFrom(ts)
 
 
-def heartbeat_to_wire(h: Heartbeat, now: datetime) -> pb.HeartbeatMonitor:
-    msg = pb.HeartbeatMonitor(
+def spec_to_wire(h: Heartbeat) -> pb.HeartbeatMonitor:
+    """What the operator puts (``uns-admin heartbeats put --target`` sends it)."""
+    return pb.HeartbeatMonitor(
         heartbeat_id=h.heartbeat_id,
         notification_type=h.notification_type,
         interval=convert.duration(h.interval),
         grace=convert.duration(h.grace),
         title=h.title,
         message=h.message,
-        state=_STATES[h.state(now)],
-        notification_id=h.notification_id or "",
-        page_error=h.page_problem(now),
-        updated_by=h.updated_by,
     )
+
+
+def heartbeat_to_wire(h: Heartbeat, now: datetime) -> pb.HeartbeatMonitor:
+    """A stored heartbeat as it stands at ``now``."""
+    msg = spec_to_wire(h)
+    msg.state = _STATES[h.state(now)]
+    msg.notification_id = h.notification_id or ""
+    msg.page_error = h.page_problem(now)
+    msg.updated_by = h.updated_by
     _stamp(msg, "last_beat_time", h.last_beat_at)
     _stamp(msg, "deadline_time", h.deadline)
     _stamp(msg, "create_time", h.created_at)
