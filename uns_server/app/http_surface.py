@@ -207,6 +207,7 @@ def console(app: App) -> http_console.Console:
         withdrawals=app.withdrawals,
         channels=app.channels.names(),
         people=PeopleService(app.store, app.clock),
+        heartbeats=app.heartbeats,
         endpoints={
             name: where
             for name, cfg in app.channels_config.channels.items()

@@ -15,7 +15,15 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from uns_server.domain.errors import UnsError
-from uns_server.http.console import admin, dead_letters, live, notifications, overview, people
+from uns_server.http.console import (
+    admin,
+    dead_letters,
+    heartbeats,
+    live,
+    notifications,
+    overview,
+    people,
+)
 from uns_server.http.console.context import Console
 from uns_server.http.console.guard import action, page, same_origin
 from uns_server.http.console.render import render
@@ -112,6 +120,7 @@ def routes(c: Console) -> list[web.AbstractRouteDef]:
         web.get("/console/policies/{type}", p(admin.policy), allow_head=False),
         web.post("/console/policies/{type}/activate", a(admin.activate)),
         web.get("/console/people", p(people.people_page), allow_head=False),
+        web.get("/console/heartbeats", p(heartbeats.heartbeats_page), allow_head=False),
         web.get("/console/keys", p(admin.key_list), allow_head=False),
         web.post("/console/keys", a(admin.key_create)),
         web.post("/console/keys/{id}/revoke", a(admin.key_revoke)),

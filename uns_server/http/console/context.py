@@ -9,6 +9,7 @@ from datetime import datetime
 
 from uns_server.http.console.sessions import Session, Sessions
 from uns_server.services.acks import Acks
+from uns_server.services.heartbeats import HeartbeatService
 from uns_server.services.operations import Operations
 from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyService
@@ -42,6 +43,8 @@ class Console:
     # Where each channel's provider is, ``host:port`` (``channels.config.channel_endpoint``:
     # no path, query, user or secret); the ``log`` channel has none.
     endpoints: Mapping[str, str] = field(default_factory=dict)
+    # Heartbeats (the heartbeats page); None: the page is not served.
+    heartbeats: HeartbeatService | None = None
 
     @property
     def secure(self) -> bool:
