@@ -6,6 +6,9 @@ in"): Alertmanager's webhook payload (Grafana's contact point posts the same sha
 one result per alert out. The payload's schema admits fields UNS does not read, since
 Alertmanager and Grafana add some over time; tests/http/test_openapi_document.py sends the
 example and checks every answer against these schemas.
+
+``POST /heartbeats/{heartbeat_id}`` (uns_server/http/heartbeats.py): a beat from curl in
+a cron job, answered as HeartbeatService.Beat (tests/http/test_heartbeats_http.py).
 """
 
 from __future__ import annotations
@@ -180,6 +183,55 @@ PATHS: dict[str, Any] = {
                 },
             },
         }
+    }
+}
+
+SCHEMAS["heartbeats.Beat"] = {
+    "type": "object",
+    "description": "Nothing: a beat needs no body, and one sent is ignored.",
+}
+
+PATHS["/heartbeats/{heartbeat_id}"] = {
+    "post": {
+        "operationId": "Heartbeats_Beat",
+        "tags": ["integrations"],
+        "summary": "A heartbeat's beat, for curl from cron",
+        "description": (
+            "HeartbeatService.Beat for a caller that has only curl: the key as "
+            "Authorization: Bearer (a producer's or the operator's), no body needed. The "
+            "heartbeat's deadline moves to now + interval + grace; a page it raised is "
+            "withdrawn ('heartbeat resumed'). 200 with the BeatResponse; a missing key "
+            "401, a key that may not beat 403, an unknown heartbeat 404."
+        ),
+        "parameters": [
+            {
+                "name": "heartbeat_id",
+                "in": "path",
+                "required": True,
+                "description": "The heartbeat_id, as put by the operator.",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 64},
+            }
+        ],
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/heartbeats.Beat"}}
+            },
+        },
+        "responses": {
+            "200": {
+                "description": "The heartbeat after the beat",
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/uns.v1.BeatResponse"}
+                    }
+                },
+            },
+            "default": {
+                "description": "A refusal (google.rpc.Status)",
+                "content": {"application/json": {"schema": _REFUSAL}},
+            },
+        },
     }
 }
 

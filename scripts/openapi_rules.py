@@ -26,6 +26,7 @@ _KEYS = "uns_server/services/keys.py"
 _POLICY_TYPE = "uns_server/services/policies.py validate_type"
 _QUIET = "uns_server/domain/schedule/quiet_hours.py"
 _STEPS = "uns_server/domain/schedule/follow_up_steps.py"
+_HEARTBEATS = "uns_server/domain/heartbeats.py"
 
 REQUIRED: dict[str, dict[str, str]] = {
     "uns.v1.SendNotificationRequest": {
@@ -94,6 +95,17 @@ REQUIRED: dict[str, dict[str, str]] = {
     "uns.v1.GetRotationRequest": {"rotation_id": f"{_PEOPLE} check_id"},
     "uns.v1.DeleteRotationRequest": {"rotation_id": f"{_PEOPLE} check_id"},
     "uns.v1.GetOnCallRequest": {"rotation_id": f"{_PEOPLE} check_id"},
+    "uns.v1.PutHeartbeatRequest": {"heartbeat": f"{_HEARTBEATS} build_heartbeat"},
+    "uns.v1.HeartbeatMonitor": {
+        "heartbeat_id": f"{_HEARTBEATS} build_heartbeat (id_problems)",
+        "notification_type": f"{_HEARTBEATS} build_heartbeat (validate_send)",
+        "interval": f"{_HEARTBEATS} build_heartbeat (_period)",
+        "title": f"{_HEARTBEATS} build_heartbeat (validate_send)",
+        "message": f"{_HEARTBEATS} build_heartbeat (validate_send)",
+    },
+    "uns.v1.GetHeartbeatRequest": {"heartbeat_id": f"{_PEOPLE} check_id"},
+    "uns.v1.DeleteHeartbeatRequest": {"heartbeat_id": f"{_PEOPLE} check_id"},
+    "uns.v1.BeatRequest": {"heartbeat_id": f"{_PEOPLE} check_id"},
 }
 """Message full name -> {proto field name: where the server refuses it when missing}."""
 
@@ -145,6 +157,18 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         }
     },
     "uns.v1.RecipientService/ListRecipients": {"first page": {"pageSize": 50}},
+    "uns.v1.HeartbeatService/PutHeartbeat": {
+        "nightly backup": {
+            "heartbeat": {
+                "heartbeatId": "nightly-backup",
+                "notificationType": "demo.alert",
+                "interval": "86400s",
+                "grace": "1800s",
+                "title": "The nightly backup did not run",
+                "message": "No beat from backup.sh on db-1 within a day and half an hour.",
+            }
+        }
+    },
     "uns.v1.KeyService/CreateApiKey": {
         "producer": {"principal": "billing", "roles": ["ROLE_PRODUCER"]},
     },

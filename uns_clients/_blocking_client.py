@@ -12,6 +12,8 @@ from weakref import WeakSet
 
 import grpc
 
+from uns.v1 import heartbeat_service_pb2 as hpb
+from uns.v1 import heartbeat_service_pb2_grpc as hpb_grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
@@ -53,6 +55,7 @@ class Client:
         self._metadata = self.config.auth_metadata()
         self._streams: WeakSet[BlockingEventStream] = WeakSet()
         self._streams_lock = threading.Lock()  # threads share one Client
+        self._heartbeats = hpb_grpc.HeartbeatServiceStub(self._channel)
 
     def send(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]
@@ -205,8 +208,14 @@ class Client:
     ) -> None:
         self.close()
 
-    def _call(self, call: Call[Any, Resp, Out], timeout: float | None) -> Out:
-        method: grpc.UnaryUnaryMultiCallable[Any, Resp] = getattr(self._stub, call.rpc)
+    def beat(self, heartbeat_id: str, *, timeout: float | None = None) -> hpb.HeartbeatMonitor:
+        """See ``AsyncClient.beat``."""
+        return self._call(calls.beat(heartbeat_id), timeout, self._heartbeats)
+
+    def _call(self, call: Call[Any, Resp, Out], timeout: float | None, stub: Any = None) -> Out:
+        method: grpc.UnaryUnaryMultiCallable[Any, Resp] = getattr(
+            self._stub if stub is None else stub, call.rpc
+        )
         deadline = self.config.timeout_seconds if timeout is None else timeout
         for attempt in sync_retrying(self.config, call.rpc, call.retry_on, call.context):
             with attempt:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from uns.v1 import heartbeat_service_pb2 as hpb
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_clients import _convert
@@ -147,6 +148,18 @@ def withdraw(
         pb.WithdrawNotificationRequest(notification_id=notification_id, reason=reason),
         SAFE_RETRY_ON,  # the same caller gets the withdrawn notification back
         _notification,
+    )
+
+
+def beat(
+    heartbeat_id: str,
+) -> Call[hpb.BeatRequest, hpb.BeatResponse, hpb.HeartbeatMonitor]:
+    """HeartbeatService.Beat: a repeat only moves the last beat again, so it retries."""
+    return Call(
+        "Beat",
+        hpb.BeatRequest(heartbeat_id=heartbeat_id),
+        SAFE_RETRY_ON,
+        lambda response: response.heartbeat,
     )
 
 

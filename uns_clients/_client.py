@@ -22,6 +22,8 @@ from weakref import WeakSet
 
 import grpc
 
+from uns.v1 import heartbeat_service_pb2 as hpb
+from uns.v1 import heartbeat_service_pb2_grpc as hpb_grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
@@ -82,6 +84,7 @@ class AsyncClient:
         self._streams: WeakSet[EventStream] = WeakSet()
         self.people = AsyncPeople(self._channel, self._unary)
         """People, rotations and who is on call (``uns.v1.RecipientService``)."""
+        self._heartbeats = hpb_grpc.HeartbeatServiceStub(self._channel)
 
     async def send(
         self, *, timeout: float | None = None, **fields: Unpack[SendFields]
@@ -270,8 +273,19 @@ class AsyncClient:
     ) -> None:
         await self.close()
 
-    async def _call(self, call: Call[Any, Resp, Out], timeout: float | None) -> Out:
-        method = getattr(self._stub, call.rpc)
+    async def beat(
+        self, heartbeat_id: str, *, timeout: float | None = None
+    ) -> hpb.HeartbeatMonitor:
+        """Report that the job ``heartbeat_id`` watches ran (HeartbeatService.Beat; a
+        producer's or the operator's key): its deadline moves to now + interval +
+        grace, and a page its silence raised is withdrawn ("heartbeat resumed").
+        Returns the heartbeat after the beat. Retries UNAVAILABLE."""
+        return await self._call(calls.beat(heartbeat_id), timeout, self._heartbeats)
+
+    async def _call(
+        self, call: Call[Any, Resp, Out], timeout: float | None, stub: Any = None
+    ) -> Out:
+        method = getattr(self._stub if stub is None else stub, call.rpc)
         response: Resp = await self._unary(
             call.rpc, method, call.request, call.retry_on, timeout, call.context
         )

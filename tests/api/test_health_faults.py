@@ -58,8 +58,9 @@ async def wait_health(target: str, expected: int) -> None:
     [
         # Claims, the expiry's carry sweep and follow-up claims read the notifications.
         ("uns_notifications", ("dispatch", "expiry", "followups")),
-        # Message updates, ack deadlines and follow-ups are jobs of the work table.
-        ("uns_jobs", ("expiry", "followups", "message_updates")),
+        # Message updates, ack deadlines, follow-ups and heartbeat deadlines are jobs
+        # of the work table.
+        ("uns_jobs", ("expiry", "followups", "heartbeats", "message_updates")),
     ],
 )
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(

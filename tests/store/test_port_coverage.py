@@ -23,6 +23,7 @@ SUITE = [
         "test_port_upkeep.py",
         "test_port_accept.py",
         "test_jobs.py",
+        "test_port_heartbeats.py",
     )
 ]
 

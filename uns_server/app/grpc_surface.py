@@ -12,6 +12,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from uns.v1 import (
     audit_service_pb2,
     audit_service_pb2_grpc,
+    heartbeat_service_pb2,
+    heartbeat_service_pb2_grpc,
     key_service_pb2,
     key_service_pb2_grpc,
     maintenance_service_pb2,
@@ -26,6 +28,7 @@ from uns.v1 import (
 from uns_server.api.audit_servicer import AuditServicer
 from uns_server.api.bind import reuse_port_option
 from uns_server.api.handlers import decode_guard
+from uns_server.api.heartbeat_servicer import HeartbeatServicer
 from uns_server.api.key_servicer import KeyServicer
 from uns_server.api.maintenance_servicer import MaintenanceServicer
 from uns_server.api.notification_servicer import NotificationServicer
@@ -133,6 +136,9 @@ def add_services(app: App) -> None:
         ),
         registrar,
     )
+    heartbeat_service_pb2_grpc.add_HeartbeatServiceServicer_to_server(
+        HeartbeatServicer(app.authenticator, app.heartbeats, app.clock), registrar
+    )
     health_pb2_grpc.add_HealthServicer_to_server(app.health.servicer, registrar)
     services = (
         notification_service_pb2.DESCRIPTOR.services_by_name["NotificationService"].full_name,
@@ -141,6 +147,7 @@ def add_services(app: App) -> None:
         key_service_pb2.DESCRIPTOR.services_by_name["KeyService"].full_name,
         recipient_service_pb2.DESCRIPTOR.services_by_name["RecipientService"].full_name,
         maintenance_service_pb2.DESCRIPTOR.services_by_name["MaintenanceService"].full_name,
+        heartbeat_service_pb2.DESCRIPTOR.services_by_name["HeartbeatService"].full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
     )
     add_reflection(services, registrar)

@@ -26,6 +26,7 @@ from uns_server.http import alertmanager as http_alertmanager
 from uns_server.http import connect as http_connect
 from uns_server.http import console as http_console
 from uns_server.http import health as http_health
+from uns_server.http import heartbeats as http_heartbeats
 from uns_server.http import integrations as http_integrations
 from uns_server.http import links as http_links
 from uns_server.http import telegram as http_telegram
@@ -166,6 +167,7 @@ def routes(app: App) -> list[Any]:
     )
     result += app.bridge.routes()
     result += http_alertmanager.routes(app.bridge)  # the gRPC methods, like the bridge
+    result += http_heartbeats.routes(app.bridge)  # HeartbeatService.Beat, for curl
     return result
 
 
@@ -208,6 +210,7 @@ def console(app: App) -> http_console.Console:
         channels=app.channels.names(),
         people=PeopleService(app.store, app.clock),
         maintenance=MaintenanceService(app.store, app.clock, app.windows),
+        heartbeats=app.heartbeats,
         endpoints={
             name: where
             for name, cfg in app.channels_config.channels.items()

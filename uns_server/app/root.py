@@ -38,6 +38,8 @@ from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth, message_updates
 from uns_server.services.acks import Acks
 from uns_server.services.connection_caps import ConnectionCaps
+from uns_server.services.heartbeat_deadlines import HeartbeatDeadlines
+from uns_server.services.heartbeats import HeartbeatService
 from uns_server.services.intake import Intake
 from uns_server.services.maintenance import Windows
 from uns_server.services.rate_limits import TokenBuckets
@@ -53,6 +55,7 @@ from uns_server.store.sql_store import SqlStore
 from uns_server.workers.dispatch import Dispatcher
 from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.followups import FollowUpWorker
+from uns_server.workers.heartbeats import HeartbeatWorker
 from uns_server.workers.job_cleaner import JobCleaner
 from uns_server.workers.loop import LoopWorker
 from uns_server.workers.maintenance import MaintenanceWorker
@@ -209,6 +212,15 @@ class App:
         self.hub = EventHub(self.store, settings.watch_queue_max, settings.watch_queue_max_bytes)
         self.withdrawals = Withdrawals(
             self.store, clock, sent_messages=message_updates.SentMessageUpdates()
+        )
+        # Heartbeats (SPEC §7): beats end pages through the withdrawals; silences page.
+        self.heartbeats = HeartbeatService(self.store, clock, self.withdrawals)
+        self.heartbeat_deadlines = HeartbeatWorker(
+            self.store,
+            HeartbeatDeadlines(self.store, clock, self.intake),
+            clock,
+            settings.idle_poll_seconds,
+            self.supervision,
         )
         self.telemetry.observe(self.hub)
         # One Watch for gRPC and the console: its stream caps count both.
@@ -412,6 +424,7 @@ class App:
             self.message_updater,
             self.followups,
             self.person_rules,
+            self.heartbeat_deadlines,
             self.receipts,
             self.job_cleaner,
             self.maintenance,

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 from urllib.parse import unquote
 
+from uns_server.cli import heartbeats as heartbeat_commands
 from uns_server.cli import keys as key_commands
 from uns_server.cli import people as people_commands
 from uns_server.cli import policies as policy_commands
@@ -254,6 +255,14 @@ def _people(command: people_commands.Command) -> Command:
     return run
 
 
+def _heartbeats(command: heartbeat_commands.Command) -> Command:
+    async def run(db: Database, args: argparse.Namespace) -> None:
+        await _require_schema(db)
+        await command(heartbeat_commands.DatabaseHeartbeats(db, _actor()), args)
+
+    return run
+
+
 async def cmd_maintain(db: Database, args: argparse.Namespace) -> None:
     policy = retention_rules.RetentionPolicy(
         terminal_days=args.terminal_days,
@@ -310,6 +319,7 @@ COMMANDS: dict[tuple[str, str | None], Command] = {
     **{("keys", name): _keys(command) for name, command in key_commands.COMMANDS.items()},
     **{("policies", name): _policies(c) for name, c in policy_commands.COMMANDS.items()},
     **{key: _people(c) for key, c in people_commands.COMMANDS.items()},
+    **{("heartbeats", name): _heartbeats(c) for name, c in heartbeat_commands.COMMANDS.items()},
     ("maintain", None): cmd_maintain,
     ("links", "revoke"): cmd_links_revoke,
 }

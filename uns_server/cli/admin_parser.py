@@ -10,6 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
+from uns_server.cli import heartbeats as heartbeat_commands
 from uns_server.cli import people as people_commands
 from uns_server.cli import remote
 from uns_server.domain import retention as retention_rules
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     people_commands.add_parsers(commands, connection)
+    heartbeat_commands.add_parsers(commands, connection)
 
     links_parser = commands.add_parser("links", help="signed action links").add_subparsers(
         dest="links_command", required=True, metavar="COMMAND"

@@ -25,7 +25,8 @@ three final states never move again. The store writes these moves
 (``store.port.Jobs``, ``store.jobs``); each kind's rules decide which one a result
 makes (``domain.message_updates.decide_settle`` for ``message_update``,
 ``domain.ack_deadlines`` for ``ack_deadline``, ``domain.follow_up_jobs`` for
-``follow_up``, ``domain.snooze`` for ``snooze_end``).
+``follow_up``, ``domain.snooze`` for ``snooze_end``, ``domain.heartbeats`` for
+``heartbeat_deadline``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class JobKind(StrEnum):
     SNOOZE_END = "snooze_end"  # a snoozed ack asked again
     WINDOW_END = "window_end"  # a maintenance window's end releases what it held
     PERSON_RULE = "person_rule"  # a person's staged rule (domain.person_rule_jobs)
+    HEARTBEAT_DEADLINE = "heartbeat_deadline"  # a heartbeat's page when it goes silent
 
 
 # What a claim takes (once due), and the states that never move again.

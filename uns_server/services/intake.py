@@ -282,6 +282,29 @@ class Intake:
         trace.get_current_span().set_attribute("uns.intake.batch_requests", len(reqs))
         return answers
 
+    async def send_in(
+        self, tx: WriteTransaction, principal: str, req: SendRequest, now: datetime
+    ) -> SendResult:
+        """``send`` inside the caller's transaction, the long way (no group, no lease
+        handed to the dispatcher: it is woken after the commit), so the send commits
+        with the caller's other writes or not at all (a heartbeat's page with its
+        deadline job's settle). Refusals are raised before anything is written."""
+        validate_send(req, now)
+        key, fingerprint = _keys(principal, req)
+        item = _Pending(principal, req, key, fingerprint, {}, next(self._callers))
+        holder = await _holder(tx, key)
+        existing = {} if holder is None else {key: holder}
+        active = await tx.policies.active_many({req.notification_type})
+        group = _Group()
+        result = await self._admit(tx, group, item, active, existing, now)
+        if group.rows:
+            await tx.notifications.insert_before_events(group.rows)
+        if group.work or group.due:
+            tx.signal(TOPIC_WORK)
+        await tx.events.append(group.events, now)
+        self._count(result)
+        return result
+
     def _count(self, result: SendResult) -> None:
         if result.outcome == Outcome.IDEMPOTENT_REPLAY:
             self._metrics.idempotent_replay()

@@ -61,36 +61,46 @@ class Withdrawals:
         """The withdrawn notification (also on a repeat by the same caller)."""
         nid = validate_notification_id(notification_id)
         reason = validate_reason(reason)
-        now = self._clock()
         async with self._store.write() as tx:
-            row = await tx.notifications.get_locked(nid)
-            if row is None or not _may_withdraw(principal, row.principal):
-                raise NotFound(metadata={"notification_id": nid})
-            followers: list[Notification] = []
-            if row.status == Status.PENDING and row.dedup_owner_id is None:
-                followers = list(await tx.dispatch.pending_followers(nid))
-            target = withdrawal.Target(
-                id=nid,
-                status=row.status,
-                ack_status=row.ack_status,
-                dead_letter=row.dead_letter,
-                deadline=row.deadline,
-                dedup_owner_id=row.dedup_owner_id,
-                withdrawn_by=row.withdrawn_by,
-            )
-            decision = withdrawal.decide_withdrawal(
-                target,
-                caller=principal.name,
-                pending_followers=tuple(f.id for f in followers),
-                now=now,
-            )
-            if isinstance(decision, withdrawal.Withdraw):
-                await self._record(
-                    tx, row, target, followers, decision, principal.name, reason, now
-                )
-                changed = await tx.notifications.get(nid)
-                assert changed is not None
-                row = changed
+            return await self.withdraw_in(tx, principal, nid, reason, self._clock())
+
+    async def withdraw_in(
+        self,
+        tx: WriteTransaction,
+        principal: Principal,
+        nid: str,
+        reason: str,
+        now: datetime,
+    ) -> Notification:
+        """``withdraw`` inside the caller's transaction (a heartbeat's beat withdraws
+        its page in the commit that re-arms it); ``nid`` and ``reason`` already valid.
+        A refusal is raised before anything is written."""
+        row = await tx.notifications.get_locked(nid)
+        if row is None or not _may_withdraw(principal, row.principal):
+            raise NotFound(metadata={"notification_id": nid})
+        followers: list[Notification] = []
+        if row.status == Status.PENDING and row.dedup_owner_id is None:
+            followers = list(await tx.dispatch.pending_followers(nid))
+        target = withdrawal.Target(
+            id=nid,
+            status=row.status,
+            ack_status=row.ack_status,
+            dead_letter=row.dead_letter,
+            deadline=row.deadline,
+            dedup_owner_id=row.dedup_owner_id,
+            withdrawn_by=row.withdrawn_by,
+        )
+        decision = withdrawal.decide_withdrawal(
+            target,
+            caller=principal.name,
+            pending_followers=tuple(f.id for f in followers),
+            now=now,
+        )
+        if isinstance(decision, withdrawal.Withdraw):
+            await self._record(tx, row, target, followers, decision, principal.name, reason, now)
+            changed = await tx.notifications.get(nid)
+            assert changed is not None
+            row = changed
         return row
 
     async def _record(

@@ -16,6 +16,7 @@ from uns_server.store import db as database
 from uns_server.store import events
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.followups import SqlFollowUpReads, SqlFollowUps
+from uns_server.store.heartbeats import SqlHeartbeatReads, SqlHeartbeats
 from uns_server.store.jobs import SqlJobReads, SqlJobs
 from uns_server.store.kept_reader import KeptReader
 from uns_server.store.maintenance import SqlMaintenance, SqlMaintenanceReads
@@ -118,6 +119,10 @@ class SqlReadTransaction:
     def maintenance(self) -> SqlMaintenanceReads:
         return SqlMaintenanceReads(self._conn)
 
+    @property
+    def heartbeats(self) -> SqlHeartbeatReads:
+        return SqlHeartbeatReads(self._conn)
+
 
 class SqlWriteTransaction:
     __slots__ = ("_conn", "_tx")
@@ -193,6 +198,10 @@ class SqlWriteTransaction:
     @property
     def maintenance(self) -> SqlMaintenance:
         return SqlMaintenance(self._conn)
+
+    @property
+    def heartbeats(self) -> SqlHeartbeats:
+        return SqlHeartbeats(self._conn)
 
     def signal(self, topic: str) -> None:
         self._tx.signal(topic)

@@ -544,3 +544,27 @@ maintenance_audit_records = Table(
     Column("content", Json, nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
 )
+
+
+# Heartbeats (SPEC §7 "Alerts in"; ``domain.heartbeats``): what the operator put, the
+# last beat (a beat is an UPDATE of that one column), the page of the current or last
+# silence, and the id of the one live ``heartbeat_deadline`` job. Migration 0022.
+heartbeats = Table(
+    "uns_heartbeats",
+    metadata,
+    Column("heartbeat_id", String(64), primary_key=True),
+    Column("notification_type", String(255), nullable=False),
+    Column("interval_seconds", BigInteger, nullable=False),
+    Column("grace_seconds", BigInteger, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("armed_at", UtcDateTime(), nullable=False),
+    Column("last_beat_at", UtcDateTime()),
+    Column("paging", Boolean, nullable=False),
+    Column("notification_id", String(36)),
+    Column("page_error", Text, nullable=False),
+    Column("job_id", BigId),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Column("updated_by", String(255), nullable=False),
+)

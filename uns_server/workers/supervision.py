@@ -4,7 +4,7 @@ The shared worker loop (``workers.loop``) survives a failed round (it logs it an
 tries again at the next poll), which is right for a blip but hides a lasting fault: a
 replica whose workers cannot touch their tables while ``SELECT 1`` still answers
 would stay SERVING and take traffic it cannot serve. So the loop reports every round
-of a ``required`` worker (dispatch, expiry, follow-ups, message updates) here; a
+of a ``required`` worker (dispatch, expiry, follow-ups, message updates, heartbeats) here; a
 worker whose last ``FAULTS_BEFORE_UNHEALTHY`` rounds all failed is unhealthy until
 one succeeds, and health (``app``) answers NOT_SERVING meanwhile.
 

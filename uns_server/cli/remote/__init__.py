@@ -12,11 +12,11 @@ against any reachable server, with an API key, instead of on its database.
     uns-admin --target uns.example:443 --tls keys create --principal ci --roles producer
     uns-admin --target uns.example:443 --tls policies put --file policy.yaml --activate
 
-``keys``, ``policies``, ``recipients``, ``rotations`` and ``oncall`` work on the
-database by default; given ``--target`` (or ``UNS_TARGET``) they run here instead, over
-``uns.v1.KeyService``, ``uns.v1.PolicyService`` and ``uns.v1.RecipientService``, with
-the same output. A remote ``policies put`` of a list
-writes one revision per call (not one transaction).
+``keys``, ``policies``, ``recipients``, ``rotations``, ``oncall`` and ``heartbeats``
+work on the database by default; given ``--target`` (or ``UNS_TARGET``) they run here
+instead, over ``uns.v1.KeyService``, ``uns.v1.PolicyService``,
+``uns.v1.RecipientService`` and ``uns.v1.HeartbeatService``, with the same output. A
+remote ``policies put`` of a list writes one revision per call (not one transaction).
 
 Connection options are accepted before the command (like ``--database-url``) or after
 it: ``--target HOST:PORT`` (env ``UNS_TARGET``, default ``127.0.0.1:50051``),
@@ -45,6 +45,7 @@ import os
 import sys
 
 from uns_clients import AsyncClient, ClientConfig, InvalidRequest, UnsError
+from uns_server.cli import heartbeats as heartbeat_commands
 from uns_server.cli import keys as key_commands
 from uns_server.cli import people as people_commands
 from uns_server.cli import policies as policy_commands
@@ -60,6 +61,7 @@ from uns_server.cli.remote.connection import (
     wants_remote,
 )
 from uns_server.cli.remote.dlq import cmd_dlq_bulk, cmd_dlq_list
+from uns_server.cli.remote.heartbeats import RemoteHeartbeats
 from uns_server.cli.remote.keys import RemoteKeys
 from uns_server.cli.remote.output import (
     EXIT_FAILURE,
@@ -93,6 +95,11 @@ async def _run(args: argparse.Namespace, config: ClientConfig) -> int:
         command = policy_commands.COMMANDS[args.policies_command]
         async with open_channel(config) as channel:
             await command(RemotePolicies(channel, config), args)
+        return EXIT_OK
+    if args.command == "heartbeats":
+        beat_command = heartbeat_commands.COMMANDS[args.heartbeats_command]
+        async with open_channel(config) as channel:
+            await beat_command(RemoteHeartbeats(channel, config), args)
         return EXIT_OK
     if args.command in ("recipients", "rotations", "oncall"):
         sub = getattr(args, f"{args.command}_command", None)

@@ -17,7 +17,7 @@ from uns_server.cli.errors import UsageError
 TARGET_DEFAULT = "127.0.0.1:50051"
 TIMEOUT_SECONDS_DEFAULT = 30.0
 # Database commands that run here instead when a target is given.
-LOCAL_OR_REMOTE = frozenset({"keys", "policies", "recipients", "rotations", "oncall"})
+LOCAL_OR_REMOTE = frozenset({"keys", "policies", "recipients", "rotations", "oncall", "heartbeats"})
 
 
 def connection_arguments(parser: argparse.ArgumentParser, *, suppress: bool) -> None:

@@ -18,6 +18,7 @@ from uns_server.domain.errors import UnsError
 from uns_server.http.console import (
     admin,
     dead_letters,
+    heartbeats,
     live,
     notifications,
     overview,
@@ -121,6 +122,7 @@ def routes(c: Console) -> list[web.AbstractRouteDef]:
         web.post("/console/policies/{type}/activate", a(admin.activate)),
         web.get("/console/people", p(people.people_page), allow_head=False),
         web.get("/console/windows", p(windows.windows_page), allow_head=False),
+        web.get("/console/heartbeats", p(heartbeats.heartbeats_page), allow_head=False),
         web.get("/console/keys", p(admin.key_list), allow_head=False),
         web.post("/console/keys", a(admin.key_create)),
         web.post("/console/keys/{id}/revoke", a(admin.key_revoke)),

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from uns_server.http.console.sessions import Session, Sessions
 from uns_server.services.acks import Acks
+from uns_server.services.heartbeats import HeartbeatService
 from uns_server.services.maintenance import MaintenanceService
 from uns_server.services.operations import Operations
 from uns_server.services.people import PeopleService
@@ -45,6 +46,8 @@ class Console:
     endpoints: Mapping[str, str] = field(default_factory=dict)
     # Maintenance windows (the windows page); None: the page is not served.
     maintenance: MaintenanceService | None = None
+    # Heartbeats (the heartbeats page); None: the page is not served.
+    heartbeats: HeartbeatService | None = None
 
     @property
     def secure(self) -> bool:

@@ -6,7 +6,7 @@ transaction's executor has one port per concern, bound to it: ``tx.dispatch``,
 ``tx.moves``, ``tx.follow_ups``, ``tx.jobs``, ``tx.acks``, ``tx.events``,
 ``tx.audit``, ``tx.notifications``, ``tx.retention``, ``tx.receipts``,
 ``tx.people``, ``tx.policies``, ``tx.api_keys``, ``tx.action_links``,
-``tx.maintenance`` (maintenance windows and their holds), and the
+``tx.maintenance`` (maintenance windows and their holds), ``tx.heartbeats``, and the
 samplers' ``tx.queue`` and ``tx.statistics``. A read transaction offers each port's
 read half. The SQL implementation is ``store.sql_store.SqlStore`` (the queries stay in
 the SQL modules; its ports bind them to the transaction's connection). The composition
@@ -66,6 +66,7 @@ from uns_server.store.port.directory import (
     Policies,
     PolicyReads,
 )
+from uns_server.store.port.heartbeats import HeartbeatReads, Heartbeats
 from uns_server.store.port.jobs import JobReads, Jobs
 from uns_server.store.port.maintenance import Maintenance, MaintenanceReads
 from uns_server.store.port.notifications import NotificationReads, Notifications
@@ -117,6 +118,8 @@ __all__ = [
     "FenceMoved",
     "FollowUpReads",
     "FollowUps",
+    "HeartbeatReads",
+    "Heartbeats",
     "JobReads",
     "Jobs",
     "Maintenance",

@@ -26,6 +26,7 @@ from uns_server.store.port.directory import (
     Policies,
     PolicyReads,
 )
+from uns_server.store.port.heartbeats import HeartbeatReads, Heartbeats
 from uns_server.store.port.jobs import JobReads, Jobs
 from uns_server.store.port.maintenance import Maintenance, MaintenanceReads
 from uns_server.store.port.notifications import NotificationReads, Notifications
@@ -70,6 +71,8 @@ class ReadTransaction(Protocol):
     def action_links(self) -> ActionLinkReads: ...
     @property
     def maintenance(self) -> MaintenanceReads: ...
+    @property
+    def heartbeats(self) -> HeartbeatReads: ...
 
 
 class WriteTransaction(ReadTransaction, Protocol):
@@ -106,6 +109,8 @@ class WriteTransaction(ReadTransaction, Protocol):
     def action_links(self) -> ActionLinks: ...
     @property
     def maintenance(self) -> Maintenance: ...
+    @property
+    def heartbeats(self) -> Heartbeats: ...
 
     def signal(self, topic: str) -> None:
         """Fire ``topic`` after commit (in process; NOTIFY on PostgreSQL)."""

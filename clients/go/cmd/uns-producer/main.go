@@ -26,6 +26,12 @@
 // one JSON line per item, in order: the fields above plus "index", or
 // "index" and "error": {"code", "reason", "message"} for a refused item.
 //
+// `uns-producer beat [--addr A] [--api-key K] HEARTBEAT_ID` sends nothing: it
+// reports that the job a heartbeat watches ran (HeartbeatService.Beat), for
+// cron, and prints one JSON line:
+//
+//	{"heartbeat_id": "...", "state": "HEARTBEAT_STATE_UP", "last_beat_time": "...", "deadline_time": "..."}
+//
 // Exit codes: 0 on success, 2 on a gRPC error (or, with --batch, when any item
 // was refused) (code, reason and message on
 // stderr) or a usage error, 3 when --wait-timeout passed before the terminal
@@ -368,6 +374,10 @@ func (p *producer) sendOnly(ctx context.Context, o options) (result, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "beat" {
+		mainBeat(os.Args[2:])
+		return
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -386,6 +396,27 @@ func main() {
 		logger.Print(err)
 		os.Exit(2)
 	default:
+		if _, ok := status.FromError(err); ok {
+			logger.Print(describe(err))
+			os.Exit(2)
+		}
+		logger.Print(err)
+		os.Exit(1)
+	}
+}
+
+// mainBeat is `uns-producer beat`: the same exit codes (2 for a gRPC error or
+// a usage error, 1 for anything else).
+func mainBeat(args []string) {
+	o, err := parseBeatFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		os.Exit(2)
+	}
+	logger := log.New(os.Stderr, "uns-producer: ", 0)
+	if err := beat(context.Background(), o, os.Stdout, logger); err != nil {
 		if _, ok := status.FromError(err); ok {
 			logger.Print(describe(err))
 			os.Exit(2)

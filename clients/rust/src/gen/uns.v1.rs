@@ -1140,6 +1140,174 @@ pub struct ListAckAuditRecordsResponse {
     #[prost(string, tag="2")]
     pub next_page_token: ::prost::alloc::string::String,
 }
+/// HeartbeatMonitor is one job that must report in, and what UNS sends when it does
+/// not.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct HeartbeatMonitor {
+    /// Required. Stable id: 1 to 64 characters of \[a-z0-9._-\], e.g.
+    /// "nightly-backup".
+    #[prost(string, tag="1")]
+    pub heartbeat_id: ::prost::alloc::string::String,
+    /// Required. The type of the notification sent when the job goes silent;
+    /// its policy applies (channels, targets, acknowledgement, dedup).
+    #[prost(string, tag="2")]
+    pub notification_type: ::prost::alloc::string::String,
+    /// Required. How often the job beats: whole seconds, 1 second to 366 days.
+    #[prost(message, optional, tag="3")]
+    pub interval: ::core::option::Option<::prost_types::Duration>,
+    /// How much longer than interval a beat may take before UNS pages: whole
+    /// seconds, 0 to 366 days (unset: 0).
+    #[prost(message, optional, tag="4")]
+    pub grace: ::core::option::Option<::prost_types::Duration>,
+    /// Required. The page's title, at most 255 characters.
+    #[prost(string, tag="5")]
+    pub title: ::prost::alloc::string::String,
+    /// Required. The page's message, at most 16384 characters.
+    #[prost(string, tag="6")]
+    pub message: ::prost::alloc::string::String,
+    /// Output only. Where the heartbeat stands now.
+    #[prost(enumeration="HeartbeatState", tag="7")]
+    pub state: i32,
+    /// Output only. When the last beat came; unset when it never beat.
+    #[prost(message, optional, tag="8")]
+    pub last_beat_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Output only. When UNS pages if no beat comes first (unset while paging).
+    #[prost(message, optional, tag="9")]
+    pub deadline_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Output only. The notification sent for the current silence (while
+    /// PAGING), or for the last one (after a beat withdrew it); empty when it
+    /// never paged.
+    #[prost(string, tag="10")]
+    pub notification_id: ::prost::alloc::string::String,
+    /// Output only. Why the page of the current silence could not be sent yet
+    /// (e.g. the type has no policy and the server no default channels); retried
+    /// every minute until it is sent. Empty otherwise.
+    #[prost(string, tag="11")]
+    pub page_error: ::prost::alloc::string::String,
+    /// Output only. When the heartbeat was first put.
+    #[prost(message, optional, tag="12")]
+    pub create_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Output only. When the heartbeat was last put.
+    #[prost(message, optional, tag="13")]
+    pub update_time: ::core::option::Option<::prost_types::Timestamp>,
+    /// Output only. The operator principal that last put the heartbeat.
+    #[prost(string, tag="14")]
+    pub updated_by: ::prost::alloc::string::String,
+}
+/// PutHeartbeatRequest creates or replaces a heartbeat.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PutHeartbeatRequest {
+    /// Required. The heartbeat; output-only fields are ignored.
+    #[prost(message, optional, tag="1")]
+    pub heartbeat: ::core::option::Option<HeartbeatMonitor>,
+}
+/// PutHeartbeatResponse returns the stored heartbeat.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PutHeartbeatResponse {
+    /// The heartbeat as stored.
+    #[prost(message, optional, tag="1")]
+    pub heartbeat: ::core::option::Option<HeartbeatMonitor>,
+}
+/// GetHeartbeatRequest names a heartbeat.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetHeartbeatRequest {
+    /// Required. The heartbeat_id.
+    #[prost(string, tag="1")]
+    pub heartbeat_id: ::prost::alloc::string::String,
+}
+/// GetHeartbeatResponse holds one heartbeat.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetHeartbeatResponse {
+    /// The heartbeat.
+    #[prost(message, optional, tag="1")]
+    pub heartbeat: ::core::option::Option<HeartbeatMonitor>,
+}
+/// ListHeartbeatsRequest pages through the heartbeats.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListHeartbeatsRequest {
+    /// Page size: 0 means 50, and more than 1000 means 1000 (AIP-158).
+    #[prost(int32, tag="1")]
+    pub page_size: i32,
+    /// The next_page_token of the previous page.
+    #[prost(string, tag="2")]
+    pub page_token: ::prost::alloc::string::String,
+}
+/// ListHeartbeatsResponse is one page of heartbeats.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListHeartbeatsResponse {
+    /// Heartbeats, by heartbeat_id.
+    #[prost(message, repeated, tag="1")]
+    pub heartbeats: ::prost::alloc::vec::Vec<HeartbeatMonitor>,
+    /// Token for the next page; empty on the last page.
+    #[prost(string, tag="2")]
+    pub next_page_token: ::prost::alloc::string::String,
+}
+/// DeleteHeartbeatRequest names the heartbeat to remove.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteHeartbeatRequest {
+    /// Required. The heartbeat_id.
+    #[prost(string, tag="1")]
+    pub heartbeat_id: ::prost::alloc::string::String,
+}
+/// DeleteHeartbeatResponse confirms a removal.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteHeartbeatResponse {
+    /// The heartbeat as it was before the removal.
+    #[prost(message, optional, tag="1")]
+    pub heartbeat: ::core::option::Option<HeartbeatMonitor>,
+}
+/// BeatRequest reports that the job ran.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct BeatRequest {
+    /// Required. The heartbeat_id.
+    #[prost(string, tag="1")]
+    pub heartbeat_id: ::prost::alloc::string::String,
+}
+/// BeatResponse returns the heartbeat after the beat.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct BeatResponse {
+    /// The heartbeat, UP, with its new deadline.
+    #[prost(message, optional, tag="1")]
+    pub heartbeat: ::core::option::Option<HeartbeatMonitor>,
+}
+/// HeartbeatState says where a heartbeat stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum HeartbeatState {
+    /// Never used by the server.
+    Unspecified = 0,
+    /// A beat came within the interval (or the heartbeat was just put).
+    Up = 1,
+    /// The interval has passed without a beat; still within the grace.
+    Late = 2,
+    /// No beat within interval + grace: its notification was sent
+    /// (notification_id) and stays until the next beat withdraws it.
+    Paging = 3,
+}
+impl HeartbeatState {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "HEARTBEAT_STATE_UNSPECIFIED",
+            Self::Up => "HEARTBEAT_STATE_UP",
+            Self::Late => "HEARTBEAT_STATE_LATE",
+            Self::Paging => "HEARTBEAT_STATE_PAGING",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "HEARTBEAT_STATE_UNSPECIFIED" => Some(Self::Unspecified),
+            "HEARTBEAT_STATE_UP" => Some(Self::Up),
+            "HEARTBEAT_STATE_LATE" => Some(Self::Late),
+            "HEARTBEAT_STATE_PAGING" => Some(Self::Paging),
+            _ => None,
+        }
+    }
+}
 /// ApiKey is the metadata of one stored API key, without its secret.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ApiKey {
