@@ -60,7 +60,7 @@ async def wait_health(target: str, expected: int) -> None:
         ("uns_notifications", ("dispatch", "expiry", "followups")),
         # Message updates, ack deadlines, follow-ups and heartbeat deadlines are jobs
         # of the work table.
-        ("uns_jobs", ("expiry", "followups", "heartbeats", "message_updates")),
+        ("uns_jobs", ("expiry", "followups", "heartbeats", "message_updates", "person_rules")),
     ],
 )
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(

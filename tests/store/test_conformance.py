@@ -34,6 +34,7 @@ from uns_server.domain.outcomes import DeliveryOutcome
 from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
 from uns_server.domain.schedule import StepKind, StepProgress
+from uns_server.domain.snooze import Snooze
 from uns_server.store import records
 from uns_server.store.db import Database, is_lost_race
 from uns_server.store.port import FenceMoved, NewEvent
@@ -642,6 +643,39 @@ async def test_only_a_pending_ack_settles_and_only_once(store: SqlStore) -> None
         assert await settle(nid, AckStatus.TIMED_OUT, "expiry") is False
         assert await fetch(store, nid) == before
     assert await settle(str(uuid.uuid4()), AckStatus.ACKED, "carol") is False
+
+
+async def test_only_an_owed_ack_snoozes_and_only_a_snoozed_one_resumes(
+    db: Database, store: SqlStore
+) -> None:
+    later = NOW + timedelta(hours=1)
+    pending, acked = await insert(
+        store,
+        row(ack_status=AckStatus.PENDING.value, deadline=later),
+        row(ack_status=AckStatus.ACKED.value, actor="bob", deadline=later),
+    )
+    async with store.write() as tx:  # a step of it being sent: the snooze stops it
+        await tx.jobs.insert_many([follow_up_jobs.timer(pending, NOW)], NOW)
+        [step] = await tx.jobs.claim([JobKind.FOLLOW_UP], now=NOW, limit=5, lease=LEASE)
+    snooze = Snooze(NOW + timedelta(minutes=30), later + timedelta(minutes=30), 1800)
+    async with store.write() as tx:
+        assert await tx.acks.snooze(pending, snooze, NOW) is True
+        assert await tx.acks.snooze(acked, snooze, NOW) is False
+        assert await tx.acks.resume(acked, NOW) is False
+    snoozed = await fetch(store, pending)
+    assert (snoozed["ack_status"], snoozed["snoozed_until"]) == ("SNOOZED", snooze.until)
+    assert (snoozed["deadline"], snoozed["snoozed_seconds"]) == (snooze.deadline, 1800)
+    assert (await fetch(store, acked))["ack_status"] == "ACKED"
+    assert (await live_follow_ups(db)) == {}  # the running step's job was cancelled
+    assert step.lease_token is not None
+    async with store.write() as tx:
+        assert await tx.jobs.settle_many([follow_up_jobs.done(step)], NOW) == frozenset()
+        assert await tx.acks.snooze(pending, snooze, NOW) is True  # snoozed again: owed
+        assert await tx.acks.resume(pending, NOW) is True
+        assert await tx.acks.resume(pending, NOW) is False  # PENDING: nothing to resume
+    resumed = await fetch(store, pending)
+    assert (resumed["ack_status"], resumed["snoozed_until"]) == ("PENDING", None)
+    assert resumed["deadline"] == snooze.deadline  # the pause stays in the deadline
 
 
 async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first(
