@@ -1,4 +1,5 @@
-"""UNS Python client: typed async and blocking clients for ``uns.v1.NotificationService``.
+"""UNS Python client: typed async and blocking clients for ``uns.v1.NotificationService``
+(and maintenance windows, ``uns.v1.MaintenanceService``: ``put_maintenance_window``...).
 
 ::
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Unpack
 from weakref import WeakSet
@@ -14,11 +15,14 @@ import grpc
 
 from uns.v1 import heartbeat_service_pb2 as hpb
 from uns.v1 import heartbeat_service_pb2_grpc as hpb_grpc
+from uns.v1 import maintenance_service_pb2 as mpb
+from uns.v1 import maintenance_service_pb2_grpc as mpb_grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_clients import _calls as calls
 from uns_clients import _convert
+from uns_clients import _maintenance as windows
 from uns_clients._calls import Call, Out, Resp
 from uns_clients._client import channel_credentials, resolve_config
 from uns_clients._config import ClientConfig
@@ -52,6 +56,7 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(self.config.target, options=options)
         self._stub = pb_grpc.NotificationServiceStub(self._channel)
+        self._maintenance = mpb_grpc.MaintenanceServiceStub(self._channel)
         self._metadata = self.config.auth_metadata()
         self._streams: WeakSet[BlockingEventStream] = WeakSet()
         self._streams_lock = threading.Lock()  # threads share one Client
@@ -166,6 +171,45 @@ class Client:
         """See ``AsyncClient.resolve_failure``."""
         return self._call(calls.resolve_failure(notification_id, reason, validate_only), timeout)
 
+    def put_maintenance_window(
+        self,
+        window_id: str,
+        *,
+        start_time: datetime,
+        end_time: datetime,
+        notification_types: Iterable[str],
+        reason: str = "",
+        timeout: float | None = None,
+    ) -> mpb.MaintenanceWindow:
+        """See ``AsyncClient.put_maintenance_window``."""
+        call = windows.put(window_id, start_time, end_time, notification_types, reason)
+        return self._call(call, timeout)
+
+    def get_maintenance_window(
+        self, window_id: str, *, timeout: float | None = None
+    ) -> mpb.MaintenanceWindow:
+        """See ``AsyncClient.get_maintenance_window``."""
+        return self._call(windows.get(window_id), timeout)
+
+    def list_maintenance_windows(
+        self, *, timeout: float | None = None
+    ) -> builtins.list[mpb.MaintenanceWindow]:
+        """See ``AsyncClient.list_maintenance_windows``."""
+        out: builtins.list[mpb.MaintenanceWindow] = []
+        token = ""
+        while True:
+            page = self._call(windows.list_page(windows.PAGE_SIZE, token), timeout)
+            out += page.windows
+            token = page.next_page_token
+            if not token:
+                return out
+
+    def delete_maintenance_window(
+        self, window_id: str, *, timeout: float | None = None
+    ) -> mpb.MaintenanceWindow:
+        """See ``AsyncClient.delete_maintenance_window``."""
+        return self._call(windows.delete(window_id), timeout)
+
     def watch(
         self,
         *,
@@ -213,9 +257,9 @@ class Client:
         return self._call(calls.beat(heartbeat_id), timeout, self._heartbeats)
 
     def _call(self, call: Call[Any, Resp, Out], timeout: float | None, stub: Any = None) -> Out:
-        method: grpc.UnaryUnaryMultiCallable[Any, Resp] = getattr(
-            self._stub if stub is None else stub, call.rpc
-        )
+        if stub is None:
+            stub = self._maintenance if call.service == windows.SERVICE else self._stub
+        method: grpc.UnaryUnaryMultiCallable[Any, Resp] = getattr(stub, call.rpc)
         deadline = self.config.timeout_seconds if timeout is None else timeout
         for attempt in sync_retrying(self.config, call.rpc, call.retry_on, call.context):
             with attempt:

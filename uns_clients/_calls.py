@@ -30,13 +30,15 @@ def _same(response: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Call(Generic[Req, Resp, Out]):
-    """One RPC as both clients make it: ``rpc`` names the stub's method."""
+    """One RPC as both clients make it: ``rpc`` names the method of the ``service``'s
+    stub (``notification``, or ``maintenance``: ``_maintenance``)."""
 
     rpc: str
     request: Req
     retry_on: tuple[type[UnsError], ...]
     result: Callable[[Resp], Out]
     context: Mapping[str, str] | None = None
+    service: str = "notification"
 
 
 def send(

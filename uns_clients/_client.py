@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import replace
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Unpack
 from weakref import WeakSet
@@ -24,11 +25,14 @@ import grpc
 
 from uns.v1 import heartbeat_service_pb2 as hpb
 from uns.v1 import heartbeat_service_pb2_grpc as hpb_grpc
+from uns.v1 import maintenance_service_pb2 as mpb
+from uns.v1 import maintenance_service_pb2_grpc as mpb_grpc
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_clients import _calls as calls
 from uns_clients import _convert
+from uns_clients import _maintenance as windows
 from uns_clients._calls import Call, Out, Req, Resp
 from uns_clients._config import ClientConfig
 from uns_clients._convert import EventKindLike, SendFields
@@ -80,6 +84,7 @@ class AsyncClient:
         else:
             self._channel = grpc.aio.insecure_channel(self.config.target, options=options)
         self._stub = pb_grpc.NotificationServiceStub(self._channel)
+        self._maintenance = mpb_grpc.MaintenanceServiceStub(self._channel)
         self._metadata = self.config.auth_metadata()
         self._streams: WeakSet[EventStream] = WeakSet()
         self.people = AsyncPeople(self._channel, self._unary)
@@ -228,6 +233,49 @@ class AsyncClient:
             calls.resolve_failure(notification_id, reason, validate_only), timeout
         )
 
+    async def put_maintenance_window(
+        self,
+        window_id: str,
+        *,
+        start_time: datetime,
+        end_time: datetime,
+        notification_types: Iterable[str],
+        reason: str = "",
+        timeout: float | None = None,
+    ) -> mpb.MaintenanceWindow:
+        """Create or replace a maintenance window (operator): notifications of these
+        types (exact names, or prefixes ending in ``*``) accepted or falling due while
+        it is open stay PENDING until ``end_time`` (aware datetimes); SAFETY intent is
+        never held. Retried on UNAVAILABLE (a put by id repeats harmlessly)."""
+        call = windows.put(window_id, start_time, end_time, notification_types, reason)
+        return await self._call(call, timeout)
+
+    async def get_maintenance_window(
+        self, window_id: str, *, timeout: float | None = None
+    ) -> mpb.MaintenanceWindow:
+        """One maintenance window (operator); ``NotFound`` when there is none."""
+        return await self._call(windows.get(window_id), timeout)
+
+    async def list_maintenance_windows(
+        self, *, timeout: float | None = None
+    ) -> builtins.list[mpb.MaintenanceWindow]:
+        """Every maintenance window, ended ones too, by window_id (operator)."""
+        out: builtins.list[mpb.MaintenanceWindow] = []
+        token = ""
+        while True:
+            page = await self._call(windows.list_page(windows.PAGE_SIZE, token), timeout)
+            out += page.windows
+            token = page.next_page_token
+            if not token:
+                return out
+
+    async def delete_maintenance_window(
+        self, window_id: str, *, timeout: float | None = None
+    ) -> mpb.MaintenanceWindow:
+        """End a maintenance window now and remove it (operator): what it held is due
+        at once. Returns the window as it was. Not retried."""
+        return await self._call(windows.delete(window_id), timeout)
+
     def watch(
         self,
         *,
@@ -285,7 +333,9 @@ class AsyncClient:
     async def _call(
         self, call: Call[Any, Resp, Out], timeout: float | None, stub: Any = None
     ) -> Out:
-        method = getattr(self._stub if stub is None else stub, call.rpc)
+        if stub is None:
+            stub = self._maintenance if call.service == windows.SERVICE else self._stub
+        method = getattr(stub, call.rpc)
         response: Resp = await self._unary(
             call.rpc, method, call.request, call.retry_on, timeout, call.context
         )

@@ -37,6 +37,8 @@ async def test_a_producer_key_is_refused(server: RunningServer, tmp_path: Path) 
         ("policies", "list", TYPE),
         ("policies", "activate", TYPE, "1"),
         ("rotations", "delete", "primary"),
+        ("windows", "list"),
+        ("windows", "delete", "db-upgrade"),
     ):
         result = await remote(server, "alice", *args)
         assert result.code == 1, (args, result)

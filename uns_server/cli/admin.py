@@ -1,5 +1,5 @@
-"""``uns-admin``: schema migrations, API keys, policies, retention and action-link
-revocation, directly on the database.
+"""``uns-admin``: schema migrations, API keys, policies, people, maintenance windows,
+retention and action-link revocation, directly on the database.
 
 ``keys`` and ``policies`` have one implementation each (``cli.keys``, ``cli.policies``)
 that runs here on ``services.keys`` / ``services.policies`` (the services behind
@@ -12,12 +12,17 @@ dry run unless ``--apply`` is given (``uns_server.services.retention``).
 
 The command line itself (commands, options, help) is ``cli.admin_parser``; this module
 runs the database-mode commands and maps their failures to exit codes.
+
+Size: one small database-mode wrapper per command group (keys, policies, people,
+heartbeats, windows) beside the exit-code mapping they share; a next group should move
+the wrappers into their groups' modules.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import getpass
 import json
 import os
@@ -32,6 +37,7 @@ from uns_server.cli import keys as key_commands
 from uns_server.cli import people as people_commands
 from uns_server.cli import policies as policy_commands
 from uns_server.cli import remote
+from uns_server.cli import windows as window_commands
 from uns_server.cli.admin_parser import PROG, build_parser
 from uns_server.cli.errors import UsageError, describe, quiet_when_the_reader_leaves
 from uns_server.cli.keys import when
@@ -263,6 +269,14 @@ def _heartbeats(command: heartbeat_commands.Command) -> Command:
     return run
 
 
+def _windows(command: window_commands.Command) -> Command:
+    async def run(db: Database, args: argparse.Namespace) -> None:
+        ready = functools.partial(_require_schema, db)
+        await command(window_commands.DatabaseWindows.on(SqlStore(db), _actor(), ready), args)
+
+    return run
+
+
 async def cmd_maintain(db: Database, args: argparse.Namespace) -> None:
     policy = retention_rules.RetentionPolicy(
         terminal_days=args.terminal_days,
@@ -320,6 +334,7 @@ COMMANDS: dict[tuple[str, str | None], Command] = {
     **{("policies", name): _policies(c) for name, c in policy_commands.COMMANDS.items()},
     **{key: _people(c) for key, c in people_commands.COMMANDS.items()},
     **{("heartbeats", name): _heartbeats(c) for name, c in heartbeat_commands.COMMANDS.items()},
+    **{("windows", name): _windows(c) for name, c in window_commands.COMMANDS.items()},
     ("maintain", None): cmd_maintain,
     ("links", "revoke"): cmd_links_revoke,
 }

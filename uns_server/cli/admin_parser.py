@@ -13,6 +13,7 @@ from pathlib import Path
 from uns_server.cli import heartbeats as heartbeat_commands
 from uns_server.cli import people as people_commands
 from uns_server.cli import remote
+from uns_server.cli import windows as window_commands
 from uns_server.domain import retention as retention_rules
 from uns_server.settings import DATABASE_URL_DEFAULT
 
@@ -22,9 +23,10 @@ PROG = "uns-admin"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="UNS administration: migrations, API keys, policies and retention on the "
-        "database; the dead-letter queue, timelines and acknowledgements on a server "
-        "(dlq, show, ack: see uns_server.cli.remote).",
+        description="UNS administration: migrations, API keys, policies, people, maintenance "
+        "windows and retention on the database (or a server, with --target); the "
+        "dead-letter queue, timelines and acknowledgements on a server (dlq, show, ack: "
+        "see uns_server.cli.remote).",
     )
     parser.add_argument(
         "--database-url",
@@ -95,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     people_commands.add_parsers(commands, connection)
     heartbeat_commands.add_parsers(commands, connection)
+    window_commands.add_parsers(commands, connection)
 
     links_parser = commands.add_parser("links", help="signed action links").add_subparsers(
         dest="links_command", required=True, metavar="COMMAND"

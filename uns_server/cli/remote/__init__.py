@@ -12,18 +12,19 @@ against any reachable server, with an API key, instead of on its database.
     uns-admin --target uns.example:443 --tls keys create --principal ci --roles producer
     uns-admin --target uns.example:443 --tls policies put --file policy.yaml --activate
 
-``keys``, ``policies``, ``recipients``, ``rotations``, ``oncall`` and ``heartbeats``
-work on the database by default; given ``--target`` (or ``UNS_TARGET``) they run here
-instead, over ``uns.v1.KeyService``, ``uns.v1.PolicyService``,
-``uns.v1.RecipientService`` and ``uns.v1.HeartbeatService``, with the same output. A
-remote ``policies put`` of a list writes one revision per call (not one transaction).
+``keys``, ``policies``, ``recipients``, ``rotations``, ``oncall``, ``heartbeats`` and
+``windows`` work on the database by default; given ``--target`` (or ``UNS_TARGET``) they
+run here instead, over ``uns.v1.KeyService``, ``uns.v1.PolicyService``,
+``uns.v1.RecipientService``, ``uns.v1.HeartbeatService`` and
+``uns.v1.MaintenanceService``, with the same output. A remote ``policies put`` of a list
+writes one revision per call (not one transaction).
 
 Connection options are accepted before the command (like ``--database-url``) or after
 it: ``--target HOST:PORT`` (env ``UNS_TARGET``, default ``127.0.0.1:50051``),
 ``--api-key`` (env ``UNS_API_KEY``) or ``--api-key-file``, ``--tls``, ``--ca-file``,
 ``--tls-server-name``, ``--timeout``.
 
-Roles: ``keys`` and ``policies`` need an operator key; ``dlq`` needs an operator key
+Roles: ``keys``, ``policies`` and ``windows`` need an operator key; ``dlq`` needs an operator key
 (a producer key lists only its own dead letters and is refused Replay/ResolveFailure);
 ``show`` an operator key (a producer or responder key sees only its tenants'
 notifications, anything else is "not found"); ``ack`` a responder key (for its own
@@ -49,6 +50,7 @@ from uns_server.cli import heartbeats as heartbeat_commands
 from uns_server.cli import keys as key_commands
 from uns_server.cli import people as people_commands
 from uns_server.cli import policies as policy_commands
+from uns_server.cli import windows as window_commands
 from uns_server.cli.errors import UsageError
 from uns_server.cli.remote.acks import cmd_ack
 from uns_server.cli.remote.arguments import COMMANDS, add_arguments, check_usage
@@ -75,6 +77,7 @@ from uns_server.cli.remote.output import (
 from uns_server.cli.remote.people import RemotePeople
 from uns_server.cli.remote.policies import RemotePolicies
 from uns_server.cli.remote.show import cmd_show
+from uns_server.cli.remote.windows import RemoteWindows
 
 __all__ = [
     "COMMANDS",
@@ -105,6 +108,11 @@ async def _run(args: argparse.Namespace, config: ClientConfig) -> int:
         sub = getattr(args, f"{args.command}_command", None)
         async with open_channel(config) as channel:
             await people_commands.COMMANDS[(args.command, sub)](RemotePeople(channel, config), args)
+        return EXIT_OK
+    if args.command == "windows":
+        async with open_channel(config) as channel:
+            windows = RemoteWindows(channel, config)
+            await window_commands.COMMANDS[args.windows_command](windows, args)
         return EXIT_OK
     async with AsyncClient(config) as client:
         if args.command == "dlq":

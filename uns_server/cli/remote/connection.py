@@ -17,7 +17,9 @@ from uns_server.cli.errors import UsageError
 TARGET_DEFAULT = "127.0.0.1:50051"
 TIMEOUT_SECONDS_DEFAULT = 30.0
 # Database commands that run here instead when a target is given.
-LOCAL_OR_REMOTE = frozenset({"keys", "policies", "recipients", "rotations", "oncall", "heartbeats"})
+LOCAL_OR_REMOTE = frozenset(
+    {"keys", "policies", "recipients", "rotations", "oncall", "heartbeats", "windows"}
+)
 
 
 def connection_arguments(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -28,7 +30,8 @@ def connection_arguments(parser: argparse.ArgumentParser, *, suppress: bool) -> 
         return argparse.SUPPRESS if suppress else value
 
     group = parser.add_argument_group(
-        "server connection (dlq, show, ack; keys and policies with --target or UNS_TARGET)"
+        "server connection (dlq, show, ack; keys, policies, people and windows with "
+        "--target or UNS_TARGET)"
     )
     group.add_argument(
         "--target",

@@ -29,6 +29,7 @@ _REQUIRED_ROLE = {
     "ack": "responder or operator",
     "keys": "operator",
     "policies": "operator",
+    "windows": "operator",
 }
 
 
