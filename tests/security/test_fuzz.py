@@ -80,6 +80,7 @@ WRITING_RPCS = frozenset(
         "NotificationService/SendNotification",
         "NotificationService/BatchSendNotifications",
         "NotificationService/Acknowledge",
+        "NotificationService/SnoozeNotification",
         "NotificationService/Replay",
         "NotificationService/ResolveFailure",
         "NotificationService/WithdrawNotification",
@@ -96,6 +97,7 @@ ROLE_OF = {
     "NotificationService/ListNotifications": "alice",
     "NotificationService/WatchEvents": "alice",
     "NotificationService/Acknowledge": "rita",
+    "NotificationService/SnoozeNotification": "rita",
     "NotificationService/Replay": "oscar",
     "NotificationService/ResolveFailure": "oscar",
     "NotificationService/WithdrawNotification": "alice",
@@ -117,6 +119,7 @@ REQUEST_TYPES: dict[str, type[Message]] = {
     "NotificationService/ListNotifications": pb.ListNotificationsRequest,
     "NotificationService/WatchEvents": pb.WatchEventsRequest,
     "NotificationService/Acknowledge": pb.AcknowledgeRequest,
+    "NotificationService/SnoozeNotification": pb.SnoozeNotificationRequest,
     "NotificationService/Replay": pb.ReplayRequest,
     "NotificationService/ResolveFailure": pb.ResolveFailureRequest,
     "NotificationService/WithdrawNotification": pb.WithdrawNotificationRequest,
@@ -590,6 +593,14 @@ def _ack(data: st.DataObject, world: Fuzz) -> Message:
     return request
 
 
+def _snooze(data: st.DataObject, world: Fuzz) -> Message:
+    request = pb.SnoozeNotificationRequest(notification_id=data.draw(ids(world)))
+    seconds = data.draw(st.one_of(st.integers(-10, 90_000), st.integers(-(2**40), 2**40)))
+    request.duration.seconds = seconds
+    request.duration.nanos = data.draw(st.integers(-999_999_999, 999_999_999))
+    return request
+
+
 def _replay(data: st.DataObject, world: Fuzz) -> Message:
     return pb.ReplayRequest(notification_id=data.draw(ids(world)), reason=data.draw(text))
 
@@ -707,6 +718,7 @@ BUILDERS: dict[str, Build] = {
     "NotificationService/ListNotifications": _list,
     "NotificationService/WatchEvents": _watch,
     "NotificationService/Acknowledge": _ack,
+    "NotificationService/SnoozeNotification": _snooze,
     "NotificationService/Replay": _replay,
     "NotificationService/ResolveFailure": _resolve,
     "NotificationService/WithdrawNotification": _withdraw,

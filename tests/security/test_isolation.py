@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 from tests.security.rpcs import ALL_RPCS, OK, UNKNOWN_ID, Callers, Outcome
@@ -110,6 +111,13 @@ ROLE_TABLE: dict[str, tuple[Request, dict[str, str]]] = {
         lambda w: pb.AcknowledgeRequest(notification_id=w.alice_id),
         # rita and oscar pass the role and tenant checks; the PENDING notification
         # has no ack to settle.
+        {"alice": PD, "bob": PD, "rita": "ACK_NOT_PENDING", "oscar": "ACK_NOT_PENDING"},
+    ),
+    "NotificationService/SnoozeNotification": (
+        lambda w: pb.SnoozeNotificationRequest(
+            notification_id=w.alice_id, duration=Duration(seconds=60)
+        ),
+        # As Acknowledge: whoever may answer may snooze; nothing is pending yet.
         {"alice": PD, "bob": PD, "rita": "ACK_NOT_PENDING", "oscar": "ACK_NOT_PENDING"},
     ),
     "NotificationService/Replay": (
@@ -221,6 +229,7 @@ async def test_an_invisible_id_answers_exactly_like_an_unknown_one(world: World)
     # Role refusals come before any lookup: an existing id and an unknown one look alike.
     for rpc, request_type in (
         ("NotificationService/Acknowledge", pb.AcknowledgeRequest),
+        ("NotificationService/SnoozeNotification", pb.SnoozeNotificationRequest),
         ("NotificationService/Replay", pb.ReplayRequest),
         ("NotificationService/ResolveFailure", pb.ResolveFailureRequest),
         ("AuditService/ListDeliveryAuditRecords", apb.ListDeliveryAuditRecordsRequest),

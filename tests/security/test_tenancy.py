@@ -21,6 +21,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 from tests.security.rpcs import ALL_RPCS, OK, UNKNOWN_ID, Caller, Callers, Outcome
@@ -84,6 +85,15 @@ TENANT_TABLE: dict[str, dict[str, dict[str, str]]] = {
         "producer_operator": _all(OK),
     },
     "NotificationService/Acknowledge": {
+        "producer": _all(PD),
+        "responder": _row(OK, NF, NF),
+        "responder_for": _row(OK, OK, NF),
+        "producer_responder": _row(OK, OK, NF),
+        "operator": _all(OK),
+        "responder_operator": _all(OK),
+        "producer_operator": _all(OK),
+    },
+    "NotificationService/SnoozeNotification": {  # whoever may answer may snooze
         "producer": _all(PD),
         "responder": _row(OK, NF, NF),
         "responder_for": _row(OK, OK, NF),
@@ -310,6 +320,9 @@ def _tenant_request(rpc: str, notification_id: str, principal: str) -> Message:
             notification_id=notification_id
         ),
         "NotificationService/Acknowledge": pb.AcknowledgeRequest(notification_id=notification_id),
+        "NotificationService/SnoozeNotification": pb.SnoozeNotificationRequest(
+            notification_id=notification_id, duration=Duration(seconds=600)
+        ),
         "NotificationService/WatchEvents": pb.WatchEventsRequest(
             replay_history=True, notification_ids=[notification_id]
         ),
@@ -337,7 +350,11 @@ async def _observe(w: World, who: str, rpc: str, tenant: str) -> tuple[str, str]
     """(the cell's outcome, the refusal's full text or "")."""
     info = w.tenants[tenant]
     nid = info.notification_id
-    if rpc in ("NotificationService/Acknowledge", "NotificationService/WithdrawNotification"):
+    if rpc in (
+        "NotificationService/Acknowledge",
+        "NotificationService/SnoozeNotification",
+        "NotificationService/WithdrawNotification",
+    ):
         nid = await w.send(tenant)  # a fresh PENDING ack for every cell
     caller = w.keys[who]
     request = _tenant_request(rpc, nid, info.principal)
@@ -361,6 +378,12 @@ async def _observe(w: World, who: str, rpc: str, tenant: str) -> tuple[str, str]
             assert outcome.response.notification.id == nid
         else:  # a refusal changed nothing
             assert after.ack_state == t.ACK_STATE_PENDING and after.ack_actor == ""
+    if rpc == "NotificationService/SnoozeNotification":
+        after = await w.notification(nid)
+        if outcome.reason == OK:
+            assert after.ack_state == t.ACK_STATE_SNOOZED
+        else:  # a refusal changed nothing
+            assert after.ack_state == t.ACK_STATE_PENDING
     if rpc == "NotificationService/WithdrawNotification":
         after = await w.notification(nid)
         if outcome.reason == OK:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.script import ScriptDirectory
+from sqlalchemy import insert, inspect
 
 from tests.conftest import PostgresDatabases
-from uns_server.store import migrate
+from uns_server.store import migrate, records
 from uns_server.store.db import Database
 from uns_server.store.sql_store import SqlStore
+from uns_server.store.tables import notifications
 
 
 @pytest.fixture
@@ -47,3 +50,24 @@ def revision_before(doc_word: str) -> str:
     (script,) = [s for s in scripts.walk_revisions() if doc_word in (s.doc or "")]
     assert isinstance(script.down_revision, str)
     return script.down_revision
+
+
+async def insert_under_old_schema(db: Database, *rows: dict[str, Any]) -> list[str]:
+    """Insert ``row``s (``tests.store.test_conformance.row``) into a database migrated
+    to an earlier revision, with only the columns it has: what that release wrote."""
+    async with db.write() as tx:
+        have = set(await tx.conn.run_sync(_notification_columns))
+        values = [
+            {
+                k: v
+                for k, v in records.notification_row(records.notification(r)).items()
+                if k in have
+            }
+            for r in rows
+        ]
+        await tx.conn.execute(insert(notifications), values)
+    return [r["id"] for r in rows]
+
+
+def _notification_columns(sync_conn: Any) -> list[str]:
+    return [c["name"] for c in inspect(sync_conn).get_columns("uns_notifications")]

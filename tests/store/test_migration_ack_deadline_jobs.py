@@ -10,13 +10,12 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from tests.store.conftest import revision_before
-from tests.store.test_conformance import insert, row
+from tests.store.conftest import insert_under_old_schema, revision_before
+from tests.store.test_conformance import row
 from tests.support.server import ShiftableClock, start_server
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.store import migrate
 from uns_server.store.db import Database
-from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import jobs
 from uns_server.store.tables import notifications as n
 
@@ -31,8 +30,8 @@ async def test_acks_pending_under_the_old_schema_are_timed_out_by_the_new_code(
     db = Database(empty_db_url)
     try:
         await migrate.upgrade(db, revision_before("ack_deadline"))
-        due, later, answered = await insert(
-            SqlStore(db),
+        due, later, answered = await insert_under_old_schema(
+            db,
             row(**delivered, ack_status=pending, deadline=due_at),
             row(**delivered, ack_status=pending, deadline=later_at),
             row(**delivered, ack_status=AckStatus.ACKED.value, deadline=due_at, actor="rita"),

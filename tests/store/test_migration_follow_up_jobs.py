@@ -11,15 +11,14 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from tests.store.conftest import revision_before
-from tests.store.test_conformance import insert, row
+from tests.store.conftest import insert_under_old_schema, revision_before
+from tests.store.test_conformance import row
 from tests.support.documents import document, effective
 from tests.support.server import ShiftableClock, start_server
 from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.schedule import Reminder
 from uns_server.store import migrate
 from uns_server.store.db import Database
-from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import events, jobs
 
 
@@ -45,8 +44,8 @@ async def test_follow_ups_scheduled_by_the_old_schema_are_sent_by_the_new_code(
     db = Database(empty_db_url)
     try:
         await migrate.upgrade(db, revision_before("follow-ups as work"))
-        due, answered, leased = await insert(
-            SqlStore(db),
+        due, answered, leased = await insert_under_old_schema(
+            db,
             row(**delivered, ack_status=pending, followup_at=due_at),
             row(**delivered, ack_status=AckStatus.ACKED.value, actor="rita", followup_at=due_at),
             # In the previous release's hands: its worker settles it, the carry follows.

@@ -61,6 +61,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "followup_step": StepProgress(StepKind.REMINDER, 1, NOW, 2, {}, True).to_json(),
         "reminders_sent": 1,
         "escalations_sent": 0,
+        "snoozed_seconds": 0,
     }
     return values | overrides
 
