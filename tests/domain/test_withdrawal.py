@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uns_server.domain.enums import AckStatus, Status
+from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.errors import NotWithdrawable
 from uns_server.domain.withdrawal import (
     Repeat,
@@ -48,6 +48,7 @@ CASES = [
     ("failed, resolved", target(Status.FAILED), NW, None),
     ("delivered, no ack", target(Status.DELIVERED), NW, None),
     ("ack pending", target(Status.DELIVERED, AckStatus.PENDING, deadline=LATER), W, Scope.ACK),
+    ("snoozed", target(Status.DELIVERED, AckStatus.SNOOZED, deadline=LATER), W, Scope.ACK),
     ("ack past deadline", target(Status.DELIVERED, AckStatus.PENDING, deadline=NOW), NW, None),
     ("acked", target(Status.DELIVERED, AckStatus.ACKED, deadline=LATER), NW, None),
     ("dismissed", target(Status.DELIVERED, AckStatus.DISMISSED, deadline=LATER), NW, None),
@@ -122,7 +123,7 @@ def test_withdrawal_never_reopens_and_always_fences(
     assert (move.actor, move.reason, move.at) == (caller, "r", NOW)
     # The store applies it only to a row still in the state it was decided from.
     if decision.scope == Scope.ACK:
-        assert status == Status.DELIVERED and ack == AckStatus.PENDING
+        assert status == Status.DELIVERED and ack in ACK_OWED
         assert move.expected_status == Status.DELIVERED
         assert move.ack_status == AckStatus.WITHDRAWN
     else:

@@ -4,7 +4,7 @@
 
     PENDING (due, scheduled, retrying, leased)   --withdraw--> WITHDRAWN
     FAILED + dead_letter                         --withdraw--> WITHDRAWN (out of the queue)
-    DELIVERED + ack PENDING (before deadline)    --withdraw--> ack WITHDRAWN
+    DELIVERED + ack PENDING or SNOOZED (before deadline) --withdraw--> ack WITHDRAWN
     anything else (settled)                      --withdraw--> NOT_WITHDRAWABLE
     already withdrawn by the same caller         --withdraw--> the same answer again
 
@@ -115,7 +115,7 @@ class WithdrawRows:
     ``expected_status`` (PENDING, or FAILED for a dead letter). ACK: the one row's
     pending ack becomes WITHDRAWN with ``actor`` as its answerer, and its follow-up
     falls due at once so that a reminder or step caught between retries is closed;
-    expected DELIVERED with the ack PENDING."""
+    expected DELIVERED with the ack still owed (PENDING or SNOOZED)."""
 
     notification_ids: tuple[str, ...]
     scope: Scope
