@@ -134,8 +134,10 @@ class ClientConfig:
             ("grpc.max_receive_message_length", self.max_receive_message_bytes),
             # gRPC's reconnect backoff starts at 1 s and grows to 120 s; while it waits,
             # calls fail fast with UNAVAILABLE. Keep it within our own retry backoff.
+            # Not grpc.min_reconnect_backoff_ms: gRPC also takes it as the time a
+            # connection has to finish its handshake (20 s by default), so 100 ms there
+            # fails every connection to a server slower than that to send its SETTINGS.
             ("grpc.initial_reconnect_backoff_ms", initial_backoff_ms),
-            ("grpc.min_reconnect_backoff_ms", initial_backoff_ms),
             (
                 "grpc.max_reconnect_backoff_ms",
                 max(initial_backoff_ms, int(self.retry_max_backoff_seconds * 1000)),

@@ -158,3 +158,33 @@ async def test_async_context_manager_closes_channel(server: RunningServer) -> No
         await alice.send(**send_fields())
     with pytest.raises(grpc.aio.UsageError):  # a closed client is a programming error
         await alice.get(str(uuid.uuid4()))
+
+
+async def test_a_server_slow_to_say_hello_is_still_reached(server: RunningServer) -> None:
+    """A server whose first bytes (its HTTP/2 SETTINGS) take a second to arrive, as over
+    a slow link or from a busy host, is reached: the client gives a connection gRPC's
+    own handshake time, not its 100 ms retry backoff."""
+
+    async def relay(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        host, port = server.target.rsplit(":", 1)
+        server_r, server_w = await asyncio.open_connection(host, int(port))
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter, delay: float) -> None:
+            await asyncio.sleep(delay)
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+            w.close()
+
+        await asyncio.gather(
+            pipe(client_r, server_w, 0), pipe(server_r, client_w, 1.0), return_exceptions=True
+        )
+
+    slow = await asyncio.start_server(relay, "127.0.0.1", 0)
+    port = slow.sockets[0].getsockname()[1]
+    try:
+        async with AsyncClient(config_for(f"127.0.0.1:{port}", "alice")) as alice:
+            sent = await alice.send(**send_fields())
+            assert (await alice.get(sent.notification_id)).id == sent.notification_id
+    finally:
+        slow.close()
