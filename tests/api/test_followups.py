@@ -196,8 +196,10 @@ async def test_replicas_decide_each_step_once_and_recover_an_interrupted_one(
     other = rig.replica()
     [mine], _ = await rig.worker.claim()
     assert (await other.claim())[0] == []  # leased: the other replica skips it
-    # This worker dies before sending; its lease expires and the other recovers it.
+    # This worker dies before sending; its lease expires, the rescuer makes the step
+    # due again and the other replica recovers it.
     rig.at(d + minutes(12))
+    assert (await rig.server.app.rescuer.run_once()).retried == 1
     [recovered], _ = await other.claim()
     assert recovered.recovered and recovered.step == mine.step
     await other.deliver(recovered)

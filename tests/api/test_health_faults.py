@@ -58,9 +58,12 @@ async def wait_health(target: str, expected: int) -> None:
     [
         # Claims, the expiry's carry sweep and follow-up claims read the notifications.
         ("uns_notifications", ("dispatch", "expiry", "followups")),
-        # Message updates, ack deadlines, follow-ups and heartbeat deadlines are jobs
-        # of the work table.
-        ("uns_jobs", ("expiry", "followups", "heartbeats", "message_updates", "person_rules")),
+        # Message updates, ack deadlines, follow-ups, staged rules and heartbeat
+        # deadlines are jobs of the work table; the rescuer watches all their leases.
+        (
+            "uns_jobs",
+            ("expiry", "followups", "heartbeats", "message_updates", "person_rules", "rescuer"),
+        ),
     ],
 )
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(

@@ -212,6 +212,7 @@ async def test_a_stand_in_settled_by_a_worker_that_died_queues_its_updates_once(
     clock = server.app.clock
     assert isinstance(clock, ShiftableClock)
     clock.advance(seconds=server.app.settings.lease_seconds + 1)
+    await server.app.rescuer.run_once()  # the dead worker's jobs due again
     while (await updater.run_once()).done:
         pass
     to_alice = [u for u in providers.called("chat.update") if u["channel"] == "D0ALICE"]

@@ -155,8 +155,9 @@ async def test_expired_leases_are_rescued_to_retryable_or_discarded_when_spent(
     async with store.write() as tx:  # leases still held: nothing to rescue
         assert await tx.jobs.rescue_expired(KINDS, now=NOW + LEASE - SECOND, limit=10) == []
     expiry = NOW + LEASE
-    async with store.read() as tx:  # the worker wakes for the expiry
-        assert await tx.jobs.next_due_at(KINDS) == expiry
+    async with store.read() as tx:  # the rescuer wakes for the expiry, not the claim
+        assert await tx.jobs.next_rescue_at(KINDS) == expiry
+        assert await tx.jobs.next_due_at(KINDS) is None
     async with store.write() as tx:
         rescued = await tx.jobs.rescue_expired(KINDS, now=expiry, limit=10)
     by_id = {j.id: j for j in rescued}
@@ -210,9 +211,14 @@ async def test_retention_deletes_only_final_rows_finalized_before_the_cutoff(
     assert {j.state for j in left.values()}.isdisjoint(FINALIZED)
 
 
-async def test_next_due_at_is_the_earliest_due_row_or_lease_expiry(store: SqlStore) -> None:
+async def test_next_due_at_is_the_earliest_due_row_and_next_rescue_at_the_earliest_lease(
+    store: SqlStore,
+) -> None:
     async with store.read() as tx:
-        assert await tx.jobs.next_due_at(KINDS) is None
+        assert (await tx.jobs.next_due_at(KINDS), await tx.jobs.next_rescue_at(KINDS)) == (
+            None,
+            None,
+        )
     async with store.write() as tx:
         await tx.jobs.insert_many([new_job(0, due=NOW + 2 * LEASE)], NOW)
         await tx.jobs.insert_many([new_job(1, due=NOW)], NOW)
@@ -220,7 +226,8 @@ async def test_next_due_at_is_the_earliest_due_row_or_lease_expiry(store: SqlSto
         assert await tx.jobs.next_due_at(KINDS) == NOW
     await claim(store)
     async with store.read() as tx:
-        assert await tx.jobs.next_due_at(KINDS) == NOW + LEASE  # the running one's expiry
+        assert await tx.jobs.next_due_at(KINDS) == NOW + 2 * LEASE  # the one still waiting
+        assert await tx.jobs.next_rescue_at(KINDS) == NOW + LEASE  # the running one's expiry
 
 
 async def test_concurrent_claimers_never_share_a_row(store: SqlStore) -> None:

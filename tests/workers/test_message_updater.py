@@ -1,5 +1,6 @@
 """The message-update worker over a store (both dialects) and a fake channel: a job
-whose worker died is rescued and sent, or given up when that was its last attempt;
+whose worker died is rescued (``workers.rescuer``) and sent, or given up when that was
+its last attempt;
 transient failures are retried with backoff until the attempts are spent."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from uns_server.store.db import Database
 from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import jobs
 from uns_server.workers.message_updates import MessageUpdater
+from uns_server.workers.rescuer import JobRescuer
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
@@ -102,13 +104,17 @@ async def test_an_update_whose_worker_died_is_rescued_and_sent_once_its_lease_ex
     await queue(store)
     await die_holding_a_lease(store)
     channel, clock = FakeChannel(), Clock()
-    worker = updater(store, channel, clock)
-    early = await worker.run_once()
-    assert (early.rescued, early.done, channel.updates) == (0, 0, [])
-    assert early.due_in == LEASE.total_seconds()  # it wakes for the expiry
+    worker, rescuer = updater(store, channel, clock), JobRescuer(store, clock, 1.0)
+    woken: list[str] = []
+    rescuer.on_rescued(worker.kinds, lambda: woken.append("updates"))
+    early = await rescuer.run_once()
+    assert (early.retried, early.due_in) == (0, LEASE.total_seconds())  # wakes for the expiry
+    idle = await worker.run_once()
+    assert (idle.done, idle.due_in) == (0, None)  # still leased: its worker waits for nothing
     clock.now = NOW + LEASE
-    result = await worker.run_once()
-    assert (result.rescued, result.done) == (1, 1)
+    assert (await rescuer.run_once()).retried == 1
+    assert woken == ["updates"]  # due again now, so its worker is told
+    assert (await worker.run_once()).done == 1
     assert channel.updates == [{"ts": "1.2"}]
     assert await states(store) == [(JobState.COMPLETED.value, 2)]  # the lost attempt counts
 
@@ -118,8 +124,9 @@ async def test_a_dead_workers_last_attempt_is_given_up_not_sent(store: SqlStore)
     await die_holding_a_lease(store)
     channel, clock = FakeChannel(), Clock()
     clock.now = NOW + LEASE
-    result = await updater(store, channel, clock).run_once()
-    assert (result.failed, result.done, channel.updates) == (1, 0, [])
+    assert (await JobRescuer(store, clock, 1.0).run_once()).discarded == 1
+    assert (await updater(store, channel, clock).run_once()).done == 0
+    assert channel.updates == []
     assert await states(store) == [(JobState.DISCARDED.value, 1)]
 
 

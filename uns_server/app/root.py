@@ -63,6 +63,7 @@ from uns_server.workers.message_updates import MessageUpdater
 from uns_server.workers.person_rules import PersonRuleWorker
 from uns_server.workers.queue_sampler import QueueSampler
 from uns_server.workers.receipts import ReceiptPruner
+from uns_server.workers.rescuer import JobRescuer
 from uns_server.workers.statistics import FirstAnalyze
 from uns_server.workers.supervision import Supervision
 from uns_server.workers.undeliverable import UndeliverableWatch
@@ -222,6 +223,10 @@ class App:
             settings.idle_poll_seconds,
             self.supervision,
         )
+        # The work table's one rescuer: expired leases of every kind due again.
+        self.rescuer = JobRescuer(self.store, clock, settings.idle_poll_seconds, self.supervision)
+        for worker in (self.message_updater, self.followups, self.person_rules):
+            self.rescuer.on_rescued(worker.kinds, worker.wake)
         self.telemetry.observe(self.hub)
         # One Watch for gRPC and the console: its stream caps count both.
         self.watch = Watch(
@@ -425,6 +430,7 @@ class App:
             self.followups,
             self.person_rules,
             self.heartbeat_deadlines,
+            self.rescuer,
             self.receipts,
             self.job_cleaner,
             self.maintenance,

@@ -11,7 +11,8 @@ one statement for many rows.
   landed. PostgreSQL unnests one array per field (one prepared statement for any
   batch); SQLite joins a ``VALUES`` list.
 - rescue (River's rescuer): expired leases back to retryable, or discarded when the
-  attempts are spent (``domain.jobs.rescued``), in one UPDATE.
+  attempts are spent (``domain.jobs.rescued``), in one UPDATE, for every kind at once
+  (``workers.rescuer``).
 - retention (``JobDeleteBefore``): final rows finalized before a cutoff.
 
 State literals are written into the SQL (not bound) so both planners can match the
@@ -141,11 +142,12 @@ def _rescue_statement(kinds: Collection[JobKind]) -> Any:
 
 def _next_due_statement(kinds: Collection[JobKind]) -> Any:
     due = select(j.c.scheduled_at).where(_CLAIMABLE, _kind_in(kinds))
+    return due.order_by(j.c.scheduled_at).limit(1)
+
+
+def _next_rescue_statement(kinds: Collection[JobKind]) -> Any:
     running = select(j.c.lease_until).where(_state_is(JobState.RUNNING), _kind_in(kinds))
-    return select(
-        due.order_by(j.c.scheduled_at).limit(1).scalar_subquery(),
-        running.order_by(j.c.lease_until).limit(1).scalar_subquery(),
-    )
+    return running.order_by(j.c.lease_until).limit(1)
 
 
 class _ByKinds:
@@ -167,6 +169,7 @@ class _ByKinds:
 _CLAIM = _ByKinds(_claim_statement)
 _RESCUE = _ByKinds(_rescue_statement)
 _NEXT_DUE = _ByKinds(_next_due_statement)
+_NEXT_RESCUE = _ByKinds(_next_rescue_statement)
 
 
 def rows(jobs: Sequence[NewJob], now: datetime) -> list[dict[str, Any]]:
@@ -212,8 +215,13 @@ class SqlJobReads:
 
     async def next_due_at(self, kinds: Collection[JobKind]) -> datetime | None:
         stmt, _ = _NEXT_DUE(kinds)
-        due, lease = (await self._conn.execute(stmt)).one()
-        return min((t for t in (due, lease) if t is not None), default=None)
+        due: datetime | None = (await self._conn.execute(stmt)).scalar()
+        return due
+
+    async def next_rescue_at(self, kinds: Collection[JobKind]) -> datetime | None:
+        stmt, _ = _NEXT_RESCUE(kinds)
+        expiry: datetime | None = (await self._conn.execute(stmt)).scalar()
+        return expiry
 
 
 class SqlJobs(SqlJobReads):

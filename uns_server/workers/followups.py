@@ -3,7 +3,7 @@
 Each is a ``follow_up`` row of the work table (``domain.follow_up_jobs``): the
 settlement that opens an ack inserts the first, each decided step the next. A round:
 
-1. **Claim** (one transaction): rescue expired leases, claim due ``follow_up`` jobs,
+1. **Claim** (one transaction): claim due ``follow_up`` jobs,
    lock their notifications and ask ``domain.schedule.decide_follow_up`` what is due.
    Nothing due yet: the job completes and its successor is inserted, due then. The
    ack ended: the job completes (a step that waited to retry is closed STOPPED). A
@@ -95,6 +95,7 @@ class RunResult:
 
 class FollowUpWorker(LoopWorker):
     name = "followups"  # repeated faults turn health NOT_SERVING
+    kinds = frozenset(KINDS)  # the rescuer wakes it when it makes one due
 
     def __init__(
         self,
@@ -140,7 +141,6 @@ class FollowUpWorker(LoopWorker):
         later: list[NewJob] = []
         async with self._store.write() as tx:
             await tx.follow_ups.carry(now, limit=self._batch)
-            await tx.jobs.rescue_expired(KINDS, now=now, limit=self._batch)
             jobs = await tx.jobs.claim(KINDS, now=now, limit=self._batch, lease=self._lease)
             rows = await tx.acks.locked(
                 {job.notification_id for job in jobs if job.notification_id}

@@ -1,15 +1,15 @@
 """Message updates: send the outbox of ``services.message_updates``, at least once.
 
 Each update is a ``message_update`` job of the work table (``store.port.Jobs``).
-``run_once`` rescues the kind's expired leases, claims due jobs (committed before any
+``run_once`` claims due jobs (committed before any
 provider call), calls each channel's ``update`` outside any transaction
 (``provider_call``), then asks ``domain.message_updates.decide_settle`` what the
 answer makes of each: completed, retryable with backoff (transient), or discarded
 (permanent, or ``MAX_ATTEMPTS`` used), all settled by one fenced statement that lands
-only where the lease is still held. A job whose worker died is rescued, and claimed
-again, once its lease expires. Each round also carries the old outbox's rows, which a
-replica of the previous release may still queue during a rolling upgrade
-(``Jobs.carry_message_updates``).
+only where the lease is still held. A job whose worker died is made due again by the
+rescuer (``workers.rescuer``) once its lease expires, and claimed again. Each round
+also carries the old outbox's rows, which a replica of the previous release may still
+queue during a rolling upgrade (``Jobs.carry_message_updates``).
 """
 
 from __future__ import annotations
@@ -62,15 +62,15 @@ _COUNTED = {
 class UpdateResult:
     done: int = 0
     retried: int = 0
-    failed: int = 0  # given up: discarded by the settle, or by the rescuer
+    failed: int = 0  # given up: discarded by the settle
     lost: int = 0  # settles whose lease was no longer held (nothing changed)
-    rescued: int = 0  # expired leases made claimable again
     more: bool = False  # a full batch: look again at once
     due_in: float | None = None  # until the next update falls due
 
 
 class MessageUpdater(LoopWorker):
     name = "message_updates"  # repeated faults turn health NOT_SERVING
+    kinds = frozenset(KINDS)  # the rescuer wakes it when it makes one due
 
     def __init__(
         self,
@@ -97,13 +97,8 @@ class MessageUpdater(LoopWorker):
         now = self._clock()
         async with self._store.write() as tx:
             await tx.jobs.carry_message_updates(now, limit=BATCH)
-            rescued = await tx.jobs.rescue_expired(KINDS, now=now, limit=BATCH)
             claims = await tx.jobs.claim(KINDS, now=now, limit=BATCH, lease=self._lease)
         counts: Counter[str] = Counter()
-        for job in rescued:
-            counts["rescued" if job.state is JobState.RETRYABLE else "failed"] += 1
-            if job.state is JobState.DISCARDED:
-                self._gave_up(MessageUpdate.of(job), job.last_error)
         expanded: dict[int, list[MessageUpdate]] = {}
         updates = [MessageUpdate.of(job) for job in claims]
         results = await asyncio.gather(
@@ -135,10 +130,8 @@ class MessageUpdater(LoopWorker):
                     self._gave_up(update, result.error)
         if counts:
             log.info("message updates", extra=dict(counts))
-        settled = UpdateResult(
-            counts["done"], counts["retried"], counts["failed"], counts["lost"], counts["rescued"]
-        )
-        if len(claims) == BATCH or len(rescued) == BATCH:
+        settled = UpdateResult(counts["done"], counts["retried"], counts["failed"], counts["lost"])
+        if len(claims) == BATCH:
             return dataclasses.replace(settled, more=True)
         async with self._store.read() as tx:
             due = await tx.jobs.next_due_at(KINDS)

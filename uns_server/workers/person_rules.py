@@ -2,7 +2,7 @@
 a ``person_rule`` row of the work table (``domain.person_rule_jobs``), inserted by the
 delivery's settlement that first asks the person. A round:
 
-1. **Claim** (one transaction): rescue expired leases, claim due jobs, lock their
+1. **Claim** (one transaction): claim due jobs, lock their
    notifications and ask ``person_rule_jobs.decide``. Stale (the answer no longer
    owed): the job completes, nothing sent. Later (the delivery still PENDING, or the
    person's own quiet hours): the job completes and a successor is inserted, due
@@ -88,6 +88,7 @@ class RunResult:
 
 class PersonRuleWorker(LoopWorker):
     name = "person_rules"  # repeated faults turn health NOT_SERVING
+    kinds = frozenset(KINDS)  # the rescuer wakes it when it makes one due
 
     def __init__(
         self,
@@ -122,7 +123,6 @@ class PersonRuleWorker(LoopWorker):
         done: list[SettleJob] = []
         later: list[NewJob] = []
         async with self._store.write() as tx:
-            await tx.jobs.rescue_expired(KINDS, now=now, limit=self._batch)
             jobs = await tx.jobs.claim(KINDS, now=now, limit=self._batch, lease=self._lease)
             rows = await tx.acks.locked({j.notification_id for j in jobs if j.notification_id})
             people = await tx.people.recipients_by_id(

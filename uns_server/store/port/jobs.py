@@ -16,9 +16,14 @@ from uns_server.domain.records import Job
 
 class JobReads(Protocol):
     async def next_due_at(self, kinds: Collection[JobKind]) -> datetime | None:
-        """When a job of ``kinds`` is next for ``claim`` or ``rescue_expired``: the
-        earliest ``scheduled_at`` of an available or retryable row, or the earliest
-        lease expiry of a running one (None: neither)."""
+        """When a job of ``kinds`` is next for ``claim``: the earliest ``scheduled_at``
+        of an available or retryable row (None: none). Running rows are the rescuer's
+        (``next_rescue_at``)."""
+        ...
+
+    async def next_rescue_at(self, kinds: Collection[JobKind]) -> datetime | None:
+        """When a lease of ``kinds`` is next for ``rescue_expired``: the earliest
+        ``lease_until`` of a running row (None: none running)."""
         ...
 
 
