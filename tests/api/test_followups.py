@@ -216,7 +216,7 @@ async def test_without_an_answer_every_step_fires_then_the_deadline(rig: Rig) ->
         rig.at(d + minutes(m) + timedelta(seconds=1))
         await rig.worker.run_once()
     rig.at(d + minutes(61))
-    assert (await rig.server.app.expiry.run_once()).expired == 1
+    assert (await rig.server.app.timers.run_once()).timed_out == 1
     assert (await rig.worker.run_once()).fired == 0
     events = await rig.events(nid, t.EVENT_KIND_TIMED_OUT)
     follow = [

@@ -56,14 +56,11 @@ async def wait_health(target: str, expected: int) -> None:
 @pytest.mark.parametrize(
     ("table", "workers"),
     [
-        # Claims, the expiry's carry sweep and follow-up claims read the notifications.
-        ("uns_notifications", ("dispatch", "expiry", "followups")),
-        # Message updates, ack deadlines, follow-ups, staged rules and heartbeat
-        # deadlines are jobs of the work table; the rescuer watches all their leases.
-        (
-            "uns_jobs",
-            ("expiry", "followups", "heartbeats", "message_updates", "person_rules", "rescuer"),
-        ),
+        # Claims, the timers' carry sweep and follow-up claims read the notifications.
+        ("uns_notifications", ("dispatch", "followups", "timers")),
+        # Message updates, follow-ups, staged rules and the timers are jobs of the
+        # work table; the rescuer watches all their leases.
+        ("uns_jobs", ("followups", "message_updates", "person_rules", "rescuer", "timers")),
     ],
 )
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(

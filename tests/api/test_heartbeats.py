@@ -76,7 +76,7 @@ class Rig:
         """Step the deadline worker until it has nothing due; the pages it sent."""
         paged = 0
         while True:
-            done = await self.server.app.heartbeat_deadlines.run_once()
+            done = await self.server.app.timers.run_once()
             paged += done.paged
             if not done.more:
                 return paged

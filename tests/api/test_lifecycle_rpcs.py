@@ -202,7 +202,7 @@ async def test_ack_times_out_and_late_acks_are_refused(
             pb.AcknowledgeRequest(notification_id=sent.notification_id)
         )
     assert rich_error(exc.value).reason == "ACK_DEADLINE_PASSED"
-    await srv.app.expiry.run_once()  # (or the background sweep, whichever comes first)
+    await srv.app.timers.run_once()  # (or the background sweep, whichever comes first)
     timed_out = await get(srv, sent.notification_id)
     assert timed_out.ack_state == t.ACK_STATE_TIMED_OUT
     assert timed_out.ack_actor == "uns-timeout-worker"

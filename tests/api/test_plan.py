@@ -95,7 +95,7 @@ async def test_the_plan_is_what_happens(srv: RunningServer, clock: ShiftableCloc
         clock.offset += step.time.ToDatetime(tzinfo=UTC) + late - clock()
         await app.dispatcher.run_once()
         await app.followups.run_once()
-        await app.expiry.run_once()
+        await app.timers.run_once()
     events = await events_until(
         alice,
         pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),

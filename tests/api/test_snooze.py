@@ -50,12 +50,12 @@ async def test_a_snooze_pauses_steps_and_deadline_and_resumes_them(
         # Reminder 1 was due at 10 minutes, step 1 at 20: both paused.
         rig.at(d + minutes(25))
         assert (await rig.worker.run_once()).fired == 0
-        await rig.server.app.expiry.run_once()
+        await rig.server.app.timers.run_once()
         assert (await rig.get(nid)).ack_state == t.ACK_STATE_SNOOZED
         assert len(rig.hook.requests) == 1 and not rig.pager.requests  # the delivery only
 
         rig.at(d + minutes(35) + timedelta(seconds=1))
-        await rig.server.app.expiry.run_once()  # the snooze ends
+        await rig.server.app.timers.run_once()  # the snooze ends
         assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
         assert (await rig.worker.run_once()).fired == 0  # reminder 1 now at 40
         rig.at(d + minutes(40) + timedelta(seconds=1))
@@ -66,10 +66,10 @@ async def test_a_snooze_pauses_steps_and_deadline_and_resumes_them(
 
         # The deadline had 55 minutes left when snoozed: it passes at 90, not 60.
         rig.at(d + minutes(89))
-        await rig.server.app.expiry.run_once()
+        await rig.server.app.timers.run_once()
         assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
         rig.at(d + minutes(90) + timedelta(seconds=1))
-        await rig.server.app.expiry.run_once()
+        await rig.server.app.timers.run_once()
         assert (await rig.get(nid)).ack_state == t.ACK_STATE_TIMED_OUT
 
         events = await rig.events(nid, t.EVENT_KIND_TIMED_OUT)
@@ -86,7 +86,7 @@ async def test_the_answer_stays_owed_while_snoozed(rig: Rig) -> None:
     assert acked.notification.ack_state == t.ACK_STATE_ACKED
     assert not acked.notification.HasField("snooze_until_time")
     rig.at(d + minutes(31))
-    await rig.server.app.expiry.run_once()  # the stale snooze end does nothing
+    await rig.server.app.timers.run_once()  # the stale snooze end does nothing
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_ACKED
     with pytest.raises(grpc.aio.AioRpcError) as refused:  # settled: an answer's refusal
         await rig.server.stub("rita").SnoozeNotification(snooze(nid, minutes(5)))
@@ -135,7 +135,7 @@ async def test_a_restart_keeps_the_snooze_and_ends_it(db_url: str, tmp_path: Pat
     restarted = await start_server(db_url, tmp_path, clock=clock, dispatch_enabled=False)
     try:
         clock.offset += d + minutes(31) - clock()
-        await restarted.app.expiry.run_once()
+        await restarted.app.timers.run_once()
         reply = await restarted.stub("oscar").GetNotification(
             pb.GetNotificationRequest(notification_id=nid)
         )

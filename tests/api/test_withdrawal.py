@@ -137,7 +137,7 @@ async def test_withdraw_a_pending_ack_stops_it(rig: Rig) -> None:
     assert err.metadata["ack_state"] == "WITHDRAWN"
     assert "oscar" not in err.message and "oscar" not in err.metadata.values()
     rig.clock.advance(hours=2)
-    assert (await rig.server.app.expiry.run_once()).expired == 0
+    assert (await rig.server.app.timers.run_once()).timed_out == 0
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_WITHDRAWN
 
 

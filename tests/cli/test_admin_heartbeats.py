@@ -63,7 +63,7 @@ async def test_heartbeats_put_list_show_delete(uns_admin: AdminCli, tmp_path: Pa
     assert again[0]["deadline_time"] == backup["deadline_time"]  # same timing: same deadline
     # The server pages from what either mode armed.
     app = uns_admin.server.app
-    assert (await app.heartbeat_deadlines.run_once()).paged == 0
+    assert (await app.timers.run_once()).paged == 0
     gone = json.loads(ok(await uns_admin("heartbeats", "delete", "hourly-sync")).out)
     assert gone["heartbeat_id"] == "hourly-sync"
     missing = await uns_admin("heartbeats", "show", "hourly-sync")

@@ -72,7 +72,7 @@ async def test_restarted_producer_resumes_terminal_events(db_url: str, tmp_path:
             await rita.acknowledge(ids[2])
             await rita.acknowledge(ids[3], dismiss=True)
             clock.advance(minutes=61)
-            await server.app.expiry.run_once()  # (or the background sweep, whichever first)
+            await server.app.timers.run_once()  # (or the background sweep, whichever first)
             second_run = await follow(server.target, cursor, count=4)
     finally:
         await server.stop()

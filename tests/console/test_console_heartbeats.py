@@ -37,7 +37,7 @@ async def test_the_heartbeats_page_shows_states_and_pages(console: ConsoleRig) -
                 hpb.PutHeartbeatRequest(heartbeat=_heartbeat(heartbeat_id, minutes))
             )
         console.clock.advance(minutes=11)
-        assert (await console.server.app.heartbeat_deadlines.run_once()).paged == 1
+        assert (await console.server.app.timers.run_once()).paged == 1
         page = await http.get(console.url("/console/heartbeats"))
     assert page.status_code == 200
     got = await operator.GetHeartbeat(hpb.GetHeartbeatRequest(heartbeat_id="nightly-backup"))

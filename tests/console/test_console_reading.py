@@ -44,7 +44,7 @@ async def test_an_answer_owed_given_or_missed_reads_as_such(console: ConsoleRig)
 
     # Past the deadline the sweep times it out: not answered in time, in red.
     console.clock.offset += timedelta(minutes=31)
-    assert await console.server.app.acks.expire_due(10) == 1
+    assert (await console.server.app.timers.run_once()).timed_out == 1
     async with httpx.AsyncClient() as http:
         await console.sign_in(http)
         detail = (await http.get(console.url(f"/console/notifications/{waiting}"))).text

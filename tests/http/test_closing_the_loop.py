@@ -192,7 +192,7 @@ async def test_a_press_after_the_obligation_ended_is_told_how_it_ended(rig: Rig)
     records = await rig.ack_records(late)
     await press(late, "/r/unswept")
     assert await rig.ack_records(late) == records
-    assert (await rig.server.app.expiry.run_once()).expired == 1
+    assert (await rig.server.app.timers.run_once()).timed_out == 1
     note = await told(late, "/r/timed-out")
     assert note.startswith("This notification was not answered in time (")
     assert note.endswith(" UTC); escalation is required.")

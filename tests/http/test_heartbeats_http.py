@@ -76,7 +76,7 @@ async def test_curl_beats_and_the_beat_after_a_silence_withdraws_the_page(rig: R
     beaten = answer.json()["heartbeat"]
     assert beaten["state"] == "HEARTBEAT_STATE_UP" and "lastBeatTime" in beaten
     rig.clock.advance(minutes=66)
-    assert (await rig.server.app.heartbeat_deadlines.run_once()).paged == 1
+    assert (await rig.server.app.timers.run_once()).paged == 1
     got = await rig.call(SERVICE + "GetHeartbeat", {"heartbeatId": "nightly-backup"}, "alice")
     assert got["heartbeat"]["state"] == "HEARTBEAT_STATE_PAGING"
     page = got["heartbeat"]["notificationId"]

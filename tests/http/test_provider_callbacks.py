@@ -222,7 +222,7 @@ async def test_a_timeout_updates_slack_and_leaves_the_incident_open(rig: Rig) ->
     nid = await rig.send("timeout-updates")
     await rig.deliver()
     rig.clock.advance(minutes=31)
-    assert (await rig.server.app.expiry.run_once()).expired == 1
+    assert (await rig.server.app.timers.run_once()).timed_out == 1
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_TIMED_OUT
     [record] = await rig.ack_records(nid)
     assert record.via == "expiry"

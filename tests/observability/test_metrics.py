@@ -138,7 +138,7 @@ async def test_counters_move_by_the_outcomes_of_real_traffic(rig: Rig) -> None:
     # Later: the retry exhausts (dead letter); the other ack times out.
     rig.clock.advance(hours=2)
     assert await rig.dispatch() == 1
-    assert (await app.expiry.run_once()).expired == 1
+    assert (await app.timers.run_once()).timed_out == 1
 
     # A stalled worker loses its lease to another one.
     ok5 = await rig.send("ops.ok", "ok5")

@@ -54,11 +54,11 @@ async def test_acks_pending_under_the_old_schema_are_timed_out_by_the_new_code(
         empty_db_url, tmp_path, clock=clock, dispatch_enabled=False, expiry_poll_seconds=3600
     )
     try:
-        expiry = server.app.expiry
+        expiry = server.app.timers
         await expiry.run_once()  # (the background round at start may have taken it)
         clock.advance(hours=2)
-        assert (await expiry.run_once()).expired == 1
-        assert (await expiry.run_once()).expired == 0
+        assert (await expiry.run_once()).timed_out == 1
+        assert (await expiry.run_once()).timed_out == 0
         async with server.app.store.db.read() as conn:
             acks = dict((await conn.execute(select(n.c.id, n.c.ack_status))).all())
             states = set((await conn.execute(select(jobs.c.state))).scalars())

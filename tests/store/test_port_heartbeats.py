@@ -10,6 +10,7 @@ from datetime import timedelta
 from tests.store.test_conformance import NOW
 from uns_server.domain import heartbeats
 from uns_server.domain.heartbeats import Heartbeat
+from uns_server.domain.jobs import completed
 from uns_server.store.sql_store import SqlStore
 
 HOUR = timedelta(hours=1)
@@ -73,6 +74,6 @@ async def test_deadline_jobs_are_inserted_claimed_and_cancelled(store: SqlStore)
         [claimed] = await tx.jobs.claim((heartbeats.KIND,), now=NOW, limit=10, lease=LEASE)
         assert (claimed.id, claimed.args) == (due, {"heartbeat_id": "backup"})
         assert not await tx.heartbeats.cancel_timer(due, NOW)  # running: left alone
-        assert await tx.jobs.settle_many([heartbeats.done(claimed)], NOW) == {due}
+        assert await tx.jobs.settle_many([completed(claimed)], NOW) == {due}
     async with store.read() as tx:
         assert await tx.jobs.next_due_at((heartbeats.KIND,)) is None

@@ -77,19 +77,19 @@ async def test_the_deadline_is_a_job_that_times_the_ack_out_when_due(
     deadline = n.ack_deadline_time.ToDatetime(tzinfo=clock().tzinfo)
     assert await timers(srv, n.id) == [("ack_deadline", "available", deadline, {})]
 
-    early = await srv.app.expiry.run_once()
-    assert early.expired == 0 and not early.more
+    early = await srv.app.timers.run_once()
+    assert early.timed_out == 0 and not early.more
     assert early.due_in is not None and 0 < early.due_in <= ACK_TIMEOUT_MINUTES * 60
 
     clock.advance(minutes=ACK_TIMEOUT_MINUTES + 1)
-    assert (await srv.app.expiry.run_once()).expired == 1
+    assert (await srv.app.timers.run_once()).timed_out == 1
     timed_out = await get(srv, n.id)
     assert timed_out.ack_state == t.ACK_STATE_TIMED_OUT
     assert timed_out.ack_actor == "uns-timeout-worker"
     [(_, state, _, _)] = await timers(srv, n.id)
     assert state == "completed"
     assert await timeouts(srv, n.id) == 1
-    assert (await srv.app.expiry.run_once()).expired == 0  # once
+    assert (await srv.app.timers.run_once()).timed_out == 0  # once
     assert await timeouts(srv, n.id) == 1
 
 
@@ -99,7 +99,7 @@ async def test_a_timer_made_stale_by_an_answer_does_nothing(
     n = await send(srv)
     await srv.stub("rita").Acknowledge(pb.AcknowledgeRequest(notification_id=n.id))
     clock.advance(minutes=ACK_TIMEOUT_MINUTES + 1)
-    assert (await srv.app.expiry.run_once()).expired == 0
+    assert (await srv.app.timers.run_once()).timed_out == 0
     assert (await get(srv, n.id)).ack_state == t.ACK_STATE_ACKED
     [(_, state, _, _)] = await timers(srv, n.id)
     assert state == "completed"  # it ran, found nothing to do
@@ -115,7 +115,7 @@ async def test_two_timers_of_one_ack_time_it_out_once(
         rows = job_store.rows([ack_deadlines.timer(n.id, deadline)], clock())
         await tx.conn.execute(insert(jobs), rows)
     clock.advance(minutes=ACK_TIMEOUT_MINUTES + 1)
-    assert (await srv.app.expiry.run_once()).expired == 1
+    assert (await srv.app.timers.run_once()).timed_out == 1
     assert [s for _, s, _, _ in await timers(srv, n.id)] == ["completed"] * 2
     assert await timeouts(srv, n.id) == 1
 
@@ -127,7 +127,7 @@ async def test_an_ack_opened_without_a_job_is_timed_out_by_the_carry_sweep(
     async with srv.app.store.db.write() as tx:  # as a replica of the previous release
         await tx.conn.execute(delete(jobs).where(jobs.c.notification_id == n.id))
     clock.advance(minutes=ACK_TIMEOUT_MINUTES + 1)
-    assert (await srv.app.expiry.run_once()).expired == 1
+    assert (await srv.app.timers.run_once()).timed_out == 1
     timed_out = await get(srv, n.id)
     assert timed_out.ack_state == t.ACK_STATE_TIMED_OUT
     assert await timeouts(srv, n.id) == 1

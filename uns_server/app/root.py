@@ -53,9 +53,7 @@ from uns_server.store.listen import listen_forever
 from uns_server.store.port import TOPIC_MAINTENANCE
 from uns_server.store.sql_store import SqlStore
 from uns_server.workers.dispatch import Dispatcher
-from uns_server.workers.expiry import ExpiryWorker
 from uns_server.workers.followups import FollowUpWorker
-from uns_server.workers.heartbeats import HeartbeatWorker
 from uns_server.workers.job_cleaner import JobCleaner
 from uns_server.workers.loop import LoopWorker
 from uns_server.workers.maintenance import MaintenanceWorker
@@ -66,6 +64,7 @@ from uns_server.workers.receipts import ReceiptPruner
 from uns_server.workers.rescuer import JobRescuer
 from uns_server.workers.statistics import FirstAnalyze
 from uns_server.workers.supervision import Supervision
+from uns_server.workers.timers import TimerWorker
 from uns_server.workers.undeliverable import UndeliverableWatch
 
 log = logging.getLogger("uns.server")
@@ -169,12 +168,7 @@ class App:
             channel_types=self.channels_config.types,
             windows=self.windows,
         )
-        self.maintenance = MaintenanceWorker(
-            self.store, self.windows, clock, settings.idle_poll_seconds
-        )
-        self.expiry = ExpiryWorker(
-            self.acks, settings.expiry_poll_seconds, self.supervision, snoozes=self.snoozes
-        )
+        self.maintenance = MaintenanceWorker(self.windows, settings.idle_poll_seconds)
         # Sent messages show how the obligation ended (Slack chat.update, PagerDuty
         # acknowledge/resolve): queued with every settlement, sent by this worker.
         self.acks.settle_hooks.append(message_updates.queue_on_settle)
@@ -216,12 +210,16 @@ class App:
         )
         # Heartbeats (SPEC §7): beats end pages through the withdrawals; silences page.
         self.heartbeats = HeartbeatService(self.store, clock, self.withdrawals)
-        self.heartbeat_deadlines = HeartbeatWorker(
+        # Every timer (ack deadlines, snooze ends, heartbeat deadlines, windows' ends):
+        # one claim, fired and completed in one transaction.
+        self.timers = TimerWorker(
             self.store,
-            HeartbeatDeadlines(self.store, clock, self.intake),
             clock,
-            settings.idle_poll_seconds,
+            settings.expiry_poll_seconds,
             self.supervision,
+            acks=self.acks,
+            snoozes=self.snoozes,
+            heartbeats=HeartbeatDeadlines(self.intake),
         )
         # The work table's one rescuer: expired leases of every kind due again.
         self.rescuer = JobRescuer(self.store, clock, settings.idle_poll_seconds, self.supervision)
@@ -425,11 +423,10 @@ class App:
         between rounds, not cancelled inside one."""
         return (
             self.dispatcher,
-            self.expiry,
+            self.timers,
             self.message_updater,
             self.followups,
             self.person_rules,
-            self.heartbeat_deadlines,
             self.rescuer,
             self.receipts,
             self.job_cleaner,

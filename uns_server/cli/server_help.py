@@ -49,7 +49,8 @@ HELP: dict[str, str] = {
     "cycle without spending an attempt (count)",
     "lease_seconds": "how long a claimed delivery is reserved for its worker (seconds)",
     "idle_poll_seconds": "how often idle workers look for due work without a wake-up (seconds)",
-    "expiry_poll_seconds": "how often acknowledgement deadlines are checked (seconds)",
+    "expiry_poll_seconds": "how often the timers (ack deadlines, snooze ends, heartbeat "
+    "deadlines, windows' ends) are checked (seconds)",
     "watch_heartbeat_seconds": "interval between heartbeats on a quiet WatchEvents stream "
     "(seconds)",
     "watch_queue_max": "events buffered per live subscriber before it is re-read from the "

@@ -8,9 +8,9 @@ work engine"). Pure.
 The job carries no arguments: the notification row holds the deadline and the ack, and
 is re-read (locked) when the job falls due, so a timer made stale by an answer, a
 withdrawal or a later deadline does nothing (whoever moves a deadline inserts its own
-timer). Claim, timeout and settle commit together (``services.acks.Acks.expire_due``):
-a row of this kind is never left running, so its attempts only count transactions that
-rolled back.
+timer). Claim, timeout and settle commit together (``workers.timers``,
+``Acks.fire_deadlines``): a row of this kind is never left running, so its attempts
+only count transactions that rolled back.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from uns_server.domain.enums import ACK_OWED
-from uns_server.domain.jobs import JobKind, JobState, NewJob, SettleJob
-from uns_server.domain.records import Job, Notification
+from uns_server.domain.jobs import JobKind, NewJob
+from uns_server.domain.records import Notification
 
 KIND = JobKind.ACK_DEADLINE
 # Each attempt is one transaction that claims, times out and settles; a rolled-back
@@ -41,10 +41,3 @@ def times_out(row: Notification | None, now: datetime) -> bool:
         and row.deadline is not None
         and row.deadline <= now
     )
-
-
-def done(job: Job) -> SettleJob:
-    """A claimed timer's settle, whatever it found: completed (nothing is retried; a
-    failure rolls the whole round back), fenced by the token its claim issued."""
-    assert job.lease_token is not None, "a claimed job holds a lease"
-    return SettleJob(job.id, job.lease_token, JobState.COMPLETED)

@@ -5,7 +5,7 @@ Pure: the caller loads (and locks) the row, asks, and settles.
     (none) --delivered with require_ack--> PENDING
     (none) --answer while the delivery is in flight--> ACKED | DISMISSED
     PENDING --answer before deadline--> ACKED | DISMISSED
-    PENDING --deadline passed, expiry worker--> TIMED_OUT
+    PENDING --deadline passed, timers worker--> TIMED_OUT
     PENDING --WithdrawNotification--> WITHDRAWN
 
 Same actor + same outcome again returns the original settlement; an answer to a

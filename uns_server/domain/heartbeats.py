@@ -27,7 +27,7 @@ from enum import StrEnum
 
 from uns_server.domain.enums import Intent
 from uns_server.domain.errors import FieldViolation, InvalidRequest, UnsError
-from uns_server.domain.jobs import JobKind, JobState, NewJob, SettleJob
+from uns_server.domain.jobs import JobKind, NewJob
 from uns_server.domain.people import id_problems
 from uns_server.domain.records import Job
 from uns_server.domain.requests import SendRequest
@@ -225,12 +225,6 @@ def decide(job: Job, row: Heartbeat | None, now: datetime) -> Decision:
     if deadline > now:
         return Rearm(deadline)
     return Page(row.principal, row.page())
-
-
-def done(job: Job) -> SettleJob:
-    """A claimed job's settle, whatever it decided (the next one is a new row)."""
-    assert job.lease_token is not None, "a claimed job holds a lease"
-    return SettleJob(job.id, job.lease_token, JobState.COMPLETED)
 
 
 def page_error(exc: UnsError) -> str:

@@ -60,6 +60,14 @@ class JobKind(StrEnum):
     HEARTBEAT_DEADLINE = "heartbeat_deadline"  # a heartbeat's page when it goes silent
 
 
+# Timers: kinds whose whole work is a decision and a write (no provider call), claimed,
+# fired and completed in one transaction by one worker (``workers.timers``); their
+# lease never outlives it.
+TIMER_KINDS = frozenset(
+    {JobKind.ACK_DEADLINE, JobKind.SNOOZE_END, JobKind.HEARTBEAT_DEADLINE, JobKind.WINDOW_END}
+)
+
+
 # What a claim takes (once due), and the states that never move again.
 CLAIMABLE = frozenset({JobState.AVAILABLE, JobState.RETRYABLE})
 FINALIZED = frozenset({JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED})

@@ -30,7 +30,7 @@ stateDiagram-v2
         [*] --> ACK_PENDING: delivered (deadline = delivered_at + ack_timeout)
         ACK_PENDING --> ACKED: Acknowledge / link / Slack / PagerDuty
         ACK_PENDING --> DISMISSED: Acknowledge(dismiss)
-        ACK_PENDING --> TIMED_OUT: its ack_deadline job falls due (expiry worker)
+        ACK_PENDING --> TIMED_OUT: its ack_deadline job falls due (timers worker)
         ACK_PENDING --> ACK_WITHDRAWN: WithdrawNotification
         ACK_PENDING --> ACK_PENDING: reminder sent / escalation step fired
     }

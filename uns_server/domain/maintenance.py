@@ -29,7 +29,7 @@ from datetime import datetime
 from uns_server.domain.enums import Intent
 from uns_server.domain.errors import FieldViolation, InvalidRequest
 from uns_server.domain.fields import text_problems, time_problem
-from uns_server.domain.jobs import JobKind, JobState, NewJob, SettleJob
+from uns_server.domain.jobs import JobKind, NewJob
 from uns_server.domain.people import id_problems
 from uns_server.domain.records import Job
 from uns_server.domain.validation import _notification_type
@@ -175,11 +175,6 @@ def releases(window: MaintenanceWindow | None, now: datetime) -> bool:
     """Does a due end timer release its window's held work? Yes once the window is
     gone or has ended; no when it was moved later (stale: its own timer comes)."""
     return window is None or window.end_time <= now
-
-
-def end_done(job: Job) -> SettleJob:
-    assert job.lease_token is not None, "a claimed job holds a lease"
-    return SettleJob(job.id, job.lease_token, JobState.COMPLETED)
 
 
 @dataclass(frozen=True, slots=True)

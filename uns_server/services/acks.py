@@ -4,7 +4,7 @@ settle.
     (none) --delivered with require_ack--> PENDING
     (none) --answered while the delivery is in flight--> ACKED | DISMISSED
     PENDING --Acknowledge before deadline--> ACKED | DISMISSED      (responder)
-    PENDING --deadline passed, expiry worker--> TIMED_OUT           (uns-timeout-worker)
+    PENDING --deadline passed, timers worker--> TIMED_OUT           (uns-timeout-worker)
 
     PENDING --WithdrawNotification--> WITHDRAWN                      (producer, operator)
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from uns_server.domain import ack_deadlines
@@ -38,8 +38,7 @@ from uns_server.domain.errors import (
     NotFound,
     UnsError,
 )
-from uns_server.domain.moves import MoveLost
-from uns_server.domain.records import Notification
+from uns_server.domain.records import Job, Notification
 from uns_server.domain.validation import validate_ack_metadata, validate_notification_id
 from uns_server.observability.metrics import Metrics
 from uns_server.services.auth import Principal
@@ -49,10 +48,6 @@ TIMEOUT_ACTOR = "uns-timeout-worker"
 # Where an answer came from (``via`` on the audit record and the event payload).
 VIA_GRPC = "grpc"
 VIA_EXPIRY = "expiry"
-DEADLINE_KINDS = (ack_deadlines.KIND,)
-# An ack_deadline job is claimed and settled in one transaction (``time_out_due``):
-# its lease never outlives that transaction, whatever its length.
-DEADLINE_LEASE = timedelta(minutes=5)
 # ``hook(tx, row, outcome, actor, via, now)``, run inside every settling transaction
 # (``Acks.settle_hooks``): queues follow-up work such as message updates (an outbox).
 SettleHook = Callable[
@@ -107,15 +102,6 @@ class Receipt:
 
     digest: str
     provider: str
-
-
-@dataclass(frozen=True)
-class Expiry:
-    """A round of the expiry worker: acks ``timed_out``; ``full``: it took a whole
-    batch (more may be due now)."""
-
-    timed_out: int
-    full: bool
 
 
 @dataclass(frozen=True)
@@ -240,49 +226,33 @@ class Acks:
         self._metrics.acknowledged(outcome.value)
         return Answer(settled)
 
-    async def expire_due(self, limit: int) -> int:
-        """``time_out_due``: how many acks it timed out."""
-        return (await self.time_out_due(limit)).timed_out
+    async def fire_deadlines(self, tx: WriteTransaction, jobs: Sequence[Job], now: datetime) -> int:
+        """The due ``ack_deadline`` jobs of a timers round (``workers.timers``, which
+        claimed them in ``tx`` and completes them): lock their notifications (in id
+        order, waiting for an answer being committed) and time out each ack still
+        PENDING past its deadline (``domain.ack_deadlines.times_out``; a stale timer
+        does nothing; two timers of one ack time it out once). How many timed out."""
+        locked = await tx.acks.locked({j.notification_id for j in jobs if j.notification_id})
+        timed_out: dict[str, Notification] = {}
+        for job in jobs:
+            row = locked.get(job.notification_id or "")
+            if row is not None and ack_deadlines.times_out(row, now):
+                timed_out[row.id] = row
+        for row in timed_out.values():
+            await self._time_out(tx, row, now)
+        self._metrics.ack_timeouts(len(timed_out))
+        return len(timed_out)
 
-    async def time_out_due(self, limit: int) -> Expiry:
-        """One round of the expiry worker, one transaction: claim up to ``limit`` due
-        ``ack_deadline`` jobs, lock their notifications (in id order, waiting for an
-        answer being committed), time out each ack still PENDING past its deadline
-        (``domain.ack_deadlines.times_out``; a stale timer does nothing), and complete
-        the jobs in one fenced settle. Then, with room left in the batch, the carry
-        sweep: PENDING acks past their deadline that no job timed out, as a replica of
-        the previous release settles deliveries without one (``Acks.due_deadlines``;
-        removed with that release by a later contract step)."""
-        now = self._clock()
-        async with self._store.write() as tx:
-            claims = await tx.jobs.claim(DEADLINE_KINDS, now=now, limit=limit, lease=DEADLINE_LEASE)
-            locked = await tx.acks.locked({c.notification_id for c in claims if c.notification_id})
-            timed_out: dict[str, Notification] = {}
-            for job in claims:
-                row = locked.get(job.notification_id or "")
-                if row is not None and ack_deadlines.times_out(row, now):
-                    timed_out[row.id] = row  # two timers of one ack: timed out once
-            settles = [ack_deadlines.done(job) for job in claims]
-            landed = await tx.jobs.settle_many(settles, now)
-            if len(landed) != len(settles):  # claimed in this transaction: a bug
-                raise MoveLost(f"ack deadlines: {len(landed)} of {len(settles)} jobs settled")
-            for row in timed_out.values():
-                await self._time_out(tx, row, now)
-            carried: Sequence[Notification] = ()
-            if len(claims) < limit:  # after the jobs' timeouts: it finds only the others
-                carried = await tx.acks.due_deadlines(now, limit - len(claims))
-            for row in carried:
-                await self._time_out(tx, row, now)
-        expiry = Expiry(len(timed_out) + len(carried), len(claims) + len(carried) >= limit)
-        self._metrics.ack_timeouts(expiry.timed_out)
-        return expiry
-
-    async def next_deadline_in(self) -> float | None:
-        """Seconds until the next ``ack_deadline`` job falls due (0 if it has; None:
-        none is waiting)."""
-        async with self._store.read() as tx:
-            due = await tx.jobs.next_due_at(DEADLINE_KINDS)
-        return None if due is None else max(0.0, (due - self._clock()).total_seconds())
+    async def carry_deadlines(self, tx: WriteTransaction, now: datetime, limit: int) -> int:
+        """The carry sweep, after the round's jobs: up to ``limit`` PENDING acks past
+        their deadline that no job timed out, as a replica of the previous release
+        settles deliveries without one (``Acks.due_deadlines``; removed with that
+        release by a later contract step). How many timed out."""
+        carried = await tx.acks.due_deadlines(now, limit)
+        for row in carried:
+            await self._time_out(tx, row, now)
+        self._metrics.ack_timeouts(len(carried))
+        return len(carried)
 
     async def _time_out(self, tx: WriteTransaction, row: Notification, now: datetime) -> None:
         await settle(

@@ -1,5 +1,5 @@
-"""The heartbeats' deadline round: due ``heartbeat_deadline`` jobs decided and paged,
-one transaction per round (``domain.heartbeats``).
+"""The heartbeats' deadlines: due ``heartbeat_deadline`` jobs decided and paged
+(``domain.heartbeats``), in the transaction of a timers round (``workers.timers``).
 
 The round claims due jobs, locks their heartbeats, asks ``domain.heartbeats.decide``
 for each, sends the pages through ``Intake.send_in`` (the heartbeat's policy, dedup and
@@ -15,89 +15,70 @@ later by a new job.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from uns_server.domain import heartbeats
 from uns_server.domain.errors import UnsError
-from uns_server.domain.moves import MoveLost
+from uns_server.domain.records import Job
 from uns_server.services.intake import Intake
-from uns_server.store.port import Store, WriteTransaction
+from uns_server.store.port import WriteTransaction
 
 log = logging.getLogger("uns.heartbeats")
-KINDS = (heartbeats.KIND,)
-# Claimed and settled in one transaction: the lease never outlives it.
-LEASE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
 class DeadlineRound:
     """``paged``: heartbeats that turned PAGING; ``refused``: pages the intake refused
-    (retried later); ``rearmed``: deadlines a beat had moved; ``full``: a whole batch."""
+    (retried later); ``rearmed``: deadlines a beat had moved."""
 
     paged: int = 0
     refused: int = 0
     rearmed: int = 0
-    full: bool = False
 
 
 class HeartbeatDeadlines:
-    def __init__(self, store: Store, clock: Callable[[], datetime], intake: Intake) -> None:
-        self._store = store
-        self._clock = clock
+    def __init__(self, intake: Intake) -> None:
         self._intake = intake
 
-    async def run_due(self, limit: int) -> DeadlineRound:
-        now = self._clock()
+    async def fire(self, tx: WriteTransaction, jobs: Sequence[Job], now: datetime) -> DeadlineRound:
+        """The due ``heartbeat_deadline`` jobs of a timers round (``workers.timers``,
+        which claimed them in ``tx`` and completes them)."""
         paged = refused = rearmed = 0
-        async with self._store.write() as tx:
-            claims = await tx.jobs.claim(KINDS, now=now, limit=limit, lease=LEASE)
-            rows = dict(await tx.heartbeats.locked({_id_of(job.args) for job in claims}))
-            for job in claims:
-                hid = _id_of(job.args)
-                decision = heartbeats.decide(job, rows.get(hid), now)
-                if isinstance(decision, heartbeats.Stale):
-                    continue
-                row = rows[hid]
-                if isinstance(decision, heartbeats.Rearm):
-                    rows[hid] = await _arm(tx, row, decision.at, "", now)
-                    rearmed += 1
-                    continue
-                try:
-                    sent = await self._intake.send_in(tx, decision.principal, decision.request, now)
-                except UnsError as exc:
-                    log.warning(
-                        "heartbeat page refused; trying again",
-                        extra={"heartbeat_id": hid, "reason": exc.reason, "error": exc.message},
-                    )
-                    error = heartbeats.page_error(exc)
-                    rows[hid] = await _arm(tx, row, now + heartbeats.PAGE_RETRY, error, now)
-                    refused += 1
-                    continue
-                await tx.heartbeats.record_page(
-                    hid,
-                    paging=True,
-                    notification_id=sent.notification_id,
-                    page_error="",
-                    job_id=None,
+        rows = dict(await tx.heartbeats.locked({_id_of(job.args) for job in jobs}))
+        for job in jobs:
+            hid = _id_of(job.args)
+            decision = heartbeats.decide(job, rows.get(hid), now)
+            if isinstance(decision, heartbeats.Stale):
+                continue
+            row = rows[hid]
+            if isinstance(decision, heartbeats.Rearm):
+                rows[hid] = await _arm(tx, row, decision.at, "", now)
+                rearmed += 1
+                continue
+            try:
+                sent = await self._intake.send_in(tx, decision.principal, decision.request, now)
+            except UnsError as exc:
+                log.warning(
+                    "heartbeat page refused; trying again",
+                    extra={"heartbeat_id": hid, "reason": exc.reason, "error": exc.message},
                 )
-                rows[hid] = replace(row, paging=True, notification_id=sent.notification_id)
-                log.info(
-                    "heartbeat silent: paged",
-                    extra={"heartbeat_id": hid, "notification_id": sent.notification_id},
-                )
-                paged += 1
-            settles = [heartbeats.done(job) for job in claims]
-            landed = await tx.jobs.settle_many(settles, now)
-            if len(landed) != len(settles):  # claimed in this transaction: a bug
-                raise MoveLost(f"heartbeat deadlines: {len(landed)} of {len(settles)} settled")
-        return DeadlineRound(paged, refused, rearmed, len(claims) >= limit)
-
-    async def next_due_at(self) -> datetime | None:
-        async with self._store.read() as tx:
-            return await tx.jobs.next_due_at(KINDS)
+                error = heartbeats.page_error(exc)
+                rows[hid] = await _arm(tx, row, now + heartbeats.PAGE_RETRY, error, now)
+                refused += 1
+                continue
+            await tx.heartbeats.record_page(
+                hid, paging=True, notification_id=sent.notification_id, page_error="", job_id=None
+            )
+            rows[hid] = replace(row, paging=True, notification_id=sent.notification_id)
+            log.info(
+                "heartbeat silent: paged",
+                extra={"heartbeat_id": hid, "notification_id": sent.notification_id},
+            )
+            paged += 1
+        return DeadlineRound(paged, refused, rearmed)
 
 
 async def _arm(

@@ -27,8 +27,11 @@ from uns_server.domain.maintenance import (
     end_job,
     holding,
     holds,
+    releases,
+    window_of,
 )
 from uns_server.domain.people import check_id
+from uns_server.domain.records import Job
 from uns_server.store.port import TOPIC_MAINTENANCE, TOPIC_WORK, Store, WriteTransaction
 
 Clock = Callable[[], datetime]
@@ -217,3 +220,19 @@ class MaintenanceService:
     async def _reload(self) -> None:
         if self._windows is not None:
             await self._windows.refresh()
+
+
+async def end_windows(tx: WriteTransaction, jobs: Sequence[Job], now: datetime) -> int:
+    """The due ``window_end`` jobs of a timers round (``workers.timers``, which claimed
+    them in ``tx`` and completes them): each job's window, once it is gone or has ended
+    (``domain.maintenance.releases``), releases what it held (due now, the hold
+    cleared). A job whose window was moved later does nothing: the put that moved it
+    inserted the later one. How many notifications were released."""
+    released = 0
+    for job in jobs:
+        window_id = window_of(job)
+        if window_id and releases(await tx.maintenance.get(window_id), now):
+            released += await tx.maintenance.retime_held(window_id, until=None, now=now)
+    if released:
+        tx.signal(TOPIC_WORK)  # due now: the dispatchers claim them
+    return released

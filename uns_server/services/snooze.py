@@ -2,35 +2,31 @@
 ``domain.snooze``.
 
     PENDING | SNOOZED --SnoozeNotification--> SNOOZED  (whoever may answer; SNOOZED event)
-    SNOOZED --its snooze_end job, the expiry worker--> PENDING  (SNOOZE_ENDED event)
+    SNOOZED --its snooze_end job, the timers worker--> PENDING  (SNOOZE_ENDED event)
 
 A snooze commits its new state, the ack audit record, its event and its timers (the
-end, the moved deadline) together. Its end is a ``snooze_end`` job that the expiry
-worker claims, decides and settles in one transaction with the ack deadlines
-(``end_due``): the ack PENDING again, and a ``follow_up`` job due at once so the
+end, the moved deadline) together. Its end is a ``snooze_end`` job that the timers
+worker (``workers.timers``) claims, fires and completes in one transaction with the
+ack deadlines (``fire_ends``): the ack PENDING again, and a ``follow_up`` job due at once so the
 reminders and escalation steps resume (their times shifted by the pauses).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from uns_server.domain import follow_up_jobs, snooze
 from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.errors import NotFound
-from uns_server.domain.jobs import completed
 from uns_server.domain.moves import MoveLost
-from uns_server.domain.records import Notification
+from uns_server.domain.records import Job, Notification
 from uns_server.domain.validation import validate_notification_id
 from uns_server.services.acks import VIA_EXPIRY, VIA_GRPC, ack_target, recipient_of
 from uns_server.services.auth import Principal
 from uns_server.store.port import NewEvent, Store, WriteTransaction
 
-KINDS = (snooze.KIND,)
-# Claimed and settled in one transaction: the lease never outlives it.
-LEASE = timedelta(minutes=5)
 END_ACTOR = "uns-snooze-worker"
 
 
@@ -103,34 +99,21 @@ class Snoozes:
         )
         await tx.events.append([_event(row, EventKind.SNOOZED, payload)], now)
 
-    async def end_due(self, limit: int) -> int:
-        """One round, one transaction: claim up to ``limit`` due ``snooze_end`` jobs,
-        lock their notifications, end each snooze still running past its end
-        (``domain.snooze.resumes``; a stale job does nothing), and complete the jobs
-        in one fenced settle. How many snoozes ended."""
-        now = self._clock()
-        async with self._store.write() as tx:
-            claims = await tx.jobs.claim(KINDS, now=now, limit=limit, lease=LEASE)
-            locked = await tx.acks.locked({c.notification_id for c in claims if c.notification_id})
-            ended = {
-                row.id: row
-                for job in claims
-                if (row := locked.get(job.notification_id or "")) is not None
-                and snooze.resumes(row.ack_status, row.snoozed_until, now)
-            }
-            settles = [completed(job) for job in claims]
-            landed = await tx.jobs.settle_many(settles, now)
-            if len(landed) != len(settles):  # claimed in this transaction: a bug
-                raise MoveLost(f"snooze ends: {len(landed)} of {len(settles)} jobs settled")
-            for row in ended.values():
-                await self._resume(tx, row, now)
+    async def fire_ends(self, tx: WriteTransaction, jobs: Sequence[Job], now: datetime) -> int:
+        """The due ``snooze_end`` jobs of a timers round (``workers.timers``, which
+        claimed them in ``tx`` and completes them): lock their notifications and end
+        each snooze still running past its end (``domain.snooze.resumes``; a stale job
+        does nothing). How many snoozes ended."""
+        locked = await tx.acks.locked({j.notification_id for j in jobs if j.notification_id})
+        ended = {
+            row.id: row
+            for job in jobs
+            if (row := locked.get(job.notification_id or "")) is not None
+            and snooze.resumes(row.ack_status, row.snoozed_until, now)
+        }
+        for row in ended.values():
+            await self._resume(tx, row, now)
         return len(ended)
-
-    async def next_end_in(self) -> float | None:
-        """Seconds until the next ``snooze_end`` job falls due (None: none waits)."""
-        async with self._store.read() as tx:
-            due = await tx.jobs.next_due_at(KINDS)
-        return None if due is None else max(0.0, (due - self._clock()).total_seconds())
 
     async def _resume(self, tx: WriteTransaction, row: Notification, now: datetime) -> None:
         if not await tx.acks.resume(row.id, now):  # locked and checked: a bug

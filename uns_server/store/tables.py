@@ -145,7 +145,7 @@ notifications = Table(
     # until when, and which window (migration 0020).
     Column("held_until", UtcDateTime()),
     Column("held_by_window_id", String(64)),
-    # Pending acks only: the expiry worker's sweep.
+    # Pending acks only: the timers worker's carry sweep.
     Index(
         "ix_uns_notifications_ack_deadline",
         "deadline",

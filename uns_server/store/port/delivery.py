@@ -144,7 +144,7 @@ class Acks(Protocol):
 
     async def due_deadlines(self, now: datetime, limit: int) -> Sequence[Notification]:
         """PENDING acks whose deadline has passed, earliest first, locked (SKIP LOCKED):
-        the expiry worker's carry sweep for acks opened by the previous release, which
+        the timers worker's carry sweep for acks opened by the previous release, which
         inserts no ``ack_deadline`` job; removed with it by a later contract step."""
         ...
 
