@@ -56,6 +56,10 @@ def test_readme_grpcurl_walkthrough(quickstart: ServerProcess, tmp_path: Path) -
     assert '"status": "SERVING"' in out
     assert "uns.v1.NotificationService" in out and "rpc WatchEvents" in out
     assert '"state": "NOTIFICATION_STATE_DELIVERED"' in out
-    assert '"ackState": "ACK_STATE_ACKED"' in out
+    # SnoozeNotification answered the snoozed notification, then Acknowledge settled it.
+    snoozed = out.index('"ackState": "ACK_STATE_SNOOZED"')
+    assert snoozed < out.index('"ackState": "ACK_STATE_ACKED"')
+    assert '"snoozeUntilTime": "' in out
+    assert '"kind": "EVENT_KIND_SNOOZED"' in out
     assert '"kind": "EVENT_KIND_ACKED"' in out  # the watch saw the terminal ack event
     assert "NOT_DEAD_LETTERED" in out and "Replay refused" in out

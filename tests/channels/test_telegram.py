@@ -93,12 +93,17 @@ async def test_send_message_with_answer_buttons_to_the_persons_chat(
         body["text"]
         == "Arm 3 stalled\n\nJoint 2 over torque <@here> & co\n\nHIGH · WARNING · cell-7"
     )
-    [[ack, dismiss]] = body["reply_markup"]["inline_keyboard"]
-    assert (ack["text"], dismiss["text"]) == ("Acknowledge", "Dismiss")
-    for button in (ack, dismiss):
+    [[ack, dismiss], [snooze]] = body["reply_markup"]["inline_keyboard"]
+    assert (ack["text"], dismiss["text"], snooze["text"]) == (
+        "Acknowledge",
+        "Dismiss",
+        "Snooze 30 min",
+    )
+    for button in (ack, dismiss, snooze):
         assert len(button["callback_data"].encode()) <= CALLBACK_DATA_MAX_BYTES
-    assert parse_callback_data(ack["callback_data"]) == (NID, False)
-    assert parse_callback_data(dismiss["callback_data"]) == (NID, True)
+    assert parse_callback_data(ack["callback_data"]) == (NID, "ack")
+    assert parse_callback_data(dismiss["callback_data"]) == (NID, "dis")
+    assert parse_callback_data(snooze["callback_data"]) == (NID, "snz")
     assert_secret_absent(result, debug_logs)
 
 

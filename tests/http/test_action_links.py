@@ -38,7 +38,7 @@ async def test_every_channel_carries_acknowledge_and_dismiss_links(rig: Rig) -> 
 
     [posted] = rig.fakes.slack("chat.postMessage")
     buttons = {e["action_id"]: e for e in posted["blocks"][1]["elements"]}
-    assert set(buttons) == {"uns_ack", "uns_dismiss"}
+    assert set(buttons) == {"uns_ack", "uns_dismiss", "uns_snooze"}
     assert all("url" not in b and b["value"] for b in buttons.values())  # interactive
 
     [hook] = rig.fakes.calls("/hook")

@@ -29,13 +29,17 @@ def slack_button(rig: Rig, action_id: str, index: int = 0) -> str:
     return str(button["value"])
 
 
-def slack_request(action_id: str, token: str, user: str = "U0ADA") -> bytes:
-    payload = {
+def slack_request(
+    action_id: str, token: str, user: str = "U0ADA", response_url: str | None = None
+) -> bytes:
+    payload: dict[str, Any] = {
         "type": "block_actions",
         "user": {"id": user, "username": "ada", "team_id": "T0TEAM"},
         "channel": {"id": SLACK_CHANNEL_ID},
         "actions": [{"action_id": action_id, "value": token, "type": "button"}],
     }
+    if response_url is not None:
+        payload["response_url"] = response_url
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 

@@ -1,6 +1,6 @@
 """Telegram through a real server with its HTTP surface, on SQLite and PostgreSQL (SPEC §7
 "People reached anywhere"): a person's message goes to their chat through a recording
-fake of the Bot API (``sendMessage`` with Acknowledge / Dismiss inline buttons); the
+fake of the Bot API (``sendMessage`` with Acknowledge / Dismiss / Snooze buttons); the
 press Telegram posts to ``/integrations/telegram/{channel}`` with the channel's secret
 token settles as the person ``via telegram`` exactly once and is answered with
 ``answerCallbackQuery``; a missing or wrong secret is refused with nothing changed; when
@@ -14,6 +14,7 @@ import itertools
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -169,12 +170,19 @@ def press(
     message_id: int,
     *,
     dismiss: bool = False,
+    snooze: bool = False,
     user_id: int = ALICE_CHAT,
     callback_id: str = "cb-1",
     update_id: int = 1,
 ) -> dict[str, Any]:
     """The Update Telegram posts when ``user_id`` presses a button of the message."""
-    [buttons] = send.json()["reply_markup"]["inline_keyboard"]
+    keyboard = send.json()["reply_markup"]["inline_keyboard"]
+    [button] = [
+        b
+        for row in keyboard
+        for b in row
+        if b["text"] == ("Snooze 30 min" if snooze else "Dismiss" if dismiss else "Acknowledge")
+    ]
     chat = int(send.json()["chat_id"])
     return {
         "update_id": update_id,
@@ -188,7 +196,7 @@ def press(
                 "text": "...",
             },
             "chat_instance": "-5",
-            "data": buttons[1 if dismiss else 0]["callback_data"],
+            "data": button["callback_data"],
         },
     }
 
@@ -207,14 +215,14 @@ async def test_a_press_settles_as_the_person_once_and_every_message_is_edited(
 ) -> None:
     nid = await rig.send("tg-1")
 
-    # One message per person, to their chat, with the two buttons.
+    # One message per person, to their chat, with the three buttons.
     send, message_id = _sent_to(rig, ALICE_CHAT)
     assert send.path == f"/tg/bot{BOT_TOKEN}/sendMessage"
     assert send.headers["content-type"] == "application/json"
     body = send.json()
     assert body["text"].startswith("Disk almost full")
-    [buttons] = body["reply_markup"]["inline_keyboard"]
-    assert [b["text"] for b in buttons] == ["Acknowledge", "Dismiss"]
+    buttons = [b for row in body["reply_markup"]["inline_keyboard"] for b in row]
+    assert [b["text"] for b in buttons] == ["Acknowledge", "Dismiss", "Snooze 30 min"]
     assert all(
         len(b["callback_data"].encode()) <= 64 and nid in b["callback_data"] for b in buttons
     )
@@ -418,3 +426,58 @@ async def test_a_telegram_contact_must_be_a_chat_id(rig: TelegramRig, address: s
     err = rich_error(caught.value)
     assert (err.code, err.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
     assert "Telegram chat id" in err.violations["recipient.contacts[0].address"]
+
+
+async def test_the_snooze_button_snoozes_as_the_person_until_an_answer_ends_it(
+    rig: TelegramRig,
+) -> None:
+    """Snooze 30 min (issue 44 item 4): alice's press snoozes as alice ``via`` telegram
+    and ``answerCallbackQuery`` says until when; once the group has acknowledged, her
+    press changes nothing and she is told who answered."""
+    nid = await rig.send("tg-snooze")
+    send, message_id = _sent_to(rig, ALICE_CHAT)
+    snoozed = await rig.post(press(send, message_id, snooze=True, callback_id="s-1"))
+    assert snoozed.json() == {"outcome": "snoozed"}
+    n = await rig.get(nid)
+    assert n.ack_state == t.ACK_STATE_SNOOZED
+    until = n.snooze_until_time.ToDatetime()
+    assert until - n.update_time.ToDatetime() == timedelta(minutes=30)
+    [record] = await rig.ack_records(nid)
+    assert (record.acked_by, record.recipient_id, record.via, record.new_state) == (
+        "recipient:alice",
+        "alice",
+        "telegram",
+        t.ACK_STATE_SNOOZED,
+    )
+    events = await events_until(
+        rig.server.stub("oscar"),
+        pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+        has_kind(nid, t.EVENT_KIND_SNOOZED),
+    )
+    [payload] = [
+        json_format.MessageToDict(e.payload) for e in events if e.kind == t.EVENT_KIND_SNOOZED
+    ]
+    assert (payload["actor"], payload["via"], payload["duration_seconds"]) == (
+        "recipient:alice",
+        "telegram",
+        1800,
+    )
+
+    group_send, group_message_id = _sent_to(rig, OPS_GROUP)
+    acked = await rig.post(press(group_send, group_message_id, user_id=4242, callback_id="g-1"))
+    assert acked.json() == {"outcome": "settled"}
+    late = await rig.post(press(send, message_id, snooze=True, callback_id="s-2", update_id=2))
+    assert late.json() == {"outcome": "conflict"}
+    n = await rig.get(nid)
+    assert (n.ack_state, n.ack_actor) == (t.ACK_STATE_ACKED, "telegram:4242")
+    assert [r.new_state for r in await rig.ack_records(nid)] == [
+        t.ACK_STATE_SNOOZED,
+        t.ACK_STATE_ACKED,
+    ]
+    await _answers_until(rig, lambda a: {x["callback_query_id"] for x in a} >= {"s-1", "s-2"})
+    texts = {
+        a.json()["callback_query_id"]: a.json()["text"]
+        for a in rig.bot.calls("answerCallbackQuery")
+    }
+    assert texts["s-1"] == f"Snoozed until {until:%Y-%m-%d %H:%M} UTC; the answer is still owed."
+    assert texts["s-2"].startswith("This notification was already acknowledged by telegram:4242")

@@ -37,7 +37,7 @@ from uns_server.services.maintenance import MaintenanceService
 from uns_server.services.operations import Operations
 from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyService
-from uns_server.services.provider_answers import ProviderAnswers
+from uns_server.services.provider_answers import ProviderAnswers, Snoozed
 from uns_server.services.queries import Queries
 from uns_server.services.telegram_answers import TelegramAnswers
 from uns_server.services.twilio_answers import TwilioAnswers
@@ -117,6 +117,23 @@ def _ephemeral_reply(app: App) -> http_integrations.EphemeralReply:
     return reply
 
 
+def _snoozed_reply(app: App) -> http_integrations.SnoozedReply:
+    async def show(response_url: str, snoozed: Snoozed, posters: Sequence[str] | None) -> None:
+        """Through the Slack channel that posted the pressed message."""
+        for name in posters or app.channels.names():
+            channel = app.channels.get(name) if name in app.channels else None
+            if isinstance(channel, SlackChannel):
+                result = await channel.show_snoozed(response_url, snoozed.outcome, snoozed.links)
+                if not result.success:
+                    log.warning(
+                        "Slack message update (snoozed) failed",
+                        extra={"channel": name, "error": result.error},
+                    )
+                return
+
+    return show
+
+
 def telegram_webhooks(app: App) -> dict[str, http_telegram.TelegramWebhook]:
     """Each Telegram channel's secret token, and its bot answering a press."""
     webhooks = {}
@@ -142,7 +159,7 @@ def routes(app: App) -> list[Any]:
         result += http_links.routes(app.links, lambda: app.public_url)
         channels = app.channels_config.channels
         result += http_integrations.routes(
-            ProviderAnswers(app.store, app.acks, app.links, app.clock),
+            ProviderAnswers(app.store, app.acks, app.links, app.clock, app.snoozes),
             {
                 name: c.signing_secret
                 for name, c in channels.items()
@@ -154,9 +171,11 @@ def routes(app: App) -> list[Any]:
                 if isinstance(c, PagerDutyConfig) and c.webhook_secret
             },
             _ephemeral_reply(app),
+            _snoozed_reply(app),
         )
         result += http_telegram.routes(
-            TelegramAnswers(app.store, app.acks, app.links, app.clock), telegram_webhooks(app)
+            TelegramAnswers(app.store, app.acks, app.links, app.clock, app.snoozes),
+            telegram_webhooks(app),
         )
         result += twilio_routes(app)
     result += http_console.routes(console(app))

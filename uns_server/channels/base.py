@@ -174,9 +174,10 @@ class Channel(Protocol):
 
 @dataclass(frozen=True)
 class ObligationOutcome:
-    """How an obligation ended, to update the messages that announced it."""
+    """How an obligation ended, to update the messages that announced it (or that it
+    was snoozed, shown on the message whose Snooze button was pressed)."""
 
-    state: str  # ACKED, DISMISSED, TIMED_OUT (or another terminal ack state)
+    state: str  # ACKED, DISMISSED, TIMED_OUT (or another terminal ack state), SNOOZED
     actor: str
     via: str
     at: str  # ISO 8601
@@ -199,6 +200,8 @@ class ObligationOutcome:
             return f"Not answered in time ({when}); escalation required"
         if self.state == "WITHDRAWN":
             return f"Withdrawn by {self.actor} at {when}; no answer needed"
+        if self.state == "SNOOZED":  # not an ending: ``at`` is the snooze's end
+            return f"Snoozed by {self.actor} until {when}; the answer is still owed"
         return f"{self.state.capitalize()} by {self.actor} at {when}"
 
 

@@ -59,33 +59,37 @@ SETTLED_ICONS = {
     "DISMISSED": ":no_entry_sign:",
     "TIMED_OUT": ":alarm_clock:",
     "WITHDRAWN": ":leftwards_arrow_with_hook:",
+    "SNOOZED": ":zzz:",
 }
+
+
+def _outcome_blocks(outcome: ObligationOutcome) -> list[dict[str, Any]]:
+    """The text, then a context line saying who answered what (and when)."""
+    actor = outcome.actor
+    # A Slack user who answered is shown as a mention; anyone else as escaped text.
+    shown = f"<@{actor[6:]}>" if actor.startswith("slack:U") else _escape(actor)
+    line = _escape(outcome.summary).replace(_escape(actor), shown, 1)
+    icon = SETTLED_ICONS.get(outcome.state, ":information_source:")
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(outcome)}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": f"{icon} {line}"}]},
+    ]
 
 
 def settled_blocks(settlement: ObligationOutcome) -> list[dict[str, Any]]:
     """The message once the obligation ended: the text, the outcome, no buttons."""
-    actor = settlement.actor
-    # A Slack user who answered is shown as a mention; anyone else as escaped text.
-    shown = f"<@{actor[6:]}>" if actor.startswith("slack:U") else _escape(actor)
-    outcome = _escape(settlement.summary).replace(_escape(actor), shown, 1)
-    icon = SETTLED_ICONS.get(settlement.state, ":information_source:")
-    return [
-        {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(settlement)}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": f"{icon} {outcome}"}]},
-    ]
+    return _outcome_blocks(settlement)
 
 
 ACK_ACTION_ID = "uns_ack"
 DISMISS_ACTION_ID = "uns_dismiss"
+# Snooze answers with the Acknowledge link's token: whoever may acknowledge may snooze.
+SNOOZE_ACTION_ID = "uns_snooze"
+SNOOZE_LABEL = "Snooze 30 min"
 
 
-def slack_blocks(
-    message: OutboundMessage, links: ActionLinks, *, interactive: bool
-) -> list[dict[str, Any]]:
-    """Block Kit: the text, then Acknowledge / Dismiss buttons. Interactive buttons
-    (the app has a signing secret) answer in Slack, as the Slack user who clicks; their
-    ``value`` is the link token, which binds the notification and the action. Without
-    interactivity the buttons open the action links."""
+def _answer_actions(links: ActionLinks, *, interactive: bool) -> dict[str, Any]:
+    """The buttons: Acknowledge, Dismiss, and (answered in Slack) Snooze."""
 
     def button(label: str, action_id: str, token: str, url: str) -> dict[str, Any]:
         element: dict[str, Any] = {
@@ -101,10 +105,30 @@ def slack_blocks(
     ack = button("Acknowledge", ACK_ACTION_ID, links.acknowledge_token, links.acknowledge_url)
     ack["style"] = "primary"
     dismiss = button("Dismiss", DISMISS_ACTION_ID, links.dismiss_token, links.dismiss_url)
+    elements = [ack, dismiss]
+    if interactive:  # a link button would only open the Acknowledge page, which offers it
+        token, url = links.acknowledge_token, links.acknowledge_url
+        elements.append(button(SNOOZE_LABEL, SNOOZE_ACTION_ID, token, url))
+    return {"type": "actions", "block_id": "uns_answer", "elements": elements}
+
+
+def slack_blocks(
+    message: OutboundMessage, links: ActionLinks, *, interactive: bool
+) -> list[dict[str, Any]]:
+    """Block Kit: the text, then Acknowledge / Dismiss (/ Snooze) buttons. Interactive
+    buttons (the app has a signing secret) answer in Slack, as the Slack user who
+    clicks; their ``value`` is the link token, which binds the notification and the
+    action. Without interactivity the buttons open the action links."""
     return [
         {"type": "section", "text": {"type": "mrkdwn", "text": slack_text(message)}},
-        {"type": "actions", "block_id": "uns_answer", "elements": [ack, dismiss]},
+        _answer_actions(links, interactive=interactive),
     ]
+
+
+def snoozed_blocks(snoozed: ObligationOutcome, links: ActionLinks) -> list[dict[str, Any]]:
+    """The message once someone snoozed it: who and until when, and the buttons still
+    there (the answer is still owed), with ``links`` issued for the moved deadline."""
+    return [*_outcome_blocks(snoozed), _answer_actions(links, interactive=True)]
 
 
 class SlackChannel(HttpChannel):
@@ -132,7 +156,21 @@ class SlackChannel(HttpChannel):
     async def reply_ephemeral(self, response_url: str, text: str) -> ChannelResult:
         """Answer a button press only to the person who pressed it (Slack's
         ``response_url`` with ``response_type: ephemeral``; the message stays)."""
-        body = encode_json({"response_type": "ephemeral", "replace_original": False, "text": text})
+        return await self._respond(
+            response_url, {"response_type": "ephemeral", "replace_original": False, "text": text}
+        )
+
+    async def show_snoozed(
+        self, response_url: str, snoozed: ObligationOutcome, links: ActionLinks
+    ) -> ChannelResult:
+        """Replace the message whose Snooze button was pressed (Slack's ``response_url``
+        with ``replace_original``) by ``snoozed_blocks``."""
+        text = f"{slack_text(snoozed)}\n{_escape(snoozed.summary)}"
+        body = {"replace_original": True, "text": text, "blocks": snoozed_blocks(snoozed, links)}
+        return await self._respond(response_url, body)
+
+    async def _respond(self, response_url: str, payload: dict[str, Any]) -> ChannelResult:
+        body = encode_json(payload)
         if isinstance(body, ChannelResult):
             return body
         reply = await self._post(

@@ -1,5 +1,6 @@
 """Telegram: Bot API ``sendMessage`` (``POST {base_url}/bot{token}/sendMessage``, JSON)
-to a person's chat, with Acknowledge / Dismiss inline buttons answered in Telegram.
+to a person's chat, with Acknowledge / Dismiss / Snooze 30 min inline buttons answered
+in Telegram.
 
 Accepted means what the Bot API answers: HTTP 200 with ``{"ok": true, "result":
 <Message>}``; the message's ``message_id`` and its chat's numeric ``id`` are the
@@ -36,7 +37,7 @@ from uns_server.channels._http import (
 from uns_server.channels.base import ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import TelegramConfig
 from uns_server.channels.http_transport import OutboundClient
-from uns_server.domain.telegram_updates import callback_data
+from uns_server.domain.telegram_updates import ACK, DISMISS, SNOOZE, callback_data
 
 TEXT_MAX_CHARS = 4096  # sendMessage's limit (after entity parsing; none here)
 CALLBACK_TEXT_MAX_CHARS = 200  # answerCallbackQuery's
@@ -55,16 +56,16 @@ def telegram_text(message: OutboundMessage | ObligationOutcome) -> str:
 
 
 def answer_keyboard(notification_id: str) -> dict[str, Any]:
-    """One row: Acknowledge and Dismiss, answered by a callback to UNS."""
+    """Acknowledge and Dismiss, then Snooze 30 min on a row of its own, each answered
+    by a callback to UNS."""
+
+    def button(text: str, answer: str) -> dict[str, str]:
+        return {"text": text, "callback_data": callback_data(notification_id, answer)}
+
     return {
         "inline_keyboard": [
-            [
-                {
-                    "text": "Acknowledge",
-                    "callback_data": callback_data(notification_id, dismiss=False),
-                },
-                {"text": "Dismiss", "callback_data": callback_data(notification_id, dismiss=True)},
-            ]
+            [button("Acknowledge", ACK), button("Dismiss", DISMISS)],
+            [button("Snooze 30 min", SNOOZE)],
         ]
     }
 

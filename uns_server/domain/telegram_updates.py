@@ -1,11 +1,12 @@
 """Telegram's side of a button press: the ``callback_data`` UNS puts on a button, and
 the ``Update`` Telegram posts to the webhook when someone presses it.
 
-``callback_data`` is at most 64 bytes (Bot API): ``uns:ack:<notification id>`` or
-``uns:dis:<notification id>`` (44 bytes with a UUID). It names the notification and
-the answer, nothing more: who answers and whether the message is one UNS sent are read
-from the ``callback_query`` Telegram's servers fill in (``from``, and ``message``'s chat
-and message id, checked against the references UNS recorded), never from the data.
+``callback_data`` is at most 64 bytes (Bot API): ``uns:ack:<notification id>``,
+``uns:dis:<notification id>`` or ``uns:snz:<notification id>`` (Snooze 30 min; 44 bytes
+with a UUID). It names the notification and the answer, nothing more: who answers and
+whether the message is one UNS sent are read from the ``callback_query`` Telegram's
+servers fill in (``from``, and ``message``'s chat and message id, checked against the
+references UNS recorded), never from the data.
 
 A parsed press has every field UNS reads type-checked (``Malformed`` otherwise): the
 webhook's secret token says the update came from Telegram, not that its fields have the
@@ -23,26 +24,31 @@ from uns_server.domain.fields import has_lone_surrogate, text_problems
 
 CALLBACK_DATA_MAX_BYTES = 64
 _PREFIX = "uns:"
-_ACK, _DISMISS = "ack", "dis"
-_DATA = re.compile(r"uns:(ack|dis):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+# The answers a button gives (``callback_data``'s middle part).
+ACK, DISMISS, SNOOZE = "ack", "dis", "snz"
+_DATA = re.compile(
+    r"uns:(ack|dis|snz):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+)
 _ID_MAX_CHARS = 255
 # Telegram's ids are integers of at most 52 significant bits (chats, users, messages).
 _ID_BOUND = 1 << 63
 
 
-def callback_data(notification_id: str, *, dismiss: bool) -> str:
-    """The data of an Acknowledge (or Dismiss) button of ``notification_id``."""
-    data = f"{_PREFIX}{_DISMISS if dismiss else _ACK}:{notification_id}"
+def callback_data(notification_id: str, answer: str) -> str:
+    """The data of the button of ``notification_id`` that gives ``answer`` (``ACK``,
+    ``DISMISS`` or ``SNOOZE``)."""
+    assert answer in (ACK, DISMISS, SNOOZE), answer
+    data = f"{_PREFIX}{answer}:{notification_id}"
     assert len(data.encode()) <= CALLBACK_DATA_MAX_BYTES, data
     return data
 
 
-def parse_callback_data(data: str) -> tuple[str, bool] | None:
-    """``(notification id, dismiss)`` of a button UNS made; None for any other data."""
+def parse_callback_data(data: str) -> tuple[str, str] | None:
+    """``(notification id, answer)`` of a button UNS made; None for any other data."""
     found = _DATA.fullmatch(data)
     if found is None:
         return None
-    return found.group(2), found.group(1) == _DISMISS
+    return found.group(2), found.group(1)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ settles it, so concurrent copies go on once, and a callback whose settle failed 
 served again when the provider retries it) is 401 and changes nothing. A signed payload of the
 wrong shape or types (``domain.callback_payloads``) is 400 and changes nothing. A
 verified callback is answered 200 whatever it settles (conflicts and late answers
-included), so the provider does not retry a decision.
+included), so the provider does not retry a decision. A Slack Snooze press that
+snoozed replaces the pressed message (its ``response_url``) with one saying until
+when, its buttons still there.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from uns_server.domain.callback_payloads import (
 )
 from uns_server.domain.signatures import verify_pagerduty, verify_slack
 from uns_server.services.acks import Receipt
-from uns_server.services.provider_answers import REPLAYED, ProviderAnswers, receipt_digest
+from uns_server.services.provider_answers import (
+    REPLAYED,
+    Pressed,
+    ProviderAnswers,
+    Snoozed,
+    receipt_digest,
+)
 
 log = logging.getLogger("uns.callbacks")
 
@@ -76,6 +84,8 @@ def _slack_payload(body: bytes) -> SlackInteraction | None:
 
 # ``reply(response_url, text, posters)``: the Slack channel that posted answers ephemerally.
 EphemeralReply = Callable[[str, str, Sequence[str] | None], Coroutine[Any, Any, None]]
+# ``show(response_url, snoozed, posters)``: that channel replaces the pressed message.
+SnoozedReply = Callable[[str, Snoozed, Sequence[str] | None], Coroutine[Any, Any, None]]
 
 
 def routes(
@@ -83,19 +93,27 @@ def routes(
     slack_secrets: Mapping[str, str],
     pagerduty_secrets: Mapping[str, str],
     reply: EphemeralReply | None = None,
+    show_snoozed: SnoozedReply | None = None,
 ) -> list[web.RouteDef]:
     """``*_secrets``: channel name -> its signing secret. A callback verifies only with
     the secret of the channel that posted the message or opened the incident."""
     replies: set[asyncio.Task[None]] = set()
 
-    async def tell_stale(url: str, note: str | None, posters: Sequence[str] | None) -> None:
-        """Tell the presser of a button of an obligation that has ended (only they see it)."""
-        if reply is None or note is None or not url:
-            return
+    def later(call: Coroutine[Any, Any, None]) -> None:
         # After the 200: Slack wants the interaction answered within three seconds.
-        task = asyncio.create_task(reply(url, note, posters))
+        task = asyncio.create_task(call)
         replies.add(task)
         task.add_done_callback(replies.discard)
+
+    async def tell(url: str, pressed: Pressed, posters: Sequence[str] | None) -> None:
+        """Tell the presser of a button of an obligation that has ended (only they see
+        it); show a snooze on the message whose Snooze button was pressed."""
+        if not url:
+            return
+        if reply is not None and pressed.note is not None:
+            later(reply(url, pressed.note, posters))
+        if show_snoozed is not None and pressed.snoozed is not None:
+            later(show_snoozed(url, pressed.snoozed, posters))
 
     async def slack(request: web.Request) -> web.Response:
         if not slack_secrets:
@@ -138,7 +156,7 @@ def routes(
             if pressed.outcome == REPLAYED:
                 return _refused()
             receipt = None
-            await tell_stale(payload.response_url, pressed.note, posters)
+            await tell(payload.response_url, pressed, posters)
             outcomes.append(pressed.outcome)
         log.info("slack interaction", extra={"outcomes": outcomes})
         return web.Response(text="")

@@ -120,16 +120,17 @@ def _updates(
     ]
 
 
-async def queue_on_settle(
-    tx: WriteTransaction, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
-) -> None:
-    refs = row.provider_refs or {}
+def outcome_of(
+    row: Notification, state: AckStatus, actor: str, via: str, at: datetime
+) -> dict[str, Any]:
+    """What a message is updated to show (``channels.base.ObligationOutcome``'s fields):
+    ``state`` by ``actor`` ``via`` a channel ``at`` (a snooze's: its end)."""
     doc = row.notification
-    settlement = {
-        "state": outcome.value,
+    return {
+        "state": state.value,
         "actor": actor,
         "via": via,
-        "at": now.isoformat(),
+        "at": at.isoformat(),
         "title": doc.title,
         "message": doc.message,
         "priority": doc.effective.priority.value,
@@ -137,6 +138,13 @@ async def queue_on_settle(
         "source": row.source,
         "notification_id": row.id,
     }
+
+
+async def queue_on_settle(
+    tx: WriteTransaction, row: Notification, outcome: AckStatus, actor: str, via: str, now: datetime
+) -> None:
+    refs = row.provider_refs or {}
+    settlement = outcome_of(row, outcome, actor, via, now)
     queued = _updates(row, refs, settlement)
     in_flight = in_flight_channels(row)
     queued += [

@@ -8,6 +8,11 @@ the person whose own message was answered. Slack buttons carry an action-link to
 notification and the action); PagerDuty incidents are found by their ``incident_key``,
 which is the dedup_key UNS triggered them with.
 
+A Snooze button (Slack's, Telegram's) snoozes for ``LINK_SNOOZE`` through
+``Snoozes.try_snooze_as`` as the same person an answer would settle as: whoever may
+acknowledge may snooze (SPEC §7); on an obligation that has ended it changes nothing
+and the presser is told how it ended, as for an answer.
+
 A callback's receipt (replay protection) is written in the transaction that settles
 it (``Acks.try_answer``): a settle that fails leaves no receipt, so the provider's
 retry of the same callback is served, not refused as already seen.
@@ -21,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from uns_server.channels.base import ActionLinks, ObligationOutcome
 from uns_server.domain.callback_payloads import PagerDutyEvent, SlackUser
 from uns_server.domain.enums import ACK_OWED, AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed
@@ -28,14 +34,19 @@ from uns_server.domain.links import ACK, DISMISS
 from uns_server.domain.outcomes import ProviderRefs
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
-from uns_server.services.acks import RECIPIENT_ACTOR, Acks, Receipt
-from uns_server.services.action_links import ActionLinkService
+from uns_server.services.acks import RECIPIENT_ACTOR, Acks, Answer, Receipt
+from uns_server.services.action_links import LINK_SNOOZE, ActionLinkService
+from uns_server.services.message_updates import outcome_of
+from uns_server.services.snooze import Snoozes
 from uns_server.store.port import Store
 
 log = logging.getLogger("uns.callbacks")
 VIA_SLACK = "slack"
 VIA_PAGERDUTY = "pagerduty"
-SLACK_ACTIONS = {"uns_ack": ACK, "uns_dismiss": DISMISS}
+SLACK_SNOOZE = "uns_snooze"
+# A button's action_id -> the action its token must carry (Snooze: the Acknowledge token).
+SLACK_ACTIONS = {"uns_ack": ACK, "uns_dismiss": DISMISS, SLACK_SNOOZE: ACK}
+SNOOZED = "snoozed"
 # The outcome of a callback whose receipt was already there: refused, changes nothing.
 REPLAYED = "replayed"
 # A press on a button of an obligation that has ended is told so (only the presser sees it).
@@ -49,6 +60,17 @@ class Slack:
     notification_id: str
     dismiss: bool
     recipient: str
+    snooze: bool = False
+
+
+@dataclass(frozen=True)
+class Snoozed:
+    """What the message whose Snooze button was pressed shows now: who snoozed it until
+    when, and buttons whose ``links`` are issued for the moved deadline (the pressed
+    message's tokens expire with the deadline they were issued for)."""
+
+    outcome: ObligationOutcome
+    links: ActionLinks
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,7 @@ class Pressed:
 
     outcome: str
     note: str | None = None
+    snoozed: Snoozed | None = None
 
 
 @dataclass(frozen=True)
@@ -121,11 +144,13 @@ class ProviderAnswers:
         acks: Acks,
         links_service: ActionLinkService,
         clock: Callable[[], datetime],
+        snoozes: Snoozes | None = None,
     ) -> None:
         self._store = store
         self._acks = acks
         self._links = links_service
         self._clock = clock
+        self._snoozes = snoozes  # None: Snooze buttons are not answered
 
     async def claim(self, receipt: Receipt) -> bool:
         """Insert the receipt of a callback that settles nothing (no button UNS
@@ -137,11 +162,12 @@ class ProviderAnswers:
 
     async def slack_target(self, action_id: str, token: str) -> Slack | None:
         """The notification and action a Block Kit button names; None if invalid."""
-        action = SLACK_ACTIONS.get(action_id)
+        snooze = action_id == SLACK_SNOOZE
+        action = None if snooze and self._snoozes is None else SLACK_ACTIONS.get(action_id)
         claims = await self._links.verify(token) if action else None
         if action is None or claims is None or action not in claims.actions:
             return None
-        return Slack(claims.notification_id, action == DISMISS, claims.recipient)
+        return Slack(claims.notification_id, action == DISMISS, claims.recipient, snooze)
 
     async def slack_posters(self, nid: str) -> list[str]:
         """The Slack channels that posted a message of the notification, as UNS recorded
@@ -172,10 +198,25 @@ class ProviderAnswers:
         actor = f"slack:{user.id}"
         if await self._is_contact(target.recipient, user.id):
             actor = target.recipient  # the person the direct message was for (SPEC §6)
-        outcome, row = await self._settle(
-            target.notification_id, actor, VIA_SLACK, target.dismiss, metadata, receipt
-        )
-        return Pressed(outcome, settled_note(row) if outcome in STALE_OUTCOMES else None)
+        if target.snooze:
+            outcome, row = await self._snooze(
+                target.notification_id, actor, VIA_SLACK, metadata, receipt
+            )
+        else:
+            outcome, row = await self._settle(
+                target.notification_id, actor, VIA_SLACK, target.dismiss, metadata, receipt
+            )
+        snoozed = None
+        if outcome == SNOOZED and row is not None:
+            snoozed = self._snoozed_message(row, actor, target.recipient)
+        note = settled_note(row) if outcome in STALE_OUTCOMES else None
+        return Pressed(outcome, note, snoozed)
+
+    def _snoozed_message(self, row: Notification, actor: str, recipient: str) -> Snoozed:
+        assert row.snoozed_until is not None and row.deadline is not None  # just snoozed
+        shown = outcome_of(row, AckStatus.SNOOZED, actor, VIA_SLACK, row.snoozed_until)
+        links = self._links.until(row.id, row.deadline)(recipient)
+        return Snoozed(ObligationOutcome(**shown), links)
 
     async def _is_contact(self, recipient: str, address: str) -> bool:
         """Is ``address`` (a Slack user id, a PagerDuty user id) a contact address of the
@@ -240,6 +281,28 @@ class ProviderAnswers:
         answer = await self._acks.try_answer(
             nid, actor=actor, via=via, dismiss=dismiss, metadata=metadata, receipt=receipt
         )
+        return self._told(answer, nid, actor, via, "settled")
+
+    async def _snooze(
+        self,
+        nid: str,
+        actor: str,
+        via: str,
+        metadata: dict[str, str],
+        receipt: Receipt | None,
+    ) -> tuple[str, Notification | None]:
+        """A Snooze button: ``snoozed``, or what an answer's refusal would be."""
+        assert self._snoozes is not None  # only a snooze target when it is there
+        answer = await self._snoozes.try_snooze_as(
+            nid, actor=actor, via=via, duration=LINK_SNOOZE, metadata=metadata, receipt=receipt
+        )
+        return self._told(answer, nid, actor, via, SNOOZED)
+
+    @staticmethod
+    def _told(
+        answer: Answer, nid: str, actor: str, via: str, done: str
+    ) -> tuple[str, Notification | None]:
+        """The outcome of ``answer`` (``done`` when it was taken) and its row."""
         if answer.replayed:
             return REPLAYED, None
         if isinstance(answer.refusal, AckConflict):
@@ -250,6 +313,12 @@ class ProviderAnswers:
             return "not_pending", answer.row
         log.info(
             "answered from a provider",
-            extra={"notification_id": nid, "actor": actor, "via": via, "repeat": answer.repeat},
+            extra={
+                "notification_id": nid,
+                "actor": actor,
+                "via": via,
+                "repeat": answer.repeat,
+                "outcome": done,
+            },
         )
-        return ("repeat" if answer.repeat else "settled"), answer.row
+        return ("repeat" if answer.repeat else done), answer.row

@@ -13,17 +13,24 @@ reminders and escalation steps resume (their times shifted by the pauses).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from uns_server.domain import follow_up_jobs, snooze
 from uns_server.domain.enums import AckStatus, EventKind
-from uns_server.domain.errors import NotFound
+from uns_server.domain.errors import AckConflict, AckDeadlinePassed, AckNotPending, NotFound
 from uns_server.domain.moves import MoveLost
 from uns_server.domain.records import Job, Notification
 from uns_server.domain.validation import validate_notification_id
-from uns_server.services.acks import VIA_EXPIRY, VIA_GRPC, ack_target, recipient_of
+from uns_server.services.acks import (
+    VIA_EXPIRY,
+    VIA_GRPC,
+    Answer,
+    Receipt,
+    ack_target,
+    recipient_of,
+)
 from uns_server.services.auth import Principal
 from uns_server.store.port import NewEvent, Store, WriteTransaction
 
@@ -46,7 +53,7 @@ class Snoozes:
             row = await tx.notifications.get_locked(nid)
             if row is None or not principal.may_read(row.principal):
                 raise NotFound(metadata={"notification_id": nid})
-            await self._snooze(tx, row, principal.name, VIA_GRPC, duration)
+            await self._snooze(tx, row, principal.name, VIA_GRPC, duration, {})
             snoozed = await tx.notifications.get(nid)
         assert snoozed is not None
         return snoozed
@@ -56,17 +63,55 @@ class Snoozes:
     ) -> Notification:
         """A snooze from outside gRPC (a signed link, a provider's button) by ``actor``,
         who has already proven the right to answer."""
+        snoozed = await self.try_snooze_as(notification_id, actor=actor, via=via, duration=duration)
+        if snoozed.refusal is not None:
+            raise snoozed.refusal
+        assert snoozed.row is not None
+        return snoozed.row
+
+    async def try_snooze_as(
+        self,
+        notification_id: str,
+        *,
+        actor: str,
+        via: str,
+        duration: timedelta,
+        metadata: Mapping[str, str] | None = None,
+        receipt: Receipt | None = None,
+    ) -> Answer:
+        """``snooze_as``, its refusal returned beside the row it was decided on (as
+        ``Acks.try_answer``): a provider's Snooze button tells a presser whose
+        obligation ended how it ended. ``metadata`` (the provider's user name...) is
+        kept on the event and the audit record. The callback's ``receipt`` is written in the
+        same transaction: kept with the snooze or the refusal, rolled back with a
+        snooze that failed (the provider's retry is then served)."""
+        seen: Notification | None = None
         async with self._store.write() as tx:
-            row = await tx.notifications.get_locked(notification_id)
-            if row is None:
-                raise NotFound(metadata={"notification_id": notification_id})
-            await self._snooze(tx, row, actor, via, duration)
+            if receipt is not None and not await tx.receipts.record(
+                receipt.digest, receipt.provider, self._clock()
+            ):
+                return Answer(None, replayed=True)
+            seen = await tx.notifications.get_locked(notification_id)
+            if seen is None:
+                return Answer(None, refusal=NotFound(metadata={"notification_id": notification_id}))
+            try:
+                await self._snooze(tx, seen, actor, via, duration, metadata or {})
+            except (AckNotPending, AckDeadlinePassed, AckConflict) as refusal:
+                # Refused before anything was written: the receipt is kept (the
+                # callback was answered; a replay of it is refused like any other).
+                return Answer(seen, refusal=refusal)
             snoozed = await tx.notifications.get(notification_id)
         assert snoozed is not None
-        return snoozed
+        return Answer(snoozed)
 
     async def _snooze(
-        self, tx: WriteTransaction, row: Notification, actor: str, via: str, duration: timedelta
+        self,
+        tx: WriteTransaction,
+        row: Notification,
+        actor: str,
+        via: str,
+        duration: timedelta,
+        metadata: Mapping[str, str],
     ) -> None:
         now = self._clock()
         decided = snooze.decide_snooze(
@@ -87,13 +132,14 @@ class Snoozes:
             "until": decided.until.isoformat(),
             "deadline": decided.deadline.isoformat(),
             **recipient_of(actor),
+            **({"metadata": dict(metadata)} if metadata else {}),
         }
         await tx.audit.record_ack(
             row.id,
             old_status=row.ack_status,
             new_status=AckStatus.SNOOZED,
             actor=actor,
-            metadata={"until": payload["until"]},
+            metadata={**metadata, "until": payload["until"]},
             now=now,
             via=via,
         )

@@ -18,6 +18,10 @@ Anyone else pressing (a member of a group chat given as the contact) answers as
 ``telegram:<user id>``, the channel's identity, as a forwarded Slack button answers as
 its Slack user. Either way ``via`` is ``telegram``.
 
+The Snooze 30 min button snoozes as that same person (whoever may acknowledge may
+snooze, SPEC §7); ``answerCallbackQuery`` tells them until when. The message keeps its
+buttons: their data names no deadline, so they still answer after the snooze.
+
 Each press (``callback_query.id``) is processed once: its receipt is written in the
 transaction that settles it (or, for a press that settles nothing, on its own), so
 Telegram redelivering the update changes nothing the second time.
@@ -26,12 +30,15 @@ Telegram redelivering the update changes nothing the second time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC
 
 from uns_server.domain.outcomes import ProviderRef, ProviderRefs
-from uns_server.domain.telegram_updates import TelegramPress, parse_callback_data
+from uns_server.domain.records import Notification
+from uns_server.domain.telegram_updates import DISMISS, SNOOZE, TelegramPress, parse_callback_data
 from uns_server.services.acks import RECIPIENT_ACTOR, Receipt
 from uns_server.services.provider_answers import (
     REPLAYED,
+    SNOOZED,
     STALE_OUTCOMES,
     ProviderAnswers,
     receipt_digest,
@@ -83,6 +90,8 @@ class TelegramAnswers(ProviderAnswers):
             receipt_digest(VIA_TELEGRAM, f"{channel}|{press.callback_id}".encode()), VIA_TELEGRAM
         )
         target = parse_callback_data(press.data)
+        if target is not None and target[1] == SNOOZE and self._snoozes is None:
+            target = None  # no snoozes here: not a button this server answers
         row = None
         if target is not None and press.message_id:
             async with self._store.read() as tx:
@@ -97,7 +106,8 @@ class TelegramAnswers(ProviderAnswers):
                 # reference is not recorded yet, so the press cannot be checked yet.
                 return TelegramAnswer(SENDING, _SENDING_TEXT)
             return TelegramAnswer(INVALID, _INVALID_TEXT)
-        nid, dismiss = target
+        nid, answer = target
+        dismiss = answer == DISMISS
         actor = f"telegram:{press.user_id}"
         person = sent.recipient_id
         if person and (
@@ -113,8 +123,13 @@ class TelegramAnswers(ProviderAnswers):
             )
             if v
         }
-        outcome, row = await self._settle(nid, actor, VIA_TELEGRAM, dismiss, metadata, receipt)
-        if outcome == "settled":
+        if answer == SNOOZE:
+            outcome, row = await self._snooze(nid, actor, VIA_TELEGRAM, metadata, receipt)
+        else:
+            outcome, row = await self._settle(nid, actor, VIA_TELEGRAM, dismiss, metadata, receipt)
+        if outcome == SNOOZED:
+            text = _snoozed_text(row)
+        elif outcome == "settled":
             text = _SETTLED_TEXT[dismiss]
         elif outcome == "repeat":
             text = _REPEAT_TEXT[dismiss]
@@ -131,3 +146,12 @@ class TelegramAnswers(ProviderAnswers):
         return person is not None and any(
             c.channel == channel and c.address == address for c in person.contacts
         )
+
+
+def _snoozed_text(row: Notification | None) -> str:
+    """``answerCallbackQuery``'s text for a press that snoozed."""
+    until = row.snoozed_until if row is not None else None
+    if until is None:  # just snoozed: always set
+        return "Snoozed."
+    at = until.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    return f"Snoozed until {at} UTC; the answer is still owed."
