@@ -10,7 +10,7 @@ from uns_server.domain.people import Recipient, Rotation
 from uns_server.domain.policy import PolicyRevision, PolicySpec
 from uns_server.domain.records import ApiKey
 from uns_server.store import api_keys, links, people, policies
-from uns_server.store.sql_ports import Bound
+from uns_server.store.bound import Bound
 
 
 class SqlApiKeyReads(Bound):

@@ -13,13 +13,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.records import Event
 from uns_server.store import db as database
-from uns_server.store import events
+from uns_server.store.acks import SqlAcks
+from uns_server.store.audit import SqlAudit, SqlAuditReads
 from uns_server.store.db import Database, WriteTx
+from uns_server.store.dispatch import SqlDispatch, SqlDispatchReads
+from uns_server.store.events import SqlEventReads, SqlEvents
 from uns_server.store.followups import SqlFollowUpReads, SqlFollowUps
 from uns_server.store.heartbeats import SqlHeartbeatReads, SqlHeartbeats
 from uns_server.store.jobs import SqlJobReads, SqlJobs
 from uns_server.store.kept_reader import KeptReader
 from uns_server.store.maintenance import SqlMaintenance, SqlMaintenanceReads
+from uns_server.store.moves import SqlMoves
+from uns_server.store.notifications import SqlNotificationReads, SqlNotifications
 from uns_server.store.sql_directory import (
     SqlActionLinkReads,
     SqlActionLinks,
@@ -29,18 +34,6 @@ from uns_server.store.sql_directory import (
     SqlPeopleReads,
     SqlPolicies,
     SqlPolicyReads,
-)
-from uns_server.store.sql_ports import (
-    SqlAcks,
-    SqlAudit,
-    SqlAuditReads,
-    SqlDispatch,
-    SqlDispatchReads,
-    SqlEventReads,
-    SqlEvents,
-    SqlMoves,
-    SqlNotificationReads,
-    SqlNotifications,
 )
 from uns_server.store.sql_upkeep import (
     SqlPlannerStatistics,
@@ -222,10 +215,12 @@ class SqlEventTail:
         return await self._kept.run(query)
 
     async def high_water(self) -> int:
-        return await self._read(events.high_water)
+        return await self._read(lambda conn: SqlEventReads(conn).high_water())
 
     async def read_after(self, after_sequence: int, *, limit: int) -> Sequence[Event]:
-        return await self._read(lambda conn: events.read_after(conn, after_sequence, limit=limit))
+        return await self._read(
+            lambda conn: SqlEventReads(conn).read_after(after_sequence, limit=limit)
+        )
 
     async def close(self) -> None:
         if self._kept is not None:

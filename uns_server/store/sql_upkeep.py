@@ -8,8 +8,8 @@ from datetime import datetime
 
 from uns_server.domain.records import RetentionCandidate
 from uns_server.store import links, queue, retention, statistics
+from uns_server.store.bound import Bound
 from uns_server.store.port import Backlog, Statistics, UnservedLeader
-from uns_server.store.sql_ports import Bound
 
 
 class SqlRetentionReads(Bound):
