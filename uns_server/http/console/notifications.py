@@ -25,9 +25,9 @@ from uns_server.http.console.triage import error_class, row_error
 from uns_server.http.console.waiting import why_waiting
 from uns_server.services.operations import validate_reason
 from uns_server.store import console
-from uns_server.store import people as people_store
 from uns_server.store.audit import SqlAuditReads
 from uns_server.store.events import SqlEventReads
+from uns_server.store.people import SqlPeopleReads
 
 PAGE_SIZE = 50
 TIMELINE_MAX = 500
@@ -132,7 +132,7 @@ async def detail(
             [row.actor, *(a.acked_by for a in ack_records)], [e.payload for e in timeline]
         )
         names = Names(
-            await people_store.recipients_by_id(conn, ids | {p.recipient_id for p in asked})
+            await SqlPeopleReads(conn).recipients_by_id(ids | {p.recipient_id for p in asked})
         )
     attempts = [e for e in timeline if e.kind == EventKind.CHANNEL_ATTEMPT_RESULT]
     doc = row.notification
