@@ -3,7 +3,7 @@
 ``python -m bench.catchup [--events N] [--url URL]``: a fresh migrated database (SQLite
 in a temporary directory unless ``--url`` names an empty PostgreSQL database) gets N
 events of other tenants and a few of the reader's, then the catch-up read WatchEvents
-makes (``store.events.read_after``: sequence > 0, filtered, one page) is timed by
+makes (``store.events.SqlEventReads.read_after``: sequence > 0, filtered, one page) is timed by
 principal and by notification_type, with migration 0014's indexes and without them.
 """
 
@@ -20,8 +20,10 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from uns_server.store import events, migrate
+from uns_server.store import migrate
 from uns_server.store.db import Database
+from uns_server.store.events import SqlEventReads
+from uns_server.store.tables import events
 
 PAGE = 500
 MINE = 50
@@ -48,7 +50,7 @@ async def _populate(db: Database, n: int) -> None:
                 }
             )
         async with db.write() as tx:
-            await tx.conn.execute(events.events.insert(), rows)
+            await tx.conn.execute(events.insert(), rows)
     async with db.write() as tx:
         await tx.conn.execute(text("ANALYZE"))
 
@@ -58,7 +60,7 @@ async def _time(db: Database, **filters: object) -> float:
     for _ in range(REPEATS):
         started = time.perf_counter()
         async with db.read() as conn:
-            got = await events.read_after(conn, 0, limit=PAGE, **filters)  # type: ignore[arg-type]
+            got = await SqlEventReads(conn).read_after(0, limit=PAGE, **filters)  # type: ignore[arg-type]
         samples.append((time.perf_counter() - started) * 1000)
         assert len(got) == MINE
     return statistics.median(samples)

@@ -30,7 +30,7 @@ from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_server.settings import DEV_KEY_FILE_DEFAULT
-from uns_server.store import api_keys
+from uns_server.store.api_keys import SqlApiKeyReads
 from uns_server.store.db import Database
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -231,7 +231,7 @@ async def test_non_loopback_with_allow_insecure_but_no_key_exits_2(tmp_path: Pat
     database = Database(sqlite_url(db))
     try:
         async with database.read() as conn:
-            assert await api_keys.count_active(conn) == 0
+            assert await SqlApiKeyReads(conn).count_active() == 0
     finally:
         await database.dispose()
 

@@ -16,7 +16,6 @@ from tests.support.watching import events_until, has_kind
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
-from uns_server.store import dispatch
 
 
 async def test_work_for_a_channel_this_server_lacks_is_left_pending(
@@ -51,8 +50,8 @@ async def test_work_for_a_channel_this_server_lacks_is_left_pending(
     assert (got.state, got.attempts, got.dead_letter) == (t.NOTIFICATION_STATE_PENDING, 0, False)
     # Nor does it look due to this dispatcher (whose idle wait would shrink to nothing:
     # a claim loop spinning on work it may not take).
-    async with server.app.db.read() as conn:
-        assert await dispatch.next_due_at(conn, server.app.channels.names()) is None
+    async with server.app.store.read() as tx:
+        assert await tx.dispatch.next_due_at(server.app.channels.names()) is None
 
 
 STUCK_LINE = "notification due but no replica delivers its channel"

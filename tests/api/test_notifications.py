@@ -16,8 +16,8 @@ from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import notification_service_pb2_grpc as pb_grpc
 from uns.v1 import types_pb2 as t
 from uns_server.services.queries import PAGE_BYTES_MAX
-from uns_server.store import events
 from uns_server.store.db import Database
+from uns_server.store.events import SqlEventReads
 
 
 async def test_send_is_delivered_through_log_channel_and_recorded(server: RunningServer) -> None:
@@ -41,8 +41,8 @@ async def test_send_is_delivered_through_log_channel_and_recorded(server: Runnin
     db = Database(server.app.settings.database_url)
     try:
         async with db.read() as conn:
-            timeline = await events.read_after(
-                conn, 0, limit=100, notification_ids=[sent.notification_id]
+            timeline = await SqlEventReads(conn).read_after(
+                0, limit=100, notification_ids=[sent.notification_id]
             )
             kinds = [e.kind for e in timeline]
     finally:

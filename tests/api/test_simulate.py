@@ -14,8 +14,8 @@ from tests.support.server import RunningServer, send_request, start_server
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode, Priority
-from uns_server.store import events
 from uns_server.store.db import Database
+from uns_server.store.events import SqlEventReads
 from uns_server.store.tables import notifications
 
 
@@ -25,7 +25,7 @@ async def snapshot(url: str) -> tuple[int, int]:
     try:
         async with db.read() as conn:
             rows = len((await conn.execute(notifications.select())).all())
-            return rows, await events.high_water(conn)
+            return rows, await SqlEventReads(conn).high_water()
     finally:
         await db.dispose()
 

@@ -20,7 +20,6 @@ from uns_server.api import convert
 from uns_server.domain.enums import EventKind
 from uns_server.domain.records import Event
 from uns_server.services.watch import EventHub, Subscription, WatchFilter, WatchItem
-from uns_server.store import events
 
 
 class _NoDatabase:
@@ -175,8 +174,8 @@ async def test_filtered_stream_gets_heartbeats_while_other_events_flow(
         first = await anext(aiter(call))  # the stream's position
         assert first.HasField("heartbeat")
         sender = asyncio.create_task(send_until_stopped())
-        async with server.app.db.read() as conn:
-            before = await events.high_water(conn)
+        async with server.app.store.read() as tx:
+            before = await tx.events.high_water()
         # Every heartbeat is a bookmark past the events this stream does not match.
         highest = first.heartbeat.high_water_sequence
         async with asyncio.timeout(60):

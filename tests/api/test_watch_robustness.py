@@ -14,8 +14,8 @@ import grpc
 
 from tests.support.server import RunningServer, send_request, start_server
 from uns.v1 import notification_service_pb2 as pb
-from uns_server.store import events
 from uns_server.store.db import Database
+from uns_server.store.events import SqlEventReads
 
 WRITERS = 8
 SENDS_PER_WRITER = 40  # each send yields ~5 events: ~1,600 events in all
@@ -69,7 +69,7 @@ async def full_history(url: str) -> list[tuple[int, str]]:
     db = Database(url)
     try:
         async with db.read() as conn:
-            rows = await events.read_after(conn, 0, limit=1_000_000)
+            rows = await SqlEventReads(conn).read_after(0, limit=1_000_000)
     finally:
         await db.dispose()
     return [(e.sequence, e.id) for e in rows]

@@ -18,8 +18,8 @@ from tests.clients.helpers import (
 from tests.support.server import RunningServer, start_server
 from uns.v1 import types_pb2 as t
 from uns_clients import AsyncClient, EventStream, InvalidRequest, Unauthenticated
-from uns_server.store import events as event_store
 from uns_server.store.db import Database
+from uns_server.store.events import SqlEventReads
 
 AsyncClients = Callable[[str], AsyncClient]
 DELIVERED_KINDS = [
@@ -42,8 +42,8 @@ async def stored_events(db_url: str, notification_id: str) -> list[tuple[int, st
     db = Database(db_url)
     try:
         async with db.read() as conn:
-            rows = await event_store.read_after(
-                conn, 0, limit=1000, notification_ids=[notification_id]
+            rows = await SqlEventReads(conn).read_after(
+                0, limit=1000, notification_ids=[notification_id]
             )
     finally:
         await db.dispose()

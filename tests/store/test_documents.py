@@ -28,8 +28,9 @@ from uns_server.domain.policy import EffectivePolicy, PolicySpec
 from uns_server.domain.requests import AutonomyContext
 from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder
 from uns_server.domain.targets import Target
-from uns_server.store import notifications, records
+from uns_server.store import records
 from uns_server.store.db import Database
+from uns_server.store.notifications import SqlNotificationReads, SqlNotifications
 from uns_server.store.tables import notifications as notifications_table
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -76,7 +77,7 @@ async def _insert(db: Database, values: dict[str, Any], **typed: Any) -> None:
     async with db.write() as tx:
         if typed:
             new = dataclasses.replace(records.notification(values), **typed)
-            await notifications.insert_notifications(tx.conn, [new])
+            await SqlNotifications(tx).insert([new])
         else:
             await tx.conn.execute(insert(notifications_table), [values])
 
@@ -96,7 +97,7 @@ async def _write_and_read(
         await _insert(db, values, **{column: stored})
     raw = select(notifications_table.c[column]).where(notifications_table.c.id == values["id"])
     async with db.read() as conn:
-        found = await notifications.get(conn, values["id"])
+        found = await SqlNotificationReads(conn).get(values["id"])
         on_disk = (await conn.execute(raw)).scalar_one()
     assert found is not None
     return found, on_disk
@@ -270,7 +271,7 @@ async def test_provider_references_read_back_typed_with_the_entry_as_stored(db: 
     values = row(provider_refs=refs)
     await _insert(db, values, provider_refs=provider_refs_from_json(refs))
     async with db.read() as conn:
-        found = await notifications.get(conn, values["id"])
+        found = await SqlNotificationReads(conn).get(values["id"])
     assert found is not None and found.provider_refs is not None
     assert provider_refs_json(found.provider_refs) == refs  # passed on to channels as is
     chat, page, hook = (found.provider_refs[k] for k in refs)

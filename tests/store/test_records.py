@@ -20,8 +20,10 @@ from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.outcomes import DeliveryOutcome, provider_refs_json
 from uns_server.domain.records import Event, Notification
 from uns_server.domain.schedule import StepKind, StepProgress
-from uns_server.store import events, notifications, pg, records
+from uns_server.store import pg, records
 from uns_server.store.db import Database
+from uns_server.store.events import SqlEvents
+from uns_server.store.notifications import SqlNotificationReads
 from uns_server.store.port import NewEvent
 from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import events as events_table
@@ -71,7 +73,7 @@ async def test_a_notification_record_is_the_row_with_its_enums_typed(db: Databas
     async with db.write() as tx:
         await tx.conn.execute(insert(notifications_table), [stored])
     async with db.read() as conn:
-        found = await notifications.get(conn, stored["id"])
+        found = await SqlNotificationReads(conn).get(stored["id"])
     assert found is not None
     columns = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
     assert found.followup_step is not None
@@ -97,8 +99,7 @@ async def test_asyncpg_and_sqlalchemy_rows_build_the_same_records(db: Database) 
     stored = _row()
     async with db.write() as tx:
         await tx.conn.execute(insert(notifications_table), [stored])
-        await events.append(
-            tx,
+        await SqlEvents(tx).append(
             [NewEvent(stored["id"], "alice", "records", EventKind.ACCEPTED, {"n": 1})],
             NOW,
         )

@@ -26,7 +26,6 @@ from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
 from uns_server.domain.retention import RetentionPolicy, prunable
 from uns_server.services.retention import Report, Retention
-from uns_server.store import retention as retention_store
 from uns_server.store.tables import dedup, events, notifications
 
 OK = Reply(status=200)
@@ -203,8 +202,8 @@ async def test_prunes_settled_history_and_never_pending_work(rig: Rig) -> None:
     assert payload["notification_count"] == len(pruned)
     assert sorted(payload["dedup_keys"]) == sorted(applied.dedup_keys)
     assert payload["cutoff"]["terminal"] == applied.cutoffs.terminal.isoformat()
-    async with rig.server.app.db.read() as conn:
-        assert await retention_store.compacted_sequence(conn) == applied.compacted_sequence
+    async with rig.server.app.store.read() as tx:
+        assert await tx.retention.compacted_sequence() == applied.compacted_sequence
 
     # Nothing left to prune; the first receipt survives the second run.
     again = await rig.run(apply=True, days=80)

@@ -20,9 +20,10 @@ from pathlib import Path
 from uns_server.domain.enums import Role
 from uns_server.services import auth
 from uns_server.settings import Settings, SettingsError
-from uns_server.store import api_keys, durability, listen, migrate
+from uns_server.store import durability, listen, migrate
 from uns_server.store.clock import DatabaseClock
 from uns_server.store.db import Database
+from uns_server.store.sql_store import SqlStore
 
 log = logging.getLogger("uns.server")
 # Refusing is the choice (not polling, slower and silent on every replica): a LISTEN
@@ -97,8 +98,9 @@ async def ensure_api_key(
     db: Database, settings: Settings, clock: Callable[[], datetime], *, has_key_file: bool
 ) -> None:
     """Some key must exist: on loopback, mint a dev key once; elsewhere refuse to serve."""
-    async with db.read() as conn:
-        keys = await api_keys.count_active(conn)
+    store = SqlStore(db)
+    async with store.read() as reads:
+        keys = await reads.api_keys.count_active()
     if keys or has_key_file:
         return
     s = settings
@@ -115,13 +117,12 @@ async def ensure_api_key(
     # briefly); if it cannot be written, no key is stored and start-up fails clearly.
     secret, digest, prefix = auth.new_key()
     path = Path(s.dev_key_file)
-    async with db.write() as tx:
+    async with store.write() as tx:
         # Processes started together (--processes N, replicas) mint one key between them.
-        await api_keys.lock_dev_key(tx.conn)
-        if await api_keys.count_active(tx.conn):
+        await tx.api_keys.lock_dev_key()
+        if await tx.api_keys.count_active():
             return
-        await api_keys.insert_key(
-            tx.conn,
+        await tx.api_keys.insert(
             key_id=str(uuid.uuid4()),
             key_hash=digest,
             prefix=prefix,

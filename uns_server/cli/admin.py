@@ -53,7 +53,6 @@ from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyInput, PolicyService
 from uns_server.services.retention import Report, Retention
 from uns_server.store import console as console_store
-from uns_server.store import links as links_store
 from uns_server.store import migrate
 from uns_server.store.connect import describe_url
 from uns_server.store.db import Database
@@ -136,9 +135,9 @@ async def cmd_links_revoke(db: Database, args: argparse.Namespace) -> None:
     if claims is None:
         raise Failure("not a valid, unexpired link of these keys: nothing to revoke")
     await _require_schema(db)
-    async with db.write() as tx:
-        await links_store.revoke(
-            tx.conn, token_hash(token), claims.notification_id, actor=PROG, now=utcnow()
+    async with SqlStore(db).write() as tx:
+        await tx.action_links.revoke(
+            token_hash(token), claims.notification_id, actor=PROG, now=utcnow()
         )
     print(
         f"revoked the {'/'.join(claims.actions)} link of notification "

@@ -280,7 +280,7 @@ class ConsoleSession:
 
 @dataclass(frozen=True, slots=True)
 class RetentionCandidate:
-    """A settled notification retention may prune (``store.retention.settled_before``),
+    """A settled notification retention may prune (``store.retention.SqlRetention.settled_before``),
     with its dedup links: a row of its group that must stay keeps it too."""
 
     id: str

@@ -133,7 +133,7 @@ def rows_withdrawn(
     target: Target, decision: Withdraw, *, actor: str, reason: str, now: datetime
 ) -> WithdrawRows:
     """The move that withdraws the target itself, per ``decision`` (applied by
-    ``store.moves.withdraw``, like the moves of ``domain.moves``)."""
+    ``store.moves.SqlMoves.withdraw``, like the moves of ``domain.moves``)."""
     expected = Status.DELIVERED if decision.scope == Scope.ACK else Status(target.status)
     return WithdrawRows((target.id,), decision.scope, expected, actor, reason, now)
 

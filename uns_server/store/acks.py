@@ -1,102 +1,101 @@
-"""Acknowledgement queries: fenced on the expected ``ack_status``."""
+"""The acks port (``store.port.Acks``): its statements fenced on the expected
+``ack_status``."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.records import Notification
 from uns_server.domain.snooze import Snooze
 from uns_server.store import records
+from uns_server.store.bound import Bound
 from uns_server.store.followups import stop_follow_ups
 from uns_server.store.tables import notifications as n
-
-
-async def settle_pending(
-    conn: AsyncConnection,
-    notification_id: str,
-    *,
-    status: AckStatus,
-    actor: str,
-    metadata: dict[str, Any] | None,
-    now: datetime,
-    sent_while_held: bool = False,
-) -> bool:
-    """PENDING (or SNOOZED) -> ``status``; False when no answer was owed any more. A row whose
-    delivery is in flight (leased, no ack yet) settles too: its settlement keeps this
-    ack (``store.dispatch.KEPT_ONCE_SET``); so does one whose messages went out while a
-    person's were held (``sent_while_held``, read by the caller under the row lock)."""
-    in_flight = and_(
-        n.c.ack_status.is_(None),
-        n.c.require_ack.is_(True),
-        n.c.status == Status.PENDING.value,
-        *([] if sent_while_held else [n.c.lease_token.is_not(None)]),
-    )
-    result = await conn.execute(
-        update(n)
-        .where(n.c.id == notification_id, or_(n.c.ack_status.in_(_OWED), in_flight))
-        .values(
-            ack_status=status.value,
-            actor=actor,
-            responded_at=now,
-            response_metadata=metadata,
-            updated_at=now,
-            snoozed_until=None,
-        )
-    )
-    return bool(result.rowcount == 1)
-
 
 _OWED = sorted(s.value for s in ACK_OWED)
 
 
-async def snooze(conn: AsyncConnection, notification_id: str, move: Snooze, now: datetime) -> bool:
-    result = await conn.execute(
-        update(n)
-        .where(n.c.id == notification_id, n.c.ack_status.in_(_OWED))
-        .values(
-            ack_status=AckStatus.SNOOZED.value,
-            snoozed_until=move.until,
-            snoozed_seconds=move.paused_seconds,
-            deadline=move.deadline,
-            updated_at=now,
+class SqlAcks(Bound):
+    __slots__ = ()
+
+    async def settle_pending(
+        self,
+        notification_id: str,
+        *,
+        status: AckStatus,
+        actor: str,
+        metadata: Mapping[str, Any] | None,
+        now: datetime,
+        sent_while_held: bool = False,
+    ) -> bool:
+        """PENDING (or SNOOZED) -> ``status``; False when no answer was owed any more. A row whose
+        delivery is in flight (leased, no ack yet) settles too: its settlement keeps this
+        ack (``store.dispatch.KEPT_ONCE_SET``); so does one whose messages went out while a
+        person's were held (``sent_while_held``, read by the caller under the row lock)."""
+        in_flight = and_(
+            n.c.ack_status.is_(None),
+            n.c.require_ack.is_(True),
+            n.c.status == Status.PENDING.value,
+            *([] if sent_while_held else [n.c.lease_token.is_not(None)]),
         )
-    )
-    if result.rowcount != 1:
-        return False
-    # Paused: the running chain of follow-ups stops; the snooze's end starts it again.
-    await stop_follow_ups(conn, [notification_id], now, "snoozed while the step was sent")
-    return True
+        result = await self._conn.execute(
+            update(n)
+            .where(n.c.id == notification_id, or_(n.c.ack_status.in_(_OWED), in_flight))
+            .values(
+                ack_status=status.value,
+                actor=actor,
+                responded_at=now,
+                response_metadata=dict(metadata) if metadata is not None else None,
+                updated_at=now,
+                snoozed_until=None,
+            )
+        )
+        return bool(result.rowcount == 1)
 
+    async def locked(self, ids: Collection[str]) -> dict[str, Notification]:
+        if not ids:
+            return {}
+        q = select(n).where(n.c.id.in_(sorted(ids))).order_by(n.c.id).with_for_update()
+        found = (records.notification(row) for row in (await self._conn.execute(q)).mappings())
+        return {row.id: row for row in found}
 
-async def resume(conn: AsyncConnection, notification_id: str, now: datetime) -> bool:
-    result = await conn.execute(
-        update(n)
-        .where(n.c.id == notification_id, n.c.ack_status == AckStatus.SNOOZED.value)
-        .values(ack_status=AckStatus.PENDING.value, snoozed_until=None, updated_at=now)
-    )
-    return bool(result.rowcount == 1)
+    async def due_deadlines(self, now: datetime, limit: int) -> list[Notification]:
+        q = (
+            select(n)
+            .where(n.c.ack_status == AckStatus.PENDING.value, n.c.deadline <= now)
+            .order_by(n.c.deadline)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return [records.notification(row) for row in (await self._conn.execute(q)).mappings()]
 
+    async def snooze(self, notification_id: str, move: Snooze, now: datetime) -> bool:
+        result = await self._conn.execute(
+            update(n)
+            .where(n.c.id == notification_id, n.c.ack_status.in_(_OWED))
+            .values(
+                ack_status=AckStatus.SNOOZED.value,
+                snoozed_until=move.until,
+                snoozed_seconds=move.paused_seconds,
+                deadline=move.deadline,
+                updated_at=now,
+            )
+        )
+        if result.rowcount != 1:
+            return False
+        # Paused: the running chain of follow-ups stops; the snooze's end starts it again.
+        await stop_follow_ups(self._conn, [notification_id], now, "snoozed while the step was sent")
+        return True
 
-async def locked(conn: AsyncConnection, ids: Collection[str]) -> dict[str, Notification]:
-    if not ids:
-        return {}
-    q = select(n).where(n.c.id.in_(sorted(ids))).order_by(n.c.id).with_for_update()
-    found = (records.notification(row) for row in (await conn.execute(q)).mappings())
-    return {row.id: row for row in found}
-
-
-async def due_deadlines(conn: AsyncConnection, now: datetime, limit: int) -> list[Notification]:
-    q = (
-        select(n)
-        .where(n.c.ack_status == AckStatus.PENDING.value, n.c.deadline <= now)
-        .order_by(n.c.deadline)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    return [records.notification(row) for row in (await conn.execute(q)).mappings()]
+    async def resume(self, notification_id: str, now: datetime) -> bool:
+        result = await self._conn.execute(
+            update(n)
+            .where(n.c.id == notification_id, n.c.ack_status == AckStatus.SNOOZED.value)
+            .values(ack_status=AckStatus.PENDING.value, snoozed_until=None, updated_at=now)
+        )
+        return bool(result.rowcount == 1)

@@ -357,7 +357,7 @@ class Database:
         own, committed once it has run (its advisory lock held and its NOTIFYs sent
         until then): atomic, in one round trip. The caller sends nothing else on
         ``tx.conn`` (it would commit on its own), and its riders must write all or
-        nothing (``store.events.append`` checks; a gate that held the rows back wrote
+        nothing (``store.events.SqlEvents.append`` checks; a gate that held the rows back wrote
         nothing and raises ``FenceMoved``)."""
         if not self.is_postgres:
             raise RuntimeError("one-statement writes are PostgreSQL's")

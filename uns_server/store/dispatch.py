@@ -35,14 +35,14 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.jobs import NewJob
 from uns_server.domain.moves import LeasedMove
 from uns_server.domain.records import Attempt, DedupWindow, Notification
 from uns_server.store import jobs, pg, records
-from uns_server.store.db import FenceMoved, WriteTx
+from uns_server.store.bound import Bound, BoundTx
+from uns_server.store.db import FenceMoved
 from uns_server.store.leased_moves import deadline_timers, grouped
 from uns_server.store.served import POSTGRESQL, served
 from uns_server.store.tables import UtcDateTime, dedup, events
@@ -110,113 +110,6 @@ _settle_statements: dict[tuple[str, ...], tuple[Any, pg.Statement]] = {}
 _settle_leased_statements: dict[tuple[str, ...], tuple[Any, pg.Statement]] = {}
 
 
-async def claim(
-    conn: AsyncConnection,
-    *,
-    now: datetime,
-    limit: int,
-    lease: timedelta,
-    channels: Collection[str],
-) -> list[Attempt]:
-    """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL) whose
-    channels are all among ``channels`` (the caller's configured ones), and lease each
-    under a new fencing token (``Attempt.lease_token``).
-
-    Each notification is as it was before the claim, so the caller can see an expired
-    previous lease (``Attempt.recovered``: its ``lease_token`` still set): that
-    attempt's effect is unknown, and the row is flagged
-    ``provider_effect_may_have_occurred``.
-    """
-    until = now + lease
-    driver = pg.driver(conn)
-    if driver is not None:
-        params = {"now": now, "limit": limit, "until": until, "channels": sorted(channels)}
-        rows = await _CLAIM_PG.fetch(driver, params)
-        return [records.attempt(row, row["claimed_token"]) for row in rows]
-    params = {"now": now, "limit": limit, "channels": sorted(channels)}
-    due = (await conn.execute(_CLAIM_DUE, params)).mappings()
-    leases = [records.attempt(row, str(uuid.uuid4())) for row in due]
-    if leases:
-        await conn.execute(
-            _TAKE_LEASE,
-            [
-                {
-                    "b_id": a.notification.id,
-                    "b_token": a.lease_token,
-                    "b_until": until,
-                    "b_recovered": a.recovered,
-                    "b_now": now,
-                }
-                for a in leases
-            ],
-        )
-    return leases
-
-
-async def settle_many(conn: AsyncConnection, moves: Sequence[LeasedMove], now: datetime) -> int:
-    """Apply each move where its token still holds the row's lease: one fenced
-    executemany per distinct set of assigned columns. Returns how many moves changed
-    their row; one whose token no longer holds the lease changes nothing and is not
-    counted (nor is its ack deadline's job inserted)."""
-    groups = grouped(moves, now, unexpired=False)
-    timers = deadline_timers(moves)
-    driver = pg.driver(conn)
-    changed = 0
-    landed: set[str] = set()  # ids of the moves that open an ack and landed
-    for columns, params_list in groups.items():
-        stmt, stmt_pg = _settle_statement(columns)
-        if driver is not None:  # asyncpg's executemany reports no row counts
-            rows = await stmt_pg.fetchmany(driver, params_list)
-            changed += len(rows)
-            landed.update(r["id"] for r in rows)
-        elif timers and "deadline" in columns:  # one execute per row tells its own count
-            for params in params_list:
-                if (await conn.execute(stmt, params)).rowcount == 1:
-                    changed += 1
-                    landed.add(params["b_id"])
-        else:
-            changed += (await conn.execute(stmt, params_list)).rowcount
-    await _insert_timers(conn, [job for move, job in timers if move.notification_id in landed], now)
-    return changed
-
-
-async def _insert_timers(conn: AsyncConnection, timers: Sequence[NewJob], now: datetime) -> None:
-    # A row lands once per batch: one job of each kind.
-    once = {(job.kind, job.notification_id): job for job in timers}
-    await jobs.insert_rows(conn, jobs.rows(list(once.values()), now))
-
-
-async def settle_leased(
-    conn: AsyncConnection, moves: Sequence[LeasedMove], now: datetime
-) -> set[tuple[str, str]]:
-    """Apply each move where its token still holds an unexpired lease at ``now``,
-    locking each row in the same statement (no read of the row before it): one fenced
-    executemany per distinct set of assigned columns, each in id order. Returns the
-    (id, token) pairs whose row changed; the others had lost their lease (expired,
-    withdrawn, or claimed again).
-
-    Only for moves decided without reading the locked row: the settlement decides
-    from the claim's copy, which is safe because nothing but the lease holder writes
-    the columns it reads while the lease is held (``workers.dispatch.settlement``)."""
-    groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
-    driver = pg.driver(conn)
-    changed: set[tuple[str, str]] = set()
-    for columns, params_list in groups.items():
-        stmt, stmt_pg = _settle_leased_statement(columns)
-        if driver is not None:  # RETURNING says which executions matched
-            rows = await stmt_pg.fetchmany(driver, params_list)
-            changed.update((r["id"], r["token"]) for r in rows)
-        else:  # in-process: one execute per row tells its own row count
-            for params in params_list:
-                if (await conn.execute(stmt, params)).rowcount == 1:
-                    changed.add((params["b_id"], params["b_token"]))
-    timers = deadline_timers(moves)
-    await _insert_timers(
-        conn, [job for move, job in timers if (move.notification_id, move.token) in changed], now
-    )
-    return changed
-
-
 def _settle_leased_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     found = _settle_leased_statements.get(columns)
     if found is None:
@@ -262,92 +155,6 @@ def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     return found
 
 
-async def pending_followers(conn: AsyncConnection, owner_id: str) -> list[Notification]:
-    """The owner's PENDING followers in promotion order (oldest first), locked."""
-    q = (
-        select(n)
-        .where(n.c.dedup_owner_id == owner_id, n.c.status == Status.PENDING.value)
-        .order_by(n.c.created_at, n.c.id)
-        .with_for_update()
-    )
-    return [records.notification(row) for row in (await conn.execute(q)).mappings()]
-
-
-async def window_owner(
-    conn: AsyncConnection, dedup_key: str
-) -> tuple[DedupWindow, Notification] | None:
-    """The dedup window of ``dedup_key``, locked until commit (as intake locks it), and
-    its current owner; None without a window, an owner, or that owner's row."""
-    q = select(dedup).where(dedup.c.key == dedup_key).with_for_update()
-    row = (await conn.execute(q)).mappings().first()
-    if row is None or not row["owner_id"]:
-        return None
-    window = records.dedup_window(row)
-    owner = (await conn.execute(select(n).where(n.c.id == window.owner_id))).mappings().first()
-    return None if owner is None else (window, records.notification(owner))
-
-
-async def status_of(conn: AsyncConnection, notification_id: str) -> Status | None:
-    """The notification's current status (None: no such notification)."""
-    q = select(n.c.status).where(n.c.id == notification_id)
-    value = (await conn.execute(q)).scalar()
-    return None if value is None else Status(value)
-
-
-async def next_due_at(conn: AsyncConnection, channels: Collection[str]) -> datetime | None:
-    """When the earliest unleased pending leader that ``claim`` would take (its
-    channels all among ``channels``) becomes due (expired leases are found by the idle
-    poll). Work for other channels is left out: it would look due for ever."""
-    clause = _SERVED_PG if conn.dialect.name == POSTGRESQL else _SERVED_SQLITE
-    q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), clause)
-    value = (await conn.execute(q, {"channels": sorted(channels)})).scalar()
-    if isinstance(value, str):  # aggregates bypass the column type on SQLite
-        value = datetime.fromisoformat(value)
-    return UtcDateTime().process_result_value(value, conn.dialect)
-
-
-async def results_recorded_for(
-    conn: AsyncConnection, tokens: Collection[tuple[str, str]]
-) -> set[str]:
-    """For many (notification id, token): the tokens whose settlement has committed
-    (their CHANNEL_ATTEMPT_RESULT events exist)."""
-    if not tokens:
-        return set()
-    ids = sorted({nid for nid, _ in tokens})
-    q = select(events.c.notification_id, events.c.payload).where(
-        events.c.notification_id.in_(ids),
-        events.c.kind == EventKind.CHANNEL_ATTEMPT_RESULT.value,
-    )
-    wanted = set(tokens)
-    found: set[str] = set()
-    for nid, payload in (await conn.execute(q)).all():
-        token = (payload or {}).get("lease_token")
-        if isinstance(token, str) and (nid, token) in wanted:
-            found.add(token)
-    return found
-
-
-async def settle_leased_with_events(
-    tx: WriteTx, moves: Sequence[LeasedMove], now: datetime
-) -> None:
-    """``settle_leased`` for a transaction whose next write is its events append, and
-    that expects every move to go through: on PostgreSQL the fenced UPDATEs ride in the
-    append's statement (``WriteTx.defer``), which raises ``FenceMoved`` (the
-    transaction rolls back) if one of them found its lease lost; the ack deadlines'
-    jobs ride there too. On SQLite, as ``settle_leased``, raising ``FenceMoved`` at
-    once."""
-    if pg.driver(tx.conn) is None:
-        changed = await settle_leased(tx.conn, moves, now)
-        if len(changed) != len(moves):
-            raise FenceMoved(f"settled {len(changed)} of {len(moves)} leases")
-        return
-    groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
-    for columns, rows in groups.items():
-        tx.defer(_fenced_update(columns), rows)
-    # Every move lands or the transaction rolls back: each opened ack gets its timer.
-    tx.defer(jobs.INSERT_PG, jobs.rows([job for _, job in deadline_timers(moves)], now))
-
-
 def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:
     found = _fenced_updates.get(columns)
     if found is None:
@@ -358,3 +165,194 @@ def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:
 
 
 _fenced_updates: dict[tuple[str, ...], pg.FencedUpdate] = {}
+
+
+class SqlDispatchReads(Bound):
+    __slots__ = ()
+
+    async def next_due_at(self, channels: Collection[str]) -> datetime | None:
+        """When the earliest unleased pending leader that ``claim`` would take (its
+        channels all among ``channels``) becomes due (expired leases are found by the idle
+        poll). Work for other channels is left out: it would look due for ever."""
+        clause = _SERVED_PG if self._conn.dialect.name == POSTGRESQL else _SERVED_SQLITE
+        q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), clause)
+        value = (await self._conn.execute(q, {"channels": sorted(channels)})).scalar()
+        if isinstance(value, str):  # aggregates bypass the column type on SQLite
+            value = datetime.fromisoformat(value)
+        return UtcDateTime().process_result_value(value, self._conn.dialect)
+
+    async def results_recorded_for(self, tokens: Collection[tuple[str, str]]) -> set[str]:
+        """For many (notification id, token): the tokens whose settlement has committed
+        (their CHANNEL_ATTEMPT_RESULT events exist)."""
+        if not tokens:
+            return set()
+        ids = sorted({nid for nid, _ in tokens})
+        q = select(events.c.notification_id, events.c.payload).where(
+            events.c.notification_id.in_(ids),
+            events.c.kind == EventKind.CHANNEL_ATTEMPT_RESULT.value,
+        )
+        wanted = set(tokens)
+        found: set[str] = set()
+        for nid, payload in (await self._conn.execute(q)).all():
+            token = (payload or {}).get("lease_token")
+            if isinstance(token, str) and (nid, token) in wanted:
+                found.add(token)
+        return found
+
+    async def status_of(self, notification_id: str) -> Status | None:
+        """The notification's current status (None: no such notification)."""
+        q = select(n.c.status).where(n.c.id == notification_id)
+        value = (await self._conn.execute(q)).scalar()
+        return None if value is None else Status(value)
+
+
+class SqlDispatch(BoundTx, SqlDispatchReads):
+    __slots__ = ()
+
+    async def claim(
+        self,
+        *,
+        now: datetime,
+        limit: int,
+        lease: timedelta,
+        channels: Collection[str],
+    ) -> list[Attempt]:
+        """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL) whose
+        channels are all among ``channels`` (the caller's configured ones), and lease each
+        under a new fencing token (``Attempt.lease_token``).
+
+        Each notification is as it was before the claim, so the caller can see an expired
+        previous lease (``Attempt.recovered``: its ``lease_token`` still set): that
+        attempt's effect is unknown, and the row is flagged
+        ``provider_effect_may_have_occurred``.
+        """
+        until = now + lease
+        driver = pg.driver(self._conn)
+        if driver is not None:
+            params = {"now": now, "limit": limit, "until": until, "channels": sorted(channels)}
+            rows = await _CLAIM_PG.fetch(driver, params)
+            return [records.attempt(row, row["claimed_token"]) for row in rows]
+        params = {"now": now, "limit": limit, "channels": sorted(channels)}
+        due = (await self._conn.execute(_CLAIM_DUE, params)).mappings()
+        leases = [records.attempt(row, str(uuid.uuid4())) for row in due]
+        if leases:
+            await self._conn.execute(
+                _TAKE_LEASE,
+                [
+                    {
+                        "b_id": a.notification.id,
+                        "b_token": a.lease_token,
+                        "b_until": until,
+                        "b_recovered": a.recovered,
+                        "b_now": now,
+                    }
+                    for a in leases
+                ],
+            )
+        return leases
+
+    async def settle_many(self, moves: Sequence[LeasedMove], now: datetime) -> int:
+        """Apply each move where its token still holds the row's lease: one fenced
+        executemany per distinct set of assigned columns. Returns how many moves changed
+        their row; one whose token no longer holds the lease changes nothing and is not
+        counted (nor is its ack deadline's job inserted)."""
+        groups = grouped(moves, now, unexpired=False)
+        timers = deadline_timers(moves)
+        driver = pg.driver(self._conn)
+        changed = 0
+        landed: set[str] = set()  # ids of the moves that open an ack and landed
+        for columns, params_list in groups.items():
+            stmt, stmt_pg = _settle_statement(columns)
+            if driver is not None:  # asyncpg's executemany reports no row counts
+                rows = await stmt_pg.fetchmany(driver, params_list)
+                changed += len(rows)
+                landed.update(r["id"] for r in rows)
+            elif timers and "deadline" in columns:  # one execute per row tells its own count
+                for params in params_list:
+                    if (await self._conn.execute(stmt, params)).rowcount == 1:
+                        changed += 1
+                        landed.add(params["b_id"])
+            else:
+                changed += (await self._conn.execute(stmt, params_list)).rowcount
+        await self._insert_timers(
+            [job for move, job in timers if move.notification_id in landed], now
+        )
+        return changed
+
+    async def settle_leased(
+        self, moves: Sequence[LeasedMove], now: datetime
+    ) -> set[tuple[str, str]]:
+        """Apply each move where its token still holds an unexpired lease at ``now``,
+        locking each row in the same statement (no read of the row before it): one fenced
+        executemany per distinct set of assigned columns, each in id order. Returns the
+        (id, token) pairs whose row changed; the others had lost their lease (expired,
+        withdrawn, or claimed again).
+
+        Only for moves decided without reading the locked row: the settlement decides
+        from the claim's copy, which is safe because nothing but the lease holder writes
+        the columns it reads while the lease is held (``workers.dispatch.settlement``)."""
+        groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
+        driver = pg.driver(self._conn)
+        changed: set[tuple[str, str]] = set()
+        for columns, params_list in groups.items():
+            stmt, stmt_pg = _settle_leased_statement(columns)
+            if driver is not None:  # RETURNING says which executions matched
+                rows = await stmt_pg.fetchmany(driver, params_list)
+                changed.update((r["id"], r["token"]) for r in rows)
+            else:  # in-process: one execute per row tells its own row count
+                for params in params_list:
+                    if (await self._conn.execute(stmt, params)).rowcount == 1:
+                        changed.add((params["b_id"], params["b_token"]))
+        timers = deadline_timers(moves)
+        await self._insert_timers(
+            [job for move, job in timers if (move.notification_id, move.token) in changed], now
+        )
+        return changed
+
+    async def settle_leased_with_events(self, moves: Sequence[LeasedMove], now: datetime) -> None:
+        """``settle_leased`` for a transaction whose next write is its events append, and
+        that expects every move to go through: on PostgreSQL the fenced UPDATEs ride in the
+        append's statement (``WriteTx.defer``), which raises ``FenceMoved`` (the
+        transaction rolls back) if one of them found its lease lost; the ack deadlines'
+        jobs ride there too. On SQLite, as ``settle_leased``, raising ``FenceMoved`` at
+        once."""
+        if pg.driver(self._conn) is None:
+            changed = await self.settle_leased(moves, now)
+            if len(changed) != len(moves):
+                raise FenceMoved(f"settled {len(changed)} of {len(moves)} leases")
+            return
+        groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
+        for columns, rows in groups.items():
+            self._tx.defer(_fenced_update(columns), rows)
+        # Every move lands or the transaction rolls back: each opened ack gets its timer.
+        self._tx.defer(jobs.INSERT_PG, jobs.rows([job for _, job in deadline_timers(moves)], now))
+
+    async def pending_followers(self, owner_id: str) -> list[Notification]:
+        """The owner's PENDING followers in promotion order (oldest first), locked."""
+        q = (
+            select(n)
+            .where(n.c.dedup_owner_id == owner_id, n.c.status == Status.PENDING.value)
+            .order_by(n.c.created_at, n.c.id)
+            .with_for_update()
+        )
+        return [records.notification(row) for row in (await self._conn.execute(q)).mappings()]
+
+    async def window_owner(self, dedup_key: str) -> tuple[DedupWindow, Notification] | None:
+        """The dedup window of ``dedup_key``, locked until commit (as intake locks it), and
+        its current owner; None without a window, an owner, or that owner's row."""
+        q = select(dedup).where(dedup.c.key == dedup_key).with_for_update()
+        row = (await self._conn.execute(q)).mappings().first()
+        if row is None or not row["owner_id"]:
+            return None
+        window = records.dedup_window(row)
+        owner = (
+            (await self._conn.execute(select(n).where(n.c.id == window.owner_id)))
+            .mappings()
+            .first()
+        )
+        return None if owner is None else (window, records.notification(owner))
+
+    async def _insert_timers(self, timers: Sequence[NewJob], now: datetime) -> None:
+        # A row lands once per batch: one job of each kind.
+        once = {(job.kind, job.notification_id): job for job in timers}
+        await jobs.insert_rows(self._conn, jobs.rows(list(once.values()), now))

@@ -1,4 +1,5 @@
-"""The event timeline (``uns_events``): append in commit order, read after a cursor.
+"""The event timeline port (``store.port.Events``, ``uns_events``): append in commit
+order, read after a cursor.
 
 Why a lock on PostgreSQL: a sequence value is taken at INSERT but becomes visible
 at COMMIT, so two concurrent writers can commit 8 before 7. A subscriber that has
@@ -16,11 +17,11 @@ from dataclasses import fields
 from datetime import datetime
 
 from sqlalchemy import func, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.records import Event
 from uns_server.store import jsontext, pg, records
-from uns_server.store.db import TOPIC_EVENTS, FenceMoved, WriteTx, notify_calls
+from uns_server.store.bound import Bound, BoundTx
+from uns_server.store.db import TOPIC_EVENTS, FenceMoved, notify_calls
 from uns_server.store.port.values import NewEvent
 from uns_server.store.tables import events
 
@@ -85,78 +86,83 @@ def _append_sql(
     )
 
 
-async def append(tx: WriteTx, items: Iterable[NewEvent], now: datetime) -> None:
-    """Append events; call as the last write of the transaction (see module doc).
-    Signal other topics (``tx.signal``) before: their NOTIFY then costs nothing extra."""
-    rows = [
-        {
-            "id": str(uuid.uuid4()),
-            "notification_id": e.notification_id,
-            "principal": e.principal,
-            "notification_type": e.notification_type,
-            "kind": e.kind.value,
-            "at": now,
-            "payload": e.payload,
-        }
-        for e in items
-    ]
-    if not rows:
-        return
-    tx.signal(TOPIC_EVENTS)
-    driver = pg.driver(tx.conn)
-    if driver is not None:
-        # One statement, one round trip: the lock, the NOTIFYs of every topic signalled
-        # so far, and the rows.
-        calls, params = notify_calls(tx.topics, tx.origin, first=2)
-        riders, tx.riders = tx.riders, []
-        if tx.single:
-            if any(r.partial(len(rows)) for r, rows in riders):
-                raise RuntimeError("a one-statement write's riders must write all or nothing")
-            # The fenced riders first: the others wait for their counts.
-            riders.sort(key=lambda rider: rider[0].exact_sql(0) is None)
-        shape = tuple(insert for insert, _ in riders)
-        status = await driver.execute(
-            _append_sql(calls, 2 + len(params), shape, tx.single),
-            _EVENT_ORDER_LOCK_ID,
-            *params,
-            *([r[c] for r in rows] for c in _ARRAY_COLUMNS),
-            [jsontext.dumps(r["payload"]) for r in rows],
-            now,
-            *(array for insert, rider_rows in riders for array in insert.arrays(rider_rows)),
-        )
-        if status != f"INSERT 0 {len(rows)}":  # the gate held the rows back
-            raise FenceMoved(f"events append inserted nothing: {status}")
-        tx.notified.update(tx.topics)
-    else:
-        await tx.conn.execute(insert(events), rows)
+class SqlEventReads(Bound):
+    __slots__ = ()
+
+    async def read_after(
+        self,
+        after_sequence: int,
+        *,
+        limit: int,
+        principals: Collection[str] | None = None,
+        notification_ids: Sequence[str] = (),
+        kinds: Sequence[str] = (),
+        notification_type: str = "",
+    ) -> list[Event]:
+        """Matching events with sequence > ``after_sequence``, oldest first (one record per
+        row: the hub shares it with every stream it reaches)."""
+        q = select(*_EVENT_COLUMNS).where(events.c.sequence > after_sequence)
+        if principals is not None:  # None: every principal's events
+            q = q.where(events.c.principal.in_(sorted(principals)))
+        if notification_ids:
+            q = q.where(events.c.notification_id.in_(notification_ids))
+        if kinds:
+            q = q.where(events.c.kind.in_(kinds))
+        if notification_type:
+            q = q.where(events.c.notification_type == notification_type)
+        result = await self._conn.execute(q.order_by(events.c.sequence).limit(limit))
+        return [records.event_from_values(row) for row in result]
+
+    async def high_water(self) -> int:
+        """The greatest committed sequence (0 for an empty timeline)."""
+        value = (await self._conn.execute(select(func.max(events.c.sequence)))).scalar()
+        return int(value or 0)
 
 
-async def read_after(
-    conn: AsyncConnection,
-    after_sequence: int,
-    *,
-    limit: int,
-    principals: Collection[str] | None = None,
-    notification_ids: Sequence[str] = (),
-    kinds: Sequence[str] = (),
-    notification_type: str = "",
-) -> list[Event]:
-    """Matching events with sequence > ``after_sequence``, oldest first (one record per
-    row: the hub shares it with every stream it reaches)."""
-    q = select(*_EVENT_COLUMNS).where(events.c.sequence > after_sequence)
-    if principals is not None:  # None: every principal's events
-        q = q.where(events.c.principal.in_(sorted(principals)))
-    if notification_ids:
-        q = q.where(events.c.notification_id.in_(notification_ids))
-    if kinds:
-        q = q.where(events.c.kind.in_(kinds))
-    if notification_type:
-        q = q.where(events.c.notification_type == notification_type)
-    result = await conn.execute(q.order_by(events.c.sequence).limit(limit))
-    return [records.event_from_values(row) for row in result]
+class SqlEvents(BoundTx, SqlEventReads):
+    __slots__ = ()
 
-
-async def high_water(conn: AsyncConnection) -> int:
-    """The greatest committed sequence (0 for an empty timeline)."""
-    value = (await conn.execute(select(func.max(events.c.sequence)))).scalar()
-    return int(value or 0)
+    async def append(self, items: Iterable[NewEvent], now: datetime) -> None:
+        """Append events; call as the last write of the transaction (see module doc).
+        Signal other topics (``tx.signal``) before: their NOTIFY then costs nothing extra."""
+        rows = [
+            {
+                "id": str(uuid.uuid4()),
+                "notification_id": e.notification_id,
+                "principal": e.principal,
+                "notification_type": e.notification_type,
+                "kind": e.kind.value,
+                "at": now,
+                "payload": e.payload,
+            }
+            for e in items
+        ]
+        if not rows:
+            return
+        self._tx.signal(TOPIC_EVENTS)
+        driver = pg.driver(self._conn)
+        if driver is not None:
+            # One statement, one round trip: the lock, the NOTIFYs of every topic signalled
+            # so far, and the rows.
+            calls, params = notify_calls(self._tx.topics, self._tx.origin, first=2)
+            riders, self._tx.riders = self._tx.riders, []
+            if self._tx.single:
+                if any(r.partial(len(rows)) for r, rows in riders):
+                    raise RuntimeError("a one-statement write's riders must write all or nothing")
+                # The fenced riders first: the others wait for their counts.
+                riders.sort(key=lambda rider: rider[0].exact_sql(0) is None)
+            shape = tuple(insert for insert, _ in riders)
+            status = await driver.execute(
+                _append_sql(calls, 2 + len(params), shape, self._tx.single),
+                _EVENT_ORDER_LOCK_ID,
+                *params,
+                *([r[c] for r in rows] for c in _ARRAY_COLUMNS),
+                [jsontext.dumps(r["payload"]) for r in rows],
+                now,
+                *(array for insert, rider_rows in riders for array in insert.arrays(rider_rows)),
+            )
+            if status != f"INSERT 0 {len(rows)}":  # the gate held the rows back
+                raise FenceMoved(f"events append inserted nothing: {status}")
+            self._tx.notified.update(self._tx.topics)
+        else:
+            await self._conn.execute(insert(events), rows)

@@ -37,6 +37,7 @@ from uns_server.domain import follow_up_jobs, person_rule_jobs
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.jobs import LIVE, JobState
 from uns_server.domain.moves import RecordPersonRule, RetryFollowUpStep, SettleFollowUpStep
+from uns_server.store.bound import Bound
 from uns_server.store.tables import UtcDateTime
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
@@ -110,11 +111,8 @@ async def stop_follow_ups(
         await conn.execute(_STOP, {"ids": sorted(notification_ids), "now": now, "why": why})
 
 
-class SqlFollowUpReads:
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: AsyncConnection) -> None:
-        self._conn = conn
+class SqlFollowUpReads(Bound):
+    __slots__ = ()
 
     async def sending(self, notification_id: str, now: datetime) -> bool:
         found = await self._conn.execute(_STEP_RUNNING, {"nid": notification_id, "now": now})

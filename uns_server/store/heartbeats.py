@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import RowMapping, delete, insert, literal_column, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.heartbeats import Heartbeat
 from uns_server.domain.jobs import JobState, NewJob
+from uns_server.store.bound import Bound
 from uns_server.store.tables import heartbeats as h
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import people_audit_records as audit
@@ -56,11 +56,8 @@ def content(hb: Heartbeat) -> dict[str, Any]:
     }
 
 
-class SqlHeartbeatReads:
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: AsyncConnection) -> None:
-        self._conn = conn
+class SqlHeartbeatReads(Bound):
+    __slots__ = ()
 
     async def get(self, heartbeat_id: str) -> Heartbeat | None:
         q = select(h).where(h.c.heartbeat_id == heartbeat_id)

@@ -50,6 +50,7 @@ from uns_server.domain.jobs import FINALIZED, JobKind, JobState, NewJob, SettleJ
 from uns_server.domain.message_updates import MessageUpdate
 from uns_server.domain.records import Job
 from uns_server.store import pg, records
+from uns_server.store.bound import Bound
 from uns_server.store.tables import UtcDateTime
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import message_updates as mu
@@ -207,11 +208,8 @@ def _row(job: NewJob, now: datetime) -> dict[str, Any]:
     }
 
 
-class SqlJobReads:
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: AsyncConnection) -> None:
-        self._conn = conn
+class SqlJobReads(Bound):
+    __slots__ = ()
 
     async def next_due_at(self, kinds: Collection[JobKind]) -> datetime | None:
         stmt, _ = _NEXT_DUE(kinds)

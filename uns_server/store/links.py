@@ -1,4 +1,5 @@
-"""Revoked action links (by token hash) and accepted provider callbacks (by digest)."""
+"""Two small ports: revoked action links by token hash (``store.port.ActionLinks``) and
+accepted provider callbacks by digest (``store.port.Receipts``)."""
 
 from __future__ import annotations
 
@@ -7,41 +8,52 @@ from datetime import datetime
 from sqlalchemy import delete, insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from uns_server.store.bound import Bound
 from uns_server.store.tables import callback_receipts, revoked_links
 
 
-async def is_revoked(conn: AsyncConnection, token_hash: str) -> bool:
-    q = select(revoked_links.c.token_hash).where(revoked_links.c.token_hash == token_hash)
-    return (await conn.execute(q)).first() is not None
+class SqlActionLinkReads(Bound):
+    __slots__ = ()
+
+    async def is_revoked(self, token_hash: str) -> bool:
+        q = select(revoked_links.c.token_hash).where(revoked_links.c.token_hash == token_hash)
+        return (await self._conn.execute(q)).first() is not None
 
 
-async def revoke(
-    conn: AsyncConnection, token_hash: str, notification_id: str, *, actor: str, now: datetime
-) -> None:
-    if await is_revoked(conn, token_hash):
-        return
-    await conn.execute(
-        insert(revoked_links).values(
-            token_hash=token_hash, notification_id=notification_id, revoked_by=actor, revoked_at=now
+class SqlActionLinks(SqlActionLinkReads):
+    __slots__ = ()
+
+    async def revoke(
+        self, token_hash: str, notification_id: str, *, actor: str, now: datetime
+    ) -> None:
+        if await self.is_revoked(token_hash):
+            return
+        await self._conn.execute(
+            insert(revoked_links).values(
+                token_hash=token_hash,
+                notification_id=notification_id,
+                revoked_by=actor,
+                revoked_at=now,
+            )
         )
-    )
 
 
-async def record_callback(conn: AsyncConnection, digest: str, provider: str, now: datetime) -> bool:
-    """Remember an accepted callback; False if it was already there (a replay)."""
-    dialect_insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    result = await conn.execute(
-        dialect_insert(callback_receipts)
-        .values(digest=digest, provider=provider, received_at=now)
-        .on_conflict_do_nothing(index_elements=["digest"])
-    )
-    return bool(result.rowcount == 1)
+class SqlReceipts(Bound):
+    __slots__ = ()
 
+    async def record(self, digest: str, provider: str, now: datetime) -> bool:
+        """Remember an accepted callback; False if it was already there (a replay)."""
+        dialect_insert = pg_insert if self._conn.dialect.name == "postgresql" else sqlite_insert
+        result = await self._conn.execute(
+            dialect_insert(callback_receipts)
+            .values(digest=digest, provider=provider, received_at=now)
+            .on_conflict_do_nothing(index_elements=["digest"])
+        )
+        return bool(result.rowcount == 1)
 
-async def prune_callbacks(conn: AsyncConnection, before: datetime) -> int:
-    result = await conn.execute(
-        delete(callback_receipts).where(callback_receipts.c.received_at < before)
-    )
-    return int(result.rowcount or 0)
+    async def prune(self, before: datetime) -> int:
+        result = await self._conn.execute(
+            delete(callback_receipts).where(callback_receipts.c.received_at < before)
+        )
+        return int(result.rowcount or 0)

@@ -1,4 +1,5 @@
-"""Queries on ``uns_notifications`` and ``uns_dedup``. One function per query."""
+"""The notifications port (``store.port.Notifications``): its statements on
+``uns_notifications`` and ``uns_dedup``, one method per query."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, any_, bindparam, insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.admission import WindowChange, WindowOwner
 from uns_server.domain.enums import Status
 from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import DedupWindow, Notification
 from uns_server.store import pg, records
-from uns_server.store.db import WriteTx
+from uns_server.store.bound import Bound, BoundTx
 from uns_server.store.port.values import NOTIFICATION_FILTER_FIELDS
 from uns_server.store.tables import dedup, notifications, policies
 
@@ -69,119 +69,10 @@ class _NewOnly:
 _NEW_ONLY = _NewOnly()
 
 
-async def get(
-    conn: AsyncConnection, notification_id: str, *, for_update: bool = False
-) -> Notification | None:
-    """One notification, optionally locked until commit."""
-    q = select(notifications).where(notifications.c.id == notification_id)
-    if for_update:
-        q = q.with_for_update()
-    row = (await conn.execute(q)).mappings().first()
-    return None if row is None else records.notification(row)
-
-
-async def by_key(conn: AsyncConnection, key: str) -> Notification | None:
-    """The notification holding this idempotency key."""
-    q = select(notifications).where(notifications.c.key == key)
-    row = (await conn.execute(q)).mappings().first()
-    return None if row is None else records.notification(row)
-
-
-async def by_keys(conn: AsyncConnection, keys: Collection[str]) -> dict[str, Notification]:
-    """The notifications holding any of these idempotency keys, by key."""
-    if not keys:
-        return {}
-    driver = pg.driver(conn)
-    if driver is not None:
-        rows: Iterable[pg.Row] = await _BY_KEYS_PG.fetch(driver, {"keys": sorted(keys)})
-    else:
-        q = select(notifications).where(notifications.c.key.in_(sorted(keys)))
-        rows = (await conn.execute(q)).mappings()
-    found = (records.notification(row) for row in rows)
-    return {n.key: n for n in found}
-
-
 def _rows(new: Sequence[Notification]) -> list[dict[str, Any]]:
     """The records' rows in key order, so two transactions inserting overlapping keys
     wait on each other in the same order instead of deadlocking."""
     return [records.notification_row(n) for n in sorted(new, key=lambda n: n.key)]
-
-
-async def insert_notifications(conn: AsyncConnection, new: Sequence[Notification]) -> None:
-    """One multi-row INSERT, in key order (``_rows``)."""
-    if not new:
-        return
-    rows = _rows(new)
-    driver = pg.driver(conn)
-    if driver is not None:
-        await _INSERT_PG.executemany(driver, rows)
-    else:
-        await conn.execute(insert(notifications), rows)
-
-
-async def insert_notifications_before_events(tx: WriteTx, new: Sequence[Notification]) -> None:
-    """``insert_notifications`` in a transaction whose next write is its events append:
-    on PostgreSQL the rows ride in the append's statement (``WriteTx.defer``), one
-    round trip less per accept."""
-    if pg.driver(tx.conn) is None:
-        await insert_notifications(tx.conn, new)
-    else:
-        tx.defer(_INSERT_PG, _rows(new))
-
-
-def insert_new_before_events(
-    tx: WriteTx,
-    new: Sequence[Notification],
-    active: Mapping[str, PolicyRevision | None],
-) -> None:
-    """PostgreSQL: ``insert_notifications_before_events`` for rows admitted without
-    reading the keys or the policies (``Database.one_statement``): they go in only if
-    no notification holds one of their keys and ``active`` (a row's type to the ACTIVE
-    revision it was admitted under, None for none) still holds, and the append
-    raises ``FenceMoved`` (nothing written) if not."""
-    under = {
-        t: "" if rev is None else f"{rev.policy_id}:{rev.revision}" for t, rev in active.items()
-    }
-    rows = _rows(new)
-    for row in rows:
-        row[_ADMITTED_UNDER] = under[row["notification_type"]]
-    tx.defer(_NEW_ONLY, rows)
-
-
-async def locked_dedup_window(conn: AsyncConnection, key: str) -> DedupWindow | None:
-    """Intake's read of a coalescing window, locked until commit on PostgreSQL."""
-    q = select(dedup).where(dedup.c.key == key).with_for_update()
-    row = (await conn.execute(q)).mappings().first()
-    return None if row is None else records.dedup_window(row)
-
-
-async def window_owner(conn: AsyncConnection, owner_id: str) -> WindowOwner | None:
-    """A dedup window's owner as it stands (None when the row is gone)."""
-    q = select(notifications.c.status).where(notifications.c.id == owner_id)
-    status = (await conn.execute(q)).scalar()
-    return None if status is None else WindowOwner(owner_id, Status(status))
-
-
-async def insert_dedup_window(
-    conn: AsyncConnection, key: str, *, owner_id: str, generation: int, until: datetime
-) -> None:
-    await conn.execute(
-        insert(dedup).values(key=key, owner_id=owner_id, generation=generation, until=until)
-    )
-
-
-async def take_dedup_window(conn: AsyncConnection, change: WindowChange) -> None:
-    """A new leader takes the window: a new row (a concurrent first window fails as a
-    unique violation), or the row read under lock moves to it."""
-    owner_id, generation, until = change.owner_id, change.generation, change.until
-    if change.insert:
-        await insert_dedup_window(
-            conn, change.key, owner_id=owner_id, generation=generation, until=until
-        )
-    else:
-        # The row was read under its lock (``locked_dedup_window``) in this transaction.
-        q = update(dedup).where(dedup.c.key == change.key)
-        await conn.execute(q.values(owner_id=owner_id, generation=generation, until=until))
 
 
 # Listing (AIP-158): newest first, keyset-paged on (created_at, id).
@@ -198,23 +89,132 @@ _FILTERABLE = {
 assert set(_FILTERABLE) == set(NOTIFICATION_FILTER_FIELDS)  # the port names them
 
 
-async def list_page(
-    conn: AsyncConnection,
-    *,
-    conditions: Sequence[tuple[str, Any]],
-    after: tuple[datetime, str] | None,
-    limit: int,
-) -> list[Notification]:
-    q = select(notifications)
-    for field, value in conditions:
-        q = q.where(_FILTERABLE[field] == value)
-    if after is not None:
-        created_at, last_id = after
-        q = q.where(
-            or_(
-                notifications.c.created_at < created_at,
-                and_(notifications.c.created_at == created_at, notifications.c.id < last_id),
+class SqlNotificationReads(Bound):
+    __slots__ = ()
+
+    async def get(self, notification_id: str, *, for_update: bool = False) -> Notification | None:
+        """One notification, optionally locked until commit."""
+        q = select(notifications).where(notifications.c.id == notification_id)
+        if for_update:
+            q = q.with_for_update()
+        row = (await self._conn.execute(q)).mappings().first()
+        return None if row is None else records.notification(row)
+
+    async def by_key(self, key: str) -> Notification | None:
+        """The notification holding this idempotency key."""
+        q = select(notifications).where(notifications.c.key == key)
+        row = (await self._conn.execute(q)).mappings().first()
+        return None if row is None else records.notification(row)
+
+    async def list_page(
+        self,
+        *,
+        conditions: Sequence[tuple[str, Any]],
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[Notification]:
+        q = select(notifications)
+        for field, value in conditions:
+            q = q.where(_FILTERABLE[field] == value)
+        if after is not None:
+            created_at, last_id = after
+            q = q.where(
+                or_(
+                    notifications.c.created_at < created_at,
+                    and_(notifications.c.created_at == created_at, notifications.c.id < last_id),
+                )
             )
+        q = q.order_by(notifications.c.created_at.desc(), notifications.c.id.desc()).limit(limit)
+        return [records.notification(row) for row in (await self._conn.execute(q)).mappings()]
+
+    async def locked_dedup_window(self, key: str) -> DedupWindow | None:
+        """Intake's read of a coalescing window, locked until commit on PostgreSQL."""
+        q = select(dedup).where(dedup.c.key == key).with_for_update()
+        row = (await self._conn.execute(q)).mappings().first()
+        return None if row is None else records.dedup_window(row)
+
+    async def window_owner(self, owner_id: str) -> WindowOwner | None:
+        """A dedup window's owner as it stands (None when the row is gone)."""
+        q = select(notifications.c.status).where(notifications.c.id == owner_id)
+        status = (await self._conn.execute(q)).scalar()
+        return None if status is None else WindowOwner(owner_id, Status(status))
+
+
+class SqlNotifications(BoundTx, SqlNotificationReads):
+    __slots__ = ()
+
+    async def get_locked(self, notification_id: str) -> Notification | None:
+        return await self.get(notification_id, for_update=True)
+
+    async def by_keys(self, keys: Collection[str]) -> dict[str, Notification]:
+        """The notifications holding any of these idempotency keys, by key."""
+        if not keys:
+            return {}
+        driver = pg.driver(self._conn)
+        if driver is not None:
+            rows: Iterable[pg.Row] = await _BY_KEYS_PG.fetch(driver, {"keys": sorted(keys)})
+        else:
+            q = select(notifications).where(notifications.c.key.in_(sorted(keys)))
+            rows = (await self._conn.execute(q)).mappings()
+        found = (records.notification(row) for row in rows)
+        return {n.key: n for n in found}
+
+    async def insert(self, new: Sequence[Notification]) -> None:
+        """One multi-row INSERT, in key order (``_rows``)."""
+        if not new:
+            return
+        rows = _rows(new)
+        driver = pg.driver(self._conn)
+        if driver is not None:
+            await _INSERT_PG.executemany(driver, rows)
+        else:
+            await self._conn.execute(insert(notifications), rows)
+
+    async def insert_before_events(self, new: Sequence[Notification]) -> None:
+        """``insert`` in a transaction whose next write is its events append:
+        on PostgreSQL the rows ride in the append's statement (``WriteTx.defer``), one
+        round trip less per accept."""
+        if pg.driver(self._conn) is None:
+            await self.insert(new)
+        else:
+            self._tx.defer(_INSERT_PG, _rows(new))
+
+    def insert_new_before_events(
+        self,
+        new: Sequence[Notification],
+        active: Mapping[str, PolicyRevision | None],
+    ) -> None:
+        """PostgreSQL: ``insert_before_events`` for rows admitted without
+        reading the keys or the policies (``Database.one_statement``): they go in only if
+        no notification holds one of their keys and ``active`` (a row's type to the ACTIVE
+        revision it was admitted under, None for none) still holds, and the append
+        raises ``FenceMoved`` (nothing written) if not."""
+        under = {
+            t: "" if rev is None else f"{rev.policy_id}:{rev.revision}" for t, rev in active.items()
+        }
+        rows = _rows(new)
+        for row in rows:
+            row[_ADMITTED_UNDER] = under[row["notification_type"]]
+        self._tx.defer(_NEW_ONLY, rows)
+
+    async def _insert_dedup_window(
+        self, key: str, *, owner_id: str, generation: int, until: datetime
+    ) -> None:
+        await self._conn.execute(
+            insert(dedup).values(key=key, owner_id=owner_id, generation=generation, until=until)
         )
-    q = q.order_by(notifications.c.created_at.desc(), notifications.c.id.desc()).limit(limit)
-    return [records.notification(row) for row in (await conn.execute(q)).mappings()]
+
+    async def take_dedup_window(self, change: WindowChange) -> None:
+        """A new leader takes the window: a new row (a concurrent first window fails as a
+        unique violation), or the row read under lock moves to it."""
+        owner_id, generation, until = change.owner_id, change.generation, change.until
+        if change.insert:
+            await self._insert_dedup_window(
+                change.key, owner_id=owner_id, generation=generation, until=until
+            )
+        else:
+            # The row was read under its lock (``locked_dedup_window``) in this transaction.
+            q = update(dedup).where(dedup.c.key == change.key)
+            await self._conn.execute(
+                q.values(owner_id=owner_id, generation=generation, until=until)
+            )

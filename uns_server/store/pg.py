@@ -94,7 +94,7 @@ class Statement:
 
 class Rider(Protocol):
     """A write that rides in another statement as a data-modifying CTE
-    (``WriteTx.defer``, ``store.events.append``): its SQL over one array parameter per
+    (``WriteTx.defer``, ``store.events.SqlEvents.append``): its SQL over one array parameter per
     column, and those arrays."""
 
     @property
@@ -147,7 +147,7 @@ class Insert:
     def unnest_sql(self, first: int, when: str = "") -> str:
         """The same insert as one statement of any row count: one array parameter per
         column (``$first`` on, from ``arrays``), unnested in row order. Meant to ride in
-        another statement (``store.events.append``) instead of costing a round trip."""
+        another statement (``store.events.SqlEvents.append``) instead of costing a round trip."""
         names = ", ".join(c for c, _ in self._columns)
         params = ", ".join(self.param(first, c) for c, _ in self._columns)
         return (

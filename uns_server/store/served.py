@@ -1,6 +1,6 @@
 """The clause "every channel the notification names is among ``:channels``": what a
 replica may claim (``store.dispatch``), and its negation, the due work it passes over
-(``store.queue.unserved_due``). One copy of the SQL per dialect."""
+(``store.queue.SqlQueue.unserved_due``). One copy of the SQL per dialect."""
 
 from __future__ import annotations
 

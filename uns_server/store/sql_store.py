@@ -1,7 +1,8 @@
 """``SqlStore``: the store port (``store.port.Store``) on the SQL database
 (``store.db.Database``, SQLite or PostgreSQL). Its transactions are the database's,
-their executors the SQL ports (``sql_ports``, ``sql_upkeep``, ``sql_directory``; the
-work table's ``jobs``, which holds its own statements) bound to them."""
+their executors the SQL ports bound to them: one class per port (``store.bound``), in
+the query module that holds its statements (``dispatch.SqlDispatch``,
+``jobs.SqlJobs``, ``people.SqlPeople``...)."""
 
 from __future__ import annotations
 
@@ -13,42 +14,25 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.records import Event
 from uns_server.store import db as database
-from uns_server.store import events
+from uns_server.store.acks import SqlAcks
+from uns_server.store.api_keys import SqlApiKeyReads, SqlApiKeys
+from uns_server.store.audit import SqlAudit, SqlAuditReads
 from uns_server.store.db import Database, WriteTx
+from uns_server.store.dispatch import SqlDispatch, SqlDispatchReads
+from uns_server.store.events import SqlEventReads, SqlEvents
 from uns_server.store.followups import SqlFollowUpReads, SqlFollowUps
 from uns_server.store.heartbeats import SqlHeartbeatReads, SqlHeartbeats
 from uns_server.store.jobs import SqlJobReads, SqlJobs
 from uns_server.store.kept_reader import KeptReader
+from uns_server.store.links import SqlActionLinkReads, SqlActionLinks, SqlReceipts
 from uns_server.store.maintenance import SqlMaintenance, SqlMaintenanceReads
-from uns_server.store.sql_directory import (
-    SqlActionLinkReads,
-    SqlActionLinks,
-    SqlApiKeyReads,
-    SqlApiKeys,
-    SqlPeople,
-    SqlPeopleReads,
-    SqlPolicies,
-    SqlPolicyReads,
-)
-from uns_server.store.sql_ports import (
-    SqlAcks,
-    SqlAudit,
-    SqlAuditReads,
-    SqlDispatch,
-    SqlDispatchReads,
-    SqlEventReads,
-    SqlEvents,
-    SqlMoves,
-    SqlNotificationReads,
-    SqlNotifications,
-)
-from uns_server.store.sql_upkeep import (
-    SqlPlannerStatistics,
-    SqlQueue,
-    SqlReceipts,
-    SqlRetention,
-    SqlRetentionReads,
-)
+from uns_server.store.moves import SqlMoves
+from uns_server.store.notifications import SqlNotificationReads, SqlNotifications
+from uns_server.store.people import SqlPeople, SqlPeopleReads
+from uns_server.store.policies import SqlPolicies, SqlPolicyReads
+from uns_server.store.queue import SqlQueue
+from uns_server.store.retention import SqlRetention, SqlRetentionReads
+from uns_server.store.statistics import SqlPlannerStatistics
 
 T = TypeVar("T")
 
@@ -222,10 +206,12 @@ class SqlEventTail:
         return await self._kept.run(query)
 
     async def high_water(self) -> int:
-        return await self._read(events.high_water)
+        return await self._read(lambda conn: SqlEventReads(conn).high_water())
 
     async def read_after(self, after_sequence: int, *, limit: int) -> Sequence[Event]:
-        return await self._read(lambda conn: events.read_after(conn, after_sequence, limit=limit))
+        return await self._read(
+            lambda conn: SqlEventReads(conn).read_after(after_sequence, limit=limit)
+        )
 
     async def close(self) -> None:
         if self._kept is not None:

@@ -24,9 +24,10 @@ from uns_server.http.console.sessions import Session
 from uns_server.http.console.triage import error_class, row_error
 from uns_server.http.console.waiting import why_waiting
 from uns_server.services.operations import validate_reason
-from uns_server.store import audit, console
-from uns_server.store import events as event_store
-from uns_server.store import people as people_store
+from uns_server.store import console
+from uns_server.store.audit import SqlAuditReads
+from uns_server.store.events import SqlEventReads
+from uns_server.store.people import SqlPeopleReads
 
 PAGE_SIZE = 50
 TIMELINE_MAX = 500
@@ -123,15 +124,15 @@ async def detail(
     except UnsError as exc:
         return render(request, "error.html", status=404, title="Not found", reason=exc.message)
     async with c.db.read() as conn:
-        high_water = await event_store.high_water(conn)
+        high_water = await SqlEventReads(conn).high_water()
         timeline = await console.notification_events(conn, row.id, TIMELINE_MAX)
-        ack_records = await audit.ack_records(conn, row.id, offset=0, limit=100)
+        ack_records = await SqlAuditReads(conn).ack_records(row.id, offset=0, limit=100)
         asked = people_sent(row.outcome, row.provider_refs or {})
         ids = recipient_ids_in(
             [row.actor, *(a.acked_by for a in ack_records)], [e.payload for e in timeline]
         )
         names = Names(
-            await people_store.recipients_by_id(conn, ids | {p.recipient_id for p in asked})
+            await SqlPeopleReads(conn).recipients_by_id(ids | {p.recipient_id for p in asked})
         )
     attempts = [e for e in timeline if e.kind == EventKind.CHANNEL_ATTEMPT_RESULT]
     doc = row.notification
