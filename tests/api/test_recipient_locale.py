@@ -1,5 +1,5 @@
 """``Recipient.locale`` (SPEC §7, issue 43 item 3, issue 45) through a real server on
-SQLite and PostgreSQL: a BCP 47 tag is validated, stored in its canonical form,
+SQLite: a BCP 47 tag is validated, stored in its canonical form,
 returned to every reader (it is not personal data), and can be cleared."""
 
 from __future__ import annotations

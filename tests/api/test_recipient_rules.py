@@ -1,5 +1,5 @@
 """``Recipient.notification_rules`` (SPEC §7 "Staged personal rules", issue 43 item 2)
-through a real server on SQLite and PostgreSQL, the Python client and ``uns-admin``'s
+through a real server on SQLite, the Python client and ``uns-admin``'s
 people file: rules are stored and read back by the operator only (they name the
 person's contacts), and each wrong rule is INVALID_REQUEST on its own field."""
 

@@ -1,4 +1,4 @@
-"""uns.v1.RecipientService through a real server, on SQLite and PostgreSQL: people and
+"""uns.v1.RecipientService through a real server, on SQLite: people and
 rotations put, read, paged, validated and deleted; GetOnCall; roles; audit records."""
 
 from __future__ import annotations

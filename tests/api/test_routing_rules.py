@@ -1,4 +1,4 @@
-"""Routing rules (SPEC §7, issue 45) through a real server on SQLite and PostgreSQL:
+"""Routing rules (SPEC §7, issue 45) through a real server on SQLite:
 the first rule whose filter matches a request replaces the policy's channels, targets
 and urgency; the match is frozen in the effective policy (GetNotification), named by
 Simulate, and the message goes where the rule says (a loopback webhook records it).

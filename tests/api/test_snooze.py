@@ -1,4 +1,4 @@
-"""SnoozeNotification through gRPC on both dialects (SPEC §7 "Quiet on purpose"), with
+"""SnoozeNotification through gRPC on SQLite (SPEC §7 "Quiet on purpose"), with
 the reminder/escalation rig of ``test_followups`` (the clock moved by the test, the
 workers stepped with ``run_once``): a snooze pauses the reminders, the escalation steps
 and the deadline; at its end the ack is PENDING again, the steps resume shifted by the

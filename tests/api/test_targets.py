@@ -1,5 +1,5 @@
 """Policy targets (SPEC §6 "People and on-call", issue 31 item 3) through a real
-server, on SQLite and PostgreSQL: targets and escalation_loops validated and stored,
+server, on SQLite: targets and escalation_loops validated and stored,
 and Simulate naming who each planned step asks, a rotation resolved at the step's
 planned time."""
 

@@ -1,5 +1,5 @@
 """``uns-admin heartbeats put|list|show|delete`` in database mode and remote mode (over
-``uns.v1.HeartbeatService``), on both dialects, as a real subprocess with a real server
+``uns.v1.HeartbeatService``), on SQLite, as a real subprocess with a real server
 on the same database: from a file and from flags, the same output in both modes, and
 what was put arms the deadline the server's worker pages from."""
 

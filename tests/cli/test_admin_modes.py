@@ -1,6 +1,6 @@
 """``uns-admin keys | policies | recipients | rotations | oncall``: one suite, run in
 database mode (``--database-url``) and in remote mode (``--target``, over
-``uns.v1.KeyService``, ``PolicyService`` and ``RecipientService``), on both dialects,
+``uns.v1.KeyService``, ``PolicyService`` and ``RecipientService``), on SQLite,
 as a real subprocess with a real server on the same database. Both modes behave alike
 and print the same output; what only one mode has is in ``test_admin.py`` (database)
 and ``test_remote_admin.py`` (remote)."""

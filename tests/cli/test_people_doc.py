@@ -3,7 +3,7 @@ written on a fresh database: the files are accepted, ``oncall`` answers as the c
 says, and what ``rotations show`` prints is put back unchanged (one spelling both ways).
 
 Database mode and SQLite: the commands are the same over a server
-(tests/cli/test_admin_modes.py runs both modes on both databases).
+(tests/cli/test_admin_modes.py runs both modes).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``uns-admin dlq | show | ack`` as a real subprocess against a real server (over gRPC,
-not the database), on both dialects: the dead-letter queue, bulk replay and resolve with
+not the database), on SQLite: the dead-letter queue, bulk replay and resolve with
 a dry run and a reason, per-id refusals, one notification's timeline, acknowledgements,
 and a producer key refused with a clear message."""
 

@@ -1,5 +1,5 @@
 """``uns-admin keys | policies | rotations`` in remote mode only (``--target``): what
-the database mode has no counterpart for, on both dialects. The behaviour both modes
+the database mode has no counterpart for, on SQLite. The behaviour both modes
 share is ``test_admin_modes.py``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``uns-admin windows put|get|list|delete``: maintenance windows, in database mode and
-in remote mode (``uns.v1.MaintenanceService``), on both dialects, as a real subprocess
+in remote mode (``uns.v1.MaintenanceService``), on SQLite, as a real subprocess
 with a real server on the same database. Both modes print the same JSON."""
 
 from __future__ import annotations

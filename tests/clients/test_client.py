@@ -1,4 +1,4 @@
-"""Send, simulate, get and list through both clients, against a real server (both dialects)."""
+"""Send, simulate, get and list through both clients, against a real server (on SQLite)."""
 
 from __future__ import annotations
 

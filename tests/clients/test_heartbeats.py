@@ -1,5 +1,5 @@
 """``beat``: the Python clients' HeartbeatService.Beat (issue 44 item 5), against a real
-server on both dialects: a producer's beat moves the deadline; an unknown heartbeat is
+server on SQLite: a producer's beat moves the deadline; an unknown heartbeat is
 NotFound; a responder may not beat."""
 
 from __future__ import annotations

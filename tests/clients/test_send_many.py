@@ -1,5 +1,5 @@
 """``send_many`` (BatchSendNotifications) through both clients, against a real server
-(both dialects): one typed answer per request, in order; a retried batch replays."""
+(on SQLite): one typed answer per request, in order; a retried batch replays."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the console's pages say, read over HTTP by a signed-in operator on SQLite and
-PostgreSQL (issue 42): an answer still owed, given, or never given reads as such, not
+"""What the console's pages say, read over HTTP by a signed-in operator on SQLite
+(issue 42): an answer still owed, given, or never given reads as such, not
 as a green DELIVERED; a dead letter's error names its provider's host and port."""
 
 from __future__ import annotations

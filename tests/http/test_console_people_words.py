@@ -1,5 +1,5 @@
 """The console reads people as people (issue 42): through a real server with its HTTP
-surface, on SQLite and PostgreSQL, with a movable clock. People appear by their
+surface, on SQLite, with a movable clock. People appear by their
 display names with their id kept beside (people asked, the answer, the timeline); a
 reminder and an escalation step say whom they asked on which channel, and whom
 their quiet hours held until when (in the zone of those quiet hours, UTC beside);

@@ -1,5 +1,5 @@
-"""Heartbeats over HTTP (SPEC §7 "Alerts in", issue 44 item 2), on SQLite and
-PostgreSQL: JSON over HTTP for HeartbeatService, and ``POST /heartbeats/{id}`` as curl
+"""Heartbeats over HTTP (SPEC §7 "Alerts in", issue 44 item 2), on SQLite:
+JSON over HTTP for HeartbeatService, and ``POST /heartbeats/{id}`` as curl
 sends it from cron (no body, no Content-Type, the key as ``Authorization: Bearer``):
 the beat that ends a page withdraws it; every answer as the OpenAPI document says."""
 

@@ -1,4 +1,4 @@
-"""ntfy and Teams through a real server with its HTTP surface, on SQLite and PostgreSQL
+"""ntfy and Teams through a real server with its HTTP surface, on SQLite
 (SPEC §7 "People reached anywhere"): a person's push goes to their ntfy topic with
 buttons the phone app answers itself (an ``http`` action to the machine-answer endpoint
 of their signed link), the Teams channel gets an Adaptive Card with ``Action.OpenUrl``

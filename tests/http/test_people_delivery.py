@@ -1,5 +1,5 @@
 """One message per person (SPEC §6, issue 31 items 4, 5 and 8) through a real server
-with its HTTP surface, on SQLite and PostgreSQL: each targeted person gets their own
+with its HTTP surface, on SQLite: each targeted person gets their own
 message on each of their contacts (an email to their address, a Slack direct message
 to their user id), with links signed for them; answering settles as
 ``recipient:<id>`` with ``recipient_id`` on the event and the audit record; a person

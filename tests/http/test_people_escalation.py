@@ -1,5 +1,5 @@
 """Escalation to people (SPEC §6, issue 31 items 3 and 8) through a real server, on
-SQLite and PostgreSQL, with a movable clock: a rotation is resolved when each message
+SQLite, with a movable clock: a rotation is resolved when each message
 is sent (a step that fires after a hand-off asks the new person), a step asks its own
 targets, ``escalation_loops`` runs the steps again, and the person who was escalated
 to answers as themselves."""

@@ -1,5 +1,5 @@
 """People's contacts are personal data in WatchEvents too (issue 42): through a real
-server on SQLite and PostgreSQL, the producer's streams (gRPC and Server-Sent Events,
+server on SQLite, the producer's streams (gRPC and Server-Sent Events,
 live and catching up) of a delivery to people name each person's message
 ``recipient:<id>``, never their address; the operator's streams of the same events
 carry the addresses, as before."""

@@ -1,5 +1,5 @@
 """A person's own quiet hours (SPEC §6, issue 31 items 4 and 8) through a real server
-with its HTTP surface, on SQLite and PostgreSQL, with a movable clock: a targeted
+with its HTTP surface, on SQLite, with a movable clock: a targeted
 person's message is held while their quiet hours (in their zone) last, the shared
 channel and the other people are not; the hold spends no attempt, is visible
 (``outcome.held`` on DELIVERY_RESULT, ``next_attempt_time``) and the message goes out

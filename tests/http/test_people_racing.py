@@ -1,5 +1,5 @@
 """An answer racing a person's in-flight messages (SPEC §6 "Answers close the loop",
-issue 31 items 4 and 6), on SQLite and PostgreSQL: the person answers from inside
+issue 31 items 4 and 6), on SQLite: the person answers from inside
 the provider call that carries their Slack direct message, before UNS has the
 message's reference; their PagerDuty incident is opened by the same attempt. Both
 are still closed (``chat.update``, PagerDuty ``resolve``) once the attempt has

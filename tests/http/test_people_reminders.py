@@ -1,5 +1,5 @@
 """Reminders to people (SPEC §6, issue 31 items 4 and 8) through a real server, on
-SQLite and PostgreSQL, with a movable clock: each person's reminders taper on their
+SQLite, with a movable clock: each person's reminders taper on their
 own count (seed 003's nag state), so a person asked again by an escalation step is not
 reminded until their own interval has passed; a person in their own quiet hours is
 not reminded then, and a reminder step that asks nobody else is SKIPPED."""

@@ -1,4 +1,4 @@
-"""The console's notification page (SPEC §7, issue 45), on SQLite and PostgreSQL: it
+"""The console's notification page (SPEC §7, issue 45), on SQLite: it
 names the routing rule that chose where the notification went, and its timeline says
 when a template failed and the raw text was sent instead."""
 

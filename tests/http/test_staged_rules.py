@@ -1,5 +1,5 @@
 """A person's staged rules (SPEC §7 "Staged personal rules", issue 43 item 2) through a
-real server on SQLite and PostgreSQL, against recording fakes: the delivery sends
+real server on SQLite, against recording fakes: the delivery sends
 only the contacts of the immediate rules; each later rule is a ``person_rule`` job
 that sends its contact after its delay while the answer is still owed (time moved
 with the rig's clock, the worker stepped with ``run_once``), and nothing once

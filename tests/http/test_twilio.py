@@ -1,5 +1,5 @@
-"""Twilio SMS and voice through a real server with its HTTP surface, on SQLite and
-PostgreSQL (SPEC §7 "People reached anywhere"): a person's text goes through the
+"""Twilio SMS and voice through a real server with its HTTP surface, on SQLite
+(SPEC §7 "People reached anywhere"): a person's text goes through the
 Messages API and their call through the Calls API of a recording fake of Twilio; their
 reply (``ACK``, ``DISMISS <code>``) and the key they press come back signed as Twilio
 signs (the ``twilio`` package's ``RequestValidator`` computes the signatures here) and

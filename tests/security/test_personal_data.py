@@ -1,5 +1,5 @@
 """People's contacts are personal data, and a type can name who may send it (issue 42),
-through gRPC and JSON over HTTP, on SQLite and PostgreSQL.
+through gRPC and JSON over HTTP, on SQLite.
 
 - A producer or responder reads people's ids, names and time zones and who is on call;
   contacts and quiet hours only with the operator role.
