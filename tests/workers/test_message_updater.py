@@ -6,18 +6,16 @@ transient failures are retried with backoff until the attempts are spent."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import select
 
 from uns_server.channels.base import ChannelResult, ObligationOutcome
 from uns_server.channels.registry import ChannelRegistry
 from uns_server.domain.jobs import JobKind, JobState
 from uns_server.domain.message_updates import MessageUpdate
-from uns_server.store.db import Database
 from uns_server.store.sql_store import SqlStore
 from uns_server.store.tables import jobs
 from uns_server.workers.message_updates import MessageUpdater
@@ -61,15 +59,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    db = Database(db_url)
-    try:
-        yield SqlStore(db)
-    finally:
-        await db.dispose()
 
 
 async def queue(store: SqlStore, *, max_attempts: int | None = None) -> None:

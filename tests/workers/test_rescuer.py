@@ -4,28 +4,15 @@ each kind's worker once, and sleeps until the next lease expires."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from uns_server.domain.jobs import JobKind, JobState, NewJob
-from uns_server.store.db import Database
 from uns_server.store.sql_store import SqlStore
 from uns_server.workers.rescuer import JobRescuer
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
 KINDS = (JobKind.MESSAGE_UPDATE, JobKind.FOLLOW_UP, JobKind.PERSON_RULE)
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    db = Database(db_url)
-    try:
-        yield SqlStore(db)
-    finally:
-        await db.dispose()
 
 
 async def test_one_round_rescues_every_kind_and_wakes_each_worker_once(store: SqlStore) -> None:
