@@ -82,7 +82,16 @@ hook:
 
 
 @pytest.fixture
-async def console(db_url: str, tmp_path: Path) -> AsyncIterator[ConsoleRig]:
+def http_request_timeout() -> float:
+    """Generous, so a busy machine never turns a slow page into a 503; the test of
+    event streams outliving it parametrizes a short one."""
+    return 60.0
+
+
+@pytest.fixture
+async def console(
+    db_url: str, tmp_path: Path, http_request_timeout: float
+) -> AsyncIterator[ConsoleRig]:
     async with HttpReceiver() as receiver:
         channels = tmp_path / "channels.yaml"
         channels.write_text(channels_yaml(receiver))
@@ -112,7 +121,7 @@ async def console(db_url: str, tmp_path: Path) -> AsyncIterator[ConsoleRig]:
             dispatch_enabled=False,
             http_listen="127.0.0.1:0",
             watch_heartbeat_seconds=1.0,
-            http_request_timeout_seconds=2.0,  # event streams must outlive it
+            http_request_timeout_seconds=http_request_timeout,
         )
         try:
             yield ConsoleRig(server, receiver, clock)

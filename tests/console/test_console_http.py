@@ -276,6 +276,7 @@ async def test_signing_in_again_replaces_the_browsers_session(console: ConsoleRi
 
 
 @SQLITE
+@pytest.mark.parametrize("http_request_timeout", [2.0])
 async def test_an_event_stream_outlives_the_request_timeout_on_heartbeats(
     console: ConsoleRig,
 ) -> None:
