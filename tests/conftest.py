@@ -27,6 +27,7 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.support import admin_cli
 from tests.support.postgres import PostgresProcess
 from tests.support.server import KEYS, RunningServer, start_server
 from uns_server.store import migrate
@@ -230,6 +231,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             pytest.mark.parametrize("db_url", list(dialects), indirect=True),
             append=False,  # first, as the fixture's own params were: ids stay the same
         )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if admin_cli.FORKER is not None:
+        admin_cli.FORKER.close()  # before pytest-cov combines the data files
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
