@@ -23,7 +23,7 @@ from uns_server.http.console.notifications import NO_NAMES, summary
 from uns_server.http.console.reading import Names, recipient_ids_in
 from uns_server.http.console.sessions import COOKIE, Session
 from uns_server.http.server import DEADLINE_KEY, SECURITY_HEADERS
-from uns_server.services.watch import Heartbeat
+from uns_server.services.watch import StreamHeartbeat
 from uns_server.store.people import SqlPeopleReads
 
 SESSION_RECHECK_SECONDS = 5.0
@@ -82,7 +82,7 @@ async def stream(request: web.Request, session: Session, c: Console) -> web.Stre
                 checked = c.clock()
                 if await c.sessions.load(request.cookies.get(COOKIE), touch=False) is None:
                     break  # the browser reconnects, is refused, and says so
-            if isinstance(item, Heartbeat):
+            if isinstance(item, StreamHeartbeat):
                 await response.write(f": heartbeat {item.high_water_sequence}\n\n".encode())
             else:
                 ev = item.event
