@@ -209,10 +209,9 @@ def console(app: App) -> http_console.Console:
     on the same EventHub for its live views."""
     s = app.settings
     return http_console.Console(
-        db=app.db,
         store=app.store,
         sessions=Sessions(
-            app.db,
+            app.store,
             app.authenticator,
             app.clock,
             idle=timedelta(minutes=s.console_session_idle_minutes),

@@ -52,7 +52,6 @@ from uns_server.services.keys import KeyInfo, KeyService
 from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyInput, PolicyService
 from uns_server.services.retention import Report, RetentionService
-from uns_server.store import console as console_store
 from uns_server.store import migrate
 from uns_server.store.connect import describe_url
 from uns_server.store.db import Database
@@ -182,8 +181,8 @@ class DatabasePolicies:
 
     async def types(self) -> list[str]:
         await _require_schema(self._db)
-        async with self._db.read() as conn:
-            found = await console_store.policy_types(conn, TYPES_MAX)
+        async with SqlStore(self._db).read() as tx:
+            found = await tx.console.policy_types(TYPES_MAX)
         return [t.notification_type for t in found]
 
 

@@ -24,7 +24,6 @@ from uns_server.http.console.reading import Names, recipient_ids_in
 from uns_server.http.console.sessions import COOKIE, Session
 from uns_server.http.server import DEADLINE_KEY, SECURITY_HEADERS
 from uns_server.services.watch import StreamHeartbeat
-from uns_server.store.people import SqlPeopleReads
 
 SESSION_RECHECK_SECONDS = 5.0
 TAIL_KINDS = frozenset(k.value for k in EventKind)
@@ -35,8 +34,8 @@ async def _names(c: Console, payload: object) -> Names:
     ids = recipient_ids_in((), [payload])
     if not ids:
         return NO_NAMES
-    async with c.db.read() as conn:
-        return Names(await SqlPeopleReads(conn).recipients_by_id(ids))
+    async with c.store.read() as tx:
+        return Names(await tx.people.recipients_by_id(ids))
 
 
 async def stream(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
