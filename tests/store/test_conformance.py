@@ -676,6 +676,7 @@ async def test_only_an_owed_ack_snoozes_and_only_a_snoozed_one_resumes(
     resumed = await fetch(store, pending)
     assert (resumed["ack_status"], resumed["snoozed_until"]) == ("PENDING", None)
     assert resumed["deadline"] == snooze.deadline  # the pause stays in the deadline
+    assert resumed["snoozes_ended"] == 1  # the number of this snooze's reminder
 
 
 async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first(

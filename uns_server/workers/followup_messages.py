@@ -32,6 +32,7 @@ from uns_server.workers.messages import outbound_message
 # The stand-in channel of a step whose targets reach nobody and that has no channel
 # of its own: it is refused (the step GAVE_UP, its event says whom it could not reach).
 NOBODY = "targets"
+_LABEL = {schedule.StepKind.REMINDER: "Reminder", schedule.StepKind.ESCALATION: "Escalation step"}
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,9 @@ def message(
 ) -> OutboundMessage:
     n, step = claim.notification, claim.step
     route = claim.route(channel)
-    label = "Reminder" if step.kind == schedule.StepKind.REMINDER else "Escalation step"
+    prefix = "Reminder (snooze ended): "  # a snooze's number means nothing to the person
+    if step.kind != schedule.StepKind.SNOOZE_REMINDER:
+        prefix = f"{_LABEL[step.kind]} {step.number}: "
     make_links = None
     if links is not None and n.require_ack and n.deadline is not None:
         make_links = links.until(n.id, n.deadline)
@@ -145,7 +148,7 @@ def message(
         # Stable across recoveries of this step, so providers can drop duplicates.
         idempotency_token=f"{n.id}:{channel}:{step.kind.value.lower()}:{step.number}",
         links=make_links,
-        title_prefix=f"{label} {step.number}: ",
+        title_prefix=prefix,
         follow_up=step.kind.value,
         follow_up_number=step.number,
         recipient_id=route.recipient_id if route else "",
