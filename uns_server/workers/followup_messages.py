@@ -18,6 +18,7 @@ from typing import Any
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.domain import schedule
 from uns_server.domain.outcomes import provider_refs_json
+from uns_server.domain.person_rule_jobs import PersonRule
 from uns_server.domain.records import Notification
 from uns_server.domain.staged_rules import urgency_of
 from uns_server.services import staging, targeting
@@ -52,6 +53,9 @@ class FollowUpClaim:
     held: tuple[dict[str, str], ...] = ()
     not_due: tuple[dict[str, str], ...] = ()
     job_id: int = 0  # the step's ``follow_up`` job, settled under ``token``
+    # The later staged rules of the people this call is the first to ask (``ask``):
+    # started by the step's settlement, in its transaction.
+    staged: tuple[PersonRule, ...] = ()
 
     def route(self, key: str) -> PersonRoute | None:
         return next((r for r in self.routes if r.key == key), None)
@@ -78,11 +82,12 @@ async def ask(
     step = claim.step
     if not step.targets:
         return claim
-    asked = await targeting.asked_at(store, step.targets, now, channels)
+    every = await targeting.asked_at(store, step.targets, now, channels)
     # A person with staged rules (SPEC §7) is asked on the contacts of their first.
-    doc = claim.notification.notification
+    n = claim.notification
+    doc = n.notification
     urgency = urgency_of(doc.effective.urgency, doc.intent.value if doc.intent else None)
-    asked = staging.follow_up_routes(asked, urgency)
+    asked = staging.follow_up_routes(every, urgency)
     progress = progress_of(claim.notification, step)
     answers = progress.answers() if progress else {}
     held, not_due = waiting(claim.notification, step, asked.routes, answers, now)
@@ -97,6 +102,16 @@ async def ask(
     # Recomputed here (not the claim's fallback to every channel): with people, only
     # what has not answered for good is called again.
     calls = tuple(k for k in step.channels + keys if k not in answers or answers[k].transient)
+    # The first step to ask someone starts their later rules, from now (SPEC §7).
+    staged = staging.stage_for_step(
+        every,
+        urgency,
+        require_ack=n.require_ack,
+        started=n.outcome.staged,
+        asked_now={r.recipient_id for r in routes if r.key in calls},
+        cycle=n.cycle,
+        now=now,
+    )
     return dataclasses.replace(
         claim,
         step=dataclasses.replace(step, channels=step.channels + keys),
@@ -107,6 +122,7 @@ async def ask(
         not_due=tuple(
             {"recipient_id": r, "due_time": t.isoformat() if t else ""} for r, t in not_due.items()
         ),
+        staged=staged,
     )
 
 

@@ -55,6 +55,7 @@ from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.jobs import JobState, NewJob, SettleJob
 from uns_server.domain.moves import MoveLost
 from uns_server.domain.records import Job, Notification
+from uns_server.services import staging
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store.port import NewEvent, Store, WriteTransaction
 from uns_server.workers.followup_messages import (
@@ -320,6 +321,8 @@ class FollowUpWorker(LoopWorker):
                 }
                 await tx.events.append([_event(n, EventKind.LEASE_LOST, lost)], now)
                 return False
+            if pending and claim.staged:  # the people it first asked: their later rules
+                await staging.start_for_step(tx, current, claim.staged, now)
             refs = follow_up_refs(current, claim, sent, now)  # closed later too
             if isinstance(decision, schedule.RetryStep):
                 retry = moves.RetryFollowUpStep(n.id, progress, decision.at, refs, now)

@@ -2093,7 +2093,8 @@ pub enum PlannedStepKind {
     Deadline = 4,
     /// A person's staged rule (Recipient.notification_rules) firing: its one
     /// contact's channel in channels, the person in recipient_ids, due when the
-    /// delivery first asks them plus the rule's `after`. Listed only while it
+    /// delivery (or, for a person it does not ask, the first escalation step or
+    /// reminder that does) first asks them plus the rule's `after`. Listed only while it
     /// falls before the ack deadline, and only for notifications that await an
     /// answer (otherwise every rule's contact is sent with the delivery).
     PersonRule = 5,
@@ -2467,7 +2468,8 @@ pub struct NotificationRule {
     #[prost(string, tag="1")]
     pub contact: ::prost::alloc::string::String,
     /// When, from the moment the person is first asked (the delivery attempt
-    /// that asks them, after their own quiet hours): zero or unset for at once.
+    /// that asks them, after their own quiet hours, or the first reminder or
+    /// escalation step that asks them): zero or unset for at once.
     /// Whole seconds, at most 24 hours.
     #[prost(message, optional, tag="2")]
     pub after: ::core::option::Option<::prost_types::Duration>,
