@@ -4,7 +4,7 @@ the test, the workers stepped with ``run_once``): the reminder goes out at once 
 reminder's channels, even for a policy without reminders of its own, once across two
 replicas and across a restart; it is told apart from the policy's reminders in
 WatchEvents and GetNotification; each snooze has its own; the deadline keeps the time
-it had left."""
+it had left; a step the pause left waiting to retry is closed STOPPED, not sent twice."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from pathlib import Path
 
 from tests.api.test_followups import Rig, minutes, started_rig
 from tests.api.test_snooze import snooze
+from tests.support.http_receiver import Reply
 from tests.support.policies import activate_policy
 from tests.support.server import RunningServer, send_request, start_server
+from tests.support.watching import events_until
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
@@ -150,3 +152,35 @@ async def test_a_restart_sends_the_reminder_once(db_url: str, tmp_path: Path) ->
         [_, asked] = await hook.wait_for_requests(2)
         assert asked.json()["data"]["follow_up"]["kind"] == "SNOOZE_REMINDER"
         assert len(hook.requests) == 2
+
+
+async def test_a_step_left_waiting_to_retry_by_the_pause_is_stopped_then_asked_again(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with started_rig(db_url, tmp_path) as rig:  # reminder 1 at 10 minutes
+        nid, d = await rig.delivered()
+        rig.at(d + minutes(10) + timedelta(seconds=1))
+        rig.hook.script(Reply(status=503))  # reminder 1 fails transiently: it waits
+        assert (await rig.worker.run_once()).fired == 1
+        await rig.server.stub("rita").SnoozeNotification(snooze(nid, minutes(2)))
+        rig.at(d + minutes(12) + timedelta(seconds=2))
+        await rig.server.app.timers.run_once()  # ended before its retry was claimed
+        assert (await rig.worker.run_once()).fired == 1  # the snooze's reminder only
+        assert (await rig.worker.run_once()).fired == 0
+        requests = await rig.hook.wait_for_requests(3)
+        assert [r.json()["data"]["follow_up"]["kind"] for r in requests[1:]] == [
+            "REMINDER",
+            "SNOOZE_REMINDER",
+        ]
+        events = await events_until(
+            rig.server.stub("oscar"),
+            pb.WatchEventsRequest(replay_history=True, notification_ids=[nid]),
+            lambda seen: sum(e.kind == t.EVENT_KIND_REMINDER_SENT for e in seen) == 2,
+        )
+        stopped, asked = [e for e in events if e.kind == t.EVENT_KIND_REMINDER_SENT]
+        assert (stopped.payload["number"], stopped.payload["decision"]) == (1, "STOPPED")
+        assert (asked.payload["follow_up"], asked.payload["decision"]) == (
+            "SNOOZE_REMINDER",
+            "SENT",
+        )
+        assert (await rig.get(nid)).reminders_sent == 1
