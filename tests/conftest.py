@@ -186,6 +186,7 @@ DIALECTS: dict[str, tuple[str, ...]] = {
     "tests/api/test_lifecycle_rpcs.py": BOTH,
     "tests/api/test_delivery.py": BOTH,
     "tests/api/test_followups.py": BOTH,
+    "tests/api/test_snooze_reminder.py": BOTH,  # once across replicas and restarts
     "tests/api/test_batch_send.py": BOTH,
     "tests/api/test_group_commit.py": BOTH,
     "tests/api/test_dedup.py": BOTH,

@@ -671,11 +671,14 @@ async def test_only_an_owed_ack_snoozes_and_only_a_snoozed_one_resumes(
     async with store.write() as tx:
         assert await tx.jobs.settle_many([follow_up_jobs.done(step)], NOW) == frozenset()
         assert await tx.acks.snooze(pending, snooze, NOW) is True  # snoozed again: owed
+        await tx.jobs.insert_many([follow_up_jobs.timer(pending, later)], NOW)  # left waiting
         assert await tx.acks.resume(pending, NOW) is True
         assert await tx.acks.resume(pending, NOW) is False  # PENDING: nothing to resume
     resumed = await fetch(store, pending)
     assert (resumed["ack_status"], resumed["snoozed_until"]) == ("PENDING", None)
     assert resumed["deadline"] == snooze.deadline  # the pause stays in the deadline
+    assert resumed["snoozes_ended"] == 1  # the number of this snooze's reminder
+    assert (await live_follow_ups(db)) == {}  # the end's own job is the one chain
 
 
 async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first(
