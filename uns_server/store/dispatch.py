@@ -33,10 +33,11 @@ from sqlalchemy import (
     cast,
     func,
     select,
+    union_all,
     update,
 )
 
-from uns_server.domain.enums import EventKind, Status
+from uns_server.domain.enums import EventKind, Priority, Status
 from uns_server.domain.jobs import NewJob
 from uns_server.domain.moves import LeasedMove
 from uns_server.domain.records import Attempt, DedupWindow, Notification
@@ -45,10 +46,10 @@ from uns_server.store.bound import Bound, BoundTx
 from uns_server.store.db import FenceMoved
 from uns_server.store.leased_moves import deadline_timers, grouped
 from uns_server.store.served import POSTGRESQL, served
-from uns_server.store.tables import UtcDateTime, dedup, events
+from uns_server.store.tables import UtcDateTime, dedup, events, inline
 from uns_server.store.tables import notifications as n
 
-_due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
+_due = (n.c.status == inline(Status.PENDING.value)) & n.c.dedup_owner_id.is_(None)
 
 # Only rows every one of whose channels the claiming replica has configured
 # (``store.served``): a replica never takes, and fails, work it cannot do.
@@ -71,6 +72,27 @@ def _claim_due(served: Any) -> Any:
 
 
 _CLAIM_DUE = _claim_due(_SERVED_SQLITE)
+
+
+def _next_due(served: Any) -> Any:
+    """The earliest ``next_attempt`` among unleased due leaders: per priority, the first in
+    the due index's order (priority DESC, next_attempt), then the least of those. A plain
+    min() over the whole predicate cannot use that index (priority leads it) and scanned
+    the table: 70 ms a call on a 20,000-row backlog, read each time the loop idled."""
+    firsts = [
+        select(n.c.next_attempt)
+        .where(_due, n.c.priority == rank, n.c.lease_until.is_(None), served)
+        .order_by(n.c.priority.desc(), n.c.next_attempt)
+        .limit(1)
+        .subquery()
+        for rank in sorted({p.rank for p in Priority})
+    ]
+    each = union_all(*(select(f.c.next_attempt) for f in firsts)).subquery()
+    return select(func.min(each.c.next_attempt))
+
+
+_NEXT_DUE_PG = _next_due(_SERVED_PG)
+_NEXT_DUE_SQLITE = _next_due(_SERVED_SQLITE)
 _TAKE_LEASE = (
     update(n)
     .where(n.c.id == bindparam("b_id"))
@@ -174,8 +196,8 @@ class SqlDispatchReads(Bound):
         """When the earliest unleased pending leader that ``claim`` would take (its
         channels all among ``channels``) becomes due (expired leases are found by the idle
         poll). Work for other channels is left out: it would look due for ever."""
-        clause = _SERVED_PG if self._conn.dialect.name == POSTGRESQL else _SERVED_SQLITE
-        q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), clause)
+        pg = self._conn.dialect.name == POSTGRESQL
+        q = _NEXT_DUE_PG if pg else _NEXT_DUE_SQLITE
         value = (await self._conn.execute(q, {"channels": sorted(channels)})).scalar()
         if isinstance(value, str):  # aggregates bypass the column type on SQLite
             value = datetime.fromisoformat(value)
@@ -331,7 +353,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         """The owner's PENDING followers in promotion order (oldest first), locked."""
         q = (
             select(n)
-            .where(n.c.dedup_owner_id == owner_id, n.c.status == Status.PENDING.value)
+            .where(n.c.dedup_owner_id == owner_id, n.c.status == inline(Status.PENDING.value))
             .order_by(n.c.created_at, n.c.id)
             .with_for_update()
         )

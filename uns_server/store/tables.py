@@ -29,9 +29,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    literal_column,
     text,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.elements import ColumnClause
 from sqlalchemy.types import TypeDecorator
 
 metadata = MetaData(
@@ -66,6 +68,17 @@ class UtcDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def inline(value: str) -> ColumnClause[Any]:
+    """A state or kind of ours (an enum value, never input) written into the statement,
+    not bound. PostgreSQL uses a partial index (``WHERE status = 'PENDING'``...) only when
+    it can prove the query's condition implies the index's, which a bound parameter never
+    allows in a generic plan; and a prepared statement first run on a small table keeps
+    its generic plan (a sequential scan) as the table grows. The claim and the next-due
+    read ran so at 50 ms a call on a 20,000-row backlog."""
+    assert value.replace("_", "").isalnum(), value
+    return literal_column(f"'{value}'")
 
 
 # JSONB on PostgreSQL (indexable, compact), JSON text on SQLite.
