@@ -247,11 +247,43 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         admin_cli.FORKER.close()  # before pytest-cov combines the data files
 
 
+# What starts first under ``--dist loadgroup``, longest first (the longest-processing-
+# time rule): a serial group is one unit of work that one worker runs test after test,
+# so a long one handed out late ends the run alone. xdist hands units out in the order
+# of the collected items (pytest_configure turns off its own reordering by test count,
+# which put a group of many quick tests before a group of a few long ones), so the
+# groups go first, heaviest first, then the longest single tests, then everything else
+# in collection order. The order is a schedule only: no test may depend on it.
+RUN_FIRST = (
+    "@reliability",
+    "@bench",
+    "@packaging",
+    "@processes",
+    "@toolchain",
+    "tests/acceptance/test_openapi_fuzz.py",
+    "tests/api/test_watch_scale.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep RUN_FIRST's order
+        config.option.loadscopereorder = False
+
+
+def _schedule_rank(path: str, group: str | None) -> int:
+    for rank, first in enumerate(RUN_FIRST):
+        if first == f"@{group}" or (not first.startswith("@") and path.startswith(first)):
+            return rank
+    return len(RUN_FIRST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = config.rootpath
+    ranks: dict[pytest.Item, int] = {}
     for item in items:
         path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
-        for prefix, group in XDIST_GROUPS.items():
-            if path.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        group = next((g for prefix, g in XDIST_GROUPS.items() if path.startswith(prefix)), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        ranks[item] = _schedule_rank(path, group)
+    items.sort(key=ranks.__getitem__)  # stable: collection order within a rank
