@@ -30,6 +30,7 @@ from uns_server.app.health import HealthMonitor
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.fingerprint import channel_fingerprint
 from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain.jobs import JobKind
 from uns_server.domain.policy import ServerDefaults
 from uns_server.http.connect import Bridge
 from uns_server.http.server import HttpServer
@@ -225,6 +226,8 @@ class App:
         self.rescuer = JobRescuer(self.store, clock, settings.idle_poll_seconds, self.supervision)
         for worker in (self.message_updater, self.followups, self.person_rules):
             self.rescuer.on_rescued(worker.kinds, worker.wake)
+        # A rescued delivery is claimed again as a recovery (its lease expired unsettled).
+        self.rescuer.on_rescued([JobKind.DELIVERY], self.dispatcher.wake)
         self.telemetry.observe(self.hub)
         # One Watch for gRPC and the console: its stream caps count both.
         self.watch = Watch(

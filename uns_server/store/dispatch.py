@@ -32,20 +32,23 @@ from sqlalchemy import (
     bindparam,
     cast,
     func,
+    literal_column,
     select,
     update,
 )
 
 from uns_server.domain.enums import EventKind, Status
-from uns_server.domain.jobs import NewJob
+from uns_server.domain.jobs import JobKind, JobState, NewJob
 from uns_server.domain.moves import LeasedMove
 from uns_server.domain.records import Attempt, DedupWindow, Notification
-from uns_server.store import jobs, pg, records
+from uns_server.store import deliveries, jobs, pg, records
 from uns_server.store.bound import Bound, BoundTx
 from uns_server.store.db import FenceMoved
-from uns_server.store.leased_moves import deadline_timers, grouped
+from uns_server.store.jobs import SqlJobs
+from uns_server.store.leased_moves import deadline_timers, delivery_settles, grouped
 from uns_server.store.served import POSTGRESQL, served
 from uns_server.store.tables import UtcDateTime, dedup, events
+from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
 _due = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
@@ -57,20 +60,28 @@ _SERVED_SQLITE = served("sqlite")
 
 
 def _claim_due(served: Any) -> Any:
+    """Due delivery jobs (claim order: priority, then due time) joined to their
+    leaders, which must still be due, unleased (or their lease expired) and served
+    here. Both rows are locked: the claim still leases the notification, and its copy
+    (as before the claim) is what the settlement decides from."""
+    now = bindparam("now", type_=UtcDateTime())
     return (
-        select(n)
-        .where(_due, n.c.next_attempt <= bindparam("now", type_=UtcDateTime()))
+        select(n, j.c.id.label("job_id"))
+        .select_from(j.join(n, n.c.id == j.c.notification_id))
         .where(
-            n.c.lease_until.is_(None) | (n.c.lease_until <= bindparam("now", type_=UtcDateTime()))
+            j.c.kind == literal_column(f"'{JobKind.DELIVERY.value}'"),
+            j.c.state.in_([literal_column("'available'"), literal_column("'retryable'")]),
+            j.c.scheduled_at <= now,
         )
+        .where(_due, n.c.lease_until.is_(None) | (n.c.lease_until <= now))
         .where(served)
-        .order_by(n.c.priority.desc(), n.c.next_attempt)
+        .order_by(j.c.priority.desc(), j.c.scheduled_at, j.c.id)
         .limit(bindparam("limit"))
-        .with_for_update(skip_locked=True)
     )
 
 
 _CLAIM_DUE = _claim_due(_SERVED_SQLITE)
+_DELIVERY = frozenset({JobKind.DELIVERY})
 _TAKE_LEASE = (
     update(n)
     .where(n.c.id == bindparam("b_id"))
@@ -85,23 +96,56 @@ _TAKE_LEASE = (
         updated_at=bindparam("b_now", type_=UtcDateTime()),
     )
 )
-# PostgreSQL claims and leases in one statement: the locked due rows (as they were
-# before the claim) joined to their update, each row's token made by the server.
-_claimed = _claim_due(_SERVED_PG).cte("claimed")
+# The job runs under the notification's token: a settle that lands on the one moves
+# the other (``store.deliveries.settle``).
+_TAKE_JOB = (
+    update(j)
+    .where(j.c.id == bindparam("b_job"))
+    .values(
+        state=JobState.RUNNING.value,
+        attempt=j.c.attempt + 1,
+        attempted_at=bindparam("b_now", type_=UtcDateTime()),
+        lease_token=bindparam("b_token", type_=j.c.lease_token.type),
+        lease_until=bindparam("b_until", type_=UtcDateTime()),
+    )
+)
+# PostgreSQL claims and leases in one statement: the locked due jobs and leaders (the
+# leaders as they were before the claim, each with a token made by the server), the
+# jobs' update riding as a CTE, joined to the leaders' update.
+_picked = (
+    _claim_due(_SERVED_PG)
+    .add_columns(func.gen_random_uuid().cast(Text).label("claim_token"))
+    .with_for_update(skip_locked=True, of=[j, n])
+    .cte("picked")
+)
+_jobs_taken = (
+    update(j)
+    .where(j.c.id == _picked.c.job_id)
+    .values(
+        state=JobState.RUNNING.value,
+        attempt=j.c.attempt + 1,
+        attempted_at=bindparam("now", type_=UtcDateTime()),
+        lease_token=_picked.c.claim_token,
+        lease_until=bindparam("until", type_=UtcDateTime()),
+    )
+    .returning(j.c.id)
+    .cte("jobs_taken")
+)
 _CLAIM_PG = pg.Statement(
     update(n)
-    .where(n.c.id == _claimed.c.id)
+    .where(n.c.id == _picked.c.id)
     .values(
-        lease_token=func.gen_random_uuid().cast(n.c.lease_token.type),
+        lease_token=_picked.c.claim_token,
         lease_until=bindparam("until", type_=UtcDateTime()),
         attempts=n.c.attempts + 1,
         cycle_attempts=n.c.cycle_attempts + 1,
         provider_effect_may_have_occurred=(
-            n.c.provider_effect_may_have_occurred | _claimed.c.lease_token.is_not(None)
+            n.c.provider_effect_may_have_occurred | _picked.c.lease_token.is_not(None)
         ),
         updated_at=bindparam("now", type_=UtcDateTime()),
     )
-    .returning(*_claimed.c, n.c.lease_token.label("claimed_token"))
+    .add_cte(_jobs_taken)
+    .returning(*_picked.c)
 )
 # One fenced UPDATE per set of assigned columns (there are a handful: see settle_many),
 # with its compiled PostgreSQL form; the same for settle_leased, whose WHERE also
@@ -171,11 +215,20 @@ class SqlDispatchReads(Bound):
     __slots__ = ()
 
     async def next_due_at(self, channels: Collection[str]) -> datetime | None:
-        """When the earliest unleased pending leader that ``claim`` would take (its
-        channels all among ``channels``) becomes due (expired leases are found by the idle
-        poll). Work for other channels is left out: it would look due for ever."""
+        """When the earliest delivery job of an unleased pending leader that ``claim``
+        would take (its channels all among ``channels``) becomes due (expired leases are
+        found by the rescuer, which wakes the dispatcher, or the idle poll). Work for other
+        channels is left out: it would look due for ever."""
         clause = _SERVED_PG if self._conn.dialect.name == POSTGRESQL else _SERVED_SQLITE
-        q = select(func.min(n.c.next_attempt)).where(_due, n.c.lease_until.is_(None), clause)
+        q = (
+            select(func.min(j.c.scheduled_at))
+            .select_from(j.join(n, n.c.id == j.c.notification_id))
+            .where(
+                j.c.kind == literal_column(f"'{JobKind.DELIVERY.value}'"),
+                j.c.state.in_([literal_column("'available'"), literal_column("'retryable'")]),
+            )
+            .where(_due, n.c.lease_until.is_(None), clause)
+        )
         value = (await self._conn.execute(q, {"channels": sorted(channels)})).scalar()
         if isinstance(value, str):  # aggregates bypass the column type on SQLite
             value = datetime.fromisoformat(value)
@@ -217,38 +270,44 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         lease: timedelta,
         channels: Collection[str],
     ) -> list[Attempt]:
-        """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL) whose
-        channels are all among ``channels`` (the caller's configured ones), and lease each
-        under a new fencing token (``Attempt.lease_token``).
+        """Lock up to ``limit`` due delivery jobs of unleased leaders (SKIP LOCKED on
+        PostgreSQL) whose channels are all among ``channels`` (the caller's configured
+        ones), and lease each job and its leader under a new fencing token
+        (``Attempt.lease_token``).
 
         Each notification is as it was before the claim, so the caller can see an expired
         previous lease (``Attempt.recovered``: its ``lease_token`` still set): that
         attempt's effect is unknown, and the row is flagged
-        ``provider_effect_may_have_occurred``.
+        ``provider_effect_may_have_occurred``. Expired delivery leases are rescued first
+        (the rescuer's statement, for this kind: one index probe when there are none), so
+        a recovery does not wait for the rescuer's round.
         """
         until = now + lease
+        await SqlJobs(self._conn).rescue_expired(_DELIVERY, now=now, limit=limit)
         driver = pg.driver(self._conn)
         if driver is not None:
             params = {"now": now, "limit": limit, "until": until, "channels": sorted(channels)}
             rows = await _CLAIM_PG.fetch(driver, params)
-            return [records.attempt(row, row["claimed_token"]) for row in rows]
+            leased = [records.attempt(row, row["claim_token"]) for row in rows]
+            # RETURNING's order is none: claim order again
+            return sorted(leased, key=lambda a: -a.notification.priority)
         params = {"now": now, "limit": limit, "channels": sorted(channels)}
-        due = (await self._conn.execute(_CLAIM_DUE, params)).mappings()
+        due = (await self._conn.execute(_CLAIM_DUE, params)).mappings().all()
         leases = [records.attempt(row, str(uuid.uuid4())) for row in due]
         if leases:
-            await self._conn.execute(
-                _TAKE_LEASE,
-                [
-                    {
-                        "b_id": a.notification.id,
-                        "b_token": a.lease_token,
-                        "b_until": until,
-                        "b_recovered": a.recovered,
-                        "b_now": now,
-                    }
-                    for a in leases
-                ],
-            )
+            taken = [
+                {
+                    "b_id": a.notification.id,
+                    "b_job": row["job_id"],
+                    "b_token": a.lease_token,
+                    "b_until": until,
+                    "b_recovered": a.recovered,
+                    "b_now": now,
+                }
+                for a, row in zip(leases, due, strict=True)
+            ]
+            await self._conn.execute(_TAKE_LEASE, taken)
+            await self._conn.execute(_TAKE_JOB, taken)
         return leases
 
     async def settle_many(self, moves: Sequence[LeasedMove], now: datetime) -> int:
@@ -260,22 +319,25 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         timers = deadline_timers(moves)
         driver = pg.driver(self._conn)
         changed = 0
-        landed: set[str] = set()  # ids of the moves that open an ack and landed
+        landed: set[str] = set()  # ids of the moves that landed
         for columns, params_list in groups.items():
             stmt, stmt_pg = _settle_statement(columns)
             if driver is not None:  # asyncpg's executemany reports no row counts
                 rows = await stmt_pg.fetchmany(driver, params_list)
                 changed += len(rows)
                 landed.update(r["id"] for r in rows)
-            elif timers and "deadline" in columns:  # one execute per row tells its own count
+            else:  # one execute per row tells its own count
                 for params in params_list:
                     if (await self._conn.execute(stmt, params)).rowcount == 1:
                         changed += 1
                         landed.add(params["b_id"])
-            else:
-                changed += (await self._conn.execute(stmt, params_list)).rowcount
         await self._insert_timers(
             [job for move, job in timers if move.notification_id in landed], now
+        )
+        await deliveries.settle(
+            self._conn,
+            [d for move, d in delivery_settles(moves) if move.notification_id in landed],
+            now,
         )
         return changed
 
@@ -307,6 +369,15 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         await self._insert_timers(
             [job for move, job in timers if (move.notification_id, move.token) in changed], now
         )
+        await deliveries.settle(
+            self._conn,
+            [
+                d
+                for move, d in delivery_settles(moves)
+                if (move.notification_id, move.token) in changed
+            ],
+            now,
+        )
         return changed
 
     async def settle_leased_with_events(self, moves: Sequence[LeasedMove], now: datetime) -> None:
@@ -326,6 +397,11 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
             self._tx.defer(_fenced_update(columns), rows)
         # Every move lands or the transaction rolls back: each opened ack gets its timer.
         self._tx.defer(jobs.INSERT_PG, jobs.rows([job for _, job in deadline_timers(moves)], now))
+        settles = [d for _, d in delivery_settles(moves)]
+        self._tx.defer(deliveries.SETTLE_PG, deliveries.settle_rows(settles, now))
+
+    async def carry(self, now: datetime, *, limit: int) -> int:
+        return await deliveries.carry(self._conn, now, limit=limit)
 
     async def pending_followers(self, owner_id: str) -> list[Notification]:
         """The owner's PENDING followers in promotion order (oldest first), locked."""

@@ -335,6 +335,7 @@ maintenance = Table(
 # of work is one narrow row, claimed in batches under a lease and a fencing token,
 # settled by one fenced statement, rescued when its lease expires, deleted once final
 # and old (states and who moves them: ``domain.jobs``). Kinds so far: message_update.
+DELIVERY_LIVE = "kind = 'delivery' AND state IN ('available', 'retryable', 'running')"
 jobs = Table(
     "uns_jobs",
     metadata,
@@ -352,15 +353,8 @@ jobs = Table(
     Column("lease_until", UtcDateTime()),
     Column("last_error", Text),
     Column("created_at", UtcDateTime(), nullable=False),
-    # The claim: due rows of a kind in claim order.
-    Index(
-        "ix_uns_jobs_due",
-        "kind",
-        "scheduled_at",
-        "id",
-        postgresql_where=text("state IN ('available', 'retryable')"),
-        sqlite_where=text("state IN ('available', 'retryable')"),
-    ),
+    # Claimed first once due (a delivery's: its notification's priority; 0 otherwise).
+    Column("priority", Integer, nullable=False, server_default=text("0")),
     # The rescuer: leases of running rows, by expiry.
     Index(
         "ix_uns_jobs_running",
@@ -384,6 +378,26 @@ jobs = Table(
         postgresql_where=text("finalized_at IS NOT NULL"),
         sqlite_where=text("finalized_at IS NOT NULL"),
     ),
+)
+
+# The claim: due rows of a kind in claim order (priority DESC, scheduled_at, id).
+Index(
+    "ix_uns_jobs_due",
+    jobs.c.kind,
+    jobs.c.priority.desc(),
+    jobs.c.scheduled_at,
+    jobs.c.id,
+    postgresql_where=text("state IN ('available', 'retryable')"),
+    sqlite_where=text("state IN ('available', 'retryable')"),
+)
+# At most one live delivery job per notification: the places that make a leader due
+# insert it or, when one is live, retime it (``store.deliveries``, ON CONFLICT).
+Index(
+    "ux_uns_jobs_delivery",
+    jobs.c.notification_id,
+    unique=True,
+    postgresql_where=text(DELIVERY_LIVE),
+    sqlite_where=text(DELIVERY_LIVE),
 )
 
 # Before ``uns_jobs`` (migration 0015): the message-update outbox. Nothing writes it

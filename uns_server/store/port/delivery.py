@@ -55,6 +55,13 @@ class Dispatch(DispatchReads, Protocol):
         ``FenceMoved`` if one did not."""
         ...
 
+    async def carry(self, now: datetime, *, limit: int) -> int:
+        """Up to ``limit`` PENDING leaders without a live delivery job (queued by a
+        replica of the previous release) get one, due at their ``next_attempt``, and up
+        to ``limit`` live delivery jobs whose row is no longer a PENDING leader (one
+        such replica settled it) are cancelled; how many rows changed."""
+        ...
+
     async def pending_followers(self, owner_id: str) -> Sequence[Notification]:
         """The owner's PENDING followers in promotion order (oldest first), locked."""
         ...
