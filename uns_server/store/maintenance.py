@@ -177,6 +177,7 @@ class SqlMaintenance(SqlMaintenanceReads):
                 updated_at=now,
             )
         )
+        await deliveries.schedule(self._conn, ids, now)
         return int(result.rowcount)
 
     async def _audit(
