@@ -212,7 +212,11 @@ class _SettlePg:
             "lease_token = NULL, lease_until = NULL "
             f"FROM unnest({p[0]}::text[], {p[1]}::text[], {p[2]}::timestamptz[], "
             f"{p[3]}::timestamptz[]) AS r(nid, state, scheduled_at, now) "
-            "WHERE uns_jobs.notification_id = r.nid AND uns_jobs.kind = 'delivery' "
+            # The ANY restricts the jobs scanned to the named ones whatever the
+            # planner believes of the join (stale statistics chose a hash join over
+            # every live job).
+            f"WHERE uns_jobs.notification_id = ANY({p[0]}::text[]) "
+            "AND uns_jobs.notification_id = r.nid AND uns_jobs.kind = 'delivery' "
             f"AND uns_jobs.state IN ({', '.join(_LIVE)})" + (f" AND {when}" if when else "")
         )
 
