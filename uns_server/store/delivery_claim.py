@@ -26,14 +26,6 @@ from uns_server.store.tables import notifications as n
 
 DUE = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
 """A due leader's row: PENDING, following no one."""
-# The same test as ``DUE``, written so that no index of ``uns_notifications`` but its
-# primary key serves it: the claim walks the due jobs in order and looks each leader up
-# by id. With the plain test, a planner without statistics yet (right after a bulk
-# accept) joined each job to a walk of the due-leaders index instead (~100 ms a claim
-# on 20k rows).
-LOOKED_UP_DUE = (func.coalesce(n.c.status, "") == Status.PENDING.value) & (
-    func.coalesce(n.c.dedup_owner_id, "") == ""
-)
 DELIVERY: Any = literal_column(f"'{JobKind.DELIVERY.value}'")
 CLAIMABLE = j.c.state.in_([literal_column("'available'"), literal_column("'retryable'")])
 
@@ -57,7 +49,7 @@ def _claim_due(served: Any) -> Any:
             CLAIMABLE,
             j.c.scheduled_at <= now,
         )
-        .where(LOOKED_UP_DUE, n.c.lease_until.is_(None) | (n.c.lease_until <= now))
+        .where(DUE, n.c.lease_until.is_(None) | (n.c.lease_until <= now))
         .where(served)
         .order_by(j.c.priority.desc(), j.c.scheduled_at, j.c.id)
         .limit(bindparam("limit"))
