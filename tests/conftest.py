@@ -27,6 +27,7 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.support import admin_cli
 from tests.support.postgres import PostgresProcess
 from tests.support.server import KEYS, RunningServer, start_server
 from uns_server.store import migrate
@@ -185,6 +186,7 @@ DIALECTS: dict[str, tuple[str, ...]] = {
     "tests/api/test_lifecycle_rpcs.py": BOTH,
     "tests/api/test_delivery.py": BOTH,
     "tests/api/test_followups.py": BOTH,
+    "tests/api/test_snooze_reminder.py": BOTH,  # once across replicas and restarts
     "tests/api/test_batch_send.py": BOTH,
     "tests/api/test_group_commit.py": BOTH,
     "tests/api/test_dedup.py": BOTH,
@@ -230,6 +232,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             pytest.mark.parametrize("db_url", list(dialects), indirect=True),
             append=False,  # first, as the fixture's own params were: ids stay the same
         )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if admin_cli.FORKER is not None:
+        admin_cli.FORKER.close()  # before pytest-cov combines the data files
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -18,7 +18,7 @@ from tests.support.watching import events_until, has_kind
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.retention import RetentionPolicy
-from uns_server.services.retention import Report, Retention
+from uns_server.services.retention import Report, RetentionService
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ async def send(srv: RunningServer, key: str) -> str:
 
 
 async def compact(srv: RunningServer, clock: ShiftableClock) -> Report:
-    retention = Retention(srv.app.store, RetentionPolicy())
+    retention = RetentionService(srv.app.store, RetentionPolicy())
     return await retention.run_once(True, clock() + timedelta(days=40))
 
 
@@ -122,7 +122,7 @@ async def test_resume_below_the_horizon_is_refused_with_the_resync_point(
 
 async def test_no_compaction_no_refusal(manual: RunningServer, clock: ShiftableClock) -> None:
     nid = await send(manual, "only")
-    report = await Retention(manual.app.store, RetentionPolicy()).run_once(True, clock())
+    report = await RetentionService(manual.app.store, RetentionPolicy()).run_once(True, clock())
     assert report.compacted_sequence == 0 and report.notification_ids == ()
     seen = await events_until(
         manual.stub("oscar"),

@@ -57,11 +57,14 @@ async def test_a_snooze_pauses_steps_and_deadline_and_resumes_them(
         rig.at(d + minutes(35) + timedelta(seconds=1))
         await rig.server.app.timers.run_once()  # the snooze ends
         assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
+        assert (await rig.worker.run_once()).fired == 1  # asked again at once
         assert (await rig.worker.run_once()).fired == 0  # reminder 1 now at 40
+        [_, asked] = await rig.hook.wait_for_requests(2)
+        assert asked.json()["data"]["follow_up"] == {"kind": "SNOOZE_REMINDER", "number": 1}
         rig.at(d + minutes(40) + timedelta(seconds=1))
         assert (await rig.worker.run_once()).fired == 1
         assert (await rig.worker.run_once()).fired == 0  # one chain of follow-ups, not two
-        [_, reminder] = await rig.hook.wait_for_requests(2)
+        [_, _, reminder] = await rig.hook.wait_for_requests(3)
         assert reminder.json()["data"]["follow_up"] == {"kind": "REMINDER", "number": 1}
 
         # The deadline had 55 minutes left when snoozed: it passes at 90, not 60.

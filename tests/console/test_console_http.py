@@ -18,7 +18,6 @@ from tests.console.conftest import ConsoleRig, csrf_of
 from tests.support.server import KEYS, start_server
 from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
-from uns_server.store import console as store_console
 
 # Sessions and expiry run on both dialects; the rest on SQLite (same code above the store).
 SQLITE = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -398,9 +397,9 @@ async def test_the_overview_counts_states_and_shows_channel_health(console: Cons
 async def test_the_queue_counts_are_lower_bounds_past_their_cap(console: ConsoleRig) -> None:
     for n in range(3):
         await console.send(f"queued-{n}")  # due, not dispatched
-    async with console.server.app.db.read() as conn:
-        capped = await store_console.queue_counts(conn, console.clock(), 2)
-        exact = await store_console.queue_counts(conn, console.clock(), 10)
+    async with console.server.app.store.read() as tx:
+        capped = await tx.console.queue_counts(console.clock(), 2)
+        exact = await tx.console.queue_counts(console.clock(), 10)
     assert capped == ({"due": 3, "in_flight": 0, "scheduled": 0}, True)  # read 3 of 3: "3+"
     assert exact == ({"due": 3, "in_flight": 0, "scheduled": 0}, False)
 

@@ -124,6 +124,10 @@ def test_a_follow_up_row_says_whom_it_asked_where_and_whom_it_left() -> None:
         "dave not due a reminder yet"
     )
     assert step_summary(EventKind.REMINDER_SENT, {"number": 1}, Names({})) == "reminder 1"
+    after_snooze = {"follow_up": "SNOOZE_REMINDER", "snooze": 2}
+    assert step_summary(EventKind.REMINDER_SENT, after_snooze, Names({})) == (
+        "reminder at the end of snooze 2"
+    )
 
 
 def test_an_acknowledgement_reads_as_its_answer() -> None:

@@ -11,12 +11,12 @@ from uns_server.domain.admission import (
     Admission,
     Admit,
     Conflict,
+    DedupWindowTake,
     EventToAppend,
     Existing,
     Fresh,
     Outcome,
     Replay,
-    WindowChange,
     WindowOwner,
     accepted_payload,
     decide_admission,
@@ -91,7 +91,7 @@ def linked(owner: WindowOwner, generation: int = 3) -> EventToAppend:
     return EventToAppend(EventKind.DEDUP_LINKED, dict(payload))
 
 
-def leader(change: WindowChange | None, dedup_key: str | None = KEY) -> Admit:
+def leader(change: DedupWindowTake | None, dedup_key: str | None = KEY) -> Admit:
     generation = change.generation if change else None
     return Admit(Outcome.NEW, NEW_ID, EFFECTIVE, dedup_key, generation, None, change, (ACCEPTED,))
 
@@ -106,7 +106,7 @@ DELIVERED_OWNER = WindowOwner("owner", Status.DELIVERED)
         # no dedup key: a leader with no window
         (Fresh(EFFECTIVE), leader(None, dedup_key=None)),
         # the first send of a dedup key opens generation 1
-        (Fresh(EFFECTIVE, KEY), leader(WindowChange(KEY, NEW_ID, 1, UNTIL, insert=True))),
+        (Fresh(EFFECTIVE, KEY), leader(DedupWindowTake(KEY, NEW_ID, 1, UNTIL, insert=True))),
         # a PENDING owner takes the send as a follower, inside its window or past it
         *(
             (
@@ -141,24 +141,24 @@ DELIVERED_OWNER = WindowOwner("owner", Status.DELIVERED)
         # its window has closed (``until`` is exclusive): a new generation takes it
         (
             Fresh(EFFECTIVE, KEY, window(until=PAST), DELIVERED_OWNER),
-            leader(WindowChange(KEY, NEW_ID, 4, UNTIL, insert=False)),
+            leader(DedupWindowTake(KEY, NEW_ID, 4, UNTIL, insert=False)),
         ),
         # an owner that no longer carries the obligation: a new generation
         *(
             (
                 Fresh(EFFECTIVE, KEY, window(), WindowOwner("owner", status)),
-                leader(WindowChange(KEY, NEW_ID, 4, UNTIL, insert=False)),
+                leader(DedupWindowTake(KEY, NEW_ID, 4, UNTIL, insert=False)),
             )
             for status in (Status.FAILED, Status.WITHDRAWN, Status.DEDUPLICATED)
         ),
         # the owner's row is gone (pruned), or the window names none
         (
             Fresh(EFFECTIVE, KEY, window(), None),
-            leader(WindowChange(KEY, NEW_ID, 4, UNTIL, insert=False)),
+            leader(DedupWindowTake(KEY, NEW_ID, 4, UNTIL, insert=False)),
         ),
         (
             Fresh(EFFECTIVE, KEY, window(owner_id=None, generation=9), None),
-            leader(WindowChange(KEY, NEW_ID, 10, UNTIL, insert=False)),
+            leader(DedupWindowTake(KEY, NEW_ID, 10, UNTIL, insert=False)),
         ),
     ],
 )

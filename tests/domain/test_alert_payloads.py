@@ -11,7 +11,7 @@ import pytest
 from uns_server.domain.alert_payloads import (
     Alert,
     AlertProblem,
-    Malformed,
+    MalformedAlerts,
     parse_webhook,
 )
 
@@ -98,7 +98,7 @@ def test_an_alert_that_cannot_be_read_is_its_own_problem(alert: Any, field: str)
     ],
 )
 def test_a_body_that_is_no_payload_is_malformed(document: Any, fields: list[str]) -> None:
-    with pytest.raises(Malformed) as raised:
+    with pytest.raises(MalformedAlerts) as raised:
         parse_webhook(document)
     assert [p.field for p in raised.value.problems] == fields
 

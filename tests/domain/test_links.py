@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from uns_server.domain.links import LinkClaims, LinkSigner, token_hash
+from uns_server.domain.links import LinkClaims, LinkSigner, outlives, token_hash
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 OLD, NEW = "old-key-" + "o" * 32, "new-key-" + "n" * 32
@@ -19,6 +19,26 @@ def test_a_token_carries_exactly_its_claims_until_it_expires() -> None:
     assert signer.verify(token, NOW) == CLAIMS
     assert signer.verify(token, CLAIMS.expires_at - timedelta(seconds=1)) == CLAIMS
     assert signer.verify(token, CLAIMS.expires_at) is None
+
+
+def test_past_its_expiry_a_link_lives_only_while_owed_and_before_the_moved_deadline() -> None:
+    signer = LinkSigner([NEW])
+    token = signer.issue(CLAIMS)
+    later = CLAIMS.expires_at + timedelta(minutes=10)
+    assert signer.verify(token, later) is None and signer.read(token) == CLAIMS
+    lease = timedelta(minutes=1)
+    moved = NOW + timedelta(hours=2)  # a snooze moved the deadline
+
+    def alive(at: datetime, owed: bool, deadline: datetime | None = moved) -> bool:
+        return outlives(CLAIMS, ack_owed=owed, deadline=deadline, lease=lease, now=at)
+
+    assert alive(NOW, owed=False)  # its own expiry holds whatever the row says
+    assert alive(later, owed=True)
+    assert not alive(later, owed=False)  # the obligation ended
+    assert not alive(later, owed=True, deadline=None)
+    assert alive(moved + lease - timedelta(seconds=1), owed=True)
+    assert not alive(moved + lease, owed=True)
+    assert signer.read("".join(reversed(token))) is None
 
 
 @pytest.mark.parametrize("position", [0, 10, -1, -20])

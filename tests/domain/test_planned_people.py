@@ -3,11 +3,14 @@ plan for people: the cases the gRPC tests (tests/api/test_plan_people.py) do not
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 
+from uns_server.domain.enums import Urgency
 from uns_server.domain.people import Recipient, Rotation
 from uns_server.domain.planned_people import plan_people
-from uns_server.domain.schedule import QuietHours, Reminder, StepKind, Timing
+from uns_server.domain.schedule import EscalationStep, QuietHours, Reminder, StepKind, Timing
+from uns_server.domain.staged_rules import NotificationRule
 from uns_server.domain.targets import Target
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -67,3 +70,23 @@ def test_a_person_asleep_at_a_reminder_is_not_sent_it_and_is_due_at_the_next() -
     r1, r2 = (plan.asked[(StepKind.REMINDER, n)] for n in (1, 2))
     assert (r1.sent, dict(r1.held), dict(r1.not_due)) == ((), {"alice": minutes(60)}, {})
     assert (r2.sent, dict(r2.held), dict(r2.not_due)) == (("alice",), {}, {})
+
+
+def test_a_person_first_asked_by_an_escalation_step_has_their_later_rules_from_it() -> None:
+    # Carol (push at once, sms after 2 minutes) is asked first by the step at 10
+    # minutes: the step sends her push, her sms is planned at 12, not at 2.
+    rules = (
+        NotificationRule("push", timedelta(0), Urgency.HIGH),
+        NotificationRule("sms", timedelta(minutes=2), Urgency.HIGH),
+    )
+    people = {**PEOPLE, "carol": Recipient("carol", "Carol", "UTC", notification_rules=rules)}
+    step = EscalationStep(timedelta(minutes=10), (), (Target(recipient_id="carol"),))
+    plan_timing = replace(timing((Target(recipient_id="bob"),)), escalation=(step,))
+    plan = plan_people(minutes(60), None, plan_timing, "ACTION_REQUIRED", {}, people)
+    assert plan.asked[(StepKind.ESCALATION, 1)].sent == ("carol",)
+    [rule] = [s for s in plan.steps if s.kind == StepKind.PERSON_RULE]
+    assert (rule.at, rule.channels, rule.targets) == (
+        minutes(72),
+        ("sms",),
+        (Target(recipient_id="carol"),),
+    )

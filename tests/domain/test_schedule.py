@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uns_server.domain import schedule
+from uns_server.domain.moves import FollowUpCounts
 from uns_server.domain.outcomes import provider_refs_from_json
 from uns_server.domain.schedule import QuietHours
 
@@ -542,6 +543,18 @@ def test_nag_states_count_each_persons_reminders_once_per_number() -> None:
         "alice": schedule.NagState(T0 + minutes(36), 1),
         "bob": schedule.NagState(T0, 0),
     }
+
+
+def test_a_snooze_reminder_leaves_the_policy_reminders_their_times() -> None:
+    refs = {
+        "mail@bob": _ref("bob", T0),
+        "mail@bob:snooze_reminder:1": _ref("bob", T0 + minutes(9), "SNOOZE_REMINDER", 1),
+    }
+    assert schedule.nag_states(provider_refs_from_json(refs) or {}) == {
+        "bob": schedule.NagState(T0, 0)
+    }
+    counts = FollowUpCounts(2, 1)
+    assert counts.after(schedule.StepKind.SNOOZE_REMINDER, 3) == counts
 
 
 @pytest.mark.parametrize(

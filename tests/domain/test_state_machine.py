@@ -41,7 +41,7 @@ from uns_server.domain.errors import (
 from uns_server.domain.lifecycle import ChannelAnswer, Settling
 from uns_server.domain.policy import EffectivePolicy, PolicySpec
 from uns_server.domain.records import DedupWindow
-from uns_server.domain.withdrawal import Repeat, Scope, Target, decide_withdrawal
+from uns_server.domain.withdrawal import Repeat, Scope, WithdrawalRow, decide_withdrawal
 
 DIAGRAM = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
 START = "[*]"
@@ -441,7 +441,7 @@ class Lifecycle(RuleBasedStateMachine):
         n = self._pick(i)
         if n is None:
             return
-        target = Target(
+        target = WithdrawalRow(
             n.id, n.status, n.ack_status, n.dead_letter, n.deadline, n.owner_id, n.withdrawn_by
         )
         followers = tuple(f.id for f in self._followers(n))

@@ -13,8 +13,8 @@ from uns_server.domain.errors import NotWithdrawable
 from uns_server.domain.withdrawal import (
     Repeat,
     Scope,
-    Target,
     Withdraw,
+    WithdrawalRow,
     decide_withdrawal,
     followers_withdrawn,
     rows_withdrawn,
@@ -33,8 +33,8 @@ def target(
     deadline: datetime | None = None,
     owner: str | None = None,
     withdrawn_by: str | None = None,
-) -> Target:
-    return Target("n1", status, ack, dead_letter, deadline, owner, withdrawn_by)
+) -> WithdrawalRow:
+    return WithdrawalRow("n1", status, ack, dead_letter, deadline, owner, withdrawn_by)
 
 
 W = "WITHDRAW"
@@ -66,7 +66,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "row", "want", "scope"), CASES, ids=[c[0] for c in CASES])
-def test_decision_table(name: str, row: Target, want: str, scope: Scope | None) -> None:
+def test_decision_table(name: str, row: WithdrawalRow, want: str, scope: Scope | None) -> None:
     if want == NW:
         with pytest.raises(NotWithdrawable) as exc:
             decide_withdrawal(row, caller="alice", pending_followers=(), now=NOW)

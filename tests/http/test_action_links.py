@@ -10,6 +10,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from google.protobuf import json_format
+from google.protobuf.duration_pb2 import Duration
 
 from tests.http.conftest import LINK_KEY, Rig
 from tests.http.helpers import click, email_links, form_nonce
@@ -246,6 +247,47 @@ async def test_tampered_expired_revoked_and_unknown_links_are_one_plain_404(rig:
         bodies.add(expired.text)
     assert len(bodies) == 1 and nid not in bodies.pop()
     assert (await rig.get(nid)).ack_state == t.ACK_STATE_PENDING
+
+
+async def test_a_link_sent_before_a_snooze_lives_until_the_moved_deadline(rig: Rig) -> None:
+    nid = await rig.send("links-outlive-snooze", notification_type="ops.mail")
+    await rig.deliver()
+    links = email_links(rig.smtp.messages[0])  # they expire at 30 minutes plus the lease
+    hours = Duration()
+    hours.FromTimedelta(timedelta(hours=2))
+    await rig.server.stub("rita").SnoozeNotification(
+        pb.SnoozeNotificationRequest(notification_id=nid, duration=hours)
+    )
+    rig.clock.advance(minutes=45)  # past the links' own expiry; the deadline is at 150
+    async with httpx.AsyncClient() as http:
+        page = await http.get(links["Acknowledge"])
+        assert page.status_code == 200 and "Snoozed until" in page.text
+        assert (await click(http, links["Acknowledge"], "ack")).status_code == 303
+        assert (await rig.get(nid)).ack_state == t.ACK_STATE_ACKED
+        # The obligation ended: past their own expiry, its links are one plain 404.
+        assert (await http.get(links["Dismiss"])).status_code == 404
+        assert (await http.get(links["Acknowledge"])).status_code == 404
+        assert (
+            await rig.server.app.links.revoke(links["Dismiss"].rpartition("/")[2], actor="o")
+            is None
+        )
+
+
+async def test_a_snoozed_link_dies_after_the_moved_deadline(rig: Rig) -> None:
+    nid = await rig.send("links-snooze-deadline", notification_type="ops.mail")
+    await rig.deliver()
+    links = email_links(rig.smtp.messages[0])
+    hour = Duration()
+    hour.FromTimedelta(timedelta(hours=1))
+    await rig.server.stub("rita").SnoozeNotification(
+        pb.SnoozeNotificationRequest(notification_id=nid, duration=hour)
+    )
+    async with httpx.AsyncClient() as http:
+        rig.clock.advance(minutes=80)  # the moved deadline (90) not passed
+        assert (await http.get(links["Dismiss"])).status_code == 200
+        rig.clock.advance(minutes=10 + 2)  # past it, and the lease
+        assert (await http.get(links["Dismiss"])).status_code == 404
+    assert (await rig.get(nid)).ack_state == t.ACK_STATE_SNOOZED  # no timer ran: still owed
 
 
 async def test_a_withdrawn_ack_is_not_waiting_for_an_answer(rig: Rig) -> None:

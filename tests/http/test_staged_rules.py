@@ -9,7 +9,7 @@ Simulate."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import httpx
 import pytest
@@ -223,3 +223,60 @@ async def test_the_console_shows_the_staged_rules(rig: Rig) -> None:
         page = (await http.get(f"/console/notifications/{nid}")).text
     row = page.split('id="person-alice"')[1].split("</tr>")[0]
     assert "hook after 2m: pending" in row
+
+
+async def test_an_escalation_step_that_first_asks_someone_starts_their_later_rules(
+    rig: Rig,
+) -> None:
+    """Bob is first asked by the escalation step at 10 minutes: his later rule (the
+    pager after 2 minutes) runs from that moment, started in the step's commit."""
+    alice = rpb.Recipient(
+        recipient_id="alice",
+        display_name="Alice Martin",
+        time_zone="UTC",
+        contacts=[rpb.Contact(channel="mail", address="alice@example.com")],
+    )
+    bob = rpb.Recipient(
+        recipient_id="bob",
+        display_name="Bob Okafor",
+        time_zone="UTC",
+        contacts=[
+            rpb.Contact(channel="mail", address="bob@example.com"),
+            rpb.Contact(channel="hook", address="bob-pager"),
+        ],
+        notification_rules=[rule("mail", HIGH), rule("hook", HIGH, minutes=2)],
+    )
+    await put_recipients(rig.server, [alice, bob])
+    step = t.EscalationStep(after=after(minutes=10), targets=[t.Target(recipient_id="bob")])
+    spec = acked_spec(
+        targets=[t.Target(recipient_id="alice")], ack_timeout_minutes=60, escalation=[step]
+    )
+    await put_policy(rig.server, TYPE, spec)
+    nid = await send(rig, "staged-escalated")
+    assert [m["To"] for m in rig.smtp.messages] == ["alice@example.com"]
+    [asked] = (await rig.get(nid)).recipients
+    assert asked.recipient_id == "alice" and not asked.staged_rules
+
+    rig.clock.advance(minutes=10, seconds=1)
+    stepped = rig.clock()
+    assert (await rig.server.app.followups.run_once()).fired == 1
+    assert [m["To"] for m in rig.smtp.messages][-1] == "bob@example.com"  # his first rule
+    assert pages(rig) == []
+    n = await rig.get(nid)
+    [staged] = next(p for p in n.recipients if p.recipient_id == "bob").staged_rules
+    assert (staged.channel, staged.after.seconds) == ("hook", 120)
+    assert staged.state == t.STAGED_RULE_STATE_PENDING
+    due = staged.due_time.ToDatetime(tzinfo=UTC)  # 2 minutes from the step, not delivery
+    assert stepped + timedelta(minutes=2) <= due <= rig.clock() + timedelta(minutes=2)
+
+    assert await fire(rig, seconds=60) == (0, 0)  # his 2 minutes run from the step
+    assert await fire(rig, seconds=61) == (1, 0)
+    assert pages(rig) == ["bob"]
+    assert await fire(rig, minutes=5) == (0, 0)
+    rig.clock.advance(minutes=10)  # no further step asks anyone, nothing more starts
+    assert (await rig.server.app.followups.run_once()).fired == 0
+    assert await fire(rig, minutes=1) == (0, 0)
+    [staged] = next(
+        p for p in (await rig.get(nid)).recipients if p.recipient_id == "bob"
+    ).staged_rules
+    assert staged.state == t.STAGED_RULE_STATE_SENT

@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError
 
 from tests.support.documents import document
 from uns_server.domain import follow_up_jobs, moves, person_rule_jobs
-from uns_server.domain.admission import WindowChange, WindowOwner
+from uns_server.domain.admission import DedupWindowTake, WindowOwner
 from uns_server.domain.documents import NotificationDocument
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.domain.jobs import LIVE, JobKind, JobState
@@ -301,7 +301,7 @@ async def test_window_owner_is_the_locked_window_and_its_owner(store: SqlStore) 
     [oid] = await insert(store, owner)
     until = NOW + timedelta(minutes=5)
     async with store.write() as tx:
-        await tx.notifications.take_dedup_window(WindowChange("k", oid, 3, until, insert=True))
+        await tx.notifications.take_dedup_window(DedupWindowTake("k", oid, 3, until, insert=True))
         found = await tx.dispatch.window_owner("k")
         assert found is not None
         window, current = found
@@ -318,7 +318,7 @@ async def test_window_owner_is_the_locked_window_and_its_owner(store: SqlStore) 
         )
         assert await tx.dispatch.window_owner("absent") is None
         # A window whose owner row is gone (pruned) has no owner to hand off to.
-        orphan = WindowChange("orphan", str(uuid.uuid4()), 1, until, insert=True)
+        orphan = DedupWindowTake("orphan", str(uuid.uuid4()), 1, until, insert=True)
         await tx.notifications.take_dedup_window(orphan)
         assert await tx.dispatch.window_owner("orphan") is None
 
@@ -674,11 +674,14 @@ async def test_only_an_owed_ack_snoozes_and_only_a_snoozed_one_resumes(
     async with store.write() as tx:
         assert await tx.jobs.settle_many([follow_up_jobs.done(step)], NOW) == frozenset()
         assert await tx.acks.snooze(pending, snooze, NOW) is True  # snoozed again: owed
+        await tx.jobs.insert_many([follow_up_jobs.timer(pending, later)], NOW)  # left waiting
         assert await tx.acks.resume(pending, NOW) is True
         assert await tx.acks.resume(pending, NOW) is False  # PENDING: nothing to resume
     resumed = await fetch(store, pending)
     assert (resumed["ack_status"], resumed["snoozed_until"]) == ("PENDING", None)
     assert resumed["deadline"] == snooze.deadline  # the pause stays in the deadline
+    assert resumed["snoozes_ended"] == 1  # the number of this snooze's reminder
+    assert (await live_follow_ups(db)) == {}  # the end's own job is the one chain
 
 
 async def test_due_deadlines_are_pending_acks_past_their_deadline_earliest_first(
@@ -923,7 +926,7 @@ async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
 
     async def open_window(tx: Any, i: int) -> str:
         owner = f"owner-{i}"
-        await tx.notifications.take_dedup_window(WindowChange("d", owner, 1, until, insert=True))
+        await tx.notifications.take_dedup_window(DedupWindowTake("d", owner, 1, until, insert=True))
         return owner
 
     opened = await _race(db_url, 3, open_window)
@@ -934,7 +937,7 @@ async def test_a_dedup_key_has_one_window_and_its_generations_serialise(
         window = await tx.notifications.locked_dedup_window("d")  # until commit
         assert window is not None
         generation = window.generation + 1
-        change = WindowChange("d", f"next-{i}", generation, until, insert=False)
+        change = DedupWindowTake("d", f"next-{i}", generation, until, insert=False)
         await tx.notifications.take_dedup_window(change)
         return generation
 
@@ -956,7 +959,7 @@ async def test_intake_takes_a_window_under_its_lock_one_generation_at_a_time(
 
     async def open_window(tx: Any, i: int) -> str:
         await tx.notifications.take_dedup_window(
-            WindowChange("w", f"owner-{i}", 1, until, insert=True)
+            DedupWindowTake("w", f"owner-{i}", 1, until, insert=True)
         )
         return f"owner-{i}"
 
@@ -968,7 +971,7 @@ async def test_intake_takes_a_window_under_its_lock_one_generation_at_a_time(
         window = await tx.notifications.locked_dedup_window("w")
         assert window is not None and window.key == "w" and window.until == until
         generation = window.generation + 1
-        change = WindowChange("w", f"next-{i}", generation, until, insert=False)
+        change = DedupWindowTake("w", f"next-{i}", generation, until, insert=False)
         await tx.notifications.take_dedup_window(change)
         return generation
 
@@ -1046,7 +1049,7 @@ async def test_retention_selects_exactly_the_rows_the_domain_lets_go(
     await insert(store, *rows)
     async with store.write() as tx:
         for r in rows:  # each row owns a window that ended long ago
-            window = WindowChange(f"w-{r['id']}", r["id"], 1, CUTOFF - WEEK, insert=True)
+            window = DedupWindowTake(f"w-{r['id']}", r["id"], 1, CUTOFF - WEEK, insert=True)
             await tx.notifications.take_dedup_window(window)
         await tx.events.append(old_events, CUTOFF - WEEK)
     async with store.write() as tx:

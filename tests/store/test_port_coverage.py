@@ -24,6 +24,7 @@ SUITE = [
         "test_port_accept.py",
         "test_jobs.py",
         "test_port_heartbeats.py",
+        "test_port_console.py",
     )
 ]
 

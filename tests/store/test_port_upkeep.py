@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from tests.conftest import PostgresDatabases
 from tests.store.test_conformance import NOW, WEBHOOK, _event, claim, fetch, insert, record, row
-from uns_server.domain.admission import WindowChange
+from uns_server.domain.admission import DedupWindowTake
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.store.db import Database
 from uns_server.store.port import Backlog, DeliveryAudit, Statistics, UnservedLeader
@@ -133,8 +133,8 @@ async def test_retention_deletes_only_what_its_guards_let_go(store: SqlStore) ->
     )
     async with store.write() as tx:
         for nid in (gone, stays, busy):
-            await tx.notifications.take_dedup_window(WindowChange(f"w-{nid}", nid, 1, OLD, True))
-        live = WindowChange("live", stays, 2, NOW + timedelta(minutes=5), insert=True)
+            await tx.notifications.take_dedup_window(DedupWindowTake(f"w-{nid}", nid, 1, OLD, True))
+        live = DedupWindowTake("live", stays, 2, NOW + timedelta(minutes=5), insert=True)
         await tx.notifications.take_dedup_window(live)
         await tx.events.append([_event(n, EventKind.ACCEPTED, {}) for n in (gone, stays)], OLD)
     async with store.write() as tx:

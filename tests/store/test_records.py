@@ -64,6 +64,7 @@ def _row(**overrides: Any) -> dict[str, Any]:
         "reminders_sent": 1,
         "escalations_sent": 0,
         "snoozed_seconds": 0,
+        "snoozes_ended": 0,
     }
     return values | overrides
 

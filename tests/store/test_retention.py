@@ -25,7 +25,7 @@ from uns.v1 import notification_service_pb2 as pb
 from uns.v1 import types_pb2 as t
 from uns_server.domain.enums import DeliveryMode
 from uns_server.domain.retention import RetentionPolicy, prunable
-from uns_server.services.retention import Report, Retention
+from uns_server.services.retention import Report, RetentionService
 from uns_server.store.tables import dedup, events, notifications
 
 OK = Reply(status=200)
@@ -79,7 +79,8 @@ class Rig:
             return set((await conn.execute(select(dedup.c.key))).scalars())
 
     async def run(self, apply: bool, *, days: float = 40, **policy: float) -> Report:
-        retention = Retention(self.server.app.store, RetentionPolicy(**policy), operator="test-op")
+        policy_ = RetentionPolicy(**policy)
+        retention = RetentionService(self.server.app.store, policy_, operator="test-op")
         return await retention.run_once(apply, self.clock() + timedelta(days=days))
 
 

@@ -1,4 +1,4 @@
-"""``uns-admin`` as a real subprocess (the in-process server keeps serving), with a clean
+"""``uns-admin`` as a real process of its own (the in-process server keeps serving), with a clean
 ``UNS_*`` environment, in database mode (``--database-url``) or remote mode
 (``--target``); ``AdminCli`` runs the same command in either, for the suites that test
 one behaviour in both."""
@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tests.support.admin_fork import AdminForker
 from tests.support.server import KEYS, RunningServer
 
 DATABASE_LINE = "uns-admin: database "
@@ -33,11 +35,23 @@ class Result:
         return [line for line in self.err.splitlines() if not line.startswith(DATABASE_LINE)]
 
 
+# uns-admin forked from a warm interpreter (tests/support/admin_fork.py): the same
+# process boundary without ~2.5 s of imports per command. UNS_TEST_ADMIN_FORK=0 starts
+# ``python -m uns_server.cli.admin`` afresh for each instead.
+FORKER = AdminForker() if hasattr(os, "fork") else None
+
+
 async def run_admin(*args: str, api_key: str | None = None, cwd: Path | None = None) -> Result:
     """``python -m uns_server.cli.admin *args``, with ``api_key`` as ``UNS_API_KEY``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UNS_")}
     if api_key is not None:
         env["UNS_API_KEY"] = api_key
+    if FORKER is not None and os.environ.get("UNS_TEST_ADMIN_FORK") != "0":
+        with tempfile.TemporaryDirectory(prefix="uns-admin-") as directory:
+            out, err = Path(directory) / "stdout", Path(directory) / "stderr"
+            done = FORKER.submit(list(args), env, cwd or Path.cwd(), out, err)
+            code = await asyncio.wait_for(asyncio.wrap_future(done), timeout=60)
+            return Result(code, out.read_text("utf-8"), err.read_text("utf-8"))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

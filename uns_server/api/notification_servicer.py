@@ -27,7 +27,7 @@ from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
 from uns_server.services.queries import Queries
 from uns_server.services.snooze import Snoozes
-from uns_server.services.watch import NOTIFICATION_IDS_MAX, Heartbeat, Watch
+from uns_server.services.watch import NOTIFICATION_IDS_MAX, StreamHeartbeat, Watch
 from uns_server.services.withdrawal import Withdrawals
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -277,7 +277,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
             # A revoked key's stream ends (UNAUTHENTICATED) within seconds, idle or not.
             recheck=lambda: self.auth.recheck(*credentials(context)),
         ):
-            if isinstance(item, Heartbeat):
+            if isinstance(item, StreamHeartbeat):
                 yield pb.WatchEventsResponse(
                     heartbeat=pb.Heartbeat(
                         high_water_sequence=item.high_water_sequence,

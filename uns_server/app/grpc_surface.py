@@ -36,14 +36,6 @@ from uns_server.api.policy_servicer import PolicyServicer
 from uns_server.api.recipient_servicer import RecipientServicer
 from uns_server.api.reflection import add_reflection
 from uns_server.api.wrapping import WrappingRegistrar
-from uns_server.channels.kinds import person_kinds
-from uns_server.services.audit import AuditTrail
-from uns_server.services.keys import KeyService
-from uns_server.services.maintenance import MaintenanceService
-from uns_server.services.operations import Operations
-from uns_server.services.people import PeopleService
-from uns_server.services.policies import PolicyService
-from uns_server.services.queries import Queries
 from uns_server.settings import Settings
 
 if TYPE_CHECKING:
@@ -101,9 +93,9 @@ def add_services(app: App) -> None:
         NotificationServicer(
             app.authenticator,
             app.intake,
-            Queries(app.store),
+            app.operator.queries,
             app.acks,
-            Operations(app.store, app.clock),
+            app.operator.operations,
             app.watch,
             app.withdrawals,
             budget=app.admission.over_budget,
@@ -112,28 +104,21 @@ def add_services(app: App) -> None:
         registrar,
     )
     policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(
-        PolicyServicer(
-            app.authenticator, PolicyService(app.store, app.clock, app.channels.names())
-        ),
+        PolicyServicer(app.authenticator, app.operator.policies),
         registrar,
     )
     audit_service_pb2_grpc.add_AuditServiceServicer_to_server(
-        AuditServicer(AuditTrail(app.store), app.authenticator), registrar
+        AuditServicer(app.operator.audit, app.authenticator), registrar
     )
     key_service_pb2_grpc.add_KeyServiceServicer_to_server(
-        KeyServicer(app.authenticator, KeyService(app.store, app.clock)), registrar
+        KeyServicer(app.authenticator, app.operator.keys), registrar
     )
     recipient_service_pb2_grpc.add_RecipientServiceServicer_to_server(
-        RecipientServicer(
-            app.authenticator,
-            PeopleService(app.store, app.clock, person_kinds(app.channels_config)),
-        ),
+        RecipientServicer(app.authenticator, app.operator.people),
         registrar,
     )
     maintenance_service_pb2_grpc.add_MaintenanceServiceServicer_to_server(
-        MaintenanceServicer(
-            app.authenticator, MaintenanceService(app.store, app.clock, app.windows)
-        ),
+        MaintenanceServicer(app.authenticator, app.operator.maintenance),
         registrar,
     )
     heartbeat_service_pb2_grpc.add_HeartbeatServiceServicer_to_server(

@@ -33,12 +33,7 @@ from uns_server.http import telegram as http_telegram
 from uns_server.http import twilio as http_twilio
 from uns_server.http.console.sessions import Sessions
 from uns_server.services.action_links import ActionLinkService
-from uns_server.services.maintenance import MaintenanceService
-from uns_server.services.operations import Operations
-from uns_server.services.people import PeopleService
-from uns_server.services.policies import PolicyService
 from uns_server.services.provider_answers import ProviderAnswers, Snoozed
-from uns_server.services.queries import Queries
 from uns_server.services.telegram_answers import TelegramAnswers
 from uns_server.services.twilio_answers import TwilioAnswers
 from uns_server.settings import ACTION_LINK_KEY_MIN_CHARS
@@ -209,26 +204,25 @@ def console(app: App) -> http_console.Console:
     on the same EventHub for its live views."""
     s = app.settings
     return http_console.Console(
-        db=app.db,
         store=app.store,
         sessions=Sessions(
-            app.db,
+            app.store,
             app.authenticator,
             app.clock,
             idle=timedelta(minutes=s.console_session_idle_minutes),
             absolute=timedelta(hours=s.console_session_absolute_hours),
         ),
-        queries=Queries(app.store),
-        operations=Operations(app.store, app.clock),
+        queries=app.operator.queries,
+        operations=app.operator.operations,
         acks=app.acks,
-        policies=PolicyService(app.store, app.clock, app.channels.names()),
+        policies=app.operator.policies,
         watch=app.watch,
         clock=app.clock,
         public_url=lambda: app.public_url,
         withdrawals=app.withdrawals,
         channels=app.channels.names(),
-        people=PeopleService(app.store, app.clock),
-        maintenance=MaintenanceService(app.store, app.clock, app.windows),
+        people=app.operator.people,
+        maintenance=app.operator.maintenance,
         heartbeats=app.heartbeats,
         endpoints={
             name: where

@@ -27,6 +27,7 @@ from uns_server.api.bind import bind_failure
 from uns_server.api.front import GrpcFront
 from uns_server.app import config_files, descriptors, grpc_surface, http_surface, readiness
 from uns_server.app.health import HealthMonitor
+from uns_server.app.operator_services import OperatorServices
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.fingerprint import channel_fingerprint
 from uns_server.channels.registry import ChannelRegistry
@@ -238,6 +239,8 @@ class App:
             settings.watch_streams_per_principal,
             settings.watch_streams_max,
         )
+        # The services the gRPC API and the console share (one configuration for both).
+        self.operator = OperatorServices.build(self)
         # The queue gauges' query loop, only when some exporter would read it.
         self.queue_sampler = (
             QueueSampler(

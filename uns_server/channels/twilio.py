@@ -108,7 +108,7 @@ def _clip(text: str, limit: int) -> str:
 def sms_body(message: OutboundMessage, answerable: bool) -> str:
     """The text: title, message, and how to answer (with the answer code)."""
     head = message.title or message.notification_type
-    if message.follow_up == "REMINDER":
+    if message.follow_up in ("REMINDER", "SNOOZE_REMINDER"):
         head = f"Reminder: {head}"
     how = ""
     if answerable:

@@ -51,8 +51,7 @@ from uns_server.domain.policy import PolicyRevision
 from uns_server.services.keys import KeyInfo, KeyService
 from uns_server.services.people import PeopleService
 from uns_server.services.policies import PolicyInput, PolicyService
-from uns_server.services.retention import Report, Retention
-from uns_server.store import console as console_store
+from uns_server.services.retention import Report, RetentionService
 from uns_server.store import migrate
 from uns_server.store.connect import describe_url
 from uns_server.store.db import Database
@@ -131,9 +130,10 @@ async def cmd_links_revoke(db: Database, args: argparse.Namespace) -> None:
     if not keys:
         raise UsageError("give the server's --action-link-keys (or UNS_ACTION_LINK_KEYS)")
     token = unquote(args.link.strip().rstrip("/").rpartition("/")[2])
-    claims = LinkSigner(keys).verify(token, utcnow())
+    # Any genuine link: past its own expiry a snooze may keep it alive (links.outlives).
+    claims = LinkSigner(keys).read(token)
     if claims is None:
-        raise Failure("not a valid, unexpired link of these keys: nothing to revoke")
+        raise Failure("not a valid link of these keys: nothing to revoke")
     await _require_schema(db)
     async with SqlStore(db).write() as tx:
         await tx.action_links.revoke(
@@ -147,7 +147,7 @@ async def cmd_links_revoke(db: Database, args: argparse.Namespace) -> None:
 
 
 class DatabasePolicies:
-    """``cli.policies.Policies`` on the database: ``PolicyService`` once the schema is at
+    """``cli.policies.PolicyBackend`` on the database: ``PolicyService`` once the schema is at
     head; revisions written by this operating-system user (``_actor``)."""
 
     def __init__(self, db: Database) -> None:
@@ -182,8 +182,8 @@ class DatabasePolicies:
 
     async def types(self) -> list[str]:
         await _require_schema(self._db)
-        async with self._db.read() as conn:
-            found = await console_store.policy_types(conn, TYPES_MAX)
+        async with SqlStore(self._db).read() as tx:
+            found = await tx.console.policy_types(TYPES_MAX)
         return [t.notification_type for t in found]
 
 
@@ -195,7 +195,7 @@ def _policies(command: policy_commands.Command) -> Command:
 
 
 class DatabasePeople:
-    """``cli.people.People`` on the database: ``PeopleService`` once the schema is at
+    """``cli.people.PeopleBackend`` on the database: ``PeopleService`` once the schema is at
     head, written by this operating-system user (``_actor``). Contacts' channels are
     not checked (no server configuration here), as for policies."""
 
@@ -283,7 +283,7 @@ async def cmd_maintain(db: Database, args: argparse.Namespace) -> None:
         dedup_days=args.dedup_days,
         idempotency_seconds=args.idempotency_seconds,
     )
-    retention = Retention(SqlStore(db), policy, operator=_actor(), limit=args.limit)
+    retention = RetentionService(SqlStore(db), policy, operator=_actor(), limit=args.limit)
     await _require_schema(db)
     report = await retention.run_once(apply=args.apply, now=utcnow())
     if args.json:

@@ -1,7 +1,7 @@
 """``uns-admin heartbeats put|list|show|delete``: one implementation for both modes.
 
 The commands build heartbeats from a YAML (or JSON) file or from flags, call a
-``Heartbeats`` and print each as ``uns.v1.HeartbeatMonitor`` in protobuf's JSON with
+``HeartbeatBackend`` and print each as ``uns.v1.HeartbeatMonitor`` in protobuf's JSON with
 the proto field names, the same on the database (``DatabaseHeartbeats``: the
 ``services.heartbeats.HeartbeatService`` the server runs) and over
 ``uns.v1.HeartbeatService`` (``cli.remote.heartbeats.RemoteHeartbeats``, with
@@ -56,7 +56,7 @@ _READ_ONLY = (
 )
 
 
-class Heartbeats(Protocol):
+class HeartbeatBackend(Protocol):
     """Where the heartbeats are: the database, or a server."""
 
     async def put(self, heartbeat: Heartbeat) -> pb.HeartbeatMonitor: ...
@@ -122,26 +122,26 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2))
 
 
-async def cmd_put(heartbeats: Heartbeats, args: argparse.Namespace) -> None:
+async def cmd_put(heartbeats: HeartbeatBackend, args: argparse.Namespace) -> None:
     if args.file is not None and args.heartbeat_id is not None:
         raise UsageError("heartbeats put: give --file or an ID with flags, not both")
     items = load(args.file, heartbeat_from_document) if args.file else _from_flags(args)
     _print_json([heartbeat_to_json(await heartbeats.put(h)) for h in items])
 
 
-async def cmd_list(heartbeats: Heartbeats, args: argparse.Namespace) -> None:
+async def cmd_list(heartbeats: HeartbeatBackend, args: argparse.Namespace) -> None:
     _print_json([heartbeat_to_json(h) for h in await heartbeats.list_all()])
 
 
-async def cmd_show(heartbeats: Heartbeats, args: argparse.Namespace) -> None:
+async def cmd_show(heartbeats: HeartbeatBackend, args: argparse.Namespace) -> None:
     _print_json(heartbeat_to_json(await heartbeats.get(args.id)))
 
 
-async def cmd_delete(heartbeats: Heartbeats, args: argparse.Namespace) -> None:
+async def cmd_delete(heartbeats: HeartbeatBackend, args: argparse.Namespace) -> None:
     _print_json(heartbeat_to_json(await heartbeats.delete(args.id)))
 
 
-Command = Callable[[Heartbeats, argparse.Namespace], Awaitable[None]]
+Command = Callable[[HeartbeatBackend, argparse.Namespace], Awaitable[None]]
 
 COMMANDS: dict[str, Command] = {
     "put": cmd_put,
@@ -153,7 +153,7 @@ COMMANDS: dict[str, Command] = {
 
 
 class DatabaseHeartbeats:
-    """``Heartbeats`` on the database (its schema at head: ``cli.admin`` checks), written
+    """``HeartbeatBackend`` on the database (its schema at head: ``cli.admin`` checks), written
     by ``actor`` (``uns-admin:<user>``). A put arms the deadline the server's worker
     pages from; pages and their withdrawals are the server's (beats come to it)."""
 

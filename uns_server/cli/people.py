@@ -1,7 +1,7 @@
 """``uns-admin recipients|rotations put|list|show|delete`` and ``uns-admin oncall``: one
 implementation for both modes.
 
-The commands read YAML (or JSON) files, call a ``People`` and print JSON, the same on
+The commands read YAML (or JSON) files, call a ``PeopleBackend`` and print JSON, the same on
 the database (``services.people.PeopleService``, ``cli.admin``) and over
 ``uns.v1.RecipientService`` (``cli.remote.people.RemotePeople``, with ``--target``).
 A file holds one object or a list; a list is put one object at a time, in order (so a
@@ -71,7 +71,7 @@ _RECIPIENT_FIELDS = (
 _ROTATION_FIELDS = ("rotation_id", "members", "start_time", "shift", "time_zone", "overrides")
 
 
-class People(Protocol):
+class PeopleBackend(Protocol):
     """Where the people are: the database, or a server."""
 
     async def put_recipient(self, recipient: Recipient) -> Recipient: ...
@@ -283,41 +283,41 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2))
 
 
-async def cmd_recipients_put(people: People, args: argparse.Namespace) -> None:
+async def cmd_recipients_put(people: PeopleBackend, args: argparse.Namespace) -> None:
     items = load(args.file, recipient_from_document)
     _print_json([recipient_to_json(await people.put_recipient(r)) for r in items])
 
 
-async def cmd_recipients_list(people: People, args: argparse.Namespace) -> None:
+async def cmd_recipients_list(people: PeopleBackend, args: argparse.Namespace) -> None:
     _print_json([recipient_to_json(r) for r in await people.list_recipients()])
 
 
-async def cmd_recipients_show(people: People, args: argparse.Namespace) -> None:
+async def cmd_recipients_show(people: PeopleBackend, args: argparse.Namespace) -> None:
     _print_json(recipient_to_json(await people.get_recipient(args.id)))
 
 
-async def cmd_recipients_delete(people: People, args: argparse.Namespace) -> None:
+async def cmd_recipients_delete(people: PeopleBackend, args: argparse.Namespace) -> None:
     _print_json(recipient_to_json(await people.delete_recipient(args.id)))
 
 
-async def cmd_rotations_put(people: People, args: argparse.Namespace) -> None:
+async def cmd_rotations_put(people: PeopleBackend, args: argparse.Namespace) -> None:
     items = load(args.file, rotation_from_document)
     _print_json([rotation_to_json(await people.put_rotation(r)) for r in items])
 
 
-async def cmd_rotations_list(people: People, args: argparse.Namespace) -> None:
+async def cmd_rotations_list(people: PeopleBackend, args: argparse.Namespace) -> None:
     _print_json([rotation_to_json(r) for r in await people.list_rotations()])
 
 
-async def cmd_rotations_show(people: People, args: argparse.Namespace) -> None:
+async def cmd_rotations_show(people: PeopleBackend, args: argparse.Namespace) -> None:
     _print_json(rotation_to_json(await people.get_rotation(args.id)))
 
 
-async def cmd_rotations_delete(people: People, args: argparse.Namespace) -> None:
+async def cmd_rotations_delete(people: PeopleBackend, args: argparse.Namespace) -> None:
     _print_json(rotation_to_json(await people.delete_rotation(args.id)))
 
 
-async def cmd_oncall(people: People, args: argparse.Namespace) -> None:
+async def cmd_oncall(people: PeopleBackend, args: argparse.Namespace) -> None:
     at = _time(args.at, "--at") if args.at else None
     when, answer = await people.on_call(args.rotation, at)
     _print_json(
@@ -332,7 +332,7 @@ async def cmd_oncall(people: People, args: argparse.Namespace) -> None:
     )
 
 
-Command = Callable[[People, argparse.Namespace], Awaitable[None]]
+Command = Callable[[PeopleBackend, argparse.Namespace], Awaitable[None]]
 
 COMMANDS: dict[tuple[str, str | None], Command] = {
     ("recipients", "put"): cmd_recipients_put,

@@ -1,6 +1,6 @@
 """``uns-admin policies put|activate|show|list``: one implementation for both modes.
 
-The commands read their input, call a ``Policies`` and print each revision as
+The commands read their input, call a ``PolicyBackend`` and print each revision as
 ``services.policy_documents.revision_to_json`` does, so the output is the same on the database
 (``services.policies.PolicyService``, ``cli.admin``) and over ``uns.v1.PolicyService``
 (``cli.remote.policies.RemotePolicies``, with ``--target``). A remote ``put`` of a list
@@ -27,7 +27,7 @@ from uns_server.services.policy_documents import inputs_from_document, revision_
 PAGE_SIZE = 1000
 
 
-class Policies(Protocol):
+class PolicyBackend(Protocol):
     """Where the policies are: the database, or a server."""
 
     async def put_many(
@@ -68,31 +68,31 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=False))
 
 
-async def cmd_put(policies: Policies, args: argparse.Namespace) -> None:
+async def cmd_put(policies: PolicyBackend, args: argparse.Namespace) -> None:
     items, is_list = args.policy_inputs
     written = await policies.put_many(items, activate=args.activate)
     out = [revision_to_json(r) for r in written]
     _print_json(out if is_list else out[0])
 
 
-async def cmd_activate(policies: Policies, args: argparse.Namespace) -> None:
+async def cmd_activate(policies: PolicyBackend, args: argparse.Namespace) -> None:
     revision = await policies.activate(args.notification_type, args.revision)
     _print_json(revision_to_json(revision))
 
 
-async def cmd_show(policies: Policies, args: argparse.Namespace) -> None:
+async def cmd_show(policies: PolicyBackend, args: argparse.Namespace) -> None:
     revision = await policies.get(args.notification_type, args.revision)
     _print_json(revision_to_json(revision))
 
 
-async def cmd_list(policies: Policies, args: argparse.Namespace) -> None:
+async def cmd_list(policies: PolicyBackend, args: argparse.Namespace) -> None:
     """One type's revisions, newest first; without a type, every type's, in name order."""
     kinds = [args.notification_type] if args.notification_type else await policies.types()
     revisions = [r for kind in kinds for r in await policies.list_all(kind)]
     _print_json([revision_to_json(r) for r in revisions])
 
 
-Command = Callable[[Policies, argparse.Namespace], Awaitable[None]]
+Command = Callable[[PolicyBackend, argparse.Namespace], Awaitable[None]]
 
 COMMANDS: dict[str, Command] = {
     "put": cmd_put,

@@ -1,7 +1,7 @@
 """``uns-admin windows put|get|list|delete``: maintenance windows (SPEC §7 "Quiet on
 purpose"), one implementation for both modes.
 
-The commands call a ``Windows`` and print JSON, the same on the database
+The commands call a ``WindowBackend`` and print JSON, the same on the database
 (``services.maintenance.MaintenanceService``, ``DatabaseWindows``) and over
 ``uns.v1.MaintenanceService`` (``cli.remote.windows.RemoteWindows``, with
 ``--target``). ``put`` takes the window from flags, or from a YAML/JSON file of one
@@ -46,7 +46,7 @@ _FIELDS = ("window_id", "start_time", "end_time", "notification_types", "reason"
 _READ_ONLY = ("update_time", "updated_by")
 
 
-class Windows(Protocol):
+class WindowBackend(Protocol):
     """Where the windows are: the database, or a server."""
 
     async def put(self, window: MaintenanceWindow) -> MaintenanceWindow: ...
@@ -60,7 +60,7 @@ class Windows(Protocol):
 
 @dataclass
 class DatabaseWindows:
-    """``Windows`` on the database: ``MaintenanceService`` (without windows in memory:
+    """``WindowBackend`` on the database: ``MaintenanceService`` (without windows in memory:
     the servers reload theirs on its signal, or within ``REFRESH_SECONDS``), once
     ``ready`` (the schema is at head); changes recorded as ``actor``."""
 
@@ -171,24 +171,24 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2))
 
 
-async def cmd_put(windows: Windows, args: argparse.Namespace) -> None:
+async def cmd_put(windows: WindowBackend, args: argparse.Namespace) -> None:
     items = _from_flags(args)  # every window validated before any is written
     _print_json([window_to_json(await windows.put(w)) for w in items])
 
 
-async def cmd_get(windows: Windows, args: argparse.Namespace) -> None:
+async def cmd_get(windows: WindowBackend, args: argparse.Namespace) -> None:
     _print_json(window_to_json(await windows.get(args.id)))
 
 
-async def cmd_list(windows: Windows, args: argparse.Namespace) -> None:
+async def cmd_list(windows: WindowBackend, args: argparse.Namespace) -> None:
     _print_json([window_to_json(w) for w in await windows.list_all()])
 
 
-async def cmd_delete(windows: Windows, args: argparse.Namespace) -> None:
+async def cmd_delete(windows: WindowBackend, args: argparse.Namespace) -> None:
     _print_json(window_to_json(await windows.delete(args.id)))
 
 
-Command = Callable[[Windows, argparse.Namespace], Awaitable[None]]
+Command = Callable[[WindowBackend, argparse.Namespace], Awaitable[None]]
 
 COMMANDS: dict[str, Command] = {
     "put": cmd_put,

@@ -109,7 +109,7 @@ class Conflict:
 
 
 @dataclass(frozen=True, slots=True)
-class WindowChange:
+class DedupWindowTake:
     """The dedup window a new leader takes: insert the row, or move it to this owner."""
 
     key: str
@@ -141,7 +141,7 @@ class Admit:
     dedup_key: str | None
     generation: int | None
     owner: WindowOwner | None  # the leader it follows or is deduplicated into
-    window: WindowChange | None  # for a new leader with a dedup key
+    window: DedupWindowTake | None  # for a new leader with a dedup key
     events: tuple[EventToAppend, ...]
 
     @property
@@ -189,7 +189,7 @@ def decide_admission(
         )
     generation = window.generation + 1 if window is not None else 1
     until = now + timedelta(seconds=effective.dedup_window_seconds)
-    change = WindowChange(read.dedup_key, new_id, generation, until, insert=window is None)
+    change = DedupWindowTake(read.dedup_key, new_id, generation, until, insert=window is None)
     return Admit(
         Outcome.NEW, new_id, effective, read.dedup_key, generation, None, change, (accepted,)
     )

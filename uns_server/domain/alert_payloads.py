@@ -10,7 +10,7 @@ webhook posts the same shape with ``version`` "1" and fields of its own (``orgId
 is every field UNS does not read.
 
 Two levels of refusal: a body that is not such a payload (not an object, an unknown
-``version``, no ``alerts`` list) raises ``Malformed`` and the whole request is refused;
+``version``, no ``alerts`` list) raises ``MalformedAlerts`` and the whole request is refused;
 an alert UNS cannot read (no type, no fingerprint, labels that are not text) is an
 ``AlertProblem`` of that alert alone, and the others go on (SPEC §7 "Alerts in").
 
@@ -56,7 +56,7 @@ class AlertProblem:
         return f"{self.field}: {self.description}"
 
 
-class Malformed(ValueError):
+class MalformedAlerts(ValueError):
     """The body is not an Alertmanager (or Grafana) webhook payload: every reason."""
 
     def __init__(self, problems: list[AlertProblem]) -> None:
@@ -88,9 +88,9 @@ class Alert:
 
 def parse_webhook(document: Any, notification_type: str = "") -> list[Alert]:
     """The payload's alerts, in order; ``notification_type``: the ``type`` query
-    parameter ("" when absent). Raises ``Malformed`` for a body that is no payload."""
+    parameter ("" when absent). Raises ``MalformedAlerts`` for a body that is no payload."""
     if not isinstance(document, dict):
-        raise Malformed([AlertProblem("body", "must be a JSON object (a webhook payload)")])
+        raise MalformedAlerts([AlertProblem("body", "must be a JSON object (a webhook payload)")])
     problems = []
     version = document.get("version")
     if version not in VERSIONS:
@@ -105,7 +105,7 @@ def parse_webhook(document: Any, notification_type: str = "") -> list[Alert]:
     if not isinstance(alerts, list):
         problems.append(AlertProblem("alerts", "must be a list of alerts"))
     if problems or not isinstance(alerts, list):
-        raise Malformed(problems)
+        raise MalformedAlerts(problems)
     return [_alert(item, f"alerts[{i}]", notification_type) for i, item in enumerate(alerts)]
 
 

@@ -4,7 +4,7 @@ A provider's signature says who sent a payload, not that its fields have the typ
 its documentation gives: a signed Slack press whose ``user.id`` was ``{"x": 1}`` once
 settled an obligation as ``slack:{'x': 1}``. Each parser returns a value whose every
 field is checked (type, length, and text a database can hold: ``domain.fields``), or
-raises ``Malformed`` (the transport answers 400 and changes nothing). Fields UNS does
+raises ``MalformedCallback`` (the transport answers 400 and changes nothing). Fields UNS does
 not read are not checked; in particular Slack's ``channel.id`` is never read: the
 Slack channel that posted a message is what UNS recorded when it posted
 (``ProviderRef``), never what the payload claims.
@@ -27,7 +27,7 @@ TOKEN_MAX_CHARS = 4096
 _PROVIDER_ID = re.compile(r"[A-Za-z0-9]{1,64}")
 
 
-class Malformed(ValueError):
+class MalformedCallback(ValueError):
     """A signed payload that does not have the shape UNS reads."""
 
 
@@ -37,7 +37,7 @@ def _text(container: Mapping[str, Any], key: str, max_chars: int = NAME_MAX_CHAR
     if value is None:
         return ""
     if not isinstance(value, str) or text_problems(value, max_chars) or has_lone_surrogate(value):
-        raise Malformed(f"{key} must be text of at most {max_chars} characters")
+        raise MalformedCallback(f"{key} must be text of at most {max_chars} characters")
     return value
 
 
@@ -46,7 +46,7 @@ def _provider_id(container: Mapping[str, Any], key: str, *, required: bool) -> s
     if value is None and not required:
         return ""
     if not isinstance(value, str) or _PROVIDER_ID.fullmatch(value) is None:
-        raise Malformed(f"{key} must be a provider id (letters and digits)")
+        raise MalformedCallback(f"{key} must be a provider id (letters and digits)")
     return value
 
 
@@ -54,7 +54,7 @@ def _object(value: Any, what: str, *, optional: bool = False) -> Mapping[str, An
     if value is None and optional:
         return {}
     if not isinstance(value, dict):
-        raise Malformed(f"{what} must be an object")
+        raise MalformedCallback(f"{what} must be an object")
     return value
 
 
@@ -84,19 +84,19 @@ class SlackInteraction:
 
 def slack_interaction(payload: Any) -> SlackInteraction | None:
     """The ``block_actions`` interaction in Slack's decoded ``payload``; None for another
-    kind of interaction (UNS ignores those); ``Malformed`` when it is not one Slack
+    kind of interaction (UNS ignores those); ``MalformedCallback`` when it is not one Slack
     could have sent."""
     payload = _object(payload, "the payload")
     kind = payload.get("type")
     if not isinstance(kind, str):
-        raise Malformed("type must be text")
+        raise MalformedCallback("type must be text")
     if kind != "block_actions":
         return None
     user = _object(payload.get("user"), "user")
     _object(payload.get("channel"), "channel", optional=True)  # its shape only: never read
     actions = payload.get("actions")
     if not isinstance(actions, list):
-        raise Malformed("actions must be a list")
+        raise MalformedCallback("actions must be a list")
     parsed = []
     for action in actions:
         action = _object(action, "each action")
@@ -132,7 +132,7 @@ PAGERDUTY_ANSWERS = frozenset({"incident.acknowledged", "incident.resolved"})
 
 def pagerduty_event(envelope: Any) -> PagerDutyEvent | None:
     """The ``event`` of a v3 webhook envelope when it is one of ``PAGERDUTY_ANSWERS``;
-    None for another event (not read further); ``Malformed`` otherwise."""
+    None for another event (not read further); ``MalformedCallback`` otherwise."""
     event = _object(_object(envelope, "the envelope").get("event"), "event")
     if _text(event, "event_type") not in PAGERDUTY_ANSWERS:
         return None

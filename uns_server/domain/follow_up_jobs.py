@@ -10,10 +10,15 @@
     withdrawal --> a running job cancelled (its settle finds the fence lost), the
         others due at once (a waiting step is closed)
 
+    a snooze ends --(same commit)--> a job due at once carrying the snooze's number:
+        its reminder is the step (``schedule.snooze_reminder``), then as above; stale
+        once a later snooze ended
+
 The notification row keeps what the obligation is owed (counts, the step's progress,
 the next follow-up time shown to readers); the job is the only lease. Its arguments
-are none: the row is re-read, locked, when the job falls due, so a stale job (the ack
-answered, a later step already decided) does nothing.
+are none but a snooze reminder's number: the row is re-read, locked, when the job
+falls due, so a stale job (the ack answered, a later step already decided) does
+nothing.
 """
 
 from __future__ import annotations
@@ -27,11 +32,26 @@ KIND = JobKind.FOLLOW_UP
 # The step's own rules bound its calls (``schedule.decide_step_attempt``); the work
 # row's bound only stops a step whose every lease is lost, which discards it.
 MAX_ATTEMPTS = 1000
+# The one argument a job may carry: the number of the snooze whose end it reminds of.
+SNOOZE_REMINDER_ARG = "snooze_reminder"
 
 
 def timer(notification_id: str, at: datetime | None) -> NewJob:
     """The job that looks at the follow-ups of ``notification_id`` at ``at`` (None: now)."""
     return NewJob(KIND, {}, MAX_ATTEMPTS, notification_id=notification_id, scheduled_at=at)
+
+
+def snooze_reminder(notification_id: str, number: int, at: datetime) -> NewJob:
+    """The job that sends the reminder of the ``number``-th snooze's end (SPEC §7), due
+    ``at``; once that step is decided it goes on as ``timer`` (the policy's next step)."""
+    args = {SNOOZE_REMINDER_ARG: number}
+    return NewJob(KIND, args, MAX_ATTEMPTS, notification_id=notification_id, scheduled_at=at)
+
+
+def snooze_reminder_of(job: Job) -> int | None:
+    """The snooze whose reminder ``job`` owes (None: a plain look at the follow-ups)."""
+    number = job.args.get(SNOOZE_REMINDER_ARG) if job.args else None
+    return int(number) if number is not None else None
 
 
 def recovered(job: Job, calls_settled: int) -> bool:

@@ -8,7 +8,11 @@ A token is ``itsdangerous``-signed JSON (HMAC-SHA256, URL-safe) binding:
   ``slack:#alerts``, ``webhook:<channel>``, ``pagerduty:<channel>``), who becomes the
   actor when it is used,
 * ``e`` -- its expiry (unix seconds): the ack deadline as it could be known when the
-  message was sent, plus the delivery lease.
+  message was sent, plus the delivery lease. A snooze moves the deadline after the
+  link was sent, so a link past ``e`` still verifies while its answer is owed and the
+  current deadline plus the lease has not passed (``outlives``): checked at use
+  against the row, so every link already sent follows every snooze, and none lives
+  past the obligation's end beyond its own ``e``.
 
 Keys rotate without breaking links in flight: tokens are signed with the newest key and
 verified with any configured key. Tokens are never stored; a revoked token is kept as
@@ -22,7 +26,7 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from itsdangerous import BadData, URLSafeSerializer
@@ -70,6 +74,15 @@ class LinkSigner:
     def verify(self, token: str, now: datetime) -> LinkClaims | None:
         """The claims of a valid, unexpired token; None for anything else (one answer
         for tampered, expired and malformed tokens, so none can be told apart)."""
+        claims = self.read(token)
+        if claims is None or claims.expires_at <= now:
+            return None
+        return claims
+
+    def read(self, token: str) -> LinkClaims | None:
+        """The claims of a genuine token (signed by one of the keys, well formed),
+        expired or not; None for anything else. Its expiry is the caller's to judge
+        (``verify``, or ``outlives`` against the notification)."""
         try:
             payload: Any = self._serializer.loads(token)
         except (BadData, ValueError, TypeError):
@@ -83,9 +96,7 @@ class LinkSigner:
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
-        if not claims.actions or claims.expires_at <= now:
-            return None
-        return claims
+        return claims if claims.actions else None
 
     def form_nonce(self, token: str, browser: str, now: datetime) -> str:
         """A nonce for the page's form, bound to the token and the browser's cookie."""
@@ -107,6 +118,23 @@ class LinkSigner:
     def _mac(key: bytes, issued: int, token: str, browser: str) -> str:
         message = f"form|{issued}|{token_hash(token)}|{browser}".encode()
         return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def outlives(
+    claims: LinkClaims,
+    *,
+    ack_owed: bool,
+    deadline: datetime | None,
+    lease: timedelta,
+    now: datetime,
+) -> bool:
+    """Is a genuine link still good at ``now``? Until its own expiry, as issued; after
+    it, only while its notification's answer is owed (PENDING or SNOOZED) and before
+    the current deadline plus the lease: a snooze moved the deadline past the expiry
+    baked in at issue. Once the obligation ended, the extension ends with it."""
+    if claims.expires_at > now:
+        return True
+    return ack_owed and deadline is not None and now < deadline + lease
 
 
 def token_hash(token: str) -> str:

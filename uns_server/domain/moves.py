@@ -204,7 +204,10 @@ class FollowUpCounts:
 
     def after(self, kind: StepKind, number: int) -> FollowUpCounts:
         """Counted up to step ``number`` of ``kind``: a counter only moves forward (a
-        step recovered after a lost lease, or closed late, never counts twice)."""
+        step recovered after a lost lease, or closed late, never counts twice). A
+        snooze's reminder is none of the policy's steps: it counts nothing."""
+        if kind == StepKind.SNOOZE_REMINDER:
+            return self
         if kind == StepKind.REMINDER:
             return replace(self, reminders_sent=max(self.reminders_sent, number))
         return replace(self, escalations_sent=max(self.escalations_sent, number))

@@ -22,7 +22,8 @@ Staged rules (SPEC §7). A person with rules of the notification's urgency is se
 by the delivery only on the contacts of their immediate rules; each later rule is a
 step of its own (``PERSON_RULE``), due when the delivery first sends them plus its
 ``after``, listed while it falls before the ack deadline (the plan assumes nobody
-answers).
+answers). A person first asked by a reminder or escalation step is sent there on
+their earliest rules' contacts, and their later rules count from that step.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from uns_server.domain.oncall import resolve_targets
 from uns_server.domain.outcomes import ProviderRef
 from uns_server.domain.people import Recipient, Rotation
 from uns_server.domain.schedule import Step, StepKind, Timing
-from uns_server.domain.staged_rules import split, urgency_of
+from uns_server.domain.staged_rules import rules_of, split, urgency_of
 from uns_server.domain.targets import Target
 
 # A bound on the delivery's attempts for holds: each ends a hold, so only a rotation
@@ -82,6 +83,9 @@ class _Asking:
     refs: dict[str, ProviderRef] = field(default_factory=dict)
     # When the delivery first sent each person (their staged rules count from it).
     first_sent: dict[str, datetime] = field(default_factory=dict)
+    # Those a reminder or escalation step asked first: the step sent their earliest
+    # rules itself, their later ones count from it (``staging.stage_for_step``).
+    first_by_step: set[str] = field(default_factory=set)
 
     def resolve(self, targets: Sequence[Target], at: datetime) -> tuple[str, ...]:
         return resolve_targets(targets, at, self.rotations)
@@ -142,16 +146,22 @@ class _Asking:
         sent = tuple(p for p in who if p not in held and p not in not_due)
         for p in sent:
             self.record(p, step.at, step)
+            if p in self.recipients and p not in self.first_sent:
+                self.first_sent[p] = step.at
+                self.first_by_step.add(p)
         return PlannedAsk(sent, held, not_due)
 
     def rules(self, urgency: Urgency, until: datetime | None) -> list[Step]:
-        """Each later staged rule of the people the delivery sent, in time order, those
-        due before ``until`` (the ack deadline) only."""
+        """Each later staged rule of the people the delivery or a step first sent, in
+        time order, those due before ``until`` (the ack deadline) only."""
         out: list[tuple[datetime, str, str]] = []
         for rid, at in self.first_sent.items():
-            person = self.recipients[rid]
-            plan = split(person.notification_rules, urgency, self.timing.require_ack)
-            out += [(at + after, rid, channel) for channel, after in plan.later]
+            rules = self.recipients[rid].notification_rules
+            later = split(rules, urgency, self.timing.require_ack).later
+            if rid in self.first_by_step:  # the step sent the earliest ones itself
+                earliest = min((r.after for r in rules_of(rules, urgency)), default=None)
+                later = tuple((ch, after) for ch, after in later if after != earliest)
+            out += [(at + after, rid, channel) for channel, after in later]
         due = sorted(x for x in out if until is None or x[0] < until)
         return [
             Step(StepKind.PERSON_RULE, i, at, (channel,), targets=(Target(recipient_id=rid),))
@@ -176,7 +186,6 @@ def plan_people(
     first, delivered_at = asking.deliver(delivery)
     steps = schedule.plan(accepted_at, schedule_time, timing, intent, delivered_at)
     deadline = next((s.at for s in steps if s.kind == StepKind.DEADLINE), None)
-    staged = asking.rules(urgency_of(urgency, intent), deadline)
     asked: dict[tuple[StepKind, int], PlannedAsk] = {}
     for step in steps:
         if step.kind == StepKind.DELIVERY:
@@ -187,6 +196,7 @@ def plan_people(
             continue
         if got.sent or got.held or got.not_due:
             asked[(step.kind, step.number)] = got
+    staged = asking.rules(urgency_of(urgency, intent), deadline)  # once every step asked
     for step in staged:
         asked[(step.kind, step.number)] = PlannedAsk((step.targets[0].recipient_id,))
     merged = sorted([*steps, *staged], key=lambda s: s.at)  # stable: a tie keeps order

@@ -107,6 +107,7 @@ class Notification:
     # A maintenance window's hold (``domain.maintenance``): until when, and which.
     held_until: datetime | None = None
     held_by_window_id: str | None = None
+    snoozes_ended: int = 0  # the number of the latest snooze's reminder (``domain.snooze``)
 
     @property
     def is_follower(self) -> bool:

@@ -6,8 +6,9 @@
         ``snooze_end`` job due at the end and an ``ack_deadline`` job at the moved
         deadline (the old timer finds the deadline later and does nothing)
     snooze_end job due, still SNOOZED and its end passed --> PENDING (SNOOZE_ENDED),
-        a ``follow_up`` job due at once: the person's reminders and escalation steps
-        resume where they paused (their times shifted by every pause so far)
+        a ``follow_up`` job due at once: the person is asked again (the snooze's
+        reminder, ``schedule.snooze_reminder``), then the reminders and escalation
+        steps resume where they paused (their times shifted by every pause so far)
     snooze_end job due, anything else (answered, withdrawn, snoozed again) --> nothing
 
 Whoever may answer may snooze (the same refusals as an answer: nothing owed, the
@@ -26,6 +27,8 @@ from uns_server.domain.acks import AckTarget, decide_ack
 from uns_server.domain.enums import AckStatus
 from uns_server.domain.errors import AckNotPending, InvalidRequest
 from uns_server.domain.jobs import JobKind, NewJob
+from uns_server.domain.records import Notification
+from uns_server.domain.schedule import next_allowed
 
 KIND = JobKind.SNOOZE_END
 # Claimed, decided and settled in one transaction (as ``ack_deadline``): a rolled-back
@@ -80,6 +83,14 @@ def decide_snooze(
     until = now + duration
     pause = until - paused_from
     return Snooze(until, target.deadline + pause, paused_seconds + round(pause.total_seconds()))
+
+
+def reminder_due(row: Notification, ended_at: datetime) -> datetime:
+    """When the reminder of a snooze that ended at ``ended_at`` is sent: at once, or
+    when the policy's quiet hours end (as any reminder of the policy)."""
+    doc = row.notification
+    intent = doc.intent.value if doc.intent else None
+    return next_allowed(ended_at, doc.effective.spec.timing.quiet, intent)
 
 
 def resumes(ack_status: AckStatus | None, snoozed_until: datetime | None, now: datetime) -> bool:

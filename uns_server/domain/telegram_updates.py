@@ -8,7 +8,7 @@ whether the message is one UNS sent are read from the ``callback_query`` Telegra
 servers fill in (``from``, and ``message``'s chat and message id, checked against the
 references UNS recorded), never from the data.
 
-A parsed press has every field UNS reads type-checked (``Malformed`` otherwise): the
+A parsed press has every field UNS reads type-checked (``MalformedCallback`` otherwise): the
 webhook's secret token says the update came from Telegram, not that its fields have the
 types the Bot API documents.
 """
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from uns_server.domain.callback_payloads import Malformed
+from uns_server.domain.callback_payloads import MalformedCallback
 from uns_server.domain.fields import has_lone_surrogate, text_problems
 
 CALLBACK_DATA_MAX_BYTES = 64
@@ -68,14 +68,14 @@ class TelegramPress:
 
 def _object(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise Malformed(f"{what} must be an object")
+        raise MalformedCallback(f"{what} must be an object")
     return value
 
 
 def _integer(container: dict[str, Any], key: str) -> int:
     value = container.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or not -_ID_BOUND < value < _ID_BOUND:
-        raise Malformed(f"{key} must be an integer")
+        raise MalformedCallback(f"{key} must be an integer")
     return value
 
 
@@ -88,13 +88,13 @@ def _text(container: dict[str, Any], key: str, *, required: bool = False) -> str
         or text_problems(value, _ID_MAX_CHARS, required=required)
         or has_lone_surrogate(value)
     ):
-        raise Malformed(f"{key} must be text of at most {_ID_MAX_CHARS} characters")
+        raise MalformedCallback(f"{key} must be text of at most {_ID_MAX_CHARS} characters")
     return value
 
 
 def telegram_press(update: Any) -> TelegramPress | None:
     """The button press an ``Update`` carries; None for any other update (a message,
-    an edit, a member change: UNS ignores those); ``Malformed`` when it is not one
+    an edit, a member change: UNS ignores those); ``MalformedCallback`` when it is not one
     Telegram could have sent."""
     update = _object(update, "the update")
     update_id = _integer(update, "update_id")

@@ -44,7 +44,7 @@ class Scope(StrEnum):
 
 
 @dataclass(frozen=True)
-class Target:
+class WithdrawalRow:
     """The row to withdraw, as loaded (locked) by the caller."""
 
     id: str
@@ -70,7 +70,7 @@ class Repeat:
 
 
 def decide_withdrawal(
-    target: Target, *, caller: str, pending_followers: tuple[str, ...], now: datetime
+    target: WithdrawalRow, *, caller: str, pending_followers: tuple[str, ...], now: datetime
 ) -> Withdraw | Repeat:
     """The withdrawal of ``target`` by ``caller`` at ``now``, or ``NotWithdrawable``.
 
@@ -130,7 +130,7 @@ class WithdrawRows:
 
 
 def rows_withdrawn(
-    target: Target, decision: Withdraw, *, actor: str, reason: str, now: datetime
+    target: WithdrawalRow, decision: Withdraw, *, actor: str, reason: str, now: datetime
 ) -> WithdrawRows:
     """The move that withdraws the target itself, per ``decision`` (applied by
     ``store.moves.SqlMoves.withdraw``, like the moves of ``domain.moves``)."""

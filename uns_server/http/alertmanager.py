@@ -49,7 +49,7 @@ from uns_server.domain.alert_payloads import (
     SOURCE,
     Alert,
     AlertSend,
-    Malformed,
+    MalformedAlerts,
     parse_webhook,
 )
 from uns_server.http.connect import Bridge
@@ -107,7 +107,7 @@ async def _receive(bridge: Bridge, request: web.Request) -> web.StreamResponse:
         raise Refusal.invalid("the body is not JSON", field="body") from exc
     try:
         alerts = parse_webhook(document, request.query.get("type", "").strip())
-    except Malformed as exc:
+    except MalformedAlerts as exc:
         raise _invalid(str(exc), [(p.field, p.description) for p in exc.problems]) from exc
     if len(alerts) > ALERTS_MAX:
         raise Refusal.invalid(

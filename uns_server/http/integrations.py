@@ -28,7 +28,7 @@ from urllib.parse import parse_qs
 from aiohttp import web
 
 from uns_server.domain.callback_payloads import (
-    Malformed,
+    MalformedCallback,
     SlackInteraction,
     pagerduty_event,
     slack_interaction,
@@ -74,11 +74,11 @@ def _slack_signed_by(
 
 def _slack_payload(body: bytes) -> SlackInteraction | None:
     """The ``block_actions`` interaction (None for another kind, which is ignored);
-    ``Malformed`` when the form or its payload is not one Slack sends."""
+    ``MalformedCallback`` when the form or its payload is not one Slack sends."""
     try:
         payload: Any = json.loads(parse_qs(body.decode())["payload"][0])
     except (KeyError, IndexError, ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise Malformed("a form field 'payload' holding JSON") from exc
+        raise MalformedCallback("a form field 'payload' holding JSON") from exc
     return slack_interaction(payload)
 
 
@@ -123,7 +123,7 @@ def routes(
             return _refused()
         try:
             payload = _slack_payload(body)
-        except Malformed:
+        except MalformedCallback:
             return _malformed("a form field 'payload' with a block_actions payload")
         if payload is None:
             return web.Response(text="")  # another kind of interaction: nothing to do
@@ -170,7 +170,7 @@ def routes(
             return _refused()
         try:
             event = pagerduty_event(json.loads(body))
-        except (ValueError, RecursionError):  # Malformed is a ValueError
+        except (ValueError, RecursionError):  # MalformedCallback is a ValueError
             return _malformed("a v3 webhook envelope")
         incident = None if event is None else await answers.pagerduty_incident(event)
         if incident is not None:

@@ -67,7 +67,7 @@ def routes(answers: TelegramAnswers, webhooks: Mapping[str, TelegramWebhook]) ->
             return web.Response(status=403, text="invalid secret token\n")
         try:
             press = telegram_press(json.loads(await request.read()))
-        except (ValueError, RecursionError):  # Malformed is a ValueError
+        except (ValueError, RecursionError):  # MalformedCallback is a ValueError
             return web.Response(status=400, text="expected a Telegram Update\n")
         if press is None:
             return web.json_response({"outcome": "ignored"})

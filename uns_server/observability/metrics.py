@@ -48,10 +48,10 @@ from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeterProvider, Obs
 from uns_server.domain.enums import Status
 from uns_server.observability import phases
 from uns_server.observability.queue_metrics import QueueStats, register_queue_gauges
-from uns_server.observability.watch_metrics import EventHub, WatchGauges
+from uns_server.observability.watch_metrics import HubGauges, WatchGauges
 
 # Named here too: callers read the queue sample and describe the hub through this module.
-__all__ = ["METER_NAME", "EventHub", "Metrics", "QueueStats"]
+__all__ = ["METER_NAME", "HubGauges", "Metrics", "QueueStats"]
 
 log = logging.getLogger("uns.metrics")
 
@@ -197,7 +197,7 @@ class Metrics:
     def noop(cls) -> Metrics:
         return cls(NoOpMeterProvider().get_meter(METER_NAME))
 
-    def observe_watch(self, hub: EventHub) -> None:
+    def observe_watch(self, hub: HubGauges) -> None:
         self._watch.hub = hub
 
     def channel_config(self, fingerprint: str, channels: Iterable[str]) -> None:

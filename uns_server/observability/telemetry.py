@@ -27,7 +27,7 @@ from opentelemetry.trace import TracerProvider as ApiTracerProvider
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
 from uns_server.observability import tracing
-from uns_server.observability.metrics import METER_NAME, EventHub, Metrics
+from uns_server.observability.metrics import METER_NAME, HubGauges, Metrics
 from uns_server.observability.prometheus import PrometheusEndpoint
 from uns_server.observability.rpc_metrics import rpc_metrics
 
@@ -128,7 +128,7 @@ class Telemetry:
         """The bound Prometheus port (0 when the endpoint is off or not started)."""
         return self._endpoint.port if self._endpoint is not None else 0
 
-    def observe(self, hub: EventHub) -> None:
+    def observe(self, hub: HubGauges) -> None:
         self.metrics.observe_watch(hub)
 
     def serve_metrics(self) -> int:

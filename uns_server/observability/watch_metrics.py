@@ -27,7 +27,7 @@ class WatchStream(Protocol):
     def overflowed(self) -> bool: ...
 
 
-class EventHub(Protocol):
+class HubGauges(Protocol):
     """What the watch gauges read of the in-process hub (``services.watch.EventHub``)."""
 
     @property
@@ -43,7 +43,7 @@ class WatchGauges:
     """Observes ``hub`` once the composition root hands it over (``Metrics.observe_watch``)."""
 
     def __init__(self, meter: Meter, queue: QueueStats) -> None:
-        self.hub: EventHub | None = None
+        self.hub: HubGauges | None = None
         self._queue = queue
         meter.create_observable_gauge(
             "uns.watch.streams",
@@ -92,7 +92,7 @@ class WatchGauges:
         return [] if self.hub is None else [Observation(self.hub.total_overflows)]
 
 
-def stream_lags(hub: EventHub) -> list[int]:
+def stream_lags(hub: HubGauges) -> list[int]:
     """Events each live stream is behind the hub's tail.
 
     The hub hands each event it reads to the queue of every subscription it matches,

@@ -17,11 +17,18 @@ from urllib.parse import quote
 
 from uns_server.channels.base import ActionLinks
 from uns_server.domain.enums import ACK_OWED
-from uns_server.domain.links import ACK, DISMISS, LinkClaims, LinkSigner, token_hash
+from uns_server.domain.links import (
+    ACK,
+    DISMISS,
+    LinkClaims,
+    LinkSigner,
+    outlives,
+    token_hash,
+)
 from uns_server.domain.records import Notification
 from uns_server.services.acks import Acks
 from uns_server.services.snooze import Snoozes
-from uns_server.store.port import Store
+from uns_server.store.port import ReadTransaction, Store
 
 VIA_LINK = "link"
 LINK_PATH = "/a/"
@@ -90,14 +97,30 @@ class ActionLinkService:
         return make
 
     async def verify(self, token: str) -> LinkClaims | None:
-        """Valid, unexpired, unrevoked claims; None otherwise."""
-        claims = self.signer.verify(token, self._clock())
+        """Valid, unexpired (or kept alive by a snooze: ``links.outlives``), unrevoked
+        claims; None otherwise."""
+        claims = self.signer.read(token)
         if claims is None:
             return None
         async with self._store.read() as tx:
             if await tx.action_links.is_revoked(token_hash(token)):
                 return None
+            if not await self._alive(tx, claims):
+                return None
         return claims
+
+    async def _alive(self, tx: ReadTransaction, claims: LinkClaims) -> bool:
+        now = self._clock()
+        if claims.expires_at > now:
+            return True  # the row is read only for a link past its own expiry
+        row = await tx.notifications.get(claims.notification_id)
+        return row is not None and outlives(
+            claims,
+            ack_owed=row.ack_status in ACK_OWED,
+            deadline=row.deadline,
+            lease=self._lease,
+            now=now,
+        )
 
     async def view(self, token: str) -> LinkView | None:
         claims = await self.verify(token)
@@ -137,10 +160,12 @@ class ActionLinkService:
 
     async def revoke(self, token: str, *, actor: str) -> LinkClaims | None:
         """Revoke a link that still verifies; None if it does not (nothing to revoke)."""
-        claims = self.signer.verify(token, self._clock())
+        claims = self.signer.read(token)
         if claims is None:
             return None
         async with self._store.write() as tx:
+            if not await self._alive(tx, claims):
+                return None
             await tx.action_links.revoke(
                 token_hash(token), claims.notification_id, actor=actor, now=self._clock()
             )

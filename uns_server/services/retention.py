@@ -80,7 +80,7 @@ class _Plan:
     keys_expired: int
 
 
-class Retention:
+class RetentionService:
     def __init__(
         self,
         store: Store,

@@ -7,8 +7,9 @@
 A snooze commits its new state, the ack audit record, its event and its timers (the
 end, the moved deadline) together. Its end is a ``snooze_end`` job that the timers
 worker (``workers.timers``) claims, fires and completes in one transaction with the
-ack deadlines (``fire_ends``): the ack PENDING again, and a ``follow_up`` job due at once so the
-reminders and escalation steps resume (their times shifted by the pauses).
+ack deadlines (``fire_ends``): the ack PENDING again, and a ``follow_up`` job due at once
+that asks the person again (the snooze's reminder, sent by ``workers.followups``) and
+then resumes the reminders and escalation steps (their times shifted by the pauses).
 """
 
 from __future__ import annotations
@@ -164,8 +165,11 @@ class Snoozes:
     async def _resume(self, tx: WriteTransaction, row: Notification, now: datetime) -> None:
         if not await tx.acks.resume(row.id, now):  # locked and checked: a bug
             raise MoveLost(f"snooze end of {row.id}: no longer snoozed")
-        if row.notification.effective.spec.timing.follows_up:
-            await tx.jobs.insert_many([follow_up_jobs.timer(row.id, now)], now)
+        # The person is asked again at once (the reminder is this job's step); the
+        # policy's own steps resume after it, shifted by the pauses.
+        number = row.snoozes_ended + 1  # what ``resume`` counted
+        due = snooze.reminder_due(row, now)
+        await tx.jobs.insert_many([follow_up_jobs.snooze_reminder(row.id, number, due)], now)
         await tx.audit.record_ack(
             row.id,
             old_status=AckStatus.SNOOZED,
@@ -175,8 +179,11 @@ class Snoozes:
             now=now,
             via=VIA_EXPIRY,
         )
-        deadline = {"deadline": row.deadline.isoformat() if row.deadline else None}
-        await tx.events.append([_event(row, EventKind.SNOOZE_ENDED, deadline)], now)
+        payload = {
+            "deadline": row.deadline.isoformat() if row.deadline else None,
+            "snooze": number,  # its reminder's REMINDER_SENT names the same number
+        }
+        await tx.events.append([_event(row, EventKind.SNOOZE_ENDED, payload)], now)
 
 
 def _event(row: Notification, kind: EventKind, payload: dict[str, Any]) -> NewEvent:

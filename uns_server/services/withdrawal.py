@@ -81,7 +81,7 @@ class Withdrawals:
         followers: list[Notification] = []
         if row.status == Status.PENDING and row.dedup_owner_id is None:
             followers = list(await tx.dispatch.pending_followers(nid))
-        target = withdrawal.Target(
+        target = withdrawal.WithdrawalRow(
             id=nid,
             status=row.status,
             ack_status=row.ack_status,
@@ -107,7 +107,7 @@ class Withdrawals:
         self,
         tx: WriteTransaction,
         row: Notification,
-        target: withdrawal.Target,
+        target: withdrawal.WithdrawalRow,
         followers: Sequence[Notification],
         decision: withdrawal.Withdraw,
         actor: str,

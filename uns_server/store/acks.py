@@ -14,7 +14,7 @@ from uns_server.domain.records import Notification
 from uns_server.domain.snooze import Snooze
 from uns_server.store import records
 from uns_server.store.bound import Bound
-from uns_server.store.followups import stop_follow_ups
+from uns_server.store.followups import cancel_waiting_follow_ups, stop_follow_ups
 from uns_server.store.tables import notifications as n
 
 _OWED = sorted(s.value for s in ACK_OWED)
@@ -96,6 +96,14 @@ class SqlAcks(Bound):
         result = await self._conn.execute(
             update(n)
             .where(n.c.id == notification_id, n.c.ack_status == AckStatus.SNOOZED.value)
-            .values(ack_status=AckStatus.PENDING.value, snoozed_until=None, updated_at=now)
+            .values(
+                ack_status=AckStatus.PENDING.value,
+                snoozed_until=None,
+                snoozes_ended=n.c.snoozes_ended + 1,  # numbers this snooze's reminder
+                updated_at=now,
+            )
         )
-        return bool(result.rowcount == 1)
+        if result.rowcount != 1:
+            return False
+        await cancel_waiting_follow_ups(self._conn, notification_id, now)
+        return True

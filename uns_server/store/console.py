@@ -1,4 +1,5 @@
-"""The operator console's reads: counts, dead letters and recent events, all bounded.
+"""The operator console's reads (``store.port.ConsoleReads``, ``tx.console``): counts,
+dead letters and recent events, all bounded.
 
 Every query here either counts at most ``cap`` rows through an index (a capped count:
 ``SELECT count(*) FROM (SELECT 1 ... LIMIT cap + 1)``) or reads a bounded window, so a
@@ -8,7 +9,7 @@ console page costs the same on ten rows as on ten million.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -23,11 +24,11 @@ from sqlalchemy import (
     or_,
     select,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.records import Event, FailedSummary, PolicyType, RecentEvent
 from uns_server.store import records
+from uns_server.store.bound import Bound
 from uns_server.store.tables import events, notifications, policies
 
 n = notifications
@@ -44,13 +45,6 @@ def _dead_letter(dead: bool) -> list[ColumnElement[bool]]:
     """FAILED rows of one triage bucket; the dead letters through their partial index."""
     flag = n.c.dead_letter
     return [_is(n.c.status, Status.FAILED.value), flag if dead else not_(flag)]
-
-
-async def capped_count(
-    conn: AsyncConnection, where: Sequence[ColumnElement[bool]], cap: int
-) -> int:
-    """How many rows match, counting no further than ``cap + 1`` (shown as "cap+")."""
-    return int((await conn.execute(capped_count_query(where, cap))).scalar_one())
 
 
 def capped_count_query(where: Sequence[ColumnElement[bool]], cap: int) -> Select[Any]:
@@ -70,19 +64,6 @@ def state_conditions(now: datetime, hour_later: datetime, day_ago: datetime) -> 
         "acks_pending": [ack_pending, n.c.deadline > now],
         "acks_due_1h": [ack_pending, n.c.deadline > now, n.c.deadline <= hour_later],
     }
-
-
-async def queue_counts(
-    conn: AsyncConnection, now: datetime, cap: int
-) -> tuple[dict[str, int], bool]:
-    """Due now, in flight and scheduled, from one pass over at most ``cap + 1`` PENDING
-    rows (status+created_at index), and whether the pass stopped there: then each count
-    is a lower bound. Three separate counts had each walked every pending row, however
-    few matched (in flight: a handful among a backlog)."""
-    row = (await conn.execute(queue_counts_query(now, cap))).one()
-    counts = {"due": int(row.due or 0), "in_flight": int(row.in_flight or 0),
-              "scheduled": int(row.scheduled or 0)}  # fmt: skip
-    return counts, int(row.seen) > cap
 
 
 def queue_counts_query(now: datetime, cap: int) -> Select[Any]:
@@ -107,12 +88,6 @@ def queue_counts_query(now: datetime, cap: int) -> Select[Any]:
     ).select_from(pending)
 
 
-async def failed(conn: AsyncConnection, *, dead_letter: bool, limit: int) -> list[FailedSummary]:
-    """The newest FAILED rows of one triage bucket (an index, bounded)."""
-    rows = (await conn.execute(failed_query(dead_letter, limit))).mappings()
-    return [records.failed_summary(row) for row in rows]
-
-
 def failed_query(dead_letter: bool, limit: int) -> Select[Any]:
     return (
         select(
@@ -133,16 +108,6 @@ def failed_query(dead_letter: bool, limit: int) -> Select[Any]:
         .order_by(n.c.created_at.desc(), n.c.id.desc())
         .limit(limit)
     )
-
-
-async def recent_events(
-    conn: AsyncConnection, kinds: Sequence[EventKind], since: datetime, window: int
-) -> list[RecentEvent]:
-    """Events of ``kinds`` at or after ``since`` among the newest ``window`` sequences (a
-    primary-key range, so the scan is bounded however large the table is)."""
-    newest = (await conn.execute(select(func.max(events.c.sequence)))).scalar() or 0
-    q = recent_events_query(kinds, since, int(newest) - window)
-    return [records.recent_event(row) for row in (await conn.execute(q)).mappings()]
 
 
 def recent_events_query(
@@ -173,29 +138,62 @@ def recent_events_query(
     )
 
 
-async def created_at(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, datetime]:
-    """Notifications' ``created_at`` by primary key."""
-    q = select(n.c.id, n.c.created_at).where(n.c.id.in_(list(ids)))
-    return {row.id: row.created_at for row in await conn.execute(q)}
+class SqlConsoleReads(Bound):
+    __slots__ = ()
 
+    async def state_counts(self, now: datetime, cap: int) -> dict[str, int]:
+        """The overview's counts outside the queue (``state_conditions``), each counted
+        no further than ``cap + 1`` (shown as "cap+")."""
+        conditions = state_conditions(now, now + timedelta(hours=1), now - timedelta(days=1))
+        return {
+            name: int((await self._conn.execute(capped_count_query(where, cap))).scalar_one())
+            for name, where in conditions.items()
+        }
 
-async def policy_types(conn: AsyncConnection, limit: int) -> list[PolicyType]:
-    q = (
-        select(policies.c.notification_type, policies.c.active_revision, policies.c.updated_at)
-        .order_by(policies.c.notification_type)
-        .limit(limit)
-    )
-    return [records.policy_type(row) for row in (await conn.execute(q)).mappings()]
+    async def queue_counts(self, now: datetime, cap: int) -> tuple[dict[str, int], bool]:
+        """Due now, in flight and scheduled, from one pass over at most ``cap + 1``
+        PENDING rows (status+created_at index), and whether the pass stopped there: then
+        each count is a lower bound. Three separate counts had each walked every pending
+        row, however few matched (in flight: a handful among a backlog)."""
+        row = (await self._conn.execute(queue_counts_query(now, cap))).one()
+        counts = {"due": int(row.due or 0), "in_flight": int(row.in_flight or 0),
+                  "scheduled": int(row.scheduled or 0)}  # fmt: skip
+        return counts, int(row.seen) > cap
 
+    async def failed(self, *, dead_letter: bool, limit: int) -> list[FailedSummary]:
+        """The newest FAILED rows of one triage bucket (an index, bounded)."""
+        rows = (await self._conn.execute(failed_query(dead_letter, limit))).mappings()
+        return [records.failed_summary(row) for row in rows]
 
-async def notification_events(
-    conn: AsyncConnection, notification_id: str, limit: int
-) -> list[Event]:
-    """One notification's newest ``limit`` events, oldest first (notification_id index)."""
-    q = (
-        select(events)
-        .where(events.c.notification_id == notification_id)
-        .order_by(events.c.sequence.desc())
-        .limit(limit)
-    )
-    return [records.event(row) for row in reversed(list((await conn.execute(q)).mappings()))]
+    async def recent_events(
+        self, kinds: Sequence[EventKind], since: datetime, window: int
+    ) -> list[RecentEvent]:
+        """Events of ``kinds`` at or after ``since`` among the newest ``window`` sequences
+        (a primary-key range, so the scan is bounded however large the table is)."""
+        newest = (await self._conn.execute(select(func.max(events.c.sequence)))).scalar() or 0
+        q = recent_events_query(kinds, since, int(newest) - window)
+        return [records.recent_event(row) for row in (await self._conn.execute(q)).mappings()]
+
+    async def created_at(self, ids: Sequence[str]) -> dict[str, datetime]:
+        """Notifications' ``created_at`` by primary key."""
+        q = select(n.c.id, n.c.created_at).where(n.c.id.in_(list(ids)))
+        return {row.id: row.created_at for row in await self._conn.execute(q)}
+
+    async def policy_types(self, limit: int) -> list[PolicyType]:
+        q = (
+            select(policies.c.notification_type, policies.c.active_revision, policies.c.updated_at)
+            .order_by(policies.c.notification_type)
+            .limit(limit)
+        )
+        return [records.policy_type(row) for row in (await self._conn.execute(q)).mappings()]
+
+    async def notification_events(self, notification_id: str, limit: int) -> list[Event]:
+        """One notification's newest ``limit`` events, oldest first (notification_id index)."""
+        q = (
+            select(events)
+            .where(events.c.notification_id == notification_id)
+            .order_by(events.c.sequence.desc())
+            .limit(limit)
+        )
+        rows = list((await self._conn.execute(q)).mappings())
+        return [records.event(row) for row in reversed(rows)]

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain import follow_up_jobs, person_rule_jobs
 from uns_server.domain.enums import AckStatus
-from uns_server.domain.jobs import LIVE, JobState
+from uns_server.domain.jobs import CLAIMABLE, LIVE, JobState
 from uns_server.domain.moves import RecordPersonRule, RetryFollowUpStep, SettleFollowUpStep
 from uns_server.store.bound import Bound
 from uns_server.store.tables import UtcDateTime
@@ -101,6 +101,31 @@ _STOP = (
         last_error=case((_running, bindparam("why")), else_=j.c.last_error),
     )
 )
+
+
+# A snooze's end: the jobs the pause left waiting (made due by ``_STOP``, not yet
+# claimed) are cancelled, so the end's own job is the one chain of follow-ups (two
+# chains would each fire the same step). None runs: a claim while SNOOZED completes.
+_CANCEL_WAITING = (
+    update(j)
+    .where(
+        j.c.notification_id == bindparam("nid"),
+        j.c.kind == _KIND,
+        j.c.state.in_([literal_column(f"'{s.value}'") for s in sorted(CLAIMABLE)]),
+    )
+    .values(
+        state=JobState.CANCELLED.value,
+        finalized_at=_NOW,
+        last_error="the snooze ended: its reminder's job follows up",
+    )
+)
+
+
+async def cancel_waiting_follow_ups(
+    conn: AsyncConnection, notification_id: str, now: datetime
+) -> None:
+    """Cancel the unclaimed ``follow_up`` jobs of a notification whose snooze ended."""
+    await conn.execute(_CANCEL_WAITING, {"nid": notification_id, "now": now})
 
 
 async def stop_follow_ups(

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import and_, any_, bindparam, insert, or_, select, update
 
-from uns_server.domain.admission import WindowChange, WindowOwner
+from uns_server.domain.admission import DedupWindowTake, WindowOwner
 from uns_server.domain.enums import Status
 from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import DedupWindow, Notification
@@ -209,7 +209,7 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
             insert(dedup).values(key=key, owner_id=owner_id, generation=generation, until=until)
         )
 
-    async def take_dedup_window(self, change: WindowChange) -> None:
+    async def take_dedup_window(self, change: DedupWindowTake) -> None:
         """A new leader takes the window: a new row (a concurrent first window fails as a
         unique violation), or the row read under lock moves to it."""
         owner_id, generation, until = change.owner_id, change.generation, change.until

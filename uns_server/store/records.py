@@ -164,6 +164,7 @@ def notification_row(n: Notification) -> dict[str, Any]:
         "snoozed_seconds": n.snoozed_seconds,
         "held_until": n.held_until,
         "held_by_window_id": n.held_by_window_id,
+        "snoozes_ended": n.snoozes_ended,
     }
 
 

@@ -17,6 +17,8 @@ from uns_server.store import db as database
 from uns_server.store.acks import SqlAcks
 from uns_server.store.api_keys import SqlApiKeyReads, SqlApiKeys
 from uns_server.store.audit import SqlAudit, SqlAuditReads
+from uns_server.store.console import SqlConsoleReads
+from uns_server.store.console_sessions import SqlConsoleSessionReads, SqlConsoleSessions
 from uns_server.store.db import Database, WriteTx
 from uns_server.store.dispatch import SqlDispatch, SqlDispatchReads
 from uns_server.store.events import SqlEventReads, SqlEvents
@@ -107,6 +109,14 @@ class SqlReadTransaction:
     def heartbeats(self) -> SqlHeartbeatReads:
         return SqlHeartbeatReads(self._conn)
 
+    @property
+    def console(self) -> SqlConsoleReads:
+        return SqlConsoleReads(self._conn)
+
+    @property
+    def console_sessions(self) -> SqlConsoleSessionReads:
+        return SqlConsoleSessionReads(self._conn)
+
 
 class SqlWriteTransaction:
     __slots__ = ("_conn", "_tx")
@@ -186,6 +196,14 @@ class SqlWriteTransaction:
     @property
     def heartbeats(self) -> SqlHeartbeats:
         return SqlHeartbeats(self._conn)
+
+    @property
+    def console(self) -> SqlConsoleReads:
+        return SqlConsoleReads(self._conn)
+
+    @property
+    def console_sessions(self) -> SqlConsoleSessions:
+        return SqlConsoleSessions(self._conn)
 
     def signal(self, topic: str) -> None:
         self._tx.signal(topic)

@@ -141,6 +141,8 @@ notifications = Table(
     # seconds (the follow-up timeline's shift).
     Column("snoozed_until", UtcDateTime()),
     Column("snoozed_seconds", Integer, nullable=False, server_default=text("0")),
+    # The snoozes ended so far: the number of the latest one's reminder (migration 0023).
+    Column("snoozes_ended", Integer, nullable=False, server_default=text("0")),
     # The hold a maintenance window put on a PENDING notification (``domain.maintenance``):
     # until when, and which window (migration 0020).
     Column("held_until", UtcDateTime()),

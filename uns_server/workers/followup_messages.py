@@ -18,6 +18,7 @@ from typing import Any
 from uns_server.channels.base import ChannelResult, OutboundMessage
 from uns_server.domain import schedule
 from uns_server.domain.outcomes import provider_refs_json
+from uns_server.domain.person_rule_jobs import PersonRule
 from uns_server.domain.records import Notification
 from uns_server.domain.staged_rules import urgency_of
 from uns_server.services import staging, targeting
@@ -32,6 +33,7 @@ from uns_server.workers.messages import outbound_message
 # The stand-in channel of a step whose targets reach nobody and that has no channel
 # of its own: it is refused (the step GAVE_UP, its event says whom it could not reach).
 NOBODY = "targets"
+_LABEL = {schedule.StepKind.REMINDER: "Reminder", schedule.StepKind.ESCALATION: "Escalation step"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class FollowUpClaim:
     held: tuple[dict[str, str], ...] = ()
     not_due: tuple[dict[str, str], ...] = ()
     job_id: int = 0  # the step's ``follow_up`` job, settled under ``token``
+    # The later staged rules of the people this call is the first to ask (``ask``):
+    # started by the step's settlement, in its transaction.
+    staged: tuple[PersonRule, ...] = ()
 
     def route(self, key: str) -> PersonRoute | None:
         return next((r for r in self.routes if r.key == key), None)
@@ -77,11 +82,12 @@ async def ask(
     step = claim.step
     if not step.targets:
         return claim
-    asked = await targeting.asked_at(store, step.targets, now, channels)
+    every = await targeting.asked_at(store, step.targets, now, channels)
     # A person with staged rules (SPEC §7) is asked on the contacts of their first.
-    doc = claim.notification.notification
+    n = claim.notification
+    doc = n.notification
     urgency = urgency_of(doc.effective.urgency, doc.intent.value if doc.intent else None)
-    asked = staging.follow_up_routes(asked, urgency)
+    asked = staging.follow_up_routes(every, urgency)
     progress = progress_of(claim.notification, step)
     answers = progress.answers() if progress else {}
     held, not_due = waiting(claim.notification, step, asked.routes, answers, now)
@@ -96,6 +102,16 @@ async def ask(
     # Recomputed here (not the claim's fallback to every channel): with people, only
     # what has not answered for good is called again.
     calls = tuple(k for k in step.channels + keys if k not in answers or answers[k].transient)
+    # The first step to ask someone starts their later rules, from now (SPEC §7).
+    staged = staging.stage_for_step(
+        every,
+        urgency,
+        require_ack=n.require_ack,
+        started=n.outcome.staged,
+        asked_now={r.recipient_id for r in routes if r.key in calls},
+        cycle=n.cycle,
+        now=now,
+    )
     return dataclasses.replace(
         claim,
         step=dataclasses.replace(step, channels=step.channels + keys),
@@ -106,6 +122,7 @@ async def ask(
         not_due=tuple(
             {"recipient_id": r, "due_time": t.isoformat() if t else ""} for r, t in not_due.items()
         ),
+        staged=staged,
     )
 
 
@@ -135,7 +152,9 @@ def message(
 ) -> OutboundMessage:
     n, step = claim.notification, claim.step
     route = claim.route(channel)
-    label = "Reminder" if step.kind == schedule.StepKind.REMINDER else "Escalation step"
+    prefix = "Reminder (snooze ended): "  # a snooze's number means nothing to the person
+    if step.kind != schedule.StepKind.SNOOZE_REMINDER:
+        prefix = f"{_LABEL[step.kind]} {step.number}: "
     make_links = None
     if links is not None and n.require_ack and n.deadline is not None:
         make_links = links.until(n.id, n.deadline)
@@ -145,7 +164,7 @@ def message(
         # Stable across recoveries of this step, so providers can drop duplicates.
         idempotency_token=f"{n.id}:{channel}:{step.kind.value.lower()}:{step.number}",
         links=make_links,
-        title_prefix=f"{label} {step.number}: ",
+        title_prefix=prefix,
         follow_up=step.kind.value,
         follow_up_number=step.number,
         recipient_id=route.recipient_id if route else "",

@@ -6,6 +6,7 @@ one event payload that records the decided step (``workers.followups``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from uns_server.channels.base import ChannelResult
@@ -13,7 +14,11 @@ from uns_server.domain import schedule
 from uns_server.domain.records import Notification
 from uns_server.domain.schedule import StepProgress
 
-NUMBER_FIELD = {schedule.StepKind.REMINDER: "number", schedule.StepKind.ESCALATION: "step"}
+NUMBER_FIELD = {
+    schedule.StepKind.REMINDER: "number",
+    schedule.StepKind.ESCALATION: "step",
+    schedule.StepKind.SNOOZE_REMINDER: "snooze",  # the snooze's number (SNOOZE_ENDED's)
+}
 
 
 def progress_of(n: Notification, step: schedule.Step | None = None) -> StepProgress | None:
@@ -45,8 +50,23 @@ def result_json(result: ChannelResult) -> dict[str, Any]:
     }
 
 
+def snooze_step(
+    n: Notification, number: int | None, due: datetime, timing: schedule.Timing
+) -> schedule.Step | None:
+    """The reminder of snooze ``number`` (due ``due``, or when its stored progress
+    says); None for a plain look at the policy's steps."""
+    if number is None:
+        return None
+    progress = n.followup_step
+    if progress is not None and progress.is_of(schedule.StepKind.SNOOZE_REMINDER, number):
+        return step_of(progress, timing)
+    return schedule.snooze_reminder(timing, number, due)
+
+
 def step_of(progress: StepProgress, timing: schedule.Timing) -> schedule.Step:
     """The step a stored progress belongs to (its channels, from the frozen policy)."""
+    if progress.kind == schedule.StepKind.SNOOZE_REMINDER:
+        return schedule.snooze_reminder(timing, progress.number, progress.due_time)
     if progress.kind == schedule.StepKind.REMINDER:
         channels = timing.channels
     else:
@@ -83,6 +103,8 @@ def step_payload(
         "attempts": progress.calls,
         "decision": outcome.value,
     }
+    if step.kind == schedule.StepKind.SNOOZE_REMINDER:  # REMINDER_SENT after a snooze
+        payload["follow_up"] = step.kind.value
     if people:  # SPEC §6: who the step asked, per result too
         payload["recipient_ids"] = list(dict.fromkeys(people.values()))
         for r in payload["results"]:

@@ -13,6 +13,10 @@ settlement that opens an ack inserts the first, each decided step the next. A ro
 2. **Send** outside any transaction, on the step's channels (a reminder: the
    notification's channels; a step: its own) that have not answered it yet for good,
    marked as a follow-up with its number.
+   A snooze's end makes a job that carries the snooze's number: its step is the
+   reminder that asks again (``schedule.snooze_reminder``, on a reminder's channels
+   and targets; REMINDER_SENT with ``follow_up: SNOOZE_REMINDER``), decided like any
+   step, after which the policy's next step is looked at as usual.
 3. **Settle** (one transaction), the notification locked, asking
    ``domain.schedule.decide_step_attempt``, then the job's fenced settle: a channel
    that failed transiently (timeout, transport error, 429, 5xx) and attempts left
@@ -46,11 +50,12 @@ from typing import Any
 
 from uns_server.channels.base import ChannelResult
 from uns_server.channels.registry import ChannelRegistry
-from uns_server.domain import follow_up_jobs, moves, schedule
+from uns_server.domain import follow_up_jobs, moves, schedule, snooze
 from uns_server.domain.enums import AckStatus, EventKind
 from uns_server.domain.jobs import JobState, NewJob, SettleJob
 from uns_server.domain.moves import MoveLost
 from uns_server.domain.records import Job, Notification
+from uns_server.services import staging
 from uns_server.services.action_links import ActionLinkService
 from uns_server.store.port import NewEvent, Store, WriteTransaction
 from uns_server.workers.followup_messages import (
@@ -65,6 +70,7 @@ from uns_server.workers.followup_progress import (
     NUMBER_FIELD,
     progress_of,
     result_json,
+    snooze_step,
     step_of,
     step_payload,
     timing_of,
@@ -82,6 +88,7 @@ KINDS = (follow_up_jobs.KIND,)
 _KIND_EVENT = {
     schedule.StepKind.REMINDER: EventKind.REMINDER_SENT,
     schedule.StepKind.ESCALATION: EventKind.ESCALATED,
+    schedule.StepKind.SNOOZE_REMINDER: EventKind.REMINDER_SENT,  # its payload says so
 }
 
 
@@ -154,21 +161,30 @@ class FollowUpWorker(LoopWorker):
                     done.append(follow_up_jobs.done(job))
                     continue
                 timing, intent = timing_of(n)
-                decision = schedule.decide_follow_up(
-                    delivered_at=delivered_at(n),
-                    timing=timing,
-                    intent=intent,
-                    reminders_sent=n.reminders_sent,
-                    escalations_sent=n.escalations_sent,
-                    now=now,
-                )
-                if isinstance(decision, schedule.Wait):
-                    done.append(follow_up_jobs.done(job))
-                    if decision.at is not None:
-                        later.append(follow_up_jobs.timer(n.id, decision.at))
-                    await tx.follow_ups.look_again(n.id, decision.at)
+                owed = follow_up_jobs.snooze_reminder_of(job)
+                if owed is not None and owed != n.snoozes_ended:
+                    done.append(follow_up_jobs.done(job))  # a later snooze's job asks
                     continue
-                step = decision.step
+                step = snooze_step(n, owed, snooze.reminder_due(n, job.created_at), timing)
+                if step is not None and progress_of(n) not in (None, progress_of(n, step)):
+                    # A step left waiting to retry by the pause: the snooze stopped it.
+                    await self._close_stopped(tx, n, job, now)
+                if step is None:
+                    decision = schedule.decide_follow_up(
+                        delivered_at=delivered_at(n),
+                        timing=timing,
+                        intent=intent,
+                        reminders_sent=n.reminders_sent,
+                        escalations_sent=n.escalations_sent,
+                        now=now,
+                    )
+                    if isinstance(decision, schedule.Wait):
+                        done.append(follow_up_jobs.done(job))
+                        if decision.at is not None:
+                            later.append(follow_up_jobs.timer(n.id, decision.at))
+                        await tx.follow_ups.look_again(n.id, decision.at)
+                        continue
+                    step = decision.step
                 progress = progress_of(n, step)
                 answers = progress.answers() if progress else {}
                 channels = tuple(
@@ -305,6 +321,8 @@ class FollowUpWorker(LoopWorker):
                 }
                 await tx.events.append([_event(n, EventKind.LEASE_LOST, lost)], now)
                 return False
+            if pending and claim.staged:  # the people it first asked: their later rules
+                await staging.start_for_step(tx, current, claim.staged, now)
             refs = follow_up_refs(current, claim, sent, now)  # closed later too
             if isinstance(decision, schedule.RetryStep):
                 retry = moves.RetryFollowUpStep(n.id, progress, decision.at, refs, now)

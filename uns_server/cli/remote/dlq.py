@@ -65,7 +65,7 @@ async def cmd_dlq_list(client: AsyncClient, args: argparse.Namespace) -> int:
 
 
 @dataclass
-class Outcome:
+class ItemResult:
     """What happened (or would happen) to one id of a batch."""
 
     notification_id: str
@@ -95,7 +95,7 @@ class Outcome:
 
 async def _act(
     client: AsyncClient, nid: str, replay: bool, reason: str, *, dry_run: bool
-) -> Outcome:
+) -> ItemResult:
     """Replay or resolve one id; a dry run asks the server what it would answer
     (``validate_only``: every check it would run, nothing written)."""
     try:
@@ -103,25 +103,25 @@ async def _act(
             n = await client.replay(nid, reason=reason, validate_only=dry_run)
             if dry_run:
                 detail = f"cycle {n.cycle - 1} -> {n.cycle}, {n.notification_type}: {n.title}"
-                return Outcome(nid, "would replay", one_line(detail, 120), True, None, n)
-            return Outcome(
+                return ItemResult(nid, "would replay", one_line(detail, 120), True, None, n)
+            return ItemResult(
                 nid, "replayed", f"cycle {n.cycle}, state {state_name(n)}", True, None, n
             )
         n = await client.resolve_failure(nid, reason=reason, validate_only=dry_run)
         if dry_run:
             detail = f"dead_letter cleared, stays FAILED, {n.notification_type}: {n.title}"
-            return Outcome(nid, "would resolve", one_line(detail, 120), True, None, n)
+            return ItemResult(nid, "would resolve", one_line(detail, 120), True, None, n)
         detail = f"dead_letter cleared, state {state_name(n)}"
-        return Outcome(nid, "resolved", detail, True, None, n)
+        return ItemResult(nid, "resolved", detail, True, None, n)
     except FATAL:
         raise
     except DeadlineExceeded as exc:
         detail = describe(exc)
         if not dry_run:
             detail += " (the server may still have acted: check with `show`)"
-        return Outcome(nid, "failed", detail, False, exc)
+        return ItemResult(nid, "failed", detail, False, exc)
     except UnsError as exc:
-        return Outcome(nid, "would refuse" if dry_run else "refused", describe(exc), False, exc)
+        return ItemResult(nid, "would refuse" if dry_run else "refused", describe(exc), False, exc)
 
 
 async def cmd_dlq_bulk(client: AsyncClient, args: argparse.Namespace) -> int:
@@ -130,21 +130,21 @@ async def cmd_dlq_bulk(client: AsyncClient, args: argparse.Namespace) -> int:
         ids = [n.id for n in await _dead_letters(client, args.type)]
     else:
         ids = list(dict.fromkeys(args.ids))
-    outcomes: list[Outcome] = []
+    results: list[ItemResult] = []
     stopped: UnsError | None = None
     for nid in ids:
         try:
-            outcome = await _act(client, nid, replay, args.reason, dry_run=args.dry_run)
+            result = await _act(client, nid, replay, args.reason, dry_run=args.dry_run)
         except FATAL as exc:
             stopped = exc
             break
-        outcomes.append(outcome)
+        results.append(result)
         if not args.json:
-            print(f"{nid}  {outcome.action:<13}  {outcome.detail}", flush=True)
+            print(f"{nid}  {result.action:<13}  {result.detail}", flush=True)
     if args.json:
-        print_json([o.to_json() for o in outcomes])
-    done = sum(o.ok for o in outcomes)
-    refused = len(outcomes) - done
+        print_json([o.to_json() for o in results])
+    done = sum(o.ok for o in results)
+    refused = len(results) - done
     verb = "replay" if replay else "resolve"
     if args.dry_run:
         summary = f"dry run: would {verb} {done}, would refuse {refused}; nothing changed"
@@ -154,8 +154,8 @@ async def cmd_dlq_bulk(client: AsyncClient, args: argparse.Namespace) -> int:
         summary = "no dead letters" + (f" of type {args.type}" if args.type else "")
     if stopped is not None:
         message = fatal_message("dlq", stopped, client.config.target)
-        if outcomes:
-            message += f"; stopped after {len(outcomes)} of {len(ids)} ({summary})"
+        if results:
+            message += f"; stopped after {len(results)} of {len(ids)} ({summary})"
         elif not args.dry_run:
             message += "; nothing was changed"
         raise Stop(message)

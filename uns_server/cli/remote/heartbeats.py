@@ -1,5 +1,5 @@
 """``uns-admin heartbeats`` over ``uns.v1.HeartbeatService`` (the remote mode): the
-``cli.heartbeats.Heartbeats`` the shared commands call."""
+``cli.heartbeats.HeartbeatBackend`` the shared commands call."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``uns-admin recipients|rotations|oncall`` over ``uns.v1.RecipientService`` (the remote
-mode): the ``cli.people.People`` the shared commands call, answering with the same
+mode): the ``cli.people.PeopleBackend`` the shared commands call, answering with the same
 ``domain.people`` values as the database mode."""
 
 from __future__ import annotations

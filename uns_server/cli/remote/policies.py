@@ -1,5 +1,5 @@
 """``uns-admin policies`` over ``uns.v1.PolicyService`` (the remote mode): the
-``cli.policies.Policies`` the shared commands call, answering with the same
+``cli.policies.PolicyBackend`` the shared commands call, answering with the same
 ``PolicyRevision`` values as the database mode."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``uns-admin windows`` over ``uns.v1.MaintenanceService`` (the remote mode): the
-``cli.windows.Windows`` the shared commands call, answering with the same
+``cli.windows.WindowBackend`` the shared commands call, answering with the same
 ``domain.maintenance`` values as the database mode."""
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from uns_server.domain.schedule.follow_up_steps import (
     follow_ups,
     pending_follow_ups,
     reminder_violations,
+    snooze_reminder,
 )
 from uns_server.domain.schedule.nagging import NagState, nag_states, not_due, reminder_due
 from uns_server.domain.schedule.planning import (
@@ -112,4 +113,5 @@ __all__ = [
     "reminder_due",
     "reminder_violations",
     "schedule_violations",
+    "snooze_reminder",
 ]

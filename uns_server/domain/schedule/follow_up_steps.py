@@ -118,6 +118,9 @@ class StepKind(StrEnum):
     ESCALATION = "ESCALATION"
     DEADLINE = "DEADLINE"
     PERSON_RULE = "PERSON_RULE"  # a person's staged rule (Simulate only)
+    # The reminder at a snooze's end (SPEC §7): sent by the follow-up worker, never
+    # planned (a snooze is not foreseen), counted apart from the policy's reminders.
+    SNOOZE_REMINDER = "SNOOZE_REMINDER"
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,13 @@ def follow_ups(delivered_at: datetime, timing: Timing, intent: str | None) -> li
             steps.append(Step(kind, number, held, channels, held != at, targets))
     order = {StepKind.ESCALATION: 0, StepKind.REMINDER: 1}
     return sorted(steps, key=lambda s: (s.at, order[s.kind], s.number))
+
+
+def snooze_reminder(timing: Timing, number: int, at: datetime) -> Step:
+    """The reminder that asks again at the end of the ``number``-th snooze, due ``at``:
+    a reminder's channels and targets. The policy's own steps keep their times
+    (shifted by the pause); this one is beside them and moves no counter."""
+    return Step(StepKind.SNOOZE_REMINDER, number, at, timing.channels, targets=timing.targets)
 
 
 def escalation_offsets(timing: Timing) -> list[tuple[timedelta, EscalationStep]]:

@@ -45,6 +45,8 @@ def nag_states(refs: ProviderRefs) -> dict[str, NagState]:
         at = ref.due_time or ref.at
         if not ref.recipient_id or at is None:
             continue  # a channel's own message, or an entry without its time
+        if ref.follow_up == StepKind.SNOOZE_REMINDER.value:
+            continue  # a snooze's reminder leaves the policy's later reminders their times
         rid = ref.recipient_id
         last[rid] = max(at, last.get(rid, at))
         if ref.follow_up == StepKind.REMINDER.value:

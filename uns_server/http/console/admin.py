@@ -14,15 +14,14 @@ from uns_server.http.console.diff import pretty, side_by_side
 from uns_server.http.console.render import render
 from uns_server.http.console.sessions import Session
 from uns_server.services import keys
-from uns_server.store import console
 
 TYPES_MAX = 500
 REVISIONS_MAX = 100
 
 
 async def policy_list(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
-    async with c.db.read() as conn:
-        types = await console.policy_types(conn, TYPES_MAX)
+    async with c.store.read() as tx:
+        types = await tx.console.policy_types(TYPES_MAX)
     return render(
         request, "policies.html", title="Policies", types=types, capped=len(types) >= TYPES_MAX
     )

@@ -17,7 +17,6 @@ from uns_server.services.policies import PolicyService
 from uns_server.services.queries import Queries
 from uns_server.services.watch import Watch
 from uns_server.services.withdrawal import Withdrawals
-from uns_server.store.db import Database
 from uns_server.store.port import Store
 
 VIA = "console"
@@ -26,7 +25,6 @@ audit_log = logging.getLogger("uns.console.audit")
 
 @dataclass(frozen=True)
 class Console:
-    db: Database  # the console's own read queries (``store.console``)
     store: Store
     sessions: Sessions
     queries: Queries

@@ -25,7 +25,6 @@ from uns_server.http.console.sessions import Session
 from uns_server.http.console.triage import error_class, group_by, row_error
 from uns_server.http.server import DEADLINE_KEY
 from uns_server.services.operations import validate_reason
-from uns_server.store import console
 
 
 def _allow_bulk_time(request: web.Request) -> None:
@@ -54,8 +53,8 @@ class Checked:
 
 
 async def _bucket(c: Console, bucket: str) -> list[FailedSummary]:
-    async with c.db.read() as conn:
-        return await console.failed(conn, dead_letter=BUCKETS[bucket], limit=BUCKET_MAX)
+    async with c.store.read() as tx:
+        return await tx.console.failed(dead_letter=BUCKETS[bucket], limit=BUCKET_MAX)
 
 
 async def triage(request: web.Request, session: Session, c: Console) -> web.StreamResponse:

@@ -23,8 +23,7 @@ from uns_server.http.console.notifications import NO_NAMES, summary
 from uns_server.http.console.reading import Names, recipient_ids_in
 from uns_server.http.console.sessions import COOKIE, Session
 from uns_server.http.server import DEADLINE_KEY, SECURITY_HEADERS
-from uns_server.services.watch import Heartbeat
-from uns_server.store.people import SqlPeopleReads
+from uns_server.services.watch import StreamHeartbeat
 
 SESSION_RECHECK_SECONDS = 5.0
 TAIL_KINDS = frozenset(k.value for k in EventKind)
@@ -35,8 +34,8 @@ async def _names(c: Console, payload: object) -> Names:
     ids = recipient_ids_in((), [payload])
     if not ids:
         return NO_NAMES
-    async with c.db.read() as conn:
-        return Names(await SqlPeopleReads(conn).recipients_by_id(ids))
+    async with c.store.read() as tx:
+        return Names(await tx.people.recipients_by_id(ids))
 
 
 async def stream(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
@@ -82,7 +81,7 @@ async def stream(request: web.Request, session: Session, c: Console) -> web.Stre
                 checked = c.clock()
                 if await c.sessions.load(request.cookies.get(COOKIE), touch=False) is None:
                     break  # the browser reconnects, is refused, and says so
-            if isinstance(item, Heartbeat):
+            if isinstance(item, StreamHeartbeat):
                 await response.write(f": heartbeat {item.high_water_sequence}\n\n".encode())
             else:
                 ev = item.event

@@ -24,10 +24,6 @@ from uns_server.http.console.sessions import Session
 from uns_server.http.console.triage import error_class, row_error
 from uns_server.http.console.waiting import why_waiting
 from uns_server.services.operations import validate_reason
-from uns_server.store import console
-from uns_server.store.audit import SqlAuditReads
-from uns_server.store.events import SqlEventReads
-from uns_server.store.people import SqlPeopleReads
 
 PAGE_SIZE = 50
 TIMELINE_MAX = 500
@@ -123,17 +119,15 @@ async def detail(
         row = await c.queries.get(session.principal, nid)
     except UnsError as exc:
         return render(request, "error.html", status=404, title="Not found", reason=exc.message)
-    async with c.db.read() as conn:
-        high_water = await SqlEventReads(conn).high_water()
-        timeline = await console.notification_events(conn, row.id, TIMELINE_MAX)
-        ack_records = await SqlAuditReads(conn).ack_records(row.id, offset=0, limit=100)
+    async with c.store.read() as tx:
+        high_water = await tx.events.high_water()
+        timeline = await tx.console.notification_events(row.id, TIMELINE_MAX)
+        ack_records = await tx.audit.ack_records(row.id, offset=0, limit=100)
         asked = people_sent(row.outcome, row.provider_refs or {})
         ids = recipient_ids_in(
             [row.actor, *(a.acked_by for a in ack_records)], [e.payload for e in timeline]
         )
-        names = Names(
-            await SqlPeopleReads(conn).recipients_by_id(ids | {p.recipient_id for p in asked})
-        )
+        names = Names(await tx.people.recipients_by_id(ids | {p.recipient_id for p in asked}))
     attempts = [e for e in timeline if e.kind == EventKind.CHANNEL_ATTEMPT_RESULT]
     doc = row.notification
     dead = row.status == Status.FAILED and row.dead_letter

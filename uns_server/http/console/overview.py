@@ -22,7 +22,6 @@ from uns_server.http.console.charts import Series, bar_chart, minute_buckets
 from uns_server.http.console.context import Console
 from uns_server.http.console.render import render
 from uns_server.http.console.sessions import Session
-from uns_server.store import console
 
 COUNT_CAP = 10_000
 # ~2,000 notifications' events: a bounded read (~15 ms at 1M rows on 2 loaded cores).
@@ -113,10 +112,8 @@ async def channel_health(c: Console) -> dict[str, ChannelHealth]:
     """Each channel's last hour (the overview's health table), for other pages: every
     configured channel, even one without attempts."""
     now = c.clock()
-    async with c.db.read() as conn:
-        rows = await console.recent_events(
-            conn, HEALTH_KINDS, now - timedelta(hours=1), EVENT_WINDOW
-        )
+    async with c.store.read() as tx:
+        rows = await tx.console.recent_events(HEALTH_KINDS, now - timedelta(hours=1), EVENT_WINDOW)
     health = digest(rows, {}).channels
     for name in c.channels:
         health.setdefault(name, ChannelHealth(name))
@@ -146,18 +143,12 @@ def health_text(
 
 async def overview(request: web.Request, session: Session, c: Console) -> web.StreamResponse:
     now = c.clock()
-    conditions = console.state_conditions(now, now + timedelta(hours=1), now - timedelta(days=1))
-    async with c.db.read() as conn:
-        queue, queue_over = await console.queue_counts(conn, now, COUNT_CAP)
-        counts = {
-            name: await console.capped_count(conn, where, COUNT_CAP)
-            for name, where in conditions.items()
-        }
-        rows = await console.recent_events(
-            conn, HEALTH_KINDS, now - timedelta(hours=1), EVENT_WINDOW
-        )
+    async with c.store.read() as tx:
+        queue, queue_over = await tx.console.queue_counts(now, COUNT_CAP)
+        counts = await tx.console.state_counts(now, COUNT_CAP)
+        rows = await tx.console.recent_events(HEALTH_KINDS, now - timedelta(hours=1), EVENT_WINDOW)
         missing = unmatched(rows)
-        created = await console.created_at(conn, missing) if missing else {}
+        created = await tx.console.created_at(missing) if missing else {}
     recent = digest(rows, created)
     per_minute = [float(len(b)) for b in minute_buckets(recent.delivered, now)]
     latency = [

@@ -150,7 +150,9 @@ class Names:
 def step_summary(kind: str, p: Mapping[str, Any], names: Names) -> str:
     """A REMINDER_SENT or ESCALATED row: whom it asked, on which channel, what each
     answered; who it could not reach, who it let sleep, who was not due."""
-    if kind == EventKind.REMINDER_SENT:
+    if kind == EventKind.REMINDER_SENT and p.get("follow_up") == "SNOOZE_REMINDER":
+        label = f"reminder at the end of snooze {p.get('snooze', '?')}"
+    elif kind == EventKind.REMINDER_SENT:
         label = f"reminder {p.get('number', '?')}"
     else:
         label = f"escalation step {p.get('step', '?')}"

@@ -22,8 +22,7 @@ from aiohttp import web
 from uns_server.domain.enums import Role
 from uns_server.domain.errors import PermissionDenied, Unauthenticated
 from uns_server.services.auth import Authenticator, Principal, hash_key
-from uns_server.store import console_sessions
-from uns_server.store.db import Database
+from uns_server.store.port import Store
 
 COOKIE = "uns_console"
 # last_seen_at is written at most this often: browsing is reads, not a write per page.
@@ -48,14 +47,14 @@ class Session:
 class Sessions:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         authenticator: Authenticator,
         clock: Callable[[], datetime],
         *,
         idle: timedelta,
         absolute: timedelta,
     ) -> None:
-        self._db = db
+        self._store = store
         self._auth = authenticator
         self._clock = clock
         self.idle = idle
@@ -72,10 +71,9 @@ class Sessions:
         csrf = secrets.token_urlsafe(32)
         now = self._clock()
         expires = now + self.absolute
-        async with self._db.write() as tx:
-            await console_sessions.purge_expired(tx.conn, now)
-            await console_sessions.insert(
-                tx.conn,
+        async with self._store.write() as tx:
+            await tx.console_sessions.purge_expired(now)
+            await tx.console_sessions.insert(
                 id_hash=_digest(session_id),
                 principal=principal.name,
                 key_hash=hash_key(api_key.strip()),
@@ -93,8 +91,8 @@ class Sessions:
             return None
         id_hash = _digest(session_id)
         now = self._clock()
-        async with self._db.read() as conn:
-            stored = await console_sessions.by_hash(conn, id_hash)
+        async with self._store.read() as tx:
+            stored = await tx.console_sessions.by_hash(id_hash)
         if stored is None:
             return None
         principal = await self._auth.by_digest(stored.key_hash)
@@ -107,8 +105,8 @@ class Sessions:
             await self.sign_out(session_id)
             return None
         if touch and now - stored.last_seen_at >= TOUCH_EVERY:
-            async with self._db.write() as tx:
-                await console_sessions.touch(tx.conn, id_hash, now)
+            async with self._store.write() as tx:
+                await tx.console_sessions.touch(id_hash, now)
         return Session(id_hash, principal, stored.csrf_token, stored.expires_at)
 
     def key_revoked(self) -> None:
@@ -117,8 +115,8 @@ class Sessions:
         self._auth.forget_cached()
 
     async def sign_out(self, session_id: str) -> None:
-        async with self._db.write() as tx:
-            await console_sessions.remove(tx.conn, _digest(session_id))
+        async with self._store.write() as tx:
+            await tx.console_sessions.remove(_digest(session_id))
 
 
 # Where the guard leaves the request's live session for handlers and templates.

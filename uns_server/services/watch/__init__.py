@@ -3,7 +3,7 @@
 - ``hub``: one ``EventHub`` per process reads each newly committed batch of events
   once and fans it out in memory through its index of subscriptions;
 - ``subscription``: one stream's bounded queue, wake-up and heartbeat timer;
-- ``items``: the shared per-event ``WatchItem``, a stream's ``WatchFilter``, ``Heartbeat``;
+- ``items``: the shared per-event ``WatchItem``, a stream's ``WatchFilter``, ``StreamHeartbeat``;
 - ``streams``: ``Watch.stream``, a stream's start cursor, catch-up and live tail;
 - ``limits``: streams per principal and server-wide (TOO_MANY_STREAMS).
 
@@ -11,7 +11,7 @@ The names callers use are re-exported here.
 """
 
 from uns_server.services.watch.hub import EventHub
-from uns_server.services.watch.items import Heartbeat, WatchFilter, WatchItem, payload_bytes
+from uns_server.services.watch.items import StreamHeartbeat, WatchFilter, WatchItem, payload_bytes
 from uns_server.services.watch.limits import StreamLimits
 from uns_server.services.watch.streams import NOTIFICATION_IDS_MAX, Watch
 from uns_server.services.watch.subscription import Subscription
@@ -19,7 +19,7 @@ from uns_server.services.watch.subscription import Subscription
 __all__ = [
     "NOTIFICATION_IDS_MAX",
     "EventHub",
-    "Heartbeat",
+    "StreamHeartbeat",
     "StreamLimits",
     "Subscription",
     "Watch",

@@ -76,5 +76,5 @@ class WatchFilter:
 
 
 @dataclass(frozen=True)
-class Heartbeat:
+class StreamHeartbeat:
     high_water_sequence: int

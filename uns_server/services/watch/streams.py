@@ -34,7 +34,7 @@ from uns_server.domain.errors import (
 )
 from uns_server.services.auth import Principal
 from uns_server.services.watch.hub import EventHub
-from uns_server.services.watch.items import Heartbeat, WatchFilter, WatchItem
+from uns_server.services.watch.items import StreamHeartbeat, WatchFilter, WatchItem
 from uns_server.services.watch.limits import (
     STREAMS_MAX_DEFAULT,
     STREAMS_PER_PRINCIPAL_DEFAULT,
@@ -156,7 +156,7 @@ class Watch:
         kinds: Sequence[str],
         notification_type: str,
         recheck: Callable[[], Awaitable[object]] | None = None,
-    ) -> AsyncIterator[WatchItem | Heartbeat]:
+    ) -> AsyncIterator[WatchItem | StreamHeartbeat]:
         """``recheck`` raises ``Unauthenticated`` once the caller's credential is no
         longer valid (module docstring); None: never re-checked (the console checks
         its session itself)."""
@@ -229,7 +229,7 @@ class Watch:
                     # the last batch had every matching event up to ``committed``.
                     cursor = max(cursor, committed)
                     sub.sent()
-                    yield Heartbeat(cursor)
+                    yield StreamHeartbeat(cursor)
                 # Live: send what the hub queued (only events this filter matches).
                 queue = sub.queue
                 while not sub.overflowed:
@@ -250,7 +250,7 @@ class Watch:
                         # its tail: nothing this stream matches is missing below it.
                         cursor = max(cursor, self._hub.tail)
                         sub.sent()
-                        yield Heartbeat(cursor)
+                        yield StreamHeartbeat(cursor)
                         continue
                     await sub.wait()
         finally:

@@ -48,6 +48,7 @@ implementation (or a rewrite of a query) has one place that says what it must do
   under still hold; else the statement writes nothing (``FenceMoved``).
 """
 
+from uns_server.store.port.console import ConsoleReads, ConsoleSessionReads, ConsoleSessions
 from uns_server.store.port.delivery import (
     Acks,
     Dispatch,
@@ -109,6 +110,9 @@ __all__ = [
     "Audit",
     "AuditReads",
     "Backlog",
+    "ConsoleReads",
+    "ConsoleSessionReads",
+    "ConsoleSessions",
     "DeliveryAudit",
     "Dispatch",
     "DispatchReads",

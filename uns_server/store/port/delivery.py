@@ -161,5 +161,7 @@ class Acks(Protocol):
         ...
 
     async def resume(self, notification_id: str, now: datetime) -> bool:
-        """SNOOZED -> PENDING (the snooze's end cleared); False when not SNOOZED."""
+        """SNOOZED -> PENDING (the snooze's end cleared, ``snoozes_ended`` counted up:
+        the number of its reminder), its unclaimed ``follow_up`` jobs cancelled (the
+        caller inserts the one that goes on); False when not SNOOZED."""
         ...

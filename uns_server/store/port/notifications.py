@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from uns_server.domain.admission import WindowChange, WindowOwner
+from uns_server.domain.admission import DedupWindowTake, WindowOwner
 from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import DedupWindow, Notification
 
@@ -76,6 +76,6 @@ class Notifications(NotificationReads, Protocol):
         and raises ``FenceMoved``."""
         ...
 
-    async def take_dedup_window(self, change: WindowChange) -> None:
+    async def take_dedup_window(self, change: DedupWindowTake) -> None:
         """A new leader takes the window (``domain.admission``): insert, or move it."""
         ...

@@ -8,6 +8,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from uns_server.domain.records import Event
+from uns_server.store.port.console import ConsoleReads, ConsoleSessionReads, ConsoleSessions
 from uns_server.store.port.delivery import (
     Acks,
     Dispatch,
@@ -73,6 +74,10 @@ class ReadTransaction(Protocol):
     def maintenance(self) -> MaintenanceReads: ...
     @property
     def heartbeats(self) -> HeartbeatReads: ...
+    @property
+    def console(self) -> ConsoleReads: ...
+    @property
+    def console_sessions(self) -> ConsoleSessionReads: ...
 
 
 class WriteTransaction(ReadTransaction, Protocol):
@@ -111,6 +116,8 @@ class WriteTransaction(ReadTransaction, Protocol):
     def maintenance(self) -> Maintenance: ...
     @property
     def heartbeats(self) -> Heartbeats: ...
+    @property
+    def console_sessions(self) -> ConsoleSessions: ...
 
     def signal(self, topic: str) -> None:
         """Fire ``topic`` after commit (in process; NOTIFY on PostgreSQL)."""

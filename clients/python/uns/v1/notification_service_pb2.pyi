@@ -95,7 +95,8 @@ class _PlannedStepKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Plann
     PLANNED_STEP_KIND_PERSON_RULE: _PlannedStepKind.ValueType  # 5
     """A person's staged rule (Recipient.notification_rules) firing: its one
     contact's channel in channels, the person in recipient_ids, due when the
-    delivery first asks them plus the rule's `after`. Listed only while it
+    delivery (or, for a person it does not ask, the first escalation step or
+    reminder that does) first asks them plus the rule's `after`. Listed only while it
     falls before the ack deadline, and only for notifications that await an
     answer (otherwise every rule's contact is sent with the delivery).
     """
@@ -116,7 +117,8 @@ PLANNED_STEP_KIND_DEADLINE: PlannedStepKind.ValueType  # 4
 PLANNED_STEP_KIND_PERSON_RULE: PlannedStepKind.ValueType  # 5
 """A person's staged rule (Recipient.notification_rules) firing: its one
 contact's channel in channels, the person in recipient_ids, due when the
-delivery first asks them plus the rule's `after`. Listed only while it
+delivery (or, for a person it does not ask, the first escalation step or
+reminder that does) first asks them plus the rule's `after`. Listed only while it
 falls before the ack deadline, and only for notifications that await an
 answer (otherwise every rule's contact is sent with the delivery).
 """

@@ -165,7 +165,8 @@ class NotificationRule(_message.Message):
     @_builtins.property
     def after(self) -> _duration_pb2.Duration:
         """When, from the moment the person is first asked (the delivery attempt
-        that asks them, after their own quiet hours): zero or unset for at once.
+        that asks them, after their own quiet hours, or the first reminder or
+        escalation step that asks them): zero or unset for at once.
         Whole seconds, at most 24 hours.
         """
 

@@ -410,7 +410,11 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     targets: recipient_ids (who it asked), recipients_unreachable,
     recipients_held ({recipient_id, held_until}: in their own quiet hours) and
     recipients_not_due ({recipient_id, due_time}: their own reminder interval
-    has not passed).
+    has not passed). The reminder sent when a snooze ends (the person asked
+    again, on a reminder's channels and targets, even when the policy has no
+    reminders) carries follow_up "SNOOZE_REMINDER" and snooze (the number its
+    SNOOZE_ENDED names) in place of number; it is none of the policy's
+    reminders (reminders_sent does not count it).
     """
     EVENT_KIND_ESCALATED: _EventKind.ValueType  # 20
     """An escalation step was decided while the ack was PENDING (policy
@@ -425,8 +429,10 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     recipient_id when a targeted person snoozed it.
     """
     EVENT_KIND_SNOOZE_ENDED: _EventKind.ValueType  # 61
-    """A snooze ended: the acknowledgement is PENDING again and its reminders and
-    escalation steps resume where they paused. Payload: deadline.
+    """A snooze ended: the acknowledgement is PENDING again, the person is asked
+    again at once (a REMINDER_SENT with follow_up "SNOOZE_REMINDER") and its
+    reminders and escalation steps resume where they paused. Payload:
+    deadline, snooze (this snooze's number, 1-based).
     """
     EVENT_KIND_HELD: _EventKind.ValueType  # 30
     """A maintenance window (MaintenanceService) held the notification: accepted,
@@ -542,7 +548,11 @@ reminder was interrupted and may have reached the provider). With
 targets: recipient_ids (who it asked), recipients_unreachable,
 recipients_held ({recipient_id, held_until}: in their own quiet hours) and
 recipients_not_due ({recipient_id, due_time}: their own reminder interval
-has not passed).
+has not passed). The reminder sent when a snooze ends (the person asked
+again, on a reminder's channels and targets, even when the policy has no
+reminders) carries follow_up "SNOOZE_REMINDER" and snooze (the number its
+SNOOZE_ENDED names) in place of number; it is none of the policy's
+reminders (reminders_sent does not count it).
 """
 EVENT_KIND_ESCALATED: EventKind.ValueType  # 20
 """An escalation step was decided while the ack was PENDING (policy
@@ -557,8 +567,10 @@ deadline (the acknowledgement deadline, moved by the pause), and
 recipient_id when a targeted person snoozed it.
 """
 EVENT_KIND_SNOOZE_ENDED: EventKind.ValueType  # 61
-"""A snooze ended: the acknowledgement is PENDING again and its reminders and
-escalation steps resume where they paused. Payload: deadline.
+"""A snooze ended: the acknowledgement is PENDING again, the person is asked
+again at once (a REMINDER_SENT with follow_up "SNOOZE_REMINDER") and its
+reminders and escalation steps resume where they paused. Payload:
+deadline, snooze (this snooze's number, 1-based).
 """
 EVENT_KIND_HELD: EventKind.ValueType  # 30
 """A maintenance window (MaintenanceService) held the notification: accepted,
@@ -1002,10 +1014,13 @@ class ProviderReference(_message.Message):
     """Webhook: the webhook-id header (stable across retries)."""
     follow_up: _builtins.str
     """Empty for the delivery; "REMINDER" or "ESCALATION" for a message a follow-up
-    sent. Every message an obligation sent is closed when it ends.
+    sent, "SNOOZE_REMINDER" for the one sent when a snooze ended. Every message
+    an obligation sent is closed when it ends.
     """
     follow_up_number: _builtins.int
-    """The reminder's or escalation step's number (1-based); 0 for the delivery."""
+    """The reminder's or escalation step's number (1-based; a snooze reminder's:
+    the snooze's); 0 for the delivery.
+    """
     recipient_id: _builtins.str
     """The person this message was for (a policy's or step's targets); empty for
     a message to a shared channel.

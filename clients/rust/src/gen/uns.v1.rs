@@ -225,10 +225,12 @@ pub struct ProviderReference {
     #[prost(string, tag="12")]
     pub webhook_id: ::prost::alloc::string::String,
     /// Empty for the delivery; "REMINDER" or "ESCALATION" for a message a follow-up
-    /// sent. Every message an obligation sent is closed when it ends.
+    /// sent, "SNOOZE_REMINDER" for the one sent when a snooze ended. Every message
+    /// an obligation sent is closed when it ends.
     #[prost(string, tag="13")]
     pub follow_up: ::prost::alloc::string::String,
-    /// The reminder's or escalation step's number (1-based); 0 for the delivery.
+    /// The reminder's or escalation step's number (1-based; a snooze reminder's:
+    /// the snooze's); 0 for the delivery.
     #[prost(int32, tag="14")]
     pub follow_up_number: i32,
     /// The person this message was for (a policy's or step's targets); empty for
@@ -858,7 +860,11 @@ pub enum EventKind {
     /// targets: recipient_ids (who it asked), recipients_unreachable,
     /// recipients_held ({recipient_id, held_until}: in their own quiet hours) and
     /// recipients_not_due ({recipient_id, due_time}: their own reminder interval
-    /// has not passed).
+    /// has not passed). The reminder sent when a snooze ends (the person asked
+    /// again, on a reminder's channels and targets, even when the policy has no
+    /// reminders) carries follow_up "SNOOZE_REMINDER" and snooze (the number its
+    /// SNOOZE_ENDED names) in place of number; it is none of the policy's
+    /// reminders (reminders_sent does not count it).
     ReminderSent = 19,
     /// An escalation step was decided while the ack was PENDING (policy
     /// escalation). Payload: step (1-based), channels, results, attempts,
@@ -870,8 +876,10 @@ pub enum EventKind {
     /// deadline (the acknowledgement deadline, moved by the pause), and
     /// recipient_id when a targeted person snoozed it.
     Snoozed = 60,
-    /// A snooze ended: the acknowledgement is PENDING again and its reminders and
-    /// escalation steps resume where they paused. Payload: deadline.
+    /// A snooze ended: the acknowledgement is PENDING again, the person is asked
+    /// again at once (a REMINDER_SENT with follow_up "SNOOZE_REMINDER") and its
+    /// reminders and escalation steps resume where they paused. Payload:
+    /// deadline, snooze (this snooze's number, 1-based).
     SnoozeEnded = 61,
     /// A maintenance window (MaintenanceService) held the notification: accepted,
     /// or falling due, while the window was open; it stays PENDING until the
@@ -2085,7 +2093,8 @@ pub enum PlannedStepKind {
     Deadline = 4,
     /// A person's staged rule (Recipient.notification_rules) firing: its one
     /// contact's channel in channels, the person in recipient_ids, due when the
-    /// delivery first asks them plus the rule's `after`. Listed only while it
+    /// delivery (or, for a person it does not ask, the first escalation step or
+    /// reminder that does) first asks them plus the rule's `after`. Listed only while it
     /// falls before the ack deadline, and only for notifications that await an
     /// answer (otherwise every rule's contact is sent with the delivery).
     PersonRule = 5,
@@ -2459,7 +2468,8 @@ pub struct NotificationRule {
     #[prost(string, tag="1")]
     pub contact: ::prost::alloc::string::String,
     /// When, from the moment the person is first asked (the delivery attempt
-    /// that asks them, after their own quiet hours): zero or unset for at once.
+    /// that asks them, after their own quiet hours, or the first reminder or
+    /// escalation step that asks them): zero or unset for at once.
     /// Whole seconds, at most 24 hours.
     #[prost(message, optional, tag="2")]
     pub after: ::core::option::Option<::prost_types::Duration>,

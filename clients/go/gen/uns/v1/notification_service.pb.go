@@ -110,7 +110,8 @@ const (
 	PlannedStepKind_PLANNED_STEP_KIND_DEADLINE PlannedStepKind = 4
 	// A person's staged rule (Recipient.notification_rules) firing: its one
 	// contact's channel in channels, the person in recipient_ids, due when the
-	// delivery first asks them plus the rule's `after`. Listed only while it
+	// delivery (or, for a person it does not ask, the first escalation step or
+	// reminder that does) first asks them plus the rule's `after`. Listed only while it
 	// falls before the ack deadline, and only for notifications that await an
 	// answer (otherwise every rule's contact is sent with the delivery).
 	PlannedStepKind_PLANNED_STEP_KIND_PERSON_RULE PlannedStepKind = 5

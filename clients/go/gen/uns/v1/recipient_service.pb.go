@@ -233,7 +233,8 @@ type NotificationRule struct {
 	// person on that channel is used (usually there is one).
 	Contact string `protobuf:"bytes,1,opt,name=contact,proto3" json:"contact,omitempty"`
 	// When, from the moment the person is first asked (the delivery attempt
-	// that asks them, after their own quiet hours): zero or unset for at once.
+	// that asks them, after their own quiet hours, or the first reminder or
+	// escalation step that asks them): zero or unset for at once.
 	// Whole seconds, at most 24 hours.
 	After *durationpb.Duration `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
 	// Required. The urgency of the notifications this rule is for

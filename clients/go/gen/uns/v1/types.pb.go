@@ -564,7 +564,11 @@ const (
 	// targets: recipient_ids (who it asked), recipients_unreachable,
 	// recipients_held ({recipient_id, held_until}: in their own quiet hours) and
 	// recipients_not_due ({recipient_id, due_time}: their own reminder interval
-	// has not passed).
+	// has not passed). The reminder sent when a snooze ends (the person asked
+	// again, on a reminder's channels and targets, even when the policy has no
+	// reminders) carries follow_up "SNOOZE_REMINDER" and snooze (the number its
+	// SNOOZE_ENDED names) in place of number; it is none of the policy's
+	// reminders (reminders_sent does not count it).
 	EventKind_EVENT_KIND_REMINDER_SENT EventKind = 19
 	// An escalation step was decided while the ack was PENDING (policy
 	// escalation). Payload: step (1-based), channels, results, attempts,
@@ -576,8 +580,10 @@ const (
 	// deadline (the acknowledgement deadline, moved by the pause), and
 	// recipient_id when a targeted person snoozed it.
 	EventKind_EVENT_KIND_SNOOZED EventKind = 60
-	// A snooze ended: the acknowledgement is PENDING again and its reminders and
-	// escalation steps resume where they paused. Payload: deadline.
+	// A snooze ended: the acknowledgement is PENDING again, the person is asked
+	// again at once (a REMINDER_SENT with follow_up "SNOOZE_REMINDER") and its
+	// reminders and escalation steps resume where they paused. Payload:
+	// deadline, snooze (this snooze's number, 1-based).
 	EventKind_EVENT_KIND_SNOOZE_ENDED EventKind = 61
 	// A maintenance window (MaintenanceService) held the notification: accepted,
 	// or falling due, while the window was open; it stays PENDING until the
@@ -1412,9 +1418,11 @@ type ProviderReference struct {
 	// Webhook: the webhook-id header (stable across retries).
 	WebhookId string `protobuf:"bytes,12,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
 	// Empty for the delivery; "REMINDER" or "ESCALATION" for a message a follow-up
-	// sent. Every message an obligation sent is closed when it ends.
+	// sent, "SNOOZE_REMINDER" for the one sent when a snooze ended. Every message
+	// an obligation sent is closed when it ends.
 	FollowUp string `protobuf:"bytes,13,opt,name=follow_up,json=followUp,proto3" json:"follow_up,omitempty"`
-	// The reminder's or escalation step's number (1-based); 0 for the delivery.
+	// The reminder's or escalation step's number (1-based; a snooze reminder's:
+	// the snooze's); 0 for the delivery.
 	FollowUpNumber int32 `protobuf:"varint,14,opt,name=follow_up_number,json=followUpNumber,proto3" json:"follow_up_number,omitempty"`
 	// The person this message was for (a policy's or step's targets); empty for
 	// a message to a shared channel.
