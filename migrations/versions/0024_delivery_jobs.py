@@ -16,8 +16,8 @@ then recovered). Leaders a previous replica accepts during the rollout are carri
 the new dispatcher (``Jobs.carry_deliveries``). Downgrade drops the delivery jobs, the
 index and the column.
 
-Revision ID: 0023
-Revises: 0022
+Revision ID: 0024
+Revises: 0023
 Create Date: 2026-12-07
 """
 
@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0023"
-down_revision: str | None = "0022"
+revision: str = "0024"
+down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
