@@ -6,7 +6,10 @@ dispatcher claims those jobs. ``uns_jobs`` gains River's ``priority`` (a deliver
 is its notification's; 0 for the other kinds, so their claim order is unchanged) and
 the due index orders by it. A unique partial index keeps one live delivery job per
 notification, so the writes that make a leader due insert or retime it in one
-statement (``ON CONFLICT``).
+statement (``ON CONFLICT``). A delivery job carries its notification's effective
+channels (``args.channels``): the claim takes jobs without reading the notifications
+(their served test), and the dispatcher's next due time is the first entry of the
+claimable delivery jobs' index by due time (``ix_uns_jobs_delivery_due``).
 
 Pending work of a running deployment is carried: every PENDING leader without a live
 delivery job gets one, due at its ``next_attempt``, in one statement. A row a replica
@@ -35,6 +38,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 CLAIMABLE = "state IN ('available', 'retryable')"
+DELIVERY_DUE = "kind = 'delivery' AND state IN ('available', 'retryable')"
 DELIVERY_LIVE = "kind = 'delivery' AND state IN ('available', 'retryable', 'running')"
 MAX_ATTEMPTS = 2**31 - 1  # domain.jobs.DELIVERY_MAX_ATTEMPTS
 
@@ -53,6 +57,13 @@ def upgrade() -> None:
         sqlite_where=sa.text(CLAIMABLE),
     )
     op.create_index(
+        "ix_uns_jobs_delivery_due",
+        "uns_jobs",
+        ["scheduled_at"],
+        postgresql_where=sa.text(DELIVERY_DUE),
+        sqlite_where=sa.text(DELIVERY_DUE),
+    )
+    op.create_index(
         "ux_uns_jobs_delivery",
         "uns_jobs",
         ["notification_id"],
@@ -68,7 +79,12 @@ def _carry_deliveries() -> None:
     now = datetime.now(UTC)
     if bind.dialect.name == "sqlite":  # naive UTC text, as the application stores it
         now = now.replace(tzinfo=None)
-    args = "'{}'::jsonb" if bind.dialect.name == "postgresql" else "'{}'"
+    # The job carries its notification's effective channels (the claim's served test).
+    args = (
+        "jsonb_build_object('channels', n.notification -> 'effective' -> 'channels')"
+        if bind.dialect.name == "postgresql"
+        else "json_object('channels', json(json_extract(n.notification, '$.effective.channels')))"
+    )
     live = f"j.notification_id = n.id AND j.{DELIVERY_LIVE}".replace("state IN", "j.state IN")
     bind.execute(
         sa.text(
@@ -88,6 +104,7 @@ def _carry_deliveries() -> None:
 def downgrade() -> None:
     op.execute(sa.text("DELETE FROM uns_jobs WHERE kind = 'delivery'"))
     op.drop_index("ux_uns_jobs_delivery", table_name="uns_jobs")
+    op.drop_index("ix_uns_jobs_delivery_due", table_name="uns_jobs")
     op.drop_index("ix_uns_jobs_due", table_name="uns_jobs")
     with op.batch_alter_table("uns_jobs") as batch:
         batch.drop_column("priority")

@@ -1197,3 +1197,35 @@ async def test_a_withdrawal_cancels_the_job_and_a_replay_makes_one(store: SqlSto
         ("discarded", 1, NOW - SECOND),
         ("available", 0, NOW + MINUTE),
     ]
+
+
+async def test_the_claim_reads_the_jobs_and_rechecks_each_leader(store: SqlStore) -> None:
+    # The claim picks jobs from uns_jobs alone (served by the channels each carries),
+    # then leases the leaders that are still due: a job whose notification stopped
+    # being a due leader behind its back is cancelled, and one whose leader a replica
+    # of the previous release holds leased waits until that lease ends.
+    ok, gone, held, sms = await insert(store, row(), row(), row(), row(channels=("sms",)))
+    async with store.read() as tx:
+        assert await tx.dispatch.next_due_at(("sms",)) == NOW - SECOND
+    t = notifications_table
+    async with store.db.write() as tx:
+        await tx.conn.execute(
+            t.update().where(t.c.id == gone).values(status=Status.DELIVERED.value)
+        )
+        await tx.conn.execute(
+            t.update()
+            .where(t.c.id == held)
+            .values(lease_token=str(uuid.uuid4()), lease_until=NOW + LEASE)
+        )
+    assert claimed_ids(await claim(store)) == [ok]  # sms is not served here
+    assert [j[0] for j in await delivery_jobs(store, gone)] == ["cancelled"]
+    assert await delivery_jobs(store, held) == [("available", 0, NOW + LEASE, None)]
+    assert [j[0] for j in await delivery_jobs(store, sms)] == ["available"]
+    async with store.read() as tx:
+        assert await tx.dispatch.next_due_at(WEBHOOK) == NOW + LEASE
+    # That lease ends unsettled (as does this claim's own lease of ``ok``): both are
+    # claimed again, as recoveries.
+    late = await claim(store, now=NOW + LEASE)
+    assert {a.notification.id: a.recovered for a in late} == {ok: True, held: True}
+    [sent] = await claim(store, now=NOW + LEASE, channels=("sms", "webhook"))
+    assert sent.notification.id == sms

@@ -58,10 +58,11 @@ def is_live_delivery() -> Any:
 
 
 def job(new: Notification) -> NewJob:
-    """A leader's delivery job: due when the leader is, at its priority."""
+    """A leader's delivery job: due when the leader is, at its priority, carrying its
+    effective channels (the claim's ``served`` test reads them without the row)."""
     return NewJob(
         JobKind.DELIVERY,
-        {},
+        {"channels": list(new.notification.effective.channels)},
         DELIVERY_MAX_ATTEMPTS,
         notification_id=new.id,
         scheduled_at=new.next_attempt,
@@ -90,6 +91,19 @@ def new_rows(new: Iterable[Notification]) -> list[dict[str, Any]]:
     return rows
 
 
+def _args(dialect: str) -> Any:
+    """A job's ``args`` built from its notification's row (as ``job`` builds them)."""
+    if dialect == "postgresql":
+        return literal_column(
+            "jsonb_build_object('channels', uns_notifications.notification "
+            "-> 'effective' -> 'channels')"
+        )
+    return literal_column(
+        "json_object('channels', "
+        "json(json_extract(uns_notifications.notification, '$.effective.channels')))"
+    )
+
+
 async def schedule(conn: AsyncConnection, ids: Collection[str], now: datetime) -> None:
     """Make the delivery job of each notification in ``ids`` match its row, in this
     transaction: a PENDING leader's live job due at its ``next_attempt`` (inserted, or
@@ -101,7 +115,7 @@ async def schedule(conn: AsyncConnection, ids: Collection[str], now: datetime) -
     source = select(
         _KIND,
         n.c.id,
-        literal({}, j.c.args.type),
+        _args(conn.dialect.name),
         literal_column(f"'{JobState.AVAILABLE.value}'"),
         literal(0),
         literal(DELIVERY_MAX_ATTEMPTS),

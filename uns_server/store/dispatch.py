@@ -44,7 +44,6 @@ from uns_server.store.db import FenceMoved
 from uns_server.store.delivery_claim import (
     CLAIMABLE,
     DELIVERY,
-    DUE,
     SERVED_PG,
     SERVED_SQLITE,
 )
@@ -122,21 +121,23 @@ class SqlDispatchReads(Bound):
     __slots__ = ()
 
     async def next_due_at(self, channels: Collection[str]) -> datetime | None:
-        """When the earliest delivery job of an unleased pending leader that ``claim``
-        would take (its channels all among ``channels``) becomes due (expired leases are
-        found by the rescuer, which wakes the dispatcher, or the idle poll). Work for other
-        channels is left out: it would look due for ever."""
+        """When the earliest claimable delivery job that ``claim`` would take (its
+        channels all among ``channels``) becomes due: ``uns_jobs`` alone, walked by due
+        time (``ix_uns_jobs_delivery_due``) to the first served one. A job whose leader
+        is leased elsewhere is retimed to that lease's end by the claim that meets it;
+        expired delivery leases are found by the rescuer, which wakes the dispatcher, or
+        the idle poll. Work for other channels is left out: it would look due for ever."""
         clause = SERVED_PG if self._conn.dialect.name == POSTGRESQL else SERVED_SQLITE
         q = (
-            select(func.min(j.c.scheduled_at))
-            .select_from(j.join(n, n.c.id == j.c.notification_id))
-            .where(j.c.kind == DELIVERY, CLAIMABLE)
-            .where(DUE, n.c.lease_until.is_(None), clause)
+            select(j.c.scheduled_at)
+            .where(j.c.kind == DELIVERY, CLAIMABLE, clause)
+            .order_by(j.c.scheduled_at)
+            .limit(1)
         )
-        value = (await self._conn.execute(q, {"channels": sorted(channels)})).scalar()
-        if isinstance(value, str):  # aggregates bypass the column type on SQLite
-            value = datetime.fromisoformat(value)
-        return UtcDateTime().process_result_value(value, self._conn.dialect)
+        due: datetime | None = (
+            await self._conn.execute(q, {"channels": sorted(channels)})
+        ).scalar()
+        return due
 
     async def results_recorded_for(self, tokens: Collection[tuple[str, str]]) -> set[str]:
         """For many (notification id, token): the tokens whose settlement has committed

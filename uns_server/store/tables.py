@@ -338,6 +338,7 @@ maintenance = Table(
 # settled by one fenced statement, rescued when its lease expires, deleted once final
 # and old (states and who moves them: ``domain.jobs``). Kinds so far: message_update.
 DELIVERY_LIVE = "kind = 'delivery' AND state IN ('available', 'retryable', 'running')"
+DELIVERY_DUE = "kind = 'delivery' AND state IN ('available', 'retryable')"
 jobs = Table(
     "uns_jobs",
     metadata,
@@ -391,6 +392,14 @@ Index(
     jobs.c.id,
     postgresql_where=text("state IN ('available', 'retryable')"),
     sqlite_where=text("state IN ('available', 'retryable')"),
+)
+# The dispatcher's next due time: the first claimable delivery job by due time
+# (``SqlDispatch.next_due_at``, one index entry, whatever the priorities).
+Index(
+    "ix_uns_jobs_delivery_due",
+    jobs.c.scheduled_at,
+    postgresql_where=text(DELIVERY_DUE),
+    sqlite_where=text(DELIVERY_DUE),
 )
 # At most one live delivery job per notification: the places that make a leader due
 # insert it or, when one is live, retime it (``store.deliveries``, ON CONFLICT).
