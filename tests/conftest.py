@@ -25,6 +25,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from hypothesis import settings
 from sqlalchemy.engine import make_url
 
 from tests.support import admin_cli
@@ -33,6 +34,12 @@ from tests.support.server import KEYS, RunningServer, start_server
 from uns_server.store import migrate
 from uns_server.store.connect import normalize_url
 from uns_server.store.db import Database
+
+# Hypothesis's per-example deadline (200 ms by default) is a timing assertion: on a busy
+# machine one example took 288 ms and failed a pure test. Examples are bounded by
+# pytest-timeout instead, as every other test is.
+settings.register_profile("uns", deadline=None)
+settings.load_profile("uns")
 
 # One template per xdist worker ("main" without xdist): dropping and re-creating a
 # template another worker is copying from would fail its CREATE DATABASE.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import re
 import signal
 import socket
@@ -120,16 +121,32 @@ async def send_until_accepted(target: str, key: str, **fields: Any) -> str:
 
 
 def metrics_ports() -> int:
-    """A port P with P+1 free too: child i serves metrics on P+i."""
-    for _ in range(50):
-        port = free_port()
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
+    """A port P with P+1 free too: child i serves metrics on P+i. Below the ephemeral
+    range: the children bind them seconds after this looks, and in between any outgoing
+    connection or port-0 listener of a neighbouring test could take one from that range
+    (a CI run lost a child to it)."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(10_000, low - 2)
+        if all(_bindable(p) for p in (port, port + 1)):
+            return port
     raise AssertionError("no two consecutive free ports")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def http_status(url: str) -> int:

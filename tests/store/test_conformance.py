@@ -219,6 +219,21 @@ async def test_expired_lease_is_claimed_again_and_flagged(store: SqlStore) -> No
     assert stored["provider_effect_may_have_occurred"] is True
 
 
+async def test_next_due_is_the_earliest_unleased_leader_of_any_priority(store: SqlStore) -> None:
+    minute = timedelta(minutes=1)
+    await insert(
+        store,
+        row(priority=4, next_attempt=NOW + 3 * minute),
+        row(priority=1, next_attempt=NOW + 2 * minute),
+        row(priority=2, next_attempt=NOW + minute, lease_until=NOW + minute, lease_token="t"),
+        row(priority=3, next_attempt=NOW + 5 * minute, channels=["email"]),
+    )
+    async with store.read() as tx:
+        # The leased row (earliest) and the one for another channel are passed over.
+        assert await tx.dispatch.next_due_at(["webhook"]) == NOW + 2 * minute
+        assert await tx.dispatch.next_due_at(["email"]) == NOW + 5 * minute
+
+
 async def test_claim_takes_only_rows_whose_channels_it_serves(store: SqlStore) -> None:
     webhook, slack, both = await insert(
         store,

@@ -15,6 +15,7 @@ from uns_server.domain.snooze import Snooze
 from uns_server.store import records
 from uns_server.store.bound import Bound
 from uns_server.store.followups import cancel_waiting_follow_ups, stop_follow_ups
+from uns_server.store.tables import inline
 from uns_server.store.tables import notifications as n
 
 _OWED = sorted(s.value for s in ACK_OWED)
@@ -40,7 +41,7 @@ class SqlAcks(Bound):
         in_flight = and_(
             n.c.ack_status.is_(None),
             n.c.require_ack.is_(True),
-            n.c.status == Status.PENDING.value,
+            n.c.status == inline(Status.PENDING.value),
             *([] if sent_while_held else [n.c.lease_token.is_not(None)]),
         )
         result = await self._conn.execute(
@@ -67,7 +68,7 @@ class SqlAcks(Bound):
     async def due_deadlines(self, now: datetime, limit: int) -> list[Notification]:
         q = (
             select(n)
-            .where(n.c.ack_status == AckStatus.PENDING.value, n.c.deadline <= now)
+            .where(n.c.ack_status == inline(AckStatus.PENDING.value), n.c.deadline <= now)
             .order_by(n.c.deadline)
             .limit(limit)
             .with_for_update(skip_locked=True)

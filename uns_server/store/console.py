@@ -19,7 +19,6 @@ from sqlalchemy import (
     case,
     func,
     literal,
-    literal_column,
     not_,
     or_,
     select,
@@ -29,7 +28,7 @@ from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.records import Event, FailedSummary, PolicyType, RecentEvent
 from uns_server.store import records
 from uns_server.store.bound import Bound
-from uns_server.store.tables import events, notifications, policies
+from uns_server.store.tables import events, inline, notifications, policies
 
 n = notifications
 
@@ -38,7 +37,7 @@ def _is(column: ColumnElement[Any], value: str) -> ColumnElement[bool]:
     """``column = 'VALUE'`` with the constant inline, not a bound parameter: PostgreSQL
     uses a partial index (``WHERE status = 'PENDING'``...) only when it can prove the
     query's condition implies the index's, which a generic plan's parameter never does."""
-    return column == literal_column(f"'{value}'")  # enum values only, never input
+    return column == inline(value)
 
 
 def _dead_letter(dead: bool) -> list[ColumnElement[bool]]:

@@ -43,18 +43,19 @@ from uns_server.domain.enums import Status
 from uns_server.domain.jobs import DELIVERY_MAX_ATTEMPTS, FINALIZED, JobKind, JobState, NewJob
 from uns_server.domain.records import Notification
 from uns_server.store import jobs, pg
-from uns_server.store.tables import DELIVERY_LIVE, UtcDateTime
+from uns_server.store.tables import DELIVERY_LIVE, UtcDateTime, inline
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
-_LIVE = sorted(f"'{s.value}'" for s in (JobState.AVAILABLE, JobState.RETRYABLE, JobState.RUNNING))
-_KIND: Any = literal_column(f"'{JobKind.DELIVERY.value}'")
+_LIVE = sorted(s.value for s in (JobState.AVAILABLE, JobState.RETRYABLE, JobState.RUNNING))
+_LIVE_SQL = ", ".join(f"'{s}'" for s in _LIVE)
+_KIND: Any = inline(JobKind.DELIVERY.value)
 _FINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(FINALIZED))
 
 
 def is_live_delivery() -> Any:
     """The jobs ``ux_uns_jobs_delivery`` covers (the same text as its WHERE)."""
-    return and_(j.c.kind == _KIND, j.c.state.in_([literal_column(s) for s in _LIVE]))
+    return and_(j.c.kind == _KIND, j.c.state.in_([inline(s) for s in _LIVE]))
 
 
 def job(new: Notification) -> NewJob:
@@ -116,7 +117,7 @@ async def schedule(conn: AsyncConnection, ids: Collection[str], now: datetime) -
         _KIND,
         n.c.id,
         _args(conn.dialect.name),
-        literal_column(f"'{JobState.AVAILABLE.value}'"),
+        inline(JobState.AVAILABLE.value),
         literal(0),
         literal(DELIVERY_MAX_ATTEMPTS),
         n.c.next_attempt,
@@ -177,7 +178,7 @@ async def carry(conn: AsyncConnection, now: datetime, *, limit: int) -> int:
         select(j.c.id)
         .where(
             j.c.kind == _KIND,
-            j.c.state.in_([literal_column("'available'"), literal_column("'retryable'")]),
+            j.c.state.in_([inline(JobState.AVAILABLE.value), inline(JobState.RETRYABLE.value)]),
             ~leader.exists(),
         )
         .limit(limit)
@@ -231,7 +232,7 @@ class _SettlePg:
             # every live job).
             f"WHERE uns_jobs.notification_id = ANY({p[0]}::text[]) "
             "AND uns_jobs.notification_id = r.nid AND uns_jobs.kind = 'delivery' "
-            f"AND uns_jobs.state IN ({', '.join(_LIVE)})" + (f" AND {when}" if when else "")
+            f"AND uns_jobs.state IN ({_LIVE_SQL})" + (f" AND {when}" if when else "")
         )
 
     def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:

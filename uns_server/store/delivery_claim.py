@@ -15,7 +15,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Boolean, Text, any_, bindparam, func, literal_column, select, update
+from sqlalchemy import Boolean, Text, any_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from uns_server.domain.enums import Status
@@ -24,14 +24,14 @@ from uns_server.domain.records import Attempt
 from uns_server.store import pg, records
 from uns_server.store.jobs import SqlJobs
 from uns_server.store.served import POSTGRESQL, served_job
-from uns_server.store.tables import UtcDateTime
+from uns_server.store.tables import UtcDateTime, inline
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
-DUE = (n.c.status == Status.PENDING.value) & n.c.dedup_owner_id.is_(None)
+DUE = (n.c.status == inline(Status.PENDING.value)) & n.c.dedup_owner_id.is_(None)
 """A due leader's row: PENDING, following no one."""
-DELIVERY: Any = literal_column(f"'{JobKind.DELIVERY.value}'")
-CLAIMABLE = j.c.state.in_([literal_column("'available'"), literal_column("'retryable'")])
+DELIVERY: Any = inline(JobKind.DELIVERY.value)
+CLAIMABLE = j.c.state.in_([inline(JobState.AVAILABLE.value), inline(JobState.RETRYABLE.value)])
 
 # Only jobs every one of whose notification's channels the claiming replica has
 # configured (``store.served``): a replica never takes, and fails, work it cannot do.

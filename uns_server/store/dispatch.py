@@ -49,7 +49,7 @@ from uns_server.store.delivery_claim import (
 )
 from uns_server.store.leased_moves import deadline_timers, delivery_settles, grouped
 from uns_server.store.served import POSTGRESQL
-from uns_server.store.tables import UtcDateTime, dedup, events
+from uns_server.store.tables import UtcDateTime, dedup, events, inline
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
@@ -288,7 +288,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         """The owner's PENDING followers in promotion order (oldest first), locked."""
         q = (
             select(n)
-            .where(n.c.dedup_owner_id == owner_id, n.c.status == Status.PENDING.value)
+            .where(n.c.dedup_owner_id == owner_id, n.c.status == inline(Status.PENDING.value))
             .order_by(n.c.created_at, n.c.id)
             .with_for_update()
         )

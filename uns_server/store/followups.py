@@ -27,7 +27,6 @@ from sqlalchemy import (
     exists,
     insert,
     literal,
-    literal_column,
     select,
     update,
 )
@@ -38,18 +37,16 @@ from uns_server.domain.enums import AckStatus
 from uns_server.domain.jobs import CLAIMABLE, LIVE, JobState
 from uns_server.domain.moves import RecordPersonRule, RetryFollowUpStep, SettleFollowUpStep
 from uns_server.store.bound import Bound
-from uns_server.store.tables import UtcDateTime
+from uns_server.store.tables import UtcDateTime, inline
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
-_KIND: Any = literal_column(f"'{follow_up_jobs.KIND.value}'")
+_KIND: Any = inline(follow_up_jobs.KIND.value)
 # What sends messages whose references the row learns only when it settles.
-_SENDING_KINDS: list[Any] = [
-    literal_column(f"'{k.value}'") for k in (follow_up_jobs.KIND, person_rule_jobs.KIND)
-]
+_SENDING_KINDS: list[Any] = [inline(k.value) for k in (follow_up_jobs.KIND, person_rule_jobs.KIND)]
 _NOW = bindparam("now", type_=UtcDateTime())
 # As the notification index's WHERE (``tables.jobs``), so the planner can use it.
-_LIVE = j.c.state.in_([literal_column(f"'{s.value}'") for s in sorted(LIVE)])
+_LIVE = j.c.state.in_([inline(s.value) for s in sorted(LIVE)])
 
 
 def _step_running() -> Any:
@@ -58,7 +55,7 @@ def _step_running() -> Any:
         .where(
             j.c.kind.in_(_SENDING_KINDS),
             j.c.notification_id == bindparam("nid"),
-            j.c.state == literal_column(f"'{JobState.RUNNING.value}'"),
+            j.c.state == inline(JobState.RUNNING.value),
             j.c.lease_until > _NOW,
         )
         .limit(1)
@@ -88,7 +85,7 @@ _ORPHANS = (
 # sent loses its fence (its settle records LEASE_LOST), the others fall due at once (a
 # step waiting to retry is closed STOPPED; the rest find the ack not PENDING and do
 # nothing). Their successor, if any, is the next owed answer's business.
-_running = j.c.state == literal_column(f"'{JobState.RUNNING.value}'")
+_running = j.c.state == inline(JobState.RUNNING.value)
 _STOP = (
     update(j)
     .where(j.c.notification_id.in_(bindparam("ids", expanding=True)), j.c.kind == _KIND, _LIVE)
@@ -111,7 +108,7 @@ _CANCEL_WAITING = (
     .where(
         j.c.notification_id == bindparam("nid"),
         j.c.kind == _KIND,
-        j.c.state.in_([literal_column(f"'{s.value}'") for s in sorted(CLAIMABLE)]),
+        j.c.state.in_([inline(s.value) for s in sorted(CLAIMABLE)]),
     )
     .values(
         state=JobState.CANCELLED.value,

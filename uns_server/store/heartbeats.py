@@ -10,18 +10,17 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import RowMapping, delete, insert, literal_column, select, update
+from sqlalchemy import RowMapping, delete, insert, select, update
 
 from uns_server.domain.heartbeats import Heartbeat
 from uns_server.domain.jobs import JobState, NewJob
 from uns_server.store.bound import Bound
 from uns_server.store.tables import heartbeats as h
+from uns_server.store.tables import inline
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import people_audit_records as audit
 
-_WAITING = j.c.state.in_(
-    [literal_column(f"'{s.value}'") for s in (JobState.AVAILABLE, JobState.RETRYABLE)]
-)
+_WAITING = j.c.state.in_([inline(s.value) for s in (JobState.AVAILABLE, JobState.RETRYABLE)])
 
 
 def _heartbeat(row: RowMapping) -> Heartbeat:

@@ -37,7 +37,6 @@ from sqlalchemy import (
     delete,
     func,
     insert,
-    literal_column,
     or_,
     select,
     text,
@@ -51,7 +50,7 @@ from uns_server.domain.message_updates import MessageUpdate
 from uns_server.domain.records import Job
 from uns_server.store import pg, records
 from uns_server.store.bound import Bound
-from uns_server.store.tables import UtcDateTime
+from uns_server.store.tables import UtcDateTime, inline
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import message_updates as mu
 
@@ -60,20 +59,14 @@ RESCUED_ERROR = "the lease expired before the attempt settled"
 _CLAIMABLE = text("state IN ('available', 'retryable')")
 
 
-def _sql(value: str) -> Any:
-    """A literal of ours (a state, a kind) written into the statement."""
-    assert value.replace("_", "").isalnum()
-    return literal_column(f"'{value}'")
-
-
 def _state_is(state: JobState) -> Any:
-    return j.c.state == _sql(state.value)
+    return j.c.state == inline(state.value)
 
 
 def _kind_in(kinds: Collection[JobKind]) -> Any:
     if not kinds:
         raise ValueError("no kinds named")
-    return j.c.kind.in_([_sql(k.value) for k in sorted(kinds)])
+    return j.c.kind.in_([inline(k.value) for k in sorted(kinds)])
 
 
 _NOW = bindparam("now", type_=UtcDateTime())
@@ -302,7 +295,7 @@ class SqlJobs(SqlJobReads):
             .where(
                 j.c.finalized_at.is_not(None),
                 j.c.finalized_at < bindparam("cutoff", type_=UtcDateTime()),
-                j.c.state.in_([_sql(s.value) for s in sorted(states)]),
+                j.c.state.in_([inline(s.value) for s in sorted(states)]),
             )
             .order_by(j.c.finalized_at, j.c.id)
             .limit(limit)
@@ -316,7 +309,7 @@ class SqlJobs(SqlJobReads):
         unleased = (
             select(mu.c.id)
             .where(
-                mu.c.status == _sql("PENDING"),
+                mu.c.status == inline("PENDING"),
                 or_(mu.c.lease_until.is_(None), mu.c.lease_until <= _NOW),
             )
             .order_by(mu.c.next_attempt)

@@ -17,7 +17,12 @@ from uns_server.domain.jobs import JobState
 from uns_server.domain.maintenance import ClaimHold, MaintenanceWindow, WindowChange
 from uns_server.store import deliveries
 from uns_server.store.bound import Bound
-from uns_server.store.tables import UtcDateTime, maintenance_audit_records, maintenance_windows
+from uns_server.store.tables import (
+    UtcDateTime,
+    inline,
+    maintenance_audit_records,
+    maintenance_windows,
+)
 from uns_server.store.tables import notifications as n
 
 w = maintenance_windows
@@ -151,7 +156,7 @@ class SqlMaintenance(SqlMaintenanceReads):
         unleased ones due then); without, released (the PENDING ones due now if later, the
         hold cleared on every row). How many rows it held."""
         mine = n.c.held_by_window_id == window_id
-        pending = (n.c.status == Status.PENDING.value) & n.c.lease_token.is_(None)
+        pending = (n.c.status == inline(Status.PENDING.value)) & n.c.lease_token.is_(None)
         # Their delivery jobs follow (retimed with them), in this transaction.
         ids = list((await self._conn.execute(select(n.c.id).where(mine))).scalars())
         if until is not None:
@@ -166,7 +171,7 @@ class SqlMaintenance(SqlMaintenanceReads):
             )
             await deliveries.schedule(self._conn, ids, now)
             return int(result.rowcount)
-        due_later = and_(n.c.status == Status.PENDING.value, n.c.next_attempt > now)
+        due_later = and_(n.c.status == inline(Status.PENDING.value), n.c.next_attempt > now)
         result = await self._conn.execute(
             update(n)
             .where(mine)

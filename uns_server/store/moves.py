@@ -33,7 +33,7 @@ from uns_server.domain.withdrawal import Scope, WithdrawRows
 from uns_server.store import deliveries
 from uns_server.store.bound import Bound
 from uns_server.store.followups import stop_follow_ups
-from uns_server.store.tables import dedup
+from uns_server.store.tables import dedup, inline
 from uns_server.store.tables import notifications as n
 
 _DEAD_LETTER = (n.c.status == Status.FAILED.value) & n.c.dead_letter
@@ -41,7 +41,7 @@ _OWED = sorted(s.value for s in ACK_OWED)
 
 
 def _following(owner_id: str) -> ColumnElement[bool]:
-    return (n.c.status == Status.PENDING.value) & (n.c.dedup_owner_id == owner_id)
+    return (n.c.status == inline(Status.PENDING.value)) & (n.c.dedup_owner_id == owner_id)
 
 
 class SqlMoves(Bound):

@@ -14,7 +14,7 @@ from uns_server.domain.enums import Status
 from uns_server.store.bound import Bound
 from uns_server.store.port.values import Backlog, UnservedLeader
 from uns_server.store.served import served
-from uns_server.store.tables import UtcDateTime
+from uns_server.store.tables import UtcDateTime, inline
 from uns_server.store.tables import notifications as n
 
 
@@ -41,7 +41,7 @@ class SqlQueue(Bound):
             count(leased),
             count(scheduled),
             func.min(case((due, n.c.next_attempt), else_=None)),
-        ).where(n.c.status == Status.PENDING.value, n.c.dedup_owner_id.is_(None))
+        ).where(n.c.status == inline(Status.PENDING.value), n.c.dedup_owner_id.is_(None))
         row = (await self._conn.execute(q)).one()
         oldest: Any = row[3]
         if isinstance(oldest, str):  # aggregates bypass the column type on SQLite
@@ -67,7 +67,7 @@ class SqlQueue(Bound):
         free = n.c.lease_until.is_(None) | (n.c.lease_until <= now)
         q = (
             select(n.c.id, n.c.notification, n.c.next_attempt)
-            .where(n.c.status == Status.PENDING.value, n.c.dedup_owner_id.is_(None))
+            .where(n.c.status == inline(Status.PENDING.value), n.c.dedup_owner_id.is_(None))
             .where(
                 n.c.next_attempt <= due_before, free, served(self._conn.dialect.name, negated=True)
             )
