@@ -176,6 +176,10 @@ XDIST_GROUPS = {
 }
 
 
+# Longest first (their totals in a whole run: docs/testing.md "Workers and groups").
+GROUPS_LONGEST_FIRST = ("reliability", "toolchain", "bench", "packaging", "processes")
+
+
 # Which dialects a test that takes ``db_url`` (directly or through ``server``, ``rig``,
 # ``console``...) runs on, by path: the first prefix that matches wins; a path that
 # matches none runs on both. The store's rules (its conformance suites, migrations, the
@@ -247,11 +251,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         admin_cli.FORKER.close()  # before pytest-cov combines the data files
 
 
+# First: pytest-xdist's own hook turns the marks into the "@group" suffix of node ids,
+# and this conftest, loaded at start-up before xdist's worker plugin, would run after it
+# (and group nothing).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = config.rootpath
+    groups: dict[pytest.Item, str] = {}
     for item in items:
         path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
         for prefix, group in XDIST_GROUPS.items():
             if path.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
+                groups[item] = group
                 break
+    # A group runs on one worker, one test after another: the longest first, so that
+    # none is still running alone at the end (xdist hands out work in collection order).
+    rank = {group: i for i, group in enumerate(GROUPS_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(groups.get(item, ""), len(rank)))

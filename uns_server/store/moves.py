@@ -20,12 +20,12 @@ from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.moves import (
     EMPTY_OUTCOME,
     Applied,
+    DeadLetterReplay,
     ExtendWindow,
     MoveWindow,
     Promote,
     RecordSuccessor,
     Relink,
-    Replay,
     ResolveFailure,
     SatisfyFollowers,
 )
@@ -47,7 +47,7 @@ def _following(owner_id: str) -> ColumnElement[bool]:
 class SqlMoves(Bound):
     __slots__ = ()
 
-    async def replay(self, move: Replay) -> Applied:
+    async def replay(self, move: DeadLetterReplay) -> Applied:
         q = (
             update(n)
             .where(n.c.id == move.notification_id, _DEAD_LETTER, n.c.cycle == move.from_cycle)

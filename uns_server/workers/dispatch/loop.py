@@ -23,7 +23,7 @@ from uns_server.domain.records import Notification
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
-from uns_server.services.maintenance import Windows
+from uns_server.services.maintenance import OpenWindows
 from uns_server.store.port import TOPIC_WORK, NewEvent, Store
 from uns_server.workers.dispatch.bulkheads import Bulkheads
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
@@ -68,7 +68,7 @@ class Dispatcher(LoopWorker):
         telemetry: Telemetry | None = None,
         supervision: Supervision | None = None,
         links: ActionLinkService | None = None,
-        windows: Windows | None = None,
+        windows: OpenWindows | None = None,
     ) -> None:
         self._store = store
         self._windows = windows  # maintenance windows: what they hold is not attempted
