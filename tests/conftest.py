@@ -299,6 +299,9 @@ def _schedule_rank(path: str, group: str | None) -> int:
     return len(RUN_FIRST)
 
 
+# First: pytest-xdist's own hook turns the marks into the "@group" suffix of node ids
+# (pytest < 9.2), and this conftest, loaded before xdist's worker plugin, would run after it.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = config.rootpath
     ranks: dict[pytest.Item, int] = {}

@@ -58,9 +58,12 @@ async def wait_health(target: str, expected: int) -> None:
     [
         # Claims, the timers' carry sweep and follow-up claims read the notifications.
         ("uns_notifications", ("dispatch", "followups", "timers")),
-        # Message updates, follow-ups, staged rules and the timers are jobs of the
-        # work table; the rescuer watches all their leases.
-        ("uns_jobs", ("followups", "message_updates", "person_rules", "rescuer", "timers")),
+        # Deliveries, message updates, follow-ups, staged rules and the timers are jobs
+        # of the work table; the rescuer watches all their leases.
+        (
+            "uns_jobs",
+            ("dispatch", "followups", "message_updates", "person_rules", "rescuer", "timers"),
+        ),
     ],
 )
 async def test_repeated_worker_storage_faults_turn_health_not_serving_until_they_stop(

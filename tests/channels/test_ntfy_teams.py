@@ -13,7 +13,7 @@ import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, assert_secret_absent, make_message
 from tests.support.http_receiver import HttpReceiver, Reply
-from uns_server.channels.base import ActionLinks, ObligationOutcome
+from uns_server.channels.base import AnswerLinks, ObligationOutcome
 from uns_server.channels.config import (
     ChannelConfigError,
     NtfyConfig,
@@ -26,7 +26,7 @@ from uns_server.channels.ntfy import NtfyChannel
 from uns_server.channels.teams import CARD_CONTENT_TYPE, TeamsChannel
 from uns_server.domain.people import address_problem
 
-LINKS = ActionLinks("https://uns.example.com/a/ACK", "https://uns.example.com/a/DIS", "ACK", "DIS")
+LINKS = AnswerLinks("https://uns.example.com/a/ACK", "https://uns.example.com/a/DIS", "ACK", "DIS")
 OUTCOME = ObligationOutcome(
     state="ACKED",
     actor="recipient:alice",

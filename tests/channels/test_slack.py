@@ -9,7 +9,7 @@ import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, assert_secret_absent, make_message
 from tests.support.http_receiver import HttpReceiver, RecordedRequest, Reply
-from uns_server.channels.base import ActionLinks
+from uns_server.channels.base import AnswerLinks
 from uns_server.channels.config import SlackConfig
 from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.slack import SlackChannel, slack_text
@@ -159,8 +159,8 @@ async def test_log_filter_is_installed_only_while_a_request_is_in_flight(
     await channel.aclose()  # idempotent
 
 
-def _links(recipient: str) -> ActionLinks:
-    return ActionLinks(
+def _links(recipient: str) -> AnswerLinks:
+    return AnswerLinks(
         f"https://uns.example/a/ack-{recipient}",
         f"https://uns.example/a/dismiss-{recipient}",
         f"ack-{recipient}",

@@ -15,7 +15,7 @@ import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, assert_secret_absent, make_message
 from tests.support.http_receiver import HttpReceiver, Reply
-from uns_server.channels.base import ActionLinks, ObligationOutcome
+from uns_server.channels.base import AnswerLinks, ObligationOutcome
 from uns_server.channels.config import (
     ChannelConfigError,
     TelegramConfig,
@@ -30,7 +30,7 @@ from uns_server.domain.telegram_updates import CALLBACK_DATA_MAX_BYTES, parse_ca
 
 TOKEN = f"123456:{PLANTED_SECRET}"
 NID = "0b5c2f8e-1d7a-4c39-9a51-3f0e2b7c9d11"
-LINKS = ActionLinks("https://uns.example.com/a/ACK", "https://uns.example.com/a/DIS", "ACK", "DIS")
+LINKS = AnswerLinks("https://uns.example.com/a/ACK", "https://uns.example.com/a/DIS", "ACK", "DIS")
 OUTCOME = ObligationOutcome(
     state="ACKED",
     actor="recipient:alice",

@@ -15,7 +15,7 @@ import pytest
 
 from tests.channels.conftest import PLANTED_SECRET, assert_secret_absent, make_message
 from tests.support.http_receiver import HttpReceiver, RecordedRequest, Reply
-from uns_server.channels.base import ActionLinks, ObligationOutcome
+from uns_server.channels.base import AnswerLinks, ObligationOutcome
 from uns_server.channels.config import ChannelConfigError, load_channels_config
 from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.kinds import person_kinds
@@ -30,7 +30,7 @@ from uns_server.services.message_updates import updatable
 SID = "AC" + "0123456789abcdef" * 2
 FROM = "+14155550100"
 ALICE = "+14155552671"
-LINKS = ActionLinks(
+LINKS = AnswerLinks(
     "https://uns.example.com/a/ACK",
     "https://uns.example.com/a/DIS",
     "ACK",

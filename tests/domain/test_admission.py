@@ -8,15 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from uns_server.domain.admission import (
-    Admission,
     Admit,
     Conflict,
     DedupWindowTake,
     EventToAppend,
     Existing,
     Fresh,
-    Outcome,
-    Replay,
+    IdempotentRepeat,
+    IntakeDecision,
+    SendOutcome,
     WindowOwner,
     accepted_payload,
     decide_admission,
@@ -55,7 +55,7 @@ def window(
     return DedupWindow(KEY, until, owner_id, generation)
 
 
-def decide(read: Existing | Fresh, fingerprint: str = "fp") -> Admission:
+def decide(read: Existing | Fresh, fingerprint: str = "fp") -> IntakeDecision:
     return decide_admission(fingerprint, read, new_id=NEW_ID, now=NOW)
 
 
@@ -65,8 +65,8 @@ def decide(read: Existing | Fresh, fingerprint: str = "fp") -> Admission:
 @pytest.mark.parametrize("status", list(Status))
 def test_the_same_payload_replays_the_holder_whatever_its_state(status: Status) -> None:
     held = Existing("held", "fp", status, EFFECTIVE, "its-owner")
-    assert decide(held) == Replay(held)
-    assert Replay.outcome == Outcome.IDEMPOTENT_REPLAY
+    assert decide(held) == IdempotentRepeat(held)
+    assert IdempotentRepeat.outcome == SendOutcome.IDEMPOTENT_REPLAY
 
 
 def test_another_payload_under_the_key_is_an_idempotency_conflict() -> None:
@@ -77,7 +77,7 @@ def test_another_payload_under_the_key_is_an_idempotency_conflict() -> None:
     assert isinstance(error, IdempotencyConflict)
     assert error.reason == "IDEMPOTENCY_CONFLICT"
     assert error.metadata == {"notification_id": "held"}
-    assert decision.outcome == Outcome.IDEMPOTENCY_CONFLICT
+    assert decision.outcome == SendOutcome.IDEMPOTENCY_CONFLICT
 
 
 # -- a new key: leader, follower, deduplicated -------------------------------------------
@@ -93,7 +93,9 @@ def linked(owner: WindowOwner, generation: int = 3) -> EventToAppend:
 
 def leader(change: DedupWindowTake | None, dedup_key: str | None = KEY) -> Admit:
     generation = change.generation if change else None
-    return Admit(Outcome.NEW, NEW_ID, EFFECTIVE, dedup_key, generation, None, change, (ACCEPTED,))
+    return Admit(
+        SendOutcome.NEW, NEW_ID, EFFECTIVE, dedup_key, generation, None, change, (ACCEPTED,)
+    )
 
 
 PENDING_OWNER = WindowOwner("owner", Status.PENDING)
@@ -112,7 +114,7 @@ DELIVERED_OWNER = WindowOwner("owner", Status.DELIVERED)
             (
                 Fresh(EFFECTIVE, KEY, window(until=until), PENDING_OWNER),
                 Admit(
-                    Outcome.COALESCED,
+                    SendOutcome.COALESCED,
                     NEW_ID,
                     EFFECTIVE,
                     KEY,
@@ -128,7 +130,7 @@ DELIVERED_OWNER = WindowOwner("owner", Status.DELIVERED)
         (
             Fresh(EFFECTIVE, KEY, window(), DELIVERED_OWNER),
             Admit(
-                Outcome.DEDUPLICATED,
+                SendOutcome.DEDUPLICATED,
                 NEW_ID,
                 EFFECTIVE,
                 KEY,
@@ -169,7 +171,7 @@ def test_a_new_key(fresh: Fresh, expected: Admit) -> None:
     linked_to = decision.owner is not None
     assert decision.window is None or not linked_to  # only a leader takes the window
     assert decision.owner_id == (decision.owner.id if decision.owner else None)
-    expected_status = Status.DEDUPLICATED if expected.outcome == Outcome.DEDUPLICATED else None
+    expected_status = Status.DEDUPLICATED if expected.outcome == SendOutcome.DEDUPLICATED else None
     assert decision.status == (expected_status or Status.PENDING)
 
 
@@ -190,4 +192,4 @@ def test_the_new_window_lasts_the_effective_policys_dedup_window() -> None:
 
 def test_a_held_key_wins_over_any_window() -> None:
     """The key's holder is read first; a replay never looks at dedup at all."""
-    assert isinstance(decide(EXISTING), Replay)
+    assert isinstance(decide(EXISTING), IdempotentRepeat)

@@ -180,7 +180,7 @@ def test_replay_is_blocked_while_a_successor_carries_the_obligation(
 
 
 def test_replay_opens_the_next_cycle_afresh_and_resolve_only_clears_the_flag() -> None:
-    replay = moves.Replay("n", from_cycle=2, at=NOW)
+    replay = moves.DeadLetterReplay("n", from_cycle=2, at=NOW)
     assert replay.cycle == 3
     resolve = moves.ResolveFailure("n", NOW)
     assert (resolve.notification_id, resolve.at) == ("n", NOW)

@@ -335,7 +335,7 @@ class Lifecycle(RuleBasedStateMachine):
         held = admission.Existing(n.id, "fp", Status(n.status), EFFECTIVE, n.owner_id)
         fingerprint = "fp" if same else "another payload"
         decision = admission.decide_admission(fingerprint, held, new_id="-", now=self.now)
-        assert decision == (admission.Replay(held) if same else admission.Conflict(held))
+        assert decision == (admission.IdempotentRepeat(held) if same else admission.Conflict(held))
 
     @rule(i=ids)
     def claim(self, i: int) -> None:
@@ -486,7 +486,7 @@ class Lifecycle(RuleBasedStateMachine):
             return
         # Replaying while a successor carries the obligation would deliver it twice.
         assert successor is None or successor.state in (FAILED, WITHDRAWN), successor
-        n.cycle, n.cycle_attempts = moves.Replay(n.id, n.cycle, self.now).cycle, 0
+        n.cycle, n.cycle_attempts = moves.DeadLetterReplay(n.id, n.cycle, self.now).cycle, 0
         n.succeeded = ()
         self._move(n, K.REPLAY_REQUESTED, PENDING)
         n.dead_letter = False

@@ -279,7 +279,7 @@ async def test_a_withdrawal_updates_slack_with_its_own_icon_and_words(rig: Rig) 
 
 
 class FailOnce:
-    """A settle hook (``Acks.settle_hooks``: run inside the settling transaction) that
+    """A settle hook (``AckService.settle_hooks``: run inside the settling transaction) that
     raises the first time: a real fault in the middle of the settle, rolled back."""
 
     def __init__(self) -> None:

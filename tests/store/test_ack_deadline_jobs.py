@@ -47,8 +47,8 @@ async def _timers(store: SqlStore) -> list[tuple[Any, ...]]:
     async with store.db.read() as conn:
         q = select(
             jobs.c.notification_id, jobs.c.kind, jobs.c.state, jobs.c.scheduled_at, jobs.c.args
-        ).order_by(jobs.c.notification_id)
-        return [tuple(r) for r in (await conn.execute(q)).all()]
+        ).where(jobs.c.kind != "delivery")  # the timers only
+        return [tuple(r) for r in (await conn.execute(q.order_by(jobs.c.notification_id))).all()]
 
 
 def _timer(nid: str) -> tuple[Any, ...]:

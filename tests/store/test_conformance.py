@@ -35,6 +35,7 @@ from uns_server.domain.records import Attempt, Notification
 from uns_server.domain.retention import holds_work
 from uns_server.domain.schedule import StepKind, StepProgress
 from uns_server.domain.snooze import Snooze
+from uns_server.domain.withdrawal import Scope, WithdrawRows
 from uns_server.store import records
 from uns_server.store.db import Database, is_lost_race
 from uns_server.store.port import FenceMoved, NewEvent
@@ -46,6 +47,8 @@ from uns_server.store.tables import notifications as notifications_table
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
+SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
 WEBHOOK = ("webhook",)
 
 
@@ -1102,3 +1105,142 @@ async def test_retention_selects_oldest_first_up_to_the_limit(store: SqlStore) -
         assert ordered == [oldest, older, old]
         assert [r.id for r in await tx.retention.settled_before(CUTOFF, 2)] == ordered[:2]
         assert await tx.retention.settled_before(CUTOFF - timedelta(days=3), 10) == []
+
+
+# Delivery jobs (SPEC §7 "One work engine"): one live ``delivery`` job per due leader,
+# claimed with its leader under the leader's token, moved by the settle that lands.
+
+
+async def delivery_jobs(store: SqlStore, nid: str) -> list[tuple[Any, ...]]:
+    """(state, attempt, scheduled_at, lease_token) of each delivery job of ``nid``."""
+    t = jobs_table
+    q = (
+        select(t.c.state, t.c.attempt, t.c.scheduled_at, t.c.lease_token)
+        .where(t.c.notification_id == nid, t.c.kind == JobKind.DELIVERY.value)
+        .order_by(t.c.id)
+    )
+    async with store.db.read() as conn:
+        return [tuple(r) for r in (await conn.execute(q)).all()]
+
+
+async def test_a_due_leader_has_one_delivery_job_and_a_follower_none(store: SqlStore) -> None:
+    leader, later = await insert(
+        store, row(priority=3), row(next_attempt=NOW + timedelta(minutes=5))
+    )
+    [follower] = await insert(store, row(dedup_key="k", dedup_owner_id=leader))
+    assert await delivery_jobs(store, leader) == [("available", 0, NOW - SECOND, None)]
+    assert await delivery_jobs(store, later) == [("available", 0, NOW + 5 * MINUTE, None)]
+    assert await delivery_jobs(store, follower) == []
+    async with store.read() as tx:
+        assert await tx.dispatch.next_due_at(WEBHOOK) == NOW - SECOND
+
+
+async def test_the_claim_runs_the_job_under_the_leaders_token(store: SqlStore) -> None:
+    [nid] = await insert(store, row())
+    [lease] = await claim(store)
+    assert await delivery_jobs(store, nid) == [("running", 1, NOW - SECOND, lease.lease_token)]
+    async with store.read() as tx:
+        assert await tx.dispatch.next_due_at(WEBHOOK) is None  # running: nothing due
+    # A retry lands: the job is due again at the retry's time.
+    async with store.write() as tx:
+        assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], NOW) == 1
+    assert await delivery_jobs(store, nid) == [("retryable", 1, NOW + MINUTE, None)]
+    [again] = await claim(store, now=NOW + MINUTE)
+    # A stale token moves neither the row nor its job.
+    async with store.write() as tx:
+        assert await tx.dispatch.settle_many([_delivered(nid, lease.lease_token)], NOW) == 0
+    assert await delivery_jobs(store, nid) == [("running", 2, NOW + MINUTE, again.lease_token)]
+    async with store.write() as tx:
+        assert await tx.dispatch.settle_many([_delivered(nid, again.lease_token)], NOW) == 1
+    assert await delivery_jobs(store, nid) == [("completed", 2, NOW + MINUTE, None)]
+
+
+async def test_an_expired_delivery_is_rescued_and_claimed_as_a_recovery(store: SqlStore) -> None:
+    [nid] = await insert(store, row())
+    [first] = await claim(store)
+    # The rescuer finds the expired lease first: the job is due again at once.
+    async with store.write() as tx:
+        rescued = await tx.jobs.rescue_expired([JobKind.DELIVERY], now=NOW + LEASE, limit=10)
+    assert [(j.notification_id, j.state) for j in rescued] == [(nid, JobState.RETRYABLE)]
+    [second] = await claim(store, now=NOW + LEASE)
+    assert second.recovered and second.notification.lease_token == first.lease_token
+    assert (await fetch(store, nid))["provider_effect_may_have_occurred"]
+
+
+async def test_carry_gives_jobless_leaders_a_job_and_cancels_stale_ones(
+    store: SqlStore,
+) -> None:
+    # Rows a replica of the previous release wrote: no delivery job.
+    jobless, also = row(), row()
+    async with store.db.write() as tx:
+        await tx.conn.execute(
+            notifications_table.insert(),
+            [records.notification_row(record(r)) for r in (jobless, also)],
+        )
+    [other] = await insert(store, row())
+    async with store.db.write() as tx:  # that replica delivered this one
+        q = notifications_table.update().where(notifications_table.c.id == other)
+        await tx.conn.execute(q.values(status=Status.DELIVERED.value))
+    async with store.write() as tx:
+        assert await tx.dispatch.carry(NOW, limit=10) == 3  # two carried, one cancelled
+    assert await delivery_jobs(store, jobless["id"]) == [("available", 0, NOW - SECOND, None)]
+    assert [j[0] for j in await delivery_jobs(store, other)] == ["cancelled"]
+    async with store.write() as tx:
+        assert await tx.dispatch.carry(NOW, limit=10) == 0  # nothing left to carry
+    claimed = claimed_ids(await claim(store))
+    assert sorted(claimed) == sorted([jobless["id"], also["id"]])
+
+
+async def test_a_withdrawal_cancels_the_job_and_a_replay_makes_one(store: SqlStore) -> None:
+    a, b = await insert(store, row(), row())
+    async with store.write() as tx:
+        applied = await tx.moves.withdraw(
+            WithdrawRows((a,), Scope.NOTIFICATION, Status.PENDING, "oscar", "", NOW)
+        )
+    assert applied.ids == (a,)
+    assert [j[0] for j in await delivery_jobs(store, a)] == ["cancelled"]
+    [lease] = await claim(store)
+    assert lease.notification.id == b
+    async with store.write() as tx:
+        dead = moves.ExhaustAttempt(b, lease.lease_token, Status.FAILED, True, {}, 1, 1)
+        assert await tx.dispatch.settle_many([dead], NOW) == 1
+    assert [j[0] for j in await delivery_jobs(store, b)] == ["discarded"]
+    async with store.write() as tx:
+        replayed = await tx.moves.replay(moves.Replay(b, 1, NOW + MINUTE))
+    assert not replayed.lost
+    assert [j[:3] for j in await delivery_jobs(store, b)] == [
+        ("discarded", 1, NOW - SECOND),
+        ("available", 0, NOW + MINUTE),
+    ]
+
+
+async def test_the_claim_reads_the_jobs_and_rechecks_each_leader(store: SqlStore) -> None:
+    # The claim picks jobs from uns_jobs alone (served by the channels each carries),
+    # then leases the leaders that are still due: a job whose notification stopped
+    # being a due leader behind its back is cancelled, and one whose leader a replica
+    # of the previous release holds leased waits until that lease ends.
+    ok, gone, held, sms = await insert(store, row(), row(), row(), row(channels=("sms",)))
+    async with store.read() as tx:
+        assert await tx.dispatch.next_due_at(("sms",)) == NOW - SECOND
+    t = notifications_table
+    async with store.db.write() as tx:
+        await tx.conn.execute(
+            t.update().where(t.c.id == gone).values(status=Status.DELIVERED.value)
+        )
+        await tx.conn.execute(
+            t.update()
+            .where(t.c.id == held)
+            .values(lease_token=str(uuid.uuid4()), lease_until=NOW + LEASE)
+        )
+    assert claimed_ids(await claim(store)) == [ok]  # sms is not served here
+    assert [j[0] for j in await delivery_jobs(store, gone)] == ["cancelled"]
+    assert await delivery_jobs(store, held) == [("available", 0, NOW + LEASE, None)]
+    assert [j[0] for j in await delivery_jobs(store, sms)] == ["available"]
+    async with store.read() as tx:
+        assert await tx.dispatch.next_due_at(WEBHOOK) == NOW + LEASE
+    # That lease ends unsettled (as does this claim's own lease of ``ok``): both are
+    # claimed again, as recoveries.
+    late = await claim(store, now=NOW + LEASE)
+    assert {a.notification.id: a.recovered for a in late} == {ok: True, held: True}
+    [sent] = await claim(store, now=NOW + LEASE, channels=("sms", "webhook"))
+    assert sent.notification.id == sms

@@ -57,7 +57,7 @@ async def timers(srv: RunningServer, nid: str) -> list[tuple[Any, ...]]:
     async with srv.app.store.db.read() as conn:
         q = (
             select(jobs.c.kind, jobs.c.state, jobs.c.scheduled_at, jobs.c.args)
-            .where(jobs.c.notification_id == nid)
+            .where(jobs.c.notification_id == nid, jobs.c.kind != "delivery")
             .order_by(jobs.c.id)
         )
         return [tuple(r) for r in (await conn.execute(q)).all()]

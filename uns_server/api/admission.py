@@ -63,7 +63,7 @@ def peer_address(peer: str) -> str:
     return peer  # unix sockets and the like: the whole string
 
 
-class Admission:
+class CallAdmission:
     def __init__(
         self,
         authenticator: Authenticator,

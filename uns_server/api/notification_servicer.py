@@ -21,7 +21,7 @@ from uns_server.domain.records import Notification
 from uns_server.domain.requests import SendRequest
 from uns_server.domain.validation import validate_notification_id
 from uns_server.observability.phases import ACCEPT, phased
-from uns_server.services.acks import VIA_GRPC, Acks
+from uns_server.services.acks import VIA_GRPC, AckService
 from uns_server.services.auth import Authenticator, Principal
 from uns_server.services.intake import Intake, SendResult
 from uns_server.services.operations import Operations
@@ -49,7 +49,7 @@ class NotificationServicer(pb_grpc.NotificationServiceServicer):
         auth: Authenticator,
         intake: Intake,
         queries: Queries,
-        acks: Acks,
+        acks: AckService,
         operations: Operations,
         watch: Watch,
         withdrawals: Withdrawals,

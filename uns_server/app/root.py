@@ -22,7 +22,7 @@ from datetime import datetime
 
 from opentelemetry.trace import TracerProvider as ApiTracerProvider
 
-from uns_server.api.admission import Admission
+from uns_server.api.admission import CallAdmission
 from uns_server.api.bind import bind_failure
 from uns_server.api.front import GrpcFront
 from uns_server.app import config_files, descriptors, grpc_surface, http_surface, readiness
@@ -31,18 +31,19 @@ from uns_server.app.operator_services import OperatorServices
 from uns_server.channels.config import load_channels_config
 from uns_server.channels.fingerprint import channel_fingerprint
 from uns_server.channels.registry import ChannelRegistry
+from uns_server.domain.jobs import JobKind
 from uns_server.domain.policy import ServerDefaults
 from uns_server.http.connect import Bridge
 from uns_server.http.server import HttpServer
 from uns_server.observability import phases
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services import auth, message_updates
-from uns_server.services.acks import Acks
+from uns_server.services.acks import AckService
 from uns_server.services.connection_caps import ConnectionCaps
 from uns_server.services.heartbeat_deadlines import HeartbeatDeadlines
 from uns_server.services.heartbeats import HeartbeatService
 from uns_server.services.intake import Intake
-from uns_server.services.maintenance import Windows
+from uns_server.services.maintenance import OpenWindows
 from uns_server.services.rate_limits import TokenBuckets
 from uns_server.services.snooze import Snoozes
 from uns_server.services.watch import EventHub, Watch
@@ -128,10 +129,10 @@ class App:
         # Repeated storage faults of the workers turn health NOT_SERVING (``HealthMonitor``).
         self.supervision = Supervision()
         self.health = HealthMonitor(self.db, self.supervision)
-        self.acks = Acks(self.store, clock, self.telemetry.metrics)
+        self.acks = AckService(self.store, clock, self.telemetry.metrics)
         self.snoozes = Snoozes(self.store, clock)
         self.links = http_surface.link_service(self) if settings.http_enabled else None
-        self.admission = Admission(
+        self.admission = CallAdmission(
             self.authenticator,
             TokenBuckets(
                 settings.rate_limit_per_second,
@@ -144,7 +145,7 @@ class App:
         )
         # Maintenance windows in memory (reloaded when one changes): intake and the
         # claim hold what they cover without a read; their worker ends them.
-        self.windows = Windows(self.store, clock)
+        self.windows = OpenWindows(self.store, clock)
         self.dispatcher = Dispatcher(
             self.store,
             self.channels,
@@ -226,6 +227,8 @@ class App:
         self.rescuer = JobRescuer(self.store, clock, settings.idle_poll_seconds, self.supervision)
         for worker in (self.message_updater, self.followups, self.person_rules):
             self.rescuer.on_rescued(worker.kinds, worker.wake)
+        # A rescued delivery is claimed again as a recovery (its lease expired unsettled).
+        self.rescuer.on_rescued([JobKind.DELIVERY], self.dispatcher.wake)
         self.telemetry.observe(self.hub)
         # One Watch for gRPC and the console: its stream caps count both.
         self.watch = Watch(

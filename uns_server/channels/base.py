@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
-class ActionLinks:
+class AnswerLinks:
     """Signed links (and their tokens) that let one recipient answer a notification:
     each opens a page on the HTTP surface; the tokens also ride in Slack buttons."""
 
@@ -61,9 +61,9 @@ class OutboundMessage:
     idempotency_token: str
     require_ack: bool = False
     # recipient identity -> its links; None when the HTTP surface is off.
-    links: Callable[[str], ActionLinks] | None = field(default=None, compare=False, repr=False)
+    links: Callable[[str], AnswerLinks] | None = field(default=None, compare=False, repr=False)
 
-    def action_links(self, recipient: str) -> ActionLinks | None:
+    def action_links(self, recipient: str) -> AnswerLinks | None:
         """The Acknowledge/Dismiss links for ``recipient`` (``email:...``, ``slack:...``),
         when the notification needs an answer and links can be made. A person's own
         message (``recipient_id``) carries links signed for ``recipient:<id>``

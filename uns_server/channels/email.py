@@ -27,7 +27,7 @@ from typing import Any
 import aiosmtplib
 
 from uns_server.channels._redact import scrub_result, secret_variants
-from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
+from uns_server.channels.base import AnswerLinks, ChannelResult, OutboundMessage
 from uns_server.channels.config import EmailConfig, channel_endpoint
 
 # Lines up to RFC 5322's limit: a link is one long word, and folding one into RFC 2047
@@ -48,7 +48,7 @@ def message_id_for(token: str, from_addr: str) -> str:
 
 
 def compose(
-    message: OutboundMessage, config: EmailConfig, links: ActionLinks | None = None
+    message: OutboundMessage, config: EmailConfig, links: AnswerLinks | None = None
 ) -> EmailMessage:
     """The email for one notification: plain text, UNS identifiers in ``X-UNS-*`` headers,
     and with ``links`` the Acknowledge/Dismiss links in the body and in headers."""

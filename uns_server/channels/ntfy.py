@@ -31,7 +31,7 @@ from uns_server.channels._http import (
     encode_json,
     unexpected_success,
 )
-from uns_server.channels.base import ActionLinks, ChannelResult, ObligationOutcome, OutboundMessage
+from uns_server.channels.base import AnswerLinks, ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import NtfyConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -56,7 +56,7 @@ def ntfy_priority(message: OutboundMessage) -> int:
     return PRIORITY_BY_PRIORITY.get(message.priority.upper(), PRIORITY_DEFAULT)
 
 
-def ntfy_actions(links: ActionLinks) -> list[dict[str, Any]]:
+def ntfy_actions(links: AnswerLinks) -> list[dict[str, Any]]:
     """Acknowledge / Dismiss / Snooze answered by the app itself (``http``): ntfy's
     three buttons; the page opens by tapping the notification (``click``)."""
 
@@ -71,7 +71,7 @@ def ntfy_actions(links: ActionLinks) -> list[dict[str, Any]]:
     ]
 
 
-def ntfy_publish(message: OutboundMessage, topic: str, links: ActionLinks | None) -> dict[str, Any]:
+def ntfy_publish(message: OutboundMessage, topic: str, links: AnswerLinks | None) -> dict[str, Any]:
     """The JSON publish of one notification to ``topic``."""
     payload: dict[str, Any] = {
         "topic": topic,

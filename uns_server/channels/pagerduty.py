@@ -23,7 +23,7 @@ from uns_server.channels._http import (
     encode_json,
     unexpected_success,
 )
-from uns_server.channels.base import ActionLinks, ChannelResult, ObligationOutcome, OutboundMessage
+from uns_server.channels.base import AnswerLinks, ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import PagerDutyConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -41,7 +41,7 @@ def dedup_key(token: str) -> str:
 
 
 def pagerduty_event(
-    message: OutboundMessage, routing_key: str, links: ActionLinks | None = None
+    message: OutboundMessage, routing_key: str, links: AnswerLinks | None = None
 ) -> dict[str, Any]:
     """The Events v2 trigger for one notification; with ``links``, PagerDuty shows the
     Acknowledge/Dismiss links on the alert."""

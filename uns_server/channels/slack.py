@@ -29,7 +29,7 @@ from uns_server.channels._http import (
     parse_retry_after,
     unexpected_success,
 )
-from uns_server.channels.base import ActionLinks, ChannelResult, ObligationOutcome, OutboundMessage
+from uns_server.channels.base import AnswerLinks, ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import SlackConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -88,7 +88,7 @@ SNOOZE_ACTION_ID = "uns_snooze"
 SNOOZE_LABEL = "Snooze 30 min"
 
 
-def _answer_actions(links: ActionLinks, *, interactive: bool) -> dict[str, Any]:
+def _answer_actions(links: AnswerLinks, *, interactive: bool) -> dict[str, Any]:
     """The buttons: Acknowledge, Dismiss, and (answered in Slack) Snooze."""
 
     def button(label: str, action_id: str, token: str, url: str) -> dict[str, Any]:
@@ -113,7 +113,7 @@ def _answer_actions(links: ActionLinks, *, interactive: bool) -> dict[str, Any]:
 
 
 def slack_blocks(
-    message: OutboundMessage, links: ActionLinks, *, interactive: bool
+    message: OutboundMessage, links: AnswerLinks, *, interactive: bool
 ) -> list[dict[str, Any]]:
     """Block Kit: the text, then Acknowledge / Dismiss (/ Snooze) buttons. Interactive
     buttons (the app has a signing secret) answer in Slack, as the Slack user who
@@ -125,7 +125,7 @@ def slack_blocks(
     ]
 
 
-def snoozed_blocks(snoozed: ObligationOutcome, links: ActionLinks) -> list[dict[str, Any]]:
+def snoozed_blocks(snoozed: ObligationOutcome, links: AnswerLinks) -> list[dict[str, Any]]:
     """The message once someone snoozed it: who and until when, and the buttons still
     there (the answer is still owed), with ``links`` issued for the moved deadline."""
     return [*_outcome_blocks(snoozed), _answer_actions(links, interactive=True)]
@@ -161,7 +161,7 @@ class SlackChannel(HttpChannel):
         )
 
     async def show_snoozed(
-        self, response_url: str, snoozed: ObligationOutcome, links: ActionLinks
+        self, response_url: str, snoozed: ObligationOutcome, links: AnswerLinks
     ) -> ChannelResult:
         """Replace the message whose Snooze button was pressed (Slack's ``response_url``
         with ``replace_original``) by ``snoozed_blocks``."""

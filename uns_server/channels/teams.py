@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from uns_server.channels._http import HttpChannel, classify_http_response, encode_json
-from uns_server.channels.base import ActionLinks, ChannelResult, ObligationOutcome, OutboundMessage
+from uns_server.channels.base import AnswerLinks, ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import TeamsConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -50,7 +50,7 @@ def message_card(content: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def teams_card(message: OutboundMessage, links: ActionLinks | None) -> dict[str, Any]:
+def teams_card(message: OutboundMessage, links: AnswerLinks | None) -> dict[str, Any]:
     """The card of one notification; with ``links``, Acknowledge/Dismiss buttons."""
     card: dict[str, Any] = {
         "$schema": CARD_SCHEMA,

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from urllib.parse import urlencode
 from xml.sax.saxutils import escape, quoteattr
 
-from uns_server.channels.base import ActionLinks, ChannelResult, OutboundMessage
+from uns_server.channels.base import AnswerLinks, ChannelResult, OutboundMessage
 from uns_server.channels.http_transport import OutboundClient
 from uns_server.channels.twilio import TwilioChannel
 from uns_server.channels.twilio_config import TwilioVoiceConfig
@@ -50,7 +50,7 @@ def twiml(body: str) -> str:
     return f'<?xml version="1.0" encoding="UTF-8"?><Response>{body}</Response>'
 
 
-def callback_urls(channel: str, links: ActionLinks) -> tuple[str, str]:
+def callback_urls(channel: str, links: AnswerLinks) -> tuple[str, str]:
     """(Gather action, status callback): the channel and the person's tokens."""
     action = urlencode(
         {"channel": channel, "ack": links.acknowledge_token, "dismiss": links.dismiss_token}

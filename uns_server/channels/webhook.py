@@ -26,7 +26,7 @@ from uns_server.channels._http import (
     encode_json,
 )
 from uns_server.channels._signing import signing_key
-from uns_server.channels.base import ActionLinks, ChannelResult, ObligationOutcome, OutboundMessage
+from uns_server.channels.base import AnswerLinks, ChannelResult, ObligationOutcome, OutboundMessage
 from uns_server.channels.config import WebhookConfig
 from uns_server.channels.http_transport import OutboundClient
 
@@ -41,7 +41,7 @@ def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
 
 
 def webhook_payload(
-    message: OutboundMessage, now: float, links: ActionLinks | None = None
+    message: OutboundMessage, now: float, links: AnswerLinks | None = None
 ) -> dict[str, Any]:
     """The JSON body: a Standard Webhooks envelope around the notification's own fields;
     ``data.links`` holds the Acknowledge/Dismiss links when an answer is needed."""

@@ -9,7 +9,7 @@ The job carries no arguments: the notification row holds the deadline and the ac
 is re-read (locked) when the job falls due, so a timer made stale by an answer, a
 withdrawal or a later deadline does nothing (whoever moves a deadline inserts its own
 timer). Claim, timeout and settle commit together (``workers.timers``,
-``Acks.fire_deadlines``): a row of this kind is never left running, so its attempts
+``AckService.fire_deadlines``): a row of this kind is never left running, so its attempts
 only count transactions that rolled back.
 """
 

@@ -11,7 +11,7 @@ and asks :func:`decide_admission`; it then stores the answer. What it reads is o
 The rules, in order:
 
 1. The key is held: the same payload fingerprint replays the stored result
-   (:class:`Replay`, nothing written); another payload is refused with
+   (:class:`IdempotentRepeat`, nothing written); another payload is refused with
    IDEMPOTENCY_CONFLICT (:class:`Conflict`).
 2. No dedup key: a new leader, no window (:class:`Admit`, NEW).
 3. The window's owner coalesces (``lifecycle.coalesces``): a PENDING owner takes the send
@@ -38,7 +38,7 @@ from uns_server.domain.policy import EffectivePolicy
 from uns_server.domain.records import DedupWindow
 
 
-class Outcome(StrEnum):
+class SendOutcome(StrEnum):
     """What SendNotification does with a request (also what Simulate reports)."""
 
     NEW = "NEW"
@@ -87,11 +87,11 @@ class Fresh:
 
 
 @dataclass(frozen=True, slots=True)
-class Replay:
+class IdempotentRepeat:
     """An idempotent repeat: answer the stored result, write nothing."""
 
     existing: Existing
-    outcome: ClassVar[Outcome] = Outcome.IDEMPOTENT_REPLAY
+    outcome: ClassVar[SendOutcome] = SendOutcome.IDEMPOTENT_REPLAY
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ class Conflict:
     """The key was used with another payload: refuse, write nothing."""
 
     existing: Existing
-    outcome: ClassVar[Outcome] = Outcome.IDEMPOTENCY_CONFLICT
+    outcome: ClassVar[SendOutcome] = SendOutcome.IDEMPOTENCY_CONFLICT
 
     def error(self) -> IdempotencyConflict:
         return IdempotencyConflict(
@@ -135,7 +135,7 @@ class Admit:
     ``[*] --> FOLLOWING`` (PENDING with ``dedup_owner_id``), DEDUPLICATED is
     ``[*] --> DEDUPLICATED``."""
 
-    outcome: Outcome
+    outcome: SendOutcome
     notification_id: str
     effective: EffectivePolicy
     dedup_key: str | None
@@ -146,29 +146,31 @@ class Admit:
 
     @property
     def status(self) -> Status:
-        return Status.DEDUPLICATED if self.outcome == Outcome.DEDUPLICATED else Status.PENDING
+        return Status.DEDUPLICATED if self.outcome == SendOutcome.DEDUPLICATED else Status.PENDING
 
     @property
     def owner_id(self) -> str | None:
         return self.owner.id if self.owner is not None else None
 
 
-Admission = Replay | Conflict | Admit
+IntakeDecision = IdempotentRepeat | Conflict | Admit
 
 
 def decide_admission(
     fingerprint: str, read: Existing | Fresh, *, new_id: str, now: datetime
-) -> Admission:
+) -> IntakeDecision:
     """What to do with a send whose payload fingerprint is ``fingerprint``, given what
     was read for it under lock; ``new_id`` names the notification if one is created."""
     if isinstance(read, Existing):
-        return Replay(read) if read.fingerprint == fingerprint else Conflict(read)
+        return IdempotentRepeat(read) if read.fingerprint == fingerprint else Conflict(read)
     effective, window, owner = read.effective, read.window, read.owner
     accepted = EventToAppend(EventKind.ACCEPTED, accepted_payload(effective))
     if read.dedup_key is None:
-        return Admit(Outcome.NEW, new_id, effective, None, None, None, None, (accepted,))
+        return Admit(SendOutcome.NEW, new_id, effective, None, None, None, None, (accepted,))
     if window is not None and owner is not None and coalesces(owner.status, window.until, now):
-        outcome = Outcome.DEDUPLICATED if owner.status == Status.DELIVERED else Outcome.COALESCED
+        outcome = (
+            SendOutcome.DEDUPLICATED if owner.status == Status.DELIVERED else SendOutcome.COALESCED
+        )
         linked = EventToAppend(
             EventKind.DEDUP_LINKED,
             {
@@ -191,7 +193,7 @@ def decide_admission(
     until = now + timedelta(seconds=effective.dedup_window_seconds)
     change = DedupWindowTake(read.dedup_key, new_id, generation, until, insert=window is None)
     return Admit(
-        Outcome.NEW, new_id, effective, read.dedup_key, generation, None, change, (accepted,)
+        SendOutcome.NEW, new_id, effective, read.dedup_key, generation, None, change, (accepted,)
     )
 
 

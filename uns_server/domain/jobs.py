@@ -58,6 +58,7 @@ class JobKind(StrEnum):
     WINDOW_END = "window_end"  # a maintenance window's end releases what it held
     PERSON_RULE = "person_rule"  # a person's staged rule (domain.person_rule_jobs)
     HEARTBEAT_DEADLINE = "heartbeat_deadline"  # a heartbeat's page when it goes silent
+    DELIVERY = "delivery"  # a due leader's next delivery attempt (store.deliveries)
 
 
 # Timers: kinds whose whole work is a decision and a write (no provider call), claimed,
@@ -66,6 +67,12 @@ class JobKind(StrEnum):
 TIMER_KINDS = frozenset(
     {JobKind.ACK_DEADLINE, JobKind.SNOOZE_END, JobKind.HEARTBEAT_DEADLINE, JobKind.WINDOW_END}
 )
+
+
+# A delivery job never runs out of attempts of its own: the obligation's policy counts
+# them (``lifecycle.decide_claim`` on the notification's counters), so the rescuer
+# makes an expired delivery due again rather than discarding it.
+DELIVERY_MAX_ATTEMPTS = 2**31 - 1
 
 
 # What a claim takes (once due), and the states that never move again.
@@ -84,6 +91,9 @@ class NewJob:
     max_attempts: int
     notification_id: str | None = None
     scheduled_at: datetime | None = None
+    priority: int = 0
+    """Claimed before lower ones once due (River's ``priority``, higher first here, as
+    a notification's ``priority``)."""
 
 
 @dataclass(frozen=True, slots=True)

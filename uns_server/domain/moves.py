@@ -72,7 +72,7 @@ class MoveLost(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class Replay:
+class DeadLetterReplay:
     """A dead letter starts cycle ``from_cycle + 1`` afresh: PENDING, due ``at``,
     its cycle's attempts and outcome cleared, no lease. Expected: FAILED, dead-lettered,
     still in ``from_cycle``."""
@@ -94,7 +94,7 @@ EMPTY_OUTCOME: dict[str, object] = {
 }
 
 
-def replayed(row: Notification, move: Replay) -> Notification:
+def replayed(row: Notification, move: DeadLetterReplay) -> Notification:
     """``row`` as ``move`` leaves it (Replay's ``validate_only`` preview)."""
     return replace(
         row,

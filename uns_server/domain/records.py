@@ -263,6 +263,8 @@ class Job:
     lease_until: datetime | None
     last_error: str | None
     created_at: datetime
+    priority: int = 0
+    """Claimed before lower ones once due (a delivery's: its notification's)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ TIMEOUT_ACTOR = "uns-timeout-worker"
 VIA_GRPC = "grpc"
 VIA_EXPIRY = "expiry"
 # ``hook(tx, row, outcome, actor, via, now)``, run inside every settling transaction
-# (``Acks.settle_hooks``): queues follow-up work such as message updates (an outbox).
+# (``AckService.settle_hooks``): queues follow-up work such as message updates (an outbox).
 SettleHook = Callable[
     [WriteTransaction, Notification, AckStatus, str, str, datetime], Awaitable[None]
 ]
@@ -117,7 +117,7 @@ class Answer:
     replayed: bool = False
 
 
-class Acks:
+class AckService:
     def __init__(
         self, store: Store, clock: Callable[[], datetime], metrics: Metrics | None = None
     ) -> None:
@@ -246,7 +246,7 @@ class Acks:
     async def carry_deadlines(self, tx: WriteTransaction, now: datetime, limit: int) -> int:
         """The carry sweep, after the round's jobs: up to ``limit`` PENDING acks past
         their deadline that no job timed out, as a replica of the previous release
-        settles deliveries without one (``Acks.due_deadlines``; removed with that
+        settles deliveries without one (``AckService.due_deadlines``; removed with that
         release by a later contract step). How many timed out."""
         carried = await tx.acks.due_deadlines(now, limit)
         for row in carried:

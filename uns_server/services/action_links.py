@@ -1,7 +1,7 @@
 """Action links: issued into messages by dispatch, opened and answered over HTTP.
 
 Opening a link (``view``) changes nothing; answering (``answer``) goes through
-``Acks.answer``, the same decision as the ``Acknowledge`` RPC, with the link's
+``AckService.answer``, the same decision as the ``Acknowledge`` RPC, with the link's
 recipient identity as the actor and ``via="link"``; a link that acknowledges may also
 snooze for ``LINK_SNOOZE`` (``snooze``: whoever may acknowledge may snooze).
 Tampered, expired, revoked and unknown links are all the same ``None``: the caller
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import quote
 
-from uns_server.channels.base import ActionLinks
+from uns_server.channels.base import AnswerLinks
 from uns_server.domain.enums import ACK_OWED
 from uns_server.domain.links import (
     ACK,
@@ -26,7 +26,7 @@ from uns_server.domain.links import (
     token_hash,
 )
 from uns_server.domain.records import Notification
-from uns_server.services.acks import Acks
+from uns_server.services.acks import AckService
 from uns_server.services.snooze import Snoozes
 from uns_server.store.port import ReadTransaction, Store
 
@@ -53,7 +53,7 @@ class ActionLinkService:
     def __init__(
         self,
         store: Store,
-        acks: Acks,
+        acks: AckService,
         signer: LinkSigner,
         base_url: Callable[[], str],
         clock: Callable[[], datetime],
@@ -77,22 +77,22 @@ class ActionLinkService:
 
     def for_message(
         self, notification_id: str, ack_timeout_minutes: int, now: datetime
-    ) -> Callable[[str], ActionLinks]:
+    ) -> Callable[[str], AnswerLinks]:
         """Link maker for one message: the ack deadline is set when the delivery
         settles, within the lease, so links expire at most one lease after it."""
         return self.until(notification_id, now + timedelta(minutes=ack_timeout_minutes))
 
-    def until(self, notification_id: str, deadline: datetime) -> Callable[[str], ActionLinks]:
+    def until(self, notification_id: str, deadline: datetime) -> Callable[[str], AnswerLinks]:
         """Link maker for a message of a notification whose ack is due by ``deadline``
         (a reminder or escalation step: the deadline is known)."""
         expires_at = deadline + self._lease
 
-        def make(recipient: str) -> ActionLinks:
+        def make(recipient: str) -> AnswerLinks:
             ack, dismiss = (
                 self.signer.issue(LinkClaims(notification_id, (action,), recipient, expires_at))
                 for action in (ACK, DISMISS)
             )
-            return ActionLinks(self.url(ack), self.url(dismiss), ack, dismiss, self._base_url())
+            return AnswerLinks(self.url(ack), self.url(dismiss), ack, dismiss, self._base_url())
 
         return make
 

@@ -44,8 +44,8 @@ from uns_server.domain.admission import (
     Conflict,
     Existing,
     Fresh,
-    Outcome,
-    Replay,
+    IdempotentRepeat,
+    SendOutcome,
     WindowOwner,
     decide_admission,
 )
@@ -68,7 +68,7 @@ from uns_server.observability.metrics import Metrics
 from uns_server.observability.phases import ACCEPT_COMMIT, phased
 from uns_server.services import message_preview, targeting
 from uns_server.services.intake_record import new_notification
-from uns_server.services.maintenance import Windows
+from uns_server.services.maintenance import OpenWindows
 from uns_server.services.message_preview import Previews
 from uns_server.store.port import (
     TOPIC_WORK,
@@ -95,20 +95,20 @@ _ACTIVE_REMEMBERED_MAX = 1024
 class SendResult:
     notification_id: str
     status: Status
-    outcome: Outcome
+    outcome: SendOutcome
     effective: EffectivePolicy
     dedup_owner_id: str | None
 
     @property
     def idempotent_replay(self) -> bool:
-        return self.outcome == Outcome.IDEMPOTENT_REPLAY
+        return self.outcome == SendOutcome.IDEMPOTENT_REPLAY
 
 
 @dataclass(frozen=True)
 class Decision:
     """What Simulate reports: Send's decision, from the same reads."""
 
-    outcome: Outcome
+    outcome: SendOutcome
     effective: EffectivePolicy
     existing: Existing | None = None  # the idempotency match
     owner: WindowOwner | None = None  # the leader this request would follow
@@ -164,7 +164,7 @@ class Intake:
         max_batch: int = MAX_BATCH_DEFAULT,
         handoff: LeaseHandover | None = None,
         channel_types: Mapping[str, str] | None = None,
-        windows: Windows | None = None,
+        windows: OpenWindows | None = None,
     ) -> None:
         self._store = store
         self._windows = windows  # maintenance windows: what they hold waits for their end
@@ -200,7 +200,7 @@ class Intake:
             existing = admission.existing
             return Decision(admission.outcome, existing.effective, existing=existing)
         decision = Decision(admission.outcome, admission.effective, owner=admission.owner)
-        if admission.outcome != Outcome.NEW:
+        if admission.outcome != SendOutcome.NEW:
             return decision
         # The same rules as the workers: intake's first attempt, the follow-up worker.
         effective = decision.effective
@@ -306,7 +306,7 @@ class Intake:
         return result
 
     def _count(self, result: SendResult) -> None:
-        if result.outcome == Outcome.IDEMPOTENT_REPLAY:
+        if result.outcome == SendOutcome.IDEMPOTENT_REPLAY:
             self._metrics.idempotent_replay()
         else:
             self._metrics.accepted(result.outcome.lower())
@@ -487,7 +487,7 @@ class Intake:
         if read is None:
             read = await self._fresh(tx, principal, req, active.get(req.notification_type), now)
         admission = decide_admission(item.fingerprint, read, new_id=str(uuid.uuid4()), now=now)
-        if isinstance(admission, Replay):
+        if isinstance(admission, IdempotentRepeat):
             return _replayed(admission.existing)
         if isinstance(admission, Conflict):
             raise admission.error()
@@ -604,7 +604,7 @@ def _replayed(existing: Existing) -> SendResult:
     return SendResult(
         existing.id,
         existing.status,
-        Outcome.IDEMPOTENT_REPLAY,
+        SendOutcome.IDEMPOTENT_REPLAY,
         existing.effective,
         existing.dedup_owner_id,
     )

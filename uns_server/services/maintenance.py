@@ -1,6 +1,6 @@
 """Maintenance windows (SPEC §7 "Quiet on purpose"): the one implementation behind
 ``uns.v1.MaintenanceService`` and ``uns-admin windows``, the windows each process
-keeps in memory (``Windows``), and the hold intake and the claim put on what a
+keeps in memory (``OpenWindows``), and the hold intake and the claim put on what a
 window covers (rules in ``domain.maintenance``).
 
 Puts create or replace by id; every put and delete writes an audit record (the
@@ -45,7 +45,7 @@ _TOKEN_VERSION = 1
 _PUT_RETRIES = 3
 
 
-class Windows:
+class OpenWindows:
     """The windows not yet ended, in memory: the claim (the hot path) and intake ask
     them without a read; a hit is checked against the stored window (``verified``)."""
 
@@ -136,7 +136,7 @@ class MaintenanceService:
     """``windows``: this process's windows in memory, reloaded once a change commits
     (None: ``uns-admin`` on the database, whose servers reload on the signal)."""
 
-    def __init__(self, store: Store, clock: Clock, windows: Windows | None = None) -> None:
+    def __init__(self, store: Store, clock: Clock, windows: OpenWindows | None = None) -> None:
         self._store = store
         self._clock = clock
         self._windows = windows

@@ -1,6 +1,6 @@
 """Queue updates of sent messages when an obligation ends, in the settling transaction.
 
-Registered as an ``Acks`` settle hook, so every path that ends an ack queues them: an
+Registered as an ``AckService`` settle hook, so every path that ends an ack queues them: an
 answer over gRPC, a link, Slack, PagerDuty, and the timeout; a withdrawal queues them
 through ``SentMessageUpdates``. Each update is a ``message_update`` job of the work
 table (``domain.message_updates.MessageUpdate.job``, the store port's ``Jobs``); the

@@ -73,11 +73,11 @@ class Operations:
             async with self._store.read() as tx:
                 row = _dead_letter(nid, await tx.notifications.get(nid))
                 await self._check_replay(tx, row)
-            return moves.replayed(row, moves.Replay(row.id, row.cycle, now))
+            return moves.replayed(row, moves.DeadLetterReplay(row.id, row.cycle, now))
         async with self._store.write() as tx:
             row = _dead_letter(nid, await tx.notifications.get_locked(nid))
             await self._check_replay(tx, row)
-            move = moves.Replay(row.id, row.cycle, now)
+            move = moves.DeadLetterReplay(row.id, row.cycle, now)
             # Read under its lock in this transaction and checked dead-lettered.
             (await tx.moves.replay(move)).expect(f"replay of {row.id}")
             await tx.events.append(

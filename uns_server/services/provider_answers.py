@@ -1,7 +1,7 @@
 """Answers that arrive as provider callbacks: a Slack button, a PagerDuty incident change.
 
 The transport (``http.integrations``) has verified the provider's signature; this
-service finds the notification, then settles it through ``Acks.try_answer`` (the same
+service finds the notification, then settles it through ``AckService.try_answer`` (the same
 decision as Acknowledge) as the person the provider names: ``slack:<user id>``,
 ``pagerduty:<user id>``, or ``recipient:<id>`` when that provider user is a contact of
 the person whose own message was answered. Slack buttons carry an action-link token (it binds the
@@ -14,7 +14,7 @@ acknowledge may snooze (SPEC §7); on an obligation that has ended it changes no
 and the presser is told how it ended, as for an answer.
 
 A callback's receipt (replay protection) is written in the transaction that settles
-it (``Acks.try_answer``): a settle that fails leaves no receipt, so the provider's
+it (``AckService.try_answer``): a settle that fails leaves no receipt, so the provider's
 retry of the same callback is served, not refused as already seen.
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from uns_server.channels.base import ActionLinks, ObligationOutcome
+from uns_server.channels.base import AnswerLinks, ObligationOutcome
 from uns_server.domain.callback_payloads import PagerDutyEvent, SlackUser
 from uns_server.domain.enums import ACK_OWED, AckStatus
 from uns_server.domain.errors import AckConflict, AckDeadlinePassed
@@ -34,7 +34,7 @@ from uns_server.domain.links import ACK, DISMISS
 from uns_server.domain.outcomes import ProviderRefs
 from uns_server.domain.records import Notification
 from uns_server.domain.validation import validate_notification_id
-from uns_server.services.acks import RECIPIENT_ACTOR, Acks, Answer, Receipt
+from uns_server.services.acks import RECIPIENT_ACTOR, AckService, Answer, Receipt
 from uns_server.services.action_links import LINK_SNOOZE, ActionLinkService
 from uns_server.services.message_updates import outcome_of
 from uns_server.services.snooze import Snoozes
@@ -70,7 +70,7 @@ class Snoozed:
     message's tokens expire with the deadline they were issued for)."""
 
     outcome: ObligationOutcome
-    links: ActionLinks
+    links: AnswerLinks
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class ProviderAnswers:
     def __init__(
         self,
         store: Store,
-        acks: Acks,
+        acks: AckService,
         links_service: ActionLinkService,
         clock: Callable[[], datetime],
         snoozes: Snoozes | None = None,
@@ -156,7 +156,7 @@ class ProviderAnswers:
         """Insert the receipt of a callback that settles nothing (no button UNS
         signed, an incident UNS did not open); False if it is there already (a
         replay). A callback that settles writes its receipt in the settling
-        transaction instead (``Acks.try_answer``)."""
+        transaction instead (``AckService.try_answer``)."""
         async with self._store.write() as tx:
             return await tx.receipts.record(receipt.digest, receipt.provider, self._clock())
 

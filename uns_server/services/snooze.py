@@ -81,7 +81,7 @@ class Snoozes:
         receipt: Receipt | None = None,
     ) -> Answer:
         """``snooze_as``, its refusal returned beside the row it was decided on (as
-        ``Acks.try_answer``): a provider's Snooze button tells a presser whose
+        ``AckService.try_answer``): a provider's Snooze button tells a presser whose
         obligation ended how it ended. ``metadata`` (the provider's user name...) is
         kept on the event and the audit record. The callback's ``receipt`` is written in the
         same transaction: kept with the snooze or the refusal, rolled back with a

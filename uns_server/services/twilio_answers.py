@@ -3,7 +3,7 @@ call that reached nobody (SPEC §7 "People reached anywhere").
 
 The transport (``http.twilio``) has verified Twilio's signature with the auth token of
 the channel it names; this service finds what the answer is about and settles it through
-``Acks.try_answer`` (the same decision as Acknowledge) as the person, ``recipient:<id>``,
+``AckService.try_answer`` (the same decision as Acknowledge) as the person, ``recipient:<id>``,
 ``via`` the channel type. Every callback carries a ``Receipt`` (replay protection,
 written in the transaction that settles or records it), so a replayed one is processed
 once.
@@ -33,7 +33,7 @@ from uns_server.domain.links import DISMISS
 from uns_server.domain.outcomes import ProviderRef
 from uns_server.domain.records import Notification
 from uns_server.domain.twilio import SmsAnswer, answer_code
-from uns_server.services.acks import RECIPIENT_ACTOR, Acks, Receipt
+from uns_server.services.acks import RECIPIENT_ACTOR, AckService, Receipt
 from uns_server.services.action_links import ActionLinkService
 from uns_server.services.provider_answers import settled_note
 from uns_server.store.port import NewEvent, Store
@@ -98,7 +98,11 @@ def _title(row: Notification) -> str:
 
 class TwilioAnswers:
     def __init__(
-        self, store: Store, acks: Acks, links: ActionLinkService, clock: Callable[[], datetime]
+        self,
+        store: Store,
+        acks: AckService,
+        links: ActionLinkService,
+        clock: Callable[[], datetime],
     ) -> None:
         self._store = store
         self._acks = acks

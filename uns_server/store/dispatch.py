@@ -21,110 +21,38 @@ on asyncpg) or one multi-row statement.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    Boolean,
     Text,
     bindparam,
     cast,
     func,
     select,
-    union_all,
     update,
 )
 
-from uns_server.domain.enums import EventKind, Priority, Status
+from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.jobs import NewJob
 from uns_server.domain.moves import LeasedMove
 from uns_server.domain.records import Attempt, DedupWindow, Notification
-from uns_server.store import jobs, pg, records
+from uns_server.store import deliveries, delivery_claim, jobs, pg, records
 from uns_server.store.bound import Bound, BoundTx
 from uns_server.store.db import FenceMoved
-from uns_server.store.leased_moves import deadline_timers, grouped
-from uns_server.store.served import POSTGRESQL, served
+from uns_server.store.delivery_claim import (
+    CLAIMABLE,
+    DELIVERY,
+    SERVED_PG,
+    SERVED_SQLITE,
+)
+from uns_server.store.leased_moves import deadline_timers, delivery_settles, grouped
+from uns_server.store.served import POSTGRESQL
 from uns_server.store.tables import UtcDateTime, dedup, events, inline
+from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
-_due = (n.c.status == inline(Status.PENDING.value)) & n.c.dedup_owner_id.is_(None)
-
-# Only rows every one of whose channels the claiming replica has configured
-# (``store.served``): a replica never takes, and fails, work it cannot do.
-_SERVED_PG = served(POSTGRESQL)
-_SERVED_SQLITE = served("sqlite")
-
-
-def _claim_due(served: Any) -> Any:
-    return (
-        select(n)
-        .where(_due, n.c.next_attempt <= bindparam("now", type_=UtcDateTime()))
-        .where(
-            n.c.lease_until.is_(None) | (n.c.lease_until <= bindparam("now", type_=UtcDateTime()))
-        )
-        .where(served)
-        .order_by(n.c.priority.desc(), n.c.next_attempt)
-        .limit(bindparam("limit"))
-        .with_for_update(skip_locked=True)
-    )
-
-
-_CLAIM_DUE = _claim_due(_SERVED_SQLITE)
-
-
-def _next_due(served: Any) -> Any:
-    """The earliest ``next_attempt`` among unleased due leaders: per priority, the first in
-    the due index's order (priority DESC, next_attempt), then the least of those. A plain
-    min() over the whole predicate cannot use that index (priority leads it) and scanned
-    the table: 70 ms a call on a 20,000-row backlog, read each time the loop idled."""
-    firsts = [
-        select(n.c.next_attempt)
-        .where(_due, n.c.priority == rank, n.c.lease_until.is_(None), served)
-        .order_by(n.c.priority.desc(), n.c.next_attempt)
-        .limit(1)
-        .subquery()
-        for rank in sorted({p.rank for p in Priority})
-    ]
-    each = union_all(*(select(f.c.next_attempt) for f in firsts)).subquery()
-    return select(func.min(each.c.next_attempt))
-
-
-_NEXT_DUE_PG = _next_due(_SERVED_PG)
-_NEXT_DUE_SQLITE = _next_due(_SERVED_SQLITE)
-_TAKE_LEASE = (
-    update(n)
-    .where(n.c.id == bindparam("b_id"))
-    .values(
-        lease_token=bindparam("b_token", type_=n.c.lease_token.type),
-        lease_until=bindparam("b_until", type_=UtcDateTime()),
-        attempts=n.c.attempts + 1,
-        cycle_attempts=n.c.cycle_attempts + 1,
-        provider_effect_may_have_occurred=(
-            n.c.provider_effect_may_have_occurred | bindparam("b_recovered", type_=Boolean())
-        ),
-        updated_at=bindparam("b_now", type_=UtcDateTime()),
-    )
-)
-# PostgreSQL claims and leases in one statement: the locked due rows (as they were
-# before the claim) joined to their update, each row's token made by the server.
-_claimed = _claim_due(_SERVED_PG).cte("claimed")
-_CLAIM_PG = pg.Statement(
-    update(n)
-    .where(n.c.id == _claimed.c.id)
-    .values(
-        lease_token=func.gen_random_uuid().cast(n.c.lease_token.type),
-        lease_until=bindparam("until", type_=UtcDateTime()),
-        attempts=n.c.attempts + 1,
-        cycle_attempts=n.c.cycle_attempts + 1,
-        provider_effect_may_have_occurred=(
-            n.c.provider_effect_may_have_occurred | _claimed.c.lease_token.is_not(None)
-        ),
-        updated_at=bindparam("now", type_=UtcDateTime()),
-    )
-    .returning(*_claimed.c, n.c.lease_token.label("claimed_token"))
-)
 # One fenced UPDATE per set of assigned columns (there are a handful: see settle_many),
 # with its compiled PostgreSQL form; the same for settle_leased, whose WHERE also
 # checks that the lease has not expired.
@@ -193,15 +121,23 @@ class SqlDispatchReads(Bound):
     __slots__ = ()
 
     async def next_due_at(self, channels: Collection[str]) -> datetime | None:
-        """When the earliest unleased pending leader that ``claim`` would take (its
-        channels all among ``channels``) becomes due (expired leases are found by the idle
-        poll). Work for other channels is left out: it would look due for ever."""
-        pg = self._conn.dialect.name == POSTGRESQL
-        q = _NEXT_DUE_PG if pg else _NEXT_DUE_SQLITE
-        value = (await self._conn.execute(q, {"channels": sorted(channels)})).scalar()
-        if isinstance(value, str):  # aggregates bypass the column type on SQLite
-            value = datetime.fromisoformat(value)
-        return UtcDateTime().process_result_value(value, self._conn.dialect)
+        """When the earliest claimable delivery job that ``claim`` would take (its
+        channels all among ``channels``) becomes due: ``uns_jobs`` alone, walked by due
+        time (``ix_uns_jobs_delivery_due``) to the first served one. A job whose leader
+        is leased elsewhere is retimed to that lease's end by the claim that meets it;
+        expired delivery leases are found by the rescuer, which wakes the dispatcher, or
+        the idle poll. Work for other channels is left out: it would look due for ever."""
+        clause = SERVED_PG if self._conn.dialect.name == POSTGRESQL else SERVED_SQLITE
+        q = (
+            select(j.c.scheduled_at)
+            .where(j.c.kind == DELIVERY, CLAIMABLE, clause)
+            .order_by(j.c.scheduled_at)
+            .limit(1)
+        )
+        due: datetime | None = (
+            await self._conn.execute(q, {"channels": sorted(channels)})
+        ).scalar()
+        return due
 
     async def results_recorded_for(self, tokens: Collection[tuple[str, str]]) -> set[str]:
         """For many (notification id, token): the tokens whose settlement has committed
@@ -239,39 +175,21 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         lease: timedelta,
         channels: Collection[str],
     ) -> list[Attempt]:
-        """Lock up to ``limit`` due, unleased leaders (SKIP LOCKED on PostgreSQL) whose
-        channels are all among ``channels`` (the caller's configured ones), and lease each
-        under a new fencing token (``Attempt.lease_token``).
+        """Lock up to ``limit`` due delivery jobs of unleased leaders (SKIP LOCKED on
+        PostgreSQL) whose channels are all among ``channels`` (the caller's configured
+        ones), and lease each job and its leader under a new fencing token
+        (``Attempt.lease_token``).
 
         Each notification is as it was before the claim, so the caller can see an expired
         previous lease (``Attempt.recovered``: its ``lease_token`` still set): that
         attempt's effect is unknown, and the row is flagged
-        ``provider_effect_may_have_occurred``.
+        ``provider_effect_may_have_occurred``. Expired delivery leases are rescued first
+        (the rescuer's statement, for this kind: one index probe when there are none), so
+        a recovery does not wait for the rescuer's round.
         """
-        until = now + lease
-        driver = pg.driver(self._conn)
-        if driver is not None:
-            params = {"now": now, "limit": limit, "until": until, "channels": sorted(channels)}
-            rows = await _CLAIM_PG.fetch(driver, params)
-            return [records.attempt(row, row["claimed_token"]) for row in rows]
-        params = {"now": now, "limit": limit, "channels": sorted(channels)}
-        due = (await self._conn.execute(_CLAIM_DUE, params)).mappings()
-        leases = [records.attempt(row, str(uuid.uuid4())) for row in due]
-        if leases:
-            await self._conn.execute(
-                _TAKE_LEASE,
-                [
-                    {
-                        "b_id": a.notification.id,
-                        "b_token": a.lease_token,
-                        "b_until": until,
-                        "b_recovered": a.recovered,
-                        "b_now": now,
-                    }
-                    for a in leases
-                ],
-            )
-        return leases
+        return await delivery_claim.claim(
+            self._conn, now=now, limit=limit, lease=lease, channels=channels
+        )
 
     async def settle_many(self, moves: Sequence[LeasedMove], now: datetime) -> int:
         """Apply each move where its token still holds the row's lease: one fenced
@@ -282,22 +200,25 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         timers = deadline_timers(moves)
         driver = pg.driver(self._conn)
         changed = 0
-        landed: set[str] = set()  # ids of the moves that open an ack and landed
+        landed: set[str] = set()  # ids of the moves that landed
         for columns, params_list in groups.items():
             stmt, stmt_pg = _settle_statement(columns)
             if driver is not None:  # asyncpg's executemany reports no row counts
                 rows = await stmt_pg.fetchmany(driver, params_list)
                 changed += len(rows)
                 landed.update(r["id"] for r in rows)
-            elif timers and "deadline" in columns:  # one execute per row tells its own count
+            else:  # one execute per row tells its own count
                 for params in params_list:
                     if (await self._conn.execute(stmt, params)).rowcount == 1:
                         changed += 1
                         landed.add(params["b_id"])
-            else:
-                changed += (await self._conn.execute(stmt, params_list)).rowcount
         await self._insert_timers(
             [job for move, job in timers if move.notification_id in landed], now
+        )
+        await deliveries.settle(
+            self._conn,
+            [d for move, d in delivery_settles(moves) if move.notification_id in landed],
+            now,
         )
         return changed
 
@@ -329,6 +250,15 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         await self._insert_timers(
             [job for move, job in timers if (move.notification_id, move.token) in changed], now
         )
+        await deliveries.settle(
+            self._conn,
+            [
+                d
+                for move, d in delivery_settles(moves)
+                if (move.notification_id, move.token) in changed
+            ],
+            now,
+        )
         return changed
 
     async def settle_leased_with_events(self, moves: Sequence[LeasedMove], now: datetime) -> None:
@@ -348,6 +278,11 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
             self._tx.defer(_fenced_update(columns), rows)
         # Every move lands or the transaction rolls back: each opened ack gets its timer.
         self._tx.defer(jobs.INSERT_PG, jobs.rows([job for _, job in deadline_timers(moves)], now))
+        settles = [d for _, d in delivery_settles(moves)]
+        self._tx.defer(deliveries.SETTLE_PG, deliveries.settle_rows(settles, now))
+
+    async def carry(self, now: datetime, *, limit: int) -> int:
+        return await deliveries.carry(self._conn, now, limit=limit)
 
     async def pending_followers(self, owner_id: str) -> list[Notification]:
         """The owner's PENDING followers in promotion order (oldest first), locked."""

@@ -2,7 +2,7 @@
 one statement for many rows.
 
 - claim (``JobGetAvailable``): ``UPDATE ... WHERE id IN (SELECT ... ORDER BY
-  scheduled_at, id LIMIT n FOR UPDATE SKIP LOCKED) RETURNING``; on SQLite the same
+  priority DESC, scheduled_at, id LIMIT n FOR UPDATE SKIP LOCKED) RETURNING``; on SQLite the same
   statement (no row locks: its one writer serialises claimers). The rows claimed
   together share one fresh lease token: the fence is (id, token), and a row claimed
   again always gets another claim's token.
@@ -92,7 +92,7 @@ def _claim_statement(kinds: Collection[JobKind]) -> Any:
     due = (
         select(j.c.id)
         .where(_CLAIMABLE, _kind_in(kinds), j.c.scheduled_at <= _NOW)
-        .order_by(j.c.scheduled_at, j.c.id)
+        .order_by(j.c.priority.desc(), j.c.scheduled_at, j.c.id)
         .limit(bindparam("limit"))
         .with_for_update(skip_locked=True)
     )
@@ -198,6 +198,7 @@ def _row(job: NewJob, now: datetime) -> dict[str, Any]:
         "lease_until": None,
         "last_error": None,
         "created_at": now,
+        "priority": job.priority,
     }
 
 
@@ -232,7 +233,8 @@ class SqlJobs(SqlJobReads):
         else:
             rows = (await self._conn.execute(stmt, params)).mappings()
         claimed = [records.job(row) for row in rows]
-        return sorted(claimed, key=lambda c: (c.scheduled_at, c.id))  # RETURNING's order is none
+        # RETURNING's order is none: claim order again
+        return sorted(claimed, key=lambda c: (-c.priority, c.scheduled_at, c.id))
 
     async def settle_many(self, settles: Sequence[SettleJob], now: datetime) -> frozenset[int]:
         if not settles:

@@ -12,6 +12,7 @@ from uns_server.domain import ack_deadlines, follow_up_jobs
 from uns_server.domain.enums import AckStatus, Status
 from uns_server.domain.jobs import NewJob
 from uns_server.domain.moves import ExhaustAttempt, LeasedMove, SettleAttempt
+from uns_server.store.deliveries import SettleDelivery, settled
 
 
 def columns(move: LeasedMove, now: datetime) -> dict[str, Any]:
@@ -74,3 +75,16 @@ def deadline_timers(moves: Iterable[LeasedMove]) -> list[tuple[LeasedMove, NewJo
         if s.follow_up_at is not None:
             timers.append((move, follow_up_jobs.timer(move.notification_id, s.follow_up_at)))
     return timers
+
+
+def delivery_settles(moves: Iterable[LeasedMove]) -> list[tuple[LeasedMove, SettleDelivery]]:
+    """Each move with where it leaves its notification's delivery job (written in the
+    commit that lands it: ``store.deliveries.settle``)."""
+    out: list[tuple[LeasedMove, SettleDelivery]] = []
+    for move in moves:
+        if isinstance(move, ExhaustAttempt):
+            out.append((move, settled(move.notification_id, move.status, None)))
+        else:
+            s = move.settlement
+            out.append((move, settled(move.notification_id, s.status, s.next_attempt)))
+    return out

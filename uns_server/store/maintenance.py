@@ -13,7 +13,9 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, delete, insert, select, update
 
 from uns_server.domain.enums import Status
+from uns_server.domain.jobs import JobState
 from uns_server.domain.maintenance import ClaimHold, MaintenanceWindow, WindowChange
+from uns_server.store import deliveries
 from uns_server.store.bound import Bound
 from uns_server.store.tables import (
     UtcDateTime,
@@ -137,6 +139,16 @@ class SqlMaintenance(SqlMaintenanceReads):
             }
             if (await self._conn.execute(_HOLD, params)).rowcount == 1:
                 held.add(h.notification_id)
+        # Each held leader's job waits for the hold's end, as its row does.
+        await deliveries.settle(
+            self._conn,
+            [
+                deliveries.SettleDelivery(h.notification_id, JobState.RETRYABLE, h.until)
+                for h in holds
+                if h.notification_id in held
+            ],
+            now,
+        )
         return held
 
     async def retime_held(self, window_id: str, *, until: datetime | None, now: datetime) -> int:
@@ -145,6 +157,8 @@ class SqlMaintenance(SqlMaintenanceReads):
         hold cleared on every row). How many rows it held."""
         mine = n.c.held_by_window_id == window_id
         pending = (n.c.status == inline(Status.PENDING.value)) & n.c.lease_token.is_(None)
+        # Their delivery jobs follow (retimed with them), in this transaction.
+        ids = list((await self._conn.execute(select(n.c.id).where(mine))).scalars())
         if until is not None:
             result = await self._conn.execute(
                 update(n)
@@ -155,6 +169,7 @@ class SqlMaintenance(SqlMaintenanceReads):
                     updated_at=now,
                 )
             )
+            await deliveries.schedule(self._conn, ids, now)
             return int(result.rowcount)
         due_later = and_(n.c.status == inline(Status.PENDING.value), n.c.next_attempt > now)
         result = await self._conn.execute(
@@ -167,6 +182,7 @@ class SqlMaintenance(SqlMaintenanceReads):
                 updated_at=now,
             )
         )
+        await deliveries.schedule(self._conn, ids, now)
         return int(result.rowcount)
 
     async def _audit(

@@ -20,16 +20,17 @@ from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.moves import (
     EMPTY_OUTCOME,
     Applied,
+    DeadLetterReplay,
     ExtendWindow,
     MoveWindow,
     Promote,
     RecordSuccessor,
     Relink,
-    Replay,
     ResolveFailure,
     SatisfyFollowers,
 )
 from uns_server.domain.withdrawal import Scope, WithdrawRows
+from uns_server.store import deliveries
 from uns_server.store.bound import Bound
 from uns_server.store.followups import stop_follow_ups
 from uns_server.store.tables import dedup, inline
@@ -46,7 +47,7 @@ def _following(owner_id: str) -> ColumnElement[bool]:
 class SqlMoves(Bound):
     __slots__ = ()
 
-    async def replay(self, move: Replay) -> Applied:
+    async def replay(self, move: DeadLetterReplay) -> Applied:
         q = (
             update(n)
             .where(n.c.id == move.notification_id, _DEAD_LETTER, n.c.cycle == move.from_cycle)
@@ -62,7 +63,10 @@ class SqlMoves(Bound):
                 updated_at=move.at,
             )
         )
-        return await self._changed(q, 1)
+        applied = await self._changed(q, 1)
+        if applied.changed:  # due again: a delivery job of its new cycle
+            await deliveries.schedule(self._conn, [move.notification_id], move.at)
+        return applied
 
     async def resolve_failure(self, move: ResolveFailure) -> Applied:
         q = (
@@ -107,6 +111,8 @@ class SqlMoves(Bound):
             }
         q = update(n).where(n.c.id.in_(ids), where).values(values)
         applied = await self._changed_ids(q, len(ids))
+        if applied.ids and move.scope == Scope.NOTIFICATION:  # no delivery left to make
+            await deliveries.schedule(self._conn, applied.ids, move.at)
         if applied.ids:
             await stop_follow_ups(
                 self._conn, applied.ids, move.at, "withdrawn while the step was sent"
@@ -143,7 +149,10 @@ class SqlMoves(Bound):
             .where(n.c.id == move.follower_id, _following(move.from_owner_id))
             .values(dedup_owner_id=None, next_attempt=move.at, updated_at=move.at)
         )
-        return await self._changed(q, 1)
+        applied = await self._changed(q, 1)
+        if applied.changed:  # a leader now: its delivery job
+            await deliveries.schedule(self._conn, [move.follower_id], move.at)
+        return applied
 
     async def relink(self, move: Relink) -> Applied:
         q = (

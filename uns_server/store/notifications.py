@@ -13,7 +13,7 @@ from uns_server.domain.admission import DedupWindowTake, WindowOwner
 from uns_server.domain.enums import Status
 from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import DedupWindow, Notification
-from uns_server.store import pg, records
+from uns_server.store import deliveries, jobs, pg, records
 from uns_server.store.bound import Bound, BoundTx
 from uns_server.store.port.values import NOTIFICATION_FILTER_FIELDS
 from uns_server.store.tables import dedup, notifications, policies
@@ -160,7 +160,8 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
         return {n.key: n for n in found}
 
     async def insert(self, new: Sequence[Notification]) -> None:
-        """One multi-row INSERT, in key order (``_rows``)."""
+        """One multi-row INSERT, in key order (``_rows``), and one of the due leaders'
+        delivery jobs (``store.deliveries.new_rows``)."""
         if not new:
             return
         rows = _rows(new)
@@ -169,6 +170,7 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
             await _INSERT_PG.executemany(driver, rows)
         else:
             await self._conn.execute(insert(notifications), rows)
+        await jobs.insert_rows(self._conn, deliveries.new_rows(new))
 
     async def insert_before_events(self, new: Sequence[Notification]) -> None:
         """``insert`` in a transaction whose next write is its events append:
@@ -178,6 +180,7 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
             await self.insert(new)
         else:
             self._tx.defer(_INSERT_PG, _rows(new))
+            self._tx.defer(jobs.INSERT_PG, deliveries.new_rows(new))
 
     def insert_new_before_events(
         self,
@@ -196,6 +199,8 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
         for row in rows:
             row[_ADMITTED_UNDER] = under[row["notification_type"]]
         self._tx.defer(_NEW_ONLY, rows)
+        # Held back with the rows when the guard refuses them (the append's count).
+        self._tx.defer(jobs.INSERT_PG, deliveries.new_rows(new))
 
     async def _insert_dedup_window(
         self, key: str, *, owner_id: str, generation: int, until: datetime

@@ -1,6 +1,8 @@
 """The clause "every channel the notification names is among ``:channels``": what a
-replica may claim (``store.dispatch``), and its negation, the due work it passes over
-(``store.queue.SqlQueue.unserved_due``). One copy of the SQL per dialect."""
+replica may claim, and its negation, the due work it passes over
+(``store.queue.SqlQueue.unserved_due``). One copy of the SQL per dialect, on the
+notification's document or (``served_job``) on the copy of its channels a delivery
+job carries (``args.channels``), which the claim reads without the notification."""
 
 from __future__ import annotations
 
@@ -20,6 +22,13 @@ _SERVED_SQLITE_SQL = (
     "WHERE value NOT IN :channels)"
 )
 
+# A delivery job's copy (``store.deliveries``): a job without one is served nowhere.
+_JOB_PG_SQL = "(uns_jobs.args -> 'channels') <@ to_jsonb(CAST(:channels AS text[]))"
+_JOB_SQLITE_SQL = (
+    "json_type(uns_jobs.args, '$.channels') = 'array' AND NOT EXISTS (SELECT 1 FROM "
+    "json_each(uns_jobs.args, '$.channels') WHERE value NOT IN :channels)"
+)
+
 
 def _served_pg(sql: str) -> Any:
     return text(sql).bindparams(bindparam("channels", type_=ARRAY(Text())))
@@ -36,3 +45,9 @@ def served(dialect: str, *, negated: bool = False) -> Any:
     if negated:
         pg, lite = f"NOT ({pg})", f"NOT ({lite})"
     return _served_pg(pg) if dialect == POSTGRESQL else _served_sqlite(lite)
+
+
+def served_job(dialect: str) -> Any:
+    """The clause on ``uns_jobs``: every channel of the delivery job's notification
+    (its ``args.channels``) is among ``:channels``."""
+    return _served_pg(_JOB_PG_SQL) if dialect == POSTGRESQL else _served_sqlite(_JOB_SQLITE_SQL)

@@ -349,6 +349,8 @@ maintenance = Table(
 # of work is one narrow row, claimed in batches under a lease and a fencing token,
 # settled by one fenced statement, rescued when its lease expires, deleted once final
 # and old (states and who moves them: ``domain.jobs``). Kinds so far: message_update.
+DELIVERY_LIVE = "kind = 'delivery' AND state IN ('available', 'retryable', 'running')"
+DELIVERY_DUE = "kind = 'delivery' AND state IN ('available', 'retryable')"
 jobs = Table(
     "uns_jobs",
     metadata,
@@ -366,15 +368,8 @@ jobs = Table(
     Column("lease_until", UtcDateTime()),
     Column("last_error", Text),
     Column("created_at", UtcDateTime(), nullable=False),
-    # The claim: due rows of a kind in claim order.
-    Index(
-        "ix_uns_jobs_due",
-        "kind",
-        "scheduled_at",
-        "id",
-        postgresql_where=text("state IN ('available', 'retryable')"),
-        sqlite_where=text("state IN ('available', 'retryable')"),
-    ),
+    # Claimed first once due (a delivery's: its notification's priority; 0 otherwise).
+    Column("priority", Integer, nullable=False, server_default=text("0")),
     # The rescuer: leases of running rows, by expiry.
     Index(
         "ix_uns_jobs_running",
@@ -398,6 +393,34 @@ jobs = Table(
         postgresql_where=text("finalized_at IS NOT NULL"),
         sqlite_where=text("finalized_at IS NOT NULL"),
     ),
+)
+
+# The claim: due rows of a kind in claim order (priority DESC, scheduled_at, id).
+Index(
+    "ix_uns_jobs_due",
+    jobs.c.kind,
+    jobs.c.priority.desc(),
+    jobs.c.scheduled_at,
+    jobs.c.id,
+    postgresql_where=text("state IN ('available', 'retryable')"),
+    sqlite_where=text("state IN ('available', 'retryable')"),
+)
+# The dispatcher's next due time: the first claimable delivery job by due time
+# (``SqlDispatch.next_due_at``, one index entry, whatever the priorities).
+Index(
+    "ix_uns_jobs_delivery_due",
+    jobs.c.scheduled_at,
+    postgresql_where=text(DELIVERY_DUE),
+    sqlite_where=text(DELIVERY_DUE),
+)
+# At most one live delivery job per notification: the places that make a leader due
+# insert it or, when one is live, retime it (``store.deliveries``, ON CONFLICT).
+Index(
+    "ux_uns_jobs_delivery",
+    jobs.c.notification_id,
+    unique=True,
+    postgresql_where=text(DELIVERY_LIVE),
+    sqlite_where=text(DELIVERY_LIVE),
 )
 
 # Before ``uns_jobs`` (migration 0015): the message-update outbox. Nothing writes it

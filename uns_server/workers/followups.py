@@ -93,7 +93,7 @@ _KIND_EVENT = {
 
 
 @dataclass(frozen=True)
-class RunResult:
+class FollowUpRound:
     fired: int  # steps sent and settled (or fenced)
     rescheduled: int  # rows looked at with nothing due yet
     more: bool = False  # a full batch: look again at once
@@ -126,7 +126,7 @@ class FollowUpWorker(LoopWorker):
         self._lease = timedelta(seconds=lease_seconds)
         self._batch = batch_size
 
-    async def run_once(self) -> RunResult:
+    async def run_once(self) -> FollowUpRound:
         """Claim one batch and send what is due to completion; then, unless the batch
         was full, read when the next follow-up falls due."""
         claims, rescheduled = await self.claim()
@@ -134,10 +134,10 @@ class FollowUpWorker(LoopWorker):
         if claims:
             log.info("follow-ups sent", extra={"count": len(claims)})
         if len(claims) + rescheduled >= self._batch:
-            return RunResult(len(claims), rescheduled, more=True)
+            return FollowUpRound(len(claims), rescheduled, more=True)
         async with self._store.read() as tx:
             due = await tx.jobs.next_due_at(KINDS)
-        return RunResult(len(claims), rescheduled, due_in=seconds_until(due, self._clock()))
+        return FollowUpRound(len(claims), rescheduled, due_in=seconds_until(due, self._clock()))
 
     async def claim(self) -> tuple[list[FollowUpClaim], int]:
         """Claim due ``follow_up`` jobs: the steps due now stay leased; the others are

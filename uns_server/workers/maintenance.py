@@ -1,4 +1,4 @@
-"""This process's maintenance windows in memory (``services.maintenance.Windows``),
+"""This process's maintenance windows in memory (``services.maintenance.OpenWindows``),
 reloaded when a change was signalled (``TOPIC_MAINTENANCE``, here or by NOTIFY from
 another process) or every ``services.maintenance.REFRESH_SECONDS``. Intake and the
 claim read them to hold what a window covers without a query; a window's end is a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from uns_server.services.maintenance import Windows
+from uns_server.services.maintenance import OpenWindows
 from uns_server.workers.loop import LoopWorker
 
 
@@ -27,7 +27,7 @@ class MaintenanceWorker(LoopWorker):
     name = "maintenance"
     required = False
 
-    def __init__(self, windows: Windows, poll_seconds: float) -> None:
+    def __init__(self, windows: OpenWindows, poll_seconds: float) -> None:
         super().__init__(poll_seconds)
         self._windows = windows
         windows.on_change(self.wake)

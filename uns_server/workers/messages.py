@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from uns_server.channels.base import ActionLinks, Channel, ChannelResult, OutboundMessage
+from uns_server.channels.base import AnswerLinks, Channel, ChannelResult, OutboundMessage
 from uns_server.domain.records import Notification
 from uns_server.domain.templates import Person, Rendered, message_fields, render_message
 
@@ -39,7 +39,7 @@ def outbound_message(
     *,
     attempt: int,
     idempotency_token: str,
-    links: Callable[[str], ActionLinks] | None,
+    links: Callable[[str], AnswerLinks] | None,
     title_prefix: str = "",
     follow_up: str = "",
     follow_up_number: int = 0,

@@ -79,7 +79,7 @@ class RuleClaim:
 
 
 @dataclass(frozen=True)
-class RunResult:
+class PersonRuleRound:
     fired: int  # rules sent and settled (or fenced)
     done: int  # jobs finished without a send (stale, rescheduled, nobody to reach)
     more: bool = False
@@ -108,14 +108,14 @@ class PersonRuleWorker(LoopWorker):
         self._lease = timedelta(seconds=lease_seconds)
         self._batch, self._rand, self._links = batch_size, rand, links
 
-    async def run_once(self) -> RunResult:
+    async def run_once(self) -> PersonRuleRound:
         claims, done = await self.claim()
         await asyncio.gather(*(self.fire(c) for c in claims))
         if len(claims) + done >= self._batch:
-            return RunResult(len(claims), done, more=True)
+            return PersonRuleRound(len(claims), done, more=True)
         async with self._store.read() as tx:
             due = await tx.jobs.next_due_at(KINDS)
-        return RunResult(len(claims), done, due_in=seconds_until(due, self._clock()))
+        return PersonRuleRound(len(claims), done, due_in=seconds_until(due, self._clock()))
 
     async def claim(self) -> tuple[list[RuleClaim], int]:
         now = self._clock()

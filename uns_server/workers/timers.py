@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from uns_server.domain.jobs import TIMER_KINDS, JobKind, completed
 from uns_server.domain.moves import MoveLost
 from uns_server.domain.records import Job
-from uns_server.services.acks import Acks
+from uns_server.services.acks import AckService
 from uns_server.services.heartbeat_deadlines import HeartbeatDeadlines
 from uns_server.services.heartbeats import TOPIC_HEARTBEATS
 from uns_server.services.maintenance import end_windows
@@ -61,7 +61,7 @@ class TimerWorker(LoopWorker):
         poll_seconds: float,
         supervision: Supervision | None = None,
         *,
-        acks: Acks,
+        acks: AckService,
         snoozes: Snoozes,
         heartbeats: HeartbeatDeadlines,
         batch: int = BATCH,

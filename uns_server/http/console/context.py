@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from uns_server.http.console.sessions import Session, Sessions
-from uns_server.services.acks import Acks
+from uns_server.services.acks import AckService
 from uns_server.services.heartbeats import HeartbeatService
 from uns_server.services.maintenance import MaintenanceService
 from uns_server.services.operations import Operations
@@ -29,7 +29,7 @@ class Console:
     sessions: Sessions
     queries: Queries
     operations: Operations
-    acks: Acks
+    acks: AckService
     policies: PolicyService
     watch: Watch
     clock: Callable[[], datetime]

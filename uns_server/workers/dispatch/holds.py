@@ -10,13 +10,13 @@ from datetime import datetime
 from uns_server.domain.enums import EventKind
 from uns_server.domain.maintenance import ClaimHold, held_payload
 from uns_server.domain.records import Notification
-from uns_server.services.maintenance import Windows
+from uns_server.services.maintenance import OpenWindows
 from uns_server.store.port import NewEvent, WriteTransaction
 from uns_server.workers.dispatch.claims import event
 
 
 async def claim_hold(
-    windows: Windows, tx: WriteTransaction, n: Notification, token: str, now: datetime
+    windows: OpenWindows, tx: WriteTransaction, n: Notification, token: str, now: datetime
 ) -> tuple[ClaimHold, NewEvent] | None:
     """The hold of ``n`` (as before its claim, leased under ``token``), or None."""
     intent = n.notification.intent.value if n.notification.intent else None

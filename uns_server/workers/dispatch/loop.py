@@ -23,7 +23,7 @@ from uns_server.domain.records import Notification
 from uns_server.observability.phases import ATTEMPT, CLAIM, DISPATCH_LOOP, phased
 from uns_server.observability.telemetry import Telemetry
 from uns_server.services.action_links import ActionLinkService
-from uns_server.services.maintenance import Windows
+from uns_server.services.maintenance import OpenWindows
 from uns_server.store.port import TOPIC_WORK, NewEvent, Store
 from uns_server.workers.dispatch.bulkheads import Bulkheads
 from uns_server.workers.dispatch.claims import Claim, claim_events, remaining_channels
@@ -68,7 +68,7 @@ class Dispatcher(LoopWorker):
         telemetry: Telemetry | None = None,
         supervision: Supervision | None = None,
         links: ActionLinkService | None = None,
-        windows: Windows | None = None,
+        windows: OpenWindows | None = None,
     ) -> None:
         self._store = store
         self._windows = windows  # maintenance windows: what they hold is not attempted
@@ -118,6 +118,8 @@ class Dispatcher(LoopWorker):
         # The next due time read while idle, the work-signal count it reflects and when
         # it was read (``time.monotonic``).
         self._due_known: tuple[int, datetime | None, float] | None = None
+        self._carried_at: datetime | None = None  # the last carry (``_carry``)
+        self._idle_poll_delta = timedelta(seconds=idle_poll_seconds)
         # Channel subsets whose last claim found nothing: (work signals, when).
         self._nothing_for: dict[frozenset[str], tuple[int, float]] = {}
         self._all_channels = frozenset(channels.names())
@@ -313,10 +315,20 @@ class Dispatcher(LoopWorker):
             if due is None or due > self._clock():
                 return due
         signals, read_at = self._signals, time.monotonic()
+        if self._carried_at is None or self._clock() - self._carried_at >= self._idle_poll_delta:
+            await self._carry()
         async with self._store.read() as tx:
             due = await tx.dispatch.next_due_at(self._channels.names())
         self._due_known = (signals, due, read_at)
         return due
+
+    async def _carry(self) -> None:
+        """Give delivery jobs to the leaders a replica of the previous release queued
+        (and cancel the jobs of rows it settled): while idle, at most once an idle poll."""
+        self._carried_at = self._clock()
+        async with self._store.write() as tx:
+            if await tx.dispatch.carry(self._clock(), limit=self._batch * 8):
+                tx.signal(TOPIC_WORK)
 
     @phased(ATTEMPT)  # the task of each spawned delivery
     async def _deliver_logged(self, claim: Claim, entered: set[str]) -> None:
