@@ -274,24 +274,6 @@ def group_of(path: str) -> str | None:
     return next((g for prefix, g in XDIST_GROUPS.items() if path.startswith(prefix)), None)
 
 
-@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: without xdist, never called
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """--dist loadgroup with the groups taken from XDIST_GROUPS by path, on the
-    controller. xdist's own LoadGroupScheduling groups by an "@group" suffix that its
-    worker hook writes into each node id, which pytest 9 no longer reads (node ids are
-    built from ``Node._id``): every grouped test ran as a unit of its own, side by side."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class PathGroupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            group = group_of(nodeid)
-            return f"@{group}" if group is not None else nodeid
-
-    return PathGroupScheduling(config, log)  # type: ignore[arg-type]
-
-
 def _schedule_rank(path: str, group: str | None) -> int:
     for rank, first in enumerate(RUN_FIRST):
         if first == f"@{group}" or (not first.startswith("@") and path.startswith(first)):
@@ -308,7 +290,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
         group = group_of(path)
-        if group is not None:  # the mark says so to a reader; the scheduler goes by path
+        if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
         ranks[item] = _schedule_rank(path, group)
     items.sort(key=ranks.__getitem__)  # stable: collection order within a rank
