@@ -1206,7 +1206,7 @@ async def test_a_withdrawal_cancels_the_job_and_a_replay_makes_one(store: SqlSto
         assert await tx.dispatch.settle_many([dead], NOW) == 1
     assert [j[0] for j in await delivery_jobs(store, b)] == ["discarded"]
     async with store.write() as tx:
-        replayed = await tx.moves.replay(moves.Replay(b, 1, NOW + MINUTE))
+        replayed = await tx.moves.replay(moves.DeadLetterReplay(b, 1, NOW + MINUTE))
     assert not replayed.lost
     assert [j[:3] for j in await delivery_jobs(store, b)] == [
         ("discarded", 1, NOW - SECOND),

@@ -50,7 +50,7 @@ def dead_letter(**overrides: Any) -> dict[str, Any]:
 async def test_replay_opens_the_next_cycle_of_that_dead_letter_only(store: SqlStore) -> None:
     nid, stale, resolved = await insert(store, dead_letter(), dead_letter(), dead_letter())
 
-    applied = await apply(store, lambda moves: moves.replay, m.Replay(nid, 2, NOW))
+    applied = await apply(store, lambda moves: moves.replay, m.DeadLetterReplay(nid, 2, NOW))
     assert applied == m.Applied(1, 1)
     applied.expect("replay")  # changed as named: nothing to raise
     after = await fetch(store, nid)
@@ -58,12 +58,14 @@ async def test_replay_opens_the_next_cycle_of_that_dead_letter_only(store: SqlSt
     assert (after["cycle_attempts"], after["next_attempt"], after["lease_token"]) == (0, NOW, None)
     assert after["outcome"] == dataclasses.asdict(DeliveryOutcome())  # none yet this cycle
 
-    lost = await apply(store, lambda moves: moves.replay, m.Replay(stale, 1, NOW))  # not its cycle
+    not_its_cycle = m.DeadLetterReplay(stale, 1, NOW)
+    lost = await apply(store, lambda moves: moves.replay, not_its_cycle)
     assert lost.lost and (await fetch(store, stale))["status"] == Status.FAILED
     # A caller that read the row under its lock cannot go on after a lost move.
     with pytest.raises(m.MoveLost, match="replay of x: 0 of 1 rows"):
         lost.expect("replay of x")
-    assert await apply(store, lambda moves: moves.replay, m.Replay(nid, 3, NOW)) == m.Applied(1, 0)
+    applied_again = await apply(store, lambda moves: moves.replay, m.DeadLetterReplay(nid, 3, NOW))
+    assert applied_again == m.Applied(1, 0)
 
     assert not (
         await apply(store, lambda moves: moves.resolve_failure, m.ResolveFailure(resolved, NOW))
