@@ -34,12 +34,12 @@ def _opens_ack(nid: str, token: str) -> moves.SettleAttempt:
         ack_status=AckStatus.PENDING,
         deadline=DEADLINE,
     )
-    return moves.SettleAttempt(nid, token, delivered)
+    return moves.SettleAttempt(nid, token, delivered, 1, 1)
 
 
 def _plain(nid: str, token: str) -> moves.SettleAttempt:
     return moves.SettleAttempt(
-        nid, token, Settlement(Status.DELIVERED, False, {}, delivered_at=NOW)
+        nid, token, Settlement(Status.DELIVERED, False, {}, delivered_at=NOW), 1, 1
     )
 
 

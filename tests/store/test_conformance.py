@@ -183,26 +183,26 @@ async def test_claim_takes_highest_priority_then_earliest_due(store: SqlStore) -
     assert [claimed_ids(c) for c in rest] == [[w["id"]] for w in wanted[2:]] + [[]]
 
 
-async def test_claim_leases_under_a_new_token_and_counts_the_attempt(store: SqlStore) -> None:
+async def test_claim_leases_the_job_alone_under_a_new_token(store: SqlStore) -> None:
     [nid] = await insert(store, row(attempts=2, cycle_attempts=1))
+    untouched = await raw(store, nid)
 
     [leased] = await claim(store)
 
-    # The row as it was before the claim; the stored one under the new lease.
+    # The row as it was before the claim, and the attempt it starts; the job holds the
+    # lease (the fence), and the notification row is not written at all.
     before, token = leased.notification, leased.lease_token
     assert (before.id, before.attempts, before.lease_token) == (nid, 2, None)
-    assert not leased.recovered
-    stored = await fetch(store, nid)
-    assert stored["lease_token"] == token
+    assert (leased.attempt, leased.cycle_attempt, leased.recovered) == (3, 2, False)
     assert uuid.UUID(token)
-    assert stored["lease_until"] == NOW + LEASE
-    assert (stored["attempts"], stored["cycle_attempts"]) == (3, 2)
-    assert stored["provider_effect_may_have_occurred"] is False
-    assert stored["updated_at"] == NOW
+    assert await delivery_leases(store, nid) == [("running", token, NOW + LEASE)]
+    assert await raw(store, nid) == untouched
     assert await claim(store, now=NOW + LEASE - timedelta(milliseconds=1)) == []
 
 
-async def test_expired_lease_is_claimed_again_and_flagged(store: SqlStore) -> None:
+async def test_an_interrupted_attempt_is_counted_and_flagged_when_claimed_again(
+    store: SqlStore,
+) -> None:
     [nid] = await insert(store, row())
     [first] = await claim(store)
 
@@ -210,13 +210,18 @@ async def test_expired_lease_is_claimed_again_and_flagged(store: SqlStore) -> No
 
     second = again.lease_token
     assert second != first.lease_token
-    # The caller sees the interrupted attempt.
+    # The caller sees the interrupted attempt, counted, under its token.
     assert again.notification.lease_token == first.lease_token and again.recovered
-    stored = await fetch(store, nid)
-    assert stored["lease_token"] == second
-    assert stored["lease_until"] == NOW + 2 * LEASE
-    assert (stored["attempts"], stored["cycle_attempts"]) == (2, 2)
+    assert (again.notification.attempts, again.attempt) == (1, 2)
+    assert await delivery_leases(store, nid) == [("running", second, NOW + 2 * LEASE)]
+    stored = await raw(store, nid)
+    assert (stored["attempts"], stored["cycle_attempts"]) == (1, 1)
     assert stored["provider_effect_may_have_occurred"] is True
+    assert (stored["lease_token"], stored["updated_at"]) == (None, NOW + LEASE)
+    # Interrupted again: counted once more, not twice.
+    [third] = await claim(store, now=NOW + 2 * LEASE)
+    assert third.recovered and third.notification.attempts == 2
+    assert (await raw(store, nid))["attempts"] == 2
 
 
 async def test_next_due_is_the_earliest_unleased_leader_of_any_priority(store: SqlStore) -> None:
@@ -276,22 +281,22 @@ async def test_concurrent_claimers_never_share_a_row(db_url: str, store: SqlStor
     every = [nid for t in taken for nid in t]
     assert sorted(every) == sorted(ids)  # each row exactly once
     for nid in ids:
-        assert (await fetch(store, nid))["attempts"] == 1
+        assert [j[:2] for j in await delivery_jobs(store, nid)] == [("running", 1)]
 
 
 async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(store: SqlStore) -> None:
     """Intake leases a new leader in the transaction that inserts it (its first attempt
-    starts without a claim): no claimer takes it until that lease expires."""
+    starts without a claim): its job runs under that lease, and no claimer takes it
+    until the lease expires."""
     token = str(uuid.uuid4())
-    [nid] = await insert(
-        store, row(lease_token=token, lease_until=NOW + LEASE, attempts=1, cycle_attempts=1)
-    )
+    [nid] = await insert(store, row(lease_token=token, lease_until=NOW + LEASE))
 
+    assert await delivery_leases(store, nid) == [("running", token, NOW + LEASE)]
+    assert (await raw(store, nid))["lease_token"] is None  # the job is the fence
     assert await claim(store, now=NOW + LEASE / 2) == []
-    assert (await fetch(store, nid))["lease_token"] == token  # still held
     [leased] = await claim(store, now=NOW + LEASE)
     assert leased.notification.lease_token == token and leased.recovered
-    assert (await fetch(store, nid))["attempts"] == 2
+    assert (await raw(store, nid))["attempts"] == 1
 
 
 async def test_pending_followers_in_promotion_order(store: SqlStore) -> None:
@@ -347,12 +352,12 @@ async def test_status_of_reads_the_current_status(store: SqlStore) -> None:
 
 def _delivered(nid: str, token: str) -> moves.SettleAttempt:
     delivered = Settlement(Status.DELIVERED, False, {}, delivered_at=NOW)
-    return moves.SettleAttempt(nid, token, delivered)
+    return moves.SettleAttempt(nid, token, delivered, 1, 1)
 
 
 def _retry(nid: str, token: str) -> moves.SettleAttempt:
     retry = Settlement(Status.PENDING, False, {}, next_attempt=NOW + timedelta(minutes=1))
-    return moves.SettleAttempt(nid, token, retry)
+    return moves.SettleAttempt(nid, token, retry, 1, 1)
 
 
 async def test_settle_with_a_stale_token_changes_nothing(store: SqlStore) -> None:
@@ -391,7 +396,7 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(store: Sql
         )
     assert changed == 2
     assert (await fetch(store, a))["status"] == Status.DELIVERED.value
-    assert (await fetch(store, b))["lease_token"] == leases[b]
+    assert await delivery_leases(store, b) == [("running", leases[b], NOW + LEASE)]
     assert (await fetch(store, c))["next_attempt"] == NOW + timedelta(minutes=1)
 
 
@@ -412,7 +417,7 @@ async def test_settle_leased_names_the_leases_its_fence_let_through(store: SqlSt
         )
     assert changed == {(a, leases[a]), (c, leases[c])}
     assert (await fetch(store, a))["status"] == Status.DELIVERED.value
-    assert (await fetch(store, b))["lease_token"] == leases[b]
+    assert await delivery_leases(store, b) == [("running", leases[b], NOW + LEASE)]
     assert (await fetch(store, c))["next_attempt"] == NOW + timedelta(minutes=1)
 
     # An expired lease settles nothing, even under its own token.
@@ -1109,6 +1114,25 @@ async def test_retention_selects_oldest_first_up_to_the_limit(store: SqlStore) -
 
 # Delivery jobs (SPEC §7 "One work engine"): one live ``delivery`` job per due leader,
 # claimed with its leader under the leader's token, moved by the settle that lands.
+
+
+async def raw(store: SqlStore, nid: str) -> dict[str, Any]:
+    """The notification's own columns, as stored (not as the port reads them)."""
+    t = notifications_table
+    async with store.db.read() as conn:
+        return dict((await conn.execute(select(t).where(t.c.id == nid))).mappings().one())
+
+
+async def delivery_leases(store: SqlStore, nid: str) -> list[tuple[Any, ...]]:
+    """(state, lease_token, lease_until) of each live delivery job of ``nid``."""
+    t = jobs_table
+    q = (
+        select(t.c.state, t.c.lease_token, t.c.lease_until)
+        .where(t.c.notification_id == nid, t.c.kind == JobKind.DELIVERY.value)
+        .where(t.c.state.in_([s.value for s in LIVE]))
+    )
+    async with store.db.read() as conn:
+        return [tuple(r) for r in (await conn.execute(q)).all()]
 
 
 async def delivery_jobs(store: SqlStore, nid: str) -> list[tuple[Any, ...]]:

@@ -47,7 +47,12 @@ from uns_server.store.delivery_claim import (
     SERVED_PG,
     SERVED_SQLITE,
 )
-from uns_server.store.leased_moves import deadline_timers, delivery_settles, grouped
+from uns_server.store.leased_moves import (
+    deadline_timers,
+    delivery_settles,
+    first_per_row,
+    grouped,
+)
 from uns_server.store.served import POSTGRESQL
 from uns_server.store.tables import UtcDateTime, dedup, events, inline
 from uns_server.store.tables import jobs as j
@@ -63,14 +68,11 @@ _settle_leased_statements: dict[tuple[str, ...], tuple[Any, pg.Statement]] = {}
 def _settle_leased_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     found = _settle_leased_statements.get(columns)
     if found is None:
-        token = bindparam("b_token", type_=n.c.lease_token.type)
+        token = bindparam("b_token", type_=j.c.lease_token.type)
+        now = bindparam("b_now", type_=UtcDateTime())
         stmt = (
             update(n)
-            .where(
-                n.c.id == bindparam("b_id"),
-                n.c.lease_token == token,
-                n.c.lease_until > bindparam("b_now", type_=UtcDateTime()),
-            )
+            .where(n.c.id == bindparam("b_id"), deliveries.held_by(token, now))
             .values(_assignments(columns))
         )
         returning = stmt.returning(n.c.id, cast(token, Text).label("token"))
@@ -96,9 +98,10 @@ def _assignments(columns: tuple[str, ...]) -> dict[str, Any]:
 def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     found = _settle_statements.get(columns)
     if found is None:
+        token = bindparam("b_token", type_=j.c.lease_token.type)
         stmt = (
             update(n)
-            .where(n.c.id == bindparam("b_id"), n.c.lease_token == bindparam("b_token"))
+            .where(n.c.id == bindparam("b_id"), deliveries.held_by(token))
             .values(_assignments(columns))
         )
         found = _settle_statements[columns] = (stmt, pg.Statement(stmt.returning(n.c.id)))
@@ -109,7 +112,7 @@ def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:
     found = _fenced_updates.get(columns)
     if found is None:
         found = _fenced_updates[columns] = pg.FencedUpdate(
-            n, columns, ("lease_token", "lease_until"), kept=KEPT_ONCE_SET
+            n, columns, deliveries.HELD_BY_SQL, kept=KEPT_ONCE_SET
         )
     return found
 
@@ -196,6 +199,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         executemany per distinct set of assigned columns. Returns how many moves changed
         their row; one whose token no longer holds the lease changes nothing and is not
         counted (nor is its ack deadline's job inserted)."""
+        moves = first_per_row(moves)
         groups = grouped(moves, now, unexpired=False)
         timers = deadline_timers(moves)
         driver = pg.driver(self._conn)
@@ -234,6 +238,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         Only for moves decided without reading the locked row: the settlement decides
         from the claim's copy, which is safe because nothing but the lease holder writes
         the columns it reads while the lease is held (``workers.dispatch.settlement``)."""
+        moves = first_per_row(moves)
         groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
         driver = pg.driver(self._conn)
         changed: set[tuple[str, str]] = set()
@@ -273,6 +278,8 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
             if len(changed) != len(moves):
                 raise FenceMoved(f"settled {len(changed)} of {len(moves)} leases")
             return
+        if len(first_per_row(moves)) != len(moves):
+            raise FenceMoved("a row settled twice: the second finds its lease released")
         groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
         for columns, rows in groups.items():
             self._tx.defer(_fenced_update(columns), rows)

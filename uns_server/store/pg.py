@@ -179,7 +179,7 @@ class Insert:
 
 class FencedUpdate:
     """Many rows' UPDATE of ``columns`` as one statement over arrays (``unnest_sql``),
-    each row matched by ``id``, its fencing token and an unexpired lease (parameters
+    each row matched by ``id`` and a fence on its token and an unexpired lease (parameters
     ``b_id``, ``b_token``, ``b_now``; values ``v_<column>``). As a rider
     (``WriteTx.defer``) it must change every row it is given (``exact_sql``), or the
     statement it rides in inserts nothing: its caller sees that and rolls back."""
@@ -188,12 +188,12 @@ class FencedUpdate:
         self,
         table: Table,
         columns: Sequence[str],
-        lease: tuple[str, str],
+        fence: str,
         *,
         kept: frozenset[str] = frozenset(),
     ) -> None:
-        """``kept``: columns whose value, once set, the update keeps (COALESCE)."""
-        token, until = lease
+        """``fence``: the condition a row's lease holds, over ``r.b_token`` and
+        ``r.b_now``; ``kept``: columns whose value, once set, the update keeps (COALESCE)."""
         self.table = table.name
         self._columns = (
             ("b_id", None, "text", "r.b_id"),
@@ -213,10 +213,7 @@ class FencedUpdate:
             f"{c} = COALESCE({self.table}.{c}, {e})" if c in kept else f"{c} = {e}"
             for (_, _, _, e), c in zip(self._columns[3:], columns, strict=True)
         )
-        self._where = (
-            f"{self.table}.id = r.b_id AND {self.table}.{token} = r.b_token "
-            f"AND {self.table}.{until} > r.b_now"
-        )
+        self._where = f"{self.table}.id = r.b_id AND {fence}"
 
     @property
     def width(self) -> int:

@@ -216,8 +216,10 @@ class Settler:
             decision = self._decide(n, claim, attempts, s, now)
             work = work or decision.status == Status.PENDING
             refs = provider_refs(n, claim, attempts)
-            given_back = n.cycle_attempts if decision.gives_back_attempt else None
-            updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs, given_back))
+            cycle = n.cycle_attempts if decision.gives_back_attempt else claim.cycle_attempt
+            updates.append(
+                moves.SettleAttempt(n.id, claim.token, decision, claim.attempt, cycle, refs)
+            )
             audits.append(
                 DeliveryAudit(n, decision.status, decision.outcome, decision.delivered_at)
             )
