@@ -368,19 +368,19 @@ async def test_settle_with_a_stale_token_changes_nothing(store: SqlStore) -> Non
     before = await fetch(store, nid)
 
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, stale)], NOW) == 0
+        assert await tx.dispatch.settle_many([_delivered(nid, stale)], NOW) == frozenset()
     assert await fetch(store, nid) == before
 
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == 1
+        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == {nid}
     stored = await fetch(store, nid)
     assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
     # Settled: the token holds nothing any more.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == 0
+        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == frozenset()
 
 
-async def test_settle_many_counts_only_the_rows_its_fence_let_through(store: SqlStore) -> None:
+async def test_settle_many_names_the_rows_its_fence_let_through(store: SqlStore) -> None:
     a, b, c = await insert(store, row(), row(), row())
     leases = {a.notification.id: a.lease_token for a in await claim(store)}
 
@@ -388,13 +388,13 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(store: Sql
         changed = await tx.dispatch.settle_many(
             [
                 _delivered(a, leases[a]),
-                _delivered(a, leases[a]),  # the first cleared the token: stale now
+                _delivered(a, leases[a]),  # the first released the lease: stale now
                 _delivered(b, str(uuid.uuid4())),  # never this row's token
                 _retry(c, leases[c]),  # another set of columns: another statement
             ],
             NOW,
         )
-    assert changed == 2
+    assert changed == {a, c}
     assert (await fetch(store, a))["status"] == Status.DELIVERED.value
     assert await delivery_leases(store, b) == [("running", leases[b], NOW + LEASE)]
     assert (await fetch(store, c))["next_attempt"] == NOW + timedelta(minutes=1)
@@ -409,7 +409,7 @@ async def test_settle_leased_names_the_leases_its_fence_let_through(store: SqlSt
         changed = await tx.dispatch.settle_leased(
             [
                 _delivered(a, leases[a]),
-                _delivered(a, leases[a]),  # the first cleared the token: stale now
+                _delivered(a, leases[a]),  # the first released the lease: stale now
                 _delivered(b, wrong),  # never this row's token
                 _retry(c, leases[c]),  # another set of columns: another statement
             ],
@@ -1167,15 +1167,17 @@ async def test_the_claim_runs_the_job_under_the_leaders_token(store: SqlStore) -
         assert await tx.dispatch.next_due_at(WEBHOOK) is None  # running: nothing due
     # A retry lands: the job is due again at the retry's time.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], NOW) == 1
+        assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], NOW) == {nid}
     assert await delivery_jobs(store, nid) == [("retryable", 1, NOW + MINUTE, None)]
     [again] = await claim(store, now=NOW + MINUTE)
     # A stale token moves neither the row nor its job.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, lease.lease_token)], NOW) == 0
+        assert (
+            await tx.dispatch.settle_many([_delivered(nid, lease.lease_token)], NOW) == frozenset()
+        )
     assert await delivery_jobs(store, nid) == [("running", 2, NOW + MINUTE, again.lease_token)]
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, again.lease_token)], NOW) == 1
+        assert await tx.dispatch.settle_many([_delivered(nid, again.lease_token)], NOW) == {nid}
     assert await delivery_jobs(store, nid) == [("completed", 2, NOW + MINUTE, None)]
 
 
@@ -1227,7 +1229,7 @@ async def test_a_withdrawal_cancels_the_job_and_a_replay_makes_one(store: SqlSto
     assert lease.notification.id == b
     async with store.write() as tx:
         dead = moves.ExhaustAttempt(b, lease.lease_token, Status.FAILED, True, {}, 1, 1)
-        assert await tx.dispatch.settle_many([dead], NOW) == 1
+        assert await tx.dispatch.settle_many([dead], NOW) == {b}
     assert [j[0] for j in await delivery_jobs(store, b)] == ["discarded"]
     async with store.write() as tx:
         replayed = await tx.moves.replay(moves.DeadLetterReplay(b, 1, NOW + MINUTE))

@@ -1,8 +1,9 @@
 """Dispatch queries: claim due leaders under a lease, and fenced settlement.
 
-Every state change after the claim is guarded by ``lease_token`` and
-``lease_until > now``: zero rows matched means the lease was lost, a typed
-outcome rather than an exception (river's ``JobSetStateIfRunning``).
+Every state change after the claim is guarded by the delivery job's lease (running
+under the attempt's ``lease_token``, ``lease_until > now``: ``deliveries.held_by``):
+zero rows matched means the lease was lost, a typed outcome rather than an exception
+(river's ``JobSetStateIfRunning``).
 
 A settlement that opens an ack (DELIVERED, ack PENDING until its deadline) inserts the
 deadline's ``ack_deadline`` job (``domain.ack_deadlines``) and, when the policy follows
@@ -180,41 +181,39 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
     ) -> list[Attempt]:
         """Lock up to ``limit`` due delivery jobs of unleased leaders (SKIP LOCKED on
         PostgreSQL) whose channels are all among ``channels`` (the caller's configured
-        ones), and lease each job and its leader under a new fencing token
-        (``Attempt.lease_token``).
+        ones), and lease each job under a new fencing token (``Attempt.lease_token``):
+        the job is the fence, and the notification is not written.
 
-        Each notification is as it was before the claim, so the caller can see an expired
-        previous lease (``Attempt.recovered``: its ``lease_token`` still set): that
-        attempt's effect is unknown, and the row is flagged
-        ``provider_effect_may_have_occurred``. Expired delivery leases are rescued first
-        (the rescuer's statement, for this kind: one index probe when there are none), so
-        a recovery does not wait for the rescuer's round.
+        Each notification is as it was before the claim, with an interrupted attempt
+        counted (``Attempt.recovered``: the job still held that attempt's token, or the
+        row a previous release's expired lease, ``lease_token`` the interrupted one):
+        that attempt's effect is unknown, and the row is counted and flagged
+        ``provider_effect_may_have_occurred`` in this transaction. Expired delivery
+        leases are rescued first (the rescuer's statement, for this kind: one index
+        probe when there are none), so a recovery does not wait for the rescuer's round.
         """
         return await delivery_claim.claim(
             self._conn, now=now, limit=limit, lease=lease, channels=channels
         )
 
-    async def settle_many(self, moves: Sequence[LeasedMove], now: datetime) -> int:
+    async def settle_many(self, moves: Sequence[LeasedMove], now: datetime) -> frozenset[str]:
         """Apply each move where its token still holds the row's lease: one fenced
-        executemany per distinct set of assigned columns. Returns how many moves changed
-        their row; one whose token no longer holds the lease changes nothing and is not
-        counted (nor is its ack deadline's job inserted)."""
+        executemany per distinct set of assigned columns. Returns the ids of the rows
+        whose move landed (as ``Jobs.settle_many``); one whose token no longer holds the
+        lease changes nothing and is absent (nor is its ack deadline's job inserted)."""
         moves = first_per_row(moves)
         groups = grouped(moves, now, unexpired=False)
         timers = deadline_timers(moves)
         driver = pg.driver(self._conn)
-        changed = 0
-        landed: set[str] = set()  # ids of the moves that landed
+        landed: set[str] = set()
         for columns, params_list in groups.items():
             stmt, stmt_pg = _settle_statement(columns)
             if driver is not None:  # asyncpg's executemany reports no row counts
                 rows = await stmt_pg.fetchmany(driver, params_list)
-                changed += len(rows)
                 landed.update(r["id"] for r in rows)
             else:  # one execute per row tells its own count
                 for params in params_list:
                     if (await self._conn.execute(stmt, params)).rowcount == 1:
-                        changed += 1
                         landed.add(params["b_id"])
         await self._insert_timers(
             [job for move, job in timers if move.notification_id in landed], now
@@ -224,7 +223,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
             [d for move, d in delivery_settles(moves) if move.notification_id in landed],
             now,
         )
-        return changed
+        return frozenset(landed)
 
     async def settle_leased(
         self, moves: Sequence[LeasedMove], now: datetime
