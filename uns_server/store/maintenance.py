@@ -156,7 +156,7 @@ class SqlMaintenance(SqlMaintenanceReads):
         unleased ones due then); without, released (the PENDING ones due now if later, the
         hold cleared on every row). How many rows it held."""
         mine = n.c.held_by_window_id == window_id
-        pending = (n.c.status == inline(Status.PENDING.value)) & n.c.lease_token.is_(None)
+        pending = (n.c.status == inline(Status.PENDING.value)) & deliveries.LEASE_TOKEN.is_(None)
         # Their delivery jobs follow (retimed with them), in this transaction.
         ids = list((await self._conn.execute(select(n.c.id).where(mine))).scalars())
         if until is not None:
