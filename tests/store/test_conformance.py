@@ -134,6 +134,33 @@ def claimed_ids(leases: Sequence[Attempt]) -> list[str]:
     return [a.notification.id for a in leases]
 
 
+async def _set_own_lease(store: SqlStore, nid: str, token: str | None, until: Any) -> None:
+    t = notifications_table
+    async with store.db.write() as tx:
+        q = t.update().where(t.c.id == nid)
+        await tx.conn.execute(q.values(lease_token=token, lease_until=until))
+
+
+async def leased_by_its_job(store: SqlStore, **overrides: Any) -> Attempt:
+    """A leader claimed by ``Dispatch.claim`` (before any other row is due), its own
+    lease columns then cleared, as the claim will leave them (issue 41, step 2): its
+    running delivery job alone holds the lease, until ``NOW + LEASE``."""
+    [nid] = await insert(store, row(**overrides))
+    channels = overrides.get("channels", WEBHOOK)
+    [lease] = await claim(store, limit=1, channels=channels)
+    assert lease.notification.id == nid
+    await _set_own_lease(store, nid, None, None)
+    return lease
+
+
+async def leased_by_its_row(store: SqlStore, nid: str) -> str:
+    """A replica of the previous release leases ``nid``'s own row until ``NOW + LEASE``;
+    its delivery job is not running. Returns that lease's token."""
+    token = str(uuid.uuid4())
+    await _set_own_lease(store, nid, token, NOW + LEASE)
+    return token
+
+
 async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
     """Run ``body(tx, i)`` in ``count`` concurrent write transactions on separate
     connections, each holding its transaction open a moment after ``body``."""
@@ -661,6 +688,26 @@ async def test_only_a_pending_ack_settles_and_only_once(store: SqlStore) -> None
         assert await settle(nid, AckStatus.TIMED_OUT, "expiry") is False
         assert await fetch(store, nid) == before
     assert await settle(str(uuid.uuid4()), AckStatus.ACKED, "carol") is False
+
+
+async def test_an_answer_while_the_delivery_is_in_flight_settles_under_either_lease(
+    store: SqlStore,
+) -> None:
+    # In flight: the running job holds the lease, or (a previous release's) the row does.
+    by_job = (await leased_by_its_job(store, require_ack=True)).notification.id
+    later = NOW + MINUTE
+    by_row, idle = await insert(
+        store, row(require_ack=True, next_attempt=later), row(require_ack=True, next_attempt=later)
+    )
+    await leased_by_its_row(store, by_row)
+    async with store.write() as tx:
+        settled = {
+            nid: await tx.acks.settle_pending(
+                nid, status=AckStatus.ACKED, actor="carol", metadata=None, now=NOW
+            )
+            for nid in (by_job, by_row, idle)
+        }
+    assert settled == {by_job: True, by_row: True, idle: False}  # idle: no ack owed yet
 
 
 async def test_only_an_owed_ack_snoozes_and_only_a_snoozed_one_resumes(
@@ -1212,6 +1259,41 @@ async def test_a_withdrawal_cancels_the_job_and_a_replay_makes_one(store: SqlSto
         ("discarded", 1, NOW - SECOND),
         ("available", 0, NOW + MINUTE),
     ]
+
+
+async def test_a_record_reads_the_lease_its_running_job_holds_else_its_rows(
+    store: SqlStore,
+) -> None:
+    # Every read that builds a record: the lease of the running job (the row's own
+    # columns cleared), or of the row itself (its job not running: a previous release's).
+    lease = await leased_by_its_job(store, dedup_key="k", dedup_generation=1)
+    by_job = lease.notification
+    [by_row_id] = await insert(store, row(next_attempt=NOW + MINUTE))
+    token = await leased_by_its_row(store, by_row_id)
+    until = NOW + LEASE
+    want = {by_job.id: (lease.lease_token, until), by_row_id: (token, until)}
+    assert await delivery_jobs(store, by_job.id) == [
+        ("running", 1, NOW - SECOND, lease.lease_token)
+    ]
+    assert [j[0] for j in await delivery_jobs(store, by_row_id)] == ["available"]
+
+    def leases(found: Sequence[Notification | None]) -> dict[str, tuple[Any, Any]]:
+        return {n.id: (n.lease_token, n.lease_until) for n in found if n is not None}
+
+    async with store.write() as tx:
+        read = tx.notifications
+        await read.take_dedup_window(DedupWindowTake("k", by_job.id, 1, until, insert=True))
+        by_row = await read.get(by_row_id)
+        assert by_row is not None
+        assert leases([await read.get(nid) for nid in want]) == want
+        assert leases([await read.get_locked(nid) for nid in want]) == want
+        assert leases([await read.by_key(by_job.key), await read.by_key(by_row.key)]) == want
+        assert leases(list((await read.by_keys([by_job.key, by_row.key])).values())) == want
+        page = await read.list_page(conditions=[], after=None, limit=10)
+        assert leases(page) == want
+        assert leases(list((await tx.acks.locked(set(want))).values())) == want
+        owned = await tx.dispatch.window_owner("k")
+        assert owned is not None and leases([owned[1]]) == {by_job.id: want[by_job.id]}
 
 
 async def test_the_claim_reads_the_jobs_and_rechecks_each_leader(store: SqlStore) -> None:
