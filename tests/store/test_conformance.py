@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, text
 from sqlalchemy.exc import IntegrityError
 
 from tests.support.documents import document
@@ -799,6 +799,72 @@ async def test_locked_waits_for_a_writer_holding_the_row_and_reads_its_commit(
     finally:
         await other.db.dispose()
     assert seen == AckStatus.ACKED
+
+
+async def _waiting_on_a_lock(store: SqlStore) -> None:
+    """Until a transaction of the database waits on a row lock (PostgreSQL; a SQLite
+    writer waits on the one writer whenever it starts)."""
+    if store.db.writer.dialect.name != "postgresql":
+        return
+    waiting = text(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    while True:
+        async with store.db.read() as conn:
+            if (await conn.execute(waiting)).scalar():
+                return
+        await asyncio.sleep(0.01)
+
+
+async def retried_while_waiting(
+    db_url: str, store: SqlStore, nid: str, now: datetime, body: Any
+) -> Any:
+    """``nid`` claimed at ``now``, then its retry (due ``NOW + MINUTE``) settled in a
+    transaction that commits only once ``body()`` waits on the row's lock; ``body``'s
+    result."""
+    [lease] = await claim(store, now=now)
+    holding, release = asyncio.Event(), asyncio.Event()
+    settler = SqlStore(Database(db_url))
+
+    async def settle() -> None:
+        async with settler.write() as tx:
+            assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], now) == 1
+            holding.set()
+            await release.wait()
+
+    try:
+        settling = asyncio.ensure_future(settle())
+        await asyncio.wait_for(holding.wait(), 30)
+        waiting = asyncio.ensure_future(body())
+        await asyncio.wait_for(_waiting_on_a_lock(store), 30)
+        release.set()
+        await settling
+        return await asyncio.wait_for(waiting, 30)
+    finally:
+        await settler.db.dispose()
+
+
+async def test_a_locked_read_that_waited_for_a_settle_reads_the_lease_it_left(
+    db_url: str, store: SqlStore
+) -> None:
+    # The settle commits while the read waits on the row's lock: the read sees the row
+    # and its job as the settle left them, lease released. (PostgreSQL locks a row's
+    # new version while the rest of the statement reads as of its start.)
+    [nid] = await insert(store, row())
+
+    async def get_locked() -> Notification | None:
+        async with store.write() as tx:
+            return await tx.notifications.get_locked(nid)
+
+    async def acks_locked() -> Notification:
+        async with store.write() as tx:
+            return (await tx.acks.locked({nid}))[nid]
+
+    for read, now in ((get_locked, NOW), (acks_locked, NOW + MINUTE)):
+        found = await retried_while_waiting(db_url, store, nid, now, read)
+        assert (found.lease_token, found.lease_until) == (None, None)
+        assert found.next_attempt == NOW + MINUTE  # the retry's, as the settle wrote it
 
 
 async def test_concurrent_expiry_sweeps_take_each_due_ack_once(

@@ -18,6 +18,7 @@ from tests.store.test_conformance import (
     insert,
     leased_by_its_job,
     leased_by_its_row,
+    retried_while_waiting,
     row,
 )
 from tests.support.documents import document, effective
@@ -264,3 +265,19 @@ async def test_a_window_retimes_the_rows_it_holds_that_no_lease_holds(store: Sql
         assert await tx.maintenance.retime_held("w", until=later, now=NOW) == 3
     retimed = {nid: (await fetch(store, nid))["next_attempt"] for nid in (by_job, by_row, free)}
     assert retimed == {by_job: NOW - SECOND, by_row: NOW + MINUTE, free: later}
+
+
+async def test_a_window_retimes_a_row_whose_settle_it_waited_for(
+    db_url: str, store: SqlStore
+) -> None:
+    # The retry's settle commits while the retime waits on the row's lock: the retime
+    # sees the lease it released, and retimes the row.
+    [nid] = await insert(store, row(held_by_window_id="w", held_until=NOW + MINUTE))
+    later = NOW + timedelta(hours=1)
+
+    async def retime() -> int:
+        async with store.write() as tx:
+            return await tx.maintenance.retime_held("w", until=later, now=NOW)
+
+    assert await retried_while_waiting(db_url, store, nid, NOW, retime) == 1
+    assert (await fetch(store, nid))["next_attempt"] == later

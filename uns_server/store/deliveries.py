@@ -17,8 +17,8 @@ follows it in the same transaction:
   once delivered, discarded once failed.
 
 Whoever asks whether a notification's delivery is leased, and until when, reads
-``LEASE_TOKEN`` and ``LEASE_UNTIL`` (a whole row for a record: ``NOTIFICATION_COLUMNS``):
-the running job's lease, else the row's own columns.
+``LEASE_TOKEN`` and ``LEASE_UNTIL`` (a whole row for a record: ``NOTIFICATION_COLUMNS``;
+rows to lock: ``locked_records``): the running job's lease, else the row's own columns.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
     Text,
     and_,
     case,
@@ -48,7 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from uns_server.domain.enums import Status
 from uns_server.domain.jobs import DELIVERY_MAX_ATTEMPTS, FINALIZED, JobKind, JobState, NewJob
 from uns_server.domain.records import Notification
-from uns_server.store import jobs, pg
+from uns_server.store import jobs, pg, records
 from uns_server.store.tables import DELIVERY_LIVE, UtcDateTime, inline
 from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
@@ -87,6 +88,19 @@ _LEASE: dict[str, ColumnElement[Any]] = {"lease_token": LEASE_TOKEN, "lease_unti
 NOTIFICATION_COLUMNS: tuple[ColumnElement[Any], ...] = tuple(
     _LEASE[c.name].label(c.name) if c.name in _LEASE else c for c in n.c
 )
+
+
+async def locked_records(conn: AsyncConnection, lock: Select[Any]) -> list[Notification]:
+    """The records of the notifications ``lock`` (``SELECT id ... FOR UPDATE``) locks, in
+    its order, read by a statement of their own once the locks are held. In one statement,
+    PostgreSQL would lock and return the version a concurrent commit (a settle) left, while
+    the job's lease still read as of the statement's start: a lease the settle released."""
+    ids = list((await conn.execute(lock)).scalars())
+    if not ids:
+        return []
+    rows = await conn.execute(select(*NOTIFICATION_COLUMNS).where(n.c.id.in_(ids)))
+    found = {r.id: r for r in map(records.notification, rows.mappings())}
+    return [found[i] for i in ids]
 
 
 def unleased(now: datetime) -> ColumnElement[bool]:

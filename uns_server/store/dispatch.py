@@ -286,13 +286,13 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
 
     async def pending_followers(self, owner_id: str) -> list[Notification]:
         """The owner's PENDING followers in promotion order (oldest first), locked."""
-        q = (
-            select(*deliveries.NOTIFICATION_COLUMNS)
+        lock = (
+            select(n.c.id)
             .where(n.c.dedup_owner_id == owner_id, n.c.status == inline(Status.PENDING.value))
             .order_by(n.c.created_at, n.c.id)
             .with_for_update()
         )
-        return [records.notification(row) for row in (await self._conn.execute(q)).mappings()]
+        return await deliveries.locked_records(self._conn, lock)
 
     async def window_owner(self, dedup_key: str) -> tuple[DedupWindow, Notification] | None:
         """The dedup window of ``dedup_key``, locked until commit (as intake locks it), and

@@ -94,9 +94,11 @@ class SqlNotificationReads(Bound):
 
     async def get(self, notification_id: str, *, for_update: bool = False) -> Notification | None:
         """One notification, optionally locked until commit."""
-        q = select(*_ROW).where(notifications.c.id == notification_id)
         if for_update:
-            q = q.with_for_update()
+            lock = select(notifications.c.id).where(notifications.c.id == notification_id)
+            found = await deliveries.locked_records(self._conn, lock.with_for_update())
+            return found[0] if found else None
+        q = select(*_ROW).where(notifications.c.id == notification_id)
         row = (await self._conn.execute(q)).mappings().first()
         return None if row is None else records.notification(row)
 
