@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, text
 from sqlalchemy.exc import IntegrityError
 
 from tests.support.documents import document
@@ -132,6 +132,33 @@ async def claim(
 
 def claimed_ids(leases: Sequence[Attempt]) -> list[str]:
     return [a.notification.id for a in leases]
+
+
+async def _set_own_lease(store: SqlStore, nid: str, token: str | None, until: Any) -> None:
+    t = notifications_table
+    async with store.db.write() as tx:
+        q = t.update().where(t.c.id == nid)
+        await tx.conn.execute(q.values(lease_token=token, lease_until=until))
+
+
+async def leased_by_its_job(store: SqlStore, **overrides: Any) -> Attempt:
+    """A leader claimed by ``Dispatch.claim`` (before any other row is due), its own
+    lease columns then cleared, as the claim will leave them (issue 41, step 2): its
+    running delivery job alone holds the lease, until ``NOW + LEASE``."""
+    [nid] = await insert(store, row(**overrides))
+    channels = overrides.get("channels", WEBHOOK)
+    [lease] = await claim(store, limit=1, channels=channels)
+    assert lease.notification.id == nid
+    await _set_own_lease(store, nid, None, None)
+    return lease
+
+
+async def leased_by_its_row(store: SqlStore, nid: str) -> str:
+    """A replica of the previous release leases ``nid``'s own row until ``NOW + LEASE``;
+    its delivery job is not running. Returns that lease's token."""
+    token = str(uuid.uuid4())
+    await _set_own_lease(store, nid, token, NOW + LEASE)
+    return token
 
 
 async def _race(db_url: str, count: int, body: Any) -> list[BaseException | Any]:
@@ -668,6 +695,26 @@ async def test_only_a_pending_ack_settles_and_only_once(store: SqlStore) -> None
     assert await settle(str(uuid.uuid4()), AckStatus.ACKED, "carol") is False
 
 
+async def test_an_answer_while_the_delivery_is_in_flight_settles_under_either_lease(
+    store: SqlStore,
+) -> None:
+    # In flight: the running job holds the lease, or (a previous release's) the row does.
+    by_job = (await leased_by_its_job(store, require_ack=True)).notification.id
+    later = NOW + MINUTE
+    by_row, idle = await insert(
+        store, row(require_ack=True, next_attempt=later), row(require_ack=True, next_attempt=later)
+    )
+    await leased_by_its_row(store, by_row)
+    async with store.write() as tx:
+        settled = {
+            nid: await tx.acks.settle_pending(
+                nid, status=AckStatus.ACKED, actor="carol", metadata=None, now=NOW
+            )
+            for nid in (by_job, by_row, idle)
+        }
+    assert settled == {by_job: True, by_row: True, idle: False}  # idle: no ack owed yet
+
+
 async def test_only_an_owed_ack_snoozes_and_only_a_snoozed_one_resumes(
     db: Database, store: SqlStore
 ) -> None:
@@ -757,6 +804,72 @@ async def test_locked_waits_for_a_writer_holding_the_row_and_reads_its_commit(
     finally:
         await other.db.dispose()
     assert seen == AckStatus.ACKED
+
+
+async def _waiting_on_a_lock(store: SqlStore) -> None:
+    """Until a transaction of the database waits on a row lock (PostgreSQL; a SQLite
+    writer waits on the one writer whenever it starts)."""
+    if store.db.writer.dialect.name != "postgresql":
+        return
+    waiting = text(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    while True:
+        async with store.db.read() as conn:
+            if (await conn.execute(waiting)).scalar():
+                return
+        await asyncio.sleep(0.01)
+
+
+async def retried_while_waiting(
+    db_url: str, store: SqlStore, nid: str, now: datetime, body: Any
+) -> Any:
+    """``nid`` claimed at ``now``, then its retry (due ``NOW + MINUTE``) settled in a
+    transaction that commits only once ``body()`` waits on the row's lock; ``body``'s
+    result."""
+    [lease] = await claim(store, now=now)
+    holding, release = asyncio.Event(), asyncio.Event()
+    settler = SqlStore(Database(db_url))
+
+    async def settle() -> None:
+        async with settler.write() as tx:
+            assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], now) == 1
+            holding.set()
+            await release.wait()
+
+    try:
+        settling = asyncio.ensure_future(settle())
+        await asyncio.wait_for(holding.wait(), 30)
+        waiting = asyncio.ensure_future(body())
+        await asyncio.wait_for(_waiting_on_a_lock(store), 30)
+        release.set()
+        await settling
+        return await asyncio.wait_for(waiting, 30)
+    finally:
+        await settler.db.dispose()
+
+
+async def test_a_locked_read_that_waited_for_a_settle_reads_the_lease_it_left(
+    db_url: str, store: SqlStore
+) -> None:
+    # The settle commits while the read waits on the row's lock: the read sees the row
+    # and its job as the settle left them, lease released. (PostgreSQL locks a row's
+    # new version while the rest of the statement reads as of its start.)
+    [nid] = await insert(store, row())
+
+    async def get_locked() -> Notification | None:
+        async with store.write() as tx:
+            return await tx.notifications.get_locked(nid)
+
+    async def acks_locked() -> Notification:
+        async with store.write() as tx:
+            return (await tx.acks.locked({nid}))[nid]
+
+    for read, now in ((get_locked, NOW), (acks_locked, NOW + MINUTE)):
+        found = await retried_while_waiting(db_url, store, nid, now, read)
+        assert (found.lease_token, found.lease_until) == (None, None)
+        assert found.next_attempt == NOW + MINUTE  # the retry's, as the settle wrote it
 
 
 async def test_concurrent_expiry_sweeps_take_each_due_ack_once(
@@ -1238,6 +1351,41 @@ async def test_a_withdrawal_cancels_the_job_and_a_replay_makes_one(store: SqlSto
         ("discarded", 1, NOW - SECOND),
         ("available", 0, NOW + MINUTE),
     ]
+
+
+async def test_a_record_reads_the_lease_its_running_job_holds_else_its_rows(
+    store: SqlStore,
+) -> None:
+    # Every read that builds a record: the lease of the running job (the row's own
+    # columns cleared), or of the row itself (its job not running: a previous release's).
+    lease = await leased_by_its_job(store, dedup_key="k", dedup_generation=1)
+    by_job = lease.notification
+    [by_row_id] = await insert(store, row(next_attempt=NOW + MINUTE))
+    token = await leased_by_its_row(store, by_row_id)
+    until = NOW + LEASE
+    want = {by_job.id: (lease.lease_token, until), by_row_id: (token, until)}
+    assert await delivery_jobs(store, by_job.id) == [
+        ("running", 1, NOW - SECOND, lease.lease_token)
+    ]
+    assert [j[0] for j in await delivery_jobs(store, by_row_id)] == ["available"]
+
+    def leases(found: Sequence[Notification | None]) -> dict[str, tuple[Any, Any]]:
+        return {n.id: (n.lease_token, n.lease_until) for n in found if n is not None}
+
+    async with store.write() as tx:
+        read = tx.notifications
+        await read.take_dedup_window(DedupWindowTake("k", by_job.id, 1, until, insert=True))
+        by_row = await read.get(by_row_id)
+        assert by_row is not None
+        assert leases([await read.get(nid) for nid in want]) == want
+        assert leases([await read.get_locked(nid) for nid in want]) == want
+        assert leases([await read.by_key(by_job.key), await read.by_key(by_row.key)]) == want
+        assert leases(list((await read.by_keys([by_job.key, by_row.key])).values())) == want
+        page = await read.list_page(conditions=[], after=None, limit=10)
+        assert leases(page) == want
+        assert leases(list((await tx.acks.locked(set(want))).values())) == want
+        owned = await tx.dispatch.window_owner("k")
+        assert owned is not None and leases([owned[1]]) == {by_job.id: want[by_job.id]}
 
 
 async def test_the_claim_reads_the_jobs_and_rechecks_each_leader(store: SqlStore) -> None:

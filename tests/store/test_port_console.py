@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.store.test_conformance import NOW, _event, insert, row
+from tests.store.test_conformance import (
+    LEASE,
+    NOW,
+    _event,
+    insert,
+    leased_by_its_job,
+    leased_by_its_row,
+    row,
+)
 from tests.store.test_port_directory import _spec
 from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.store.sql_store import SqlStore
@@ -63,6 +71,21 @@ async def test_queue_counts_split_pending_rows_and_stop_at_the_cap(store: SqlSto
         assert not over
         _, over = await tx.console.queue_counts(NOW, 5)  # six pending rows
         assert over
+
+
+async def test_queue_counts_count_a_lease_its_job_or_its_row_holds_in_flight(
+    store: SqlStore,
+) -> None:
+    # The running job's lease (the row's own columns cleared), a previous release's on
+    # the row (its job not running), and a free leader due as they are.
+    await leased_by_its_job(store)
+    by_row, _free = await insert(store, row(), row())
+    await leased_by_its_row(store, by_row)
+    async with store.read() as tx:
+        counts, _ = await tx.console.queue_counts(NOW, 100)
+        assert counts == {"due": 1, "in_flight": 2, "scheduled": 0}
+        counts, _ = await tx.console.queue_counts(NOW + LEASE, 100)
+        assert counts == {"due": 3, "in_flight": 0, "scheduled": 0}
 
 
 async def test_state_counts_count_each_card_up_to_its_cap(store: SqlStore) -> None:

@@ -8,7 +8,19 @@ from datetime import timedelta
 
 import pytest
 
-from tests.store.test_conformance import NOW, _event, claim, fetch, insert, row
+from tests.store.test_conformance import (
+    MINUTE,
+    NOW,
+    SECOND,
+    _event,
+    claim,
+    fetch,
+    insert,
+    leased_by_its_job,
+    leased_by_its_row,
+    retried_while_waiting,
+    row,
+)
 from tests.support.documents import document, effective
 from uns_server.domain.enums import DeliveryMode, EventKind, Status
 from uns_server.domain.maintenance import ClaimHold, MaintenanceWindow
@@ -237,3 +249,35 @@ async def test_maintenance_windows_are_kept_audited_and_hold_claimed_rows(
         ("db-upgrade", "PUT", "oscar"),
         ("old", "PUT", "oscar"),
     ]
+
+
+async def test_a_window_retimes_the_rows_it_holds_that_no_lease_holds(store: SqlStore) -> None:
+    # Held by "w" while in flight: the running job's lease (the row's own columns
+    # cleared), or a previous release's on the row (its job not running).
+    held = {"held_by_window_id": "w", "held_until": NOW + MINUTE}
+    by_job = (await leased_by_its_job(store, **held)).notification.id
+    by_row, free = await insert(
+        store, row(next_attempt=NOW + MINUTE, **held), row(next_attempt=NOW + MINUTE, **held)
+    )
+    await leased_by_its_row(store, by_row)
+    later = NOW + timedelta(hours=1)
+    async with store.write() as tx:
+        assert await tx.maintenance.retime_held("w", until=later, now=NOW) == 3
+    retimed = {nid: (await fetch(store, nid))["next_attempt"] for nid in (by_job, by_row, free)}
+    assert retimed == {by_job: NOW - SECOND, by_row: NOW + MINUTE, free: later}
+
+
+async def test_a_window_retimes_a_row_whose_settle_it_waited_for(
+    db_url: str, store: SqlStore
+) -> None:
+    # The retry's settle commits while the retime waits on the row's lock: the retime
+    # sees the lease it released, and retimes the row.
+    [nid] = await insert(store, row(held_by_window_id="w", held_until=NOW + MINUTE))
+    later = NOW + timedelta(hours=1)
+
+    async def retime() -> int:
+        async with store.write() as tx:
+            return await tx.maintenance.retime_held("w", until=later, now=NOW)
+
+    assert await retried_while_waiting(db_url, store, nid, NOW, retime) == 1
+    assert (await fetch(store, nid))["next_attempt"] == later

@@ -6,10 +6,23 @@ WatchEvents horizon, planner statistics (PostgreSQL only)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from tests.conftest import PostgresDatabases
-from tests.store.test_conformance import NOW, WEBHOOK, _event, claim, fetch, insert, record, row
+from tests.store.test_conformance import (
+    LEASE,
+    NOW,
+    SECOND,
+    WEBHOOK,
+    _event,
+    claim,
+    fetch,
+    insert,
+    leased_by_its_job,
+    leased_by_its_row,
+    record,
+    row,
+)
 from uns_server.domain.admission import DedupWindowTake
 from uns_server.domain.enums import AckStatus, DeliveryMode, EventKind, Status
 from uns_server.store.db import Database
@@ -93,6 +106,17 @@ async def test_the_backlog_counts_pending_leaders_by_their_state(store: SqlStore
         assert await tx.queue.backlog(NOW) == Backlog(3, 1, 1, oldest)
 
 
+async def test_the_backlog_counts_a_lease_its_job_or_its_row_holds(store: SqlStore) -> None:
+    # The running job's lease (the row's own columns cleared), a previous release's on
+    # the row (its job not running), and a free leader due as they are.
+    await leased_by_its_job(store)
+    by_row, _free = await insert(store, row(), row())
+    await leased_by_its_row(store, by_row)
+    async with store.read() as tx:
+        assert await tx.queue.backlog(NOW) == Backlog(1, 2, 0, NOW - SECOND)
+        assert await tx.queue.backlog(NOW + LEASE) == Backlog(3, 0, 0, NOW - SECOND)
+
+
 async def test_unserved_due_names_leaders_whose_channel_nobody_here_serves(
     store: SqlStore,
 ) -> None:
@@ -111,6 +135,24 @@ async def test_unserved_due_names_leaders_whose_channel_nobody_here_serves(
         assert (
             await tx.queue.unserved_due(["webhook", "sms"], now=NOW, due_before=NOW, limit=10) == []
         )
+
+
+async def test_unserved_due_passes_over_a_lease_its_job_or_its_row_holds(
+    store: SqlStore,
+) -> None:
+    sms = ["webhook", "sms"]
+    since = NOW - timedelta(minutes=10)
+    by_job = (await leased_by_its_job(store, channels=sms, next_attempt=since)).notification.id
+    [by_row] = await insert(store, row(channels=sms, next_attempt=since))
+    await leased_by_its_row(store, by_row)
+
+    async def unserved(now: datetime) -> set[str]:
+        async with store.read() as tx:
+            found = await tx.queue.unserved_due(WEBHOOK, now=now, due_before=NOW, limit=10)
+        return {u.notification_id for u in found}
+
+    assert await unserved(NOW) == set()
+    assert await unserved(NOW + LEASE) == {by_job, by_row}  # both leases ended
 
 
 async def test_a_callback_receipt_is_kept_once_until_pruned(store: SqlStore) -> None:

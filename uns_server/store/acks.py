@@ -12,8 +12,8 @@ from sqlalchemy import and_, or_, select, update
 from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.records import Notification
 from uns_server.domain.snooze import Snooze
-from uns_server.store import records
 from uns_server.store.bound import Bound
+from uns_server.store.deliveries import LEASE_TOKEN, locked_records
 from uns_server.store.followups import cancel_waiting_follow_ups, stop_follow_ups
 from uns_server.store.tables import inline
 from uns_server.store.tables import notifications as n
@@ -42,7 +42,7 @@ class SqlAcks(Bound):
             n.c.ack_status.is_(None),
             n.c.require_ack.is_(True),
             n.c.status == inline(Status.PENDING.value),
-            *([] if sent_while_held else [n.c.lease_token.is_not(None)]),
+            *([] if sent_while_held else [LEASE_TOKEN.is_not(None)]),
         )
         result = await self._conn.execute(
             update(n)
@@ -61,19 +61,18 @@ class SqlAcks(Bound):
     async def locked(self, ids: Collection[str]) -> dict[str, Notification]:
         if not ids:
             return {}
-        q = select(n).where(n.c.id.in_(sorted(ids))).order_by(n.c.id).with_for_update()
-        found = (records.notification(row) for row in (await self._conn.execute(q)).mappings())
-        return {row.id: row for row in found}
+        lock = select(n.c.id).where(n.c.id.in_(sorted(ids))).order_by(n.c.id).with_for_update()
+        return {row.id: row for row in await locked_records(self._conn, lock)}
 
     async def due_deadlines(self, now: datetime, limit: int) -> list[Notification]:
-        q = (
-            select(n)
+        lock = (
+            select(n.c.id)
             .where(n.c.ack_status == inline(AckStatus.PENDING.value), n.c.deadline <= now)
             .order_by(n.c.deadline)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        return [records.notification(row) for row in (await self._conn.execute(q)).mappings()]
+        return await locked_records(self._conn, lock)
 
     async def snooze(self, notification_id: str, move: Snooze, now: datetime) -> bool:
         result = await self._conn.execute(

@@ -292,13 +292,13 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
 
     async def pending_followers(self, owner_id: str) -> list[Notification]:
         """The owner's PENDING followers in promotion order (oldest first), locked."""
-        q = (
-            select(n)
+        lock = (
+            select(n.c.id)
             .where(n.c.dedup_owner_id == owner_id, n.c.status == inline(Status.PENDING.value))
             .order_by(n.c.created_at, n.c.id)
             .with_for_update()
         )
-        return [records.notification(row) for row in (await self._conn.execute(q)).mappings()]
+        return await deliveries.locked_records(self._conn, lock)
 
     async def window_owner(self, dedup_key: str) -> tuple[DedupWindow, Notification] | None:
         """The dedup window of ``dedup_key``, locked until commit (as intake locks it), and
@@ -308,11 +308,8 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         if row is None or not row["owner_id"]:
             return None
         window = records.dedup_window(row)
-        owner = (
-            (await self._conn.execute(select(n).where(n.c.id == window.owner_id)))
-            .mappings()
-            .first()
-        )
+        q = select(*deliveries.NOTIFICATION_COLUMNS).where(n.c.id == window.owner_id)
+        owner = (await self._conn.execute(q)).mappings().first()
         return None if owner is None else (window, records.notification(owner))
 
     async def _insert_timers(self, timers: Sequence[NewJob], now: datetime) -> None:

@@ -154,9 +154,12 @@ class SqlMaintenance(SqlMaintenanceReads):
         unleased ones due then); without, released (the PENDING ones due now if later, the
         hold cleared on every row). How many rows it held."""
         mine = n.c.held_by_window_id == window_id
-        pending = (n.c.status == inline(Status.PENDING.value)) & n.c.lease_token.is_(None)
-        # Their delivery jobs follow (retimed with them), in this transaction.
-        ids = list((await self._conn.execute(select(n.c.id).where(mine))).scalars())
+        pending = (n.c.status == inline(Status.PENDING.value)) & deliveries.LEASE_TOKEN.is_(None)
+        # Their delivery jobs follow (retimed with them), in this transaction. Locked
+        # first, so that the UPDATE reads each lease from its job as it stands, never as
+        # it stood before a settle the UPDATE waited for (``deliveries.locked_records``).
+        lock = select(n.c.id).where(mine).order_by(n.c.id).with_for_update()
+        ids = list((await self._conn.execute(lock)).scalars())
         if until is not None:
             result = await self._conn.execute(
                 update(n)

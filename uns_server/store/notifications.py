@@ -18,9 +18,9 @@ from uns_server.store.bound import Bound, BoundTx
 from uns_server.store.port.values import NOTIFICATION_FILTER_FIELDS
 from uns_server.store.tables import dedup, notifications, policies
 
-_BY_KEYS_PG = pg.Statement(
-    select(notifications).where(notifications.c.key == any_(bindparam("keys")))
-)
+# Every read of a record selects ``_ROW``: the delivery lease as its job holds it.
+_ROW = deliveries.NOTIFICATION_COLUMNS
+_BY_KEYS_PG = pg.Statement(select(*_ROW).where(notifications.c.key == any_(bindparam("keys"))))
 _INSERT_PG = pg.Insert(notifications)
 _ADMITTED_UNDER = "admitted_under"  # the guard's value beside each row (``_NewOnly``)
 
@@ -99,15 +99,17 @@ class SqlNotificationReads(Bound):
 
     async def get(self, notification_id: str, *, for_update: bool = False) -> Notification | None:
         """One notification, optionally locked until commit."""
-        q = select(notifications).where(notifications.c.id == notification_id)
         if for_update:
-            q = q.with_for_update()
+            lock = select(notifications.c.id).where(notifications.c.id == notification_id)
+            found = await deliveries.locked_records(self._conn, lock.with_for_update())
+            return found[0] if found else None
+        q = select(*_ROW).where(notifications.c.id == notification_id)
         row = (await self._conn.execute(q)).mappings().first()
         return None if row is None else records.notification(row)
 
     async def by_key(self, key: str) -> Notification | None:
         """The notification holding this idempotency key."""
-        q = select(notifications).where(notifications.c.key == key)
+        q = select(*_ROW).where(notifications.c.key == key)
         row = (await self._conn.execute(q)).mappings().first()
         return None if row is None else records.notification(row)
 
@@ -118,7 +120,7 @@ class SqlNotificationReads(Bound):
         after: tuple[datetime, str] | None,
         limit: int,
     ) -> list[Notification]:
-        q = select(notifications)
+        q = select(*_ROW)
         for field, value in conditions:
             q = q.where(_FILTERABLE[field] == value)
         if after is not None:
@@ -159,7 +161,7 @@ class SqlNotifications(BoundTx, SqlNotificationReads):
         if driver is not None:
             rows: Iterable[pg.Row] = await _BY_KEYS_PG.fetch(driver, {"keys": sorted(keys)})
         else:
-            q = select(notifications).where(notifications.c.key.in_(sorted(keys)))
+            q = select(*_ROW).where(notifications.c.key.in_(sorted(keys)))
             rows = (await self._conn.execute(q)).mappings()
         found = (records.notification(row) for row in rows)
         return {n.key: n for n in found}

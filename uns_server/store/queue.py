@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import case, func, select
 
 from uns_server.domain.enums import Status
 from uns_server.store.bound import Bound
+from uns_server.store.deliveries import unleased
 from uns_server.store.port.values import Backlog, UnservedLeader
 from uns_server.store.served import served
 from uns_server.store.tables import UtcDateTime, inline
@@ -26,31 +26,28 @@ class SqlQueue(Bound):
 
         The WHERE clause is the predicate of the partial index ``ix_uns_notifications_due``,
         so this reads only pending leaders (the backlog), never the notification history.
+        The rows are grouped by one expression that names the lease once, so each row's
+        job is probed once (``deliveries.LEASE_UNTIL``): PostgreSQL would copy a derived
+        table's column, subquery and all, into every condition that read it.
         """
-        leased = n.c.lease_until > now
-        due = (n.c.next_attempt <= now) & (n.c.lease_until.is_(None) | (n.c.lease_until <= now))
-        scheduled = (n.c.next_attempt > now) & (
-            n.c.lease_until.is_(None) | (n.c.lease_until <= now)
+        state = case(
+            (~unleased(now), inline("leased")),
+            (n.c.next_attempt <= now, inline("due")),
+            else_=inline("scheduled"),
         )
-
-        def count(cond: Any) -> Any:
-            return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
-
-        q = select(
-            count(due),
-            count(leased),
-            count(scheduled),
-            func.min(case((due, n.c.next_attempt), else_=None)),
-        ).where(n.c.status == inline(Status.PENDING.value), n.c.dedup_owner_id.is_(None))
-        row = (await self._conn.execute(q)).one()
-        oldest: Any = row[3]
+        q = (
+            select(state, func.count(), func.min(n.c.next_attempt))
+            .where(n.c.status == inline(Status.PENDING.value), n.c.dedup_owner_id.is_(None))
+            .group_by(state)
+        )
+        found = {name: (int(rows), oldest) for name, rows, oldest in await self._conn.execute(q)}
+        (due, oldest), (leased, _), (scheduled, _) = (
+            found.get(name, (0, None)) for name in ("due", "leased", "scheduled")
+        )
         if isinstance(oldest, str):  # aggregates bypass the column type on SQLite
             oldest = datetime.fromisoformat(oldest)
         return Backlog(
-            int(row[0]),
-            int(row[1]),
-            int(row[2]),
-            UtcDateTime().process_result_value(oldest, self._conn.dialect),
+            due, leased, scheduled, UtcDateTime().process_result_value(oldest, self._conn.dialect)
         )
 
     async def unserved_due(
@@ -64,12 +61,13 @@ class SqlQueue(Bound):
         """(id, channels, next_attempt) of unleased pending leaders due since before
         ``due_before`` that name a channel outside ``channels``: work that the dispatcher
         holding ``channels`` never claims. Oldest first, at most ``limit``."""
-        free = n.c.lease_until.is_(None) | (n.c.lease_until <= now)
         q = (
             select(n.c.id, n.c.notification, n.c.next_attempt)
             .where(n.c.status == inline(Status.PENDING.value), n.c.dedup_owner_id.is_(None))
             .where(
-                n.c.next_attempt <= due_before, free, served(self._conn.dialect.name, negated=True)
+                n.c.next_attempt <= due_before,
+                unleased(now),
+                served(self._conn.dialect.name, negated=True),
             )
             .order_by(n.c.next_attempt)
             .limit(limit)
