@@ -377,14 +377,15 @@ async def test_status_of_reads_the_current_status(store: SqlStore) -> None:
         assert await tx.dispatch.status_of(str(uuid.uuid4())) is None
 
 
-def _delivered(nid: str, token: str) -> moves.SettleAttempt:
+def _delivered(nid: str, token: str, attempt: int = 1) -> moves.SettleAttempt:
+    """The settle of attempt number ``attempt`` (the claim saw one fewer counted)."""
     delivered = Settlement(Status.DELIVERED, False, {}, delivered_at=NOW)
-    return moves.SettleAttempt(nid, token, delivered, 1, 1)
+    return moves.SettleAttempt(nid, token, delivered, attempt, attempt)
 
 
-def _retry(nid: str, token: str) -> moves.SettleAttempt:
+def _retry(nid: str, token: str, attempt: int = 1) -> moves.SettleAttempt:
     retry = Settlement(Status.PENDING, False, {}, next_attempt=NOW + timedelta(minutes=1))
-    return moves.SettleAttempt(nid, token, retry, 1, 1)
+    return moves.SettleAttempt(nid, token, retry, attempt, attempt)
 
 
 async def test_settle_with_a_stale_token_changes_nothing(store: SqlStore) -> None:
@@ -398,13 +399,15 @@ async def test_settle_with_a_stale_token_changes_nothing(store: SqlStore) -> Non
         assert await tx.dispatch.settle_many([_delivered(nid, stale)], NOW) == frozenset()
     assert await fetch(store, nid) == before
 
+    # The current lease's claim counted the interrupted attempt: its own is the second.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == {nid}
+        assert await tx.dispatch.settle_many([_delivered(nid, current, 2)], NOW) == {nid}
     stored = await fetch(store, nid)
     assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
+    assert (stored["attempts"], stored["cycle_attempts"]) == (2, 2)
     # Settled: the token holds nothing any more.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == frozenset()
+        assert await tx.dispatch.settle_many([_delivered(nid, current, 2)], NOW) == frozenset()
 
 
 async def test_settle_many_names_the_rows_its_fence_let_through(store: SqlStore) -> None:
@@ -834,7 +837,8 @@ async def retried_while_waiting(
 
     async def settle() -> None:
         async with settler.write() as tx:
-            assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], now) == 1
+            retry = _retry(nid, lease.lease_token, lease.attempt)
+            assert await tx.dispatch.settle_many([retry], now) == {nid}
             holding.set()
             await release.wait()
 
@@ -1285,12 +1289,12 @@ async def test_the_claim_runs_the_job_under_the_leaders_token(store: SqlStore) -
     [again] = await claim(store, now=NOW + MINUTE)
     # A stale token moves neither the row nor its job.
     async with store.write() as tx:
-        assert (
-            await tx.dispatch.settle_many([_delivered(nid, lease.lease_token)], NOW) == frozenset()
-        )
+        stale = _delivered(nid, lease.lease_token, 2)
+        assert await tx.dispatch.settle_many([stale], NOW) == frozenset()
     assert await delivery_jobs(store, nid) == [("running", 2, NOW + MINUTE, again.lease_token)]
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, again.lease_token)], NOW) == {nid}
+        now_settled = _delivered(nid, again.lease_token, 2)
+        assert await tx.dispatch.settle_many([now_settled], NOW) == {nid}
     assert await delivery_jobs(store, nid) == [("completed", 2, NOW + MINUTE, None)]
 
 
@@ -1341,7 +1345,7 @@ async def test_a_withdrawal_cancels_the_job_and_a_replay_makes_one(store: SqlSto
     [lease] = await claim(store)
     assert lease.notification.id == b
     async with store.write() as tx:
-        dead = moves.ExhaustAttempt(b, lease.lease_token, Status.FAILED, True, {}, 1, 1)
+        dead = moves.ExhaustAttempt(b, lease.lease_token, Status.FAILED, True, {}, 0, 0)
         assert await tx.dispatch.settle_many([dead], NOW) == {b}
     assert [j[0] for j in await delivery_jobs(store, b)] == ["discarded"]
     async with store.write() as tx:

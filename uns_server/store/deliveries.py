@@ -60,26 +60,48 @@ from uns_server.store.tables import notifications as n
 _LIVE = sorted(s.value for s in (JobState.AVAILABLE, JobState.RETRYABLE, JobState.RUNNING))
 _KIND: Any = inline(JobKind.DELIVERY.value)
 _FINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(FINALIZED))
+# A job still under an attempt's token: running, or rescued (the rescuer keeps the token)
+# and not claimed again. The settle whose fence held moves it either way, so the job and
+# its notification never part (``settle``).
+_UNDER_TOKEN = [inline(JobState.RUNNING.value), inline(JobState.RETRYABLE.value)]
 
 
-def held_by(token: Any, now: Any | None = None) -> Any:
+def held_by(token: Any, seen: Any, now: Any | None = None) -> Any:
     """The fence of a settle of ``uns_notifications``: its delivery job runs under
-    ``token`` (and, with ``now``, its lease has not expired)."""
+    ``token`` (and, with ``now``, its lease has not expired), and the row is still the
+    PENDING leader the claim saw, ``seen`` attempts counted.
+
+    The row's own columns are the part PostgreSQL checks again when the UPDATE waited
+    for a concurrent writer of the row (the job is read as of the statement's start):
+    every writer that ends an attempt's lease changes them (a withdrawal the status, a
+    settle or a recovering claim the count), so a settle a withdrawal overtook while it
+    waited lands nothing. The job's own settle (``settle``) checks its token again on
+    its latest version."""
     running = select(j.c.id).where(
         j.c.notification_id == n.c.id,
         j.c.kind == _KIND,
         j.c.state == inline(JobState.RUNNING.value),
         j.c.lease_token == token,
     )
-    return (running if now is None else running.where(j.c.lease_until > now)).exists()
+    if now is not None:
+        running = running.where(j.c.lease_until > now)
+    return and_(
+        n.c.status == inline(Status.PENDING.value),
+        n.c.dedup_owner_id.is_(None),
+        n.c.attempts == seen,
+        running.exists(),
+    )
 
 
 HELD_BY_SQL = (
-    "EXISTS (SELECT 1 FROM uns_jobs WHERE uns_jobs.notification_id = uns_notifications.id "
+    "uns_notifications.status = 'PENDING' AND uns_notifications.dedup_owner_id IS NULL "
+    "AND uns_notifications.attempts = r.b_seen "
+    "AND EXISTS (SELECT 1 FROM uns_jobs WHERE uns_jobs.notification_id = uns_notifications.id "
     "AND uns_jobs.kind = 'delivery' AND uns_jobs.state = 'running' "
     "AND uns_jobs.lease_token = r.b_token AND uns_jobs.lease_until > r.b_now)"
 )
-"""``held_by`` with an expiry, over a ``pg.FencedUpdate``'s ``r.b_token``, ``r.b_now``."""
+"""``held_by`` with an expiry, over a ``pg.FencedUpdate``'s ``r.b_token``, ``r.b_seen``,
+``r.b_now``."""
 
 
 def is_live_delivery() -> Any:
@@ -104,9 +126,28 @@ LEASE_TOKEN: ColumnElement[str | None] = func.coalesce(
 LEASE_UNTIL: ColumnElement[datetime | None] = func.coalesce(
     _running(j.c.lease_until), n.c.lease_until, type_=UtcDateTime()
 )
+# An attempt started and not yet counted: its token is still on the live job (running,
+# or rescued and not claimed again); the settle, or the claim that recovers it, counts
+# it on the row. (A previous release's replica counted its attempt when it leased the row.)
+_UNCOUNTED = case(
+    (
+        n.c.lease_token.is_(None)
+        & select(j.c.id)
+        .where(j.c.notification_id == n.c.id, is_live_delivery(), j.c.lease_token.is_not(None))
+        .correlate(n)
+        .exists(),
+        1,
+    ),
+    else_=0,
+)
 # A notification row as a record reads it (``records.notification``): every column, the
-# lease from its job.
-_LEASE: dict[str, ColumnElement[Any]] = {"lease_token": LEASE_TOKEN, "lease_until": LEASE_UNTIL}
+# lease from its job, and the attempts counting the one in flight (or interrupted).
+_LEASE: dict[str, ColumnElement[Any]] = {
+    "lease_token": LEASE_TOKEN,
+    "lease_until": LEASE_UNTIL,
+    "attempts": n.c.attempts + _UNCOUNTED,
+    "cycle_attempts": n.c.cycle_attempts + _UNCOUNTED,
+}
 NOTIFICATION_COLUMNS: tuple[ColumnElement[Any], ...] = tuple(
     _LEASE[c.name].label(c.name) if c.name in _LEASE else c for c in n.c
 )
@@ -289,9 +330,12 @@ def settled(
 
 class _SettlePg:
     """The settle of delivery jobs as one statement over arrays (``pg.Rider``), each
-    job fenced by the attempt's token: it rides in an events append beside the fenced
-    notification updates (after them, waiting for their counts (``when``), when the
-    statement is alone), and must move every job (``exact_sql``)."""
+    job still under the attempt's token (``_UNDER_TOKEN``): it rides in an events append
+    beside the fenced notification updates (after them, waiting for their counts
+    (``when``), when the statement is alone), and must move every job (``exact_sql``).
+    Once the notification's fence held, only a new claim could have taken the job, and
+    a claim that recovers an attempt changes the row's count: so a statement that
+    writes alone, without a transaction to roll back, never parts a job from its row."""
 
     width = 5
 
@@ -310,7 +354,7 @@ class _SettlePg:
             # every live job).
             f"WHERE uns_jobs.notification_id = ANY({p[0]}::text[]) "
             "AND uns_jobs.notification_id = r.nid AND uns_jobs.kind = 'delivery' "
-            "AND uns_jobs.state = 'running' AND uns_jobs.lease_token = r.token"
+            "AND uns_jobs.state IN ('running', 'retryable') AND uns_jobs.lease_token = r.token"
             + (f" AND {when}" if when else "")
         )
 
@@ -347,8 +391,8 @@ def settle_rows(settles: Sequence[SettleDelivery], now: datetime) -> list[dict[s
 
 
 async def settle(conn: AsyncConnection, settles: Sequence[SettleDelivery], now: datetime) -> None:
-    """Move the running delivery job of each settled notification (its fence held in
-    this transaction), still under the attempt's token, in one statement."""
+    """Move the delivery job of each settled notification (its fence held in this
+    transaction), still under the attempt's token, in one statement."""
     if not settles:
         return
     driver = pg.driver(conn)
@@ -370,7 +414,7 @@ async def settle(conn: AsyncConnection, settles: Sequence[SettleDelivery], now: 
     await conn.execute(
         update(j)
         .where(j.c.notification_id == r.c.nid, j.c.lease_token == r.c.token)
-        .where(j.c.kind == _KIND, j.c.state == inline(JobState.RUNNING.value))
+        .where(j.c.kind == _KIND, j.c.state.in_(_UNDER_TOKEN))
         .values(
             state=r.c.state,
             scheduled_at=case(

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    Integer,
     Text,
     bindparam,
     cast,
@@ -71,11 +72,8 @@ def _settle_leased_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statemen
     if found is None:
         token = bindparam("b_token", type_=j.c.lease_token.type)
         now = bindparam("b_now", type_=UtcDateTime())
-        stmt = (
-            update(n)
-            .where(n.c.id == bindparam("b_id"), deliveries.held_by(token, now))
-            .values(_assignments(columns))
-        )
+        fence = deliveries.held_by(token, bindparam("b_seen", type_=Integer()), now)
+        stmt = update(n).where(n.c.id == bindparam("b_id"), fence).values(_assignments(columns))
         returning = stmt.returning(n.c.id, cast(token, Text).label("token"))
         found = _settle_leased_statements[columns] = (stmt, pg.Statement(returning))
     return found
@@ -100,11 +98,8 @@ def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     found = _settle_statements.get(columns)
     if found is None:
         token = bindparam("b_token", type_=j.c.lease_token.type)
-        stmt = (
-            update(n)
-            .where(n.c.id == bindparam("b_id"), deliveries.held_by(token))
-            .values(_assignments(columns))
-        )
+        fence = deliveries.held_by(token, bindparam("b_seen", type_=Integer()))
+        stmt = update(n).where(n.c.id == bindparam("b_id"), fence).values(_assignments(columns))
         found = _settle_statements[columns] = (stmt, pg.Statement(stmt.returning(n.c.id)))
     return found
 
@@ -113,7 +108,11 @@ def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:
     found = _fenced_updates.get(columns)
     if found is None:
         found = _fenced_updates[columns] = pg.FencedUpdate(
-            n, columns, deliveries.HELD_BY_SQL, kept=KEPT_ONCE_SET
+            n,
+            columns,
+            deliveries.HELD_BY_SQL,
+            fence_params=(("b_seen", "integer"),),
+            kept=KEPT_ONCE_SET,
         )
     return found
 

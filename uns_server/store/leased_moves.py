@@ -47,6 +47,13 @@ def columns(move: LeasedMove, now: datetime) -> dict[str, Any]:
     return values
 
 
+def seen(move: LeasedMove) -> int:
+    """The row's attempts as the move's claim saw them (part of its fence:
+    ``deliveries.held_by``): a settled attempt counts one more, an exhausted row keeps
+    them."""
+    return move.attempts if isinstance(move, ExhaustAttempt) else move.attempts - 1
+
+
 def first_per_row(moves: Sequence[LeasedMove]) -> list[LeasedMove]:
     """Each row's first move: it releases the lease (its job's), so a second one under
     the same token would find nothing to settle, and lands nowhere."""
@@ -68,7 +75,7 @@ def grouped(
     for move in moves:
         values = columns(move, now)
         params = {f"v_{c}": v for c, v in values.items()}
-        params |= {"b_id": move.notification_id, "b_token": move.token}
+        params |= {"b_id": move.notification_id, "b_token": move.token, "b_seen": seen(move)}
         if unexpired:
             params["b_now"] = now
         groups.setdefault(tuple(sorted(values)), []).append(params)

@@ -43,7 +43,10 @@ def _window(row: Any) -> MaintenanceWindow:
 
 _HOLD = (
     update(n)
-    .where(n.c.id == bindparam("b_id"), deliveries.held_by(bindparam("b_token")))
+    .where(
+        n.c.id == bindparam("b_id"),
+        deliveries.held_by(bindparam("b_token"), bindparam("v_attempts")),
+    )
     .values(
         attempts=bindparam("v_attempts"),
         cycle_attempts=bindparam("v_cycle_attempts"),

@@ -190,15 +190,18 @@ class FencedUpdate:
         columns: Sequence[str],
         fence: str,
         *,
+        fence_params: Sequence[tuple[str, str]] = (),
         kept: frozenset[str] = frozenset(),
     ) -> None:
-        """``fence``: the condition a row's lease holds, over ``r.b_token`` and
-        ``r.b_now``; ``kept``: columns whose value, once set, the update keeps (COALESCE)."""
+        """``fence``: the condition a row's lease holds, over ``r.b_token``, ``r.b_now``
+        and ``fence_params`` (more parameters: name, SQL type); ``kept``: columns whose
+        value, once set, the update keeps (COALESCE)."""
         self.table = table.name
         self._columns = (
             ("b_id", None, "text", "r.b_id"),
             ("b_token", None, "text", "r.b_token"),
             ("b_now", None, "timestamptz", "r.b_now"),
+            *((name, None, sql_type, f"r.{name}") for name, sql_type in fence_params),
             *(
                 (
                     f"v_{c}",
@@ -209,9 +212,10 @@ class FencedUpdate:
                 for c in columns
             ),
         )
+        values = self._columns[3 + len(fence_params) :]
         self._assign = ", ".join(
             f"{c} = COALESCE({self.table}.{c}, {e})" if c in kept else f"{c} = {e}"
-            for (_, _, _, e), c in zip(self._columns[3:], columns, strict=True)
+            for (_, _, _, e), c in zip(values, columns, strict=True)
         )
         self._where = f"{self.table}.id = r.b_id AND {fence}"
 
