@@ -224,6 +224,11 @@ async def test_claim_leases_the_job_alone_under_a_new_token(store: SqlStore) -> 
     assert uuid.UUID(token)
     assert await delivery_leases(store, nid) == [("running", token, NOW + LEASE)]
     assert await raw(store, nid) == untouched
+    # Read through the port, the attempt in flight counts (SPEC: attempts made), under
+    # its job's lease.
+    read = await fetch(store, nid)
+    assert (read["attempts"], read["cycle_attempts"]) == (3, 2)
+    assert (read["lease_token"], read["lease_until"]) == (token, NOW + LEASE)
     assert await claim(store, now=NOW + LEASE - timedelta(milliseconds=1)) == []
 
 
@@ -244,6 +249,7 @@ async def test_an_interrupted_attempt_is_counted_and_flagged_when_claimed_again(
     stored = await raw(store, nid)
     assert (stored["attempts"], stored["cycle_attempts"]) == (1, 1)
     assert stored["provider_effect_may_have_occurred"] is True
+    assert (await fetch(store, nid))["attempts"] == 2  # and the one in flight
     assert (stored["lease_token"], stored["updated_at"]) == (None, NOW + LEASE)
     # Interrupted again: counted once more, not twice.
     [third] = await claim(store, now=NOW + 2 * LEASE)
@@ -480,6 +486,60 @@ async def test_settle_leased_with_events_settles_all_or_raises(store: SqlStore) 
     for nid in (a, b):
         stored = await fetch(store, nid)
         assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
+
+
+@pytest.mark.parametrize("way", ["leased", "with_events", "one_statement"])
+async def test_a_settle_that_waited_for_a_withdrawal_lands_nothing(
+    db_url: str, store: SqlStore, way: str
+) -> None:
+    # The withdrawal commits while the settle waits on the row's lock. The settle's
+    # fence reads the job as of its start (still running under its token), so it is
+    # the row's own columns, read again after the wait, that refuse it.
+    if way == "one_statement" and not store.writes_in_one_statement:
+        pytest.skip("one-statement writes are PostgreSQL's")
+    [nid] = await insert(store, row())
+    [lease] = await claim(store)
+    settle = _delivered(nid, lease.lease_token)
+    holding, release = asyncio.Event(), asyncio.Event()
+    withdrawer = SqlStore(Database(db_url))
+
+    async def withdraw() -> None:
+        async with withdrawer.write() as tx:
+            withdrawal = WithdrawRows((nid,), Scope.NOTIFICATION, Status.PENDING, "oscar", "", NOW)
+            assert (await tx.moves.withdraw(withdrawal)).ids == (nid,)
+            holding.set()
+            await release.wait()
+
+    async def settled() -> bool:
+        if way == "leased":
+            async with store.write() as tx:
+                return bool(await tx.dispatch.settle_leased([settle], NOW))
+        try:
+            opened = store.one_statement() if way == "one_statement" else store.write()
+            async with opened as tx:
+                await tx.dispatch.settle_leased_with_events([settle], NOW)
+                await tx.events.append([_event(nid, EventKind.DELIVERY_RESULT, {})], NOW)
+        except FenceMoved:
+            return False
+        return True
+
+    try:
+        withdrawing = asyncio.ensure_future(withdraw())
+        await asyncio.wait_for(holding.wait(), 30)
+        settling = asyncio.ensure_future(settled())
+        await asyncio.wait_for(_waiting_on_a_lock(store), 30)
+        release.set()
+        await withdrawing
+        assert await settling is False
+    finally:
+        release.set()
+        await withdrawer.db.dispose()
+    stored = await raw(store, nid)
+    assert (stored["status"], stored["attempts"]) == (Status.WITHDRAWN.value, 0)
+    assert [j[0] for j in await delivery_jobs(store, nid)] == ["cancelled"]
+    async with store.read() as tx:
+        kinds = [e.kind for e in await tx.events.read_after(0, limit=10, notification_ids=[nid])]
+    assert EventKind.DELIVERY_RESULT not in kinds
 
 
 async def test_a_lease_is_held_only_until_it_expires(store: SqlStore) -> None:
