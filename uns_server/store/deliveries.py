@@ -97,11 +97,14 @@ HELD_BY_SQL = (
     "uns_notifications.status = 'PENDING' AND uns_notifications.dedup_owner_id IS NULL "
     "AND uns_notifications.attempts = r.b_seen "
     "AND EXISTS (SELECT 1 FROM uns_jobs WHERE uns_jobs.notification_id = uns_notifications.id "
+    # The ANY keeps the jobs read to the named ones whatever the planner believes of
+    # the join (a hashed subplan over every running job, with stale statistics).
+    "AND uns_jobs.notification_id = ANY({ids}) "
     "AND uns_jobs.kind = 'delivery' AND uns_jobs.state = 'running' "
     "AND uns_jobs.lease_token = r.b_token AND uns_jobs.lease_until > r.b_now)"
 )
 """``held_by`` with an expiry, over a ``pg.FencedUpdate``'s ``r.b_token``, ``r.b_seen``,
-``r.b_now``."""
+``r.b_now`` and ``{ids}``."""
 
 
 def is_live_delivery() -> Any:

@@ -194,8 +194,9 @@ class FencedUpdate:
         kept: frozenset[str] = frozenset(),
     ) -> None:
         """``fence``: the condition a row's lease holds, over ``r.b_token``, ``r.b_now``
-        and ``fence_params`` (more parameters: name, SQL type); ``kept``: columns whose
-        value, once set, the update keeps (COALESCE)."""
+        and ``fence_params`` (more parameters: name, SQL type), and ``{ids}``, the array
+        of every row's id; ``kept``: columns whose value, once set, the update keeps
+        (COALESCE)."""
         self.table = table.name
         self._columns = (
             ("b_id", None, "text", "r.b_id"),
@@ -226,9 +227,10 @@ class FencedUpdate:
     def unnest_sql(self, first: int, when: str = "") -> str:
         names = ", ".join(name for name, _, _, _ in self._columns)
         params = ", ".join(f"${first + i}::{t}[]" for i, (_, _, t, _) in enumerate(self._columns))
+        where = self._where.format(ids=f"${first}::text[]")
         return (
             f"UPDATE {self.table} SET {self._assign} FROM unnest({params}) AS r({names}) "
-            f"WHERE {self._where}" + (f" AND {when}" if when else "")
+            f"WHERE {where}" + (f" AND {when}" if when else "")
         )
 
     def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
