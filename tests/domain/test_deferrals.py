@@ -52,8 +52,9 @@ def test_a_throttle_defers_without_spending_the_attempt_until_retry_after() -> N
     assert s.outcome["channels_failed"] == []
     assert s.outcome["error_message"] == "hook: HTTP 429"
     # Stored: the cycle's counter back to what it was before the claim.
-    values = leased_moves.columns(moves.SettleAttempt("n", "t", s, cycle_attempts=0), NOW)
-    assert values["cycle_attempts"] == 0 and "attempts" not in values
+    move = moves.SettleAttempt("n", "t", s, attempts=1, cycle_attempts=0)
+    values = leased_moves.columns(move, NOW)
+    assert (values["attempts"], values["cycle_attempts"]) == (1, 0)  # made, not spent
     # ... and read back, the count carries to the next attempt of the cycle.
     assert DeliveryOutcome.from_json(s.outcome).throttle_deferrals == 1
 

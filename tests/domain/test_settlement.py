@@ -38,7 +38,7 @@ PERMANENT = ChannelAnswer("email", False, False, "550 no such user")
 
 def _columns(s: Settlement) -> dict[str, object]:
     """The columns the store writes for this settlement (``store.leased_moves``)."""
-    return leased_moves.columns(moves.SettleAttempt("n", "t", s), NOW)
+    return leased_moves.columns(moves.SettleAttempt("n", "t", s, 1, 1), NOW)
 
 
 def _outcome(
@@ -100,10 +100,10 @@ def test_delivered_with_require_ack_opens_the_ack() -> None:
         ack_status=AckStatus.PENDING,
         deadline=NOW + timedelta(minutes=30),
     )
-    assert _columns(s) == {
-        "lease_token": None,
-        "lease_until": None,
+    assert _columns(s) == {  # the lease is the delivery job's (released with it)
         "updated_at": NOW,
+        "attempts": 1,
+        "cycle_attempts": 1,
         "outcome": s.outcome,
         "status": "DELIVERED",
         "delivered_at": NOW,
@@ -165,7 +165,7 @@ def test_a_held_persons_message_keeps_the_row_pending_and_gives_the_attempt_back
     row = replace(ROW, held={"mail@alice": HELD_UNTIL, "mail@bob": HELD_UNTIL + timedelta(1)})
     s = decide_settlement(row, [OK, OK_EMAIL], NOW, rand=lambda: 0.5)
     assert (s.status, s.next_attempt, s.gives_back_attempt) == (Status.PENDING, HELD_UNTIL, True)
-    move = moves.SettleAttempt("n", "t", s, cycle_attempts=0)
+    move = moves.SettleAttempt("n", "t", s, attempts=1, cycle_attempts=0)
     assert leased_moves.columns(move, NOW)["cycle_attempts"] == 0
     # Nothing else to send at all (every message held): the same.
     only_held = replace(row, channels=())

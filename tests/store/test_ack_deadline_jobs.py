@@ -34,12 +34,12 @@ def _opens_ack(nid: str, token: str) -> moves.SettleAttempt:
         ack_status=AckStatus.PENDING,
         deadline=DEADLINE,
     )
-    return moves.SettleAttempt(nid, token, delivered)
+    return moves.SettleAttempt(nid, token, delivered, 1, 1)
 
 
 def _plain(nid: str, token: str) -> moves.SettleAttempt:
     return moves.SettleAttempt(
-        nid, token, Settlement(Status.DELIVERED, False, {}, delivered_at=NOW)
+        nid, token, Settlement(Status.DELIVERED, False, {}, delivered_at=NOW), 1, 1
     )
 
 
@@ -66,13 +66,13 @@ async def test_settle_many_inserts_a_timer_for_each_landed_ack(store: SqlStore) 
         changed = await tx.dispatch.settle_many(
             [
                 _opens_ack(a, leases[a]),
-                _opens_ack(a, leases[a]),  # the first cleared the token: one timer
+                _opens_ack(a, leases[a]),  # the first released the lease: one timer
                 _opens_ack(b, str(uuid.uuid4())),  # lost its fence: no timer
                 _plain(c, leases[c]),  # opens no ack: no timer
             ],
             NOW,
         )
-    assert changed == 2
+    assert changed == {a, c}
     assert await _timers(store) == [_timer(a)]
 
 

@@ -210,26 +210,31 @@ async def test_claim_takes_highest_priority_then_earliest_due(store: SqlStore) -
     assert [claimed_ids(c) for c in rest] == [[w["id"]] for w in wanted[2:]] + [[]]
 
 
-async def test_claim_leases_under_a_new_token_and_counts_the_attempt(store: SqlStore) -> None:
+async def test_claim_leases_the_job_alone_under_a_new_token(store: SqlStore) -> None:
     [nid] = await insert(store, row(attempts=2, cycle_attempts=1))
+    untouched = await raw(store, nid)
 
     [leased] = await claim(store)
 
-    # The row as it was before the claim; the stored one under the new lease.
+    # The row as it was before the claim, and the attempt it starts; the job holds the
+    # lease (the fence), and the notification row is not written at all.
     before, token = leased.notification, leased.lease_token
     assert (before.id, before.attempts, before.lease_token) == (nid, 2, None)
-    assert not leased.recovered
-    stored = await fetch(store, nid)
-    assert stored["lease_token"] == token
+    assert (leased.attempt, leased.cycle_attempt, leased.recovered) == (3, 2, False)
     assert uuid.UUID(token)
-    assert stored["lease_until"] == NOW + LEASE
-    assert (stored["attempts"], stored["cycle_attempts"]) == (3, 2)
-    assert stored["provider_effect_may_have_occurred"] is False
-    assert stored["updated_at"] == NOW
+    assert await delivery_leases(store, nid) == [("running", token, NOW + LEASE)]
+    assert await raw(store, nid) == untouched
+    # Read through the port, the attempt in flight counts (SPEC: attempts made), under
+    # its job's lease.
+    read = await fetch(store, nid)
+    assert (read["attempts"], read["cycle_attempts"]) == (3, 2)
+    assert (read["lease_token"], read["lease_until"]) == (token, NOW + LEASE)
     assert await claim(store, now=NOW + LEASE - timedelta(milliseconds=1)) == []
 
 
-async def test_expired_lease_is_claimed_again_and_flagged(store: SqlStore) -> None:
+async def test_an_interrupted_attempt_is_counted_and_flagged_when_claimed_again(
+    store: SqlStore,
+) -> None:
     [nid] = await insert(store, row())
     [first] = await claim(store)
 
@@ -237,13 +242,19 @@ async def test_expired_lease_is_claimed_again_and_flagged(store: SqlStore) -> No
 
     second = again.lease_token
     assert second != first.lease_token
-    # The caller sees the interrupted attempt.
+    # The caller sees the interrupted attempt, counted, under its token.
     assert again.notification.lease_token == first.lease_token and again.recovered
-    stored = await fetch(store, nid)
-    assert stored["lease_token"] == second
-    assert stored["lease_until"] == NOW + 2 * LEASE
-    assert (stored["attempts"], stored["cycle_attempts"]) == (2, 2)
+    assert (again.notification.attempts, again.attempt) == (1, 2)
+    assert await delivery_leases(store, nid) == [("running", second, NOW + 2 * LEASE)]
+    stored = await raw(store, nid)
+    assert (stored["attempts"], stored["cycle_attempts"]) == (1, 1)
     assert stored["provider_effect_may_have_occurred"] is True
+    assert (await fetch(store, nid))["attempts"] == 2  # and the one in flight
+    assert (stored["lease_token"], stored["updated_at"]) == (None, NOW + LEASE)
+    # Interrupted again: counted once more, not twice.
+    [third] = await claim(store, now=NOW + 2 * LEASE)
+    assert third.recovered and third.notification.attempts == 2
+    assert (await raw(store, nid))["attempts"] == 2
 
 
 async def test_next_due_is_the_earliest_unleased_leader_of_any_priority(store: SqlStore) -> None:
@@ -303,22 +314,22 @@ async def test_concurrent_claimers_never_share_a_row(db_url: str, store: SqlStor
     every = [nid for t in taken for nid in t]
     assert sorted(every) == sorted(ids)  # each row exactly once
     for nid in ids:
-        assert (await fetch(store, nid))["attempts"] == 1
+        assert [j[:2] for j in await delivery_jobs(store, nid)] == [("running", 1)]
 
 
 async def test_a_leader_leased_at_insert_is_held_like_a_claimed_one(store: SqlStore) -> None:
     """Intake leases a new leader in the transaction that inserts it (its first attempt
-    starts without a claim): no claimer takes it until that lease expires."""
+    starts without a claim): its job runs under that lease, and no claimer takes it
+    until the lease expires."""
     token = str(uuid.uuid4())
-    [nid] = await insert(
-        store, row(lease_token=token, lease_until=NOW + LEASE, attempts=1, cycle_attempts=1)
-    )
+    [nid] = await insert(store, row(lease_token=token, lease_until=NOW + LEASE))
 
+    assert await delivery_leases(store, nid) == [("running", token, NOW + LEASE)]
+    assert (await raw(store, nid))["lease_token"] is None  # the job is the fence
     assert await claim(store, now=NOW + LEASE / 2) == []
-    assert (await fetch(store, nid))["lease_token"] == token  # still held
     [leased] = await claim(store, now=NOW + LEASE)
     assert leased.notification.lease_token == token and leased.recovered
-    assert (await fetch(store, nid))["attempts"] == 2
+    assert (await raw(store, nid))["attempts"] == 1
 
 
 async def test_pending_followers_in_promotion_order(store: SqlStore) -> None:
@@ -372,14 +383,15 @@ async def test_status_of_reads_the_current_status(store: SqlStore) -> None:
         assert await tx.dispatch.status_of(str(uuid.uuid4())) is None
 
 
-def _delivered(nid: str, token: str) -> moves.SettleAttempt:
+def _delivered(nid: str, token: str, attempt: int = 1) -> moves.SettleAttempt:
+    """The settle of attempt number ``attempt`` (the claim saw one fewer counted)."""
     delivered = Settlement(Status.DELIVERED, False, {}, delivered_at=NOW)
-    return moves.SettleAttempt(nid, token, delivered)
+    return moves.SettleAttempt(nid, token, delivered, attempt, attempt)
 
 
-def _retry(nid: str, token: str) -> moves.SettleAttempt:
+def _retry(nid: str, token: str, attempt: int = 1) -> moves.SettleAttempt:
     retry = Settlement(Status.PENDING, False, {}, next_attempt=NOW + timedelta(minutes=1))
-    return moves.SettleAttempt(nid, token, retry)
+    return moves.SettleAttempt(nid, token, retry, attempt, attempt)
 
 
 async def test_settle_with_a_stale_token_changes_nothing(store: SqlStore) -> None:
@@ -390,19 +402,21 @@ async def test_settle_with_a_stale_token_changes_nothing(store: SqlStore) -> Non
     before = await fetch(store, nid)
 
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, stale)], NOW) == 0
+        assert await tx.dispatch.settle_many([_delivered(nid, stale)], NOW) == frozenset()
     assert await fetch(store, nid) == before
 
+    # The current lease's claim counted the interrupted attempt: its own is the second.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == 1
+        assert await tx.dispatch.settle_many([_delivered(nid, current, 2)], NOW) == {nid}
     stored = await fetch(store, nid)
     assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
+    assert (stored["attempts"], stored["cycle_attempts"]) == (2, 2)
     # Settled: the token holds nothing any more.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, current)], NOW) == 0
+        assert await tx.dispatch.settle_many([_delivered(nid, current, 2)], NOW) == frozenset()
 
 
-async def test_settle_many_counts_only_the_rows_its_fence_let_through(store: SqlStore) -> None:
+async def test_settle_many_names_the_rows_its_fence_let_through(store: SqlStore) -> None:
     a, b, c = await insert(store, row(), row(), row())
     leases = {a.notification.id: a.lease_token for a in await claim(store)}
 
@@ -410,15 +424,15 @@ async def test_settle_many_counts_only_the_rows_its_fence_let_through(store: Sql
         changed = await tx.dispatch.settle_many(
             [
                 _delivered(a, leases[a]),
-                _delivered(a, leases[a]),  # the first cleared the token: stale now
+                _delivered(a, leases[a]),  # the first released the lease: stale now
                 _delivered(b, str(uuid.uuid4())),  # never this row's token
                 _retry(c, leases[c]),  # another set of columns: another statement
             ],
             NOW,
         )
-    assert changed == 2
+    assert changed == {a, c}
     assert (await fetch(store, a))["status"] == Status.DELIVERED.value
-    assert (await fetch(store, b))["lease_token"] == leases[b]
+    assert await delivery_leases(store, b) == [("running", leases[b], NOW + LEASE)]
     assert (await fetch(store, c))["next_attempt"] == NOW + timedelta(minutes=1)
 
 
@@ -431,7 +445,7 @@ async def test_settle_leased_names_the_leases_its_fence_let_through(store: SqlSt
         changed = await tx.dispatch.settle_leased(
             [
                 _delivered(a, leases[a]),
-                _delivered(a, leases[a]),  # the first cleared the token: stale now
+                _delivered(a, leases[a]),  # the first released the lease: stale now
                 _delivered(b, wrong),  # never this row's token
                 _retry(c, leases[c]),  # another set of columns: another statement
             ],
@@ -439,7 +453,7 @@ async def test_settle_leased_names_the_leases_its_fence_let_through(store: SqlSt
         )
     assert changed == {(a, leases[a]), (c, leases[c])}
     assert (await fetch(store, a))["status"] == Status.DELIVERED.value
-    assert (await fetch(store, b))["lease_token"] == leases[b]
+    assert await delivery_leases(store, b) == [("running", leases[b], NOW + LEASE)]
     assert (await fetch(store, c))["next_attempt"] == NOW + timedelta(minutes=1)
 
     # An expired lease settles nothing, even under its own token.
@@ -472,6 +486,60 @@ async def test_settle_leased_with_events_settles_all_or_raises(store: SqlStore) 
     for nid in (a, b):
         stored = await fetch(store, nid)
         assert (stored["status"], stored["lease_token"]) == (Status.DELIVERED.value, None)
+
+
+@pytest.mark.parametrize("way", ["leased", "with_events", "one_statement"])
+async def test_a_settle_that_waited_for_a_withdrawal_lands_nothing(
+    db_url: str, store: SqlStore, way: str
+) -> None:
+    # The withdrawal commits while the settle waits on the row's lock. The settle's
+    # fence reads the job as of its start (still running under its token), so it is
+    # the row's own columns, read again after the wait, that refuse it.
+    if way == "one_statement" and not store.writes_in_one_statement:
+        pytest.skip("one-statement writes are PostgreSQL's")
+    [nid] = await insert(store, row())
+    [lease] = await claim(store)
+    settle = _delivered(nid, lease.lease_token)
+    holding, release = asyncio.Event(), asyncio.Event()
+    withdrawer = SqlStore(Database(db_url))
+
+    async def withdraw() -> None:
+        async with withdrawer.write() as tx:
+            withdrawal = WithdrawRows((nid,), Scope.NOTIFICATION, Status.PENDING, "oscar", "", NOW)
+            assert (await tx.moves.withdraw(withdrawal)).ids == (nid,)
+            holding.set()
+            await release.wait()
+
+    async def settled() -> bool:
+        if way == "leased":
+            async with store.write() as tx:
+                return bool(await tx.dispatch.settle_leased([settle], NOW))
+        try:
+            opened = store.one_statement() if way == "one_statement" else store.write()
+            async with opened as tx:
+                await tx.dispatch.settle_leased_with_events([settle], NOW)
+                await tx.events.append([_event(nid, EventKind.DELIVERY_RESULT, {})], NOW)
+        except FenceMoved:
+            return False
+        return True
+
+    try:
+        withdrawing = asyncio.ensure_future(withdraw())
+        await asyncio.wait_for(holding.wait(), 30)
+        settling = asyncio.ensure_future(settled())
+        await asyncio.wait_for(_waiting_on_a_lock(store), 30)
+        release.set()
+        await withdrawing
+        assert await settling is False
+    finally:
+        release.set()
+        await withdrawer.db.dispose()
+    stored = await raw(store, nid)
+    assert (stored["status"], stored["attempts"]) == (Status.WITHDRAWN.value, 0)
+    assert [j[0] for j in await delivery_jobs(store, nid)] == ["cancelled"]
+    async with store.read() as tx:
+        kinds = [e.kind for e in await tx.events.read_after(0, limit=10, notification_ids=[nid])]
+    assert EventKind.DELIVERY_RESULT not in kinds
 
 
 async def test_a_lease_is_held_only_until_it_expires(store: SqlStore) -> None:
@@ -829,7 +897,8 @@ async def retried_while_waiting(
 
     async def settle() -> None:
         async with settler.write() as tx:
-            assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], now) == 1
+            retry = _retry(nid, lease.lease_token, lease.attempt)
+            assert await tx.dispatch.settle_many([retry], now) == {nid}
             holding.set()
             await release.wait()
 
@@ -1224,6 +1293,25 @@ async def test_retention_selects_oldest_first_up_to_the_limit(store: SqlStore) -
 # claimed with its leader under the leader's token, moved by the settle that lands.
 
 
+async def raw(store: SqlStore, nid: str) -> dict[str, Any]:
+    """The notification's own columns, as stored (not as the port reads them)."""
+    t = notifications_table
+    async with store.db.read() as conn:
+        return dict((await conn.execute(select(t).where(t.c.id == nid))).mappings().one())
+
+
+async def delivery_leases(store: SqlStore, nid: str) -> list[tuple[Any, ...]]:
+    """(state, lease_token, lease_until) of each live delivery job of ``nid``."""
+    t = jobs_table
+    q = (
+        select(t.c.state, t.c.lease_token, t.c.lease_until)
+        .where(t.c.notification_id == nid, t.c.kind == JobKind.DELIVERY.value)
+        .where(t.c.state.in_([s.value for s in LIVE]))
+    )
+    async with store.db.read() as conn:
+        return [tuple(r) for r in (await conn.execute(q)).all()]
+
+
 async def delivery_jobs(store: SqlStore, nid: str) -> list[tuple[Any, ...]]:
     """(state, attempt, scheduled_at, lease_token) of each delivery job of ``nid``."""
     t = jobs_table
@@ -1256,15 +1344,17 @@ async def test_the_claim_runs_the_job_under_the_leaders_token(store: SqlStore) -
         assert await tx.dispatch.next_due_at(WEBHOOK) is None  # running: nothing due
     # A retry lands: the job is due again at the retry's time.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], NOW) == 1
+        assert await tx.dispatch.settle_many([_retry(nid, lease.lease_token)], NOW) == {nid}
     assert await delivery_jobs(store, nid) == [("retryable", 1, NOW + MINUTE, None)]
     [again] = await claim(store, now=NOW + MINUTE)
     # A stale token moves neither the row nor its job.
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, lease.lease_token)], NOW) == 0
+        stale = _delivered(nid, lease.lease_token, 2)
+        assert await tx.dispatch.settle_many([stale], NOW) == frozenset()
     assert await delivery_jobs(store, nid) == [("running", 2, NOW + MINUTE, again.lease_token)]
     async with store.write() as tx:
-        assert await tx.dispatch.settle_many([_delivered(nid, again.lease_token)], NOW) == 1
+        now_settled = _delivered(nid, again.lease_token, 2)
+        assert await tx.dispatch.settle_many([now_settled], NOW) == {nid}
     assert await delivery_jobs(store, nid) == [("completed", 2, NOW + MINUTE, None)]
 
 
@@ -1315,8 +1405,8 @@ async def test_a_withdrawal_cancels_the_job_and_a_replay_makes_one(store: SqlSto
     [lease] = await claim(store)
     assert lease.notification.id == b
     async with store.write() as tx:
-        dead = moves.ExhaustAttempt(b, lease.lease_token, Status.FAILED, True, {}, 1, 1)
-        assert await tx.dispatch.settle_many([dead], NOW) == 1
+        dead = moves.ExhaustAttempt(b, lease.lease_token, Status.FAILED, True, {}, 0, 0)
+        assert await tx.dispatch.settle_many([dead], NOW) == {b}
     assert [j[0] for j in await delivery_jobs(store, b)] == ["discarded"]
     async with store.write() as tx:
         replayed = await tx.moves.replay(moves.DeadLetterReplay(b, 1, NOW + MINUTE))

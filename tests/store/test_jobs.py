@@ -163,10 +163,13 @@ async def test_expired_leases_are_rescued_to_retryable_or_discarded_when_spent(
     by_id = {j.id: j for j in rescued}
     assert set(by_id) == {again.id, spent.id}
     r, d = by_id[again.id], by_id[spent.id]
-    assert (r.state, r.scheduled_at, r.attempt, r.lease_token) == (
+    # The expired token stays on the row (the interrupted attempt's, as a delivery's
+    # claim reads it), but only ``running`` rows settle.
+    assert (r.state, r.scheduled_at, r.attempt, r.lease_token, r.lease_until) == (
         JobState.RETRYABLE,
         expiry,
         1,
+        again.lease_token,
         None,
     )
     assert (d.state, d.finalized_at, d.attempt) == (JobState.DISCARDED, expiry, 1)

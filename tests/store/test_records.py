@@ -123,16 +123,24 @@ async def test_asyncpg_and_sqlalchemy_rows_build_the_same_records(db: Database) 
 
 async def test_a_claim_hands_the_row_as_it_was_with_its_new_token() -> None:
     # Pure: the Attempt built from a claimed row (as before the claim) and a token.
-    fresh = records.attempt(_row(lease_token=None, attempts=0, cycle_attempts=0), "t1")
+    fresh = records.attempt(_row(lease_token=None, attempts=0, cycle_attempts=0), "t1", None)
     assert (fresh.lease_token, fresh.recovered, fresh.attempt, fresh.cycle_attempt) == (
         "t1",
         False,
         1,
         1,
     )
-    recovered = records.attempt(_row(lease_token="old", attempts=2, cycle_attempts=1), "t2")
-    assert (recovered.recovered, recovered.attempt, recovered.cycle_attempt) == (True, 3, 2)
+    # The delivery job still held an interrupted attempt's token: that attempt, which no
+    # settle counted, is counted (the claim writes the same), and its effect flagged.
+    interrupted = _row(lease_token=None, attempts=2, cycle_attempts=1)
+    recovered = records.attempt(interrupted, "t2", "old")
+    assert (recovered.recovered, recovered.attempt, recovered.cycle_attempt) == (True, 4, 3)
     assert recovered.notification.lease_token == "old"
+    assert recovered.notification.provider_effect_may_have_occurred
+    # A previous release's replica leased the row itself: its claim counted the attempt.
+    theirs = records.attempt(_row(lease_token="old", attempts=2, cycle_attempts=1), "t3", None)
+    assert (theirs.recovered, theirs.attempt, theirs.cycle_attempt) == (True, 3, 2)
+    assert theirs.notification.lease_token == "old"
 
 
 def _sparse(**overrides: Any) -> dict[str, Any]:
@@ -153,15 +161,15 @@ def _sparse(**overrides: Any) -> dict[str, Any]:
 
 
 def _full(**overrides: Any) -> dict[str, Any]:
-    """A row with every column set."""
+    """A row with every column set but the delivery lease (a new row's is its job's)."""
     later = NOW + timedelta(minutes=1)
     return _row(
         dedup_key="d" * 64,
         dedup_owner_id=str(uuid.uuid4()),
         dedup_generation=2,
         dedup_successor_id=str(uuid.uuid4()),
-        lease_until=later,
-        lease_token="lease",
+        lease_until=None,
+        lease_token=None,
         provider_effect_may_have_occurred=True,
         dead_letter=True,
         actor="bob",
@@ -221,10 +229,8 @@ async def test_a_notification_inserted_through_the_port_reads_back_equal(
         assert [await tx.notifications.get(n.id) for n in new] == new
 
 
-def test_a_leased_copy_changes_only_its_lease_and_counters() -> None:
+def test_a_leased_copy_changes_only_its_lease() -> None:
     accepted = records.notification(_sparse())
-    leased = accepted.leased("t1", NOW, attempts=3, cycle_attempts=2)
-    assert leased == dataclasses.replace(
-        accepted, lease_token="t1", lease_until=NOW, attempts=3, cycle_attempts=2
-    )
-    assert (accepted.lease_token, accepted.attempts) == (None, 0)  # a copy
+    leased = accepted.leased("t1", NOW)
+    assert leased == dataclasses.replace(accepted, lease_token="t1", lease_until=NOW)
+    assert accepted.lease_token is None  # a copy

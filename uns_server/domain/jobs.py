@@ -9,7 +9,7 @@ stateDiagram-v2
     retryable --> running: claim, once due again
     running --> completed: settle by the lease holder (fenced by its token)
     running --> retryable: settle, a transient failure, attempts left (backoff)
-    running --> retryable: rescue, the lease expired, attempts left (due at once)
+    running --> retryable: rescue, the lease expired, attempts left (due at once, its token kept)
     running --> discarded: settle, a permanent failure or the attempts spent
     running --> discarded: rescue, the lease expired on the last attempt
     running --> cancelled: settle, the work became moot
@@ -19,8 +19,9 @@ stateDiagram-v2
 ```
 
 Only ``claim`` starts work and only the lease holder's ``settle`` (or the rescuer,
-once the lease has expired) ends it: a settle names the row's lease token, so a worker
-whose lease expired and whose row was rescued or claimed again changes nothing. The
+once the lease has expired) ends it: a settle names the row's lease token and finds
+it ``running``, so a worker whose lease expired and whose row was rescued (which keeps
+the token of the attempt that never settled) or claimed again changes nothing. The
 three final states never move again. The store writes these moves
 (``store.port.Jobs``, ``store.jobs``); each kind's rules decide which one a result
 makes (``domain.message_updates.decide_settle`` for ``message_update``,

@@ -261,25 +261,29 @@ class RecordPersonRule:
 
 @dataclass(frozen=True, slots=True)
 class SettleAttempt:
-    """The attempt's decision (``lifecycle.decide_settlement``) applied, the lease
-    released, and the references of the messages it sent kept (closed when the
-    obligation ends). Expected: ``token`` still holds the row's lease, unexpired."""
+    """The attempt's decision (``lifecycle.decide_settlement``) applied, the attempt
+    counted, the lease released, and the references of the messages it sent kept
+    (closed when the obligation ends). Expected: ``token`` still holds the row's
+    lease (its delivery job's), unexpired."""
 
     notification_id: str
     token: str
     settlement: Settlement
+    # The counters the attempt leaves: the claim counts nothing on the row (its lease
+    # is the job's), so the settle writes them. ``cycle_attempts`` is as before the
+    # claim when the settlement gives the attempt back
+    # (``Settlement.gives_back_attempt``: only people's messages held).
+    attempts: int
+    cycle_attempts: int
     provider_refs: Mapping[str, Any] | None = None
-    # The cycle's attempt counter as before the claim, when the settlement gives the
-    # attempt back (``Settlement.gives_back_attempt``: only people's messages held).
-    cycle_attempts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ExhaustAttempt:
     """A claimed row with no attempt left (its last one was interrupted) settles as an
-    exhausted retry, without a provider call: the claim's increment of the counters
-    undone (``attempts``, ``cycle_attempts`` as they were), the lease released.
-    Expected: ``token`` still holds the row's lease."""
+    exhausted retry, without a provider call: the counters as the claim found them
+    (``attempts``, ``cycle_attempts``, the interrupted attempt counted), the lease
+    released. Expected: ``token`` still holds the row's lease."""
 
     notification_id: str
     token: str

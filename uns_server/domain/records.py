@@ -114,16 +114,13 @@ class Notification:
         """A pending follower (FOLLOWING in the diagram): never claimed itself."""
         return self.dedup_owner_id is not None
 
-    def leased(
-        self, token: str, until: datetime, *, attempts: int, cycle_attempts: int
-    ) -> Notification:
-        """A copy under a lease, its attempt counters set: a new leader as the
-        accepting transaction inserts it (``workers.dispatch.Dispatcher.lease_new``).
-        What ``dataclasses.replace`` would build, at half its cost (it runs once per
-        accepted leader): its field values in order, four of them replaced."""
+    def leased(self, token: str, until: datetime) -> Notification:
+        """A copy under a delivery lease: a new leader as the accepting transaction
+        inserts it (``workers.dispatch.Dispatcher.lease_new``), the lease going to its
+        delivery job. What ``dataclasses.replace`` would build, at half its cost (it
+        runs once per accepted leader): its field values in order, two of them replaced."""
         values = list(_NOTIFICATION_VALUES(self))
         values[_N_LEASE_TOKEN], values[_N_LEASE_UNTIL] = token, until
-        values[_N_ATTEMPTS], values[_N_CYCLE_ATTEMPTS] = attempts, cycle_attempts
         return Notification(*values)
 
 
@@ -131,8 +128,6 @@ _N_FIELDS = [f.name for f in fields(Notification)]
 _NOTIFICATION_VALUES = attrgetter(*_N_FIELDS)
 _N_LEASE_TOKEN = _N_FIELDS.index("lease_token")
 _N_LEASE_UNTIL = _N_FIELDS.index("lease_until")
-_N_ATTEMPTS = _N_FIELDS.index("attempts")
-_N_CYCLE_ATTEMPTS = _N_FIELDS.index("cycle_attempts")
 
 
 @dataclass(frozen=True, slots=True)

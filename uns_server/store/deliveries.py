@@ -3,8 +3,11 @@ leader has one live job (available, retryable or running; ``tables.DELIVERY_LIVE
 unique per notification), due at its ``next_attempt``, which the dispatcher claims
 (``store.dispatch``).
 
-The notification row still holds the fence of an attempt (its lease token); the job
-follows it in the same transaction:
+The job is the fence of an attempt: the claim leases the job alone
+(``store.delivery_claim``), and a settle writes the notification only while its job
+still runs under the attempt's token (``held_by``), then moves the job, in the same
+transaction. A writer that ends a delivery's due-ness cancels its job, which revokes
+the lease (a withdrawal's settle-to-be finds no running job):
 
 - ``new_rows``: the jobs of leaders being inserted (intake), running under the
   notification's token when intake hands the leader over already leased;
@@ -13,8 +16,8 @@ follows it in the same transaction:
   job inserted or retimed (one ``INSERT ... SELECT ... ON CONFLICT``), any other row's
   live job cancelled;
 - ``settle`` (or ``SETTLE_PG`` riding in an events append): the job of each
-  notification whose fenced settle landed: retryable at the retry's time, completed
-  once delivered, discarded once failed.
+  notification whose fenced settle landed, still under the attempt's token: retryable
+  at the retry's time, completed once delivered, discarded once failed.
 
 Whoever asks whether a notification's delivery is leased, and until when, reads
 ``LEASE_TOKEN`` and ``LEASE_UNTIL`` (a whole row for a record: ``NOTIFICATION_COLUMNS``;
@@ -55,9 +58,53 @@ from uns_server.store.tables import jobs as j
 from uns_server.store.tables import notifications as n
 
 _LIVE = sorted(s.value for s in (JobState.AVAILABLE, JobState.RETRYABLE, JobState.RUNNING))
-_LIVE_SQL = ", ".join(f"'{s}'" for s in _LIVE)
 _KIND: Any = inline(JobKind.DELIVERY.value)
 _FINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(FINALIZED))
+# A job still under an attempt's token: running, or rescued (the rescuer keeps the token)
+# and not claimed again. The settle whose fence held moves it either way, so the job and
+# its notification never part (``settle``).
+_UNDER_TOKEN = [inline(JobState.RUNNING.value), inline(JobState.RETRYABLE.value)]
+
+
+def held_by(token: Any, seen: Any, now: Any | None = None) -> Any:
+    """The fence of a settle of ``uns_notifications``: its delivery job runs under
+    ``token`` (and, with ``now``, its lease has not expired), and the row is still the
+    PENDING leader the claim saw, ``seen`` attempts counted.
+
+    The row's own columns are the part PostgreSQL checks again when the UPDATE waited
+    for a concurrent writer of the row (the job is read as of the statement's start):
+    every writer that ends an attempt's lease changes them (a withdrawal the status, a
+    settle or a recovering claim the count), so a settle a withdrawal overtook while it
+    waited lands nothing. The job's own settle (``settle``) checks its token again on
+    its latest version."""
+    running = select(j.c.id).where(
+        j.c.notification_id == n.c.id,
+        j.c.kind == _KIND,
+        j.c.state == inline(JobState.RUNNING.value),
+        j.c.lease_token == token,
+    )
+    if now is not None:
+        running = running.where(j.c.lease_until > now)
+    return and_(
+        n.c.status == inline(Status.PENDING.value),
+        n.c.dedup_owner_id.is_(None),
+        n.c.attempts == seen,
+        running.exists(),
+    )
+
+
+HELD_BY_SQL = (
+    "uns_notifications.status = 'PENDING' AND uns_notifications.dedup_owner_id IS NULL "
+    "AND uns_notifications.attempts = r.b_seen "
+    "AND EXISTS (SELECT 1 FROM uns_jobs WHERE uns_jobs.notification_id = uns_notifications.id "
+    # The ANY keeps the jobs read to the named ones whatever the planner believes of
+    # the join (a hashed subplan over every running job, with stale statistics).
+    "AND uns_jobs.notification_id = ANY({ids}) "
+    "AND uns_jobs.kind = 'delivery' AND uns_jobs.state = 'running' "
+    "AND uns_jobs.lease_token = r.b_token AND uns_jobs.lease_until > r.b_now)"
+)
+"""``held_by`` with an expiry, over a ``pg.FencedUpdate``'s ``r.b_token``, ``r.b_seen``,
+``r.b_now`` and ``{ids}``."""
 
 
 def is_live_delivery() -> Any:
@@ -82,9 +129,28 @@ LEASE_TOKEN: ColumnElement[str | None] = func.coalesce(
 LEASE_UNTIL: ColumnElement[datetime | None] = func.coalesce(
     _running(j.c.lease_until), n.c.lease_until, type_=UtcDateTime()
 )
+# An attempt started and not yet counted: its token is still on the live job (running,
+# or rescued and not claimed again); the settle, or the claim that recovers it, counts
+# it on the row. (A previous release's replica counted its attempt when it leased the row.)
+_UNCOUNTED = case(
+    (
+        n.c.lease_token.is_(None)
+        & select(j.c.id)
+        .where(j.c.notification_id == n.c.id, is_live_delivery(), j.c.lease_token.is_not(None))
+        .correlate(n)
+        .exists(),
+        1,
+    ),
+    else_=0,
+)
 # A notification row as a record reads it (``records.notification``): every column, the
-# lease from its job.
-_LEASE: dict[str, ColumnElement[Any]] = {"lease_token": LEASE_TOKEN, "lease_until": LEASE_UNTIL}
+# lease from its job, and the attempts counting the one in flight (or interrupted).
+_LEASE: dict[str, ColumnElement[Any]] = {
+    "lease_token": LEASE_TOKEN,
+    "lease_until": LEASE_UNTIL,
+    "attempts": n.c.attempts + _UNCOUNTED,
+    "cycle_attempts": n.c.cycle_attempts + _UNCOUNTED,
+}
 NOTIFICATION_COLUMNS: tuple[ColumnElement[Any], ...] = tuple(
     _LEASE[c.name].label(c.name) if c.name in _LEASE else c for c in n.c
 )
@@ -247,27 +313,34 @@ class SettleDelivery:
     """Where a landed settle leaves its notification's delivery job."""
 
     notification_id: str
+    token: str  # the attempt's: the job moves only while it runs under it
     state: JobState
     scheduled_at: datetime | None = None  # retryable: when it is due again
 
 
-def settled(notification_id: str, status: Status, next_attempt: datetime | None) -> SettleDelivery:
+def settled(
+    notification_id: str, token: str, status: Status, next_attempt: datetime | None
+) -> SettleDelivery:
     """The job's move for a notification settled to ``status``: PENDING is a retry
     (due at ``next_attempt``), DELIVERED completes it, anything else discards it."""
     if status == Status.PENDING:
         assert next_attempt is not None, "a retry says when"
-        return SettleDelivery(notification_id, JobState.RETRYABLE, next_attempt)
+        return SettleDelivery(notification_id, token, JobState.RETRYABLE, next_attempt)
     if status == Status.DELIVERED:
-        return SettleDelivery(notification_id, JobState.COMPLETED)
-    return SettleDelivery(notification_id, JobState.DISCARDED)
+        return SettleDelivery(notification_id, token, JobState.COMPLETED)
+    return SettleDelivery(notification_id, token, JobState.DISCARDED)
 
 
 class _SettlePg:
-    """The settle of delivery jobs as one statement over arrays (``pg.Rider``): it
-    rides in an events append after the fenced notification updates, waiting for
-    their counts (``when``), so it writes only if they all landed."""
+    """The settle of delivery jobs as one statement over arrays (``pg.Rider``), each
+    job still under the attempt's token (``_UNDER_TOKEN``): it rides in an events append
+    beside the fenced notification updates (after them, waiting for their counts
+    (``when``), when the statement is alone), and must move every job (``exact_sql``).
+    Once the notification's fence held, only a new claim could have taken the job, and
+    a claim that recovers an attempt changes the row's count: so a statement that
+    writes alone, without a transaction to roll back, never parts a job from its row."""
 
-    width = 4
+    width = 5
 
     def unnest_sql(self, first: int, when: str = "") -> str:
         p = [f"${first + i}" for i in range(self.width)]
@@ -276,24 +349,26 @@ class _SettlePg:
             "scheduled_at = COALESCE(r.scheduled_at, uns_jobs.scheduled_at), "
             f"finalized_at = CASE WHEN r.state IN ({_FINAL_SQL}) THEN r.now END, "
             "lease_token = NULL, lease_until = NULL "
-            f"FROM unnest({p[0]}::text[], {p[1]}::text[], {p[2]}::timestamptz[], "
-            f"{p[3]}::timestamptz[]) AS r(nid, state, scheduled_at, now) "
+            f"FROM unnest({p[0]}::text[], {p[1]}::text[], {p[2]}::text[], "
+            f"{p[3]}::timestamptz[], {p[4]}::timestamptz[]) "
+            "AS r(nid, token, state, scheduled_at, now) "
             # The ANY restricts the jobs scanned to the named ones whatever the
             # planner believes of the join (stale statistics chose a hash join over
             # every live job).
             f"WHERE uns_jobs.notification_id = ANY({p[0]}::text[]) "
             "AND uns_jobs.notification_id = r.nid AND uns_jobs.kind = 'delivery' "
-            f"AND uns_jobs.state IN ({_LIVE_SQL})" + (f" AND {when}" if when else "")
+            "AND uns_jobs.state IN ('running', 'retryable') AND uns_jobs.lease_token = r.token"
+            + (f" AND {when}" if when else "")
         )
 
     def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
-        return [[r[k] for r in rows] for k in ("nid", "state", "scheduled_at", "now")]
+        return [[r[k] for r in rows] for k in ("nid", "token", "state", "scheduled_at", "now")]
 
     def exact_sql(self, first: int) -> str | None:
-        return None  # a row without a live job (none carried yet) is no lost fence
+        return f"cardinality(${first}::text[])"
 
     def partial(self, rows: int) -> bool:
-        return False  # held back whole by the fenced updates' counts
+        return rows > 1  # each job is fenced on its own
 
     async def executemany(self, driver: Any, rows: Iterable[Mapping[str, Any]]) -> None:
         listed = list(rows)
@@ -309,6 +384,7 @@ def settle_rows(settles: Sequence[SettleDelivery], now: datetime) -> list[dict[s
     return [
         {
             "nid": s.notification_id,
+            "token": s.token,
             "state": s.state.value,
             "scheduled_at": s.scheduled_at,
             "now": now,
@@ -318,8 +394,8 @@ def settle_rows(settles: Sequence[SettleDelivery], now: datetime) -> list[dict[s
 
 
 async def settle(conn: AsyncConnection, settles: Sequence[SettleDelivery], now: datetime) -> None:
-    """Move the live delivery job of each settled notification (its fence landed in
-    this transaction), in one statement."""
+    """Move the delivery job of each settled notification (its fence held in this
+    transaction), still under the attempt's token, in one statement."""
     if not settles:
         return
     driver = pg.driver(conn)
@@ -329,17 +405,19 @@ async def settle(conn: AsyncConnection, settles: Sequence[SettleDelivery], now: 
     r = (
         values(
             column("nid", Text()),
+            column("token", Text()),
             column("state", Text()),
             column("scheduled_at", UtcDateTime()),
             name="r",
         )
-        .data([(s.notification_id, s.state.value, s.scheduled_at) for s in settles])
+        .data([(s.notification_id, s.token, s.state.value, s.scheduled_at) for s in settles])
         .cte("r")
     )
     final = [s.value for s in FINALIZED]
     await conn.execute(
         update(j)
-        .where(j.c.notification_id == r.c.nid, is_live_delivery())
+        .where(j.c.notification_id == r.c.nid, j.c.lease_token == r.c.token)
+        .where(j.c.kind == _KIND, j.c.state.in_(_UNDER_TOKEN))
         .values(
             state=r.c.state,
             scheduled_at=case(

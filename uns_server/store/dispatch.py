@@ -1,8 +1,9 @@
 """Dispatch queries: claim due leaders under a lease, and fenced settlement.
 
-Every state change after the claim is guarded by ``lease_token`` and
-``lease_until > now``: zero rows matched means the lease was lost, a typed
-outcome rather than an exception (river's ``JobSetStateIfRunning``).
+Every state change after the claim is guarded by the delivery job's lease (running
+under the attempt's ``lease_token``, ``lease_until > now``: ``deliveries.held_by``):
+zero rows matched means the lease was lost, a typed outcome rather than an exception
+(river's ``JobSetStateIfRunning``).
 
 A settlement that opens an ack (DELIVERED, ack PENDING until its deadline) inserts the
 deadline's ``ack_deadline`` job (``domain.ack_deadlines``) and, when the policy follows
@@ -26,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    Integer,
     Text,
     bindparam,
     cast,
@@ -47,7 +49,12 @@ from uns_server.store.delivery_claim import (
     SERVED_PG,
     SERVED_SQLITE,
 )
-from uns_server.store.leased_moves import deadline_timers, delivery_settles, grouped
+from uns_server.store.leased_moves import (
+    deadline_timers,
+    delivery_settles,
+    first_per_row,
+    grouped,
+)
 from uns_server.store.served import POSTGRESQL
 from uns_server.store.tables import UtcDateTime, dedup, events, inline
 from uns_server.store.tables import jobs as j
@@ -63,16 +70,10 @@ _settle_leased_statements: dict[tuple[str, ...], tuple[Any, pg.Statement]] = {}
 def _settle_leased_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     found = _settle_leased_statements.get(columns)
     if found is None:
-        token = bindparam("b_token", type_=n.c.lease_token.type)
-        stmt = (
-            update(n)
-            .where(
-                n.c.id == bindparam("b_id"),
-                n.c.lease_token == token,
-                n.c.lease_until > bindparam("b_now", type_=UtcDateTime()),
-            )
-            .values(_assignments(columns))
-        )
+        token = bindparam("b_token", type_=j.c.lease_token.type)
+        now = bindparam("b_now", type_=UtcDateTime())
+        fence = deliveries.held_by(token, bindparam("b_seen", type_=Integer()), now)
+        stmt = update(n).where(n.c.id == bindparam("b_id"), fence).values(_assignments(columns))
         returning = stmt.returning(n.c.id, cast(token, Text).label("token"))
         found = _settle_leased_statements[columns] = (stmt, pg.Statement(returning))
     return found
@@ -96,11 +97,9 @@ def _assignments(columns: tuple[str, ...]) -> dict[str, Any]:
 def _settle_statement(columns: tuple[str, ...]) -> tuple[Any, pg.Statement]:
     found = _settle_statements.get(columns)
     if found is None:
-        stmt = (
-            update(n)
-            .where(n.c.id == bindparam("b_id"), n.c.lease_token == bindparam("b_token"))
-            .values(_assignments(columns))
-        )
+        token = bindparam("b_token", type_=j.c.lease_token.type)
+        fence = deliveries.held_by(token, bindparam("b_seen", type_=Integer()))
+        stmt = update(n).where(n.c.id == bindparam("b_id"), fence).values(_assignments(columns))
         found = _settle_statements[columns] = (stmt, pg.Statement(stmt.returning(n.c.id)))
     return found
 
@@ -109,7 +108,11 @@ def _fenced_update(columns: tuple[str, ...]) -> pg.FencedUpdate:
     found = _fenced_updates.get(columns)
     if found is None:
         found = _fenced_updates[columns] = pg.FencedUpdate(
-            n, columns, ("lease_token", "lease_until"), kept=KEPT_ONCE_SET
+            n,
+            columns,
+            deliveries.HELD_BY_SQL,
+            fence_params=(("b_seen", "integer"),),
+            kept=KEPT_ONCE_SET,
         )
     return found
 
@@ -177,40 +180,39 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
     ) -> list[Attempt]:
         """Lock up to ``limit`` due delivery jobs of unleased leaders (SKIP LOCKED on
         PostgreSQL) whose channels are all among ``channels`` (the caller's configured
-        ones), and lease each job and its leader under a new fencing token
-        (``Attempt.lease_token``).
+        ones), and lease each job under a new fencing token (``Attempt.lease_token``):
+        the job is the fence, and the notification is not written.
 
-        Each notification is as it was before the claim, so the caller can see an expired
-        previous lease (``Attempt.recovered``: its ``lease_token`` still set): that
-        attempt's effect is unknown, and the row is flagged
-        ``provider_effect_may_have_occurred``. Expired delivery leases are rescued first
-        (the rescuer's statement, for this kind: one index probe when there are none), so
-        a recovery does not wait for the rescuer's round.
+        Each notification is as it was before the claim, with an interrupted attempt
+        counted (``Attempt.recovered``: the job still held that attempt's token, or the
+        row a previous release's expired lease, ``lease_token`` the interrupted one):
+        that attempt's effect is unknown, and the row is counted and flagged
+        ``provider_effect_may_have_occurred`` in this transaction. Expired delivery
+        leases are rescued first (the rescuer's statement, for this kind: one index
+        probe when there are none), so a recovery does not wait for the rescuer's round.
         """
         return await delivery_claim.claim(
             self._conn, now=now, limit=limit, lease=lease, channels=channels
         )
 
-    async def settle_many(self, moves: Sequence[LeasedMove], now: datetime) -> int:
+    async def settle_many(self, moves: Sequence[LeasedMove], now: datetime) -> frozenset[str]:
         """Apply each move where its token still holds the row's lease: one fenced
-        executemany per distinct set of assigned columns. Returns how many moves changed
-        their row; one whose token no longer holds the lease changes nothing and is not
-        counted (nor is its ack deadline's job inserted)."""
+        executemany per distinct set of assigned columns. Returns the ids of the rows
+        whose move landed (as ``Jobs.settle_many``); one whose token no longer holds the
+        lease changes nothing and is absent (nor is its ack deadline's job inserted)."""
+        moves = first_per_row(moves)
         groups = grouped(moves, now, unexpired=False)
         timers = deadline_timers(moves)
         driver = pg.driver(self._conn)
-        changed = 0
-        landed: set[str] = set()  # ids of the moves that landed
+        landed: set[str] = set()
         for columns, params_list in groups.items():
             stmt, stmt_pg = _settle_statement(columns)
             if driver is not None:  # asyncpg's executemany reports no row counts
                 rows = await stmt_pg.fetchmany(driver, params_list)
-                changed += len(rows)
                 landed.update(r["id"] for r in rows)
             else:  # one execute per row tells its own count
                 for params in params_list:
                     if (await self._conn.execute(stmt, params)).rowcount == 1:
-                        changed += 1
                         landed.add(params["b_id"])
         await self._insert_timers(
             [job for move, job in timers if move.notification_id in landed], now
@@ -220,7 +222,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
             [d for move, d in delivery_settles(moves) if move.notification_id in landed],
             now,
         )
-        return changed
+        return frozenset(landed)
 
     async def settle_leased(
         self, moves: Sequence[LeasedMove], now: datetime
@@ -234,6 +236,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         Only for moves decided without reading the locked row: the settlement decides
         from the claim's copy, which is safe because nothing but the lease holder writes
         the columns it reads while the lease is held (``workers.dispatch.settlement``)."""
+        moves = first_per_row(moves)
         groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
         driver = pg.driver(self._conn)
         changed: set[tuple[str, str]] = set()
@@ -273,6 +276,8 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
             if len(changed) != len(moves):
                 raise FenceMoved(f"settled {len(changed)} of {len(moves)} leases")
             return
+        if len(first_per_row(moves)) != len(moves):
+            raise FenceMoved("a row settled twice: the second finds its lease released")
         groups = grouped(sorted(moves, key=lambda m: m.notification_id), now, unexpired=True)
         for columns, rows in groups.items():
             self._tx.defer(_fenced_update(columns), rows)

@@ -126,7 +126,9 @@ def _rescue_statement(kinds: Collection[JobKind]) -> Any:
             state=case((spent, JobState.DISCARDED.value), else_=JobState.RETRYABLE.value),
             scheduled_at=case((spent, j.c.scheduled_at), else_=_NOW),
             finalized_at=case((spent, _NOW), else_=None),
-            lease_token=None,
+            # The token stays: the attempt made under it never settled (a delivery's
+            # next claim reads it as interrupted, ``store.delivery_claim``); every
+            # settle also asks for ``running``, so it fences nothing.
             lease_until=None,
             last_error=RESCUED_ERROR,
         )

@@ -4,7 +4,7 @@ storage terms: the columns it sets, and the bind parameters of the fenced statem
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,8 +16,9 @@ from uns_server.store.deliveries import SettleDelivery, settled
 
 
 def columns(move: LeasedMove, now: datetime) -> dict[str, Any]:
-    """The columns a settled lease sets: its move in storage terms (the lease released)."""
-    values: dict[str, Any] = {"lease_token": None, "lease_until": None, "updated_at": now}
+    """The columns a settled lease sets: its move in storage terms (the lease, on the
+    delivery job, is released by ``store.deliveries.settle``)."""
+    values: dict[str, Any] = {"updated_at": now}
     if isinstance(move, ExhaustAttempt):
         return values | {
             "status": move.status.value,
@@ -27,7 +28,12 @@ def columns(move: LeasedMove, now: datetime) -> dict[str, Any]:
             "cycle_attempts": move.cycle_attempts,
         }
     s = move.settlement
-    values |= {"outcome": s.outcome, "status": s.status.value}
+    values |= {
+        "outcome": s.outcome,
+        "status": s.status.value,
+        "attempts": move.attempts,
+        "cycle_attempts": move.cycle_attempts,
+    }
     if s.status == Status.DELIVERED:
         values["delivered_at"] = s.delivered_at
         if s.ack_status is not None:
@@ -38,9 +44,26 @@ def columns(move: LeasedMove, now: datetime) -> dict[str, Any]:
         values["next_attempt"] = s.next_attempt
     if move.provider_refs is not None:
         values["provider_refs"] = move.provider_refs
-    if move.cycle_attempts is not None:
-        values["cycle_attempts"] = move.cycle_attempts
     return values
+
+
+def seen(move: LeasedMove) -> int:
+    """The row's attempts as the move's claim saw them (part of its fence:
+    ``deliveries.held_by``): a settled attempt counts one more, an exhausted row keeps
+    them."""
+    return move.attempts if isinstance(move, ExhaustAttempt) else move.attempts - 1
+
+
+def first_per_row(moves: Sequence[LeasedMove]) -> list[LeasedMove]:
+    """Each row's first move: it releases the lease (its job's), so a second one under
+    the same token would find nothing to settle, and lands nowhere."""
+    seen: set[str] = set()
+    firsts = []
+    for move in moves:
+        if move.notification_id not in seen:
+            seen.add(move.notification_id)
+            firsts.append(move)
+    return firsts
 
 
 def grouped(
@@ -52,7 +75,7 @@ def grouped(
     for move in moves:
         values = columns(move, now)
         params = {f"v_{c}": v for c, v in values.items()}
-        params |= {"b_id": move.notification_id, "b_token": move.token}
+        params |= {"b_id": move.notification_id, "b_token": move.token, "b_seen": seen(move)}
         if unexpired:
             params["b_now"] = now
         groups.setdefault(tuple(sorted(values)), []).append(params)
@@ -83,8 +106,9 @@ def delivery_settles(moves: Iterable[LeasedMove]) -> list[tuple[LeasedMove, Sett
     out: list[tuple[LeasedMove, SettleDelivery]] = []
     for move in moves:
         if isinstance(move, ExhaustAttempt):
-            out.append((move, settled(move.notification_id, move.status, None)))
+            out.append((move, settled(move.notification_id, move.token, move.status, None)))
         else:
             s = move.settlement
-            out.append((move, settled(move.notification_id, s.status, s.next_attempt)))
+            job = settled(move.notification_id, move.token, s.status, s.next_attempt)
+            out.append((move, job))
     return out

@@ -43,10 +43,11 @@ def _window(row: Any) -> MaintenanceWindow:
 
 _HOLD = (
     update(n)
-    .where(n.c.id == bindparam("b_id"), n.c.lease_token == bindparam("b_token"))
+    .where(
+        n.c.id == bindparam("b_id"),
+        deliveries.held_by(bindparam("b_token"), bindparam("v_attempts")),
+    )
     .values(
-        lease_token=None,
-        lease_until=None,
         attempts=bindparam("v_attempts"),
         cycle_attempts=bindparam("v_cycle_attempts"),
         next_attempt=bindparam("v_until", type_=UtcDateTime()),
@@ -143,7 +144,7 @@ class SqlMaintenance(SqlMaintenanceReads):
         await deliveries.settle(
             self._conn,
             [
-                deliveries.SettleDelivery(h.notification_id, JobState.RETRYABLE, h.until)
+                deliveries.SettleDelivery(h.notification_id, h.token, JobState.RETRYABLE, h.until)
                 for h in holds
                 if h.notification_id in held
             ],

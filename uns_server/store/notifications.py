@@ -71,8 +71,13 @@ _NEW_ONLY = _NewOnly()
 
 def _rows(new: Sequence[Notification]) -> list[dict[str, Any]]:
     """The records' rows in key order, so two transactions inserting overlapping keys
-    wait on each other in the same order instead of deadlocking."""
-    return [records.notification_row(n) for n in sorted(new, key=lambda n: n.key)]
+    wait on each other in the same order instead of deadlocking. A leader intake
+    leases (``lease_new``) has its lease on its delivery job (``deliveries.new_rows``),
+    not on its row: the job is the fence."""
+    rows = [records.notification_row(n) for n in sorted(new, key=lambda n: n.key)]
+    for row in rows:
+        row["lease_token"] = row["lease_until"] = None
+    return rows
 
 
 # Listing (AIP-158): newest first, keyset-paged on (created_at, id).

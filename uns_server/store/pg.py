@@ -179,7 +179,7 @@ class Insert:
 
 class FencedUpdate:
     """Many rows' UPDATE of ``columns`` as one statement over arrays (``unnest_sql``),
-    each row matched by ``id``, its fencing token and an unexpired lease (parameters
+    each row matched by ``id`` and a fence on its token and an unexpired lease (parameters
     ``b_id``, ``b_token``, ``b_now``; values ``v_<column>``). As a rider
     (``WriteTx.defer``) it must change every row it is given (``exact_sql``), or the
     statement it rides in inserts nothing: its caller sees that and rolls back."""
@@ -188,17 +188,21 @@ class FencedUpdate:
         self,
         table: Table,
         columns: Sequence[str],
-        lease: tuple[str, str],
+        fence: str,
         *,
+        fence_params: Sequence[tuple[str, str]] = (),
         kept: frozenset[str] = frozenset(),
     ) -> None:
-        """``kept``: columns whose value, once set, the update keeps (COALESCE)."""
-        token, until = lease
+        """``fence``: the condition a row's lease holds, over ``r.b_token``, ``r.b_now``
+        and ``fence_params`` (more parameters: name, SQL type), and ``{ids}``, the array
+        of every row's id; ``kept``: columns whose value, once set, the update keeps
+        (COALESCE)."""
         self.table = table.name
         self._columns = (
             ("b_id", None, "text", "r.b_id"),
             ("b_token", None, "text", "r.b_token"),
             ("b_now", None, "timestamptz", "r.b_now"),
+            *((name, None, sql_type, f"r.{name}") for name, sql_type in fence_params),
             *(
                 (
                     f"v_{c}",
@@ -209,14 +213,12 @@ class FencedUpdate:
                 for c in columns
             ),
         )
+        values = self._columns[3 + len(fence_params) :]
         self._assign = ", ".join(
             f"{c} = COALESCE({self.table}.{c}, {e})" if c in kept else f"{c} = {e}"
-            for (_, _, _, e), c in zip(self._columns[3:], columns, strict=True)
+            for (_, _, _, e), c in zip(values, columns, strict=True)
         )
-        self._where = (
-            f"{self.table}.id = r.b_id AND {self.table}.{token} = r.b_token "
-            f"AND {self.table}.{until} > r.b_now"
-        )
+        self._where = f"{self.table}.id = r.b_id AND {fence}"
 
     @property
     def width(self) -> int:
@@ -225,9 +227,10 @@ class FencedUpdate:
     def unnest_sql(self, first: int, when: str = "") -> str:
         names = ", ".join(name for name, _, _, _ in self._columns)
         params = ", ".join(f"${first + i}::{t}[]" for i, (_, _, t, _) in enumerate(self._columns))
+        where = self._where.format(ids=f"${first}::text[]")
         return (
             f"UPDATE {self.table} SET {self._assign} FROM unnest({params}) AS r({names}) "
-            f"WHERE {self._where}" + (f" AND {when}" if when else "")
+            f"WHERE {where}" + (f" AND {when}" if when else "")
         )
 
     def arrays(self, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:

@@ -19,7 +19,7 @@ as their ``to_json`` (the shape every version wrote) and the enums as their valu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from operator import itemgetter
 from typing import Any
 
@@ -172,10 +172,24 @@ def notification_row(n: Notification) -> dict[str, Any]:
 assert {f.name for f in fields(Notification)} == set(tables.notifications.c.keys())
 
 
-def attempt(row: Row, lease_token: str) -> Attempt:
-    """A claimed row (as it was before the claim) under its new fencing token."""
+def attempt(row: Row, lease_token: str, interrupted: str | None) -> Attempt:
+    """A claimed row under its new fencing token, as it was before the claim, with an
+    interrupted attempt (``store.delivery_claim``) counted as the claim counts it: the
+    delivery job still held that attempt's token (``interrupted``), or the row a lease
+    of a previous release's replica, whose claim had counted it already."""
     claimed = notification(row)
-    return Attempt(claimed, lease_token, claimed.lease_token is not None)
+    if claimed.lease_token is not None:
+        return Attempt(claimed, lease_token, True)
+    if interrupted is None:
+        return Attempt(claimed, lease_token, False)
+    counted = replace(
+        claimed,
+        attempts=claimed.attempts + 1,
+        cycle_attempts=claimed.cycle_attempts + 1,
+        lease_token=interrupted,
+        provider_effect_may_have_occurred=True,
+    )
+    return Attempt(counted, lease_token, True)
 
 
 def event(row: Row) -> Event:

@@ -18,12 +18,12 @@ implementation (or a rewrite of a query) has one place that says what it must do
 
 - ``Dispatch.claim``: due, unleased (or lease-expired) PENDING leaders whose channels
   the caller serves, highest priority first, then earliest ``next_attempt``; each
-  leased under a new token, ``attempts``/``cycle_attempts`` counted, a recovered
-  lease flagged ``provider_effect_may_have_occurred``; concurrent claimers never
-  share a row.
+  one's delivery job leased under a new token, the notification row not written
+  (but for an interrupted attempt: counted, and flagged
+  ``provider_effect_may_have_occurred``); concurrent claimers never share a row.
 - ``Dispatch.settle_many``/``settle_leased``/``settle_leased_with_events``: fenced by
-  the lease token; a stale token changes nothing, and each says so (a count, the
-  (id, token) pairs changed, ``FenceMoved``).
+  the delivery job's lease token; a stale token changes nothing, and each says so (a
+  count, the (id, token) pairs changed, ``FenceMoved``); the settle counts the attempt.
 - ``FollowUps``: a step is being sent while its ``follow_up`` job runs under a live
   lease; the carry gives each due follow-up time without a live job its job, once;
   the step's writes land on the row as given (the job's settle is their fence).

@@ -38,8 +38,9 @@ class Dispatch(DispatchReads, Protocol):
         """Lease up to ``limit`` due leaders (each as before the claim, its new token)."""
         ...
 
-    async def settle_many(self, moves: Sequence[m.LeasedMove], now: datetime) -> int:
-        """Apply each move where its token still holds the row; how many did."""
+    async def settle_many(self, moves: Sequence[m.LeasedMove], now: datetime) -> frozenset[str]:
+        """Apply each move where its token still holds the row; the ids that did (a lost
+        fence is an absent id, as ``Jobs.settle_many``)."""
         ...
 
     async def settle_leased(

@@ -235,9 +235,10 @@ class Dispatcher(LoopWorker):
         self, accepted: Notification, now: datetime
     ) -> tuple[Notification, Claim, list[NewEvent]]:
         """Lease a leader about to be inserted, as a claim would: its first attempt.
-        Returns the leader leased (what to insert instead: lease token and expiry, the
-        attempt counters), the claim and the events to commit with it (ATTEMPT_STARTED
-        and one CHANNEL_ATTEMPT_STARTED per channel)."""
+        Returns the leader leased (what to insert instead: its delivery job runs under
+        the lease token and expiry; the settle counts the attempt), the claim and the
+        events to commit with it (ATTEMPT_STARTED and one CHANNEL_ATTEMPT_STARTED per
+        channel)."""
         start = lifecycle.decide_claim(
             attempts=accepted.attempts,
             cycle_attempts=accepted.cycle_attempts,
@@ -251,9 +252,7 @@ class Dispatcher(LoopWorker):
         claim = Claim(
             accepted, token, start.attempt, start.cycle_attempt, remaining_channels(accepted)
         )
-        leased = accepted.leased(
-            token, now + self._lease, attempts=start.attempt, cycle_attempts=start.cycle_attempt
-        )
+        leased = accepted.leased(token, now + self._lease)
         return leased, claim, claim_events(claim, recovered=False)
 
     def hand_over(self, reserved: int, claims: Sequence[Claim]) -> None:

@@ -216,8 +216,10 @@ class Settler:
             decision = self._decide(n, claim, attempts, s, now)
             work = work or decision.status == Status.PENDING
             refs = provider_refs(n, claim, attempts)
-            given_back = n.cycle_attempts if decision.gives_back_attempt else None
-            updates.append(moves.SettleAttempt(n.id, claim.token, decision, refs, given_back))
+            cycle = n.cycle_attempts if decision.gives_back_attempt else claim.cycle_attempt
+            updates.append(
+                moves.SettleAttempt(n.id, claim.token, decision, claim.attempt, cycle, refs)
+            )
             audits.append(
                 DeliveryAudit(n, decision.status, decision.outcome, decision.delivered_at)
             )
@@ -356,7 +358,7 @@ class Settler:
             attempts=n.attempts,
             cycle_attempts=n.cycle_attempts,
         )
-        check_fenced(await tx.dispatch.settle_many([exhaust], now), 1)
+        check_fenced(await tx.dispatch.settle_many([exhaust], now), {n.id})
         await after_settle(tx, s.status, n, now, s.followers)
         await tx.audit.record_deliveries([DeliveryAudit(n, decision.status, outcome, None)], now)
         s.final = event(
@@ -390,9 +392,9 @@ def _settles_alone(s: Settled) -> bool:
     return s.status == Status.PENDING or (s.status == Status.DELIVERED and n.dedup_key is None)
 
 
-def check_fenced(changed: int, expected: int) -> None:
-    """A settlement's row, locked by its claim under its lease, must change; if one
+def check_fenced(landed: frozenset[str], expected: set[str]) -> None:
+    """A settlement's row, leased by its claim in this transaction, must change; if one
     did not, roll back rather than record events for a settlement that did not happen
     (its lease expires and is recovered)."""
-    if changed != expected:
-        raise RuntimeError(f"fenced settlement changed {changed} of {expected} rows")
+    if landed != expected:
+        raise RuntimeError(f"fenced settlement changed {sorted(landed)} of {sorted(expected)}")
