@@ -13,7 +13,7 @@ from uns_server.domain.enums import ACK_OWED, AckStatus, Status
 from uns_server.domain.records import Notification
 from uns_server.domain.snooze import Snooze
 from uns_server.store.bound import Bound
-from uns_server.store.deliveries import LEASE_TOKEN, locked_records
+from uns_server.store.delivery_leases import LEASE_TOKEN, locked_records
 from uns_server.store.followups import cancel_waiting_follow_ups, stop_follow_ups
 from uns_server.store.tables import inline
 from uns_server.store.tables import notifications as n

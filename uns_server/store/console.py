@@ -28,7 +28,7 @@ from uns_server.domain.enums import AckStatus, EventKind, Status
 from uns_server.domain.records import Event, FailedSummary, PolicyType, RecentEvent
 from uns_server.store import records
 from uns_server.store.bound import Bound
-from uns_server.store.deliveries import LEASE_UNTIL
+from uns_server.store.delivery_leases import LEASE_UNTIL
 from uns_server.store.tables import events, inline, notifications, policies
 
 n = notifications
@@ -67,7 +67,7 @@ def state_conditions(now: datetime, hour_later: datetime, day_ago: datetime) -> 
 
 
 def queue_counts_query(now: datetime, cap: int) -> Select[Any]:
-    # Each row's lease is read once, from its delivery job (``deliveries.LEASE_UNTIL``), in
+    # Each row's lease is read once, from its delivery job (``delivery_leases.LEASE_UNTIL``), in
     # the capped subquery: its LIMIT keeps PostgreSQL from copying the probe into each count.
     pending = (
         select(n.c.next_attempt, LEASE_UNTIL.label("lease_until"), n.c.dedup_owner_id)

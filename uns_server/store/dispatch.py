@@ -40,7 +40,7 @@ from uns_server.domain.enums import EventKind, Status
 from uns_server.domain.jobs import NewJob
 from uns_server.domain.moves import LeasedMove
 from uns_server.domain.records import Attempt, DedupWindow, Notification
-from uns_server.store import deliveries, delivery_claim, jobs, pg, records
+from uns_server.store import deliveries, delivery_claim, delivery_leases, jobs, pg, records
 from uns_server.store.bound import Bound, BoundTx
 from uns_server.store.db import FenceMoved
 from uns_server.store.delivery_claim import (
@@ -297,7 +297,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
             .order_by(n.c.created_at, n.c.id)
             .with_for_update()
         )
-        return await deliveries.locked_records(self._conn, lock)
+        return await delivery_leases.locked_records(self._conn, lock)
 
     async def window_owner(self, dedup_key: str) -> tuple[DedupWindow, Notification] | None:
         """The dedup window of ``dedup_key``, locked until commit (as intake locks it), and
@@ -307,7 +307,7 @@ class SqlDispatch(BoundTx, SqlDispatchReads):
         if row is None or not row["owner_id"]:
             return None
         window = records.dedup_window(row)
-        q = select(*deliveries.NOTIFICATION_COLUMNS).where(n.c.id == window.owner_id)
+        q = select(*delivery_leases.NOTIFICATION_COLUMNS).where(n.c.id == window.owner_id)
         owner = (await self._conn.execute(q)).mappings().first()
         return None if owner is None else (window, records.notification(owner))
 

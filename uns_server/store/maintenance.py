@@ -15,7 +15,7 @@ from sqlalchemy import and_, bindparam, case, delete, insert, select, update
 from uns_server.domain.enums import Status
 from uns_server.domain.jobs import JobState
 from uns_server.domain.maintenance import ClaimHold, MaintenanceWindow, WindowChange
-from uns_server.store import deliveries
+from uns_server.store import deliveries, delivery_leases
 from uns_server.store.bound import Bound
 from uns_server.store.tables import (
     UtcDateTime,
@@ -157,10 +157,12 @@ class SqlMaintenance(SqlMaintenanceReads):
         unleased ones due then); without, released (the PENDING ones due now if later, the
         hold cleared on every row). How many rows it held."""
         mine = n.c.held_by_window_id == window_id
-        pending = (n.c.status == inline(Status.PENDING.value)) & deliveries.LEASE_TOKEN.is_(None)
+        pending = (n.c.status == inline(Status.PENDING.value)) & delivery_leases.LEASE_TOKEN.is_(
+            None
+        )
         # Their delivery jobs follow (retimed with them), in this transaction. Locked
         # first, so that the UPDATE reads each lease from its job as it stands, never as
-        # it stood before a settle the UPDATE waited for (``deliveries.locked_records``).
+        # it stood before a settle the UPDATE waited for (``delivery_leases.locked_records``).
         lock = select(n.c.id).where(mine).order_by(n.c.id).with_for_update()
         ids = list((await self._conn.execute(lock)).scalars())
         if until is not None:

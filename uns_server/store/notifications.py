@@ -13,13 +13,13 @@ from uns_server.domain.admission import DedupWindowTake, WindowOwner
 from uns_server.domain.enums import Status
 from uns_server.domain.policy import PolicyRevision
 from uns_server.domain.records import DedupWindow, Notification
-from uns_server.store import deliveries, jobs, pg, records
+from uns_server.store import deliveries, delivery_leases, jobs, pg, records
 from uns_server.store.bound import Bound, BoundTx
 from uns_server.store.port.values import NOTIFICATION_FILTER_FIELDS
 from uns_server.store.tables import dedup, notifications, policies
 
 # Every read of a record selects ``_ROW``: the delivery lease as its job holds it.
-_ROW = deliveries.NOTIFICATION_COLUMNS
+_ROW = delivery_leases.NOTIFICATION_COLUMNS
 _BY_KEYS_PG = pg.Statement(select(*_ROW).where(notifications.c.key == any_(bindparam("keys"))))
 _INSERT_PG = pg.Insert(notifications)
 _ADMITTED_UNDER = "admitted_under"  # the guard's value beside each row (``_NewOnly``)
@@ -101,7 +101,7 @@ class SqlNotificationReads(Bound):
         """One notification, optionally locked until commit."""
         if for_update:
             lock = select(notifications.c.id).where(notifications.c.id == notification_id)
-            found = await deliveries.locked_records(self._conn, lock.with_for_update())
+            found = await delivery_leases.locked_records(self._conn, lock.with_for_update())
             return found[0] if found else None
         q = select(*_ROW).where(notifications.c.id == notification_id)
         row = (await self._conn.execute(q)).mappings().first()

@@ -11,7 +11,7 @@ from sqlalchemy import case, func, select
 
 from uns_server.domain.enums import Status
 from uns_server.store.bound import Bound
-from uns_server.store.deliveries import unleased
+from uns_server.store.delivery_leases import unleased
 from uns_server.store.port.values import Backlog, UnservedLeader
 from uns_server.store.served import served
 from uns_server.store.tables import UtcDateTime, inline
@@ -27,7 +27,7 @@ class SqlQueue(Bound):
         The WHERE clause is the predicate of the partial index ``ix_uns_notifications_due``,
         so this reads only pending leaders (the backlog), never the notification history.
         The rows are grouped by one expression that names the lease once, so each row's
-        job is probed once (``deliveries.LEASE_UNTIL``): PostgreSQL would copy a derived
+        job is probed once (``delivery_leases.LEASE_UNTIL``): PostgreSQL would copy a derived
         table's column, subquery and all, into every condition that read it.
         """
         state = case(
