@@ -500,15 +500,10 @@ async def test_a_settle_that_waited_for_a_withdrawal_lands_nothing(
     [nid] = await insert(store, row())
     [lease] = await claim(store)
     settle = _delivered(nid, lease.lease_token)
-    holding, release = asyncio.Event(), asyncio.Event()
-    withdrawer = SqlStore(Database(db_url))
 
-    async def withdraw() -> None:
-        async with withdrawer.write() as tx:
-            withdrawal = WithdrawRows((nid,), Scope.NOTIFICATION, Status.PENDING, "oscar", "", NOW)
-            assert (await tx.moves.withdraw(withdrawal)).ids == (nid,)
-            holding.set()
-            await release.wait()
+    async def withdraw(tx: Any) -> None:
+        withdrawal = WithdrawRows((nid,), Scope.NOTIFICATION, Status.PENDING, "oscar", "", NOW)
+        assert (await tx.moves.withdraw(withdrawal)).ids == (nid,)
 
     async def settled() -> bool:
         if way == "leased":
@@ -523,17 +518,7 @@ async def test_a_settle_that_waited_for_a_withdrawal_lands_nothing(
             return False
         return True
 
-    try:
-        withdrawing = asyncio.ensure_future(withdraw())
-        await asyncio.wait_for(holding.wait(), 30)
-        settling = asyncio.ensure_future(settled())
-        await asyncio.wait_for(_waiting_on_a_lock(store), 30)
-        release.set()
-        await withdrawing
-        assert await settling is False
-    finally:
-        release.set()
-        await withdrawer.db.dispose()
+    assert await committed_while_waiting(db_url, store, withdraw, settled) is False
     stored = await raw(store, nid)
     assert (stored["status"], stored["attempts"]) == (Status.WITHDRAWN.value, 0)
     assert [j[0] for j in await delivery_jobs(store, nid)] == ["cancelled"]
@@ -885,6 +870,31 @@ async def _waiting_on_a_lock(store: SqlStore) -> None:
         await asyncio.sleep(0.01)
 
 
+async def committed_while_waiting(db_url: str, store: SqlStore, first: Any, then: Any) -> Any:
+    """``first(tx)`` in a write transaction of another connection, committed only once
+    ``then()`` waits on a lock it holds; ``then()``'s result."""
+    holding, release = asyncio.Event(), asyncio.Event()
+    other = SqlStore(Database(db_url))
+
+    async def hold() -> None:
+        async with other.write() as tx:
+            await first(tx)
+            holding.set()
+            await release.wait()
+
+    try:
+        holder = asyncio.ensure_future(hold())
+        await asyncio.wait_for(holding.wait(), 30)
+        waiting = asyncio.ensure_future(then())
+        await asyncio.wait_for(_waiting_on_a_lock(store), 30)
+        release.set()
+        await holder
+        return await asyncio.wait_for(waiting, 30)
+    finally:
+        release.set()
+        await other.db.dispose()
+
+
 async def retried_while_waiting(
     db_url: str, store: SqlStore, nid: str, now: datetime, body: Any
 ) -> Any:
@@ -892,26 +902,12 @@ async def retried_while_waiting(
     transaction that commits only once ``body()`` waits on the row's lock; ``body``'s
     result."""
     [lease] = await claim(store, now=now)
-    holding, release = asyncio.Event(), asyncio.Event()
-    settler = SqlStore(Database(db_url))
 
-    async def settle() -> None:
-        async with settler.write() as tx:
-            retry = _retry(nid, lease.lease_token, lease.attempt)
-            assert await tx.dispatch.settle_many([retry], now) == {nid}
-            holding.set()
-            await release.wait()
+    async def settle(tx: Any) -> None:
+        retry = _retry(nid, lease.lease_token, lease.attempt)
+        assert await tx.dispatch.settle_many([retry], now) == {nid}
 
-    try:
-        settling = asyncio.ensure_future(settle())
-        await asyncio.wait_for(holding.wait(), 30)
-        waiting = asyncio.ensure_future(body())
-        await asyncio.wait_for(_waiting_on_a_lock(store), 30)
-        release.set()
-        await settling
-        return await asyncio.wait_for(waiting, 30)
-    finally:
-        await settler.db.dispose()
+    return await committed_while_waiting(db_url, store, settle, body)
 
 
 async def test_a_locked_read_that_waited_for_a_settle_reads_the_lease_it_left(
